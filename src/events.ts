@@ -1,0 +1,55 @@
+import { EventEmitter } from "node:events";
+import type { FinishReason, Usage } from "./providers/types.js";
+
+/**
+ * What happens inside a run, as it happens: the CLI prints from it, and later a web page
+ * streams it. Listeners must not throw; the loop does not wait for them.
+ */
+export interface CountdEvents {
+  "iteration": { sessionId: string; iteration: number };
+  "answer.chunk": { sessionId: string; text: string };
+  "tool.started": { sessionId: string; callId: string; name: string; arguments: unknown };
+  "tool.finished": {
+    sessionId: string;
+    callId: string;
+    name: string;
+    result: string;
+    durationMs: number;
+    attempts: number;
+    error?: string;
+  };
+  "llm.finished": {
+    sessionId: string;
+    model: string;
+    usage: Usage;
+    durationMs: number;
+    finishReason: FinishReason | "error" | "cancelled";
+    attempts: number;
+    error?: string;
+  };
+  "message.finished": {
+    sessionId: string;
+    status: "ok" | "limit" | "cancelled" | "error";
+    iterations: number;
+    toolCalls: number;
+    usage: Usage;
+    durationMs: number;
+    error?: string;
+  };
+}
+
+export type EventName = keyof CountdEvents;
+
+export class EventBus {
+  private readonly emitter = new EventEmitter();
+
+  emit<K extends EventName>(name: K, payload: CountdEvents[K]): void {
+    this.emitter.emit(name, payload);
+  }
+
+  /** Returns a function that removes the listener. */
+  on<K extends EventName>(name: K, listener: (payload: CountdEvents[K]) => void): () => void {
+    this.emitter.on(name, listener);
+    return () => this.emitter.off(name, listener);
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The one shape every provider speaks. Messages are kept in an OpenAI-like form (the design's
+ * native form); the Anthropic provider converts on the way out and on the way in.
+ */
+
+export type ContentPart =
+  | { type: "text"; text: string }
+  | { type: "image_url"; image_url: { url: string } };
+
+/** A tool call as the loop sees it: arguments parsed, or null with the raw text kept when not valid JSON. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown> | null;
+  rawArguments: string;
+}
+
+/** An Anthropic thinking block, kept byte for byte so it can be sent back with its signature. */
+export type ThinkingBlock =
+  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "redacted_thinking"; data: string };
+
+/** Reasoning the provider returned beside the answer; never shown as answer text. */
+export interface Reasoning {
+  text: string;
+  blocks?: ThinkingBlock[];
+}
+
+export type ChatMessage =
+  | { role: "system"; content: string }
+  | { role: "user"; content: string | ContentPart[] }
+  | { role: "assistant"; content: string | null; toolCalls?: ToolCall[]; reasoning?: Reasoning }
+  | { role: "tool"; toolCallId: string; name: string; content: string; isError?: boolean };
+
+export interface ToolDefinition {
+  type: "function";
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+}
+
+export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "other";
+
+export type StreamEvent =
+  | { type: "text"; text: string }
+  | { type: "reasoning"; text: string }
+  | { type: "thinking_block"; block: ThinkingBlock }
+  | { type: "tool_call"; call: ToolCall }
+  | { type: "usage"; usage: Usage }
+  | { type: "finish"; reason: FinishReason; raw: string }
+  /**
+   * Emitted by the retry layer when an attempt failed before any answer text: whatever the
+   * consumer collected from that attempt (reasoning, tool calls, usage) must be discarded.
+   */
+  | { type: "retry"; attempt: number; delayMs: number; error: Error };
+
+export interface ChatOptions {
+  model: string;
+  temperature: number;
+  maxTokens: number;
+  signal?: AbortSignal;
+}
+
+export interface LLMProvider {
+  /** Preset or kind name, for logs: "openai", "deepseek", "anthropic", … */
+  readonly name: string;
+  chatStream(messages: ChatMessage[], tools: ToolDefinition[], options: ChatOptions): AsyncIterable<StreamEvent>;
+}
+
+export const emptyUsage = (): Usage => ({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 });
+
+export function addUsage(into: Usage, more: Usage): Usage {
+  into.inputTokens += more.inputTokens;
+  into.outputTokens += more.outputTokens;
+  into.cachedInputTokens += more.cachedInputTokens;
+  return into;
+}
+
+/** Parses streamed tool-call arguments; an empty string means "no arguments". */
+export function parseToolArguments(raw: string): Record<string, unknown> | null {
+  if (raw.trim() === "") return {};
+  try {
+    const value: unknown = JSON.parse(raw);
+    return value !== null && typeof value === "object" && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
+  } catch {
+    return null;
+  }
+}

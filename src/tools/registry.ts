@@ -1,0 +1,66 @@
+import { z } from "zod";
+import type { ToolDefinition } from "../providers/types.js";
+
+export interface ToolContext {
+  sessionId: string;
+  workspace: string;
+  signal: AbortSignal;
+}
+
+export interface Tool<S extends z.ZodType = z.ZodType> {
+  name: string;
+  description: string;
+  parameters: S;
+  /** Returns the text the LLM reads; throws to report a failure (which may be retried). */
+  execute(args: z.infer<S>, ctx: ToolContext): Promise<string>;
+}
+
+export function defineTool<S extends z.ZodType>(tool: Tool<S>): Tool<S> {
+  return tool;
+}
+
+export type ValidationResult = { ok: true; args: unknown } | { ok: false; error: string };
+
+export class ToolRegistry {
+  private readonly tools = new Map<string, Tool>();
+  private definitions: ToolDefinition[] | undefined;
+
+  register(...tools: Tool[]): this {
+    for (const tool of tools) {
+      if (this.tools.has(tool.name)) throw new Error(`tool "${tool.name}" is registered twice`);
+      this.tools.set(tool.name, tool as Tool);
+    }
+    this.definitions = undefined;
+    return this;
+  }
+
+  get(name: string): Tool | undefined {
+    return this.tools.get(name);
+  }
+
+  get names(): string[] {
+    return [...this.tools.keys()];
+  }
+
+  /** A registry holding only the named tools; an unknown name is an error, not a silent gap. */
+  subset(names: readonly string[]): ToolRegistry {
+    const unknown = names.filter((n) => !this.tools.has(n));
+    if (unknown.length > 0) throw new Error(`unknown tool(s): ${unknown.join(", ")} (known: ${this.names.join(", ")})`);
+    return new ToolRegistry().register(...names.map((n) => this.tools.get(n)!));
+  }
+
+  /** OpenAI function-calling form; computed once, since the loop asks every iteration. */
+  getDefinitions(): ToolDefinition[] {
+    this.definitions ??= [...this.tools.values()].map((tool) => {
+      const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>;
+      return { type: "function", function: { name: tool.name, description: tool.description, parameters } };
+    });
+    return this.definitions;
+  }
+
+  validate(tool: Tool, args: unknown): ValidationResult {
+    const parsed = tool.parameters.safeParse(args);
+    if (parsed.success) return { ok: true, args: parsed.data };
+    return { ok: false, error: z.prettifyError(parsed.error) };
+  }
+}
