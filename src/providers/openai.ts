@@ -1,0 +1,97 @@
+import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from "openai";
+import { httpError, LLMError } from "./errors.js";
+import { toWireMessages } from "./openai-messages.js";
+import { ChunkAssembler, type WireChunk } from "./openai-stream.js";
+import type { ChatMessage, ChatOptions, LLMProvider, StreamEvent, ToolDefinition } from "./types.js";
+
+export interface OpenAIProviderOptions {
+  /** Preset or kind name, for logs and error messages: "openai", "deepseek", "ollama", … */
+  name: string;
+  baseURL: string;
+  apiKey: string;
+  /** How long to wait for the response to begin; the SDK's default is 10 minutes. */
+  timeoutMs?: number;
+}
+
+/** Any OpenAI-compatible `/chat/completions` endpoint, streamed through the official client. */
+export class OpenAIProvider implements LLMProvider {
+  readonly name: string;
+  private readonly baseURL: string;
+  private readonly client: OpenAI;
+
+  constructor(options: OpenAIProviderOptions) {
+    this.name = options.name;
+    this.baseURL = options.baseURL;
+    this.client = new OpenAI({
+      baseURL: options.baseURL,
+      apiKey: options.apiKey,
+      ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs } : {}),
+      // retry.ts is the only retry layer: N attempts there must mean N HTTP requests.
+      maxRetries: 0,
+      // Every failure reaches the caller as an LLMError; the SDK's console output would bypass the daemon's log.
+      logLevel: "off",
+    });
+  }
+
+  async *chatStream(messages: ChatMessage[], tools: ToolDefinition[], options: ChatOptions): AsyncIterable<StreamEvent> {
+    const { signal } = options;
+    const where = `${this.name} at ${this.baseURL}, model ${options.model}`;
+    const assembler = new ChunkAssembler(where);
+    try {
+      const stream = await this.client.chat.completions.create(
+        {
+          model: options.model,
+          messages: toWireMessages(messages),
+          // Some compatible servers reject an empty tools array.
+          ...(tools.length > 0 ? { tools } : {}),
+          temperature: options.temperature,
+          max_tokens: options.maxTokens,
+          stream: true,
+          stream_options: { include_usage: true },
+        },
+        { signal },
+      );
+      for await (const chunk of stream) yield* assembler.accept(chunk as WireChunk);
+    } catch (err) {
+      throw toLLMError(err, signal, where);
+    }
+    // The SDK ends the iteration quietly when the request is aborted mid-stream.
+    if (signal?.aborted) throw cancelled(where);
+    yield* assembler.end();
+  }
+}
+
+function toLLMError(err: unknown, signal: AbortSignal | undefined, where: string): LLMError {
+  if (err instanceof LLMError) return err;
+  if (signal?.aborted || err instanceof APIUserAbortError) return cancelled(where, err);
+  if (err instanceof APIConnectionError) return new LLMError("connection", `${describe(err)} (${where})`, { cause: err });
+  if (err instanceof APIError && err.status !== undefined) {
+    return httpError(err.status, `${serverMessage(err)} (${where})`, err.headers, err);
+  }
+  // Anything else broke the stream after the response began: a dropped connection, a malformed
+  // chunk, an error event the server sent instead of a chunk.
+  return new LLMError("stream", `the stream broke: ${describe(err)} (${where})`, { cause: err });
+}
+
+function cancelled(where: string, cause?: unknown): LLMError {
+  return new LLMError("cancelled", `cancelled (${where})`, { cause });
+}
+
+/** The server's own words, without the status the SDK puts in front of them. */
+function serverMessage(err: APIError): string {
+  const body = err.error as { message?: unknown } | undefined;
+  return typeof body?.message === "string" ? body.message : err.message;
+}
+
+/** The error's message with those of its causes: "Connection error.: fetch failed: connect ECONNREFUSED …". */
+function describe(err: unknown): string {
+  const parts: string[] = [];
+  let current: unknown = err;
+  // Bounded, as nothing stops a cause chain from looping.
+  for (let depth = 0; current !== undefined && current !== null && depth < 5; depth++) {
+    const message = current instanceof Error ? current.message : String(current);
+    if (message !== "" && !parts.includes(message)) parts.push(message);
+    current = current instanceof Error ? current.cause : undefined;
+  }
+  return parts.join(": ");
+}
