@@ -1,0 +1,182 @@
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { PRESET_NAMES, PRESETS, type PresetName } from "../providers/presets.js";
+import { ConfigError } from "./errors.js";
+import { interpolateEnv } from "./interpolate.js";
+import { configSchema, describeValue, httpURL, type Config, type ConfigFile, type ProviderConfig } from "./schema.js";
+import { formatPath, formatProblems, parseYaml, zodProblems, type Problem, type YamlSource } from "./yaml-errors.js";
+
+export const DEFAULT_CONFIG_FILE = "countd.yaml";
+
+export interface LoadConfigOptions {
+  /** `--config FILE`; when absent, ./countd.yaml is read if it exists. */
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+/**
+ * Reads, interpolates, validates and resolves countd.yaml. Every problem found is reported at
+ * once in one ConfigError. A missing API key is not a problem here (see requireApiKey): commands
+ * that never call the LLM must load the configuration without one.
+ */
+export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const name = opts.file ?? DEFAULT_CONFIG_FILE;
+  const file = path.resolve(cwd, name);
+  const text = await readConfigText(file, name, opts.file !== undefined);
+
+  let source: YamlSource | undefined;
+  let data: unknown = {};
+  const problems: Problem[] = [];
+  if (text !== undefined) {
+    const parsed = parseYaml(name, text);
+    // Validating a document that did not parse would only add noise to the real error.
+    if (parsed.syntaxErrors.length > 0) throw new ConfigError(parsed.syntaxErrors);
+    source = parsed.source;
+    problems.push(...interpolateEnv(source, env));
+    data = source.doc.toJS();
+  }
+
+  const result = configSchema.safeParse(data);
+  if (!result.success) {
+    // A value whose variable was unset is already reported; its failed validation would repeat it.
+    const reported = new Set(problems.map((problem) => formatPath(problem.path)));
+    problems.push(...zodProblems(result.error).filter((problem) => !reported.has(formatPath(problem.path))));
+    throw new ConfigError(formatProblems(source, problems));
+  }
+
+  const resolved = resolve(result.data, env, source ? path.dirname(file) : cwd);
+  problems.push(...resolved.problems);
+  const lines = [...formatProblems(source, problems), ...resolved.envProblems];
+  if (lines.length > 0) throw new ConfigError(lines);
+  return { ...(source ? { file } : {}), ...resolved.config };
+}
+
+async function readConfigText(file: string, name: string, explicit: boolean): Promise<string | undefined> {
+  try {
+    return await readFile(file, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" && !explicit) return undefined;
+    throw new ConfigError([`${name}: ${code === "ENOENT" ? "no such file" : `cannot read: ${(err as Error).message}`}`]);
+  }
+}
+
+interface Resolved {
+  config: Omit<Config, "file">;
+  /** Placed in the file. */
+  problems: Problem[];
+  /** About environment variables, so not placed in the file. */
+  envProblems: string[];
+}
+
+function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolved {
+  const problems: Problem[] = [];
+  const envProblems: string[] = [];
+  const provider = resolveProvider(data.provider, env, problems, envProblems);
+
+  const paths = {
+    workspace: path.resolve(dir, data.workspace),
+    state: path.resolve(dir, data.state_dir),
+    logs: path.resolve(dir, data.logs_dir),
+  };
+  if (isInside(paths.state, paths.workspace)) {
+    problems.push({
+      path: ["state_dir"],
+      message: `${paths.state} is inside the workspace ${paths.workspace}: the agent could edit the daemon's state`,
+    });
+  }
+
+  const secretValues = [provider.apiKey, ...data.secrets.map((name) => env[name])];
+  const { persona } = data;
+  return {
+    config: {
+      provider,
+      agent: {
+        maxIterations: data.agent.max_iterations,
+        maxRetries: data.agent.max_retries,
+        retryDelayMs: data.agent.retry_delay,
+        maxHistory: data.agent.max_history,
+      },
+      persona: {
+        name: persona.name,
+        ...(persona.user_name !== undefined ? { userName: persona.user_name } : {}),
+        personality: persona.personality,
+        ...(persona.custom_personality !== undefined ? { customPersonality: persona.custom_personality } : {}),
+        locale: persona.locale,
+      },
+      timezone: data.timezone,
+      paths,
+      secrets: [...new Set(secretValues.filter((value): value is string => !!value))],
+    },
+    problems,
+    envProblems,
+  };
+}
+
+/** Precedence for each setting: the file > the preset's environment variables > the preset's default. */
+function resolveProvider(
+  file: ConfigFile["provider"],
+  env: NodeJS.ProcessEnv,
+  problems: Problem[],
+  envProblems: string[],
+): ProviderConfig {
+  const override = env.COUNTD_PROVIDER || undefined;
+  if (override !== undefined && !isPresetName(override)) {
+    envProblems.push(`COUNTD_PROVIDER: expected one of ${PRESET_NAMES.join(", ")}, got ${describeValue(override)}`);
+  }
+  const preset = override !== undefined && isPresetName(override) ? override : file.preset;
+  const defaults = PRESETS[preset];
+  // The file's endpoint, key and model were written for the file's preset; another preset chosen
+  // through COUNTD_PROVIDER would be sent them (a key to the wrong host), so it starts from its own.
+  const own: Partial<ConfigFile["provider"]> = preset === file.preset ? file : {};
+
+  let baseURL = own.base_url;
+  if (baseURL === undefined) {
+    const fromEnv = firstSet(env, defaults.baseURLEnv);
+    if (fromEnv && !httpURL.safeParse(fromEnv.value).success) {
+      envProblems.push(`${fromEnv.name}: expected an http(s) URL, got ${describeValue(fromEnv.value)}`);
+    }
+    baseURL = fromEnv?.value ?? defaults.baseURL;
+  }
+  if (baseURL === undefined && defaults.protocol === "openai") {
+    problems.push({ path: ["provider", "base_url"], message: `required for preset "${preset}"` });
+  }
+
+  const model = env.COUNTD_MODEL || own.model || defaults.model;
+  if (model === undefined) {
+    problems.push({ path: ["provider", "model"], message: `required for preset "${preset}" (or set COUNTD_MODEL)` });
+  }
+
+  const apiKey = own.api_key || firstSet(env, defaults.apiKeyEnv)?.value;
+  return {
+    preset,
+    ...(baseURL !== undefined ? { baseURL } : {}),
+    ...(apiKey !== undefined ? { apiKey } : {}),
+    model: model ?? "",
+    temperature: file.temperature,
+    maxTokens: file.max_tokens,
+    attempts: file.attempts,
+    timeoutMs: file.timeout,
+  };
+}
+
+function isPresetName(name: string): name is PresetName {
+  return (PRESET_NAMES as readonly string[]).includes(name);
+}
+
+/** Empty counts as unset: `FOO=` in an env file should not become an empty key or URL. */
+function firstSet(env: NodeJS.ProcessEnv, names: readonly string[]): { name: string; value: string } | undefined {
+  for (const name of names) {
+    const value = env[name];
+    if (value) return { name, value };
+  }
+  return undefined;
+}
+
+function isInside(child: string, parent: string): boolean {
+  const relative = path.relative(parent, child);
+  return relative === "" || (relative.split(path.sep)[0] !== ".." && !path.isAbsolute(relative));
+}

@@ -1,0 +1,153 @@
+import ms from "ms";
+import { z } from "zod";
+import { DEFAULT_PERSONA, PERSONALITY_PRESETS, type Locale, type PersonaConfig } from "../agent/personalities.js";
+import { PRESET_NAMES, type PresetName } from "../providers/presets.js";
+
+/** How a value the user wrote is quoted back in a message. */
+export function describeValue(input: unknown): string {
+  if (input === undefined || input === null) return "nothing";
+  if (Array.isArray(input)) return "a list";
+  if (typeof input === "object") return "a mapping";
+  return JSON.stringify(input);
+}
+
+const expected = (what: string) => ({
+  error: (issue: { input?: unknown }) => `expected ${what}, got ${describeValue(issue.input)}`,
+});
+
+/** `${VAR}` interpolation always yields a string, so numeric fields take numeric strings too. */
+const numeric = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => (typeof v === "string" && v.trim() !== "" && Number.isFinite(Number(v)) ? Number(v) : v), schema);
+
+const positiveInt = () => {
+  const message = expected("a positive integer");
+  return numeric(z.number(message).int(message).positive(message));
+};
+
+const text = () => z.string(expected("a string")).min(1, expected("a non-empty string"));
+
+/** Empty counts as not given: `${VAR:-}` is how a file says "only if set". */
+const unlessEmpty = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v === "" ? undefined : v), schema.optional());
+
+export const httpURL = z.url({ protocol: /^https?$/, ...expected('an http(s) URL like "https://api.example.com/v1"') });
+
+/** "1s", "10m", "500ms", or a number of seconds; parsed to milliseconds. */
+const duration = ({ allowZero }: { allowZero: boolean }) => {
+  const what = `a ${allowZero ? "" : "positive "}duration like "30s", "10m", "500ms" or a number of seconds`;
+  return z.union([z.number(), z.string()], expected(what)).transform((value, ctx) => {
+    const milliseconds = toMilliseconds(value);
+    if (milliseconds === undefined || milliseconds < 0 || (!allowZero && milliseconds === 0)) {
+      ctx.issues.push({ code: "custom", input: value, message: `expected ${what}, got ${describeValue(value)}` });
+      return z.NEVER;
+    }
+    return milliseconds;
+  });
+};
+
+function toMilliseconds(value: number | string): number | undefined {
+  const seconds = typeof value === "number" ? value : value.trim() === "" ? Number.NaN : Number(value);
+  if (Number.isFinite(seconds)) return seconds * 1000;
+  if (typeof value === "number") return undefined;
+  const parsed = ms(value as ms.StringValue) as number | undefined;
+  return parsed !== undefined && Number.isFinite(parsed) ? parsed : undefined;
+}
+
+export function isTimeZone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en", { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const systemTimeZone = (): string => Intl.DateTimeFormat().resolvedOptions().timeZone;
+
+/** A section left empty in YAML (`agent:` with every line commented out) is null: treat it as absent. */
+const section = <T extends z.core.$ZodLooseShape>(shape: T) =>
+  z.preprocess((v) => v ?? {}, z.strictObject(shape, expected("a mapping")));
+
+const LOCALES = ["zh", "en"] as const satisfies readonly Locale[];
+const PERSONALITIES = [...PERSONALITY_PRESETS, "custom"] as const;
+
+const oneOf = <T extends readonly [string, ...string[]]>(values: T) => z.enum(values, expected(`one of ${values.join(", ")}`));
+
+/** countd.yaml as written (snake_case), with defaults applied and durations in milliseconds. */
+export const configSchema = section({
+  provider: section({
+    preset: oneOf(PRESET_NAMES).default("openai"),
+    base_url: unlessEmpty(httpURL),
+    api_key: unlessEmpty(z.string(expected("a string"))),
+    model: unlessEmpty(text()),
+    temperature: numeric(z.number(expected("a number from 0 to 2")).min(0, expected("a number from 0 to 2")).max(2, expected("a number from 0 to 2"))).default(0.7),
+    max_tokens: positiveInt().default(4096),
+    attempts: positiveInt().default(3),
+    timeout: duration({ allowZero: false }).prefault("10m"),
+  }),
+  agent: section({
+    max_iterations: positiveInt().default(25),
+    max_retries: positiveInt().default(3),
+    retry_delay: duration({ allowZero: true }).prefault("1s"),
+    max_history: positiveInt().default(100),
+  }),
+  persona: section({
+    name: text().default(DEFAULT_PERSONA.name),
+    user_name: unlessEmpty(text()),
+    personality: oneOf(PERSONALITIES).default(DEFAULT_PERSONA.personality),
+    custom_personality: unlessEmpty(text()),
+    locale: oneOf(LOCALES).default(DEFAULT_PERSONA.locale),
+  }).refine((persona) => persona.personality !== "custom" || persona.custom_personality !== undefined, {
+    path: ["personality"],
+    message: '"custom" needs persona.custom_personality (the personality text)',
+  }),
+  timezone: text()
+    .refine(isTimeZone, { error: (issue) => `expected an IANA time zone name like "Asia/Shanghai", got ${describeValue(issue.input)}` })
+    .default(systemTimeZone),
+  workspace: text().default("./workspace"),
+  state_dir: text().default("./state"),
+  logs_dir: text().default("./logs"),
+  secrets: z
+    .array(
+      z.string(expected("an environment variable name")).regex(/^[A-Za-z_][A-Za-z0-9_]*$/, expected("an environment variable name")),
+      expected("a list of environment variable names"),
+    )
+    .default([]),
+});
+
+export type ConfigFile = z.output<typeof configSchema>;
+
+export interface ProviderConfig {
+  preset: PresetName;
+  /** Undefined only for anthropic without an override: the SDK's default then applies. */
+  baseURL?: string;
+  apiKey?: string;
+  model: string;
+  temperature: number;
+  maxTokens: number;
+  /** Requests per LLM call, the first included. */
+  attempts: number;
+  /** Per LLM request. */
+  timeoutMs: number;
+}
+
+export interface AgentConfig {
+  maxIterations: number;
+  /** Attempts per tool call. */
+  maxRetries: number;
+  retryDelayMs: number;
+  maxHistory: number;
+}
+
+export interface Config {
+  /** Absolute path of the file read; undefined when running on defaults. */
+  file?: string;
+  provider: ProviderConfig;
+  agent: AgentConfig;
+  persona: PersonaConfig;
+  /** IANA name. */
+  timezone: string;
+  /** Absolute. */
+  paths: { workspace: string; state: string; logs: string };
+  /** Values to redact from every log: the API key and the named environment variables' values. */
+  secrets: string[];
+}

@@ -1,0 +1,108 @@
+import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node, type Pair } from "yaml";
+import type { z } from "zod";
+
+/** Key path into a YAML document, as zod reports it: map keys and sequence indexes. */
+export type YamlPath = readonly PropertyKey[];
+
+/** A parsed YAML file kept with what is needed to point back into its text. */
+export interface YamlSource {
+  /** The file name as the user should see it in messages. */
+  name: string;
+  text: string;
+  doc: Document.Parsed;
+  lineCounter: LineCounter;
+}
+
+/** One thing wrong with a file, before it is given a position. */
+export interface Problem {
+  path: YamlPath;
+  message: string;
+  /** Where the problem sits in the text, when finer than the node at `path` (e.g. inside a string). */
+  offset?: number;
+  /** Point at the key rather than its value: right for unknown keys. */
+  at?: "key" | "value";
+}
+
+export function parseYaml(name: string, text: string): { source: YamlSource; syntaxErrors: string[] } {
+  const lineCounter = new LineCounter();
+  // prettyErrors would append a snippet to each message; the position is given up front instead.
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false });
+  const source = { name, text, doc, lineCounter };
+  const syntaxErrors = doc.errors.map((error) => `${position(source, error.pos[0])}: ${error.message}`);
+  return { source, syntaxErrors };
+}
+
+/** `a.b[2].c` — the form users see for key paths. */
+export function formatPath(path: YamlPath): string {
+  return path
+    .map((part, i) => (typeof part === "number" ? `[${part}]` : i === 0 ? String(part) : `.${String(part)}`))
+    .join("");
+}
+
+/** `file:line:col: path: message`; without a source (no file at all), `path: message`. */
+export function formatProblem(source: YamlSource | undefined, problem: Problem): string {
+  const where = problem.path.length > 0 ? `${formatPath(problem.path)}: ` : "";
+  return source ? `${position(source, offsetOf(source, problem))}: ${where}${problem.message}` : `${where}${problem.message}`;
+}
+
+/** One line per problem, in the order they appear in the file. */
+export function formatProblems(source: YamlSource | undefined, problems: readonly Problem[]): string[] {
+  const ordered = source ? [...problems].sort((a, b) => offsetOf(source, a) - offsetOf(source, b)) : problems;
+  return ordered.map((problem) => formatProblem(source, problem));
+}
+
+/** Zod issues as problems; an unknown-keys issue becomes one problem per key, placed on the key. */
+export function zodProblems(error: z.ZodError): Problem[] {
+  return error.issues.flatMap((issue): Problem[] =>
+    issue.code === "unrecognized_keys"
+      ? issue.keys.map((key) => ({ path: [...issue.path, key], message: "unknown key", at: "key" as const }))
+      : [{ path: issue.path, message: issue.message }],
+  );
+}
+
+/** The `file:line:col: path: message` lines for a zod error raised while validating `source`. */
+export function zodErrorLines(error: z.ZodError, source: YamlSource): string[] {
+  return formatProblems(source, zodProblems(error));
+}
+
+function offsetOf(source: YamlSource, problem: Problem): number {
+  return problem.offset ?? nodeOffset(source, problem.path, problem.at ?? "value");
+}
+
+function position(source: YamlSource, offset: number): string {
+  const { line, col } = source.lineCounter.linePos(offset);
+  return `${source.name}:${line}:${col}`;
+}
+
+/**
+ * Offset of the node at `path`. A path that leads nowhere (a missing key) falls back to the
+ * deepest part that exists, so "required" problems point at the section that lacks the key.
+ */
+function nodeOffset(source: YamlSource, path: YamlPath, at: "key" | "value"): number {
+  let node: unknown = source.doc.contents;
+  let pair: Pair | undefined;
+  let offset = rangeStart(node) ?? 0;
+  for (const part of path) {
+    const found = child(node, part);
+    if (!found) return offset;
+    ({ node, pair } = found);
+    offset = rangeStart(node) ?? rangeStart(pair?.key) ?? offset;
+  }
+  return at === "key" ? (rangeStart(pair?.key) ?? offset) : offset;
+}
+
+function child(node: unknown, part: PropertyKey): { node: unknown; pair?: Pair } | undefined {
+  if (isMap(node)) {
+    const pair = node.items.find((item) => isPair(item) && isScalar(item.key) && String(item.key.value) === String(part));
+    return pair ? { node: pair.value, pair } : undefined;
+  }
+  if (isSeq(node) && typeof part === "number") {
+    const item: unknown = node.items[part];
+    return item === undefined ? undefined : { node: item };
+  }
+  return undefined;
+}
+
+function rangeStart(node: unknown): number | undefined {
+  return (node as Node | null | undefined)?.range?.[0];
+}

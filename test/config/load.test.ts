@@ -1,0 +1,403 @@
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ConfigError } from "../../src/config/errors.js";
+import { loadConfig } from "../../src/config/load.js";
+import type { Config } from "../../src/config/schema.js";
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const SYSTEM_TIME_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone;
+
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), "countd-config-"));
+});
+
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function writeConfig(text: string, name = "countd.yaml"): Promise<string> {
+  const file = path.join(dir, name);
+  await mkdir(path.dirname(file), { recursive: true });
+  await writeFile(file, text);
+  return file;
+}
+
+/** Loads ./countd.yaml from the temp dir with only the given environment. */
+async function load(text: string, env: NodeJS.ProcessEnv = {}): Promise<Config> {
+  await writeConfig(text);
+  return loadConfig({ cwd: dir, env });
+}
+
+async function problems(text: string, env: NodeJS.ProcessEnv = {}): Promise<string[]> {
+  const error = await load(text, env).then(
+    () => expect.unreachable("the config should have been rejected"),
+    (err: unknown) => err,
+  );
+  expect(error).toBeInstanceOf(ConfigError);
+  expect((error as ConfigError).message).toBe((error as ConfigError).problems.join("\n"));
+  return [...(error as ConfigError).problems];
+}
+
+describe("loadConfig", () => {
+  it("runs on defaults when there is no countd.yaml", async () => {
+    const config = await loadConfig({ cwd: dir, env: {} });
+    expect(config).toEqual({
+      provider: {
+        preset: "openai",
+        baseURL: "https://api.openai.com/v1",
+        model: "gpt-4o-mini",
+        temperature: 0.7,
+        maxTokens: 4096,
+        attempts: 3,
+        timeoutMs: 600_000,
+      },
+      agent: { maxIterations: 25, maxRetries: 3, retryDelayMs: 1000, maxHistory: 100 },
+      persona: { name: "countd", personality: "gentle", locale: "en" },
+      timezone: SYSTEM_TIME_ZONE,
+      paths: { workspace: path.join(dir, "workspace"), state: path.join(dir, "state"), logs: path.join(dir, "logs") },
+      secrets: [],
+    });
+  });
+
+  it("fails when the file named with --config does not exist", async () => {
+    await expect(loadConfig({ file: "missing.yaml", cwd: dir, env: {} })).rejects.toThrow(
+      new ConfigError(["missing.yaml: no such file"]),
+    );
+  });
+
+  it("reads every key", async () => {
+    const config = await load(
+      `provider:
+  preset: zhipu
+  base_url: http://127.0.0.1:9999/v4
+  api_key: key-from-file
+  model: glm-4-plus
+  temperature: 0.2
+  max_tokens: 1024
+  attempts: 5
+  timeout: 90s
+agent:
+  max_iterations: 10
+  max_retries: 2
+  retry_delay: 500ms
+  max_history: 40
+persona:
+  name: Tock
+  user_name: Ada
+  personality: custom
+  custom_personality: Dry and exact.
+  locale: zh
+timezone: Asia/Shanghai
+workspace: ws
+state_dir: st
+logs_dir: lg
+secrets: [SMTP_PASSWORD]
+`,
+      { SMTP_PASSWORD: "hunter2" },
+    );
+    expect(config).toEqual({
+      file: path.join(dir, "countd.yaml"),
+      provider: {
+        preset: "zhipu",
+        baseURL: "http://127.0.0.1:9999/v4",
+        apiKey: "key-from-file",
+        model: "glm-4-plus",
+        temperature: 0.2,
+        maxTokens: 1024,
+        attempts: 5,
+        timeoutMs: 90_000,
+      },
+      agent: { maxIterations: 10, maxRetries: 2, retryDelayMs: 500, maxHistory: 40 },
+      persona: { name: "Tock", userName: "Ada", personality: "custom", customPersonality: "Dry and exact.", locale: "zh" },
+      timezone: "Asia/Shanghai",
+      paths: { workspace: path.join(dir, "ws"), state: path.join(dir, "st"), logs: path.join(dir, "lg") },
+      secrets: ["key-from-file", "hunter2"],
+    });
+  });
+
+  it("takes a bare number of seconds as a duration", async () => {
+    const config = await load("provider:\n  timeout: 45\nagent:\n  retry_delay: 0\n");
+    expect(config.provider.timeoutMs).toBe(45_000);
+    expect(config.agent.retryDelayMs).toBe(0);
+  });
+
+  it("treats a section with every line commented out as defaults", async () => {
+    const config = await load("agent:\n  # max_iterations: 5\n");
+    expect(config.agent.maxIterations).toBe(25);
+  });
+
+  it("resolves relative paths against the config file's folder, not the working directory", async () => {
+    const file = await writeConfig("workspace: ../shared/ws\nstate_dir: st\nlogs_dir: /var/log/countd\n", "conf/prod.yaml");
+    const config = await loadConfig({ file, cwd: path.join(dir, "elsewhere"), env: {} });
+    expect(config.file).toBe(file);
+    expect(config.paths).toEqual({
+      workspace: path.join(dir, "shared/ws"),
+      state: path.join(dir, "conf/st"),
+      logs: "/var/log/countd",
+    });
+  });
+
+  it("refuses a state dir inside the workspace", async () => {
+    expect(await problems("workspace: .\nstate_dir: ./state\n")).toEqual([
+      `countd.yaml:2:12: state_dir: ${path.join(dir, "state")} is inside the workspace ${dir}: the agent could edit the daemon's state`,
+    ]);
+  });
+
+  it("ships an example whose values are the defaults", async () => {
+    const example = await loadConfig({ file: path.join(REPO_ROOT, "countd.example.yaml"), cwd: REPO_ROOT, env: {} });
+    const defaults = await loadConfig({ cwd: dir, env: {} });
+    const { file, ...rest } = example;
+    expect(file).toBe(path.join(REPO_ROOT, "countd.example.yaml"));
+    expect({ ...rest, paths: undefined }).toEqual({ ...defaults, paths: undefined });
+    expect(example.paths.workspace).toBe(path.join(REPO_ROOT, "workspace"));
+  });
+});
+
+describe("errors point at file:line:col", () => {
+  it("names an unknown key at the key", async () => {
+    expect(await problems("provider:\n  preset: openai\n  modle: gpt-4o\n")).toEqual([
+      "countd.yaml:3:3: provider.modle: unknown key",
+    ]);
+  });
+
+  it("names a wrong type at the value, quoting it", async () => {
+    expect(await problems("agent:\n  max_retries: 2\n  max_iterations: lots\n")).toEqual([
+      'countd.yaml:3:19: agent.max_iterations: expected a positive integer, got "lots"',
+    ]);
+  });
+
+  it("rejects a bad duration at its position", async () => {
+    expect(await problems("provider:\n  timeout: soon\n")).toEqual([
+      'countd.yaml:2:12: provider.timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"',
+    ]);
+  });
+
+  it("rejects a time zone that is not an IANA name", async () => {
+    expect(await problems("# zone\ntimezone: Mars/Olympus_Mons\n")).toEqual([
+      'countd.yaml:2:11: timezone: expected an IANA time zone name like "Asia/Shanghai", got "Mars/Olympus_Mons"',
+    ]);
+  });
+
+  it("reports YAML syntax errors with their position", async () => {
+    const [line, ...rest] = await problems("provider:\n  preset: openai\n  model: [gpt\nagent: {}\n");
+    expect(rest).toEqual([]);
+    expect(line).toMatch(/^countd\.yaml:4:1: /);
+  });
+
+  it("reports a duplicate key", async () => {
+    expect(await problems("agent:\n  max_retries: 2\n  max_retries: 3\n")).toEqual([
+      "countd.yaml:3:3: Map keys must be unique",
+    ]);
+  });
+
+  it("reports a file that is not a mapping", async () => {
+    expect(await problems("- provider\n")).toEqual(['countd.yaml:1:1: expected a mapping, got a list']);
+  });
+
+  it("reports every problem at once, in file order", async () => {
+    expect(
+      await problems(`provider:
+  preset: gemini
+  temprature: 0.5
+  max_tokens: -3
+agent:
+  retry_delay: -1s
+persona:
+  personality: custom
+  locale: fr
+secrets: [OK_NAME, not-a-name]
+`),
+    ).toEqual([
+      'countd.yaml:2:11: provider.preset: expected one of openai, deepseek, zhipu, qwen, moonshot, ollama, vllm, custom, anthropic, got "gemini"',
+      "countd.yaml:3:3: provider.temprature: unknown key",
+      "countd.yaml:4:15: provider.max_tokens: expected a positive integer, got -3",
+      'countd.yaml:6:16: agent.retry_delay: expected a duration like "30s", "10m", "500ms" or a number of seconds, got "-1s"',
+      'countd.yaml:9:11: persona.locale: expected one of zh, en, got "fr"',
+      'countd.yaml:10:20: secrets[1]: expected an environment variable name, got "not-a-name"',
+    ]);
+  });
+
+  it("asks for the custom personality's text", async () => {
+    expect(await problems("persona:\n  personality: custom\n")).toEqual([
+      'countd.yaml:2:16: persona.personality: "custom" needs persona.custom_personality (the personality text)',
+    ]);
+  });
+
+  it("uses the name the file was given by in messages", async () => {
+    const file = await writeConfig("agent:\n  max_history: many\n", "conf/prod.yaml");
+    await expect(loadConfig({ file: "conf/prod.yaml", cwd: dir, env: {} })).rejects.toThrow(
+      'conf/prod.yaml:2:16: agent.max_history: expected a positive integer, got "many"',
+    );
+    expect(file).toBe(path.join(dir, "conf/prod.yaml"));
+  });
+});
+
+describe("${VAR} interpolation", () => {
+  it("fills string values from the environment, with ${VAR:-default} for unset ones", async () => {
+    const config = await load(
+      `provider:
+  preset: custom
+  base_url: "http://\${LLM_HOST}:8080/v1"
+  api_key: \${LLM_KEY}
+  model: \${LLM_MODEL:-qwen2.5}
+  max_tokens: \${MAX_TOKENS}
+persona:
+  user_name: \${OPERATOR:-}
+  name: "\${BOT}"
+`,
+      { LLM_HOST: "10.0.0.7", LLM_KEY: "sk-env", MAX_TOKENS: "2048", BOT: "12345" },
+    );
+    expect(config.provider).toMatchObject({
+      baseURL: "http://10.0.0.7:8080/v1",
+      apiKey: "sk-env",
+      model: "qwen2.5",
+      maxTokens: 2048,
+    });
+    expect(config.persona.name).toBe("12345");
+    expect(config.persona.userName).toBeUndefined();
+  });
+
+  it("reports an unset variable at the reference, naming it, and nothing else for that value", async () => {
+    expect(
+      await problems(`provider:
+  base_url: "https://\${GATEWAY_HOST}/v1"
+  max_tokens: \${MAX_TOKENS}
+  api_key: \${KEY_A:-} \${KEY_B
+  model: \${1ST_MODEL}
+`),
+    ).toEqual([
+      "countd.yaml:2:22: provider.base_url: environment variable GATEWAY_HOST is not set",
+      "countd.yaml:3:15: provider.max_tokens: environment variable MAX_TOKENS is not set",
+      'countd.yaml:4:23: provider.api_key: unclosed variable reference "${KEY_B": missing "}"',
+      'countd.yaml:5:10: provider.model: invalid variable reference "${1ST_MODEL}": expected ${NAME} or ${NAME:-default}',
+    ]);
+  });
+
+  it("leaves keys alone", async () => {
+    expect(await problems("${HOME}: x\n", { HOME: "/root" })).toEqual(["countd.yaml:1:1: ${HOME}: unknown key"]);
+  });
+});
+
+describe("environment overrides", () => {
+  it("COUNTD_MODEL overrides the file's model", async () => {
+    const config = await load("provider:\n  preset: qwen\n  model: qwen-plus\n", { COUNTD_MODEL: "qwen-max" });
+    expect(config.provider).toMatchObject({ preset: "qwen", model: "qwen-max" });
+  });
+
+  it("COUNTD_PROVIDER switches preset, leaving behind the file's endpoint, key and model for the other preset", async () => {
+    const config = await load(
+      "provider:\n  preset: openai\n  base_url: https://proxy.example/v1\n  api_key: sk-openai\n  model: gpt-4o\n  temperature: 0.1\n",
+      { COUNTD_PROVIDER: "deepseek", DEEPSEEK_API_KEY: "sk-deepseek" },
+    );
+    expect(config.provider).toMatchObject({
+      preset: "deepseek",
+      baseURL: "https://api.deepseek.com/v1",
+      apiKey: "sk-deepseek",
+      model: "deepseek-chat",
+      temperature: 0.1,
+    });
+  });
+
+  it("COUNTD_PROVIDER naming the file's own preset keeps the file's settings", async () => {
+    const config = await load("provider:\n  preset: custom\n  base_url: http://127.0.0.1:1234/v1\n  model: local\n", {
+      COUNTD_PROVIDER: "custom",
+    });
+    expect(config.provider).toMatchObject({ preset: "custom", baseURL: "http://127.0.0.1:1234/v1", model: "local" });
+  });
+
+  it("rejects an unknown COUNTD_PROVIDER", async () => {
+    expect(await problems("", { COUNTD_PROVIDER: "gemini" })).toEqual([
+      'COUNTD_PROVIDER: expected one of openai, deepseek, zhipu, qwen, moonshot, ollama, vllm, custom, anthropic, got "gemini"',
+    ]);
+  });
+});
+
+describe("provider presets", () => {
+  it("gives each preset its endpoint and default model", async () => {
+    const expected = {
+      openai: ["https://api.openai.com/v1", "gpt-4o-mini"],
+      deepseek: ["https://api.deepseek.com/v1", "deepseek-chat"],
+      zhipu: ["https://open.bigmodel.cn/api/paas/v4", "glm-4.7-flash"],
+      qwen: ["https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus"],
+      moonshot: ["https://api.moonshot.cn/v1", "kimi-k2-0905-preview"],
+      ollama: ["http://127.0.0.1:11434/v1", "llama3.1"],
+      anthropic: [undefined, "claude-sonnet-4-5"],
+    };
+    for (const [preset, [baseURL, model]] of Object.entries(expected)) {
+      const { provider } = await loadConfig({ cwd: dir, env: { COUNTD_PROVIDER: preset } });
+      expect({ preset, baseURL: provider.baseURL, model: provider.model }).toEqual({ preset, baseURL, model });
+    }
+  });
+
+  it("takes the key from the file, then the preset's own variable, never another vendor's", async () => {
+    const env = { DEEPSEEK_API_KEY: "sk-deepseek", OPENAI_API_KEY: "sk-openai" };
+    expect((await load("provider: { preset: deepseek, api_key: sk-file }\n", env)).provider.apiKey).toBe("sk-file");
+    expect((await load("provider: { preset: deepseek }\n", env)).provider.apiKey).toBe("sk-deepseek");
+    expect((await load("provider: { preset: deepseek }\n", { ...env, DEEPSEEK_API_KEY: "" })).provider.apiKey).toBeUndefined();
+    expect((await load("provider: { preset: openai }\n", env)).provider.apiKey).toBe("sk-openai");
+    expect((await load("provider: { preset: custom, base_url: 'http://127.0.0.1:1/v1', model: m }\n", env)).provider.apiKey).toBe(
+      "sk-openai",
+    );
+  });
+
+  it("takes the base URL from the file, then OPENAI_BASE_URL for openai and custom only, then the preset", async () => {
+    const env = { OPENAI_BASE_URL: "http://127.0.0.1:7000/v1" };
+    expect((await load("provider: { preset: moonshot, base_url: 'http://127.0.0.1:1/v1' }\n", env)).provider.baseURL).toBe(
+      "http://127.0.0.1:1/v1",
+    );
+    expect((await load("provider: { preset: moonshot }\n", env)).provider.baseURL).toBe("https://api.moonshot.cn/v1");
+    expect((await load("provider: { preset: openai }\n", env)).provider.baseURL).toBe("http://127.0.0.1:7000/v1");
+    expect((await load("provider: { preset: openai }\n", {})).provider.baseURL).toBe("https://api.openai.com/v1");
+  });
+
+  it("reads anthropic's own variables and never the OpenAI ones", async () => {
+    const openaiEnv = { OPENAI_API_KEY: "sk-openai", OPENAI_BASE_URL: "http://127.0.0.1:7000/v1" };
+    const bare = await load("provider: { preset: anthropic }\n", openaiEnv);
+    expect(bare.provider.apiKey).toBeUndefined();
+    expect(bare.provider.baseURL).toBeUndefined();
+    const own = await load("provider: { preset: anthropic }\n", {
+      ...openaiEnv,
+      ANTHROPIC_API_KEY: "sk-ant",
+      ANTHROPIC_BASE_URL: "http://127.0.0.1:7001",
+    });
+    expect(own.provider).toMatchObject({ apiKey: "sk-ant", baseURL: "http://127.0.0.1:7001" });
+  });
+
+  it("rejects a base URL from the environment that is not a URL", async () => {
+    expect(await problems("", { OPENAI_BASE_URL: "localhost:8000" })).toEqual([
+      'OPENAI_BASE_URL: expected an http(s) URL, got "localhost:8000"',
+    ]);
+  });
+
+  it("needs a model for vllm and a base URL and model for custom", async () => {
+    expect(await problems("provider:\n  preset: vllm\n")).toEqual([
+      'countd.yaml:2:3: provider.model: required for preset "vllm" (or set COUNTD_MODEL)',
+    ]);
+    expect(await problems("provider:\n  preset: custom\n")).toEqual([
+      'countd.yaml:2:3: provider.base_url: required for preset "custom"',
+      'countd.yaml:2:3: provider.model: required for preset "custom" (or set COUNTD_MODEL)',
+    ]);
+  });
+
+  it("loads without any API key, so commands that never call the LLM still work", async () => {
+    const config = await load("provider: { preset: deepseek }\n");
+    expect(config.provider.apiKey).toBeUndefined();
+  });
+});
+
+describe("secrets", () => {
+  it("collects the API key and the named variables' values, skipping unset and empty ones", async () => {
+    const config = await load("secrets: [SMTP_PASSWORD, WEBHOOK_TOKEN, UNSET_ONE, EMPTY_ONE]\n", {
+      OPENAI_API_KEY: "sk-live",
+      SMTP_PASSWORD: "hunter2",
+      WEBHOOK_TOKEN: "tok-123",
+      EMPTY_ONE: "",
+    });
+    expect(config.secrets).toEqual(["sk-live", "hunter2", "tok-123"]);
+  });
+});
