@@ -1,0 +1,172 @@
+import { appendFileSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { pino, type Logger } from "pino";
+import type { CountdEvents, EventBus } from "../events.js";
+import { Redactor } from "./redact.js";
+
+export type ToolAuditRecord = CountdEvents["tool.finished"] & { arguments: unknown };
+export type LlmAuditRecord = CountdEvents["llm.finished"];
+export type MessageAuditRecord = CountdEvents["message.finished"];
+
+/** A tool result in the audit log is evidence, not a copy: enough to see what came back. */
+export const RESULT_EXCERPT_CHARS = 2_000;
+
+const pad = (n: number, width = 2) => String(n).padStart(width, "0");
+
+/** YYYY-MM-DD in local time: the day an operator looks for. */
+export function localDate(d: Date): string {
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+
+/** ISO 8601 in local time with its offset, so a line's date matches its file's date. */
+export function localIso(d: Date): string {
+  const offset = -d.getTimezoneOffset();
+  const sign = offset >= 0 ? "+" : "-";
+  const abs = Math.abs(offset);
+  return (
+    `${localDate(d)}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}` +
+    `${sign}${pad(Math.floor(abs / 60))}:${pad(abs % 60)}`
+  );
+}
+
+function excerpt(text: string): string {
+  if (text.length <= RESULT_EXCERPT_CHARS) return text;
+  return `${text.slice(0, RESULT_EXCERPT_CHARS)}… [truncated: ${text.length} chars in all]`;
+}
+
+/**
+ * The audit trail: one JSON line per tool call, LLM call and finished message, in
+ * `<dir>/audit-YYYY-MM-DD.jsonl` (a new file each local day). Lines are written synchronously, so
+ * a crash loses none, and every line passes through the Redactor, so no known secret reaches disk.
+ */
+export class AuditLog {
+  private readonly dir: string;
+  private readonly redactor: Redactor;
+  private readonly logger: Logger;
+  /** The time pino stamped on the line being written; it also picks the file. */
+  private stamp = new Date(0);
+  private knownFile = "";
+  /** Tool arguments from tool.started, per session and call id, until tool.finished arrives. */
+  private readonly pendingArgs = new Map<string, Map<string, unknown>>();
+  private readonly detachers = new Set<() => void>();
+
+  constructor(opts: { dir: string; secrets: string[]; now?: () => Date }) {
+    this.dir = opts.dir;
+    this.redactor = new Redactor(opts.secrets);
+    const now = opts.now ?? (() => new Date());
+    this.logger = pino(
+      {
+        base: null,
+        formatters: { level: (label) => ({ level: label }) },
+        timestamp: () => `,"time":"${localIso((this.stamp = now()))}"`,
+        // Fields are redacted as values before logging (that also hides secret-named keys); this
+        // last pass over the finished line covers whatever a future field forgets to route there.
+        hooks: { streamWrite: (line) => this.redactor.redact(line) },
+      },
+      { write: (line: string) => this.writeLine(line) },
+    );
+  }
+
+  /** Records what the bus reports; returns a function that stops recording. */
+  attach(bus: EventBus): () => void {
+    const offs = [
+      bus.on("tool.started", (e) => {
+        let calls = this.pendingArgs.get(e.sessionId);
+        if (!calls) this.pendingArgs.set(e.sessionId, (calls = new Map()));
+        calls.set(e.callId, e.arguments);
+      }),
+      bus.on("tool.finished", (e) => {
+        const calls = this.pendingArgs.get(e.sessionId);
+        const args = calls?.get(e.callId);
+        calls?.delete(e.callId);
+        this.safely(() => this.toolCall({ ...e, arguments: args }));
+      }),
+      bus.on("llm.finished", (e) => this.safely(() => this.llmCall(e))),
+      bus.on("message.finished", (e) => {
+        // A cancelled message may leave calls that never finish.
+        this.pendingArgs.delete(e.sessionId);
+        this.safely(() => this.message(e));
+      }),
+    ];
+    const detach = () => {
+      offs.forEach((off) => off());
+      this.detachers.delete(detach);
+    };
+    this.detachers.add(detach);
+    return detach;
+  }
+
+  toolCall(rec: ToolAuditRecord): void {
+    this.write({
+      kind: "tool",
+      session: rec.sessionId,
+      callId: rec.callId,
+      tool: rec.name,
+      arguments: rec.arguments,
+      status: rec.error === undefined ? "ok" : "error",
+      attempts: rec.attempts,
+      durationMs: rec.durationMs,
+      // Redacted before the cut, so a secret straddling the cut cannot leave a readable prefix.
+      result: excerpt(this.redactor.redact(rec.result)),
+      error: rec.error,
+    });
+  }
+
+  llmCall(rec: LlmAuditRecord): void {
+    this.write({
+      kind: "llm",
+      session: rec.sessionId,
+      model: rec.model,
+      usage: rec.usage,
+      durationMs: rec.durationMs,
+      finishReason: rec.finishReason,
+      attempts: rec.attempts,
+      error: rec.error,
+    });
+  }
+
+  message(rec: MessageAuditRecord): void {
+    this.write({
+      kind: "message",
+      session: rec.sessionId,
+      status: rec.status,
+      iterations: rec.iterations,
+      toolCalls: rec.toolCalls,
+      usage: rec.usage,
+      durationMs: rec.durationMs,
+      error: rec.error,
+    });
+  }
+
+  /** Stops recording bus events. Lines are written synchronously, so nothing is left to flush. */
+  async close(): Promise<void> {
+    [...this.detachers].forEach((detach) => detach());
+    this.pendingArgs.clear();
+  }
+
+  /** Level "error" for a call that failed, so `grep '"level":"error"'` finds every failure. */
+  private write(fields: { kind: string; error: string | undefined; [field: string]: unknown }): void {
+    const line = this.redactor.redactValue(fields) as object;
+    if (fields.error === undefined) this.logger.info(line);
+    else this.logger.error(line);
+  }
+
+  /** Opened per line: audit volume is small, and a file moved or deleted by hand is simply recreated. */
+  private writeLine(line: string): void {
+    const file = join(this.dir, `audit-${localDate(this.stamp)}.jsonl`);
+    if (file !== this.knownFile) {
+      mkdirSync(this.dir, { recursive: true });
+      this.knownFile = file;
+    }
+    appendFileSync(file, line);
+  }
+
+  /** Bus listeners must not throw into the agent loop; a lost audit line is still reported. */
+  private safely(write: () => void): void {
+    try {
+      write();
+    } catch (err) {
+      process.stderr.write(`countd: audit log write in ${this.dir} failed: ${(err as Error).message}\n`);
+    }
+  }
+}

@@ -1,0 +1,73 @@
+import { mkdir, open, readFile } from "node:fs/promises";
+import { dirname } from "node:path";
+
+/**
+ * A file name for a session's records: encodeURIComponent leaves no "/" or "\", and the suffix
+ * turns even "." or ".." into an ordinary name, so the file always stays in its folder.
+ */
+export function sessionFileName(sessionId: string): string {
+  if (sessionId === "") throw new Error("session id must not be empty");
+  return `${encodeURIComponent(sessionId)}.jsonl`;
+}
+
+/**
+ * The parsed lines of an append-only JSONL file (none if it does not exist). A line that does not
+ * parse is skipped: it is what a crash mid-write leaves, and the lines appended after it are good.
+ */
+export async function readJsonLines(path: string): Promise<unknown[]> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
+  }
+  const values: unknown[] = [];
+  for (const line of text.split("\n")) {
+    if (line.trim() === "") continue;
+    try {
+      values.push(JSON.parse(line));
+    } catch {
+      // a torn line: see above
+    }
+  }
+  return values;
+}
+
+/**
+ * Appends one line per record. When the file ends mid-line (a crash during the last write), a
+ * newline goes first, so the torn line stays alone and the new records parse. Callers serialise
+ * appends to one file (KeyedQueue): the end-of-file check and the write are not atomic together.
+ */
+export async function appendJsonLines(path: string, records: unknown[]): Promise<void> {
+  const lines = records.map((r) => JSON.stringify(r) + "\n").join("");
+  await mkdir(dirname(path), { recursive: true });
+  const file = await open(path, "a+");
+  try {
+    const { size } = await file.stat();
+    let torn = false;
+    if (size > 0) {
+      const last = Buffer.alloc(1);
+      await file.read(last, 0, 1, size - 1);
+      torn = last[0] !== 0x0a;
+    }
+    await file.appendFile(torn ? "\n" + lines : lines);
+  } finally {
+    await file.close();
+  }
+}
+
+/** Runs tasks for one key one after another; a failed task does not block the next. */
+export class KeyedQueue {
+  private readonly tails = new Map<string, Promise<unknown>>();
+
+  run<T>(key: string, task: () => Promise<T>): Promise<T> {
+    const result = (this.tails.get(key) ?? Promise.resolve()).catch(() => undefined).then(task);
+    this.tails.set(key, result);
+    const forget = () => {
+      if (this.tails.get(key) === result) this.tails.delete(key);
+    };
+    result.then(forget, forget);
+    return result;
+  }
+}

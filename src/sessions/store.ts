@@ -1,0 +1,75 @@
+import { join } from "node:path";
+import type { ChatMessage } from "../providers/types.js";
+import { KeyedQueue, appendJsonLines, readJsonLines, sessionFileName } from "./jsonl.js";
+
+/** A line saying "the oldest n live messages are gone"; replayed in order on load. */
+interface DropMarker {
+  dropOldest: number;
+  at: string;
+}
+
+const ROLES = new Set(["system", "user", "assistant", "tool"]);
+
+function isMessage(v: unknown): v is ChatMessage {
+  return typeof v === "object" && v !== null && ROLES.has((v as { role?: unknown }).role as string);
+}
+
+function isDropMarker(v: unknown): v is DropMarker {
+  return typeof v === "object" && v !== null && typeof (v as DropMarker).dropOldest === "number";
+}
+
+/**
+ * Session transcripts as append-only JSONL, one file per session under `<stateDir>/sessions/`.
+ * Dropping old messages appends a marker rather than rewriting, so a crash never loses the file.
+ * A session read once stays in memory; a new store (a restart) reads the files again.
+ */
+export class SessionStore {
+  readonly dir: string;
+  private readonly live = new Map<string, ChatMessage[]>();
+  private readonly queue = new KeyedQueue();
+
+  constructor(stateDir: string) {
+    this.dir = join(stateDir, "sessions");
+  }
+
+  fileOf(sessionId: string): string {
+    return join(this.dir, sessionFileName(sessionId));
+  }
+
+  /** The live history, oldest first; a copy, so callers may change it freely. */
+  load(sessionId: string): Promise<ChatMessage[]> {
+    return this.queue.run(sessionId, async () => [...(await this.messages(sessionId))]);
+  }
+
+  append(sessionId: string, messages: ChatMessage[]): Promise<void> {
+    if (messages.length === 0) return Promise.resolve();
+    return this.queue.run(sessionId, async () => {
+      const live = await this.messages(sessionId);
+      await appendJsonLines(this.fileOf(sessionId), messages);
+      live.push(...messages);
+    });
+  }
+
+  dropOldest(sessionId: string, count: number): Promise<void> {
+    return this.queue.run(sessionId, async () => {
+      const live = await this.messages(sessionId);
+      const n = Math.min(Math.max(0, Math.floor(count)), live.length);
+      if (n === 0) return;
+      const marker: DropMarker = { dropOldest: n, at: new Date().toISOString() };
+      await appendJsonLines(this.fileOf(sessionId), [marker]);
+      live.splice(0, n);
+    });
+  }
+
+  private async messages(sessionId: string): Promise<ChatMessage[]> {
+    let live = this.live.get(sessionId);
+    if (live) return live;
+    live = [];
+    for (const value of await readJsonLines(this.fileOf(sessionId))) {
+      if (isMessage(value)) live.push(value);
+      else if (isDropMarker(value)) live.splice(0, value.dropOldest);
+    }
+    this.live.set(sessionId, live);
+    return live;
+  }
+}

@@ -1,0 +1,64 @@
+import { mkdtemp, readdir, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeEach, describe, expect, it } from "vitest";
+import { Redactor } from "../../src/audit/redact.js";
+import { ToolHistory } from "../../src/audit/tool-history.js";
+
+const TOKEN = "ghp_0123456789abcdef";
+
+let stateDir: string;
+let history: ToolHistory;
+beforeEach(async () => {
+  stateDir = await mkdtemp(join(tmpdir(), "countd-tool-history-"));
+  history = new ToolHistory(stateDir, new Redactor([TOKEN]));
+});
+
+describe("ToolHistory", () => {
+  it("keeps each session's tool calls apart, oldest first, across a restart", async () => {
+    const at = new Date("2026-11-30T09:00:00Z");
+    await history.record({ sessionId: "cli", toolName: "ls", arguments: { path: "." }, userMessage: "list", result: "a.txt", durationMs: 3, at });
+    await history.record({ sessionId: "cron:daily-report:20261130T090000Z", toolName: "web_fetch", arguments: { url: "https://example.test" }, userMessage: "report", result: "<html>", durationMs: 120, at });
+    await history.record({ sessionId: "cli", toolName: "read_file", arguments: { path: "a.txt" }, userMessage: "show a", result: "hello", durationMs: 1, at });
+
+    const restarted = new ToolHistory(stateDir, new Redactor([]));
+    expect(await restarted.read("cli")).toEqual([
+      { at: "2026-11-30T09:00:00.000Z", sessionId: "cli", toolName: "ls", arguments: { path: "." }, userMessage: "list", result: "a.txt", durationMs: 3 },
+      { at: "2026-11-30T09:00:00.000Z", sessionId: "cli", toolName: "read_file", arguments: { path: "a.txt" }, userMessage: "show a", result: "hello", durationMs: 1 },
+    ]);
+    expect((await restarted.read("cron:daily-report:20261130T090000Z")).map((r) => r.toolName)).toEqual(["web_fetch"]);
+    expect(await restarted.read("nothing-yet")).toEqual([]);
+    expect(await readdir(join(stateDir, "tool-history"))).toHaveLength(2);
+  });
+
+  it("stores no secret value and nothing under a secret-named key", async () => {
+    await history.record({
+      sessionId: "cli",
+      toolName: "shell",
+      arguments: { command: `git clone https://${TOKEN}@example.test/r.git`, env: { GITHUB_TOKEN: "other" } },
+      userMessage: `use my token ${TOKEN}`,
+      result: `cloned with ${TOKEN}`,
+      durationMs: 10,
+    });
+    const text = await readFile(join(stateDir, "tool-history", "cli.jsonl"), "utf8");
+    expect(text).not.toContain(TOKEN);
+    const [rec] = await history.read("cli");
+    expect(rec).toMatchObject({
+      arguments: { command: "git clone https://[REDACTED]@example.test/r.git", env: { GITHUB_TOKEN: "[REDACTED]" } },
+      userMessage: "use my token [REDACTED]",
+      result: "cloned with [REDACTED]",
+    });
+  });
+
+  it("records concurrent calls whole", async () => {
+    const big = "r".repeat(100_000);
+    await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        history.record({ sessionId: "cli", toolName: `t${i}`, arguments: {}, userMessage: "go", result: big, durationMs: i }),
+      ),
+    );
+    const records = await history.read("cli");
+    expect(records.map((r) => r.toolName)).toEqual(Array.from({ length: 30 }, (_, i) => `t${i}`));
+    expect(records.every((r) => r.result === big)).toBe(true);
+  });
+});
