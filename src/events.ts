@@ -27,6 +27,8 @@ export interface CountdEvents {
     attempts: number;
     error?: string;
   };
+  /** Something went wrong that did not stop the run, such as a failed history summary. */
+  "warning": { sessionId: string; message: string };
   "message.finished": {
     sessionId: string;
     status: "ok" | "limit" | "cancelled" | "error";

@@ -1,7 +1,7 @@
 import { relative, resolve, sep } from "node:path";
 import type { MemoryStore } from "../memory/store.js";
 import type { ChatMessage, Reasoning, ToolCall } from "../providers/types.js";
-import type { Skill, SkillsLoader } from "../skills/loader.js";
+import type { Skill, SkillsLoader, SkillsLoadResult } from "../skills/loader.js";
 import { loadImages } from "./images.js";
 import type { PersonaConfig } from "./personalities.js";
 import {
@@ -36,6 +36,7 @@ export interface BuildMessagesOptions {
 export class ContextBuilder {
   private readonly workspace: string;
   private readonly timezone: string;
+  private cached: { skills: SkillsLoadResult; prompt: string } | undefined;
 
   constructor(private readonly opts: ContextBuilderOptions) {
     this.workspace = resolve(opts.workspace);
@@ -52,8 +53,13 @@ export class ContextBuilder {
    * every run, so providers' prompt caches hit. Nothing time- or run-dependent belongs here.
    */
   async buildSystemPrompt(): Promise<string> {
+    const loaded = await this.opts.skills.load();
+    if (this.cached?.skills !== loaded) this.cached = { skills: loaded, prompt: this.composeSystemPrompt(loaded) };
+    return this.cached.prompt;
+  }
+
+  private composeSystemPrompt({ skills, problems }: SkillsLoadResult): string {
     const { persona } = this.opts;
-    const { skills, problems } = await this.opts.skills.load();
     for (const problem of problems) this.opts.onWarning?.(problem);
     const active = skills.filter((s) => s.always).map((s) => this.promptSkill(s));
     const onDemand = skills.filter((s) => !s.always).map((s) => this.promptSkill(s));

@@ -133,11 +133,32 @@ export interface RuntimeFactsInput {
   channel?: string;
 }
 
+/** Building an Intl.DateTimeFormat costs more than formatting with it, and every message needs one. */
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatter(locale: string, timezone: string, options: Intl.DateTimeFormatOptions): Intl.DateTimeFormat {
+  const key = `${locale}|${timezone}|${Object.keys(options).join(",")}`;
+  let format = formatters.get(key);
+  if (!format) {
+    format = new Intl.DateTimeFormat(locale, { ...options, timeZone: timezone });
+    formatters.set(key, format);
+  }
+  return format;
+}
+
+/** The facts change once a minute, and formatting a date in a time zone is the costly part. */
+let lastFacts: { key: string; text: string } | undefined;
+
 /** The per-run facts; kept out of the stable system prompt so providers' prompt caches still hit. */
-export function runtimeFacts(locale: Locale, { now, timezone, channel }: RuntimeFactsInput): string {
+export function runtimeFacts(locale: Locale, input: RuntimeFactsInput): string {
+  const key = `${locale}|${input.timezone}|${input.channel ?? ""}|${Math.floor(input.now.getTime() / 60_000)}`;
+  if (lastFacts?.key !== key) lastFacts = { key, text: formatFacts(locale, input) };
+  return lastFacts.text;
+}
+
+function formatFacts(locale: Locale, { now, timezone, channel }: RuntimeFactsInput): string {
   const parts = Object.fromEntries(
-    new Intl.DateTimeFormat("en-US", {
-      timeZone: timezone,
+    formatter("en-US", timezone, {
       year: "numeric",
       month: "2-digit",
       day: "2-digit",
@@ -152,7 +173,7 @@ export function runtimeFacts(locale: Locale, { now, timezone, channel }: Runtime
   );
   const stamp = `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}`;
   if (locale === "zh") {
-    const weekday = new Intl.DateTimeFormat("zh-CN", { timeZone: timezone, weekday: "long" }).format(now);
+    const weekday = formatter("zh-CN", timezone, { weekday: "long" }).format(now);
     const lines = ["# 运行时信息", `当前日期时间：${stamp}，${weekday}（时区 ${timezone}，${parts.timeZoneName}）`];
     if (channel) lines.push(`来源渠道：${channel}`);
     return lines.join("\n");

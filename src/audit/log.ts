@@ -82,6 +82,7 @@ export class AuditLog {
         this.safely(() => this.toolCall({ ...e, arguments: args }));
       }),
       bus.on("llm.finished", (e) => this.safely(() => this.llmCall(e))),
+      bus.on("warning", (e) => this.safely(() => this.logger.warn(this.redactor.redactValue({ kind: "warning", session: e.sessionId, message: e.message }) as object))),
       bus.on("message.finished", (e) => {
         // A cancelled message may leave calls that never finish.
         this.pendingArgs.delete(e.sessionId);

@@ -1,4 +1,4 @@
-import { constants } from "node:fs";
+import { constants, readdirSync, statSync } from "node:fs";
 import { access, readdir, readFile, stat } from "node:fs/promises";
 import { delimiter, join } from "node:path";
 import { parse, YAMLParseError } from "yaml";
@@ -72,6 +72,7 @@ const byName = (a: Skill, b: Skill): number => (a.name < b.name ? -1 : a.name > 
 /** Loads `<workspace>/skills/<dir>/SKILL.md`; skills whose required binaries or env vars are missing are hidden. */
 export class SkillsLoader {
   private readonly dir: string;
+  private cache: { fingerprint: string; result: SkillsLoadResult } | undefined;
 
   constructor(
     workspace: string,
@@ -80,7 +81,33 @@ export class SkillsLoader {
     this.dir = join(workspace, "skills");
   }
 
+  /**
+   * Runs before every message, so it re-reads the skills only when a SKILL.md was added, removed
+   * or changed; the result object stays the same otherwise, which lets callers cache on it.
+   */
   async load(): Promise<SkillsLoadResult> {
+    const fingerprint = this.fingerprint();
+    if (this.cache?.fingerprint === fingerprint) return this.cache.result;
+    const result = await this.read();
+    this.cache = { fingerprint, result };
+    return result;
+  }
+
+  /** Names, sizes and modification times of the skill files: a few stat calls, no reads. */
+  private fingerprint(): string {
+    // A workspace without skills is the common case: stat says so without building an ENOENT error.
+    if (!statSync(this.dir, { throwIfNoEntry: false })) return "";
+    return readdirSync(this.dir, { withFileTypes: true })
+      .map((entry) => {
+        if (!entry.isDirectory()) return `${entry.name}:not a skill`;
+        const info = statSync(join(this.dir, entry.name, "SKILL.md"), { throwIfNoEntry: false });
+        return info ? `${entry.name}:${info.mtimeMs}:${info.size}` : `${entry.name}:-`;
+      })
+      .sort()
+      .join("\n");
+  }
+
+  private async read(): Promise<SkillsLoadResult> {
     let names: string[];
     try {
       names = (await readdir(this.dir)).sort();

@@ -1,4 +1,4 @@
-import { chmod, mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -37,6 +37,20 @@ describe("SkillsLoader", () => {
       { name: "daily-report", description: "Write the daily report", always: true, body: "# Report\nSteps here.", path: report },
       { name: "weather", description: "Look up the weather", always: false, body: "Use wttr.in.", path: weather },
     ]);
+  });
+
+  it("sees a skill added, edited or removed while the daemon runs, and reuses the result otherwise", async () => {
+    const loader = new SkillsLoader(workspace, {});
+    const empty = await loader.load();
+    expect(await loader.load()).toBe(empty);
+    await writeSkill("weather", "---\ndescription: Look up the weather\n---\nUse wttr.in.\n");
+    const added = await loader.load();
+    expect(added.skills.map((s) => s.description)).toEqual(["Look up the weather"]);
+    expect(await loader.load()).toBe(added);
+    await writeSkill("weather", "---\ndescription: Look up the weather forecast for the week\n---\nUse wttr.in.\n");
+    expect((await loader.load()).skills.map((s) => s.description)).toEqual(["Look up the weather forecast for the week"]);
+    await rm(join(workspace, "skills", "weather"), { recursive: true });
+    expect((await loader.load()).skills).toEqual([]);
   });
 
   it("hides skills whose required binaries are not on PATH or env vars are unset", async () => {

@@ -1,0 +1,314 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { EventBus } from "../events.js";
+import {
+  addUsage,
+  emptyUsage,
+  type ChatMessage,
+  type LLMProvider,
+  type ToolCall,
+} from "../providers/types.js";
+import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
+import type { SessionStore } from "../sessions/store.js";
+import type { ToolRegistry } from "../tools/registry.js";
+import { CancelToken } from "./cancel.js";
+import type { Locale } from "./personalities.js";
+import { limitNotice } from "./prompts.js";
+import { Turn } from "./turn.js";
+
+/** What the loop needs from the context builder (src/agent/context.ts). */
+export interface MessageBuilder {
+  buildMessages(
+    history: ChatMessage[],
+    message: string,
+    opts?: { media?: string[]; now?: Date; channel?: string },
+  ): Promise<ChatMessage[]>;
+  addAssistantMessage(messages: ChatMessage[], content: string | null, toolCalls?: ToolCall[], reasoning?: Turn["reasoning"]): void;
+  addToolResult(messages: ChatMessage[], call: { id: string; name: string }, result: string, isError?: boolean): void;
+}
+
+/** What the loop needs from the tool-conversation history (src/audit/tool-history.ts). */
+export interface ToolHistorySink {
+  record(rec: {
+    sessionId: string;
+    toolName: string;
+    arguments: unknown;
+    userMessage: string;
+    result: string;
+    durationMs: number;
+  }): Promise<void>;
+}
+
+export interface AgentLoopOptions {
+  provider: LLMProvider;
+  workspace: string;
+  tools: ToolRegistry;
+  contextBuilder: MessageBuilder;
+  sessions?: SessionStore;
+  /** Where summaries of history beyond maxHistory go (the workspace's MEMORY.md). */
+  memory?: MemorySink;
+  toolHistory?: ToolHistorySink;
+  events?: EventBus;
+  model: string;
+  maxIterations?: number;
+  maxRetries?: number;
+  retryDelayMs?: number;
+  temperature?: number;
+  maxTokens?: number;
+  maxHistory?: number;
+  locale?: Locale;
+}
+
+export interface ProcessOptions {
+  /** History to use instead of the session's stored one. */
+  context?: ChatMessage[];
+  /** Image paths attached to the message. */
+  media?: string[];
+  channel?: string;
+  chatId?: string;
+  cancelToken?: CancelToken;
+}
+
+export interface ToolOutcome {
+  content: string;
+  isError: boolean;
+  attempts: number;
+  durationMs: number;
+}
+
+type EndStatus = "ok" | "limit" | "cancelled" | "error";
+
+export class AgentLoop {
+  readonly events: EventBus;
+  readonly maxIterations: number;
+  readonly maxRetries: number;
+  readonly retryDelayMs: number;
+  readonly temperature: number;
+  readonly maxTokens: number;
+  readonly maxHistory: number;
+  readonly model: string;
+  private readonly locale: Locale;
+
+  constructor(private readonly opts: AgentLoopOptions) {
+    this.events = opts.events ?? new EventBus();
+    this.model = opts.model;
+    this.maxIterations = opts.maxIterations ?? 25;
+    this.maxRetries = opts.maxRetries ?? 3;
+    this.retryDelayMs = opts.retryDelayMs ?? 1000;
+    this.temperature = opts.temperature ?? 0.7;
+    this.maxTokens = opts.maxTokens ?? 4096;
+    this.maxHistory = opts.maxHistory ?? 100;
+    this.locale = opts.locale ?? "en";
+  }
+
+  /**
+   * Handles one user message and yields answer text as it arrives. Ends normally on an answer,
+   * a limit (with the limit notice as the last chunk) or a cancel (nothing more is yielded);
+   * throws the LLMError when the provider gives up.
+   */
+  async *processMessage(message: string, sessionId: string, options: ProcessOptions = {}): AsyncGenerator<string> {
+    const { provider, tools, contextBuilder, sessions } = this.opts;
+    const cancel = options.cancelToken ?? new CancelToken();
+    const started = performance.now();
+    const usage = emptyUsage();
+    const transcript: ChatMessage[] = [];
+    let iterations = 0;
+    let toolCalls = 0;
+    let status: EndStatus = "ok";
+    let failure: string | undefined;
+    const callOptions = { model: this.model, temperature: this.temperature, maxTokens: this.maxTokens, signal: cancel.signal };
+
+    try {
+      if (sessions && this.opts.memory && !options.context) {
+        // A failed summary keeps the whole history (nothing is lost) and must not cost the run.
+        await summarizeOverflow({
+          store: sessions,
+          sessionId,
+          maxHistory: this.maxHistory,
+          memory: this.opts.memory,
+          summarize: llmSummarizer(provider, callOptions, this.locale),
+        }).catch((err: unknown) =>
+          this.events.emit("warning", { sessionId, message: `history not summarised: ${errorText(err)}` }),
+        );
+      }
+      const history = options.context ?? (await sessions?.load(sessionId)) ?? [];
+      const messages = await contextBuilder.buildMessages(history, message, {
+        media: options.media,
+        channel: options.channel,
+      });
+      transcript.push(userRecord(message, options.media));
+      const definitions = tools.getDefinitions();
+
+      while (true) {
+        if (cancel.cancelled) {
+          status = "cancelled";
+          break;
+        }
+        if (iterations >= this.maxIterations) {
+          status = "limit";
+          break;
+        }
+        iterations++;
+        this.events.emit("iteration", { sessionId, iteration: iterations });
+
+        const turn = new Turn();
+        const callStarted = performance.now();
+        try {
+          for await (const event of provider.chatStream(messages, definitions, callOptions)) {
+            const text = turn.accept(event);
+            if (text === undefined || cancel.cancelled) continue;
+            this.events.emit("answer.chunk", { sessionId, text });
+            yield text;
+          }
+        } catch (err) {
+          // A cancel that aborted the request mid-stream ends the turn quietly; the check below stops the run.
+          if (!cancel.cancelled) {
+            turn.fail(err);
+            throw err;
+          }
+        } finally {
+          addUsage(usage, turn.usage);
+          this.events.emit("llm.finished", turn.report(sessionId, this.model, performance.now() - callStarted, cancel.cancelled));
+        }
+        if (cancel.cancelled) {
+          status = "cancelled";
+          break;
+        }
+
+        contextBuilder.addAssistantMessage(messages, turn.text || null, turn.calls, turn.reasoning);
+        transcript.push(messages.at(-1)!);
+        if (turn.calls.length === 0) break;
+
+        for (const call of turn.calls) {
+          let outcome: ToolOutcome;
+          if (cancel.cancelled) {
+            status = "cancelled";
+            outcome = notRun("Error: not run, the run was cancelled.");
+          } else if (toolCalls >= this.maxIterations) {
+            status = "limit";
+            outcome = notRun(`Error: not run, the limit of ${this.maxIterations} tool calls was reached.`);
+          } else {
+            toolCalls++;
+            outcome = await this.executeTool(call, { sessionId, userMessage: message, cancelToken: cancel });
+          }
+          contextBuilder.addToolResult(messages, call, outcome.content, outcome.isError);
+          transcript.push(messages.at(-1)!);
+        }
+        if (status !== "ok") break;
+        if (toolCalls >= this.maxIterations) status = "limit";
+      }
+
+      if (status === "limit") {
+        const notice = limitNotice(this.locale, this.maxIterations);
+        transcript.push({ role: "assistant", content: notice });
+        this.events.emit("answer.chunk", { sessionId, text: notice });
+        yield `\n\n${notice}`;
+      }
+    } catch (err) {
+      status = "error";
+      failure = errorText(err);
+      throw err;
+    } finally {
+      if (sessions && transcript.length > 0) await sessions.append(sessionId, transcript);
+      this.events.emit("message.finished", {
+        sessionId,
+        status,
+        iterations,
+        toolCalls,
+        usage,
+        durationMs: performance.now() - started,
+        ...(failure ? { error: failure } : {}),
+      });
+    }
+  }
+
+  /** Collects the whole answer: for the CLI, cron jobs, file triggers and the heartbeat. */
+  async processDirect(content: string, sessionId: string, options: ProcessOptions = {}): Promise<string> {
+    let answer = "";
+    for await (const chunk of this.processMessage(content, sessionId, options)) answer += chunk;
+    return answer;
+  }
+
+  /**
+   * Runs one tool call: unknown names, unparsable or invalid arguments become error results at
+   * once (retrying cannot fix them); a tool that throws is tried up to maxRetries times.
+   */
+  async executeTool(
+    call: ToolCall,
+    ctx: { sessionId: string; userMessage?: string; cancelToken?: CancelToken },
+  ): Promise<ToolOutcome> {
+    const { tools, workspace, toolHistory } = this.opts;
+    const cancel = ctx.cancelToken ?? new CancelToken();
+    const started = performance.now();
+    this.events.emit("tool.started", {
+      sessionId: ctx.sessionId,
+      callId: call.id,
+      name: call.name,
+      arguments: call.arguments ?? call.rawArguments,
+    });
+
+    let content: string;
+    let isError = true;
+    let attempts = 0;
+    const tool = tools.get(call.name);
+    const validation = tool && call.arguments !== null ? tools.validate(tool, call.arguments) : undefined;
+    if (!tool) {
+      content = `Error: unknown tool "${call.name}". Available tools: ${tools.names.join(", ") || "none"}.`;
+    } else if (!validation) {
+      content = `Error: the arguments for ${call.name} are not valid JSON: ${excerpt(call.rawArguments, 200)}`;
+    } else if (!validation.ok) {
+      content = `Error: invalid arguments for ${call.name}:\n${validation.error}`;
+    } else {
+      content = "Error: not run, the run was cancelled.";
+      for (let attempt = 1; attempt <= this.maxRetries && !cancel.cancelled; attempt++) {
+        attempts = attempt;
+        try {
+          content = await tool.execute(validation.args, { sessionId: ctx.sessionId, workspace, signal: cancel.signal });
+          isError = false;
+          break;
+        } catch (err) {
+          content = `Error: ${errorText(err)}`;
+          if (attempt < this.maxRetries) await sleep(this.retryDelayMs, undefined, { signal: cancel.signal }).catch(() => {});
+        }
+      }
+    }
+
+    const durationMs = performance.now() - started;
+    this.events.emit("tool.finished", {
+      sessionId: ctx.sessionId,
+      callId: call.id,
+      name: call.name,
+      result: content,
+      durationMs,
+      attempts,
+      ...(isError ? { error: content } : {}),
+    });
+    await toolHistory?.record({
+      sessionId: ctx.sessionId,
+      toolName: call.name,
+      arguments: call.arguments ?? call.rawArguments,
+      userMessage: ctx.userMessage ?? "",
+      result: content,
+      durationMs,
+    });
+    return { content, isError, attempts, durationMs };
+  }
+
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function notRun(content: string): ToolOutcome {
+  return { content, isError: true, attempts: 0, durationMs: 0 };
+}
+
+/** Images are not copied into the session file: the path is kept, the bytes stay on disk. */
+function userRecord(message: string, media: string[] | undefined): ChatMessage {
+  if (!media || media.length === 0) return { role: "user", content: message };
+  return { role: "user", content: `${message}\n\n[attached images: ${media.join(", ")}]` };
+}
+
+function excerpt(text: string, max: number): string {
+  return text.length <= max ? JSON.stringify(text) : `${JSON.stringify(text.slice(0, max))}… (${text.length} characters)`;
+}

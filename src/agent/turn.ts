@@ -1,0 +1,82 @@
+import type { CountdEvents } from "../events.js";
+import { LLMError } from "../providers/errors.js";
+import {
+  addUsage,
+  emptyUsage,
+  type FinishReason,
+  type Reasoning,
+  type StreamEvent,
+  type ThinkingBlock,
+  type ToolCall,
+  type Usage,
+} from "../providers/types.js";
+
+/** What one LLM call produced, collected event by event from the provider's stream. */
+export class Turn {
+  text = "";
+  calls: ToolCall[] = [];
+  readonly usage: Usage = emptyUsage();
+  finishReason: FinishReason | undefined;
+  /** Requests this call took, counting those the retry layer repeated. */
+  attempts = 1;
+  private reasoningText = "";
+  private blocks: ThinkingBlock[] = [];
+  private error: unknown;
+
+  /** Takes one event; returns the answer text it carries, if any, for the caller to stream on. */
+  accept(event: StreamEvent): string | undefined {
+    switch (event.type) {
+      case "text":
+        this.text += event.text;
+        return event.text;
+      case "reasoning":
+        this.reasoningText += event.text;
+        return undefined;
+      case "thinking_block":
+        this.blocks.push(event.block);
+        return undefined;
+      case "tool_call":
+        this.calls.push(event.call);
+        return undefined;
+      case "usage":
+        addUsage(this.usage, event.usage);
+        return undefined;
+      case "finish":
+        this.finishReason = event.reason;
+        return undefined;
+      case "retry":
+        // The failed attempt showed no answer text (or it would not be retried); what else it
+        // produced belongs to a response that no longer counts.
+        this.attempts = event.attempt + 1;
+        this.reasoningText = "";
+        this.blocks = [];
+        this.calls = [];
+        return undefined;
+    }
+  }
+
+  get reasoning(): Reasoning | undefined {
+    if (!this.reasoningText && this.blocks.length === 0) return undefined;
+    return { text: this.reasoningText, ...(this.blocks.length > 0 ? { blocks: this.blocks } : {}) };
+  }
+
+  /** Records why the call failed; the retry layer has already counted its attempts. */
+  fail(error: unknown): void {
+    this.error = error;
+    if (error instanceof LLMError) this.attempts = error.attempts;
+  }
+
+  /** The audit record of this call. */
+  report(sessionId: string, model: string, durationMs: number, cancelled: boolean): CountdEvents["llm.finished"] {
+    const failed = this.error !== undefined;
+    return {
+      sessionId,
+      model,
+      usage: this.usage,
+      durationMs,
+      finishReason: failed ? "error" : cancelled ? "cancelled" : (this.finishReason ?? "other"),
+      attempts: this.attempts,
+      ...(failed ? { error: this.error instanceof Error ? this.error.message : String(this.error) } : {}),
+    };
+  }
+}
