@@ -1,0 +1,118 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, readFile, readdir, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { LLMock } from "@copilotkit/aimock";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startMock } from "../support/agent.js";
+
+const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built CLI as a user would, in a fresh folder, with only the environment given. */
+function countd(args: string[], opts: { cwd: string; env: Record<string, string>; onStdout?: (text: string, kill: () => void) => void }) {
+  return new Promise<Run>((done) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: opts.cwd,
+      env: { PATH: process.env["PATH"] ?? "", ...opts.env },
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      stdout += chunk;
+      opts.onStdout?.(stdout, () => child.kill("SIGINT"));
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    child.on("close", (code) => done({ code, stdout, stderr }));
+  });
+}
+
+describe("countd ask", () => {
+  let mock: LLMock;
+  let cwd: string;
+  let env: Record<string, string>;
+  beforeAll(async () => {
+    mock = await startMock();
+  });
+  afterAll(async () => {
+    await mock.stop();
+  });
+  beforeEach(async () => {
+    mock.clearFixtures();
+    mock.clearRequests();
+    cwd = await mkdtemp(join(tmpdir(), "countd-cli-"));
+    env = { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-cli-test-key-123456" };
+  });
+
+  it("streams the answer to stdout and exits 0", async () => {
+    mock.onMessage("capital of France", { content: "The capital of France is Paris." });
+    const run = await countd(["ask", "What is the capital of France?"], { cwd, env });
+    expect(run).toMatchObject({ code: 0, stdout: "The capital of France is Paris.\n", stderr: "" });
+    const audit = await readdir(join(cwd, "logs"));
+    expect(audit).toEqual([expect.stringMatching(/^audit-\d{4}-\d{2}-\d{2}\.jsonl$/)]);
+    expect(await readFile(join(cwd, "logs", audit[0]!), "utf8")).not.toContain("sk-cli-test-key-123456");
+  });
+
+  it("continues a session given with --session", async () => {
+    mock.onMessage("remember", { content: "Noted." });
+    mock.onMessage("what did I say", { content: "You asked me to remember." });
+    await countd(["ask", "remember the number 42", "--session", "notes"], { cwd, env });
+    const run = await countd(["ask", "what did I say", "--session", "notes"], { cwd, env });
+    expect(run.code).toBe(0);
+    const sent = mock.getRequests().at(-1)!.body as { messages: Array<{ role: string; content: unknown }> };
+    expect(sent.messages.filter((m) => m.role !== "system").map((m) => m.content)).toEqual([
+      "remember the number 42",
+      "Noted.",
+      "what did I say",
+    ]);
+  });
+
+  it("without an API key prints one line naming the variable and exits 78", async () => {
+    const run = await countd(["ask", "hello"], { cwd, env: {} });
+    expect(run.code).toBe(78);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toBe('no API key for provider "openai": set OPENAI_API_KEY (or provider.api_key in countd.yaml)\n');
+    expect(await readdir(cwd)).toEqual([]);
+  });
+
+  it("on an LLM error prints one readable line, no stack trace, and exits 1", async () => {
+    mock.onMessage("down", { error: { message: "upstream exploded", type: "server_error" }, status: 500 });
+    await writeFile(join(cwd, "countd.yaml"), "provider:\n  attempts: 2\n");
+    const run = await countd(["ask", "down"], { cwd, env });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^countd: LLM request failed after 2 attempts: HTTP 500: upstream exploded.*\n$/);
+    expect(run.stderr.split("\n")).toHaveLength(2);
+    expect(mock.getRequests()).toHaveLength(2);
+  });
+
+  it("names file, line and column of a bad config value and exits 78", async () => {
+    await writeFile(join(cwd, "countd.yaml"), "agent:\n  max_iterations: lots\n");
+    const run = await countd(["ask", "hello"], { cwd, env });
+    expect(run.code).toBe(78);
+    expect(run.stderr).toMatch(/^countd\.yaml:2:19: agent\.max_iterations: .*"lots"/);
+  });
+
+  it("on Ctrl-C cancels the run cleanly and exits 130", async () => {
+    mock.onMessage("long", { content: "one two three four five six seven eight nine ten eleven twelve" }, { latency: 100 });
+    let interrupted = false;
+    const run = await countd(["ask", "a long answer please"], {
+      cwd,
+      env,
+      onStdout: (_text, kill) => {
+        if (!interrupted) {
+          interrupted = true;
+          kill();
+        }
+      },
+    });
+    expect(run.code).toBe(130);
+    expect(run.stdout.length).toBeLessThan("one two three four five six seven eight nine ten eleven twelve".length);
+    const session = await readFile(join(cwd, "state", "sessions", "cli.jsonl"), "utf8");
+    expect(session).toContain("a long answer please");
+  });
+});
