@@ -10,33 +10,15 @@ import {
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
 import type { SessionStore } from "../sessions/store.js";
 import type { ToolRegistry } from "../tools/registry.js";
+import type { ToolHistory } from "../audit/tool-history.js";
 import { CancelToken } from "./cancel.js";
+import type { ContextBuilder } from "./context.js";
 import type { Locale } from "./personalities.js";
 import { limitNotice } from "./prompts.js";
 import { Turn } from "./turn.js";
 
-/** What the loop needs from the context builder (src/agent/context.ts). */
-export interface MessageBuilder {
-  buildMessages(
-    history: ChatMessage[],
-    message: string,
-    opts?: { media?: string[]; now?: Date; channel?: string },
-  ): Promise<ChatMessage[]>;
-  addAssistantMessage(messages: ChatMessage[], content: string | null, toolCalls?: ToolCall[], reasoning?: Turn["reasoning"]): void;
-  addToolResult(messages: ChatMessage[], call: { id: string; name: string }, result: string, isError?: boolean): void;
-}
-
-/** What the loop needs from the tool-conversation history (src/audit/tool-history.ts). */
-export interface ToolHistorySink {
-  record(rec: {
-    sessionId: string;
-    toolName: string;
-    arguments: unknown;
-    userMessage: string;
-    result: string;
-    durationMs: number;
-  }): Promise<void>;
-}
+/** What the loop needs of the context builder: it builds the prompt and shapes every message. */
+export type MessageBuilder = Pick<ContextBuilder, "buildMessages" | "addAssistantMessage" | "addToolResult">;
 
 export interface AgentLoopOptions {
   provider: LLMProvider;
@@ -46,7 +28,7 @@ export interface AgentLoopOptions {
   sessions?: SessionStore;
   /** Where summaries of history beyond maxHistory go (the workspace's MEMORY.md). */
   memory?: MemorySink;
-  toolHistory?: ToolHistorySink;
+  toolHistory?: Pick<ToolHistory, "record">;
   events?: EventBus;
   model: string;
   maxIterations?: number;

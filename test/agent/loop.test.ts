@@ -1,13 +1,13 @@
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { LLMock } from "@copilotkit/aimock";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CancelToken } from "../../src/agent/cancel.js";
 import { LLMError } from "../../src/providers/errors.js";
 import type { ChatMessage } from "../../src/providers/types.js";
 import { defineTool, ToolRegistry } from "../../src/tools/registry.js";
-import { makeAgent, startMock, TEST_KEYS, WIRE_FORMATS } from "../support/agent.js";
+import { makeAgent, TEST_KEYS, WIRE_FORMATS } from "../support/agent.js";
+import { useAimock } from "../support/aimock.js";
 import { startAnthropicSSE, type AnthropicSSEServer } from "../support/anthropic-sse.js";
 import { AuditLog } from "../../src/audit/log.js";
 
@@ -49,19 +49,7 @@ function echoTool() {
 }
 
 describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
-  let mock: LLMock;
-  beforeAll(async () => {
-    mock = await startMock();
-  });
-  afterAll(async () => {
-    await mock.stop();
-  });
-  beforeEach(() => {
-    mock.clearFixtures();
-    mock.clearRequests();
-    mock.resetMatchCounts();
-    mock.clearChaos();
-  });
+  const mock = useAimock({ chunkSize: 4 });
 
   it("streams a plain answer in several chunks and saves the exchange in the session", async () => {
     mock.onMessage("hello", { content: "Hello! The daemon is running and all jobs are on schedule." });

@@ -2,9 +2,8 @@ import { spawn } from "node:child_process";
 import { mkdtemp, readFile, readdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import type { LLMock } from "@copilotkit/aimock";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startMock } from "../support/agent.js";
+import { beforeEach, describe, expect, it } from "vitest";
+import { useAimock } from "../support/aimock.js";
 
 const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
 
@@ -33,18 +32,10 @@ function countd(args: string[], opts: { cwd: string; env: Record<string, string>
 }
 
 describe("countd ask", () => {
-  let mock: LLMock;
+  const mock = useAimock();
   let cwd: string;
   let env: Record<string, string>;
-  beforeAll(async () => {
-    mock = await startMock();
-  });
-  afterAll(async () => {
-    await mock.stop();
-  });
   beforeEach(async () => {
-    mock.clearFixtures();
-    mock.clearRequests();
     cwd = await mkdtemp(join(tmpdir(), "countd-cli-"));
     env = { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-cli-test-key-123456" };
   });

@@ -1,10 +1,11 @@
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
-import { LLMock } from "@copilotkit/aimock";
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { useAimock } from "../support/aimock.js";
+import { collect, collectFailure } from "../support/streams.js";
+import { beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { CancelToken } from "../../src/agent/cancel.js";
 import { AnthropicProvider } from "../../src/providers/anthropic.js";
-import { LLMError, type LLMErrorKind } from "../../src/providers/errors.js";
+import type { LLMErrorKind } from "../../src/providers/errors.js";
 import { withRetry } from "../../src/providers/retry.js";
 import type {
   ChatMessage,
@@ -30,24 +31,6 @@ const readFileTool: ToolDefinition = {
   },
 };
 
-async function collect(events: AsyncIterable<StreamEvent>): Promise<StreamEvent[]> {
-  const out: StreamEvent[] = [];
-  for await (const event of events) out.push(event);
-  return out;
-}
-
-/** Runs the stream to its failure and returns the events seen before it with the error. */
-async function collectUntilError(events: AsyncIterable<StreamEvent>): Promise<{ seen: StreamEvent[]; error: LLMError }> {
-  const seen: StreamEvent[] = [];
-  try {
-    for await (const event of events) seen.push(event);
-  } catch (err) {
-    expect(err).toBeInstanceOf(LLMError);
-    return { seen, error: err as LLMError };
-  }
-  throw new Error(`stream ended without an error after ${seen.length} events`);
-}
-
 const texts = (events: StreamEvent[]) => events.flatMap((e) => (e.type === "text" ? [e.text] : []));
 const reasoning = (events: StreamEvent[]) => events.flatMap((e) => (e.type === "reasoning" ? [e.text] : []));
 const toolCalls = (events: StreamEvent[]) => events.flatMap((e) => (e.type === "tool_call" ? [e.call] : []));
@@ -56,22 +39,12 @@ const thinkingBlocks = (events: StreamEvent[]) => events.flatMap((e) => (e.type 
 const user = (content: string): ChatMessage => ({ role: "user", content });
 
 describe("AnthropicProvider against aimock", () => {
-  let mock: LLMock;
+  // strict: aimock then also refuses a thinking turn whose tool-use continuation lacks its signed block.
+  const mock = useAimock({ chunkSize: 4, strict: true });
   let provider: AnthropicProvider;
 
-  beforeAll(async () => {
-    // strict: aimock then also refuses a thinking turn whose tool-use continuation lacks its signed block.
-    mock = new LLMock({ port: 0, host: "127.0.0.1", chunkSize: 4, strict: true });
-    await mock.start();
+  beforeAll(() => {
     provider = new AnthropicProvider({ baseURL: mock.url, apiKey: API_KEY });
-  });
-  afterAll(async () => {
-    await mock.stop();
-  });
-  beforeEach(() => {
-    mock.clearFixtures();
-    mock.clearRequests();
-    mock.resetMatchCounts();
   });
 
   it("streams a plain answer as several text events, then usage and finish", async () => {
@@ -172,7 +145,7 @@ describe("AnthropicProvider against aimock", () => {
 
     // The same turn without its thinking block is refused, so the acceptance above is meaningful.
     const stripped = { ...assistant, reasoning: { text: "" } };
-    const refused = await collectUntilError(
+    const refused = await collectFailure(
       thinking.chatStream([user("check the file"), stripped, toolResult], [readFileTool], OPTIONS),
     );
     expect(refused.error).toMatchObject({ kind: "client", status: 400 });
@@ -198,7 +171,7 @@ describe("AnthropicProvider against aimock", () => {
       { error: { message: "Number of requests exceeded", type: "rate_limit_error" }, status: 429, retryAfter: 7 },
     );
 
-    const { error } = await collectUntilError(provider.chatStream([user("busy")], [], OPTIONS));
+    const { error } = await collectFailure(provider.chatStream([user("busy")], [], OPTIONS));
 
     expect(error).toMatchObject({ kind: "rate_limit", status: 429, retryAfterMs: 7000 });
     expect(error.message).toContain("Number of requests exceeded");
@@ -211,7 +184,7 @@ describe("AnthropicProvider against aimock", () => {
   ] as const)("turns HTTP %i into %s → %s", async (status, type, kind) => {
     mock.on({ userMessage: "fail" }, { error: { message: `scripted ${type}`, type }, status });
 
-    const { error } = await collectUntilError(provider.chatStream([user("fail")], [], OPTIONS));
+    const { error } = await collectFailure(provider.chatStream([user("fail")], [], OPTIONS));
 
     expect(error).toMatchObject({ kind, status });
     expect(error.message).toContain(`scripted ${type}`);
@@ -225,7 +198,7 @@ describe("AnthropicProvider against aimock", () => {
       { truncateAfterChunks: 6, latency: 10 },
     );
 
-    const { seen, error } = await collectUntilError(provider.chatStream([user("long story")], [], OPTIONS));
+    const { events: seen, error } = await collectFailure(provider.chatStream([user("long story")], [], OPTIONS));
 
     expect(texts(seen).length).toBeGreaterThan(0);
     expect(error.kind).toBe("stream");
@@ -275,7 +248,7 @@ describe("AnthropicProvider against aimock", () => {
     mock.on({ userMessage: "stalled" }, { content: "late" }, { latency: 2_000 });
     const impatient = new AnthropicProvider({ baseURL: mock.url, apiKey: API_KEY, timeoutMs: 100 });
 
-    const { error } = await collectUntilError(impatient.chatStream([user("stalled")], [], OPTIONS));
+    const { error } = await collectFailure(impatient.chatStream([user("stalled")], [], OPTIONS));
 
     expect(error.kind).toBe("connection");
     expect(error.message).toMatch(/timed out/i);
@@ -285,7 +258,7 @@ describe("AnthropicProvider against aimock", () => {
     mock.on({ userMessage: "flaky" }, { error: { message: "boom", type: "api_error" }, status: 500 });
     const retried: LLMProvider = withRetry(provider, { attempts: 3, baseDelayMs: 1, maxDelayMs: 50 });
 
-    const { seen, error } = await collectUntilError(retried.chatStream([user("flaky")], [], OPTIONS));
+    const { events: seen, error } = await collectFailure(retried.chatStream([user("flaky")], [], OPTIONS));
 
     expect(error).toMatchObject({ kind: "server", attempts: 3 });
     expect(seen.filter((e) => e.type === "retry")).toHaveLength(2);
@@ -388,7 +361,7 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
       { role: "user", content: [{ type: "image_url", image_url: { url: "data:image/bmp;base64,Qk0=" } }] },
     ];
 
-    const { error } = await collectUntilError(provider.chatStream(history, [], OPTIONS));
+    const { error } = await collectFailure(provider.chatStream(history, [], OPTIONS));
 
     expect(error.kind).toBe("client");
     expect(error.message).toContain('"image/bmp"');
@@ -495,7 +468,7 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
   it("refuses a thinking budget that leaves no room for the answer, before sending anything", async () => {
     const thinking = new AnthropicProvider({ baseURL: server.url, apiKey: API_KEY, thinkingBudget: 4096 });
 
-    const { error } = await collectUntilError(thinking.chatStream([user("hi")], [], OPTIONS));
+    const { error } = await collectFailure(thinking.chatStream([user("hi")], [], OPTIONS));
 
     expect(error.kind).toBe("client");
     expect(error.message).toContain("thinkingBudget (4096) must be less than maxTokens (4096)");
@@ -545,7 +518,7 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
       ],
     });
 
-    const { seen, error } = await collectUntilError(provider.chatStream([user("hi")], [], OPTIONS));
+    const { events: seen, error } = await collectFailure(provider.chatStream([user("hi")], [], OPTIONS));
 
     expect(texts(seen)).toEqual(["Partial"]);
     expect(error.kind).toBe("stream");
@@ -555,7 +528,7 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
   it("throws a stream error for a malformed event", async () => {
     server.reply({ sse: [messageStart(), "event: content_block_delta\ndata: {not json\n\n"] });
 
-    const { error } = await collectUntilError(provider.chatStream([user("hi")], [], OPTIONS));
+    const { error } = await collectFailure(provider.chatStream([user("hi")], [], OPTIONS));
 
     expect(error.kind).toBe("stream");
   });
@@ -563,7 +536,7 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
   it("throws a stream error when the server ends the answer before message_stop", async () => {
     server.reply({ sse: [messageStart(), ...textBlock(0, "Half an ans")] });
 
-    const { seen, error } = await collectUntilError(provider.chatStream([user("hi")], [], OPTIONS));
+    const { events: seen, error } = await collectFailure(provider.chatStream([user("hi")], [], OPTIONS));
 
     expect(texts(seen)).toEqual(["Half an ans"]);
     expect(error.kind).toBe("stream");
@@ -579,7 +552,7 @@ describe("AnthropicProvider without a server", () => {
     await new Promise<void>((resolve) => probe.close(() => resolve()));
     const provider = new AnthropicProvider({ baseURL: `http://127.0.0.1:${port}`, apiKey: API_KEY });
 
-    const { error } = await collectUntilError(provider.chatStream([user("hi")], [], OPTIONS));
+    const { error } = await collectFailure(provider.chatStream([user("hi")], [], OPTIONS));
 
     expect(error.kind satisfies LLMErrorKind).toBe("connection");
     expect(error.message).toContain(`127.0.0.1:${port}`);

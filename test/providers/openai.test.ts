@@ -1,7 +1,8 @@
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
-import { LLMock } from "@copilotkit/aimock";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { useAimock } from "../support/aimock.js";
+import { collect, collectFailure } from "../support/streams.js";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { LLMError } from "../../src/providers/errors.js";
 import { OpenAIProvider } from "../../src/providers/openai.js";
 import type { ChatMessage, ChatOptions, StreamEvent, ToolDefinition } from "../../src/providers/types.js";
@@ -14,45 +15,17 @@ const readFile: ToolDefinition = {
   function: { name: "read_file", description: "Read a file", parameters: { type: "object", properties: { path: { type: "string" } } } },
 };
 
-async function collect(stream: AsyncIterable<StreamEvent>): Promise<StreamEvent[]> {
-  const events: StreamEvent[] = [];
-  for await (const event of stream) events.push(event);
-  return events;
-}
-
-/** Runs the stream to its failure, keeping what was yielded before it. */
-async function collectFailure(stream: AsyncIterable<StreamEvent>): Promise<{ events: StreamEvent[]; error: LLMError }> {
-  const events: StreamEvent[] = [];
-  try {
-    for await (const event of stream) events.push(event);
-  } catch (error) {
-    expect(error).toBeInstanceOf(LLMError);
-    return { events, error: error as LLMError };
-  }
-  throw new Error(`expected the stream to fail; it yielded ${JSON.stringify(events)}`);
-}
-
 const ofType = <T extends StreamEvent["type"]>(events: StreamEvent[], type: T) =>
   events.filter((event): event is Extract<StreamEvent, { type: T }> => event.type === type);
 const textOf = (events: StreamEvent[]) => ofType(events, "text").map((event) => event.text).join("");
 const callsOf = (events: StreamEvent[]) => ofType(events, "tool_call").map((event) => event.call);
 
 describe("OpenAIProvider against aimock", () => {
-  let mock: LLMock;
+  const mock = useAimock();
   let provider: OpenAIProvider;
 
-  beforeAll(async () => {
-    mock = new LLMock({ port: 0, host: "127.0.0.1" });
-    await mock.start();
+  beforeAll(() => {
     provider = new OpenAIProvider({ name: "aimock", baseURL: `${mock.url}/v1`, apiKey: "test-key" });
-  });
-  afterAll(async () => {
-    await mock.stop();
-  });
-  beforeEach(() => {
-    mock.clearFixtures();
-    mock.clearRequests();
-    mock.resetMatchCounts();
   });
 
   const lastBody = () => mock.getLastRequest()?.body as Record<string, unknown>;

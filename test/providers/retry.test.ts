@@ -1,5 +1,5 @@
-import { LLMock } from "@copilotkit/aimock";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { useAimock } from "../support/aimock.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import { LLMError } from "../../src/providers/errors.js";
 import { OpenAIProvider } from "../../src/providers/openai.js";
 import { withRetry, type RetryPolicy } from "../../src/providers/retry.js";
@@ -46,21 +46,11 @@ it("waits the server's retry-after-ms after a 429, then succeeds on the second r
 });
 
 describe("withRetry over OpenAIProvider against aimock", () => {
-  let mock: LLMock;
+  const mock = useAimock();
   let provider: LLMProvider;
 
-  beforeAll(async () => {
-    mock = new LLMock({ port: 0, host: "127.0.0.1" });
-    await mock.start();
+  beforeAll(() => {
     provider = withRetry(new OpenAIProvider({ name: "aimock", baseURL: `${mock.url}/v1`, apiKey: "k" }), policy);
-  });
-  afterAll(async () => {
-    await mock.stop();
-  });
-  beforeEach(() => {
-    mock.clearFixtures();
-    mock.clearRequests();
-    mock.resetMatchCounts();
   });
 
   it("gives up after exactly 3 requests when the server keeps answering 500: the SDK adds no retries of its own", async () => {

@@ -1,7 +1,6 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LLMock } from "@copilotkit/aimock";
 import { AgentLoop, type AgentLoopOptions } from "../../src/agent/loop.js";
 import { ContextBuilder } from "../../src/agent/context.js";
 import { MemoryStore } from "../../src/memory/store.js";
@@ -18,12 +17,6 @@ export const TEST_KEYS = { openai: "sk-test-openai-0123456789", anthropic: "sk-a
 
 export type WireFormat = "openai" | "anthropic";
 export const WIRE_FORMATS: WireFormat[] = ["openai", "anthropic"];
-
-export async function startMock(): Promise<LLMock> {
-  const mock = new LLMock({ port: 0, host: "127.0.0.1", chunkSize: 4 });
-  await mock.start();
-  return mock;
-}
 
 /** The real SDK client for the wire format, retried by countd's one retry layer. */
 export function providerFor(format: WireFormat, server: { url: string }, attempts = 3): LLMProvider {
