@@ -89,6 +89,13 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
     });
   }
 
+  const secretNames = new Set([...data.secrets, ...PRESETS[provider.preset].apiKeyEnv]);
+  data.tools.exec.env.forEach((name, index) => {
+    if (secretNames.has(name)) {
+      problems.push({ path: ["tools", "exec", "env", index], message: `${name} holds a secret, and secrets never reach tools` });
+    }
+  });
+
   const secretValues = [provider.apiKey, ...data.secrets.map((name) => env[name])];
   const { persona } = data;
   return {
@@ -109,6 +116,21 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
       },
       timezone: data.timezone,
       paths,
+      tools: {
+        restrictToWorkspace: data.tools.restrict_to_workspace,
+        readOnlyRoots: data.tools.read_only_roots.map((root) => path.resolve(dir, root)),
+        exec: {
+          enabled: data.tools.exec.enabled,
+          timeoutMs: data.tools.exec.timeout,
+          sandbox: data.tools.exec.sandbox,
+          network: data.tools.exec.network,
+          denyPatterns: data.tools.exec.deny_patterns,
+          allowList: data.tools.exec.allow_list,
+          envNames: data.tools.exec.env,
+        },
+        web: { allowHosts: data.tools.web.allow_hosts },
+        spawn: { maxConcurrent: data.tools.spawn.max_concurrent, timeoutMs: data.tools.spawn.timeout },
+      },
       secrets: [...new Set(secretValues.filter((value): value is string => !!value))],
     },
     problems,

@@ -26,6 +26,28 @@ const positiveInt = () => {
 
 const text = () => z.string(expected("a string")).min(1, expected("a non-empty string"));
 
+/** `${VAR}` yields "true"/"false", so switches take those strings too. */
+const bool = () =>
+  z.preprocess((v) => (v === "true" ? true : v === "false" ? false : v), z.boolean(expected("true or false")));
+
+const envName = () =>
+  z.string(expected("an environment variable name")).regex(/^[A-Za-z_][A-Za-z0-9_]*$/, expected("an environment variable name"));
+
+const list = <T extends z.ZodType>(item: T, what: string) => z.array(item, expected(`a list of ${what}`)).default([]);
+
+const regex = () =>
+  text().refine(
+    (pattern) => {
+      try {
+        new RegExp(pattern);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { error: (issue) => `expected a regular expression, got ${describeValue(issue.input)}` },
+  );
+
 /** Empty counts as not given: `${VAR:-}` is how a file says "only if set". */
 const unlessEmpty = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v === "" ? undefined : v), schema.optional());
 
@@ -68,6 +90,7 @@ const section = <T extends z.core.$ZodLooseShape>(shape: T) =>
   z.preprocess((v) => v ?? {}, z.strictObject(shape, expected("a mapping")));
 
 const LOCALES = ["zh", "en"] as const satisfies readonly Locale[];
+export const SANDBOX_MODES = ["auto", "bwrap", "none"] as const;
 const PERSONALITIES = [...PERSONALITY_PRESETS, "custom"] as const;
 
 const oneOf = <T extends readonly [string, ...string[]]>(values: T) => z.enum(values, expected(`one of ${values.join(", ")}`));
@@ -106,12 +129,27 @@ export const configSchema = section({
   workspace: text().default("./workspace"),
   state_dir: text().default("./state"),
   logs_dir: text().default("./logs"),
-  secrets: z
-    .array(
-      z.string(expected("an environment variable name")).regex(/^[A-Za-z_][A-Za-z0-9_]*$/, expected("an environment variable name")),
-      expected("a list of environment variable names"),
-    )
-    .default([]),
+  secrets: list(envName(), "environment variable names"),
+  tools: section({
+    restrict_to_workspace: bool().default(true),
+    read_only_roots: list(text(), "folders"),
+    exec: section({
+      enabled: bool().default(true),
+      timeout: duration({ allowZero: false }).prefault("60s"),
+      sandbox: oneOf(SANDBOX_MODES).default("auto"),
+      network: bool().default(false),
+      deny_patterns: list(regex(), "regular expressions"),
+      allow_list: list(text(), "program names"),
+      env: list(envName(), "environment variable names"),
+    }),
+    web: section({
+      allow_hosts: list(text(), "host names or addresses"),
+    }),
+    spawn: section({
+      max_concurrent: positiveInt().default(2),
+      timeout: duration({ allowZero: false }).prefault("20m"),
+    }),
+  }),
 });
 
 export type ConfigFile = z.output<typeof configSchema>;
@@ -150,4 +188,23 @@ export interface Config {
   paths: { workspace: string; state: string; logs: string };
   /** Values to redact from every log: the API key and the named environment variables' values. */
   secrets: string[];
+  tools: ToolsConfig;
+}
+
+export interface ToolsConfig {
+  restrictToWorkspace: boolean;
+  /** Absolute. */
+  readOnlyRoots: string[];
+  exec: {
+    enabled: boolean;
+    timeoutMs: number;
+    sandbox: (typeof SANDBOX_MODES)[number];
+    network: boolean;
+    denyPatterns: string[];
+    allowList: string[];
+    /** Environment variables passed to commands beside PATH, HOME, LANG, LC_ALL and TZ. */
+    envNames: string[];
+  };
+  web: { allowHosts: string[] };
+  spawn: { maxConcurrent: number; timeoutMs: number };
 }

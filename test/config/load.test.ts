@@ -12,6 +12,14 @@ const SYSTEM_TIME_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone;
 
 let dir: string;
 
+const DEFAULT_TOOLS: Config["tools"] = {
+  restrictToWorkspace: true,
+  readOnlyRoots: [],
+  exec: { enabled: true, timeoutMs: 60_000, sandbox: "auto", network: false, denyPatterns: [], allowList: [], envNames: [] },
+  web: { allowHosts: [] },
+  spawn: { maxConcurrent: 2, timeoutMs: 1_200_000 },
+};
+
 beforeEach(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "countd-config-"));
 });
@@ -61,6 +69,7 @@ describe("loadConfig", () => {
       timezone: SYSTEM_TIME_ZONE,
       paths: { workspace: path.join(dir, "workspace"), state: path.join(dir, "state"), logs: path.join(dir, "logs") },
       secrets: [],
+      tools: DEFAULT_TOOLS,
     });
   });
 
@@ -117,6 +126,7 @@ secrets: [SMTP_PASSWORD]
       timezone: "Asia/Shanghai",
       paths: { workspace: path.join(dir, "ws"), state: path.join(dir, "st"), logs: path.join(dir, "lg") },
       secrets: ["key-from-file", "hunter2"],
+      tools: DEFAULT_TOOLS,
     });
   });
 
@@ -399,5 +409,67 @@ describe("secrets", () => {
       EMPTY_ONE: "",
     });
     expect(config.secrets).toEqual(["sk-live", "hunter2", "tok-123"]);
+  });
+});
+
+describe("tools", () => {
+  it("reads the safety settings, resolving read-only roots against the config folder", async () => {
+    const config = await load(
+      [
+        "tools:",
+        "  restrict_to_workspace: ${RESTRICT}",
+        "  read_only_roots: [./inbox, /srv/shared]",
+        "  exec:",
+        "    enabled: false",
+        "    timeout: 2m",
+        "    sandbox: bwrap",
+        "    network: true",
+        "    deny_patterns: ['curl .*\\|']",
+        "    allow_list: [ls, cat, grep]",
+        "    env: [GIT_AUTHOR_NAME]",
+        "  web: { allow_hosts: [intranet.local, 10.1.2.3] }",
+        "  spawn: { max_concurrent: 4, timeout: 5m }",
+        "",
+      ].join("\n"),
+      { RESTRICT: "false" },
+    );
+    expect(config.tools).toEqual({
+      restrictToWorkspace: false,
+      readOnlyRoots: [path.join(dir, "inbox"), "/srv/shared"],
+      exec: {
+        enabled: false,
+        timeoutMs: 120_000,
+        sandbox: "bwrap",
+        network: true,
+        denyPatterns: ["curl .*\\|"],
+        allowList: ["ls", "cat", "grep"],
+        envNames: ["GIT_AUTHOR_NAME"],
+      },
+      web: { allowHosts: ["intranet.local", "10.1.2.3"] },
+      spawn: { maxConcurrent: 4, timeoutMs: 300_000 },
+    });
+  });
+
+  it("names a bad sandbox mode, a bad pattern and a secret passed to commands at their positions", async () => {
+    expect(
+      await problems(
+        [
+          "secrets: [SMTP_PASSWORD]",
+          "tools:",
+          "  exec:",
+          "    sandbox: docker",
+          '    deny_patterns: ["(unclosed"]',
+          "    env: [LANGUAGE, SMTP_PASSWORD, OPENAI_API_KEY]",
+          "",
+        ].join("\n"),
+      ),
+    ).toEqual([
+      'countd.yaml:4:14: tools.exec.sandbox: expected one of auto, bwrap, none, got "docker"',
+      'countd.yaml:5:21: tools.exec.deny_patterns[0]: expected a regular expression, got "(unclosed"',
+    ]);
+    expect(await problems("secrets: [SMTP_PASSWORD]\ntools:\n  exec:\n    env: [LANGUAGE, SMTP_PASSWORD, OPENAI_API_KEY]\n")).toEqual([
+      "countd.yaml:4:21: tools.exec.env[1]: SMTP_PASSWORD holds a secret, and secrets never reach tools",
+      "countd.yaml:4:36: tools.exec.env[2]: OPENAI_API_KEY holds a secret, and secrets never reach tools",
+    ]);
   });
 });
