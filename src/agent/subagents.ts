@@ -1,0 +1,42 @@
+import { randomUUID } from "node:crypto";
+import ms from "ms";
+import pLimit, { type LimitFunction } from "p-limit";
+import { CancelToken } from "./cancel.js";
+import type { AgentLoop } from "./loop.js";
+
+export interface SubagentOptions {
+  /** The subagent's own loop: fewer tools (no spawn) and fewer iterations than its parent's. */
+  loop: AgentLoop;
+  /** Subagents running at once across every run of the daemon; the rest wait their turn. */
+  maxConcurrent: number;
+  /** Longest wait for one subagent's answer, its wait for a slot included. */
+  timeoutMs: number;
+}
+
+export class SubagentTimeout extends Error {
+  override readonly name = "SubagentTimeout";
+}
+
+/** Runs delegated tasks in their own sessions (`subagent:<id>`), a bounded number at a time. */
+export class SubagentManager {
+  private readonly limit: LimitFunction;
+
+  constructor(private readonly opts: SubagentOptions) {
+    this.limit = pLimit(opts.maxConcurrent);
+  }
+
+  /** Resolves with the subagent's answer; a parent's cancel or the timeout cancels the subagent too. */
+  async run(task: string, parentSignal: AbortSignal): Promise<{ id: string; answer: string }> {
+    const id = randomUUID().slice(0, 8);
+    const timeout = AbortSignal.timeout(this.opts.timeoutMs);
+    const cancel = CancelToken.from(AbortSignal.any([parentSignal, timeout]));
+    const answer = await this.limit(() =>
+      cancel.cancelled ? "" : this.opts.loop.processDirect(task, `subagent:${id}`, { channel: "subagent", cancelToken: cancel }),
+    );
+    if (timeout.aborted) {
+      throw new SubagentTimeout(`subagent ${id} gave no answer within ${ms(this.opts.timeoutMs, { long: true })} and was stopped`);
+    }
+    if (parentSignal.aborted) throw new Error(`subagent ${id} was cancelled with its parent run`);
+    return { id, answer };
+  }
+}

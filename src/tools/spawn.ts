@@ -1,0 +1,20 @@
+import { z } from "zod";
+import type { SubagentManager } from "../agent/subagents.js";
+import { defineTool, type Tool } from "./registry.js";
+
+export function spawnTool(subagents: SubagentManager): Tool {
+  return defineTool({
+    name: "spawn",
+    description:
+      "Hand a self-contained task to a subagent and wait for its answer. The subagent starts with no " +
+      "memory of this conversation and can use the file tools, exec and web_fetch only, so describe " +
+      "the task fully: what to do, where, and what to report back.",
+    parameters: z.object({
+      task: z.string().min(1).describe("The complete task for the subagent, with every detail it needs."),
+    }),
+    async execute({ task }, ctx) {
+      const { id, answer } = await subagents.run(task, ctx.signal);
+      return `[subagent ${id}]\n${answer}`;
+    },
+  });
+}
