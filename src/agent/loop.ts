@@ -9,6 +9,7 @@ import {
 } from "../providers/types.js";
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
 import type { SessionStore } from "../sessions/store.js";
+import { ToolRefusal } from "../tools/paths.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../audit/tool-history.js";
 import { CancelToken } from "./cancel.js";
@@ -249,6 +250,8 @@ export class AgentLoop {
           break;
         } catch (err) {
           content = `Error: ${errorText(err)}`;
+          // A safety refusal gives the same answer every time.
+          if (err instanceof ToolRefusal) break;
           if (attempt < this.maxRetries) await sleep(this.retryDelayMs, undefined, { signal: cancel.signal }).catch(() => {});
         }
       }

@@ -3,7 +3,7 @@ import type { SessionStore } from "./store.js";
 
 /** Where the summary goes: the workspace's MEMORY.md (src/memory/store.ts fits this shape). */
 export interface MemorySink {
-  append(source: string, text: string): Promise<void>;
+  append(source: string, text: string): Promise<unknown>;
 }
 
 export type Summarizer = (messages: ChatMessage[]) => Promise<string>;

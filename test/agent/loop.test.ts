@@ -5,6 +5,7 @@ import { z } from "zod";
 import { CancelToken } from "../../src/agent/cancel.js";
 import { LLMError } from "../../src/providers/errors.js";
 import type { ChatMessage } from "../../src/providers/types.js";
+import { ToolRefusal } from "../../src/tools/paths.js";
 import { defineTool, ToolRegistry } from "../../src/tools/registry.js";
 import { makeAgent, TEST_KEYS, WIRE_FORMATS } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
@@ -139,6 +140,30 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     expect(runs).toBe(3);
     expect(finished).toEqual([expect.objectContaining({ attempts: 3, result: "ok on attempt 3" })]);
     expect(finished[0]!.error).toBeUndefined();
+  });
+
+  it("does not retry a tool's safety refusal", async () => {
+    mock.addFixture({
+      match: { userMessage: "read the passwords", hasToolResult: false },
+      response: { toolCalls: [{ name: "guarded", arguments: "{}" }] },
+    });
+    mock.addFixture({
+      match: { userMessage: "read the passwords", hasToolResult: true },
+      response: (req) => ({ content: `told: ${textOf(lastMessage(req as WireRequest).content)}` }),
+    });
+    let runs = 0;
+    const guarded = defineTool({
+      name: "guarded",
+      description: "Refuses.",
+      parameters: z.object({}),
+      async execute() {
+        runs++;
+        throw new ToolRefusal('refused: "/etc/shadow" is outside the workspace');
+      },
+    });
+    const { loop } = await makeAgent(format, mock, new ToolRegistry().register(guarded), { maxRetries: 3 });
+    expect(await loop.processDirect("read the passwords", "s19")).toBe('told: Error: refused: "/etc/shadow" is outside the workspace');
+    expect(runs).toBe(1);
   });
 
   it("gives the LLM the error text when a tool fails on every attempt", async () => {
