@@ -50,12 +50,14 @@ export class PathGuard {
     if (!this.policy.restrictToWorkspace) return real;
     if (isInside(real, workspace)) return real;
     if (readOnly.some((root) => isInside(real, root))) {
-      throw new ToolRefusal(`refused: "${path}" is in a read-only folder; only the workspace (${workspace}) can be written`);
+      throw new ToolRefusal(`refused: ${shown(path)} is in a read-only folder; only the workspace (${workspace}) can be written`);
     }
     throw outside(path, workspace);
   }
 
   private absolute(path: string, workspace: string): string {
+    // Node rejects such a path with a TypeError that says nothing about refusal; refuse it here instead.
+    if (path.includes("\0")) throw new ToolRefusal(`refused: ${shown(path)} contains a NUL byte, which no file name can hold`);
     if (path === "~" || path.startsWith("~/")) return join(homedir(), path.slice(1));
     return resolve(workspace, path);
   }
@@ -70,7 +72,13 @@ export class PathGuard {
 }
 
 function outside(path: string, workspace: string): ToolRefusal {
-  return new ToolRefusal(`refused: "${path}" is outside the workspace (${workspace})`);
+  return new ToolRefusal(`refused: ${shown(path)} is outside the workspace (${workspace})`);
+}
+
+/** The path as the LLM sent it, quoted with control characters escaped and a runaway length cut. */
+function shown(path: string): string {
+  const quoted = JSON.stringify(path);
+  return quoted.length <= 300 ? quoted : `${quoted.slice(0, 150)}…(${quoted.length} characters)…${quoted.slice(-100)}`;
 }
 
 /**
@@ -78,11 +86,13 @@ function outside(path: string, workspace: string): ToolRefusal {
  * about to be created is judged by the real folder it would land in.
  */
 async function realPathOf(path: string, depth = 0): Promise<string> {
-  if (depth > 40) throw new ToolRefusal(`refused: "${path}" is a chain of too many symbolic links`);
+  const tooManyLinks = () => new ToolRefusal(`refused: ${shown(path)} leads through too many symbolic links (a loop, or a chain longer than 40)`);
+  if (depth > 40) throw tooManyLinks();
   try {
     return await realpath(path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ELOOP") throw tooManyLinks();
     if (code !== "ENOENT" && code !== "ENOTDIR") throw err;
     // A dangling symlink leads wherever its target would be created.
     const link = await readlink(path).catch(() => undefined);
