@@ -66,7 +66,11 @@ export class PathGuard {
     this.roots ??= (async () => ({
       workspace: await realpath(this.policy.workspace),
       readOnly: await Promise.all(this.policy.readOnlyRoots.map((root) => realPathOf(resolve(root)))),
-    }))();
+    }))().catch((err: unknown) => {
+      // A workspace that is missing now may be created later: ask again next time.
+      this.roots = undefined;
+      throw err;
+    });
     return this.roots;
   }
 }
