@@ -1,0 +1,84 @@
+import { execFile } from "node:child_process";
+import { realpath, stat } from "node:fs/promises";
+import { isInside } from "./paths.js";
+
+export type SandboxMode = "auto" | "bwrap" | "none";
+
+export interface SandboxChoice {
+  kind: "bwrap" | "none";
+  /** Set when `auto` falls back to running commands without a sandbox; meant for the start-up log. */
+  warning?: string;
+}
+
+export interface BwrapSpec {
+  /** Real path of the workspace: the only folder bound read-write. */
+  workspace: string;
+  /** Folder the command starts in (inside the workspace). */
+  cwd: string;
+  network: boolean;
+  /** Real paths bound read-only, so they stay readable even when they live under /tmp. */
+  readOnly: string[];
+  /** Masked inside the sandbox: an empty tmpfs over a folder, /dev/null over a file. */
+  hidden: HiddenPath[];
+}
+
+export interface HiddenPath {
+  path: string;
+  isDir: boolean;
+}
+
+/** The bwrap options that run a command under `spec`; the command follows after "--". */
+export function bwrapArgs(spec: BwrapSpec): string[] {
+  const args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"];
+  for (const root of spec.readOnly) args.push("--ro-bind-try", root, root);
+  args.push("--bind", spec.workspace, spec.workspace);
+  for (const { path, isDir } of spec.hidden) {
+    // A mask over a folder holding the workspace would hide the workspace too.
+    if (isInside(spec.workspace, path)) throw new Error(`exec: the hidden path ${path} contains the workspace ${spec.workspace}`);
+    args.push(...(isDir ? ["--tmpfs", path] : ["--ro-bind", "/dev/null", path]));
+  }
+  args.push("--unshare-all");
+  if (spec.network) args.push("--share-net");
+  args.push("--die-with-parent", "--new-session", "--chdir", spec.cwd);
+  return args;
+}
+
+/** Real paths of the paths to hide and whether each is a folder; a path that does not exist has nothing to hide. */
+export async function hiddenPaths(paths: string[]): Promise<HiddenPath[]> {
+  const found = await Promise.all(
+    paths.map(async (path) => {
+      try {
+        const real = await realpath(path);
+        return { path: real, isDir: (await stat(real)).isDirectory() };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+        throw err;
+      }
+    }),
+  );
+  return found.filter((hidden) => hidden !== undefined);
+}
+
+/**
+ * Decides whether commands run inside bwrap. bwrap is tried once for real, with the options a
+ * command gets, because it can be installed yet unusable (user namespaces switched off).
+ */
+export async function detectSandbox(mode: SandboxMode): Promise<SandboxChoice> {
+  if (mode === "none") return { kind: "none" };
+  const problem = await bwrapProblem();
+  if (problem === undefined) return { kind: "bwrap" };
+  if (mode === "bwrap") throw new Error(`exec.sandbox is "bwrap" but ${problem}`);
+  return { kind: "none", warning: `exec runs without a sandbox: ${problem}` };
+}
+
+function bwrapProblem(): Promise<string | undefined> {
+  const probe = bwrapArgs({ workspace: "/", cwd: "/", network: false, readOnly: [], hidden: [] });
+  return new Promise((resolve) => {
+    execFile("bwrap", [...probe, "--", "true"], { timeout: 10_000 }, (err, _stdout, stderr) => {
+      if (!err) return resolve(undefined);
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return resolve("bwrap (Debian package bubblewrap) not found");
+      const reason = stderr.trim().split("\n")[0] || err.message;
+      resolve(`bwrap is installed but cannot create a sandbox here (${reason}); are unprivileged user namespaces switched off?`);
+    });
+  });
+}

@@ -1,0 +1,201 @@
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { PathGuard } from "../../src/tools/paths.js";
+import { bwrapArgs, detectSandbox } from "../../src/tools/sandbox.js";
+import { EXEC_DEFAULTS, execTool, type ExecOptions } from "../../src/tools/shell.js";
+import { makeSandbox, type Sandbox } from "../support/sandbox.js";
+
+const bwrapWorks = (await detectSandbox("auto")).kind === "bwrap";
+
+describe("bwrapArgs", () => {
+  const spec = { workspace: "/srv/ws", cwd: "/srv/ws/sub", network: false, readOnly: ["/srv/inbox"], hidden: [] };
+
+  it("binds the system read-only, the workspace read-write, a private /tmp, and no network", () => {
+    const args = bwrapArgs(spec).join(" ");
+    expect(args).toContain("--ro-bind / /");
+    expect(args).toContain("--tmpfs /tmp");
+    expect(args).toContain("--ro-bind-try /srv/inbox /srv/inbox");
+    expect(args).toContain("--bind /srv/ws /srv/ws");
+    expect(args).toContain("--unshare-all");
+    expect(args).not.toContain("--share-net");
+    expect(args).toContain("--die-with-parent");
+    expect(args).toContain("--chdir /srv/ws/sub");
+    // The workspace is bound after the private /tmp, or a workspace under /tmp would vanish.
+    expect(args.indexOf("--bind /srv/ws")).toBeGreaterThan(args.indexOf("--tmpfs /tmp"));
+  });
+
+  it("shares the network only when asked, and masks hidden folders and files after the workspace bind", () => {
+    const args = bwrapArgs({
+      ...spec,
+      network: true,
+      hidden: [
+        { path: "/srv/ws/.state", isDir: true },
+        { path: "/etc/countd.yaml", isDir: false },
+      ],
+    }).join(" ");
+    expect(args).toContain("--share-net");
+    expect(args).toContain("--tmpfs /srv/ws/.state");
+    expect(args).toContain("--ro-bind /dev/null /etc/countd.yaml");
+    expect(args.indexOf("--tmpfs /srv/ws/.state")).toBeGreaterThan(args.indexOf("--bind /srv/ws"));
+  });
+
+  it("refuses to hide a folder that holds the workspace", () => {
+    expect(() => bwrapArgs({ ...spec, hidden: [{ path: "/srv", isDir: true }] })).toThrow("exec: the hidden path /srv contains the workspace /srv/ws");
+  });
+});
+
+describe("detectSandbox", () => {
+  let savedPath: string | undefined;
+  beforeEach(() => {
+    savedPath = process.env.PATH;
+  });
+  afterEach(() => {
+    process.env.PATH = savedPath;
+  });
+
+  it("none means no sandbox and no warning", async () => {
+    expect(await detectSandbox("none")).toEqual({ kind: "none" });
+  });
+
+  it("auto without bwrap runs without a sandbox and says why; bwrap without it is an error", async () => {
+    process.env.PATH = "/nonexistent";
+    expect(await detectSandbox("auto")).toEqual({
+      kind: "none",
+      warning: "exec runs without a sandbox: bwrap (Debian package bubblewrap) not found",
+    });
+    await expect(detectSandbox("bwrap")).rejects.toThrow('exec.sandbox is "bwrap" but bwrap (Debian package bubblewrap) not found');
+  });
+
+  it.runIf(bwrapWorks)("picks bwrap when it can create a sandbox", async () => {
+    expect(await detectSandbox("auto")).toEqual({ kind: "bwrap" });
+    expect(await detectSandbox("bwrap")).toEqual({ kind: "bwrap" });
+  });
+});
+
+describe.runIf(bwrapWorks)("exec inside bwrap", () => {
+  let sb: Sandbox;
+  beforeEach(async () => {
+    sb = await makeSandbox();
+  });
+
+  /** The workspace restriction is off, so what is tested is the sandbox, not the command check. */
+  function exec(command: string, overrides: Partial<ExecOptions> = {}) {
+    const tool = execTool({
+      guard: new PathGuard({ workspace: sb.workspace, restrictToWorkspace: false, readOnlyRoots: [] }),
+      ...EXEC_DEFAULTS,
+      sandbox: "bwrap",
+      network: false,
+      hiddenPaths: [],
+      denyPatterns: [],
+      allowList: [],
+      envNames: [],
+      ...overrides,
+    });
+    return tool.execute({ command }, { sessionId: "test", workspace: sb.workspace, signal: new AbortController().signal });
+  }
+
+  it("can write inside the workspace", async () => {
+    expect(await exec("echo inside > made.txt && cat made.txt")).toBe("inside\n[exit code 0]");
+    expect(await readFile(join(sb.workspace, "made.txt"), "utf8")).toBe("inside\n");
+  });
+
+  it("cannot write outside the workspace: not in the sentinel folder, not in the read-only system", async () => {
+    const before = await sb.snapshot();
+    const out = await exec(`echo pwned > ${sb.outside}/secret.txt; rm -f ${sb.outside}/nested/deep.txt; touch ${sb.outside}/new`);
+    expect(out).not.toMatch(/\[exit code 0\]$/);
+    expect(await sb.snapshot()).toBe(before);
+
+    // Outside /tmp (which is private in the sandbox), the host's files are visible but read-only.
+    const host = await mkdtemp(join("/var/tmp", "countd-readonly-"));
+    try {
+      await writeFile(join(host, "keep.txt"), "host sentinel\n");
+      const attempt = await exec(`cat ${host}/keep.txt; echo pwned > ${host}/keep.txt; touch ${host}/new`);
+      expect(attempt).toContain("host sentinel");
+      expect(attempt).toContain("Read-only file system");
+      expect(await readdir(host)).toEqual(["keep.txt"]);
+      expect(await readFile(join(host, "keep.txt"), "utf8")).toBe("host sentinel\n");
+    } finally {
+      await rm(host, { recursive: true });
+    }
+  });
+
+  it("has a private /tmp: a file written there never reaches the host's /tmp", async () => {
+    const name = `countd-sandbox-probe-${process.pid}-${Date.now()}`;
+    expect(await exec(`echo x > /tmp/${name} && cat /tmp/${name}`)).toBe("x\n[exit code 0]");
+    await expect(readFile(join("/tmp", name))).rejects.toThrow(/ENOENT/);
+    // The host's /tmp (which holds the sentinel) is not visible either.
+    expect(await exec(`ls ${sb.outside}`)).toMatch(/No such file or directory/);
+  });
+
+  it("hides the state folder and the config file", async () => {
+    // Outside /tmp, which is hidden anyway, so the mask itself is what is tested.
+    const base = await mkdtemp(join("/var/tmp", "countd-hidden-"));
+    try {
+      const state = join(base, "state");
+      const config = join(base, "countd.yaml");
+      await mkdir(state);
+      await writeFile(join(state, "runs.json"), "STATE SENTINEL");
+      await writeFile(config, "apiKey: CONFIG SENTINEL");
+      const command = `ls ${state}; cat ${config}`;
+      const visible = await exec(command);
+      expect(visible).toContain("runs.json");
+      expect(visible).toContain("CONFIG SENTINEL");
+      const hidden = await exec(command, { hiddenPaths: [state, config] });
+      expect(hidden).not.toContain("runs.json");
+      expect(hidden).not.toContain("SENTINEL");
+    } finally {
+      await rm(base, { recursive: true });
+    }
+  });
+
+  it("hides a state folder even inside the workspace", async () => {
+    await mkdir(join(sb.workspace, ".state"));
+    await writeFile(join(sb.workspace, ".state", "runs.json"), "STATE SENTINEL");
+    expect(await exec("cat .state/runs.json", { hiddenPaths: [join(sb.workspace, ".state")] })).toMatch(/No such file or directory/);
+  });
+
+  describe("network", () => {
+    let server: Server;
+    let port: number;
+    let received: string[];
+    beforeEach(async () => {
+      received = [];
+      server = createServer((socket) => socket.on("data", (data) => received.push(data.toString())));
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      port = (server.address() as { port: number }).port;
+    });
+    afterEach(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+    it("cannot reach a loopback server when the network is off", async () => {
+      const out = await exec(`echo hello > /dev/tcp/127.0.0.1/${port}`);
+      expect(out).not.toMatch(/\[exit code 0\]$/);
+      expect(received).toEqual([]);
+    });
+
+    it("reaches it when the network is allowed", async () => {
+      expect(await exec(`echo hello > /dev/tcp/127.0.0.1/${port}`, { network: true })).toBe("(no output)\n[exit code 0]");
+      await vi.waitFor(() => expect(received.join("")).toBe("hello\n"));
+    });
+  });
+
+  it("stops every process of the sandbox at the timeout", async () => {
+    const marker = `${4000 + (process.pid % 1000)}.5`;
+    const out = await exec(`sleep ${marker} & sleep ${marker}`, { timeoutMs: 1000 });
+    expect(out).toMatch(/\[timed out after 1 s/);
+    await vi.waitFor(async () => expect(await processesRunning(`sleep\0${marker}`)).toBe(0));
+  });
+});
+
+/** Live (non-zombie) processes whose command line contains `needle`. */
+async function processesRunning(needle: string): Promise<number> {
+  let count = 0;
+  for (const pid of await readdir("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
+    if (cmdline.includes(needle) && !/\) Z /.test(stat)) count++;
+  }
+  return count;
+}
