@@ -20,9 +20,13 @@ program
   .argument("<message>", "what to ask")
   .option("-s, --session <id>", "session to continue (history is kept per session)", "cli")
   .option("-i, --image <path>", "attach an image (png, jpeg, gif, webp); repeatable", collect, [] as string[])
-  .action(async (message: string, opts: { session: string; image: string[] }) => {
+  .option("-t, --tools <names>", "the only tools the agent may use, comma-separated (default: all enabled)", (v) =>
+    v.split(",").map((name) => name.trim()).filter(Boolean),
+  )
+  .action(async (message: string, opts: { session: string; image: string[]; tools?: string[] }) => {
     const config = await loadConfig({ file: program.opts<{ config?: string }>().config });
-    const runtime = await openRuntime(config);
+    const runtime = await openRuntime(config, { toolNames: opts.tools });
+    for (const warning of runtime.warnings) process.stderr.write(`countd: warning: ${warning}\n`);
     const cancel = new CancelToken();
     const onSigint = () => {
       if (cancel.cancelled) process.exit(EXIT.interrupted);

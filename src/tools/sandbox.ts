@@ -65,11 +65,14 @@ export async function hiddenPaths(paths: string[]): Promise<HiddenPath[]> {
  */
 export async function detectSandbox(mode: SandboxMode): Promise<SandboxChoice> {
   if (mode === "none") return { kind: "none" };
-  const problem = await bwrapProblem();
+  // Asked at start-up for the warning and by the exec tool before its first command: probe once.
+  const problem = await (probe ??= bwrapProblem());
   if (problem === undefined) return { kind: "bwrap" };
   if (mode === "bwrap") throw new Error(`exec.sandbox is "bwrap" but ${problem}`);
   return { kind: "none", warning: `exec runs without a sandbox: ${problem}` };
 }
+
+let probe: Promise<string | undefined> | undefined;
 
 function bwrapProblem(): Promise<string | undefined> {
   const probe = bwrapArgs({ workspace: "/", cwd: "/", network: false, readOnly: [], hidden: [] });

@@ -106,4 +106,35 @@ describe("countd ask", () => {
     const session = await readFile(join(cwd, "state", "sessions", "cli.jsonl"), "utf8");
     expect(session).toContain("a long answer please");
   });
+
+  it("reports each tool call on stderr while the answer streams to stdout", async () => {
+    mock.addFixture({
+      match: { userMessage: "write a note", hasToolResult: false },
+      response: { toolCalls: [{ name: "write_file", arguments: JSON.stringify({ path: "notes/today.md", content: "buy milk" }) }] },
+    });
+    mock.addFixture({ match: { userMessage: "write a note", hasToolResult: true }, response: { content: "Noted in notes/today.md." } });
+    const run = await countd(["ask", "write a note"], { cwd, env });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe("Noted in notes/today.md.\n");
+    expect(run.stderr).toMatch(/^\[tool\] write_file \{"path":"notes\/today\.md","content":"buy milk"\} ok \d+ms\n$/);
+    expect(await readFile(join(cwd, "workspace", "notes", "today.md"), "utf8")).toBe("buy milk");
+  });
+
+  it("offers only the tools named with --tools", async () => {
+    mock.onMessage("which tools", { content: "Only reading." });
+    const run = await countd(["ask", "which tools", "--tools", "read_file,list_dir"], { cwd, env });
+    expect(run.code).toBe(0);
+    const sent = mock.getRequests().at(-1)!.body as { tools: Array<{ function: { name: string } }> };
+    expect(sent.tools.map((t) => t.function.name)).toEqual(["read_file", "list_dir"]);
+  });
+
+  it("names an unknown tool and a switched-off exec in one line", async () => {
+    const unknown = await countd(["ask", "hi", "--tools", "read_file,teleport"], { cwd, env });
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/^countd: unknown tool\(s\): teleport \(known: read_file, .*spawn\)\n$/);
+    await writeFile(join(cwd, "countd.yaml"), "tools:\n  exec:\n    enabled: false\n");
+    const off = await countd(["ask", "hi", "--tools", "exec"], { cwd, env });
+    expect(off.code).toBe(1);
+    expect(off.stderr).toBe("countd: the exec tool is switched off in the configuration (tools.exec.enabled: false)\n");
+  });
 });

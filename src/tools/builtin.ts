@@ -1,0 +1,47 @@
+import type { Config } from "../config/schema.js";
+import type { MemoryStore } from "../memory/store.js";
+import { fileTools } from "./filesystem.js";
+import { memoryTools } from "./memory.js";
+import { PathGuard } from "./paths.js";
+import { ToolRegistry } from "./registry.js";
+import { EXEC_DEFAULTS, execTool } from "./shell.js";
+import { webFetchTool } from "./web.js";
+
+/** What a subagent may use: it works on files, commands and the web, never memory or more subagents. */
+export const SUBAGENT_TOOLS = ["read_file", "write_file", "edit_file", "list_dir", "file_search", "exec", "web_fetch"];
+
+/** Every built-in tool but spawn (which needs an agent of its own), each set up from the config. */
+export function builtinTools(config: Config, memory: MemoryStore): ToolRegistry {
+  const { tools, paths } = config;
+  const guard = new PathGuard({
+    workspace: paths.workspace,
+    restrictToWorkspace: tools.restrictToWorkspace,
+    readOnlyRoots: tools.readOnlyRoots,
+  });
+  const registry = new ToolRegistry().register(...fileTools({ guard }));
+  if (tools.exec.enabled) {
+    registry.register(
+      execTool({
+        guard,
+        timeoutMs: tools.exec.timeoutMs,
+        maxOutputChars: EXEC_DEFAULTS.maxOutputChars,
+        sandbox: tools.exec.sandbox,
+        network: tools.exec.network,
+        hiddenPaths: [paths.state, paths.logs, ...(config.file ? [config.file] : [])],
+        denyPatterns: tools.exec.denyPatterns,
+        allowList: tools.exec.allowList,
+        envNames: tools.exec.envNames,
+      }),
+    );
+  }
+  return registry.register(webFetchTool({ allowHosts: tools.web.allowHosts }), ...memoryTools(memory));
+}
+
+/** The tools a run may use; naming exec while it is switched off says so rather than "unknown tool". */
+export function selectTools(registry: ToolRegistry, names: readonly string[] | undefined, config: Config): ToolRegistry {
+  if (names === undefined) return registry;
+  if (!config.tools.exec.enabled && names.includes("exec")) {
+    throw new Error('the exec tool is switched off in the configuration (tools.exec.enabled: false)');
+  }
+  return registry.subset(names);
+}
