@@ -65,14 +65,18 @@ export async function hiddenPaths(paths: string[]): Promise<HiddenPath[]> {
  */
 export async function detectSandbox(mode: SandboxMode): Promise<SandboxChoice> {
   if (mode === "none") return { kind: "none" };
-  // Asked at start-up for the warning and by the exec tool before its first command: probe once.
-  const problem = await (probe ??= bwrapProblem());
+  // Asked at start-up for the warning and by the exec tool before its first command: probe once
+  // for each PATH, which decides the bwrap that runs.
+  const path = process.env["PATH"] ?? "";
+  let probe = probes.get(path);
+  if (!probe) probes.set(path, (probe = bwrapProblem()));
+  const problem = await probe;
   if (problem === undefined) return { kind: "bwrap" };
   if (mode === "bwrap") throw new Error(`exec.sandbox is "bwrap" but ${problem}`);
   return { kind: "none", warning: `exec runs without a sandbox: ${problem}` };
 }
 
-let probe: Promise<string | undefined> | undefined;
+const probes = new Map<string, Promise<string | undefined>>();
 
 function bwrapProblem(): Promise<string | undefined> {
   const probe = bwrapArgs({ workspace: "/", cwd: "/", network: false, readOnly: [], hidden: [] });
