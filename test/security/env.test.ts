@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { PathGuard, ToolRefusal } from "../../src/tools/paths.js";
+import { ToolRefusal } from "../../src/tools/paths.js";
 import { detectSandbox } from "../../src/tools/sandbox.js";
-import { EXEC_DEFAULTS, execTool, type ExecOptions } from "../../src/tools/shell.js";
-import { makeSandbox, type Sandbox } from "../support/sandbox.js";
+import type { ExecOptions } from "../../src/tools/shell.js";
+import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
 
 /** Secrets as countd holds them: in its own process environment. */
 const SECRETS = {
@@ -29,19 +29,7 @@ beforeEach(async () => {
 
 /** No `env` option: the tool reads process.env, as in the daemon. */
 function exec(command: string, overrides: Partial<ExecOptions> & { restrict?: boolean } = {}) {
-  const { restrict = true, ...rest } = overrides;
-  const tool = execTool({
-    guard: new PathGuard({ workspace: sb.workspace, restrictToWorkspace: restrict, readOnlyRoots: [] }),
-    ...EXEC_DEFAULTS,
-    sandbox: "none",
-    network: false,
-    hiddenPaths: [],
-    denyPatterns: [],
-    allowList: [],
-    envNames: [],
-    ...rest,
-  });
-  return tool.execute({ command }, { sessionId: "leak", workspace: sb.workspace, signal: new AbortController().signal });
+  return execOn(sb.workspace, overrides).execute({ command }, { sessionId: "leak", workspace: sb.workspace, signal: new AbortController().signal });
 }
 
 const sandboxes = [{ sandbox: "none" as const }, ...(bwrapWorks ? [{ sandbox: "bwrap" as const }] : [])];

@@ -2,9 +2,9 @@ import { mkdtemp, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
-import { PathGuard, ToolRefusal } from "../../src/tools/paths.js";
-import { EXEC_DEFAULTS, execTool, type ExecOptions } from "../../src/tools/shell.js";
-import { makeSandbox, type Sandbox } from "../support/sandbox.js";
+import { ToolRefusal } from "../../src/tools/paths.js";
+import type { ExecOptions } from "../../src/tools/shell.js";
+import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
 
 /**
  * Attacks on the exec tool's command check. The tool runs without a sandbox, so a check that let
@@ -23,18 +23,7 @@ beforeEach(async () => {
 });
 
 function tool(overrides: Partial<ExecOptions> = {}) {
-  return execTool({
-    guard: new PathGuard({ workspace: sb.workspace, restrictToWorkspace: true, readOnlyRoots: [] }),
-    ...EXEC_DEFAULTS,
-    timeoutMs: 2_000,
-    sandbox: "none",
-    network: false,
-    hiddenPaths: [],
-    denyPatterns: [],
-    allowList: [],
-    envNames: [],
-    ...overrides,
-  });
+  return execOn(sb.workspace, { timeoutMs: 2_000, ...overrides });
 }
 
 async function expectRefused(command: string, message: string | RegExp, overrides: Partial<ExecOptions> = {}) {

@@ -1,7 +1,9 @@
 import { mkdir, mkdtemp, readdir, readFile, readlink, realpath, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { PathGuard } from "../../src/tools/paths.js";
 import { ToolRegistry, type Tool } from "../../src/tools/registry.js";
+import { EXEC_DEFAULTS, execTool, type ExecOptions } from "../../src/tools/shell.js";
 
 export interface Sandbox {
   /** Real path of the temporary folder holding both the workspace and the sentinel. */
@@ -67,4 +69,20 @@ export async function runTool(tools: Tool[], name: string, args: unknown, worksp
   const checked = registry.validate(tool, args);
   if (!checked.ok) throw new Error(`invalid arguments: ${checked.error}`);
   return tool.execute(checked.args, { sessionId: "test", workspace, signal: new AbortController().signal });
+}
+
+/** The exec tool on `workspace` with only the safe defaults, as a test changes them. */
+export function execOn(workspace: string, overrides: Partial<ExecOptions> & { restrict?: boolean } = {}) {
+  const { restrict = true, ...rest } = overrides;
+  return execTool({
+    guard: new PathGuard({ workspace, restrictToWorkspace: restrict, readOnlyRoots: [] }),
+    ...EXEC_DEFAULTS,
+    sandbox: "none",
+    network: false,
+    hiddenPaths: [],
+    denyPatterns: [],
+    allowList: [],
+    envNames: [],
+    ...rest,
+  });
 }

@@ -2,10 +2,9 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promis
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { PathGuard } from "../../src/tools/paths.js";
 import { bwrapArgs, detectSandbox } from "../../src/tools/sandbox.js";
-import { EXEC_DEFAULTS, execTool, type ExecOptions } from "../../src/tools/shell.js";
-import { makeSandbox, type Sandbox } from "../support/sandbox.js";
+import type { ExecOptions } from "../../src/tools/shell.js";
+import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
 
 const bwrapWorks = (await detectSandbox("auto")).kind === "bwrap";
 
@@ -82,18 +81,7 @@ describe.runIf(bwrapWorks)("exec inside bwrap", () => {
 
   /** The workspace restriction is off, so what is tested is the sandbox, not the command check. */
   function exec(command: string, overrides: Partial<ExecOptions> = {}) {
-    const tool = execTool({
-      guard: new PathGuard({ workspace: sb.workspace, restrictToWorkspace: false, readOnlyRoots: [] }),
-      ...EXEC_DEFAULTS,
-      sandbox: "bwrap",
-      network: false,
-      hiddenPaths: [],
-      denyPatterns: [],
-      allowList: [],
-      envNames: [],
-      ...overrides,
-    });
-    return tool.execute({ command }, { sessionId: "test", workspace: sb.workspace, signal: new AbortController().signal });
+    return execOn(sb.workspace, { restrict: false, sandbox: "bwrap", ...overrides }).execute({ command }, { sessionId: "test", workspace: sb.workspace, signal: new AbortController().signal });
   }
 
   it("can write inside the workspace", async () => {

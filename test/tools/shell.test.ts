@@ -2,8 +2,8 @@ import { mkdir, readFile, realpath, symlink, writeFile } from "node:fs/promises"
 import { join } from "node:path";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { PathGuard, ToolRefusal } from "../../src/tools/paths.js";
-import { EXEC_DEFAULTS, execTool, type ExecOptions } from "../../src/tools/shell.js";
-import { makeSandbox, type Sandbox } from "../support/sandbox.js";
+import type { ExecOptions } from "../../src/tools/shell.js";
+import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
 
 let sb: Sandbox;
 
@@ -12,17 +12,7 @@ beforeEach(async () => {
 });
 
 function tool(overrides: Partial<ExecOptions> = {}) {
-  return execTool({
-    guard: new PathGuard({ workspace: sb.workspace, restrictToWorkspace: true, readOnlyRoots: [] }),
-    ...EXEC_DEFAULTS,
-    sandbox: "none",
-    network: false,
-    hiddenPaths: [],
-    denyPatterns: [],
-    allowList: [],
-    envNames: [],
-    ...overrides,
-  });
+  return execOn(sb.workspace, overrides);
 }
 
 function exec(args: { command: string; working_dir?: string; timeout?: number }, overrides: Partial<ExecOptions> = {}, signal = new AbortController().signal) {
