@@ -1,0 +1,51 @@
+/** A job as the rest of countd sees it: validated, defaults applied, durations in milliseconds. */
+export type Schedule =
+  | { kind: "cron"; expression: string }
+  | { kind: "every"; intervalMs: number }
+  | { kind: "at"; date: Date };
+
+export type WatchEvent = "add" | "change" | "unlink";
+
+export interface WatchTrigger {
+  /** Globs, absolute after loading (relative ones are taken from the workspace). */
+  paths: string[];
+  events: WatchEvent[];
+  debounceMs: number;
+}
+
+export type OverlapPolicy = "skip" | "queue" | "replace" | "allow";
+
+export interface JobOverrides {
+  provider?: string;
+  model?: string;
+  temperature?: number;
+  maxTokens?: number;
+  maxIterations?: number;
+}
+
+export interface Job {
+  name: string;
+  /** Absolute path of the job file. */
+  file: string;
+  description?: string;
+  enabled: boolean;
+  schedule?: Schedule;
+  watch?: WatchTrigger;
+  /** IANA name: the job's own, else countd.yaml's, else the system's. */
+  timezone: string;
+  /** Template: {{date}}, {{time}}, {{job.name}}, {{files}}, … are filled in per run. */
+  prompt: string;
+  /** isolated: a fresh session per run (cron:<job>:<run>); shared: one session (cron:<job>). */
+  session: "isolated" | "shared";
+  overrides: JobOverrides;
+  /** The only tools the job may use; undefined: every enabled tool. */
+  tools?: string[];
+  timeoutMs: number;
+  overlap: OverlapPolicy;
+  /** After downtime, one run if a slot was missed within this window; 0 = never. */
+  catchUpMs: number;
+  retry: { attempts: number; backoffMs: number };
+  /** Delivery targets, as written; the delivery stage validates and interprets them. */
+  deliver: unknown[];
+  onFailure: unknown[];
+}
