@@ -27,6 +27,8 @@ export interface CountdEvents {
     attempts: number;
     error?: string;
   };
+  /** A file tool wrote this file (an absolute real path). */
+  "file.written": { sessionId: string; path: string };
   /** Something went wrong that did not stop the run, such as a failed history summary. */
   "warning": { sessionId: string; message: string };
   "message.finished": {

@@ -245,7 +245,12 @@ export class AgentLoop {
       for (let attempt = 1; attempt <= this.maxRetries && !cancel.cancelled; attempt++) {
         attempts = attempt;
         try {
-          content = await tool.execute(validation.args, { sessionId: ctx.sessionId, workspace, signal: cancel.signal });
+          content = await tool.execute(validation.args, {
+            sessionId: ctx.sessionId,
+            workspace,
+            signal: cancel.signal,
+            wrote: (path) => this.events.emit("file.written", { sessionId: ctx.sessionId, path }),
+          });
           isError = false;
           break;
         } catch (err) {

@@ -96,7 +96,7 @@ function writeFileTool(files: Files, maxBytes: number) {
       content: z.string().describe("The full text to write (or to add, in append mode). Include the final newline if the file should end with one."),
       mode: z.enum(["overwrite", "append"]).default("overwrite").describe('"overwrite" replaces the whole file; "append" adds content to its end.'),
     }),
-    async execute({ path, content, mode }) {
+    async execute({ path, content, mode }, ctx) {
       const bytes = Buffer.byteLength(content);
       if (bytes > maxBytes) {
         throw new ToolRefusal(`refused: the content for ${JSON.stringify(path)} is ${formatBytes(bytes)}, over the ${formatBytes(maxBytes)} limit of one write`);
@@ -112,6 +112,7 @@ function writeFileTool(files: Files, maxBytes: number) {
       await writeFile(real, content, { flag: flags }).catch((err) => {
         throw fileError(err, path);
       });
+      ctx.wrote?.(real);
       if (mode === "overwrite") return `wrote ${formatBytes(bytes)} to ${shown}`;
       return `appended ${formatBytes(bytes)} to ${shown} (the file is now ${formatBytes((await stat(real)).size)})`;
     },
@@ -138,7 +139,7 @@ function editFileTool(files: Files, maxBytes: number) {
       .refine((a) => a.end_line === undefined || (a.start_line !== undefined && a.end_line >= a.start_line), {
         message: "end_line needs a start_line and must not be before it",
       }),
-    async execute(args) {
+    async execute(args, ctx) {
       const real = await files.guard.forWrite(args.path);
       const shown = await files.shown(real);
       const { size } = await regularFile(real, args.path, "edit_file changes one file");
@@ -157,6 +158,7 @@ function editFileTool(files: Files, maxBytes: number) {
       await writeFile(real, edit.content, { flag: WRITE_FLAGS | constants.O_TRUNC }).catch((err) => {
         throw fileError(err, args.path);
       });
+      ctx.wrote?.(real);
       return `edited ${shown}: ${edit.summary}`;
     },
   });

@@ -5,6 +5,8 @@ export interface ToolContext {
   sessionId: string;
   workspace: string;
   signal: AbortSignal;
+  /** A file tool reports each file it wrote, so a watch trigger can tell a run's own writes apart. */
+  wrote?: (path: string) => void;
 }
 
 export interface Tool<S extends z.ZodType = z.ZodType> {

@@ -142,6 +142,28 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     expect(finished[0]!.error).toBeUndefined();
   });
 
+  it("reports the files a tool wrote on the event bus, with the session", async () => {
+    mock.addFixture({
+      match: { userMessage: "save it", hasToolResult: false },
+      response: { toolCalls: [{ name: "saver", arguments: "{}" }] },
+    });
+    mock.addFixture({ match: { userMessage: "save it", hasToolResult: true }, response: { content: "saved" } });
+    const saver = defineTool({
+      name: "saver",
+      description: "Saves.",
+      parameters: z.object({}),
+      async execute(_args, ctx) {
+        ctx.wrote?.("/srv/workspace/out.txt");
+        return "ok";
+      },
+    });
+    const { loop } = await makeAgent(format, mock, new ToolRegistry().register(saver));
+    const written: Array<{ sessionId: string; path: string }> = [];
+    loop.events.on("file.written", (e) => written.push(e));
+    await loop.processDirect("save it", "cron:report:1");
+    expect(written).toEqual([{ sessionId: "cron:report:1", path: "/srv/workspace/out.txt" }]);
+  });
+
   it("does not retry a tool's safety refusal", async () => {
     mock.addFixture({
       match: { userMessage: "read the passwords", hasToolResult: false },

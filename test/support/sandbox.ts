@@ -62,13 +62,19 @@ export async function snapshotTree(dir: string, skip: string[] = []): Promise<st
  * schema error rejects with "invalid arguments: ..."), then execute, whose result or error is
  * what the LLM would read.
  */
-export async function runTool(tools: Tool[], name: string, args: unknown, workspace = "."): Promise<string> {
+export async function runTool(
+  tools: Tool[],
+  name: string,
+  args: unknown,
+  workspace = ".",
+  wrote?: (path: string) => void,
+): Promise<string> {
   const registry = new ToolRegistry().register(...tools);
   const tool = registry.get(name);
   if (!tool) throw new Error(`no tool "${name}" among ${registry.names.join(", ")}`);
   const checked = registry.validate(tool, args);
   if (!checked.ok) throw new Error(`invalid arguments: ${checked.error}`);
-  return tool.execute(checked.args, { sessionId: "test", workspace, signal: new AbortController().signal });
+  return tool.execute(checked.args, { sessionId: "test", workspace, signal: new AbortController().signal, wrote });
 }
 
 /** The exec tool on `workspace` with only the safe defaults, as a test changes them. */

@@ -34,6 +34,19 @@ describe("fileTools", () => {
   });
 });
 
+describe("writes", () => {
+  it("are reported with their real path by write_file and edit_file, and never by a read", async () => {
+    const guard = new PathGuard({ workspace: ws, restrictToWorkspace: true, readOnlyRoots: [] });
+    const list = fileTools({ guard });
+    const written: string[] = [];
+    const record = (path: string) => written.push(path);
+    await runTool(list, "write_file", { path: "out/a.txt", content: "one\n" }, ws, record);
+    await runTool(list, "edit_file", { path: "out/a.txt", old_text: "one", new_text: "two" }, ws, record);
+    await runTool(list, "read_file", { path: "out/a.txt" }, ws, record);
+    expect(written).toEqual([join(ws, "out", "a.txt"), join(ws, "out", "a.txt")]);
+  });
+});
+
 describe("read_file", () => {
   it("reads a file by relative or absolute path, exactly as written", async () => {
     await put("notes/todo.txt", "buy milk\ncall Bob\n");
