@@ -81,6 +81,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
     workspace: path.resolve(dir, data.workspace),
     state: path.resolve(dir, data.state_dir),
     logs: path.resolve(dir, data.logs_dir),
+    jobs: path.resolve(dir, data.jobs_dir),
   };
   if (isInside(paths.state, paths.workspace)) {
     problems.push({
@@ -116,6 +117,17 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
       },
       timezone: data.timezone,
       paths,
+      runner: { concurrency: data.runner.concurrency, shutdownGraceMs: data.runner.shutdown_grace },
+      heartbeat: {
+        enabled: data.heartbeat.enabled,
+        everyMs: data.heartbeat.every,
+        activeHours: timeRange(data.heartbeat.active_hours),
+        timezone: data.heartbeat.timezone ?? data.timezone,
+        idleThresholdMs: data.heartbeat.idle_threshold,
+        maxPerDay: data.heartbeat.max_per_day,
+        checklist: path.resolve(paths.workspace, data.heartbeat.checklist),
+        deliver: data.heartbeat.deliver,
+      },
       tools: {
         restrictToWorkspace: data.tools.restrict_to_workspace,
         readOnlyRoots: data.tools.read_only_roots.map((root) => path.resolve(dir, root)),
@@ -183,6 +195,15 @@ function resolveProvider(
     attempts: file.attempts,
     timeoutMs: file.timeout,
   };
+}
+
+/** "08:00-21:00" as minutes after midnight; the schema has checked the form. */
+function timeRange(text: string): { start: number; end: number } {
+  const [start, end] = text.split("-").map((hhmm) => {
+    const [hours, minutes] = hhmm.split(":").map(Number);
+    return hours! * 60 + minutes!;
+  });
+  return { start: start!, end: end! };
 }
 
 function isPresetName(name: string): name is PresetName {

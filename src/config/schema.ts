@@ -129,6 +129,26 @@ export const configSchema = section({
   workspace: text().default("./workspace"),
   state_dir: text().default("./state"),
   logs_dir: text().default("./logs"),
+  jobs_dir: text().default("./jobs"),
+  runner: section({
+    concurrency: positiveInt().default(2),
+    shutdown_grace: duration({ allowZero: true }).prefault("30s"),
+  }),
+  heartbeat: section({
+    enabled: bool().default(false),
+    every: duration({ allowZero: false }).prefault("30m"),
+    active_hours: z
+      .string(expected('a time range like "08:00-21:00"'))
+      .regex(/^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$/, expected('a time range like "08:00-21:00"'))
+      .default("08:00-21:00"),
+    timezone: unlessEmpty(
+      text().refine(isTimeZone, { error: (issue) => `expected an IANA time zone name like "Asia/Shanghai", got ${describeValue(issue.input)}` }),
+    ),
+    idle_threshold: duration({ allowZero: true }).prefault("4h"),
+    max_per_day: positiveInt().default(2),
+    checklist: text().default("HEARTBEAT.md"),
+    deliver: z.array(z.unknown(), expected("a list of delivery targets")).default([]),
+  }),
   secrets: list(envName(), "environment variable names"),
   tools: section({
     restrict_to_workspace: bool().default(true),
@@ -185,10 +205,26 @@ export interface Config {
   /** IANA name. */
   timezone: string;
   /** Absolute. */
-  paths: { workspace: string; state: string; logs: string };
+  paths: { workspace: string; state: string; logs: string; jobs: string };
   /** Values to redact from every log: the API key and the named environment variables' values. */
   secrets: string[];
   tools: ToolsConfig;
+  runner: { concurrency: number; shutdownGraceMs: number };
+  heartbeat: HeartbeatConfig;
+}
+
+export interface HeartbeatConfig {
+  enabled: boolean;
+  everyMs: number;
+  /** Minutes after midnight in `timezone`; end before start means the range wraps past midnight. */
+  activeHours: { start: number; end: number };
+  timezone: string;
+  idleThresholdMs: number;
+  maxPerDay: number;
+  /** Absolute path of the checklist (HEARTBEAT.md in the workspace by default). */
+  checklist: string;
+  /** Delivery targets, as written; the delivery stage validates and interprets them. */
+  deliver: unknown[];
 }
 
 export interface ToolsConfig {

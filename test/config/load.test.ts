@@ -12,6 +12,17 @@ const SYSTEM_TIME_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone;
 
 let dir: string;
 
+const defaultHeartbeat = (workspace: string): Config["heartbeat"] => ({
+  enabled: false,
+  everyMs: 1_800_000,
+  activeHours: { start: 8 * 60, end: 21 * 60 },
+  timezone: SYSTEM_TIME_ZONE,
+  idleThresholdMs: 4 * 3_600_000,
+  maxPerDay: 2,
+  checklist: path.join(workspace, "HEARTBEAT.md"),
+  deliver: [],
+});
+
 const DEFAULT_TOOLS: Config["tools"] = {
   restrictToWorkspace: true,
   readOnlyRoots: [],
@@ -67,9 +78,16 @@ describe("loadConfig", () => {
       agent: { maxIterations: 25, maxRetries: 3, retryDelayMs: 1000, maxHistory: 100 },
       persona: { name: "countd", personality: "gentle", locale: "en" },
       timezone: SYSTEM_TIME_ZONE,
-      paths: { workspace: path.join(dir, "workspace"), state: path.join(dir, "state"), logs: path.join(dir, "logs") },
+      paths: {
+        workspace: path.join(dir, "workspace"),
+        state: path.join(dir, "state"),
+        logs: path.join(dir, "logs"),
+        jobs: path.join(dir, "jobs"),
+      },
       secrets: [],
       tools: DEFAULT_TOOLS,
+      runner: { concurrency: 2, shutdownGraceMs: 30_000 },
+      heartbeat: defaultHeartbeat(path.join(dir, "workspace")),
     });
   });
 
@@ -124,9 +142,11 @@ secrets: [SMTP_PASSWORD]
       agent: { maxIterations: 10, maxRetries: 2, retryDelayMs: 500, maxHistory: 40 },
       persona: { name: "Tock", userName: "Ada", personality: "custom", customPersonality: "Dry and exact.", locale: "zh" },
       timezone: "Asia/Shanghai",
-      paths: { workspace: path.join(dir, "ws"), state: path.join(dir, "st"), logs: path.join(dir, "lg") },
+      paths: { workspace: path.join(dir, "ws"), state: path.join(dir, "st"), logs: path.join(dir, "lg"), jobs: path.join(dir, "jobs") },
       secrets: ["key-from-file", "hunter2"],
       tools: DEFAULT_TOOLS,
+      runner: { concurrency: 2, shutdownGraceMs: 30_000 },
+      heartbeat: { ...defaultHeartbeat(path.join(dir, "ws")), timezone: "Asia/Shanghai" },
     });
   });
 
@@ -149,6 +169,7 @@ secrets: [SMTP_PASSWORD]
       workspace: path.join(dir, "shared/ws"),
       state: path.join(dir, "conf/st"),
       logs: "/var/log/countd",
+      jobs: path.join(dir, "conf/jobs"),
     });
   });
 
@@ -163,7 +184,8 @@ secrets: [SMTP_PASSWORD]
     const defaults = await loadConfig({ cwd: dir, env: {} });
     const { file, ...rest } = example;
     expect(file).toBe(path.join(REPO_ROOT, "countd.example.yaml"));
-    expect({ ...rest, paths: undefined }).toEqual({ ...defaults, paths: undefined });
+    const placeless = (config: Config) => ({ ...config, paths: undefined, heartbeat: { ...config.heartbeat, checklist: undefined } });
+    expect(placeless(rest)).toEqual(placeless(defaults));
     expect(example.paths.workspace).toBe(path.join(REPO_ROOT, "workspace"));
   });
 });
@@ -470,6 +492,45 @@ describe("tools", () => {
     expect(await problems("secrets: [SMTP_PASSWORD]\ntools:\n  exec:\n    env: [LANGUAGE, SMTP_PASSWORD, OPENAI_API_KEY]\n")).toEqual([
       "countd.yaml:4:21: tools.exec.env[1]: SMTP_PASSWORD holds a secret, and secrets never reach tools",
       "countd.yaml:4:36: tools.exec.env[2]: OPENAI_API_KEY holds a secret, and secrets never reach tools",
+    ]);
+  });
+});
+
+describe("daemon settings", () => {
+  it("reads the runner and heartbeat sections", async () => {
+    const config = await load(
+      [
+        "jobs_dir: ./my-jobs",
+        "runner: { concurrency: 4, shutdown_grace: 10s }",
+        "heartbeat:",
+        "  enabled: true",
+        "  every: 15m",
+        '  active_hours: "22:30-06:00"',
+        "  timezone: Europe/Berlin",
+        "  idle_threshold: 2h",
+        "  max_per_day: 3",
+        "  checklist: checks/HB.md",
+        "  deliver: [{ email: { to: [me@example.com] } }]",
+        "",
+      ].join("\n"),
+    );
+    expect(config.paths.jobs).toBe(path.join(dir, "my-jobs"));
+    expect(config.runner).toEqual({ concurrency: 4, shutdownGraceMs: 10_000 });
+    expect(config.heartbeat).toEqual({
+      enabled: true,
+      everyMs: 900_000,
+      activeHours: { start: 22 * 60 + 30, end: 6 * 60 },
+      timezone: "Europe/Berlin",
+      idleThresholdMs: 7_200_000,
+      maxPerDay: 3,
+      checklist: path.join(dir, "workspace", "checks", "HB.md"),
+      deliver: [{ email: { to: ["me@example.com"] } }],
+    });
+  });
+
+  it("names a bad active_hours range at its position", async () => {
+    expect(await problems('heartbeat:\n  active_hours: "8-21"\n')).toEqual([
+      'countd.yaml:2:17: heartbeat.active_hours: expected a time range like "08:00-21:00", got "8-21"',
     ]);
   });
 });
