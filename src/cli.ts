@@ -25,7 +25,8 @@ program
   )
   .action(async (message: string, opts: { session: string; image: string[]; tools?: string[] }) => {
     const config = await loadConfig({ file: program.opts<{ config?: string }>().config });
-    const runtime = await openRuntime(config, { toolNames: opts.tools });
+    const runtime = await openRuntime(config);
+    const loop = runtime.loop({ toolNames: opts.tools });
     for (const warning of runtime.warnings) process.stderr.write(`countd: warning: ${warning}\n`);
     const cancel = new CancelToken();
     const onSigint = () => {
@@ -42,7 +43,7 @@ program
 
     let last = "";
     try {
-      for await (const chunk of runtime.loop.processMessage(message, opts.session, {
+      for await (const chunk of loop.processMessage(message, opts.session, {
         media: opts.image,
         channel: "cli",
         cancelToken: cancel,

@@ -1,92 +1,129 @@
 import { mkdir } from "node:fs/promises";
-import { AgentLoop } from "./agent/loop.js";
 import { ContextBuilder } from "./agent/context.js";
+import { AgentLoop } from "./agent/loop.js";
+import { SubagentManager } from "./agent/subagents.js";
 import { AuditLog } from "./audit/log.js";
 import { Redactor } from "./audit/redact.js";
 import { ToolHistory } from "./audit/tool-history.js";
+import { providerForPreset } from "./config/load.js";
 import type { Config } from "./config/schema.js";
 import { EventBus } from "./events.js";
+import type { JobOverrides } from "./jobs/types.js";
 import { MemoryStore } from "./memory/store.js";
 import { createProvider } from "./providers/factory.js";
+import { PRESET_NAMES, type PresetName } from "./providers/presets.js";
+import type { LLMProvider } from "./providers/types.js";
 import { SessionStore } from "./sessions/store.js";
 import { SkillsLoader } from "./skills/loader.js";
-import { SubagentManager } from "./agent/subagents.js";
 import { builtinTools, selectTools, SUBAGENT_TOOLS } from "./tools/builtin.js";
+import type { Tool } from "./tools/registry.js";
 import { detectSandbox } from "./tools/sandbox.js";
 import { spawnTool } from "./tools/spawn.js";
 
-/** Everything one agent needs, wired from the config: the CLI's `ask` and the daemon share it. */
+export interface LoopOptions {
+  /** The only tools the run may use; undefined: every enabled tool. */
+  toolNames?: readonly string[];
+  /** A job's provider, model and limits instead of countd.yaml's. */
+  overrides?: JobOverrides;
+  /** Tools only this run has, such as the heartbeat's reply tool. */
+  extraTools?: Tool[];
+}
+
+/** Everything an agent run needs, wired from the config once: `countd ask` and the daemon share it. */
 export interface Runtime {
   config: Config;
-  loop: AgentLoop;
   events: EventBus;
-  /** For the start-up log: safety settings that are weaker than asked, such as exec without a sandbox. */
+  memory: MemoryStore;
+  /** The names of every tool a run may be given. */
+  toolNames: string[];
+  /** A loop for one run; cheap to make, so each run gets its own with its tools and overrides. */
+  loop(opts?: LoopOptions): AgentLoop;
+  /** For the start-up log: safety settings weaker than asked, such as exec without a sandbox. */
   warnings: string[];
   close(): Promise<void>;
 }
 
-/** A subagent gets fewer iterations than its parent: it does one delegated task. */
+/** A subagent does one delegated task: fewer iterations than its parent. */
 const SUBAGENT_MAX_ITERATIONS = 15;
 
-export async function openRuntime(
-  config: Config,
-  opts: { toolNames?: readonly string[]; env?: NodeJS.ProcessEnv } = {},
-): Promise<Runtime> {
+export async function openRuntime(config: Config, env: NodeJS.ProcessEnv = process.env): Promise<Runtime> {
   const { paths } = config;
-  const provider = createProvider(config.provider);
+  const providers = new Map<PresetName, { provider: LLMProvider; model: string }>([
+    [config.provider.preset, { provider: createProvider(config.provider), model: config.provider.model }],
+  ]);
   await Promise.all([paths.workspace, paths.state, paths.logs].map((dir) => mkdir(dir, { recursive: true })));
   const events = new EventBus();
   const audit = new AuditLog({ dir: paths.logs, secrets: config.secrets });
   const detach = audit.attach(events);
   const memory = new MemoryStore(paths.workspace);
+  const tools = builtinTools(config, memory);
+  const subagents = new SubagentManager({ maxConcurrent: config.tools.spawn.maxConcurrent, timeoutMs: config.tools.spawn.timeoutMs });
   const shared = {
-    provider,
     workspace: paths.workspace,
     contextBuilder: new ContextBuilder({
       workspace: paths.workspace,
       memory,
-      skills: new SkillsLoader(paths.workspace, opts.env),
+      skills: new SkillsLoader(paths.workspace, env),
       persona: config.persona,
       timezone: config.timezone,
     }),
     sessions: new SessionStore(paths.state),
     toolHistory: new ToolHistory(paths.state, new Redactor(config.secrets)),
     events,
-    model: config.provider.model,
-    temperature: config.provider.temperature,
-    maxTokens: config.provider.maxTokens,
     maxRetries: config.agent.maxRetries,
     retryDelayMs: config.agent.retryDelayMs,
     locale: config.persona.locale,
   };
 
-  const tools = builtinTools(config, memory);
-  // A run limited to some tools cannot reach others through a subagent.
-  const wanted = opts.toolNames ?? [...tools.names, "spawn"];
-  const subagents = new SubagentManager({
-    loop: new AgentLoop({
-      ...shared,
-      tools: tools.subset(SUBAGENT_TOOLS.filter((name) => wanted.includes(name) && tools.get(name))),
-      maxIterations: SUBAGENT_MAX_ITERATIONS,
-    }),
-    maxConcurrent: config.tools.spawn.maxConcurrent,
-    timeoutMs: config.tools.spawn.timeoutMs,
-  });
-  tools.register(spawnTool(subagents));
-  const selected = selectTools(tools, opts.toolNames, config);
+  /** The provider of a preset with its default model; a job's provider override is made on first use. */
+  function providerFor(preset: string | undefined): { provider: LLMProvider; model: string } {
+    const name = (preset ?? config.provider.preset) as PresetName;
+    if (!PRESET_NAMES.includes(name)) throw new Error(`unknown provider "${preset}" (known: ${PRESET_NAMES.join(", ")})`);
+    let entry = providers.get(name);
+    if (!entry) {
+      const resolved = providerForPreset(name, config.provider, env);
+      providers.set(name, (entry = { provider: createProvider(resolved), model: resolved.model }));
+    }
+    return entry;
+  }
 
-  const loop = new AgentLoop({
-    ...shared,
-    tools: selected,
-    memory,
-    maxIterations: config.agent.maxIterations,
-    maxHistory: config.agent.maxHistory,
-  });
-  const sandbox = selected.get("exec") ? await detectSandbox(config.tools.exec.sandbox) : undefined;
+  function loop({ toolNames, overrides = {}, extraTools = [] }: LoopOptions = {}): AgentLoop {
+    const { provider, model } = providerFor(overrides.provider);
+    const settings = {
+      ...shared,
+      provider,
+      model: overrides.model ?? model,
+      temperature: overrides.temperature ?? config.provider.temperature,
+      maxTokens: overrides.maxTokens ?? config.provider.maxTokens,
+    };
+    const wanted = toolNames ?? [...tools.names, "spawn"];
+    const selected = selectTools(tools, wanted, config);
+    // A run limited to some tools cannot reach others through a subagent.
+    if (wanted.includes("spawn")) {
+      const subagent = new AgentLoop({
+        ...settings,
+        tools: tools.subset(SUBAGENT_TOOLS.filter((name) => wanted.includes(name) && tools.get(name))),
+        maxIterations: SUBAGENT_MAX_ITERATIONS,
+      });
+      selected.register(spawnTool(subagents, subagent));
+    }
+    if (extraTools.length > 0) selected.register(...extraTools);
+    return new AgentLoop({
+      ...settings,
+      tools: selected,
+      memory,
+      maxIterations: overrides.maxIterations ?? config.agent.maxIterations,
+      maxHistory: config.agent.maxHistory,
+    });
+  }
+
+  const sandbox = config.tools.exec.enabled ? await detectSandbox(config.tools.exec.sandbox) : undefined;
   return {
     config,
-    loop,
     events,
+    memory,
+    toolNames: [...tools.names, "spawn"],
+    loop,
     warnings: sandbox?.warning ? [sandbox.warning] : [],
     async close() {
       detach();

@@ -5,8 +5,6 @@ import { CancelToken } from "./cancel.js";
 import type { AgentLoop } from "./loop.js";
 
 export interface SubagentOptions {
-  /** The subagent's own loop: fewer tools (no spawn) and fewer iterations than its parent's. */
-  loop: AgentLoop;
   /** Subagents running at once across every run of the daemon; the rest wait their turn. */
   maxConcurrent: number;
   /** Longest wait for one subagent's answer, its wait for a slot included. */
@@ -25,13 +23,16 @@ export class SubagentManager {
     this.limit = pLimit(opts.maxConcurrent);
   }
 
-  /** Resolves with the subagent's answer; a parent's cancel or the timeout cancels the subagent too. */
-  async run(task: string, parentSignal: AbortSignal): Promise<{ id: string; answer: string }> {
+  /**
+   * Runs `task` on `loop` (the subagent's own: fewer tools, no spawn, fewer iterations) and
+   * resolves with its answer; a parent's cancel or the timeout cancels the subagent too.
+   */
+  async run(loop: AgentLoop, task: string, parentSignal: AbortSignal): Promise<{ id: string; answer: string }> {
     const id = randomUUID().slice(0, 8);
     const timeout = AbortSignal.timeout(this.opts.timeoutMs);
     const cancel = CancelToken.from(AbortSignal.any([parentSignal, timeout]));
     const answer = await this.limit(() =>
-      cancel.cancelled ? "" : this.opts.loop.processDirect(task, `subagent:${id}`, { channel: "subagent", cancelToken: cancel }),
+      cancel.cancelled ? "" : loop.processDirect(task, `subagent:${id}`, { channel: "subagent", cancelToken: cancel }),
     );
     if (timeout.aborted) {
       throw new SubagentTimeout(`subagent ${id} gave no answer within ${ms(this.opts.timeoutMs, { long: true })} and was stopped`);

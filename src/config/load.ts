@@ -90,14 +90,15 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
     });
   }
 
-  const secretNames = new Set([...data.secrets, ...PRESETS[provider.preset].apiKeyEnv]);
+  // Every provider's key variable, not just the configured one: a job may switch provider.
+  const secretNames = new Set([...data.secrets, ...Object.values(PRESETS).flatMap((preset) => preset.apiKeyEnv)]);
   data.tools.exec.env.forEach((name, index) => {
     if (secretNames.has(name)) {
       problems.push({ path: ["tools", "exec", "env", index], message: `${name} holds a secret, and secrets never reach tools` });
     }
   });
 
-  const secretValues = [provider.apiKey, ...data.secrets.map((name) => env[name])];
+  const secretValues = [provider.apiKey, ...[...secretNames].map((name) => env[name])];
   const { persona } = data;
   return {
     config: {
@@ -148,6 +149,25 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
     problems,
     envProblems,
   };
+}
+
+/**
+ * A job's provider override: that preset's endpoint, key and model from the environment (or its
+ * defaults); temperature, token limit, attempts and timeout as configured.
+ */
+export function providerForPreset(preset: PresetName, base: ProviderConfig, env: NodeJS.ProcessEnv = process.env): ProviderConfig {
+  const problems: Problem[] = [];
+  const envProblems: string[] = [];
+  const { COUNTD_PROVIDER: _provider, COUNTD_MODEL: _model, ...rest } = env;
+  const resolved = resolveProvider(
+    { preset, temperature: base.temperature, max_tokens: base.maxTokens, attempts: base.attempts, timeout: base.timeoutMs },
+    rest,
+    problems,
+    envProblems,
+  );
+  const lines = [...problems.map((p) => `provider "${preset}": ${formatPath(p.path)}: ${p.message}`), ...envProblems];
+  if (lines.length > 0) throw new ConfigError(lines);
+  return resolved;
 }
 
 /** Precedence for each setting: the file > the preset's environment variables > the preset's default. */

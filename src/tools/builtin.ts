@@ -37,11 +37,16 @@ export function builtinTools(config: Config, memory: MemoryStore): ToolRegistry 
   return registry.register(webFetchTool({ allowHosts: tools.web.allowHosts }), ...memoryTools(memory));
 }
 
-/** The tools a run may use; naming exec while it is switched off says so rather than "unknown tool". */
-export function selectTools(registry: ToolRegistry, names: readonly string[] | undefined, config: Config): ToolRegistry {
-  if (names === undefined) return registry;
+/**
+ * A new registry with the named tools (spawn, added per run, is accepted too); naming exec while
+ * it is switched off says so rather than "unknown tool".
+ */
+export function selectTools(registry: ToolRegistry, names: readonly string[], config: Config): ToolRegistry {
   if (!config.tools.exec.enabled && names.includes("exec")) {
-    throw new Error('the exec tool is switched off in the configuration (tools.exec.enabled: false)');
+    throw new Error("the exec tool is switched off in the configuration (tools.exec.enabled: false)");
   }
-  return registry.subset(names);
+  const known = [...registry.names, "spawn"];
+  const unknown = names.filter((name) => !known.includes(name));
+  if (unknown.length > 0) throw new Error(`unknown tool(s): ${unknown.join(", ")} (known: ${known.join(", ")})`);
+  return registry.subset(names.filter((name) => name !== "spawn"));
 }

@@ -1,8 +1,10 @@
 import { z } from "zod";
+import type { AgentLoop } from "../agent/loop.js";
 import type { SubagentManager } from "../agent/subagents.js";
 import { defineTool, type Tool } from "./registry.js";
 
-export function spawnTool(subagents: SubagentManager): Tool {
+/** `subagent` is the loop each delegated task runs on. */
+export function spawnTool(subagents: SubagentManager, subagent: AgentLoop): Tool {
   return defineTool({
     name: "spawn",
     description:
@@ -13,7 +15,7 @@ export function spawnTool(subagents: SubagentManager): Tool {
       task: z.string().min(1).describe("The complete task for the subagent, with every detail it needs."),
     }),
     async execute({ task }, ctx) {
-      const { id, answer } = await subagents.run(task, ctx.signal);
+      const { id, answer } = await subagents.run(subagent, task, ctx.signal);
       return `[subagent ${id}]\n${answer}`;
     },
   });

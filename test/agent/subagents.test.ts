@@ -40,8 +40,8 @@ describe("spawn", () => {
 
   async function setup(opts: { maxConcurrent: number; timeoutMs: number; subTools: ToolRegistry }) {
     const sub = await makeAgent("openai", mock, opts.subTools, { maxIterations: 15 });
-    const subagents = new SubagentManager({ loop: sub.loop, maxConcurrent: opts.maxConcurrent, timeoutMs: opts.timeoutMs });
-    const parent = await makeAgent("openai", mock, new ToolRegistry().register(spawnTool(subagents)));
+    const subagents = new SubagentManager({ maxConcurrent: opts.maxConcurrent, timeoutMs: opts.timeoutMs });
+    const parent = await makeAgent("openai", mock, new ToolRegistry().register(spawnTool(subagents, sub.loop)));
     return { parent, sub };
   }
 
