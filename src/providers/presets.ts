@@ -52,6 +52,6 @@ export const PRESETS: Readonly<Record<PresetName, Preset>> = {
     baseURLEnv: ["ANTHROPIC_BASE_URL"],
     apiKeyEnv: ["ANTHROPIC_API_KEY"],
     needsApiKey: true,
-    model: "claude-sonnet-4-5",
+    model: "claude-sonnet-5",
   },
 };

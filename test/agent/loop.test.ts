@@ -491,7 +491,7 @@ describe("AgentLoop over the anthropic wire format, against a scripted server", 
 
   const stream = (blocks: Array<Record<string, unknown>>, stopReason: string) => ({
     sse: [
-      { type: "message_start", message: { id: "msg_1", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], usage: { input_tokens: 5, output_tokens: 0 } } },
+      { type: "message_start", message: { id: "msg_1", type: "message", role: "assistant", model: "claude-sonnet-5", content: [], usage: { input_tokens: 5, output_tokens: 0 } } },
       ...blocks.flatMap((block, index) => [
         { type: "content_block_start", index, content_block: block["start"] },
         ...(block["deltas"] as Array<Record<string, unknown>>).map((delta) => ({ type: "content_block_delta", index, delta })),

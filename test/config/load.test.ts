@@ -358,7 +358,7 @@ describe("provider presets", () => {
       qwen: ["https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus"],
       moonshot: ["https://api.moonshot.cn/v1", "kimi-k2-0905-preview"],
       ollama: ["http://127.0.0.1:11434/v1", "llama3.1"],
-      anthropic: [undefined, "claude-sonnet-4-5"],
+      anthropic: [undefined, "claude-sonnet-5"],
     };
     for (const [preset, [baseURL, model]] of Object.entries(expected)) {
       const { provider } = await loadConfig({ cwd: dir, env: { COUNTD_PROVIDER: preset } });

@@ -61,7 +61,7 @@ export async function makeAgent(
     contextBuilder,
     sessions,
     memory,
-    model: format === "openai" ? "gpt-4o-mini" : "claude-sonnet-4-5",
+    model: format === "openai" ? "gpt-4o-mini" : "claude-sonnet-5",
     retryDelayMs: 5,
     ...rest,
   });
