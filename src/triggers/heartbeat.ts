@@ -1,0 +1,284 @@
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { heartbeatPrompt, localClock } from "../agent/heartbeat-prompt.js";
+import type { PersonaConfig } from "../agent/personalities.js";
+import type { HeartbeatConfig } from "../config/schema.js";
+import type { LogFn } from "../log.js";
+import type { MemoryStore } from "../memory/store.js";
+import type { HeartbeatState, StateStore } from "../store/state.js";
+import { heartbeatRespondTool, HEARTBEAT_RESPOND, type HeartbeatResponse } from "../tools/heartbeat.js";
+import type { Tool } from "../tools/registry.js";
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+/** A message identical to one delivered this recently is not sent again. */
+const DEDUPE_WINDOW_MS = DAY;
+/** Delivered check-ins older than this are dropped from the state: neither the cap nor the dedupe looks that far back. */
+const DELIVERED_KEPT_MS = 2 * DAY;
+/** setTimeout's ceiling; a longer delay would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Memory entries shown to the heartbeat agent. */
+const MEMORY_ENTRIES = 5;
+
+export type HeartbeatDecision = { run: true } | { run: false; reason: string };
+
+export type HeartbeatOutcome =
+  | { ran: false; reason: string }
+  | { ran: true; delivered: boolean; reason?: string; message?: string };
+
+const hhmm = (minutes: number): string =>
+  `${String(Math.floor(minutes / 60)).padStart(2, "0")}:${String(minutes % 60).padStart(2, "0")}`;
+
+/** End is exclusive; start after end wraps past midnight; start equal to end means all day. */
+export function insideActiveHours(minutes: number, { start, end }: { start: number; end: number }): boolean {
+  if (start === end) return true;
+  return start < end ? minutes >= start && minutes < end : minutes >= start || minutes < end;
+}
+
+const LIST_ITEM = /^(?:[-*+]|\d+[.)])(?:\s+|$)/;
+const CHECKBOX = /^\[([ xX])\](?:\s+|$)/;
+
+/**
+ * Whether HEARTBEAT.md asks for anything. After dropping HTML comments (`<!-- … -->`, also
+ * across lines), a line is actionable when it is an unchecked task with text (`- [ ] call the
+ * bank`, also with `*`, `+` or `1.`) or any other text that is not a heading (`# …`), a
+ * checked task (`- [x] …`, also without the list marker), an empty list item or checkbox, or a
+ * thematic break (`---`, `***`, `___`).
+ * So a file of headings, comments and ticked boxes lets the heartbeat sleep.
+ */
+export function checklistIsActionable(checklist: string | undefined): boolean {
+  if (checklist === undefined) return false;
+  return checklist
+    .replace(/<!--[\s\S]*?(?:-->|$)/g, "")
+    .split(/\r?\n/)
+    .some((raw) => {
+      const line = raw.trim();
+      if (line === "" || /^#{1,6}(?:\s|$)/.test(line) || /^(?:([-*_])\s*)(?:\1\s*){2,}$/.test(line)) return false;
+      const body = line.replace(LIST_ITEM, "");
+      const box = CHECKBOX.exec(body);
+      if (!box) return body !== "";
+      return box[1] === " " && body.slice(box[0].length).trim() !== "";
+    });
+}
+
+/** Check-ins delivered on `now`'s calendar day in the time zone. */
+export function deliveredToday(state: HeartbeatState, now: Date, timezone: string): number {
+  const today = localClock(now, timezone).date;
+  return state.delivered.filter((d) => {
+    const at = new Date(d.at);
+    return !Number.isNaN(at.getTime()) && localClock(at, timezone).date === today;
+  }).length;
+}
+
+/** Milliseconds since the last contact; undefined when there has been none. Never negative, so a clock step back does not read as "just talked". */
+function idleMs(state: HeartbeatState, now: Date): number | undefined {
+  const last = state.lastContactAt === undefined ? Number.NaN : Date.parse(state.lastContactAt);
+  return Number.isNaN(last) ? undefined : Math.max(0, now.getTime() - last);
+}
+
+function duration(ms: number): string {
+  const minutes = Math.floor(ms / 60_000);
+  const [h, m] = [Math.floor(minutes / 60), minutes % 60];
+  return h === 0 ? `${m}m` : m === 0 ? `${h}h` : `${h}h ${m}m`;
+}
+
+/**
+ * Whether a heartbeat tick may spend an LLM call. The rules, in this order (the first that
+ * applies gives the reason):
+ * 1. outside `activeHours` in `config.timezone` → skip;
+ * 2. check-ins delivered on today's date in `config.timezone` ≥ `maxPerDay` → skip;
+ * 3. less than `idleThresholdMs` since `lastContactAt` → skip (no contact yet counts as idle);
+ * 4. the checklist is actionable (see checklistIsActionable) → run;
+ *    else a greeting is due — no check-in delivered today AND idle for at least the threshold
+ *    (rule 3 already holds here) — → run; else skip.
+ */
+export function decideHeartbeat(input: {
+  now: Date;
+  config: HeartbeatConfig;
+  state: HeartbeatState;
+  checklist: string | undefined;
+}): HeartbeatDecision {
+  const { now, config, state, checklist } = input;
+  const clock = localClock(now, config.timezone);
+  const { start, end } = config.activeHours;
+  if (!insideActiveHours(clock.minutes, config.activeHours)) {
+    return { run: false, reason: `outside active hours ${hhmm(start)}-${hhmm(end)} (now ${clock.time} ${config.timezone})` };
+  }
+  const today = deliveredToday(state, now, config.timezone);
+  if (today >= config.maxPerDay) {
+    return {
+      run: false,
+      reason: `daily cap reached: ${today} of ${config.maxPerDay} check-ins delivered today (${clock.date} ${config.timezone})`,
+    };
+  }
+  const idle = idleMs(state, now);
+  if (idle !== undefined && idle < config.idleThresholdMs) {
+    return {
+      run: false,
+      reason: `user in contact recently: last contact ${duration(idle)} ago, idle threshold ${duration(config.idleThresholdMs)}`,
+    };
+  }
+  if (checklistIsActionable(checklist)) return { run: true };
+  if (today === 0) return { run: true };
+  const why = checklist === undefined ? "no checklist file" : "no open item in the checklist";
+  return { run: false, reason: `nothing to do: ${why}, and a check-in was already delivered today (${clock.date} ${config.timezone})` };
+}
+
+/** Whitespace differences do not make a different message. */
+export function messageHash(message: string): string {
+  return createHash("sha256").update(message.trim().replace(/\s+/g, " ")).digest("hex");
+}
+
+const isHeartbeatOk = (text: string): boolean => /^\s*heartbeat_ok\s*$/i.test(text);
+
+/** Why the run stays silent; undefined when it produced a message to send. */
+function silenceReason(response: HeartbeatResponse | undefined, answer: string): string | undefined {
+  if (!response) {
+    return isHeartbeatOk(answer)
+      ? `the agent answered HEARTBEAT_OK without calling ${HEARTBEAT_RESPOND}`
+      : `the agent did not call ${HEARTBEAT_RESPOND} (its answer text is never delivered)`;
+  }
+  if (!response.notify) return "the agent chose not to notify";
+  if (response.message.trim() === "") return "notify was true but the message was empty";
+  if (isHeartbeatOk(response.message)) return "the message was just HEARTBEAT_OK";
+  return undefined;
+}
+
+async function readChecklist(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new Error(`heartbeat checklist ${path} cannot be read: ${(err as Error).message}`);
+  }
+}
+
+const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+export interface HeartbeatServiceOptions {
+  config: HeartbeatConfig;
+  state: StateStore;
+  memory: MemoryStore;
+  persona: PersonaConfig;
+  /** Runs the agent on the prompt with exactly these tools; resolves to the final answer text. */
+  runAgent: (prompt: string, tools: Tool[]) => Promise<string>;
+  /** Sends the check-in to the heartbeat's recipients; resolves once it was delivered. */
+  deliver: (message: string) => Promise<void>;
+  now?: () => Date;
+  log?: LogFn;
+}
+
+/** Proactive check-ins: decides without the LLM, asks the agent only when it may speak, and remembers what it sent. */
+export class HeartbeatService {
+  private readonly now: () => Date;
+  private readonly log: LogFn;
+  private timer: NodeJS.Timeout | undefined;
+  private active = false;
+  private running = false;
+
+  constructor(private readonly opts: HeartbeatServiceOptions) {
+    this.now = opts.now ?? (() => new Date());
+    this.log = opts.log ?? (() => {});
+  }
+
+  async tick(): Promise<HeartbeatOutcome> {
+    const { config, state, memory, persona } = this.opts;
+    const now = this.now();
+    const checklist = await readChecklist(config.checklist);
+    const decision = decideHeartbeat({ now, config, state: state.data.heartbeat, checklist });
+    if (!decision.run) {
+      this.log("info", `heartbeat skipped: ${decision.reason}`);
+      return { ran: false, reason: decision.reason };
+    }
+
+    const respond = heartbeatRespondTool();
+    const idle = idleMs(state.data.heartbeat, now);
+    const prompt = heartbeatPrompt({
+      now,
+      timezone: config.timezone,
+      idleHours: idle === undefined ? undefined : idle / HOUR,
+      persona,
+      memories: await memory.lastEntries(MEMORY_ENTRIES),
+      checklist,
+    });
+    let answer: string;
+    try {
+      answer = await this.opts.runAgent(prompt, [respond.tool]);
+    } catch (err) {
+      const reason = `heartbeat agent run failed: ${errorText(err)}`;
+      this.log("error", reason);
+      return { ran: true, delivered: false, reason };
+    }
+
+    const response = respond.result();
+    const silence = silenceReason(response, answer);
+    if (silence !== undefined) {
+      this.log("info", `heartbeat silent: ${silence}`);
+      return { ran: true, delivered: false, reason: silence };
+    }
+    const message = response!.message.trim();
+    const hash = messageHash(message);
+    const earlier = state.data.heartbeat.delivered.find((d) => d.hash === hash && now.getTime() - Date.parse(d.at) < DEDUPE_WINDOW_MS);
+    if (earlier) {
+      const reason = `heartbeat suppressed: the same message was delivered at ${earlier.at}`;
+      this.log("info", reason);
+      return { ran: true, delivered: false, reason, message };
+    }
+
+    try {
+      await this.opts.deliver(message);
+    } catch (err) {
+      // Not recorded: an undelivered check-in must not use up the daily cap or block its retry by the dedupe.
+      const reason = `heartbeat delivery failed: ${errorText(err)}`;
+      this.log("error", reason);
+      return { ran: true, delivered: false, reason, message };
+    }
+    const at = this.now();
+    await state.update((data) => {
+      const hb = data.heartbeat;
+      hb.delivered = hb.delivered.filter((d) => at.getTime() - Date.parse(d.at) < DELIVERED_KEPT_MS);
+      hb.delivered.push({ at: at.toISOString(), hash });
+      // A delivered check-in is contact with the recipient: the idle threshold counts from it.
+      hb.lastContactAt = at.toISOString();
+    });
+    this.log("info", `heartbeat delivered (${message.length} characters)`);
+    return { ran: true, delivered: true, message };
+  }
+
+  /** Ticks every `everyMs`, measured from the start of the previous tick; a slow tick is never overlapped by the next. */
+  start(): void {
+    const { enabled, everyMs } = this.opts.config;
+    if (!enabled) {
+      this.log("info", "heartbeat disabled (heartbeat.enabled is false)");
+      return;
+    }
+    if (everyMs > MAX_TIMER_MS) {
+      throw new Error(`heartbeat.every is ${everyMs} ms; the longest supported interval is ${MAX_TIMER_MS} ms (about 24.8 days)`);
+    }
+    if (this.active) return;
+    this.active = true;
+    // A tick still running from before a stop() schedules the next one when it ends.
+    if (!this.running) this.schedule(everyMs);
+  }
+
+  /** No further ticks start; a tick in progress finishes. */
+  stop(): void {
+    this.active = false;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private schedule(delay: number): void {
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      const started = Date.now();
+      this.running = true;
+      this.tick()
+        .catch((err: unknown) => this.log("error", `heartbeat tick failed: ${errorText(err)}`))
+        .finally(() => {
+          this.running = false;
+          if (this.active) this.schedule(Math.max(0, this.opts.config.everyMs - (Date.now() - started)));
+        });
+    }, delay);
+  }
+}
