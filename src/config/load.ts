@@ -98,7 +98,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
     }
   });
 
-  const secretValues = [provider.apiKey, ...[...secretNames].map((name) => env[name])];
+  const secretValues = [provider.apiKey, data.smtp?.password, ...[...secretNames].map((name) => env[name])];
   const { persona } = data;
   return {
     config: {
@@ -119,6 +119,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
       timezone: data.timezone,
       paths,
       runner: { concurrency: data.runner.concurrency, shutdownGraceMs: data.runner.shutdown_grace },
+      ...(data.smtp ? { smtp: data.smtp } : {}),
       heartbeat: {
         enabled: data.heartbeat.enabled,
         everyMs: data.heartbeat.every,

@@ -11,7 +11,7 @@ export function describeValue(input: unknown): string {
   return JSON.stringify(input);
 }
 
-const expected = (what: string) => ({
+export const expected = (what: string) => ({
   error: (issue: { input?: unknown }) => `expected ${what}, got ${describeValue(issue.input)}`,
 });
 
@@ -24,7 +24,7 @@ const positiveInt = () => {
   return numeric(z.number(message).int(message).positive(message));
 };
 
-const text = () => z.string(expected("a string")).min(1, expected("a non-empty string"));
+export const text = () => z.string(expected("a string")).min(1, expected("a non-empty string"));
 
 /** `${VAR}` yields "true"/"false", so switches take those strings too. */
 const bool = () =>
@@ -54,7 +54,7 @@ const unlessEmpty = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v =
 export const httpURL = z.url({ protocol: /^https?$/, ...expected('an http(s) URL like "https://api.example.com/v1"') });
 
 /** "1s", "10m", "500ms", or a number of seconds; parsed to milliseconds. */
-const duration = ({ allowZero }: { allowZero: boolean }) => {
+export const duration = ({ allowZero }: { allowZero: boolean }) => {
   const what = `a ${allowZero ? "" : "positive "}duration like "30s", "10m", "500ms" or a number of seconds`;
   return z.union([z.number(), z.string()], expected(what)).transform((value, ctx) => {
     const milliseconds = toMilliseconds(value);
@@ -93,7 +93,7 @@ const LOCALES = ["zh", "en"] as const satisfies readonly Locale[];
 export const SANDBOX_MODES = ["auto", "bwrap", "none"] as const;
 const PERSONALITIES = [...PERSONALITY_PRESETS, "custom"] as const;
 
-const oneOf = <T extends readonly [string, ...string[]]>(values: T) => z.enum(values, expected(`one of ${values.join(", ")}`));
+export const oneOf = <T extends readonly [string, ...string[]]>(values: T) => z.enum(values, expected(`one of ${values.join(", ")}`));
 
 /** countd.yaml as written (snake_case), with defaults applied and durations in milliseconds. */
 export const configSchema = section({
@@ -130,6 +130,22 @@ export const configSchema = section({
   state_dir: text().default("./state"),
   logs_dir: text().default("./logs"),
   jobs_dir: text().default("./jobs"),
+  smtp: z.preprocess(
+    (v) => (v === null ? undefined : v),
+    z
+      .strictObject(
+        {
+          host: text(),
+          port: numeric(z.number(expected("a port number")).int(expected("a port number")).min(1, expected("a port number")).max(65535, expected("a port number"))).default(587),
+          secure: bool().default(false),
+          user: unlessEmpty(text()),
+          password: unlessEmpty(text()),
+          from: text(),
+        },
+        expected("a mapping"),
+      )
+      .optional(),
+  ),
   runner: section({
     concurrency: positiveInt().default(2),
     shutdown_grace: duration({ allowZero: true }).prefault("30s"),
@@ -210,7 +226,19 @@ export interface Config {
   secrets: string[];
   tools: ToolsConfig;
   runner: { concurrency: number; shutdownGraceMs: number };
+  /** Undefined: mail is written as .eml files under the state directory instead of sent. */
+  smtp?: SmtpConfig;
   heartbeat: HeartbeatConfig;
+}
+
+export interface SmtpConfig {
+  host: string;
+  port: number;
+  /** TLS from the start (port 465); otherwise STARTTLS when the server offers it. */
+  secure: boolean;
+  user?: string;
+  password?: string;
+  from: string;
 }
 
 export interface HeartbeatConfig {

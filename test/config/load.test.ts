@@ -534,3 +534,29 @@ describe("daemon settings", () => {
     ]);
   });
 });
+
+describe("smtp", () => {
+  it("is absent by default and read with its password treated as a secret", async () => {
+    expect((await load("")).smtp).toBeUndefined();
+    const config = await load(
+      "smtp:\n  host: mail.example.com\n  port: 465\n  secure: true\n  user: countd\n  password: ${SMTP_PASSWORD}\n  from: countd <countd@example.com>\n",
+      { SMTP_PASSWORD: "s3cret-pw" },
+    );
+    expect(config.smtp).toEqual({
+      host: "mail.example.com",
+      port: 465,
+      secure: true,
+      user: "countd",
+      password: "s3cret-pw",
+      from: "countd <countd@example.com>",
+    });
+    expect(config.secrets).toContain("s3cret-pw");
+  });
+
+  it("needs a host and a sender", async () => {
+    expect(await problems("smtp:\n  port: 25\n")).toEqual([
+      "countd.yaml:2:3: smtp.host: expected a string, got nothing",
+      "countd.yaml:2:3: smtp.from: expected a string, got nothing",
+    ]);
+  });
+});
