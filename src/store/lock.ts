@@ -1,4 +1,4 @@
-import { link, readFile, unlink, writeFile } from "node:fs/promises";
+import { link, mkdir, open, rename, stat, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
 export class LockHeld extends Error {
@@ -10,6 +10,7 @@ export class LockHeld extends Error {
  * a lock left by a process that no longer exists is taken over.
  */
 export async function acquireLock(stateDir: string, pid = process.pid): Promise<() => Promise<void>> {
+  await mkdir(stateDir, { recursive: true });
   const lock = join(stateDir, "countd.lock");
   const mine = join(stateDir, `countd.lock.${pid}`);
   await writeFile(mine, `${pid}\n`);
@@ -24,16 +25,48 @@ export async function acquireLock(stateDir: string, pid = process.pid): Promise<
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       }
-      const holder = Number.parseInt(await readFile(lock, "utf8").catch(() => ""), 10);
-      if (Number.isInteger(holder) && holder !== pid && isAlive(holder)) {
-        throw new LockHeld(`another countd (pid ${holder}) is already running with the state directory ${stateDir}`);
+      const holder = await readHolder(lock);
+      if (!holder) continue;
+      if (Number.isInteger(holder.pid) && holder.pid > 0 && holder.pid !== pid && isAlive(holder.pid)) {
+        throw new LockHeld(`another countd (pid ${holder.pid}) is already running with the state directory ${stateDir}`);
       }
-      await unlink(lock).catch(() => {});
+      await removeStale(lock, holder.inode, pid);
     }
     throw new LockHeld(`could not take the lock ${lock}: another countd keeps taking it`);
   } finally {
     await unlink(mine).catch(() => {});
   }
+}
+
+async function readHolder(lock: string): Promise<{ pid: number; inode: number } | undefined> {
+  const handle = await open(lock, "r").catch((err: NodeJS.ErrnoException) => {
+    if (err.code === "ENOENT") return undefined;
+    throw err;
+  });
+  if (!handle) return undefined;
+  try {
+    const { ino } = await handle.stat();
+    return { pid: Number.parseInt(await handle.readFile("utf8"), 10), inode: ino };
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Removes the stale lock only if it is still the file that was read: two daemons taking over
+ * the same stale lock would otherwise each delete the other's fresh one, and both would run.
+ * rename() moves whatever is there in one step; a fresh lock moved by mistake is put back.
+ */
+async function removeStale(lock: string, inode: number, pid: number): Promise<void> {
+  const aside = `${lock}.stale.${pid}`;
+  try {
+    await rename(lock, aside);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
+    throw err;
+  }
+  if ((await stat(aside)).ino !== inode) await link(aside, lock).catch(() => {});
+  await unlink(aside);
 }
 
 function isAlive(pid: number): boolean {

@@ -39,8 +39,15 @@ export class StateStore {
 
   static async open(stateDir: string): Promise<StateStore> {
     await mkdir(stateDir, { recursive: true });
-    const db = new Low(new JSONFile<StateData>(join(stateDir, "state.json")), empty());
-    await db.read();
+    const file = join(stateDir, "state.json");
+    const db = new Low(new JSONFile<StateData>(file), empty());
+    try {
+      await db.read();
+    } catch (err) {
+      // JSON.parse's own message names no file.
+      if (!(err instanceof SyntaxError)) throw err;
+      throw new Error(`the state file ${file} is not valid JSON (${err.message}); repair it, or move it away to start with empty state`);
+    }
     db.data = { ...empty(), ...db.data };
     return new StateStore(db);
   }

@@ -1,0 +1,432 @@
+import { randomBytes } from "node:crypto";
+import ms from "ms";
+import { CancelToken } from "../agent/cancel.js";
+import type { Job, OverlapPolicy } from "../jobs/types.js";
+import { emptyUsage } from "../providers/types.js";
+import type { StateStore } from "../store/state.js";
+import type { RunOutcome } from "./execute.js";
+import type { FireRequest, RunRecord, RunStatus } from "./types.js";
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+export type RunnerLog = (level: LogLevel, msg: string, fields?: Record<string, unknown>) => void;
+
+/** What the executor gets for one run. */
+export interface RunContext {
+  id: string;
+  sessionId: string;
+  request: FireRequest;
+  /** Fires on timeout, replacement or shutdown; the executor must return soon after it does. */
+  cancel: CancelToken;
+}
+
+export interface RunnerOptions {
+  /** The job's current definition: looked up at each fire and again when the run starts. */
+  job: (name: string) => Job | undefined;
+  state: StateStore;
+  execute: (job: Job, run: RunContext) => Promise<RunOutcome>;
+  /** Runs in progress at once, over all jobs; more wait in arrival order. */
+  concurrency: number;
+  now?: () => Date;
+  log?: RunnerLog;
+  /** After the `running` record is saved. */
+  onRunStart?: (job: Job, run: RunRecord) => void;
+  /**
+   * After the final record is saved; not called for runs that never started (skipped, dropped).
+   * `willRetry`: a failed attempt is retried, so it is not the job's last word (on_failure waits).
+   */
+  onRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean }) => void;
+}
+
+export const EXCERPT_CHARS = 500;
+
+/** setTimeout fires at once for delays beyond 2^31-1 ms (about 24.8 days); longer ones are cut to it. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+const REPLACED = "replaced by a newer run";
+const STOPPED_BEFORE_START = "countd stopped before this run started";
+
+/** A fire on its way to becoming a run, with the `run()` callers waiting for how it ends. */
+interface Pending {
+  request: FireRequest;
+  /** 1 for the first try; retries count up to job.retry.attempts. */
+  attempt: number;
+  waiters: Array<(record: RunRecord) => void>;
+}
+
+type CancelCause = "timeout" | "replaced" | "shutdown";
+
+interface InFlight {
+  record: RunRecord;
+  cancel: CancelToken;
+  /** Why the runner cancelled it; the first cause wins. */
+  cause?: CancelCause;
+  /** Settles once the final record is saved. */
+  ended: Promise<void>;
+}
+
+/** What the runner holds for one job besides its entries in the global queue. */
+interface Lane {
+  running: Set<InFlight>;
+  /** Failed runs waiting out their retry backoff. */
+  backoff: Map<Pending, NodeJS.Timeout>;
+  /** The one run waiting for the job's current run to end (overlap queue, replace). */
+  next?: Pending;
+}
+
+/**
+ * Decides whether and when a fire becomes a run: the global concurrency limit (FIFO), the
+ * job's overlap policy, its timeout and retries, and the run record saved at start and end.
+ *
+ * A job is busy while one of its runs is running, waiting for a slot, or waiting out a retry
+ * backoff; the overlap policy applies to fires that arrive while it is busy. `replace` cancels
+ * what is busy and starts the newer run once the cancelled one has stopped, so runs of a
+ * `replace` job never overlap. `allow` on a shared-session job behaves as `queue`: two runs
+ * appending to one session at once would interleave its history.
+ */
+export class Runner {
+  private readonly queue: Pending[] = [];
+  private readonly lanes = new Map<string, Lane>();
+  private readonly saving = new Set<Promise<void>>();
+  private readonly now: () => Date;
+  private readonly log: RunnerLog;
+  private inFlight = 0;
+  private stopping = false;
+  private stopped: Promise<void> | undefined;
+  private graceMs = 0;
+
+  constructor(private readonly opts: RunnerOptions) {
+    this.now = opts.now ?? (() => new Date());
+    this.log = opts.log ?? (() => {});
+  }
+
+  /** Takes a fire from a trigger; after shutdown began, fires are ignored (and logged). */
+  submit(request: FireRequest): void {
+    if (this.stopping) {
+      this.log("info", "countd is stopping: fire ignored", { job: request.job, reason: request.reason });
+      return;
+    }
+    const job = this.opts.job(request.job);
+    if (!job) {
+      this.log("warn", `no job named "${request.job}": fire ignored`, { job: request.job, reason: request.reason });
+      return;
+    }
+    this.accept(job, { request, attempt: 1, waiters: [] });
+  }
+
+  /**
+   * Like submit, resolving with the final record: after the last retry, the run it was merged
+   * into, or the skipped record.
+   */
+  run(request: FireRequest): Promise<RunRecord> {
+    if (this.stopping) return Promise.reject(new Error(`countd is stopping: job "${request.job}" was not run`));
+    const job = this.opts.job(request.job);
+    if (!job) return Promise.reject(new Error(`no job named "${request.job}"`));
+    return new Promise((resolve) => this.accept(job, { request, attempt: 1, waiters: [resolve] }));
+  }
+
+  /** Runs started and not yet ended, of one job or of all. */
+  active(job?: string): number {
+    return job === undefined ? this.inFlight : (this.lanes.get(job)?.running.size ?? 0);
+  }
+
+  /**
+   * Stops taking fires, records runs that had not started as cancelled, lets running ones finish
+   * within graceMs, then cancels them; resolves once every record is saved.
+   */
+  shutdown(graceMs: number): Promise<void> {
+    if (!this.stopping) {
+      this.stopping = true;
+      this.graceMs = graceMs;
+      this.stopped = this.stop(graceMs);
+    }
+    return this.stopped!;
+  }
+
+  private async stop(graceMs: number): Promise<void> {
+    const notStarted = this.queue.splice(0);
+    const flights: InFlight[] = [];
+    for (const lane of this.lanes.values()) {
+      for (const [pending, timer] of lane.backoff) {
+        clearTimeout(timer);
+        notStarted.push(pending);
+      }
+      lane.backoff.clear();
+      if (lane.next) notStarted.push(lane.next);
+      lane.next = undefined;
+      flights.push(...lane.running);
+    }
+    for (const pending of notStarted) void this.settleUnstarted(pending, "cancelled", STOPPED_BEFORE_START);
+
+    const ended = Promise.all(flights.map((flight) => flight.ended));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([ended, new Promise((resolve) => (timer = setTimeout(resolve, Math.min(graceMs, MAX_TIMER_MS))))]);
+    clearTimeout(timer);
+    for (const flight of flights) this.cancelRun(flight, "shutdown");
+    await ended;
+    await Promise.all(this.saving);
+  }
+
+  private accept(job: Job, pending: Pending): void {
+    const lane = this.lane(job.name);
+    if (!this.busy(job.name)) {
+      this.enqueue(pending);
+      return;
+    }
+    switch (overlapOf(job)) {
+      case "skip":
+        void this.settleUnstarted(pending, "skipped", "a run of this job was still in progress (overlap: skip)");
+        return;
+      case "allow":
+        this.enqueue(pending);
+        return;
+      case "replace":
+        this.replace(job.name);
+        break;
+      case "queue":
+        break;
+    }
+    if (lane.next) this.log("debug", "fire merged into the queued run", { job: job.name, reason: pending.request.reason });
+    lane.next = lane.next ? merge(lane.next, pending) : pending;
+    this.releaseNext(job.name);
+  }
+
+  /** Cancels everything the job has running, waiting or backing off. */
+  private replace(job: string): void {
+    const lane = this.lane(job);
+    for (const flight of lane.running) this.cancelRun(flight, "replaced");
+    for (const [pending, timer] of lane.backoff) {
+      clearTimeout(timer);
+      void this.settleUnstarted(pending, "cancelled", REPLACED);
+    }
+    lane.backoff.clear();
+    for (let i = this.queue.length - 1; i >= 0; i--) {
+      if (this.queue[i]!.request.job !== job) continue;
+      const [pending] = this.queue.splice(i, 1);
+      void this.settleUnstarted(pending!, "cancelled", REPLACED);
+    }
+  }
+
+  private busy(job: string): boolean {
+    const lane = this.lane(job);
+    return lane.running.size > 0 || lane.backoff.size > 0 || this.queue.some((p) => p.request.job === job);
+  }
+
+  private releaseNext(job: string): void {
+    const lane = this.lane(job);
+    if (!lane.next || this.busy(job)) return;
+    const next = lane.next;
+    lane.next = undefined;
+    this.enqueue(next);
+  }
+
+  private enqueue(pending: Pending): void {
+    this.queue.push(pending);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.stopping && this.inFlight < this.opts.concurrency && this.queue.length > 0) this.start(this.queue.shift()!);
+  }
+
+  private start(pending: Pending): void {
+    const name = pending.request.job;
+    const job = this.opts.job(name);
+    if (!job) {
+      void this.settleUnstarted(pending, "skipped", `job "${name}" was removed before this run started`);
+      this.releaseNext(name);
+      return;
+    }
+    const flight: InFlight = {
+      record: this.newRecord(name, job.session, pending.request, "running"),
+      cancel: new CancelToken(),
+      ended: Promise.resolve(),
+    };
+    this.lane(name).running.add(flight);
+    this.inFlight++;
+    flight.ended = this.drive(job, pending, flight);
+  }
+
+  private async drive(job: Job, pending: Pending, flight: InFlight): Promise<void> {
+    const { record, cancel } = flight;
+    await this.save(record);
+    this.hook(() => this.opts.onRunStart?.(job, record), job, record);
+    this.log("info", "run started", { job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId });
+
+    const timer = job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, MAX_TIMER_MS)) : undefined;
+    let outcome: RunOutcome;
+    try {
+      outcome = await this.opts.execute(job, { id: record.id, sessionId: record.sessionId, request: pending.request, cancel });
+    } catch (err) {
+      outcome = { answer: "", status: "error", error: errorText(err), iterations: 0, toolCalls: 0, usage: emptyUsage() };
+    } finally {
+      clearTimeout(timer);
+    }
+
+    const { status, error } = this.judge(job, flight, outcome);
+    const finishedAt = this.now();
+    const end: RunRecord = {
+      ...record,
+      status,
+      finishedAt: finishedAt.toISOString(),
+      iterations: outcome.iterations,
+      toolCalls: outcome.toolCalls,
+      usage: outcome.usage,
+      ...(outcome.answer ? { resultExcerpt: excerpt(outcome.answer) } : {}),
+      ...(error ? { error } : {}),
+    };
+    await this.save(end);
+    this.lane(job.name).running.delete(flight);
+    this.inFlight--;
+    const durationMs = finishedAt.getTime() - Date.parse(record.startedAt);
+    this.log(status === "error" || status === "timeout" ? "warn" : "info", "run finished", {
+      job: job.name,
+      runId: end.id,
+      status,
+      durationMs,
+      ...(error ? { error } : {}),
+    });
+    const current = this.opts.job(job.name) ?? job;
+    const willRetry = (status === "error" || status === "timeout") && pending.attempt < current.retry.attempts && !this.stopping;
+    this.hook(() => this.opts.onRunEnd?.(job, end, { willRetry }), job, end);
+    if (willRetry) this.retryLater(current, pending);
+    else for (const resolve of pending.waiters) resolve(end);
+    this.releaseNext(job.name);
+    this.pump();
+  }
+
+  /** The record's status and error: a cancel the runner caused is named by its cause. */
+  private judge(job: Job, flight: InFlight, outcome: RunOutcome): { status: RunStatus; error?: string } {
+    if (outcome.status === "ok") return { status: "ok" };
+    switch (flight.cause) {
+      case "timeout":
+        return { status: "timeout", error: `timed out after ${ms(job.timeoutMs, { long: true })}` };
+      case "replaced":
+        return { status: "cancelled", error: REPLACED };
+      case "shutdown":
+        return {
+          status: "cancelled",
+          error: `countd stopped and the run did not finish within the ${ms(this.graceMs, { long: true })} grace period`,
+        };
+      case undefined:
+        return { status: outcome.status, error: outcome.error ?? outcome.status };
+    }
+  }
+
+  private retryLater(job: Job, failed: Pending): void {
+    const lane = this.lane(job.name);
+    const scheduledAt = new Date(this.now().getTime() + job.retry.backoffMs);
+    const retry: Pending = {
+      request: { ...failed.request, reason: "retry", scheduledAt },
+      attempt: failed.attempt + 1,
+      waiters: failed.waiters,
+    };
+    const timer = setTimeout(() => {
+      lane.backoff.delete(retry);
+      this.enqueue(retry);
+    }, Math.min(job.retry.backoffMs, MAX_TIMER_MS));
+    lane.backoff.set(retry, timer);
+    this.log("info", `retry ${retry.attempt} of ${job.retry.attempts} in ${ms(job.retry.backoffMs)}`, { job: job.name });
+  }
+
+  private cancelRun(flight: InFlight, cause: CancelCause): void {
+    if (!this.lane(flight.record.job).running.has(flight)) return;
+    flight.cause ??= cause;
+    flight.cancel.cancel(cause);
+  }
+
+  /** Records a fire that never became a run (skipped, dropped at shutdown, replaced while waiting). */
+  private async settleUnstarted(pending: Pending, status: "skipped" | "cancelled", error: string): Promise<void> {
+    const name = pending.request.job;
+    const session = this.opts.job(name)?.session ?? "isolated";
+    const record: RunRecord = {
+      ...this.newRecord(name, session, pending.request, status),
+      error,
+    };
+    record.finishedAt = record.startedAt;
+    this.log("info", `run ${status}`, { job: name, runId: record.id, status, reason: record.reason, error });
+    await this.save(record);
+    for (const resolve of pending.waiters) resolve(record);
+  }
+
+  private newRecord(job: string, session: Job["session"], request: FireRequest, status: RunStatus): RunRecord {
+    const startedAt = this.now();
+    const id = this.uniqueRunId(job, startedAt);
+    return {
+      id,
+      job,
+      reason: request.reason,
+      scheduledAt: request.scheduledAt.toISOString(),
+      startedAt: startedAt.toISOString(),
+      status,
+      iterations: 0,
+      toolCalls: 0,
+      usage: emptyUsage(),
+      sessionId: session === "shared" ? `cron:${job}` : `cron:${job}:${id}`,
+    };
+  }
+
+  /** Ids share a second often enough (bursts, shutdown) that the random part alone could repeat. */
+  private uniqueRunId(job: string, at: Date): string {
+    const taken = new Set(this.opts.state.runs(job).map((run) => run.id));
+    for (const flight of this.lane(job).running) taken.add(flight.record.id);
+    let id: string;
+    do id = runId(at);
+    while (taken.has(id));
+    return id;
+  }
+
+  /** Saves a copy (the store keeps the object it is given); a failed save is logged, never fatal to the run. */
+  private save(record: RunRecord): Promise<void> {
+    const saving = this.opts.state
+      .saveRun({ ...record })
+      .catch((err: unknown) =>
+        this.log("error", `could not save the record of run ${record.id}: ${errorText(err)}`, { job: record.job, runId: record.id }),
+      );
+    this.saving.add(saving);
+    void saving.finally(() => this.saving.delete(saving));
+    return saving;
+  }
+
+  private hook(call: () => void, job: Job, record: RunRecord): void {
+    try {
+      call();
+    } catch (err) {
+      // A failing listener must not leave the run's slot taken.
+      this.log("error", `run listener failed: ${errorText(err)}`, { job: job.name, runId: record.id });
+    }
+  }
+
+  private lane(job: string): Lane {
+    let lane = this.lanes.get(job);
+    if (!lane) this.lanes.set(job, (lane = { running: new Set(), backoff: new Map() }));
+    return lane;
+  }
+}
+
+/** `20261130T090000Z-3f2a`: sorts by start second, readable in logs and file names. */
+export function runId(startedAt: Date): string {
+  const stamp = startedAt.toISOString().replace(/\.\d+Z$/, "Z").replace(/[-:]/g, "");
+  return `${stamp}-${randomBytes(2).toString("hex")}`;
+}
+
+function overlapOf(job: Job): OverlapPolicy {
+  return job.overlap === "allow" && job.session === "shared" ? "queue" : job.overlap;
+}
+
+/** Several fires served by one run: the first one's reason and time, every changed file once. */
+function merge(into: Pending, more: Pending): Pending {
+  const files = [...new Set([...(into.request.files ?? []), ...(more.request.files ?? [])])];
+  return {
+    request: { ...into.request, ...(files.length > 0 ? { files } : {}) },
+    attempt: 1,
+    waiters: [...into.waiters, ...more.waiters],
+  };
+}
+
+function excerpt(answer: string): string {
+  const text = answer.trim();
+  return text.length <= EXCERPT_CHARS ? text : `${text.slice(0, EXCERPT_CHARS - 1)}…`;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
