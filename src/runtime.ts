@@ -46,13 +46,17 @@ export interface Runtime {
 /** A subagent does one delegated task: fewer iterations than its parent. */
 const SUBAGENT_MAX_ITERATIONS = 15;
 
-export async function openRuntime(config: Config, env: NodeJS.ProcessEnv = process.env): Promise<Runtime> {
+/** `events`: a reloaded runtime keeps the bus its listeners (the watch trigger, the CLI) are on. */
+export async function openRuntime(
+  config: Config,
+  env: NodeJS.ProcessEnv = process.env,
+  events: EventBus = new EventBus(),
+): Promise<Runtime> {
   const { paths } = config;
   const providers = new Map<PresetName, { provider: LLMProvider; model: string }>([
     [config.provider.preset, { provider: createProvider(config.provider), model: config.provider.model }],
   ]);
   await Promise.all([paths.workspace, paths.state, paths.logs].map((dir) => mkdir(dir, { recursive: true })));
-  const events = new EventBus();
   const audit = new AuditLog({ dir: paths.logs, secrets: config.secrets });
   const detach = audit.attach(events);
   const memory = new MemoryStore(paths.workspace);

@@ -1,7 +1,11 @@
 import type { CancelToken } from "../agent/cancel.js";
 import type { AgentLoop } from "../agent/loop.js";
 import type { CountdEvents } from "../events.js";
+import { renderPrompt } from "../jobs/template.js";
+import type { Job } from "../jobs/types.js";
 import { emptyUsage, type Usage } from "../providers/types.js";
+import type { Runtime } from "../runtime.js";
+import type { RunContext } from "./runner.js";
 
 /** How one agent run ended, as the runner records it. */
 export interface RunOutcome {
@@ -39,4 +43,21 @@ export async function runAgent(loop: AgentLoop, prompt: string, sessionId: strin
   } finally {
     off();
   }
+}
+
+/** How the runner runs a job: the job's own loop (tools, overrides) on its rendered prompt. */
+export function jobExecutor(runtime: () => Pick<Runtime, "loop">): (job: Job, run: RunContext) => Promise<RunOutcome> {
+  return (job, run) =>
+    runAgent(
+      runtime().loop({ toolNames: job.tools, overrides: job.overrides }),
+      renderPrompt(job.prompt, {
+        now: new Date(),
+        timezone: job.timezone,
+        job,
+        runId: run.id,
+        ...(run.request.files ? { files: run.request.files } : {}),
+      }),
+      run.sessionId,
+      run.cancel,
+    );
 }

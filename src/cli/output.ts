@@ -1,0 +1,59 @@
+import { ConfigError } from "../config/errors.js";
+import type { EventBus } from "../events.js";
+import { LLMError } from "../providers/errors.js";
+import { LockHeld } from "../store/lock.js";
+
+/**
+ * Exit codes a person and a service manager can act on: 78 (EX_CONFIG) tells systemd not to
+ * restart in a loop, 124 is timeout(1)'s, 130 is Ctrl-C's.
+ */
+export const EXIT = { ok: 0, failure: 1, timeout: 124, config: 78, interrupted: 130 } as const;
+
+/** One line per tool call on stderr, for the runs whose session `belongs` accepts. */
+export function printToolCalls(events: EventBus, belongs: (sessionId: string) => boolean): () => void {
+  const argsByCall = new Map<string, unknown>();
+  const offStart = events.on("tool.started", (e) => {
+    if (belongs(e.sessionId)) argsByCall.set(e.callId, e.arguments);
+  });
+  const offEnd = events.on("tool.finished", (e) => {
+    if (!belongs(e.sessionId)) return;
+    const args = argsByCall.get(e.callId);
+    argsByCall.delete(e.callId);
+    process.stderr.write(`[tool] ${e.name} ${shortArgs(args)} ${e.error ? "error" : "ok"} ${Math.round(e.durationMs)}ms\n`);
+  });
+  return () => {
+    offStart();
+    offEnd();
+  };
+}
+
+function shortArgs(args: unknown): string {
+  const text = typeof args === "string" ? args : JSON.stringify(args ?? {});
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/** One readable line per failure: users of an unattended daemon read logs, not stack traces. */
+export function reportError(err: unknown): number {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`${err.message}\n`);
+    return EXIT.config;
+  }
+  if (err instanceof LLMError) {
+    const tries = err.attempts > 1 ? ` after ${err.attempts} attempts` : "";
+    process.stderr.write(`countd: LLM request failed${tries}: ${err.message}\n`);
+    return EXIT.failure;
+  }
+  if (err instanceof LockHeld) {
+    process.stderr.write(`countd: ${err.message}\n`);
+    return EXIT.failure;
+  }
+  process.stderr.write(`countd: ${err instanceof Error ? err.message : String(err)}\n`);
+  return EXIT.failure;
+}
+
+/** A plain text table: columns padded to their widest cell. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) => cells.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd();
+  return [line(header), ...rows.map(line)].join("\n") + "\n";
+}

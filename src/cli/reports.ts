@@ -1,0 +1,90 @@
+import { loadConfig } from "../config/load.js";
+import { loadJobsDir, validateJobs } from "../jobs/load.js";
+import type { Job } from "../jobs/types.js";
+import type { RunRecord } from "../runner/types.js";
+import { StateStore } from "../store/state.js";
+import { nextFires } from "../triggers/schedule.js";
+import { EXIT, table } from "./output.js";
+
+/** Reading state needs no lock: these commands work beside a running daemon. */
+async function setting(configFile: string | undefined) {
+  const config = await loadConfig({ file: configFile });
+  const ctx = { workspace: config.paths.workspace, defaultTimezone: config.timezone };
+  return { config, ctx };
+}
+
+function trigger(job: Job): string {
+  const parts: string[] = [];
+  const { schedule, watch } = job;
+  if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
+  if (schedule?.kind === "every") parts.push(`every ${Math.round(schedule.intervalMs / 1000)}s`);
+  if (schedule?.kind === "at") parts.push(`at ${schedule.date.toISOString()}`);
+  if (watch) parts.push(`watch ${watch.paths.length} path(s)`);
+  return parts.join(" + ") || "manual";
+}
+
+function localTime(date: Date, timezone: string): string {
+  return new Intl.DateTimeFormat("sv-SE", { timeZone: timezone, dateStyle: "short", timeStyle: "short" }).format(date);
+}
+
+/** `countd jobs`: every job with its trigger, timezone, next three fires and last status. */
+export async function listJobs(opts: { config?: string }): Promise<number> {
+  const { config, ctx } = await setting(opts.config);
+  const { jobs, problems } = await loadJobsDir(config.paths.jobs, ctx);
+  const state = await StateStore.open(config.paths.state);
+  const now = new Date();
+  const rows = jobs.map((job) => {
+    const done = state.job(job.name).done === true;
+    const next = job.enabled && job.schedule && !done ? nextFires(job.schedule, job.timezone, now, 3) : [];
+    const last = state.runs(job.name).at(-1);
+    return [
+      job.name + (job.enabled ? "" : " (disabled)"),
+      trigger(job),
+      job.timezone,
+      next.map((date) => localTime(date, job.timezone)).join(", ") || (done ? "done" : "-"),
+      last ? `${last.status} ${last.startedAt}` : "-",
+    ];
+  });
+  process.stdout.write(table(["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN"], rows));
+  problems.forEach((problem) => process.stderr.write(`${problem}\n`));
+  return problems.length > 0 ? EXIT.failure : EXIT.ok;
+}
+
+function duration(run: RunRecord): string {
+  if (!run.finishedAt) return "-";
+  const ms = Date.parse(run.finishedAt) - Date.parse(run.startedAt);
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`;
+}
+
+/** `countd history [job]`: the newest runs, with status, duration and tokens. */
+export async function history(job: string | undefined, opts: { config?: string; limit: number; json?: boolean }): Promise<number> {
+  const { config } = await setting(opts.config);
+  const state = await StateStore.open(config.paths.state);
+  const runs = (job ? [...state.runs(job)] : Object.values(state.data.runs).flat())
+    .sort((a, b) => a.startedAt.localeCompare(b.startedAt))
+    .slice(-opts.limit);
+  if (opts.json) {
+    process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
+    return EXIT.ok;
+  }
+  const rows = runs.map((run) => [
+    run.startedAt,
+    run.job,
+    run.reason,
+    run.status,
+    duration(run),
+    `${run.usage.inputTokens}/${run.usage.outputTokens}`,
+    run.error ?? "",
+  ]);
+  process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS IN/OUT", "ERROR"], rows));
+  return EXIT.ok;
+}
+
+/** `countd validate`: every problem of every job file as `path:line:col: message`. */
+export async function validate(opts: { config?: string; jobs?: string }): Promise<number> {
+  const { config, ctx } = await setting(opts.config);
+  const result = await validateJobs(opts.jobs ?? config.paths.jobs, ctx);
+  result.lines.forEach((line) => process.stderr.write(`${line}\n`));
+  process.stdout.write(`${result.summary}\n`);
+  return result.ok ? EXIT.ok : EXIT.failure;
+}

@@ -1,0 +1,70 @@
+import { loadConfig } from "../config/load.js";
+import { JobRegistry } from "../jobs/registry.js";
+import { daemonLogger } from "../log.js";
+import { jobExecutor } from "../runner/execute.js";
+import { Runner } from "../runner/runner.js";
+import type { RunStatus } from "../runner/types.js";
+import { openRuntime } from "../runtime.js";
+import { acquireLock } from "../store/lock.js";
+import { StateStore } from "../store/state.js";
+import { EXIT, printToolCalls } from "./output.js";
+
+const EXIT_BY_STATUS: Partial<Record<RunStatus, number>> = { ok: EXIT.ok, timeout: EXIT.timeout, cancelled: EXIT.interrupted };
+
+/**
+ * `countd run <job>`: one run now, in the foreground, recorded like any other. It takes the
+ * state lock, so it refuses to run beside a daemon on the same state directory.
+ */
+export async function runJob(name: string, opts: { config?: string }): Promise<number> {
+  const config = await loadConfig({ file: opts.config });
+  const release = await acquireLock(config.paths.state);
+  const logger = daemonLogger({ secrets: config.secrets, level: "warn" });
+  try {
+    const state = await StateStore.open(config.paths.state);
+    const runtime = await openRuntime(config);
+    runtime.warnings.forEach((warning) => process.stderr.write(`countd: warning: ${warning}\n`));
+    const jobs = new JobRegistry({
+      dir: config.paths.jobs,
+      ctx: { workspace: config.paths.workspace, defaultTimezone: config.timezone, knownTools: runtime.toolNames },
+      log: (level, message) => logger[level](message),
+    });
+    const { problems } = await jobs.load();
+    const job = jobs.get(name);
+    if (!job) {
+      problems.forEach((problem) => process.stderr.write(`${problem}\n`));
+      const known = jobs.all().map((j) => j.name);
+      throw new Error(`no job named "${name}" in ${config.paths.jobs} (jobs: ${known.join(", ") || "none"})`);
+    }
+    const ours = (sessionId: string) => sessionId === `cron:${name}` || sessionId.startsWith(`cron:${name}:`);
+    const stopPrinting = printToolCalls(runtime.events, ours);
+    let last = "";
+    runtime.events.on("answer.chunk", (e) => {
+      if (!ours(e.sessionId)) return;
+      process.stdout.write(e.text);
+      last = e.text;
+    });
+    const runner = new Runner({
+      job: (jobName) => jobs.get(jobName),
+      state,
+      concurrency: 1,
+      log: (level, msg, fields) => logger[level](fields ?? {}, msg),
+      execute: jobExecutor(() => runtime),
+    });
+    const onSigint = () => void runner.shutdown(0);
+    process.on("SIGINT", onSigint);
+    try {
+      const record = await runner.run({ job: name, reason: "manual", scheduledAt: new Date() });
+      if (last && !last.endsWith("\n")) process.stdout.write("\n");
+      if (record.error) process.stderr.write(`countd: run ${record.id} ${record.status}: ${record.error}\n`);
+      return EXIT_BY_STATUS[record.status] ?? EXIT.failure;
+    } finally {
+      process.off("SIGINT", onSigint);
+      stopPrinting();
+      await runner.shutdown(0);
+      await jobs.close();
+      await runtime.close();
+    }
+  } finally {
+    await release();
+  }
+}

@@ -1,0 +1,137 @@
+import type { Logger } from "pino";
+import { loadConfig } from "./config/load.js";
+import type { Config } from "./config/schema.js";
+import { JobRegistry } from "./jobs/registry.js";
+import type { Job } from "./jobs/types.js";
+import { jobExecutor } from "./runner/execute.js";
+import { catchUp } from "./runner/catch-up.js";
+import { Runner } from "./runner/runner.js";
+import type { FireRequest } from "./runner/types.js";
+import { openRuntime, type Runtime } from "./runtime.js";
+import { acquireLock } from "./store/lock.js";
+import { StateStore } from "./store/state.js";
+import { CronTrigger, recordFire } from "./triggers/cron.js";
+import { WatchTrigger } from "./triggers/watch.js";
+
+export interface Daemon {
+  config: Config;
+  state: StateStore;
+  jobs: JobRegistry;
+  runner: Runner;
+  cron: CronTrigger;
+  /** SIGHUP: the configuration is read again (kept if invalid) and every job file re-read. */
+  reload(): Promise<void>;
+  /** SIGTERM/SIGINT: triggers stop, running jobs get the grace period, then are cancelled. */
+  stop(): Promise<void>;
+}
+
+export interface DaemonOptions {
+  configFile?: string;
+  env?: NodeJS.ProcessEnv;
+  logger: Logger;
+}
+
+/** The composition root: config → stores → agent → triggers, each stage handed plain callbacks. */
+export async function startDaemon({ configFile, env = process.env, logger }: DaemonOptions): Promise<Daemon> {
+  let config = await loadConfig({ file: configFile, env });
+  const release = await acquireLock(config.paths.state);
+  try {
+    const state = await StateStore.open(config.paths.state);
+    const interrupted = await state.markInterrupted(new Date());
+    if (interrupted > 0) logger.warn({ runs: interrupted }, "runs left running by the last stop are marked interrupted");
+
+    let runtime = await openRuntime(config, env);
+    runtime.warnings.forEach((warning) => logger.warn(warning));
+
+    const log = (level: "debug" | "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) =>
+      logger[level](fields ?? {}, msg);
+    const jobContext = (rt: Runtime) => ({
+      workspace: rt.config.paths.workspace,
+      defaultTimezone: rt.config.timezone,
+      knownTools: rt.toolNames,
+    });
+
+    const runner = new Runner({
+      job: (name) => jobs.get(name),
+      state,
+      concurrency: config.runner.concurrency,
+      log,
+      // Through a getter: a reload swaps the runtime, and later runs use the new one.
+      execute: jobExecutor(() => runtime),
+      onRunStart: (job) => watch.jobStarted(job.name),
+      onRunEnd: (job) => watch.jobFinished(job.name),
+    });
+    const fire = (req: FireRequest) => runner.submit(req);
+    const cron = new CronTrigger({ fire, state, log });
+    const watch = new WatchTrigger({ fire, events: runtime.events, log });
+    const arm = async (all: Job[]) => {
+      cron.set(all);
+      await watch.set(all);
+    };
+    const jobs = new JobRegistry({
+      dir: config.paths.jobs,
+      ctx: jobContext(runtime),
+      log,
+      onChange: (all) => {
+        arm(all).catch((err: unknown) => logger.error({ err }, "could not apply the changed jobs"));
+      },
+    });
+
+    const { problems } = await jobs.load();
+    problems.forEach((problem) => logger.error(problem));
+    await catchUpMissed(jobs.all(), state, fire);
+    await arm(jobs.all());
+    await jobs.watch();
+    logger.info({ jobs: jobs.all().length, dir: config.paths.jobs }, "countd started");
+
+    let stopping: Promise<void> | undefined;
+    return {
+      get config() {
+        return config;
+      },
+      state,
+      jobs,
+      runner,
+      cron,
+      async reload() {
+        try {
+          const next = await loadConfig({ file: configFile, env });
+          const nextRuntime = await openRuntime(next, env, runtime.events);
+          const previous = runtime;
+          config = next;
+          runtime = nextRuntime;
+          await previous.close();
+          logger.info("configuration reloaded");
+        } catch (err) {
+          logger.error({ err }, "configuration not reloaded; the previous one stays in force");
+        }
+        await jobs.reload(jobContext(runtime));
+      },
+      stop() {
+        stopping ??= (async () => {
+          cron.stop();
+          await Promise.all([watch.close(), jobs.close()]);
+          await runner.shutdown(config.runner.shutdownGraceMs);
+          await runtime.close();
+          await release();
+          logger.info("countd stopped");
+        })();
+        return stopping;
+      },
+    };
+  } catch (err) {
+    await release();
+    throw err;
+  }
+}
+
+/** After downtime: one run for each job whose latest missed slot lies inside its catch-up window. */
+async function catchUpMissed(jobs: readonly Job[], state: StateStore, fire: (req: FireRequest) => void): Promise<void> {
+  const now = new Date();
+  for (const job of jobs) {
+    const req = catchUp(job, state.job(job.name), now);
+    if (!req) continue;
+    await recordFire(state, job, req.scheduledAt);
+    fire(req);
+  }
+}
