@@ -79,9 +79,10 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
 
     const { problems } = await jobs.load();
     problems.forEach((problem) => logger.error(problem));
+    // Watching before arming: a job file changed meanwhile is applied, not missed.
+    await jobs.watch();
     await catchUpMissed(jobs.all(), state, fire);
     await arm(jobs.all());
-    await jobs.watch();
     logger.info({ jobs: jobs.all().length, dir: config.paths.jobs }, "countd started");
 
     let stopping: Promise<void> | undefined;

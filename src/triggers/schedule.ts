@@ -28,6 +28,7 @@
  *
  * `at`: one exact instant.
  */
+import { CRON_MODE } from "../jobs/schema.js";
 import { Cron } from "croner";
 import type { Schedule } from "../jobs/types.js";
 
@@ -37,7 +38,7 @@ import type { Schedule } from "../jobs/types.js";
  * timezone only throws once a time is computed.
  */
 export function parseCron(expression: string, timezone: string): Cron {
-  return new Cron(expression, { timezone, mode: "5-or-6-parts" });
+  return new Cron(expression, { timezone, mode: CRON_MODE });
 }
 
 /** The next `count` fire times strictly after `from`, earliest first (fewer for a one-shot). */

@@ -146,7 +146,7 @@ export class WatchTrigger {
   }
 
   private async pattern(job: string, glob: string): Promise<Pattern> {
-    const scan = picomatch.scan(resolve(glob));
+    const scan = picomatch.scan(resolve(glob), { unescape: true });
     const { real, missing } = await nearestReal(scan.base);
     if (missing) {
       this.log("warn", `watch: job ${job}: ${join(real, missing)} of "${glob}" does not exist yet; watching ${real} for it to appear`);

@@ -1,0 +1,310 @@
+import { open, readdir, stat } from "node:fs/promises";
+import path from "node:path";
+import { Cron } from "croner";
+import picomatch from "picomatch";
+import { escapePath } from "tinyglobby";
+import { isScalar, type Node } from "yaml";
+import { formatProblems, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
+import { JOB_NAME, jobFileSchema, type JobFile } from "./schema.js";
+import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
+import type { Job, Schedule } from "./types.js";
+
+export interface JobContext {
+  /** Absolute; relative watch paths are taken from it. */
+  workspace: string;
+  /** countd.yaml's timezone, for jobs that do not name one. */
+  defaultTimezone: string;
+  /** When given, a job naming any other tool is refused. */
+  knownTools?: readonly string[];
+}
+
+/** Far above any real job; keeps a pasted log or a generated bomb from stalling the parser. */
+export const MAX_JOB_FILE_BYTES = 256 * 1024;
+/** yaml's own default, stated: expanding more aliases than this is how a billion-laughs file works. */
+const MAX_ALIAS_COUNT = 100;
+
+/** What loading one file gave, kept by the registry so one changed file need not re-read the rest. */
+export interface JobFileResult {
+  /** Absolute. */
+  file: string;
+  job?: Job;
+  /** `path:line:col: message` lines. */
+  problems: string[];
+  /** `path:line:col` of the `name:` value, or of the file's start when the name comes from the file name. */
+  nameAt: string;
+}
+
+export async function loadJobFile(file: string, ctx: JobContext): Promise<{ job?: Job; problems: string[] }> {
+  const { job, problems } = await readJobFile(file, ctx);
+  return job ? { job, problems } : { problems };
+}
+
+/** Every job file in `dir`; an invalid file is skipped with its problems, the others load. */
+export async function loadJobsDir(dir: string, ctx: JobContext): Promise<{ jobs: Job[]; problems: string[] }> {
+  const listed = await listJobFiles(dir);
+  if ("problem" in listed) return { jobs: [], problems: [listed.problem] };
+  const { jobs, problems } = selectJobs(await Promise.all(listed.files.map((file) => readJobFile(file, ctx))));
+  return { jobs, problems };
+}
+
+/** What `countd validate` prints: the problems, then one summary line. */
+export async function validateJobs(dir: string, ctx: JobContext): Promise<{ lines: string[]; ok: boolean; summary: string }> {
+  const { jobs, problems } = await loadJobsDir(dir, ctx);
+  const where = `${displayPath(path.resolve(dir))}${path.sep}`;
+  const valid = `${plural(jobs.length, "job")} valid`;
+  const summary = problems.length === 0 ? `${valid} in ${where}` : `${plural(problems.length, "problem")} in ${where} (${valid})`;
+  return { lines: problems, ok: problems.length === 0, summary };
+}
+
+/**
+ * The jobs to run, in file order: a file's job when it loaded and its name is free, else its last
+ * good version (`lastGood`, by file) when there is one and its name is free. `kept` lists those.
+ */
+export function selectJobs(
+  results: readonly JobFileResult[],
+  lastGood: ReadonlyMap<string, Job> = new Map(),
+): { jobs: Job[]; problems: string[]; kept: Job[] } {
+  const owner = new Map<string, string>();
+  const jobs: Job[] = [];
+  const problems: string[] = [];
+  const kept: Job[] = [];
+  for (const result of results) {
+    problems.push(...result.problems);
+    let job = result.job;
+    const first = job && owner.get(job.name);
+    if (job && first) {
+      problems.push(`${result.nameAt}: name: "${job.name}" is already the name of the job in ${displayPath(first)}`);
+      job = undefined;
+    }
+    const previous = lastGood.get(result.file);
+    if (!job && previous && !owner.has(previous.name)) {
+      job = previous;
+      kept.push(previous);
+    }
+    if (job) {
+      owner.set(job.name, result.file);
+      jobs.push(job);
+    }
+  }
+  return { jobs, problems, kept };
+}
+
+/** The job files of `dir` (*.yaml, *.yml; not hidden ones, which are editors' lock and swap files), sorted. */
+export async function listJobFiles(dir: string): Promise<{ files: string[] } | { problem: string }> {
+  const absolute = path.resolve(dir);
+  try {
+    const entries = await readdir(absolute, { withFileTypes: true });
+    const names = entries.filter((entry) => !entry.isDirectory() && isJobFileName(entry.name)).map((entry) => entry.name);
+    return { files: names.sort().map((name) => path.join(absolute, name)) };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const reason = code === "ENOENT" ? "no such folder" : code === "ENOTDIR" ? "not a folder" : `cannot read: ${(err as Error).message}`;
+    return { problem: `${displayPath(absolute)}: ${reason}` };
+  }
+}
+
+export function isJobFileName(file: string): boolean {
+  const base = path.basename(file);
+  return !base.startsWith(".") && /\.ya?ml$/.test(base);
+}
+
+/** Relative to the working directory when inside it, so messages stay short and clickable. */
+export function displayPath(absolute: string): string {
+  const relative = path.relative(process.cwd(), absolute);
+  return relative !== "" && relative.split(path.sep)[0] !== ".." && !path.isAbsolute(relative) ? relative : absolute;
+}
+
+export async function readJobFile(file: string, ctx: JobContext): Promise<JobFileResult> {
+  const absolute = path.resolve(file);
+  const shown = displayPath(absolute);
+  const failed = (problems: string[], nameAt = shown): JobFileResult => ({ file: absolute, problems, nameAt });
+
+  let text: string;
+  try {
+    text = await readBounded(absolute);
+  } catch (err) {
+    return failed([`${shown}: ${(err as Error).message}`]);
+  }
+
+  const { source, syntaxErrors } = parseYaml(shown, text);
+  if (syntaxErrors.length > 0) {
+    // Past the parser's stack depth, several enclosing levels report the same overflow: one line says it.
+    const overflow = source.doc.errors.findIndex((error) => error.message.includes("Maximum call stack size exceeded"));
+    return failed(overflow >= 0 ? [syntaxErrors[overflow]!.replace(/[^:]*$/, " nested too deeply to read")] : syntaxErrors);
+  }
+  const nameAt = nameLocation(source);
+
+  let data: unknown;
+  try {
+    data = source.doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+  } catch (err) {
+    return failed(formatProblems(source, [{ path: [], message: `cannot be read: ${(err as Error).message}` }]), nameAt);
+  }
+
+  const problems = triggerProblems(data);
+  const parsed = jobFileSchema.safeParse(data);
+  if (parsed.success) {
+    const job = await toJob(parsed.data, absolute, source, ctx, problems);
+    return problems.length > 0 ? failed(formatProblems(source, problems), nameAt) : { file: absolute, job, problems: [], nameAt };
+  }
+
+  // The checks across fields still run on the keys that passed, so one round of fixes shows everything.
+  const shape = zodProblems(parsed.error);
+  problems.push(...shape);
+  const passed = jobFileSchema.safeParse(withoutKeys(data, shape));
+  if (passed.success) await toJob(passed.data, absolute, source, ctx, problems);
+  return failed(formatProblems(source, problems), nameAt);
+}
+
+/** Checked on the keys as written, so that a bad value does not hide that there are two triggers. */
+function triggerProblems(data: unknown): Problem[] {
+  if (typeof data !== "object" || data === null || Array.isArray(data)) return [];
+  const given = Object.keys(data).filter((key) => key === "schedule" || key === "every" || key === "at");
+  return given.slice(1).map((key) => ({
+    path: [key],
+    at: "key" as const,
+    message: `${given[0]} is already given; use one of schedule, every and at`,
+  }));
+}
+
+/** `data` without the top-level keys that have problems; a stand-in prompt, since one is required. */
+function withoutKeys(data: unknown, problems: readonly Problem[]): unknown {
+  if (typeof data !== "object" || data === null || Array.isArray(data)) return data;
+  const bad = new Set(problems.map((problem) => problem.path[0]));
+  const rest = Object.fromEntries(Object.entries(data).filter(([key]) => !bad.has(key)));
+  return bad.has("prompt") ? { ...rest, prompt: "-" } : rest;
+}
+
+/** Refuses an oversized file before reading it: the size is checked on the open handle. */
+async function readBounded(file: string): Promise<string> {
+  let handle;
+  try {
+    handle = await open(file, "r");
+    const { size } = await handle.stat();
+    if (size > MAX_JOB_FILE_BYTES) {
+      throw new Error(`${size} bytes; a job file may hold at most ${MAX_JOB_FILE_BYTES} bytes (${MAX_JOB_FILE_BYTES / 1024} KiB)`);
+    }
+    return await handle.readFile("utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") throw new Error("no such file");
+    if (code === "EISDIR") throw new Error("is a folder, not a job file");
+    throw code ? new Error(`cannot read: ${(err as Error).message}`) : err;
+  } finally {
+    await handle?.close();
+  }
+}
+
+function nameLocation(source: YamlSource): string {
+  const node = source.doc.get("name", true) as Node | undefined;
+  const { line, col } = source.lineCounter.linePos(node?.range?.[0] ?? 0);
+  return `${source.name}:${line}:${col}`;
+}
+
+/** The checks that need more than one field, the file system or the context; problems go to `problems`. */
+async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobContext, problems: Problem[]): Promise<Job> {
+  const name = data.name ?? path.basename(file).replace(/\.ya?ml$/, "");
+  if (data.name === undefined && !JOB_NAME.test(name)) {
+    problems.push({
+      path: [],
+      message: `the file name gives the job name "${name}", which is not lowercase letters, digits, ".", "_" and "-": rename the file or set name:`,
+    });
+  }
+
+  const timezone = data.timezone ?? ctx.defaultTimezone;
+  problems.push(...placeholderProblems(data.prompt, source));
+
+  if (ctx.knownTools && data.tools) {
+    const known = ctx.knownTools;
+    data.tools.forEach((tool, index) => {
+      if (!known.includes(tool)) problems.push({ path: ["tools", index], message: `unknown tool "${tool}" (known: ${known.join(", ")})` });
+    });
+  }
+
+  let watch: Job["watch"];
+  if (data.watch) {
+    const paths = data.watch.paths;
+    const missing = await Promise.all(paths.map((pattern) => missingBase(pattern, ctx.workspace)));
+    missing.forEach((problem, index) => {
+      if (problem) problems.push({ path: ["watch", "paths", index], message: problem });
+    });
+    watch = {
+      // The workspace is escaped so that a folder name like "[work]" is not read as a glob.
+      paths: paths.map((pattern) => (path.isAbsolute(pattern) ? pattern : path.join(escapePath(ctx.workspace), pattern))),
+      events: [...new Set(data.watch.events)],
+      debounceMs: data.watch.debounce,
+    };
+  }
+
+  const overrides: Job["overrides"] = {
+    ...(data.provider !== undefined ? { provider: data.provider } : {}),
+    ...(data.model !== undefined ? { model: data.model } : {}),
+    ...(data.temperature !== undefined ? { temperature: data.temperature } : {}),
+    ...(data.max_tokens !== undefined ? { maxTokens: data.max_tokens } : {}),
+    ...(data.max_iterations !== undefined ? { maxIterations: data.max_iterations } : {}),
+  };
+  const schedule = toSchedule(data, timezone);
+  return {
+    name,
+    file,
+    ...(data.description !== undefined ? { description: data.description } : {}),
+    enabled: data.enabled,
+    ...(schedule ? { schedule } : {}),
+    ...(watch ? { watch } : {}),
+    timezone,
+    prompt: data.prompt,
+    session: data.session,
+    overrides,
+    ...(data.tools !== undefined ? { tools: data.tools } : {}),
+    timeoutMs: data.timeout,
+    overlap: data.overlap,
+    catchUpMs: data.catch_up,
+    retry: { attempts: data.retry.attempts, backoffMs: data.retry.backoff },
+    deliver: data.deliver,
+    onFailure: data.on_failure,
+  };
+}
+
+function toSchedule(data: JobFile, timezone: string): Schedule | undefined {
+  if (data.schedule !== undefined) return { kind: "cron", expression: data.schedule };
+  if (data.every !== undefined) return { kind: "every", intervalMs: data.every };
+  // croner reads a date without an offset in `timezone`, as a user writing local time expects.
+  if (data.at !== undefined) return { kind: "at", date: new Cron(data.at, { timezone, paused: true }).getOnce()! };
+  return undefined;
+}
+
+/** Unknown `{{…}}` in the prompt, placed on the placeholder itself when the source shows it verbatim. */
+function placeholderProblems(prompt: string, source: YamlSource): Problem[] {
+  const node = source.doc.get("prompt", true);
+  const [start, end] = isScalar(node) && node.range ? node.range : [undefined, undefined];
+  const raw = start !== undefined ? source.text.slice(start, end) : "";
+  let from = 0;
+  return unknownPlaceholders(prompt).map(({ text }) => {
+    const found = raw.indexOf(text, from);
+    if (found >= 0) from = found + text.length;
+    return {
+      path: ["prompt"],
+      ...(found >= 0 && start !== undefined ? { offset: start + found } : {}),
+      message: `unknown placeholder ${text} (known: ${PLACEHOLDERS.map((name) => `{{${name}}}`).join(", ")})`,
+    };
+  });
+}
+
+/**
+ * A watch sees nothing when the folder its glob starts from does not exist: most likely a typo.
+ * The glob is split as the watch trigger splits it (picomatch).
+ */
+async function missingBase(pattern: string, workspace: string): Promise<string | undefined> {
+  const { base, isGlob } = picomatch.scan(pattern, { unescape: true });
+  // A plain path may name a file that is yet to come: its folder must exist.
+  const folder = path.resolve(workspace, isGlob ? base : path.dirname(base));
+  try {
+    return (await stat(folder)).isDirectory() ? undefined : `${folder} is not a folder`;
+  } catch {
+    return `the folder ${folder} does not exist`;
+  }
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}

@@ -1,0 +1,180 @@
+import path from "node:path";
+import { isDeepStrictEqual } from "node:util";
+import { watch, type FSWatcher } from "chokidar";
+import { displayPath, isJobFileName, listJobFiles, readJobFile, selectJobs, type JobContext, type JobFileResult } from "./load.js";
+import type { Job } from "./types.js";
+
+export type LogLevel = "info" | "warn" | "error";
+
+export interface JobRegistryOptions {
+  /** The jobs folder. */
+  dir: string;
+  ctx: JobContext;
+  /** Called with every job after each change that altered the list (not after load()). */
+  onChange?: (jobs: Job[]) => void;
+  log: (level: LogLevel, message: string) => void;
+}
+
+/**
+ * The jobs of a folder, kept current while the daemon runs: a file that turns invalid keeps its
+ * last good job, a removed file takes its job away. Changes are applied one batch at a time.
+ */
+export class JobRegistry {
+  private readonly dir: string;
+  private ctx: JobContext;
+  private readonly onChange: JobRegistryOptions["onChange"];
+  private readonly log: JobRegistryOptions["log"];
+  /** By file, so a change re-reads one file and the rest stay as loaded. */
+  private results = new Map<string, JobFileResult>();
+  private jobs: Job[] = [];
+  private byName = new Map<string, Job>();
+  /** Lines logged for the current state: a problem that persists is logged once, not on every change. */
+  private reported = new Set<string>();
+  /** Problems with the folder itself (missing, unreadable), from the last full scan. */
+  private dirProblems: string[] = [];
+  private watcher: FSWatcher | undefined;
+  /** Files changed or removed since the last batch was applied; the latest event per file counts. */
+  private pending = new Map<string, "changed" | "removed">();
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(opts: JobRegistryOptions) {
+    this.dir = path.resolve(opts.dir);
+    this.ctx = opts.ctx;
+    this.onChange = opts.onChange;
+    this.log = opts.log;
+  }
+
+  /** Reads every job file. The problems are returned for the caller to report, and not logged again later. */
+  async load(): Promise<{ problems: string[] }> {
+    return { problems: await this.rescan(false) };
+  }
+
+  /**
+   * Watches the folder; resolves once the watcher is ready, so a change made after that is seen.
+   * The watch sits on the parent folder, so the jobs folder may be created, or deleted and made
+   * again (a checkout), and is still followed.
+   */
+  async watch(): Promise<void> {
+    if (this.watcher) return;
+    const parent = path.dirname(this.dir);
+    const watcher = watch(parent, {
+      ignoreInitial: true,
+      depth: 1,
+      ignored: (entry) => {
+        const file = path.resolve(entry);
+        return !(file === parent || file === this.dir || (path.dirname(file) === this.dir && isJobFileName(file)));
+      },
+      // Editors write in several steps; reading the file half-written would log a bogus error.
+      awaitWriteFinish: { stabilityThreshold: 100, pollInterval: 20 },
+    });
+    this.watcher = watcher;
+    watcher
+      .on("add", (file) => this.enqueue(file, "changed"))
+      .on("change", (file) => this.enqueue(file, "changed"))
+      .on("unlink", (file) => this.enqueue(file, "removed"))
+      .on("addDir", () => void this.reload())
+      .on("unlinkDir", () => void this.reload())
+      .on("error", (err) => this.log("error", `${displayPath(this.dir)}: watching job files failed: ${(err as Error).message}`));
+    await new Promise<void>((resolve) => watcher.once("ready", resolve));
+  }
+
+  /** Re-reads every job file (SIGHUP), with a new context when the configuration changed. */
+  reload(ctx?: JobContext): Promise<void> {
+    return this.serially(async () => {
+      if (ctx) this.ctx = ctx;
+      this.pending.clear();
+      await this.rescan(true);
+    });
+  }
+
+  get(name: string): Job | undefined {
+    return this.byName.get(name);
+  }
+
+  all(): Job[] {
+    return [...this.jobs];
+  }
+
+  async close(): Promise<void> {
+    await this.watcher?.close();
+    this.watcher = undefined;
+    await this.queue;
+  }
+
+  private enqueue(file: string, event: "changed" | "removed"): void {
+    this.pending.set(path.resolve(file), event);
+    void this.serially(() => this.applyPending());
+  }
+
+  private serially(task: () => Promise<unknown>): Promise<void> {
+    const run = this.queue.then(task).then(
+      () => undefined,
+      (err: unknown) => this.log("error", `${displayPath(this.dir)}: reloading jobs failed: ${(err as Error).message}`),
+    );
+    this.queue = run;
+    return run;
+  }
+
+  /** Re-reads only the files named by events since the last batch; a file that is gone drops out. */
+  private async applyPending(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const batch = [...this.pending];
+    this.pending.clear();
+    const next = new Map(this.results);
+    for (const [file] of batch.filter(([, event]) => event === "removed")) next.delete(file);
+    const changed = batch.filter(([, event]) => event === "changed").map(([file]) => file);
+    for (const result of await Promise.all(changed.map((file) => readJobFile(file, this.ctx)))) next.set(result.file, result);
+    this.apply(next, true);
+  }
+
+  private async rescan(announce: boolean): Promise<string[]> {
+    const listed = await listJobFiles(this.dir);
+    const files = "files" in listed ? listed.files : [];
+    const results = await Promise.all(files.map((file) => readJobFile(file, this.ctx)));
+    this.dirProblems = "problem" in listed ? [listed.problem] : [];
+    return this.apply(new Map(results.map((result) => [result.file, result])), announce);
+  }
+
+  /**
+   * Makes `results` current and returns the problems of the new state. When announcing, new
+   * problems are logged and a change of the job list is logged and passed to onChange.
+   */
+  private apply(results: Map<string, JobFileResult>, announce: boolean): string[] {
+    const lastGood = new Map(this.jobs.map((job) => [job.file, job]));
+    const ordered = [...results.keys()].sort().map((file) => results.get(file)!);
+    const selected = selectJobs(ordered, lastGood);
+    const { jobs, kept } = selected;
+    const problems = [...this.dirProblems, ...selected.problems];
+
+    const lines: [LogLevel, string][] = [
+      ...problems.map((line): [LogLevel, string] => ["error", line]),
+      ...kept.map((job): [LogLevel, string] => ["warn", `${displayPath(job.file)}: job "${job.name}" keeps running its last good version until the file is fixed`]),
+    ];
+    if (announce) for (const [level, line] of lines) if (!this.reported.has(line)) this.log(level, line);
+    this.reported = new Set(lines.map(([, line]) => line));
+
+    const before = this.jobs;
+    this.results = results;
+    this.jobs = jobs;
+    this.byName = new Map(jobs.map((job) => [job.name, job]));
+    if (announce && !isDeepStrictEqual(before, jobs)) {
+      this.log("info", describeChange(before, jobs));
+      this.onChange?.(this.all());
+    }
+    return problems;
+  }
+}
+
+function describeChange(before: readonly Job[], after: readonly Job[]): string {
+  const old = new Map(before.map((job) => [job.name, job]));
+  const now = new Map(after.map((job) => [job.name, job]));
+  const added = after.filter((job) => !old.has(job.name)).map((job) => job.name);
+  const removed = before.filter((job) => !now.has(job.name)).map((job) => job.name);
+  const changed = after.filter((job) => old.has(job.name) && !isDeepStrictEqual(old.get(job.name), job)).map((job) => job.name);
+  const parts = [
+    ...(added.length > 0 ? [`added ${added.join(", ")}`] : []),
+    ...(changed.length > 0 ? [`changed ${changed.join(", ")}`] : []),
+    ...(removed.length > 0 ? [`removed ${removed.join(", ")}`] : []),
+  ];
+  return `jobs: ${parts.length > 0 ? parts.join("; ") : "reordered"} (${after.length} loaded)`;
+}

@@ -1,0 +1,184 @@
+import { Cron } from "croner";
+import { z } from "zod";
+import { describeValue, duration, expected, isTimeZone, oneOf, text } from "../config/schema.js";
+import { PRESET_NAMES } from "../providers/presets.js";
+import type { OverlapPolicy, WatchEvent } from "./types.js";
+
+/** Job names end up in session ids (`cron:<job>:<run>`) and file names, so they stay plain. */
+export const JOB_NAME = /^[a-z0-9][a-z0-9._-]*$/;
+
+export const WATCH_EVENTS = ["add", "change", "unlink"] as const satisfies readonly WatchEvent[];
+export const OVERLAP_POLICIES = ["skip", "queue", "replace", "allow"] as const satisfies readonly OverlapPolicy[];
+
+/**
+ * 5 fields, or 6 with seconds first. croner would also take a 7th (year) field; the issue promises
+ * 5 or 6, and the triggers must build their Cron with the same mode.
+ */
+export const CRON_MODE = "5-or-6-parts";
+
+/** An ISO 8601 date and time; without an offset it is read in the job's timezone. */
+const AT_FORM = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?(Z|[+-]\d{2}:\d{2})?$/;
+const AT_EXAMPLE = '"2026-12-01T09:00:00+08:00" (without an offset: in the job\'s timezone)';
+
+/** Why croner refuses `expression`, or why it would never fire; undefined when it is usable. */
+export function cronProblem(expression: string): string | undefined {
+  let cron: Cron;
+  try {
+    cron = new Cron(expression, { paused: true, mode: CRON_MODE, timezone: "UTC" });
+  } catch (err) {
+    return `invalid cron expression ${JSON.stringify(expression)}: ${(err as Error).message.replace(/^Cron\w*: /, "")}`;
+  }
+  const next = cron.nextRun();
+  cron.stop();
+  return next === null ? `cron expression ${JSON.stringify(expression)} never fires (no date matches it)` : undefined;
+}
+
+const atForm = () => expected(`a date and time like ${AT_EXAMPLE}`);
+
+/** croner rolls 2026-02-31 over into March; a date that does not exist is a typo, so it is refused. */
+function dateExists(value: string): boolean {
+  const [year, month, day, hour, minute, second] = AT_FORM.exec(value)!.slice(1, 7).map((part) => Number(part ?? 0)) as number[];
+  const calendar = new Date(Date.UTC(year!, month! - 1, day!));
+  return calendar.getUTCMonth() === month! - 1 && calendar.getUTCDate() === day && hour! < 24 && minute! < 60 && second! < 60;
+}
+
+const timezone = () =>
+  text().refine(isTimeZone, {
+    error: (issue) => `expected an IANA time zone name like "Asia/Shanghai", got ${describeValue(issue.input)}`,
+  });
+
+const listOf = <T extends z.ZodType>(item: T, what: string) =>
+  z.array(item, expected(`a list of ${what}`)).min(1, expected(`a non-empty list of ${what}`));
+
+/*
+ * Plain booleans and numbers, unlike countd.yaml's (which take the strings ${VAR} yields): job
+ * files are not interpolated, and without a preprocess step the JSON Schema keeps the defaults.
+ */
+const flag = () => z.boolean(expected("true or false"));
+
+const positiveInt = () => {
+  const message = expected("a positive integer");
+  return z.number(message).int(message).positive(message);
+};
+
+const temperature = () => {
+  const message = expected("a number from 0 to 2");
+  return z.number(message).min(0, message).max(2, message);
+};
+
+const watchSchema = z
+  .strictObject(
+    {
+      paths: listOf(text(), "paths or globs").describe(
+        'Files to watch: paths or globs like "inbox/**/*.csv", relative to the workspace unless absolute. The folder before the first glob part must exist.',
+      ),
+      events: listOf(oneOf(WATCH_EVENTS), "events")
+        .default(["add", "change"])
+        .describe("Which file events start a run: add, change, unlink."),
+      debounce: duration({ allowZero: true })
+        .prefault("2s")
+        .describe("Events within this window after the first become one run that lists every changed file."),
+    },
+    expected("a mapping with paths:, events: and debounce:"),
+  )
+  .describe("Run when files change; alone or beside a schedule.");
+
+const retrySchema = z
+  .strictObject(
+    {
+      attempts: positiveInt().default(1).describe("Runs in all, the first included: 1 means no retry."),
+      backoff: duration({ allowZero: true }).prefault("1m").describe("Wait before each retry."),
+    },
+    expected("a mapping with attempts: and backoff:"),
+  )
+  .prefault({})
+  .describe("Run again after a failed or timed-out run.");
+
+/** A job file as written (snake_case), with defaults applied and durations in milliseconds. */
+export const jobFileSchema = z
+  .strictObject(
+    {
+      name: z
+        .string(expected("a job name"))
+        .regex(JOB_NAME, {
+          error: (issue) =>
+            `expected a job name of lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got ${describeValue(issue.input)}`,
+        })
+        .optional()
+        .describe("Unique job name; defaults to the file name without .yaml. Lowercase letters, digits, '.', '_' and '-'."),
+      description: text().optional().describe("What the job is for; shown by `countd jobs` and available as {{job.description}}."),
+      enabled: flag().default(true).describe("false keeps the job loaded but never fires it."),
+      schedule: text()
+        .superRefine((expression, ctx) => {
+          const problem = cronProblem(expression);
+          if (problem) ctx.addIssue({ code: "custom", message: problem });
+        })
+        .optional()
+        .describe('Cron expression with 5 fields, or 6 with seconds first, e.g. "0 9 * * 1-5". Not with every: or at:.'),
+      every: duration({ allowZero: false })
+        .refine((ms) => ms >= 1000, { error: "expected an interval of at least 1s" })
+        .optional()
+        .describe('Run at a fixed interval, e.g. "30m". Not with schedule: or at:.'),
+      at: z
+        .string(atForm())
+        .regex(AT_FORM, { ...atForm(), abort: true })
+        .refine(dateExists, { error: (issue) => `no such date and time: ${describeValue(issue.input)}` })
+        .optional()
+        .describe("Run once at this date and time, e.g. 2026-12-01T09:00:00+08:00; without an offset, in the job's timezone. Not with schedule: or every:."),
+      timezone: timezone().optional().describe("IANA time zone for the schedule and the prompt's {{date}}; defaults to countd.yaml's."),
+      watch: watchSchema.optional(),
+      prompt: z
+        .string({
+          error: (issue) =>
+            issue.input === undefined
+              ? "required: the message the agent is given on each run"
+              : `expected a string, got ${describeValue(issue.input)}`,
+        })
+        .min(1, expected("a non-empty string"))
+        .describe(
+          "The message given to the agent on each run. Placeholders: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}}.",
+        ),
+      session: oneOf(["isolated", "shared"] as const)
+        .default("isolated")
+        .describe("isolated: a fresh conversation per run; shared: one conversation kept across runs."),
+      provider: oneOf(PRESET_NAMES).optional().describe("Provider preset for this job instead of countd.yaml's."),
+      model: text().optional().describe("Model for this job instead of countd.yaml's."),
+      temperature: temperature().optional().describe("Sampling temperature for this job (0 to 2)."),
+      max_tokens: positiveInt().optional().describe("Largest answer per LLM request for this job."),
+      max_iterations: positiveInt().optional().describe("Most agent loop iterations for this job."),
+      tools: z
+        .array(text(), expected("a list of tool names"))
+        .optional()
+        .describe("The only tools the job may use; without it, every enabled tool. [] means none."),
+      timeout: duration({ allowZero: false }).prefault("10m").describe("A run still going after this is cancelled (status timeout)."),
+      overlap: oneOf(OVERLAP_POLICIES)
+        .default("skip")
+        .describe("When a fire comes while the job runs: skip it, queue it, replace the running run, or allow both."),
+      catch_up: duration({ allowZero: true })
+        .prefault("1h")
+        .describe("After downtime, one run if a slot was missed within this window; 0 = never."),
+      retry: retrySchema,
+      deliver: z
+        .array(z.unknown(), expected("a list of delivery targets"))
+        .default([])
+        .describe("Where the answer goes (email, webhook, ...)."),
+      on_failure: z
+        .array(z.unknown(), expected("a list of delivery targets"))
+        .default([])
+        .describe("Where a failed run is reported."),
+    },
+    {
+      error: (issue) => `expected a job: a mapping with prompt:, schedule: …, got ${describeValue(issue.input)}`,
+    },
+  )
+  .meta({
+    title: "countd job",
+    description: "One job of the countd daemon (jobs/*.yaml): when it runs, the prompt it gives the agent, and where the answer goes.",
+  });
+
+export type JobFile = z.output<typeof jobFileSchema>;
+
+/** The text of schema/job.schema.json: what editors read, so it describes what users write. */
+export function jobJsonSchema(): string {
+  return `${JSON.stringify(z.toJSONSchema(jobFileSchema, { io: "input", target: "draft-07" }), null, 2)}\n`;
+}

@@ -1,0 +1,77 @@
+import type { Job } from "./types.js";
+
+export interface PromptVars {
+  now: Date;
+  /** IANA name the date and time are shown in: the job's. */
+  timezone: string;
+  job: Job;
+  runId: string;
+  /** Changed paths of a watch-triggered run, as the trigger gives them. */
+  files?: string[];
+}
+
+/** More names than this would crowd out the prompt; the count still tells the agent how many. */
+export const MAX_LISTED_FILES = 100;
+
+export const PLACEHOLDERS = ["date", "time", "datetime", "job.name", "job.description", "run.id", "files"] as const;
+type Placeholder = (typeof PLACEHOLDERS)[number];
+
+/** `{{name}}`, spaces inside the braces allowed. */
+const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
+
+/** Placeholders the renderer does not know, each with its index in the template. */
+export function unknownPlaceholders(template: string): { text: string; index: number }[] {
+  return [...template.matchAll(PLACEHOLDER)]
+    .filter((match) => !isPlaceholder(match[1]!))
+    .map((match) => ({ text: match[0], index: match.index }));
+}
+
+/** One pass over the template, so a value that itself holds `{{…}}` (a file name) stays as it is. */
+export function renderPrompt(template: string, vars: PromptVars): string {
+  const clock = wallClock(vars.now, vars.timezone);
+  const values: Record<Placeholder, () => string> = {
+    date: () => clock.date,
+    time: () => clock.time,
+    datetime: () => clock.datetime,
+    "job.name": () => vars.job.name,
+    "job.description": () => vars.job.description ?? "",
+    "run.id": () => vars.runId,
+    files: () => listFiles(vars.files ?? []),
+  };
+  return template.replace(PLACEHOLDER, (whole, name: string) => (isPlaceholder(name) ? values[name]() : whole));
+}
+
+function isPlaceholder(name: string): name is Placeholder {
+  return (PLACEHOLDERS as readonly string[]).includes(name);
+}
+
+function listFiles(files: readonly string[]): string {
+  if (files.length === 0) return "(none)";
+  const shown = files.slice(0, MAX_LISTED_FILES);
+  const rest = files.length - shown.length;
+  return [...shown, ...(rest > 0 ? [`… and ${rest} more`] : [])].join("\n");
+}
+
+/** The wall clock in `timeZone`: date, HH:MM, and ISO 8601 with the offset in force at `now`. */
+function wallClock(now: Date, timeZone: string): { date: string; time: string; datetime: string } {
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat("en-US", {
+      timeZone,
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+      hourCycle: "h23",
+      timeZoneName: "longOffset",
+    })
+      .formatToParts(now)
+      .map((part) => [part.type, part.value]),
+  ) as Record<Intl.DateTimeFormatPartTypes, string>;
+  const date = `${parts.year}-${parts.month}-${parts.day}`;
+  const time = `${parts.hour}:${parts.minute}`;
+  // "GMT+08:00", or plain "GMT" when the offset is zero.
+  const offset = parts.timeZoneName.replace(/^GMT/, "") || "+00:00";
+  return { date, time, datetime: `${date}T${time}:${parts.second}${offset}` };
+}

@@ -1,0 +1,151 @@
+import { mkdir, mkdtemp, rm, unlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { JobContext } from "../../src/jobs/load.js";
+import { JobRegistry, type LogLevel } from "../../src/jobs/registry.js";
+import type { Job } from "../../src/jobs/types.js";
+
+/** The issue's promise: an added, changed or removed job file takes effect within 2 s. */
+const TAKES_EFFECT = { timeout: 2000, interval: 20 };
+
+let root: string;
+let jobsDir: string;
+let ctx: JobContext;
+let registry: JobRegistry | undefined;
+let logged: [LogLevel, string][];
+let changes: Job[][];
+
+beforeEach(async () => {
+  root = await mkdtemp(path.join(tmpdir(), "countd-registry-"));
+  jobsDir = path.join(root, "jobs");
+  await mkdir(jobsDir);
+  ctx = { workspace: path.join(root, "workspace"), defaultTimezone: "UTC" };
+  logged = [];
+  changes = [];
+});
+
+afterEach(async () => {
+  await registry?.close();
+  registry = undefined;
+  await rm(root, { recursive: true, force: true });
+});
+
+async function start(dir = jobsDir): Promise<{ registry: JobRegistry; problems: string[] }> {
+  registry = new JobRegistry({
+    dir,
+    ctx,
+    onChange: (jobs) => changes.push(jobs),
+    log: (level, message) => logged.push([level, message]),
+  });
+  const { problems } = await registry.load();
+  await registry.watch();
+  return { registry, problems };
+}
+
+const write = (name: string, text: string) => writeFile(path.join(jobsDir, name), text);
+const prompts = (jobs: readonly Job[]) => jobs.map((job) => `${job.name}=${job.prompt}`);
+
+describe("JobRegistry", () => {
+  it("loads the folder and returns the problems without logging them", async () => {
+    await write("a.yaml", "prompt: first\n");
+    await write("b.yaml", "prompt: second\ntimeout: soon\n");
+    const { registry, problems } = await start();
+    expect(prompts(registry.all())).toEqual(["a=first"]);
+    expect(registry.get("a")?.prompt).toBe("first");
+    expect(registry.get("b")).toBeUndefined();
+    expect(problems).toEqual([
+      `${path.join(jobsDir, "b.yaml")}:2:10: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"`,
+    ]);
+    expect(logged).toEqual([]);
+    expect(changes).toEqual([]);
+  });
+
+  it("follows added, changed, broken, fixed and removed files", async () => {
+    await write("a.yaml", "prompt: first\n");
+    const { registry } = await start();
+
+    await write("b.yaml", "prompt: second\n");
+    await vi.waitFor(() => expect(prompts(registry.all())).toEqual(["a=first", "b=second"]), TAKES_EFFECT);
+    expect(prompts(changes.at(-1)!)).toEqual(["a=first", "b=second"]);
+    expect(logged).toContainEqual(["info", "jobs: added b (2 loaded)"]);
+
+    await write("b.yaml", "prompt: second, revised\n");
+    await vi.waitFor(() => expect(registry.get("b")?.prompt).toBe("second, revised"), TAKES_EFFECT);
+    expect(prompts(changes.at(-1)!)).toEqual(["a=first", "b=second, revised"]);
+
+    const changesBefore = changes.length;
+    await write("b.yaml", "prompt: second, broken\nschedule: '99 * * * *'\n");
+    const error = `${path.join(jobsDir, "b.yaml")}:2:11: schedule: invalid cron expression "99 * * * *": Invalid value for minute: 99`;
+    await vi.waitFor(() => expect(logged).toContainEqual(["error", error]), TAKES_EFFECT);
+    expect(logged).toContainEqual(["warn", `${path.join(jobsDir, "b.yaml")}: job "b" keeps running its last good version until the file is fixed`]);
+    expect(registry.get("b")?.prompt).toBe("second, revised");
+    expect(changes).toHaveLength(changesBefore);
+
+    await write("b.yaml", "prompt: second, fixed\n");
+    await vi.waitFor(() => expect(registry.get("b")?.prompt).toBe("second, fixed"), TAKES_EFFECT);
+
+    await unlink(path.join(jobsDir, "a.yaml"));
+    await vi.waitFor(() => expect(registry.get("a")).toBeUndefined(), TAKES_EFFECT);
+    expect(prompts(changes.at(-1)!)).toEqual(["b=second, fixed"]);
+    expect(logged).toContainEqual(["info", "jobs: removed a (1 loaded)"]);
+  });
+
+  it("skips a new file that is invalid from the start and logs its problem once", async () => {
+    const { registry } = await start();
+    await write("bad.yaml", "schedule: '0 9 * * *'\n");
+    const error = `${path.join(jobsDir, "bad.yaml")}:1:1: prompt: required: the message the agent is given on each run`;
+    await vi.waitFor(() => expect(logged).toContainEqual(["error", error]), TAKES_EFFECT);
+
+    // Another file's change re-applies the folder; the problem that persists is not logged again.
+    await write("good.yaml", "prompt: ok\n");
+    await vi.waitFor(() => expect(registry.get("good")).toBeDefined(), TAKES_EFFECT);
+    expect(logged.filter(([, message]) => message === error)).toHaveLength(1);
+    expect(registry.get("bad")).toBeUndefined();
+  });
+
+  it("keeps the first of two jobs that take the same name and logs the clash", async () => {
+    await write("a.yaml", "name: report\nprompt: first\n");
+    const { registry } = await start();
+    await write("b.yaml", "name: report\nprompt: second\n");
+    await vi.waitFor(
+      () =>
+        expect(logged).toContainEqual([
+          "error",
+          `${path.join(jobsDir, "b.yaml")}:1:7: name: "report" is already the name of the job in ${path.join(jobsDir, "a.yaml")}`,
+        ]),
+      TAKES_EFFECT,
+    );
+    expect(prompts(registry.all())).toEqual(["report=first"]);
+  });
+
+  it("ignores files that are not job files", async () => {
+    const { registry } = await start();
+    await write("notes.txt", "prompt: not a job\n");
+    await write(".b.yaml.swp", "editor swap");
+    await write("c.yaml", "prompt: a job\n");
+    await vi.waitFor(() => expect(prompts(registry.all())).toEqual(["c=a job"]), TAKES_EFFECT);
+    expect(logged.filter(([level]) => level !== "info")).toEqual([]);
+  });
+
+  it("follows a jobs folder that is created after start-up", async () => {
+    const later = path.join(root, "later-jobs");
+    const { registry, problems } = await start(later);
+    expect(problems).toEqual([`${later}: no such folder`]);
+    await mkdir(later);
+    await writeFile(path.join(later, "a.yaml"), "prompt: arrived\n");
+    await vi.waitFor(() => expect(registry.get("a")?.prompt).toBe("arrived"), TAKES_EFFECT);
+  });
+
+  it("re-reads every file with the new settings on reload (SIGHUP)", async () => {
+    await write("a.yaml", "prompt: first\n");
+    await write("b.yaml", "prompt: second\ntimezone: Asia/Tokyo\n");
+    const { registry } = await start();
+    expect(registry.all().map((job) => job.timezone)).toEqual(["UTC", "Asia/Tokyo"]);
+
+    await registry.reload({ ...ctx, defaultTimezone: "Europe/Berlin" });
+    expect(registry.all().map((job) => job.timezone)).toEqual(["Europe/Berlin", "Asia/Tokyo"]);
+    expect(changes.at(-1)?.map((job) => job.timezone)).toEqual(["Europe/Berlin", "Asia/Tokyo"]);
+    expect(logged).toContainEqual(["info", "jobs: changed a (2 loaded)"]);
+  });
+});
