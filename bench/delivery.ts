@@ -1,0 +1,155 @@
+/**
+ * (a) Deliveries per second: 1,000 runs, each queued in the outbox and sent by the real webhook
+ *     sender to a loopback receiver, from the first enqueue until the last acknowledgement is on disk.
+ * (b) State write time per run (StateStore.saveRun + Outbox.enqueue) as the run history grows to
+ *     100,000 runs, every run delivered so the delivered log grows with it. It must stay flat:
+ *     state.json keeps RUNS_KEPT_PER_JOB runs per job, outbox.json only what is still pending.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { DeliveryMessage } from "../src/delivery/message.js";
+import { Outbox } from "../src/delivery/outbox.js";
+import type { WebhookTarget } from "../src/delivery/targets.js";
+import { sendWebhook } from "../src/delivery/webhook.js";
+import { emptyUsage } from "../src/providers/types.js";
+import type { RunRecord } from "../src/runner/types.js";
+import { RUNS_KEPT_PER_JOB, StateStore } from "../src/store/state.js";
+
+export interface DeliveryBenchResult {
+  runs: number;
+  deliveriesPerSecond: number;
+  stateWriteMs: Array<{ runs: number; ms: number }>;
+}
+
+const THROUGHPUT_RUNS = 1_000;
+/** state.json holds at most JOBS × RUNS_KEPT_PER_JOB runs; that bound is reached before the first sample. */
+const JOBS = 5;
+const SAMPLE_AT = [1_000, 10_000, 50_000, 100_000];
+const SAMPLES = 25;
+/** Runs added between samples per step; each step's deliveries are sent before the next. */
+const STEP = 25;
+
+const RESULT = "## Daily report\n\nAll services green. Disk usage at 61 %, up 2 points since yesterday. ".repeat(3);
+
+function messageFor(runId: string): DeliveryMessage {
+  const at = new Date().toISOString();
+  return {
+    kind: "run.completed",
+    job: "bench",
+    run: { id: runId, reason: "schedule", status: "ok", startedAt: at, finishedAt: at, durationMs: 1_000, usage: emptyUsage() },
+    result: RESULT,
+  };
+}
+
+function runRecord(n: number): RunRecord {
+  const at = new Date().toISOString();
+  const job = `job-${n % JOBS}`;
+  const id = `run-${n}`;
+  return {
+    id,
+    job,
+    reason: "schedule",
+    scheduledAt: at,
+    startedAt: at,
+    finishedAt: at,
+    status: "ok",
+    iterations: 3,
+    toolCalls: 2,
+    usage: emptyUsage(),
+    resultExcerpt: RESULT.slice(0, 300),
+    sessionId: `cron:${job}:${id}`,
+  };
+}
+
+async function throughput(): Promise<number> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.writeHead(204).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const target: WebhookTarget = {
+    kind: "webhook",
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    format: "json",
+    headers: {},
+  };
+  const stateDir = await mkdtemp(join(tmpdir(), "countd-bench-delivery-"));
+  let acknowledged = 0;
+  let allSent!: () => void;
+  const done = new Promise<void>((resolve) => (allSent = resolve));
+  const outbox = await Outbox.open({
+    stateDir,
+    send: async (entry) => {
+      await sendWebhook(entry.target as WebhookTarget, entry.message, entry.id);
+      if (++acknowledged === THROUGHPUT_RUNS) allSent();
+    },
+  });
+  try {
+    outbox.start();
+    const started = performance.now();
+    for (let i = 0; i < THROUGHPUT_RUNS; i++) await outbox.enqueue(`run-${i}`, [target], messageFor(`run-${i}`), stateDir);
+    await done;
+    await outbox.stop(); // the last acknowledgements recorded
+    const seconds = (performance.now() - started) / 1_000;
+    const { pending, dead } = outbox.list();
+    if (pending.length + dead.length > 0) throw new Error(`${pending.length} deliveries pending and ${dead.length} dead after the run`);
+    return THROUGHPUT_RUNS / seconds;
+  } finally {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await rm(stateDir, { recursive: true, force: true });
+  }
+}
+
+async function stateWrites(): Promise<Array<{ runs: number; ms: number }>> {
+  const stateDir = await mkdtemp(join(tmpdir(), "countd-bench-state-"));
+  const target: WebhookTarget = { kind: "webhook", url: "https://hooks.example.com/countd", format: "json", headers: {} };
+  const state = await StateStore.open(stateDir);
+  const outbox = await Outbox.open({ stateDir, send: async () => {} });
+  let runs = 0;
+  const samples: Array<{ runs: number; ms: number }> = [];
+  try {
+    for (const sampleAt of SAMPLE_AT) {
+      // Growth in bulk, the same records and the same cap saveRun applies, one write per step rather than per run.
+      while (runs < sampleAt - SAMPLES) {
+        const step = Math.min(STEP, sampleAt - SAMPLES - runs);
+        const added = Array.from({ length: step }, (_, i) => runRecord(runs + i));
+        await state.update((data) => {
+          for (const run of added) {
+            const kept = (data.runs[run.job] ??= []);
+            kept.push(run);
+            if (kept.length > RUNS_KEPT_PER_JOB) kept.splice(0, kept.length - RUNS_KEPT_PER_JOB);
+          }
+        });
+        await Promise.all(added.map((run) => outbox.enqueue(run.id, [target], messageFor(run.id), stateDir)));
+        await outbox.runDue();
+        runs += step;
+      }
+      const times: number[] = [];
+      for (let i = 0; i < SAMPLES; i++) {
+        const run = runRecord(runs++);
+        const started = performance.now();
+        await state.saveRun(run);
+        await outbox.enqueue(run.id, [target], messageFor(run.id), stateDir);
+        times.push(performance.now() - started);
+        await outbox.runDue();
+      }
+      times.sort((a, b) => a - b);
+      samples.push({ runs, ms: times[Math.floor(times.length / 2)]! });
+    }
+    return samples;
+  } finally {
+    await outbox.stop();
+    await rm(stateDir, { recursive: true, force: true });
+  }
+}
+
+export async function benchDelivery(): Promise<DeliveryBenchResult> {
+  const deliveriesPerSecond = await throughput();
+  const stateWriteMs = await stateWrites();
+  return { runs: THROUGHPUT_RUNS, deliveriesPerSecond, stateWriteMs };
+}

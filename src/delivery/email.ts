@@ -1,0 +1,186 @@
+import { createHash } from "node:crypto";
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
+import { basename, join } from "node:path";
+import nodemailer, { type Attachment, type NodemailerError, type SendMailOptions } from "nodemailer";
+import { glob } from "tinyglobby";
+import type { SmtpConfig } from "../config/schema.js";
+import { PathGuard, ToolRefusal } from "../tools/paths.js";
+import { DeliveryError } from "./errors.js";
+import type { DeliveryMessage } from "./message.js";
+import { messageMarkdown, renderMarkdown, renderTemplate } from "./render.js";
+import type { EmailTarget } from "./targets.js";
+
+export const DEFAULT_SUBJECT = "[countd] {{job.name}} {{status}} {{date}}";
+const SMTP_TIMEOUT_MS = 30_000;
+
+export interface Mailer {
+  /**
+   * Sends (or, without SMTP settings, writes) one message; resolves once the server accepted it
+   * (or the file is in place). Throws a DeliveryError saying whether another attempt could succeed.
+   */
+  send(target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string): Promise<{ info: string }>;
+  close(): void;
+  /** No SMTP settings: messages are written as .eml files under `<stateDir>/mail/`. */
+  readonly usesFiles: boolean;
+}
+
+export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezone: string }): Mailer {
+  const { smtp } = opts;
+  const from = smtp?.from ?? `countd <countd@${hostname()}>`;
+  const compose = (target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string) =>
+    composeMail(target, message, deliveryId, workspace, { from, timezone: opts.timezone });
+
+  if (!smtp) {
+    const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "unix" });
+    const folder = join(opts.stateDir, "mail");
+    return {
+      usesFiles: true,
+      async send(target, message, deliveryId, workspace) {
+        const mail = await compose(target, message, deliveryId, workspace);
+        const info = await transport.sendMail(mail);
+        const file = join(folder, `${messageIdLocalPart(deliveryId)}.eml`);
+        await mkdir(folder, { recursive: true });
+        // Written aside and renamed, so a crash never leaves half a message under the final name.
+        await writeFile(`${file}.tmp`, info.message as Buffer);
+        await rename(`${file}.tmp`, file);
+        return { info: file };
+      },
+      close: () => transport.close(),
+    };
+  }
+
+  const transport = nodemailer.createTransport({
+    host: smtp.host,
+    port: smtp.port,
+    secure: smtp.secure,
+    auth: smtp.user !== undefined ? { user: smtp.user, pass: smtp.password ?? "" } : undefined,
+    pool: false,
+    connectionTimeout: SMTP_TIMEOUT_MS,
+    greetingTimeout: SMTP_TIMEOUT_MS,
+    socketTimeout: SMTP_TIMEOUT_MS,
+  });
+  return {
+    usesFiles: false,
+    async send(target, message, deliveryId, workspace) {
+      const mail = await compose(target, message, deliveryId, workspace);
+      try {
+        const info = await transport.sendMail(mail);
+        const rejected = info.rejected.length > 0 ? `; rejected: ${info.rejected.join(", ")}` : "";
+        return { info: `${info.response} (accepted: ${info.accepted.join(", ")}${rejected})` };
+      } catch (err) {
+        const { permanent, reason } = classifySmtpError(err);
+        const responseCode = (err as NodemailerError).responseCode;
+        throw new DeliveryError(`mail server ${smtp.host}:${smtp.port}: ${reason}`, { permanent, responseCode, cause: err });
+      }
+    },
+    close: () => transport.close(),
+  };
+}
+
+/** SMTP failures with no reply code that another attempt cannot fix: settings or the message itself. */
+const PERMANENT_CODES = new Set(["ENOAUTH", "ECONFIG", "EENVELOPE", "EREQUIRETLS", "EMAXRECIPIENTS", "EFILEACCESS", "EURLACCESS"]);
+
+/**
+ * 5xx replies are permanent (nodemailer's `permanent`, which also treats 503 as temporary), 4xx
+ * temporary; without a reply, a failure to connect or a dropped connection is temporary.
+ */
+export function classifySmtpError(err: unknown): { permanent: boolean; reason: string } {
+  const error = err as NodemailerError;
+  const reason = error instanceof Error ? error.message : String(err);
+  if (typeof error.permanent === "boolean") return { permanent: error.permanent, reason };
+  if (typeof error.responseCode === "number") return { permanent: error.responseCode >= 500 && error.responseCode !== 503, reason };
+  return { permanent: error.code !== undefined && PERMANENT_CODES.has(error.code), reason };
+}
+
+async function composeMail(
+  target: EmailTarget,
+  message: DeliveryMessage,
+  deliveryId: string,
+  workspace: string,
+  opts: { from: string; timezone: string },
+): Promise<SendMailOptions> {
+  const { attachments, unmatched } = await resolveAttachments(target.attach, workspace);
+  const notes = unmatched.map((pattern) => `_No file in the workspace matched the attachment pattern_ ${codeSpan(pattern)}`);
+  const { html, text } = renderMarkdown([messageMarkdown(message), ...notes].join("\n\n"));
+  const subject = renderTemplate(target.subject ?? DEFAULT_SUBJECT, {
+    job: message.job,
+    runId: message.run.id,
+    status: message.run.status,
+    at: new Date(message.run.startedAt),
+    timeZone: opts.timezone,
+  });
+  return {
+    from: opts.from,
+    to: target.to,
+    cc: target.cc,
+    bcc: target.bcc,
+    subject,
+    text,
+    html: htmlDocument(html),
+    messageId: `<${messageIdLocalPart(deliveryId)}@countd>`,
+    headers: { "X-Countd-Job": message.job, "X-Countd-Run": message.run.id },
+    attachments,
+  };
+}
+
+/** A dot-atom of safe file-name characters, so it serves as Message-ID local part and .eml name. */
+const PLAIN_ID = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+
+/**
+ * The delivery id itself when it is plain, which is what the outbox's ids are; any other id is
+ * made plain and given a hash of the original, so distinct ids stay distinct and the same id
+ * always yields the same Message-ID.
+ */
+export function messageIdLocalPart(deliveryId: string): string {
+  if (PLAIN_ID.test(deliveryId)) return deliveryId;
+  const plain = deliveryId.replace(/[^A-Za-z0-9_-]+/g, "-").replace(/^-+|-+$/g, "") || "delivery";
+  return `${plain}.${createHash("sha256").update(deliveryId).digest("hex").slice(0, 12)}`;
+}
+
+/** Backticks inside are fenced by a longer run, as markdown allows. */
+function codeSpan(text: string): string {
+  const longest = Math.max(0, ...[...text.matchAll(/`+/g)].map((run) => run[0].length));
+  const fence = "`".repeat(longest + 1);
+  return longest > 0 ? `${fence} ${text} ${fence}` : `${fence}${text}${fence}`;
+}
+
+/**
+ * The `attach:` globs, matched in the workspace now that the run is over. Symlinked files are
+ * not matched (as with the file tools), and every match is checked by the same PathGuard the
+ * file tools use, so a symlinked folder planted by the agent cannot mail out files from outside
+ * the workspace.
+ */
+async function resolveAttachments(patterns: readonly string[], workspace: string): Promise<{ attachments: Attachment[]; unmatched: string[] }> {
+  if (patterns.length === 0) return { attachments: [], unmatched: [] };
+  const guard = new PathGuard({ workspace, restrictToWorkspace: true, readOnlyRoots: [] });
+  const seen = new Set<string>();
+  const attachments: Attachment[] = [];
+  const unmatched: string[] = [];
+  try {
+    const root = await guard.workspace();
+    for (const pattern of patterns) {
+      const found = (await glob(pattern, { cwd: root, absolute: true, onlyFiles: true, followSymbolicLinks: false, expandDirectories: false })).sort();
+      if (found.length === 0) unmatched.push(pattern);
+      for (const match of found) {
+        const path = await guard.forRead(match);
+        if (seen.has(path)) continue;
+        seen.add(path);
+        attachments.push({ filename: basename(match), path });
+      }
+    }
+  } catch (err) {
+    if (err instanceof ToolRefusal) throw new DeliveryError(`attachment ${err.message}`, { permanent: true, cause: err });
+    throw new DeliveryError(`could not resolve attachments in ${workspace}: ${(err as Error).message}`, { permanent: false, cause: err });
+  }
+  return { attachments, unmatched };
+}
+
+function htmlDocument(body: string): string {
+  return [
+    "<!doctype html>",
+    '<html><head><meta charset="utf-8">',
+    "<style>table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:4px 8px}pre{background:#f6f8fa;padding:8px;overflow:auto}</style>",
+    `</head><body>${body}</body></html>`,
+  ].join("\n");
+}

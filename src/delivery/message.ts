@@ -1,0 +1,37 @@
+import type { Usage } from "../providers/types.js";
+import type { RunReason, RunStatus } from "../runner/types.js";
+
+export type DeliveryKind = "run.completed" | "run.failed" | "heartbeat";
+
+export interface ToolCallSummary {
+  name: string;
+  status: "ok" | "error";
+  /** One line: what was called and what came of it. */
+  summary: string;
+}
+
+/**
+ * What every sender is given: one run's outcome. The webhook `json` format sends `kind` as `type`,
+ * `job`, `run` and `result` as they are, so these fields are a public wire format.
+ */
+export interface DeliveryMessage {
+  kind: DeliveryKind;
+  job: string;
+  run: {
+    id: string;
+    reason: RunReason;
+    status: RunStatus;
+    /** ISO 8601. */
+    startedAt: string;
+    /** ISO 8601. */
+    finishedAt: string;
+    durationMs: number;
+    usage: Usage;
+  };
+  /** The answer, markdown. */
+  result: string;
+  /** Why the run failed (run.failed). */
+  error?: string;
+  /** The run's last tool calls, oldest first (run.failed), so the reader sees where it stopped. */
+  lastToolCalls?: ToolCallSummary[];
+}

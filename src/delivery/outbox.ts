@@ -1,0 +1,285 @@
+import type { LogFn } from "../log.js";
+import { OutboxStore, type OutboxEntry } from "../store/outbox-store.js";
+import { DeliveryError } from "./errors.js";
+import type { DeliveryMessage } from "./message.js";
+import { GIVE_UP_AFTER_MS, RETRY_DELAYS_MS, retryDelayMs } from "./schedule.js";
+import { targetKey, type DeliveryTarget } from "./targets.js";
+
+export type { OutboxEntry } from "../store/outbox-store.js";
+
+/** Sends one entry; resolves when the receiver acknowledged it, throws a DeliveryError otherwise. */
+export type SendFn = (entry: Readonly<OutboxEntry>) => Promise<void>;
+
+export interface OutboxOptions {
+  stateDir: string;
+  send: SendFn;
+  now?: () => Date;
+  log?: LogFn;
+  /** In [0, 1), for the retry jitter. */
+  random?: () => number;
+}
+
+/** Attempts in flight at once, across all targets; a single entry never has two. */
+const CONCURRENCY = 4;
+/**
+ * The loop's longest sleep. Attempt times are wall-clock while timers are not (a suspended
+ * machine, a clock change), so the loop looks again at least this often.
+ */
+const MAX_SLEEP_MS = 60_000;
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * Durable delivery: every message is on disk before its first attempt, retried on the schedule
+ * in schedule.ts until acknowledged or given up, and never sent again once acknowledged. One
+ * outbox per state directory (the daemon's lock file ensures it).
+ */
+export class Outbox {
+  private readonly inFlight = new Map<string, Promise<void>>();
+  private started = false;
+  private timer: NodeJS.Timeout | undefined;
+
+  private constructor(
+    private readonly store: OutboxStore,
+    private readonly send: SendFn,
+    private readonly now: () => Date,
+    private readonly log: LogFn,
+    private readonly random: () => number,
+  ) {}
+
+  static async open(opts: OutboxOptions): Promise<Outbox> {
+    const now = opts.now ?? (() => new Date());
+    const store = await OutboxStore.open(opts.stateDir, now());
+    return new Outbox(store, opts.send, now, opts.log ?? (() => {}), opts.random ?? Math.random);
+  }
+
+  /**
+   * Queues `message` for each target, on disk before returning; returns the delivery ids, one per
+   * target. A delivery already queued, dead or delivered (the same run to the same target) is
+   * not queued again. A disabled target gets a dead entry saying why.
+   */
+  async enqueue(runId: string, targets: readonly DeliveryTarget[], message: DeliveryMessage, workspace: string): Promise<string[]> {
+    const now = this.now().getTime();
+    const ids: string[] = [];
+    const refused: OutboxEntry[] = [];
+    await this.store.update((data) => {
+      for (const target of targets) {
+        const key = targetKey(target);
+        const id = `${runId}:${key}`;
+        ids.push(id);
+        if (data.entries[id] || this.store.deliveredAt(id)) continue;
+        const disabled = data.disabledTargets[key];
+        const entry: OutboxEntry = {
+          id,
+          target,
+          message,
+          workspace,
+          createdAt: iso(now),
+          giveUpAt: iso(now + GIVE_UP_AFTER_MS),
+          attempts: 0,
+          nextAttemptAt: iso(now),
+          status: disabled ? "dead" : "pending",
+          ...(disabled ? { lastError: disabled.reason } : {}),
+        };
+        data.entries[id] = entry;
+        if (disabled) refused.push(entry);
+      }
+    });
+    for (const entry of refused) {
+      this.log("warn", `delivery ${entry.id} not sent: ${entry.lastError}`, { delivery: entry.id, target: targetKey(entry.target) });
+    }
+    if (this.started) this.wake();
+    return ids;
+  }
+
+  /** Attempts due deliveries from now on: at once, then on a timer. */
+  start(): void {
+    this.started = true;
+    this.wake();
+  }
+
+  /** Stops the timer and waits for the attempts in flight to be recorded. */
+  async stop(): Promise<void> {
+    this.started = false;
+    clearTimeout(this.timer);
+    while (this.inFlight.size > 0) await Promise.all(this.inFlight.values());
+  }
+
+  /**
+   * Attempts every delivery due now, and resolves when none is in flight: for a one-off command,
+   * or to step an outbox that was not started.
+   */
+  async runDue(): Promise<void> {
+    for (;;) {
+      this.fill();
+      if (this.inFlight.size === 0) return;
+      await Promise.race(this.inFlight.values());
+    }
+  }
+
+  /** Pending and dead deliveries, oldest first. */
+  list(): { pending: Readonly<OutboxEntry>[]; dead: Readonly<OutboxEntry>[] } {
+    const entries = Object.values(this.store.data.entries).sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt));
+    return { pending: entries.filter((e) => e.status === "pending"), dead: entries.filter((e) => e.status === "dead") };
+  }
+
+  /** When a delivery was acknowledged, if within the last 7 days. */
+  deliveredAt(id: string): Date | undefined {
+    return this.store.deliveredAt(id);
+  }
+
+  /**
+   * Makes one delivery (by id), or every dead one ("dead"), due now with a fresh schedule and a
+   * fresh 24 h; its target is enabled again. Returns how many. An unknown or delivered id throws.
+   */
+  async retry(which: string): Promise<number> {
+    const chosen = which === "dead" ? this.list().dead : [this.entry(which)];
+    const now = this.now().getTime();
+    await this.store.update((data) => {
+      for (const { id } of chosen) {
+        const entry = data.entries[id]!;
+        entry.status = "pending";
+        entry.attempts = 0;
+        entry.nextAttemptAt = iso(now);
+        entry.giveUpAt = iso(now + GIVE_UP_AFTER_MS);
+        delete data.disabledTargets[targetKey(entry.target)];
+      }
+    });
+    if (this.started) this.wake();
+    return chosen.length;
+  }
+
+  /** Forgets dead deliveries; returns how many. */
+  async purge(): Promise<number> {
+    let count = 0;
+    await this.store.update((data) => {
+      for (const entry of Object.values(data.entries)) {
+        if (entry.status !== "dead") continue;
+        delete data.entries[entry.id];
+        count++;
+      }
+    });
+    return count;
+  }
+
+  /** Keys (targetKey) of targets that answered HTTP 410: nothing is sent to them until a retry. */
+  disabledTargets(): string[] {
+    return Object.keys(this.store.data.disabledTargets);
+  }
+
+  private entry(id: string): OutboxEntry {
+    const entry = this.store.data.entries[id];
+    if (entry) return entry;
+    const deliveredAt = this.store.deliveredAt(id);
+    if (deliveredAt) throw new Error(`delivery ${id} was acknowledged at ${deliveredAt.toISOString()}; a delivered message is not sent again`);
+    throw new Error(`no pending or dead delivery with id "${id}" in ${this.store.file}`);
+  }
+
+  private wake(): void {
+    this.fill();
+    this.arm();
+  }
+
+  /** Starts attempts for due entries, oldest due first, up to CONCURRENCY in flight. */
+  private fill(): void {
+    const free = CONCURRENCY - this.inFlight.size;
+    if (free <= 0) return;
+    const now = this.now().getTime();
+    const due = this.waiting()
+      .filter((entry) => Date.parse(entry.nextAttemptAt) <= now)
+      .sort((a, b) => Date.parse(a.nextAttemptAt) - Date.parse(b.nextAttemptAt))
+      .slice(0, free);
+    for (const entry of due) {
+      const attempt = this.attempt(entry)
+        .catch((err: unknown) => {
+          // The outbox file could not be written (disk full?): the next try waits, rather than spinning.
+          this.log("error", `could not record delivery ${entry.id} in ${this.store.file}: ${err instanceof Error ? err.message : String(err)}`);
+          entry.nextAttemptAt = iso(this.now().getTime() + RETRY_DELAYS_MS[0]);
+        })
+        .finally(() => {
+          this.inFlight.delete(entry.id);
+          if (this.started) this.wake();
+        });
+      this.inFlight.set(entry.id, attempt);
+    }
+  }
+
+  /** Sleeps until the next entry falls due; with every slot busy, a finishing attempt wakes the loop instead. */
+  private arm(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (!this.started || this.inFlight.size >= CONCURRENCY) return;
+    const next = this.waiting().reduce((earliest, entry) => Math.min(earliest, Date.parse(entry.nextAttemptAt)), Infinity);
+    if (next === Infinity) return;
+    this.timer = setTimeout(() => this.wake(), Math.min(Math.max(next - this.now().getTime(), 0), MAX_SLEEP_MS));
+    // The daemon's other work keeps the process alive; a one-off command may exit with deliveries pending.
+    this.timer.unref();
+  }
+
+  private waiting(): OutboxEntry[] {
+    return Object.values(this.store.data.entries).filter((entry) => entry.status === "pending" && !this.inFlight.has(entry.id));
+  }
+
+  private async attempt(entry: OutboxEntry): Promise<void> {
+    const disabled = this.store.data.disabledTargets[targetKey(entry.target)];
+    if (disabled) {
+      await this.store.update(() => this.markDead(entry, disabled.reason));
+      return;
+    }
+    // Counted on disk before sending: after a crash mid-send the entry is sent again with the same
+    // id, and the receiver can drop the duplicate.
+    await this.store.update(() => {
+      entry.attempts += 1;
+      entry.lastAttemptAt = this.now().toISOString();
+    });
+    try {
+      await this.send(entry);
+    } catch (err) {
+      await this.recordFailure(entry, err);
+      return;
+    }
+    await this.store.markDelivered(entry.id, this.now());
+    this.log("info", `delivered ${entry.id}`, { delivery: entry.id, attempts: entry.attempts });
+  }
+
+  private async recordFailure(entry: OutboxEntry, err: unknown): Promise<void> {
+    const failure = err instanceof DeliveryError ? err : undefined;
+    const reason = err instanceof Error ? err.message : String(err);
+    const now = this.now().getTime();
+    const fields = { delivery: entry.id, target: targetKey(entry.target), attempts: entry.attempts, error: reason };
+    if (failure?.disableTarget) {
+      const key = targetKey(entry.target);
+      const disabled = { at: iso(now), reason: `target disabled after HTTP ${failure.status ?? 410}` };
+      await this.store.update((data) => {
+        data.disabledTargets[key] = disabled;
+        this.markDead(entry, reason);
+        for (const other of this.waiting()) {
+          if (targetKey(other.target) === key) this.markDead(other, disabled.reason);
+        }
+      });
+      this.log("warn", `delivery target ${key} disabled: ${reason}; nothing more is sent to it until \`countd outbox retry\``, fields);
+      return;
+    }
+    if (failure?.permanent) {
+      await this.store.update(() => this.markDead(entry, reason));
+      this.log("warn", `delivery ${entry.id} failed for good: ${reason}`, fields);
+      return;
+    }
+    const next = now + retryDelayMs(entry.attempts, this.random, failure?.retryAfterMs);
+    if (next > Date.parse(entry.giveUpAt)) {
+      await this.store.update(() => this.markDead(entry, `gave up after 24 h: ${reason}`));
+      this.log("warn", `delivery ${entry.id} gave up after 24 h: ${reason}`, fields);
+      return;
+    }
+    await this.store.update(() => {
+      entry.lastError = reason;
+      entry.nextAttemptAt = iso(next);
+    });
+    this.log("info", `delivery ${entry.id} failed, retrying at ${iso(next)}: ${reason}`, fields);
+  }
+
+  private markDead(entry: OutboxEntry, reason: string): void {
+    entry.status = "dead";
+    entry.lastError = reason;
+  }
+}

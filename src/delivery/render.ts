@@ -1,0 +1,107 @@
+import { marked } from "marked";
+import { NodeHtmlMarkdown } from "node-html-markdown";
+import sanitizeHtml from "sanitize-html";
+import type { DeliveryMessage } from "./message.js";
+
+/**
+ * The answer is written by an LLM that may have read hostile pages, so its HTML is cut down to
+ * what a report needs: no scripts, styles, forms, frames, images (remote loads) or event handlers,
+ * and links only to http(s), mailto and tel. Tables, code and links stay.
+ */
+const SANITIZE: sanitizeHtml.IOptions = {
+  allowedTags: [...sanitizeHtml.defaults.allowedTags, "del"],
+  allowedAttributes: {
+    a: ["href", "title"],
+    th: ["align"],
+    td: ["align"],
+    ol: ["start"],
+  },
+  allowedSchemes: ["http", "https", "mailto", "tel"],
+  allowProtocolRelative: false,
+};
+
+/** Markdown as sanitised HTML, and the same content as plain text (markdown rebuilt from the cleaned HTML). */
+export function renderMarkdown(markdown: string): { html: string; text: string } {
+  const html = sanitizeHtml(marked.parse(markdown, { async: false, gfm: true }), SANITIZE).trim();
+  return { html, text: NodeHtmlMarkdown.translate(html).trim() };
+}
+
+/** What every channel shows as the message's headline. */
+export function messageTitle(message: DeliveryMessage): string {
+  switch (message.kind) {
+    case "run.completed":
+      return `${message.job}: completed`;
+    case "run.failed":
+      return `${message.job}: failed (${message.run.status})`;
+    case "heartbeat":
+      return `${message.job}: check-in`;
+  }
+}
+
+/** The message body as markdown: the answer, then for a failed run the error and the last tool calls. */
+export function messageMarkdown(message: DeliveryMessage): string {
+  const parts = [message.result.trim()];
+  if (message.kind === "run.failed") {
+    parts.push(`**Run ${message.run.id} ${message.run.status}.**`);
+    if (message.error) parts.push(`Error:\n\n${codeBlock(message.error)}`);
+    if (message.lastToolCalls && message.lastToolCalls.length > 0) {
+      const lines = message.lastToolCalls.map((call) => `${call.status === "ok" ? "ok   " : "error"}  ${call.name}  ${call.summary}`);
+      parts.push(`Last tool calls:\n\n${codeBlock(lines.join("\n"))}`);
+    }
+  }
+  return parts.filter((part) => part !== "").join("\n\n");
+}
+
+/** A fence longer than any backtick run inside, so no text can close it early. */
+function codeBlock(text: string): string {
+  const longest = Math.max(0, ...[...text.matchAll(/`+/g)].map((run) => run[0].length));
+  const fence = "`".repeat(Math.max(3, longest + 1));
+  return `${fence}\n${text}\n${fence}`;
+}
+
+export const TEMPLATE_PLACEHOLDERS = ["job.name", "date", "time", "status", "run.id"] as const;
+type Placeholder = (typeof TEMPLATE_PLACEHOLDERS)[number];
+
+export interface TemplateVars {
+  job: string;
+  runId: string;
+  status: string;
+  /** The moment {{date}} and {{time}} show, in `timeZone`. */
+  at: Date;
+  /** IANA name. */
+  timeZone: string;
+}
+
+/** `{{name}}`, spaces inside the braces allowed. */
+const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
+
+/** Placeholders a template holds that `renderTemplate` does not know. */
+export function unknownTemplatePlaceholders(template: string): string[] {
+  return [...template.matchAll(PLACEHOLDER)].filter((match) => !isPlaceholder(match[1]!)).map((match) => match[0]);
+}
+
+/** Fills {{job.name}}, {{date}} (YYYY-MM-DD), {{time}} (HH:MM), {{status}} and {{run.id}}; one pass, so values are never re-read as templates. */
+export function renderTemplate(template: string, vars: TemplateVars): string {
+  const clock = wallClock(vars.at, vars.timeZone);
+  const values: Record<Placeholder, string> = {
+    "job.name": vars.job,
+    date: clock.date,
+    time: clock.time,
+    status: vars.status,
+    "run.id": vars.runId,
+  };
+  return template.replace(PLACEHOLDER, (whole, name: string) => (isPlaceholder(name) ? values[name] : whole));
+}
+
+function isPlaceholder(name: string): name is Placeholder {
+  return (TEMPLATE_PLACEHOLDERS as readonly string[]).includes(name);
+}
+
+function wallClock(at: Date, timeZone: string): { date: string; time: string } {
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat("en-US", { timeZone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" })
+      .formatToParts(at)
+      .map((part) => [part.type, part.value]),
+  ) as Record<Intl.DateTimeFormatPartTypes, string>;
+  return { date: `${parts.year}-${parts.month}-${parts.day}`, time: `${parts.hour}:${parts.minute}` };
+}

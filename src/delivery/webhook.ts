@@ -1,0 +1,148 @@
+import { Webhook } from "standardwebhooks";
+import { retryAfterMs } from "../providers/errors.js";
+import { DeliveryError } from "./errors.js";
+import { chatRequests, refusalInBody } from "./formats.js";
+import type { DeliveryMessage } from "./message.js";
+import type { WebhookTarget } from "./targets.js";
+
+export const WEBHOOK_TIMEOUT_MS = 15_000;
+
+export interface SendWebhookOptions {
+  /** Per request, the answer's body included. */
+  timeoutMs?: number;
+  now?: () => Date;
+}
+
+/**
+ * Delivers `message` to a webhook target in its format. json is the Standard Webhooks form:
+ * `webhook-id` is the delivery id, so a resend after a crash carries the same id and the receiver
+ * can drop it. Throws a DeliveryError saying whether another attempt could succeed.
+ */
+export async function sendWebhook(target: WebhookTarget, message: DeliveryMessage, deliveryId: string, opts: SendWebhookOptions = {}): Promise<{ status: number }> {
+  const now = opts.now?.() ?? new Date();
+  const timeoutMs = opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
+  const requests = target.format === "json" ? [signedJson(target, message, deliveryId, now)] : chatRequests(target, target.format, message, now);
+  let status = 0;
+  for (const [index, request] of requests.entries()) {
+    const part = requests.length > 1 ? ` (message part ${index + 1} of ${requests.length}; a retry sends every part again)` : "";
+    try {
+      status = await post(target, request, timeoutMs, now);
+    } catch (err) {
+      const failure = err instanceof DeliveryError ? err : new DeliveryError(String(err), { permanent: false, cause: err });
+      throw new DeliveryError(redact(`${failure.reason}${part}`, target), {
+        permanent: failure.permanent,
+        status: failure.status,
+        retryAfterMs: failure.retryAfterMs,
+        disableTarget: failure.disableTarget,
+        cause: failure.cause,
+      });
+    }
+  }
+  return { status };
+}
+
+/** The body receivers of the json format get; `error` and `lastToolCalls` only for a failed run. */
+function jsonBody(message: DeliveryMessage): string {
+  const { kind, job, run, result, error, lastToolCalls } = message;
+  return JSON.stringify({ type: kind, job, run, result, ...(error !== undefined ? { error } : {}), ...(lastToolCalls ? { lastToolCalls } : {}) });
+}
+
+interface WebhookRequest {
+  url: string;
+  body: string;
+  headers?: Record<string, string>;
+}
+
+/** webhook-id, webhook-timestamp (unix seconds) and, with a secret, webhook-signature `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`. */
+function signedJson(target: WebhookTarget, message: DeliveryMessage, id: string, now: Date): WebhookRequest {
+  const body = jsonBody(message);
+  const headers: Record<string, string> = { "webhook-id": id, "webhook-timestamp": String(Math.floor(now.getTime() / 1000)) };
+  if (target.secret) headers["webhook-signature"] = new Webhook(target.secret).sign(id, now, body);
+  return { url: target.url, body, headers };
+}
+
+async function post(target: WebhookTarget, request: WebhookRequest, timeoutMs: number, now: Date): Promise<number> {
+  const origin = new URL(request.url).origin;
+  let response: Response;
+  let text: string;
+  try {
+    response = await fetch(request.url, {
+      method: "POST",
+      headers: { "content-type": "application/json", "user-agent": "countd", ...target.headers, ...request.headers },
+      body: request.body,
+      redirect: "manual",
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    text = await response.text();
+  } catch (err) {
+    const name = (err as Error).name;
+    if (name === "TimeoutError" || name === "AbortError") {
+      throw new DeliveryError(`no answer from ${origin} within ${formatSeconds(timeoutMs)}`, { permanent: false, cause: err });
+    }
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    throw new DeliveryError(`could not reach ${origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}`, { permanent: false, cause: err });
+  }
+  const status = response.status;
+  if (status >= 200 && status < 300) {
+    const refusal = target.format === "json" ? undefined : refusalInBody(target.format, text);
+    if (refusal) throw refusal;
+    return status;
+  }
+  throw statusError(origin, response, text, now);
+}
+
+function statusError(origin: string, response: Response, text: string, now: Date): DeliveryError {
+  const status = response.status;
+  const said = text.replace(/\s+/g, " ").trim().slice(0, 200);
+  const answered = `${origin} answered HTTP ${status}${said ? `: ${said}` : ""}`;
+  if (status >= 300 && status < 400) {
+    const location = response.headers.get("location");
+    const to = location ? ` to ${safeOrigin(location, origin)}` : "";
+    return new DeliveryError(`${origin} answered HTTP ${status}, a redirect${to}; redirects are not followed: set the webhook url to the final address`, {
+      permanent: true,
+      status,
+    });
+  }
+  if (status === 410) {
+    return new DeliveryError(`${answered} (gone): the webhook no longer exists; countd stops sending to this target`, {
+      permanent: true,
+      status,
+      disableTarget: true,
+    });
+  }
+  const temporary = status === 408 || status === 425 || status === 429 || status >= 500 || status < 200;
+  const wait = status === 429 || status === 503 ? retryAfterMs(response.headers, now.getTime()) : undefined;
+  return new DeliveryError(answered, { permanent: !temporary, status, retryAfterMs: wait });
+}
+
+/** A Location may carry a token too; only its origin is shown. */
+function safeOrigin(location: string, base: string): string {
+  try {
+    return new URL(location, base).origin;
+  } catch {
+    return "an invalid address";
+  }
+}
+
+const CREDENTIAL_HEADER = /auth|token|key|secret|sig|cookie|pass/i;
+
+/**
+ * Strips what must never reach a log or `countd outbox`: the secret, credential-like header
+ * values, and the token-like parts of the URL (Slack, DingTalk and WeCom URLs carry their key).
+ */
+function redact(text: string, target: WebhookTarget): string {
+  const url = new URL(target.url);
+  const secrets = [
+    target.secret,
+    ...Object.entries(target.headers)
+      .filter(([name]) => CREDENTIAL_HEADER.test(name))
+      .map(([, value]) => value),
+    ...url.pathname.split("/"),
+    ...[...url.searchParams.values()],
+  ].filter((value): value is string => value !== undefined && value.length >= 8);
+  return secrets.reduce((out, secret) => out.split(secret).join("[redacted]"), text);
+}
+
+function formatSeconds(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+}

@@ -1,0 +1,168 @@
+import { createHmac } from "node:crypto";
+import { afterEach, describe, expect, it } from "vitest";
+import { DeliveryError } from "../../src/delivery/errors.js";
+import { DISCORD_MAX_CHARS, splitMessage, truncateUtf8, WECOM_MAX_BYTES } from "../../src/delivery/formats.js";
+import type { DeliveryMessage } from "../../src/delivery/message.js";
+import type { WebhookFormat, WebhookTarget } from "../../src/delivery/targets.js";
+import { sendWebhook } from "../../src/delivery/webhook.js";
+import { startWebhookReceiver, type ReceiverStep, type WebhookReceiver } from "../support/webhook-receiver.js";
+
+const NOW = new Date("2026-03-01T09:02:00.123Z");
+
+const message: DeliveryMessage = {
+  kind: "run.completed",
+  job: "daily-report",
+  run: {
+    id: "20260301T090000Z-ab12",
+    reason: "schedule",
+    status: "ok",
+    startedAt: "2026-03-01T09:00:00.000Z",
+    finishedAt: "2026-03-01T09:01:30.000Z",
+    durationMs: 90_000,
+    usage: { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0 },
+  },
+  result: "Sales are **up 4%**.\nSee the attached sheet.",
+};
+
+let peer: WebhookReceiver | undefined;
+afterEach(async () => {
+  await peer?.close();
+  peer = undefined;
+});
+
+/** Sends through a real receiver and returns what it got. */
+async function deliver(format: WebhookFormat, opts: { secret?: string; result?: string; steps?: ReceiverStep[] } = {}) {
+  peer = await startWebhookReceiver({ steps: opts.steps });
+  const target: WebhookTarget = { kind: "webhook", url: `${peer.url}?access_token=t0k3n`, format, headers: {}, ...(opts.secret ? { secret: opts.secret } : {}) };
+  const sent = await sendWebhook(target, { ...message, result: opts.result ?? message.result }, "delivery-1", { now: () => NOW });
+  return { sent, requests: peer.requests.map((r) => ({ url: new URL(r.url, "http://x"), body: JSON.parse(r.body) as Record<string, any> })) };
+}
+
+describe("chat formats: the body each service expects", () => {
+  it("slack: {text}", async () => {
+    const { requests } = await deliver("slack");
+    expect(requests).toHaveLength(1);
+    expect(requests[0]!.body).toEqual({ text: "*daily-report: completed*\n\nSales are **up 4%**.\nSee the attached sheet." });
+  });
+
+  it("discord: {content} split into messages of at most 2,000 characters, mentions disabled", async () => {
+    const paragraph = `${"word ".repeat(150).trim()}\n`;
+    const result = `${paragraph.repeat(6)}\`\`\`\n${"code line\n".repeat(150)}\`\`\`\n@everyone done`;
+    const { requests } = await deliver("discord", { result });
+    expect(requests.length).toBeGreaterThan(2);
+    for (const { body } of requests) {
+      expect(body.content.length).toBeLessThanOrEqual(DISCORD_MAX_CHARS);
+      expect(body.allowed_mentions).toEqual({ parse: [] });
+      expect((body.content.match(/^```/gm) ?? []).length % 2).toBe(0);
+    }
+    const joined = requests.map((r) => r.body.content as string).join("\n");
+    expect(joined.startsWith("**daily-report: completed**\n\n")).toBe(true);
+    expect(joined.match(/word/g)).toHaveLength(900);
+    expect(joined.match(/code line/g)).toHaveLength(150);
+    expect(joined.endsWith("@everyone done")).toBe(true);
+  });
+
+  it("discord: a part that fails fails the delivery, saying a retry sends every part again", async () => {
+    const err = await deliver("discord", { result: "x ".repeat(1500), steps: [204, 500] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeliveryError);
+    expect((err as DeliveryError).permanent).toBe(false);
+    expect((err as DeliveryError).reason).toContain("(message part 2 of 2; a retry sends every part again)");
+  });
+
+  it("feishu: a post with a title and one paragraph per line, signed with timestamp and sign", async () => {
+    const secret = "feishu-signing-secret";
+    const { requests } = await deliver("feishu", { secret });
+    const { body } = requests[0]!;
+    const timestamp = String(Math.floor(NOW.getTime() / 1000));
+    expect(body.timestamp).toBe(timestamp);
+    expect(body.sign).toBe(createHmac("sha256", `${timestamp}\n${secret}`).update("").digest("base64"));
+    expect(body.msg_type).toBe("post");
+    expect(body.content.post.zh_cn).toEqual({
+      title: "daily-report: completed",
+      content: [[{ tag: "text", text: "Sales are **up 4%**." }], [{ tag: "text", text: "See the attached sheet." }]],
+    });
+  });
+
+  it("feishu: unsigned without a secret, and cut to fit Feishu's 20 KB body limit", async () => {
+    const { requests } = await deliver("feishu", { result: "数据行\n".repeat(5000) });
+    const { body } = requests[0]!;
+    expect(body).not.toHaveProperty("sign");
+    expect(Buffer.byteLength(JSON.stringify(body))).toBeLessThanOrEqual(20_000);
+    expect(body.content.post.zh_cn.content.at(-1)).toEqual([{ tag: "text", text: "…(truncated)" }]);
+  });
+
+  it("dingtalk: markdown with title and text, sent to the URL signed with timestamp (ms) and sign", async () => {
+    const secret = "SECdingtalk0123456789";
+    const { requests } = await deliver("dingtalk", { secret });
+    const { url, body } = requests[0]!;
+    const timestamp = String(NOW.getTime());
+    expect(url.searchParams.get("access_token")).toBe("t0k3n");
+    expect(url.searchParams.get("timestamp")).toBe(timestamp);
+    expect(url.searchParams.get("sign")).toBe(createHmac("sha256", secret).update(`${timestamp}\n${secret}`).digest("base64"));
+    expect(body).toEqual({
+      msgtype: "markdown",
+      markdown: { title: "daily-report: completed", text: "#### daily-report: completed\n\nSales are **up 4%**.\nSee the attached sheet." },
+    });
+  });
+
+  it("wecom: markdown content within 4,096 bytes, cut on a character boundary", async () => {
+    const { requests } = await deliver("wecom", { result: "销售额增长了百分之四。".repeat(400) });
+    const content = requests[0]!.body.markdown.content as string;
+    expect(requests[0]!.body.msgtype).toBe("markdown");
+    expect(content.startsWith("**daily-report: completed**\n\n销售额")).toBe(true);
+    expect(Buffer.byteLength(content)).toBeLessThanOrEqual(WECOM_MAX_BYTES);
+    expect(content).not.toContain("\uFFFD");
+    expect(content.endsWith("…(truncated)")).toBe(true);
+  });
+});
+
+describe("chat formats: refusals the services report with HTTP 200", () => {
+  const answer = (body: unknown): ReceiverStep => ({ status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+
+  it("a bad signature or missing keyword is permanent", async () => {
+    for (const [format, body] of [
+      ["feishu", { code: 19021, msg: "sign match fail or timestamp is not within one hour from current time" }],
+      ["dingtalk", { errcode: 310000, errmsg: "keywords not in content" }],
+      ["wecom", { errcode: 93000, errmsg: "invalid webhook url" }],
+    ] as const) {
+      const err = await deliver(format, { steps: [answer(body)] }).catch((e: unknown) => e);
+      expect(err, format).toBeInstanceOf(DeliveryError);
+      expect((err as DeliveryError).permanent, format).toBe(true);
+      expect((err as DeliveryError).reason).toContain(`${format} refused the message: code ${Object.values(body)[0]}`);
+      await peer?.close();
+      peer = undefined;
+    }
+  });
+
+  it("a rate limit is temporary", async () => {
+    for (const [format, body] of [
+      ["feishu", { code: 11232, msg: "frequency limited" }],
+      ["dingtalk", { errcode: 130101, errmsg: "send too fast" }],
+      ["wecom", { errcode: 45009, errmsg: "api freq out of limit" }],
+    ] as const) {
+      const err = await deliver(format, { steps: [answer(body)] }).catch((e: unknown) => e);
+      expect((err as DeliveryError).permanent, format).toBe(false);
+      await peer?.close();
+      peer = undefined;
+    }
+  });
+
+  it("success answers pass", async () => {
+    const { sent } = await deliver("feishu", { steps: [answer({ code: 0, msg: "success", data: {} })] });
+    expect(sent.status).toBe(200);
+  });
+});
+
+describe("splitMessage and truncateUtf8", () => {
+  it("never splits a surrogate pair and loses nothing but the whitespace at a cut", () => {
+    const text = "😀".repeat(3000);
+    const parts = splitMessage(text, 2000);
+    expect(parts.join("")).toBe(text);
+    for (const part of parts) expect(part.length).toBeLessThanOrEqual(2000);
+  });
+
+  it("leaves short text alone", () => {
+    expect(splitMessage("short", 2000)).toEqual(["short"]);
+    expect(truncateUtf8("short", 10)).toBe("short");
+  });
+});

@@ -1,0 +1,163 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { DeliveryError } from "../../src/delivery/errors.js";
+import type { DeliveryMessage } from "../../src/delivery/message.js";
+import type { WebhookTarget } from "../../src/delivery/targets.js";
+import { sendWebhook } from "../../src/delivery/webhook.js";
+import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
+
+const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const DELIVERY_ID = "daily-report.20260301T090000Z-ab12.webhook-127.0.0.1-0123456789ab";
+
+const message: DeliveryMessage = {
+  kind: "run.completed",
+  job: "daily-report",
+  run: {
+    id: "20260301T090000Z-ab12",
+    reason: "schedule",
+    status: "ok",
+    startedAt: "2026-03-01T09:00:00.000Z",
+    finishedAt: "2026-03-01T09:01:30.000Z",
+    durationMs: 90_000,
+    usage: { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0 },
+  },
+  result: "# Sales\n\nUp 4% on last week.",
+};
+
+let receivers: WebhookReceiver[] = [];
+async function receiver(opts: Parameters<typeof startWebhookReceiver>[0] = {}): Promise<WebhookReceiver> {
+  const started = await startWebhookReceiver(opts);
+  receivers.push(started);
+  return started;
+}
+afterEach(async () => {
+  await Promise.all(receivers.map((r) => r.close()));
+  receivers = [];
+});
+
+const target = (url: string, extra: Partial<WebhookTarget> = {}): WebhookTarget => ({ kind: "webhook", url, secret: SECRET, format: "json", headers: {}, ...extra });
+
+async function failure(promise: Promise<unknown>): Promise<DeliveryError> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(DeliveryError);
+  return err as DeliveryError;
+}
+
+describe("sendWebhook, json format", () => {
+  it("POSTs the run as JSON signed per Standard Webhooks, which the receiver verifies", async () => {
+    const peer = await receiver({ secret: SECRET });
+    const result = await sendWebhook(target(peer.url, { headers: { "X-Team": "ops" } }), message, DELIVERY_ID);
+    expect(result.status).toBe(200);
+    const [request] = peer.requests;
+    expect(request?.verified).toBe(true);
+    expect(request?.headers["webhook-id"]).toBe(DELIVERY_ID);
+    expect(request?.headers["content-type"]).toBe("application/json");
+    expect(request?.headers["x-team"]).toBe("ops");
+    expect(JSON.parse(request!.body)).toEqual({ type: "run.completed", job: "daily-report", run: message.run, result: message.result });
+  });
+
+  it("sends a failed run's error and last tool calls beside the result", async () => {
+    const peer = await receiver({ secret: SECRET });
+    const lastToolCalls = [{ name: "exec", status: "error" as const, summary: "make → exit 2" }];
+    await sendWebhook(target(peer.url), { ...message, kind: "run.failed", error: "exit 2", lastToolCalls }, DELIVERY_ID);
+    expect(JSON.parse(peer.requests[0]!.body)).toMatchObject({ type: "run.failed", error: "exit 2", lastToolCalls });
+  });
+
+  it("signs with a key the receiver does not hold → the receiver refuses it", async () => {
+    const peer = await receiver({ secret: "whsec_b3RoZXIta2V5LW9mLXRoZS1yZWNlaXZlcg==" });
+    const err = await failure(sendWebhook(target(peer.url), message, DELIVERY_ID));
+    expect(peer.requests[0]?.verified).toBe(false);
+    expect(err.permanent).toBe(true);
+    expect(err.status).toBe(401);
+  });
+
+  it("carries the same webhook-id when the same delivery is sent again, so the receiver can drop the copy", async () => {
+    const peer = await receiver({ secret: SECRET, steps: [500] });
+    await failure(sendWebhook(target(peer.url), message, DELIVERY_ID));
+    await sendWebhook(target(peer.url), message, DELIVERY_ID);
+    expect(peer.requests.map((r) => r.headers["webhook-id"])).toEqual([DELIVERY_ID, DELIVERY_ID]);
+    expect(peer.requests.every((r) => r.verified)).toBe(true);
+    expect(peer.acknowledgedIds()).toEqual([DELIVERY_ID]);
+  });
+});
+
+describe("sendWebhook failures", () => {
+  it("400 is permanent", async () => {
+    const peer = await receiver({ steps: [{ status: 400, body: "unknown event type" }] });
+    const err = await failure(sendWebhook(target(peer.url), message, DELIVERY_ID));
+    expect(err).toMatchObject({ permanent: true, status: 400, disableTarget: false });
+    expect(err.reason).toBe(`${new URL(peer.url).origin} answered HTTP 400: unknown event type`);
+  });
+
+  it("410 is permanent and disables the target", async () => {
+    const peer = await receiver({ steps: [410] });
+    const err = await failure(sendWebhook(target(peer.url), message, DELIVERY_ID));
+    expect(err).toMatchObject({ permanent: true, status: 410, disableTarget: true });
+  });
+
+  it("429 with Retry-After in seconds is temporary and says how long to wait", async () => {
+    const peer = await receiver({ steps: [{ status: 429, headers: { "Retry-After": "120" } }] });
+    const err = await failure(sendWebhook(target(peer.url), message, DELIVERY_ID));
+    expect(err).toMatchObject({ permanent: false, status: 429, retryAfterMs: 120_000 });
+  });
+
+  it("503 with Retry-After as a date waits until that date", async () => {
+    const now = new Date("2026-03-01T09:00:00Z");
+    const peer = await receiver({ steps: [{ status: 503, headers: { "Retry-After": "Sun, 01 Mar 2026 09:05:00 GMT" } }] });
+    // Without a secret: the receiver's clock would refuse the signature of a timestamp from the past.
+    const err = await failure(sendWebhook(target(peer.url, { secret: undefined }), message, DELIVERY_ID, { now: () => now }));
+    expect(err).toMatchObject({ permanent: false, status: 503, retryAfterMs: 300_000 });
+    expect(peer.requests[0]?.headers["webhook-timestamp"]).toBe(String(now.getTime() / 1000));
+  });
+
+  it("500, 408 and 425 are temporary", async () => {
+    const peer = await receiver({ steps: [500, 408, 425] });
+    for (const status of [500, 408, 425]) {
+      const err = await failure(sendWebhook(target(peer.url), message, DELIVERY_ID));
+      expect(err).toMatchObject({ permanent: false, status });
+    }
+  });
+
+  it("a receiver that never answers times out, temporarily", async () => {
+    const peer = await receiver({ steps: ["hang"] });
+    const err = await failure(sendWebhook(target(peer.url), message, DELIVERY_ID, { timeoutMs: 200 }));
+    expect(err.permanent).toBe(false);
+    expect(err.reason).toBe(`no answer from ${new URL(peer.url).origin} within 200 ms`);
+    expect(peer.requests).toHaveLength(1);
+  });
+
+  it("a refused connection is temporary", async () => {
+    const peer = await receiver();
+    const url = peer.url;
+    await peer.close();
+    receivers = [];
+    const err = await failure(sendWebhook(target(url), message, DELIVERY_ID));
+    expect(err.permanent).toBe(false);
+    expect(err.reason).toBe(`could not reach ${new URL(url).origin}: ECONNREFUSED`);
+  });
+
+  it("does not follow a redirect: a 3xx fails for good", async () => {
+    const elsewhere = await receiver();
+    const peer = await receiver({ steps: [{ status: 307, headers: { Location: `${elsewhere.url}?token=abcdefghijkl` } }] });
+    const err = await failure(sendWebhook(target(peer.url), message, DELIVERY_ID));
+    expect(err).toMatchObject({ permanent: true, status: 307 });
+    expect(err.reason).toContain(`a redirect to ${new URL(elsewhere.url).origin};`);
+    expect(err.reason).not.toContain("abcdefghijkl");
+    expect(elsewhere.requests).toHaveLength(0);
+  });
+
+  it("never puts the secret, a credential header or the URL's token in the reason, even when the receiver echoes them", async () => {
+    const token = "tok-0123456789abcdef";
+    const peer = await receiver();
+    peer.script({ status: 403, body: `bad auth "Bearer ${token}" for ${SECRET} at /hook?key=${token}` });
+    const err = await failure(
+      sendWebhook(target(`${peer.url}?key=${token}`, { headers: { Authorization: `Bearer ${token}` } }), message, DELIVERY_ID),
+    );
+    expect(err.permanent).toBe(true);
+    expect(err.reason).not.toContain(token);
+    expect(err.reason).not.toContain(SECRET);
+    expect(err.reason).toContain("[redacted]");
+  });
+});

@@ -1,0 +1,106 @@
+import { appendFile, copyFile, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeEach, describe, expect, it } from "vitest";
+import { emptyUsage } from "../../src/providers/types.js";
+import { DELIVERED_KEPT_MS, OutboxStore, type OutboxEntry } from "../../src/store/outbox-store.js";
+
+const T0 = new Date("2026-03-02T08:00:00.000Z");
+const later = (ms: number) => new Date(T0.getTime() + ms);
+
+function entry(id: string): OutboxEntry {
+  return {
+    id,
+    target: { kind: "webhook", url: "https://hooks.example.com/countd", format: "json", headers: {} },
+    message: {
+      kind: "run.completed",
+      job: "daily-report",
+      run: { id: "run-1", reason: "schedule", status: "ok", startedAt: T0.toISOString(), finishedAt: T0.toISOString(), durationMs: 0, usage: emptyUsage() },
+      result: "All green.",
+    },
+    workspace: "/srv/workspace",
+    createdAt: T0.toISOString(),
+    giveUpAt: later(86_400_000).toISOString(),
+    attempts: 0,
+    nextAttemptAt: T0.toISOString(),
+    status: "pending",
+  };
+}
+
+let dir: string;
+const deliveredLog = () => join(dir, "outbox-delivered.jsonl");
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "countd-outbox-store-"));
+});
+
+describe("OutboxStore", () => {
+  it("keeps pending entries and disabled targets across a reopen", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    await store.update((data) => {
+      data.entries["run-1:a"] = entry("run-1:a");
+      data.disabledTargets["webhook-x"] = { at: T0.toISOString(), reason: "target disabled after HTTP 410" };
+    });
+    const reopened = await OutboxStore.open(dir, T0);
+    expect(reopened.data).toEqual({
+      entries: { "run-1:a": entry("run-1:a") },
+      disabledTargets: { "webhook-x": { at: T0.toISOString(), reason: "target disabled after HTTP 410" } },
+    });
+  });
+
+  it("names the file when outbox.json is not valid JSON", async () => {
+    await writeFile(join(dir, "outbox.json"), "{ entries: ");
+    await expect(OutboxStore.open(dir, T0)).rejects.toThrow(`the outbox file ${join(dir, "outbox.json")} is not valid JSON`);
+  });
+
+  it("moves an acknowledged entry out of outbox.json and remembers its id across a reopen", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    await store.update((data) => {
+      data.entries["run-1:a"] = entry("run-1:a");
+      data.entries["run-2:a"] = entry("run-2:a");
+    });
+    await store.markDelivered("run-1:a", later(1_000));
+
+    const reopened = await OutboxStore.open(dir, later(2_000));
+    expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
+    expect(reopened.deliveredAt("run-1:a")).toEqual(later(1_000));
+    expect(JSON.parse(await readFile(join(dir, "outbox.json"), "utf8")).entries).not.toHaveProperty("run-1:a");
+  });
+
+  it("drops an entry left in outbox.json by a crash right after its acknowledgement was logged", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    await store.update((data) => void (data.entries["run-1:a"] = entry("run-1:a")));
+    await copyFile(join(dir, "outbox.json"), join(dir, "before.json"));
+    await store.markDelivered("run-1:a", T0);
+    // The crash: the delivered log has the id, outbox.json was never rewritten.
+    await copyFile(join(dir, "before.json"), join(dir, "outbox.json"));
+
+    const reopened = await OutboxStore.open(dir, T0);
+    expect(reopened.data.entries).toEqual({});
+    expect(JSON.parse(await readFile(join(dir, "outbox.json"), "utf8")).entries).toEqual({});
+  });
+
+  it("survives a delivered-log line cut short by a crash, and the next acknowledgement is not swallowed by it", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    await store.markDelivered("run-1:a", T0);
+    await appendFile(deliveredLog(), '{"id":"run-2:a","at":"2026-03-');
+
+    const reopened = await OutboxStore.open(dir, T0);
+    await reopened.markDelivered("run-3:a", T0);
+    const third = await OutboxStore.open(dir, T0);
+    expect(["run-1:a", "run-2:a", "run-3:a"].map((id) => third.deliveredAt(id) !== undefined)).toEqual([true, false, true]);
+  });
+
+  it("keeps the delivered log to the last 7 days: older ids are forgotten and the file shrinks", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    for (let i = 0; i < 100; i++) await store.markDelivered(`run-${i}:a`, T0);
+    expect((await readFile(deliveredLog(), "utf8")).trim().split("\n")).toHaveLength(100);
+
+    await store.markDelivered("run-late:a", later(DELIVERED_KEPT_MS + 1));
+    expect(store.deliveredAt("run-0:a")).toBeUndefined();
+    expect(store.deliveredAt("run-late:a")).toEqual(later(DELIVERED_KEPT_MS + 1));
+    expect((await readFile(deliveredLog(), "utf8")).trim().split("\n")).toEqual([
+      JSON.stringify({ id: "run-late:a", at: later(DELIVERED_KEPT_MS + 1).toISOString() }),
+    ]);
+  });
+});
