@@ -56,6 +56,7 @@ export async function benchFireLateness(): Promise<FireLatenessResult> {
       retry: { attempts: 0, backoffMs: 0 },
       deliver: [],
       onFailure: [],
+      deliverWhen: "always",
     }));
     trigger.set(jobs);
     const timeout = setTimeout(() => allFired(), slot.getTime() - Date.now() + 10_000);

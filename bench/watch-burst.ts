@@ -78,5 +78,6 @@ function burstJob(glob: string): Job {
     retry: { attempts: 0, backoffMs: 0 },
     deliver: [],
     onFailure: [],
+    deliverWhen: "always",
   };
 }

@@ -1,5 +1,8 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
+import { isMap, isScalar, type Node, type Pair } from "yaml";
+import { referenceProblems } from "../delivery/secrets.js";
+import { deliveryTargetsSchema, type DeliveryTarget } from "../delivery/targets.js";
 import { PRESET_NAMES, PRESETS, type PresetName } from "../providers/presets.js";
 import { ConfigError } from "./errors.js";
 import { interpolateEnv } from "./interpolate.js";
@@ -35,24 +38,76 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
     // Validating a document that did not parse would only add noise to the real error.
     if (parsed.syntaxErrors.length > 0) throw new ConfigError(parsed.syntaxErrors);
     source = parsed.source;
-    problems.push(...interpolateEnv(source, env));
+    problems.push(...interpolateOutsideTargets(source, env));
     data = source.doc.toJS();
   }
 
   const result = configSchema.safeParse(data);
+  const heartbeat = heartbeatTargets(data, env, source);
   if (!result.success) {
     // A value whose variable was unset is already reported; its failed validation would repeat it.
     const reported = new Set(problems.map((problem) => formatPath(problem.path)));
-    problems.push(...zodProblems(result.error).filter((problem) => !reported.has(formatPath(problem.path))));
+    problems.push(...zodProblems(result.error).filter((problem) => !reported.has(formatPath(problem.path))), ...heartbeat.problems);
     throw new ConfigError(formatProblems(source, problems));
   }
+  problems.push(...heartbeat.problems);
+  if (result.data.heartbeat.enabled && heartbeat.targets?.length === 0) problems.push(noTargetsProblem(source));
 
-  const resolved = resolve(result.data, env, source ? path.dirname(file) : cwd);
+  const resolved = resolve(result.data, heartbeat.targets ?? [], env, source ? path.dirname(file) : cwd);
   problems.push(...resolved.problems);
   const lines = [...formatProblems(source, problems), ...resolved.envProblems];
   if (lines.length > 0) throw new ConfigError(lines);
   return { ...(source ? { file } : {}), ...resolved.config };
 }
+
+const HEARTBEAT_TARGETS = ["heartbeat", "deliver"] as const;
+
+/**
+ * Interpolates every value but heartbeat.deliver's: delivery targets keep their `${VAR}`
+ * references until send time (delivery/secrets.ts), so no secret is written to the outbox.
+ */
+function interpolateOutsideTargets(source: YamlSource, env: NodeJS.ProcessEnv): Problem[] {
+  const pair = pairOf(source.doc.get("heartbeat", true), "deliver");
+  const targets = pair?.value;
+  if (pair) pair.value = null;
+  try {
+    return interpolateEnv(source, env);
+  } finally {
+    if (pair) pair.value = targets;
+  }
+}
+
+/**
+ * heartbeat.deliver's items, checked here since config/schema.ts cannot use the delivery schema
+ * (which imports it). `targets` is undefined when they have problems; a value that is not a list
+ * is left to configSchema to report.
+ */
+function heartbeatTargets(data: unknown, env: NodeJS.ProcessEnv, source: YamlSource | undefined): { targets?: DeliveryTarget[]; problems: Problem[] } {
+  const heartbeat = isRecord(data) && isRecord(data.heartbeat) ? data.heartbeat : {};
+  const written = heartbeat.deliver ?? [];
+  if (!Array.isArray(written)) return { problems: [] };
+  const parsed = deliveryTargetsSchema.safeParse(written);
+  if (!parsed.success) return { problems: zodProblems(parsed.error).map((problem) => ({ ...problem, path: [...HEARTBEAT_TARGETS, ...problem.path] })) };
+  return { targets: parsed.data, problems: source ? referenceProblems(parsed.data, env, source, HEARTBEAT_TARGETS) : [] };
+}
+
+/** An enabled heartbeat with nowhere to send check-ins: at `deliver:` when written, else at `heartbeat:`. */
+function noTargetsProblem(source: YamlSource | undefined): Problem {
+  const heartbeatKey = pairOf(source?.doc.contents, "heartbeat")?.key as Node | undefined;
+  const written = source?.doc.hasIn(HEARTBEAT_TARGETS) ?? false;
+  return {
+    path: HEARTBEAT_TARGETS,
+    at: "key",
+    message: "name at least one target: the heartbeat is enabled and its check-ins would go nowhere",
+    ...(!written && heartbeatKey?.range ? { offset: heartbeatKey.range[0] } : {}),
+  };
+}
+
+function pairOf(node: unknown, key: string): Pair | undefined {
+  return isMap(node) ? node.items.find((item) => isScalar(item.key) && item.key.value === key) : undefined;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
 async function readConfigText(file: string, name: string, explicit: boolean): Promise<string | undefined> {
   try {
@@ -72,7 +127,7 @@ interface Resolved {
   envProblems: string[];
 }
 
-function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolved {
+function resolve(data: ConfigFile, heartbeatDeliver: DeliveryTarget[], env: NodeJS.ProcessEnv, dir: string): Resolved {
   const problems: Problem[] = [];
   const envProblems: string[] = [];
   const provider = resolveProvider(data.provider, env, problems, envProblems);
@@ -128,7 +183,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
         idleThresholdMs: data.heartbeat.idle_threshold,
         maxPerDay: data.heartbeat.max_per_day,
         checklist: path.resolve(paths.workspace, data.heartbeat.checklist),
-        deliver: data.heartbeat.deliver,
+        deliver: heartbeatDeliver,
       },
       tools: {
         restrictToWorkspace: data.tools.restrict_to_workspace,

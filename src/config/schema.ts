@@ -1,6 +1,7 @@
 import ms from "ms";
 import { z } from "zod";
 import { DEFAULT_PERSONA, PERSONALITY_PRESETS, type Locale, type PersonaConfig } from "../agent/personalities.js";
+import type { DeliveryTarget } from "../delivery/targets.js";
 import { PRESET_NAMES, type PresetName } from "../providers/presets.js";
 
 /** How a value the user wrote is quoted back in a message. */
@@ -163,6 +164,7 @@ export const configSchema = section({
     idle_threshold: duration({ allowZero: true }).prefault("4h"),
     max_per_day: positiveInt().default(2),
     checklist: text().default("HEARTBEAT.md"),
+    // Its items are checked in load.ts: the delivery schema imports this module, so cannot be used here.
     deliver: z.array(z.unknown(), expected("a list of delivery targets")).default([]),
   }),
   secrets: list(envName(), "environment variable names"),
@@ -251,8 +253,8 @@ export interface HeartbeatConfig {
   maxPerDay: number;
   /** Absolute path of the checklist (HEARTBEAT.md in the workspace by default). */
   checklist: string;
-  /** Delivery targets, as written; the delivery stage validates and interprets them. */
-  deliver: unknown[];
+  /** Where check-ins go; never empty when enabled. `${VAR}` references stay unresolved (see delivery/secrets.ts). */
+  deliver: DeliveryTarget[];
 }
 
 export interface ToolsConfig {

@@ -54,18 +54,23 @@ export class Outbox {
   }
 
   /**
-   * Queues `message` for each target, on disk before returning; returns the delivery ids, one per
-   * target. A delivery already queued, dead or delivered (the same run to the same target) is
-   * not queued again. A disabled target gets a dead entry saying why.
+   * Queues `message` for each target, on disk before returning; returns the delivery ids
+   * `<runKey>.<targetKey>`, one per target. A delivery already queued, dead or delivered (the same
+   * run to the same target) is not queued again. A disabled target gets a dead entry saying why.
+   *
+   * @param runKey names the run across all jobs: pass `${job}.${runId}` (run ids are unique only
+   *   within a job). With job names of `[a-z0-9._-]` and run ids like `20261130T090000Z-3f2a`, the
+   *   delivery id is a dot-atom, so it is the webhook-id and Message-ID's left part as it is
+   *   (`<id@countd>`); no ":" (which a Message-ID's left part cannot hold).
    */
-  async enqueue(runId: string, targets: readonly DeliveryTarget[], message: DeliveryMessage, workspace: string): Promise<string[]> {
+  async enqueue(runKey: string, targets: readonly DeliveryTarget[], message: DeliveryMessage, workspace: string): Promise<string[]> {
     const now = this.now().getTime();
     const ids: string[] = [];
     const refused: OutboxEntry[] = [];
     await this.store.update((data) => {
       for (const target of targets) {
         const key = targetKey(target);
-        const id = `${runId}:${key}`;
+        const id = `${runKey}.${key}`;
         ids.push(id);
         if (data.entries[id] || this.store.deliveredAt(id)) continue;
         const disabled = data.disabledTargets[key];

@@ -7,6 +7,11 @@ import { TEMPLATE_PLACEHOLDERS, unknownTemplatePlaceholders } from "./render.js"
 export const WEBHOOK_FORMATS = ["json", "slack", "discord", "feishu", "dingtalk", "wecom"] as const;
 export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
 
+/**
+ * Targets are kept as written: addresses, the webhook URL, secret and header values may hold
+ * `${VAR}` / `${VAR:-default}` references, which resolveTarget (secrets.ts) fills in just before
+ * sending, so no secret is ever written to the outbox.
+ */
 export interface EmailTarget {
   kind: "email";
   to: string[];
@@ -33,7 +38,17 @@ export type DeliveryTarget = EmailTarget | WebhookTarget;
 const address = () =>
   z.email({ pattern: z.regexes.html5Email, error: (issue) => `expected an email address like "ops@example.com", got ${describeValue(issue.input)}` });
 
-const addresses = () => z.array(address(), expected("a list of email addresses"));
+/**
+ * A value holding `${VAR}` references is kept as written, so secrets never reach the state
+ * directory: it is checked against the environment by secrets.ts (at load time and at send time),
+ * not here. Any other value must have the literal's form.
+ */
+const referenceOr = (literal: z.ZodType<string>, what: string) =>
+  z.union([z.string().regex(/\$\{/, { abort: true }), literal], expected(what));
+
+const hasReference = (value: string) => value.includes("${");
+
+const addresses = () => z.array(referenceOr(address(), 'an email address like "ops@example.com"'), expected("a list of email addresses"));
 
 const attachPattern = () =>
   text().refine((pattern) => !/^([/\\~]|[A-Za-z]:)/.test(pattern) && !pattern.split(/[/\\]/).includes(".."), {
@@ -82,35 +97,47 @@ const headerValue = () =>
     .union([z.string(), z.number().transform(String)], expected("a header value (a string)"))
     .refine((value) => !/[\r\n\0]/.test(value), "a header value cannot hold a line break or NUL");
 
-/** Empty counts as not given: `${VAR:-}` is how a file says "sign only if the secret is set". */
+/** Empty counts as not given, as does a `${VAR:-}` that comes out empty at send time: "sign only if the secret is set". */
 const optionalSecret = () =>
   z.preprocess((v) => (v === "" ? undefined : v), z.string("expected the secret as a string").optional());
+
+/** Formats that sign their requests, and so take a secret. */
+const SIGNED_FORMATS: readonly WebhookFormat[] = ["json", "feishu", "dingtalk"];
 
 const webhookSchema = z
   .strictObject(
     {
-      url: httpURL.describe("Where to POST; redirects are not followed."),
+      url: referenceOr(httpURL, 'an http(s) URL like "https://hooks.example.com/countd"').describe(
+        "Where to POST; redirects are not followed. May hold ${VAR} references (filled in at send time), e.g. for a URL carrying a token.",
+      ),
       secret: optionalSecret().describe(
         'json: a Standard Webhooks secret "whsec_…"; feishu: the bot\'s signing secret; dingtalk: the robot\'s "SEC…" secret. Usually ${VAR}.',
       ),
       format: oneOf(WEBHOOK_FORMATS).default("json").describe("Message shape: json (signed, Standard Webhooks), slack, discord, feishu, dingtalk, wecom."),
       headers: z
-        .record(z.string(), headerValue(), expected("a mapping of header names to values"))
+        .record(z.string(), referenceOr(headerValue(), "a header value (a string)"), expected("a mapping of header names to values"))
         .superRefine((headers, ctx) => {
           for (const name of Object.keys(headers)) {
             const problem = headerNameProblem(name);
             if (problem) ctx.addIssue({ code: "custom", path: [name], message: problem });
           }
         })
-        .default({})
-        .describe("Extra request headers."),
+        .prefault({})
+        .describe("Extra request headers; values may hold ${VAR} references, filled in at send time."),
     },
     expected("a mapping with url: and optionally secret:, format:, headers:"),
   )
-  .superRefine((webhook, ctx) => {
-    const problem = secretProblem(webhook.format, webhook.secret);
+  .superRefine(({ format, secret }, ctx) => {
+    if (secret === undefined) return;
+    const problem = !SIGNED_FORMATS.includes(format)
+      ? unsignedProblem(format)
+      : hasReference(secret)
+        ? undefined
+        : secretProblem(format, secret)?.concat(" (the value is not shown here)");
     if (problem) ctx.addIssue({ code: "custom", path: ["secret"], message: problem });
   });
+
+const unsignedProblem = (format: WebhookFormat) => `${format} webhooks are not signed (the URL is the secret): remove secret`;
 
 /**
  * Secret forms per format; the messages never show the value. json: Standard Webhooks `whsec_` +
@@ -118,19 +145,36 @@ const webhookSchema = z
  * dingtalk: the `SEC…` string of the robot's 加签 setting. slack, discord and wecom do not sign:
  * their URL is the secret.
  */
-function secretProblem(format: WebhookFormat, secret: string | undefined): string | undefined {
-  if (secret === undefined) return undefined;
+function secretProblem(format: WebhookFormat, secret: string): string | undefined {
   switch (format) {
     case "json":
-      return /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)
-        ? undefined
-        : 'expected a Standard Webhooks secret: "whsec_" followed by the base64 key (the value is not shown here)';
+      return /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret) ? undefined : 'expected a Standard Webhooks secret: "whsec_" followed by the base64 key';
     case "feishu":
       return secret.trim() === "" ? "expected the Feishu bot's signing secret" : undefined;
     case "dingtalk":
-      return /^SEC\S+$/.test(secret) ? undefined : 'expected the DingTalk robot\'s signing secret, which starts with "SEC" (the value is not shown here)';
+      return /^SEC\S+$/.test(secret) ? undefined : 'expected the DingTalk robot\'s signing secret, which starts with "SEC"';
     default:
-      return `${format} webhooks are not signed (the URL is the secret): remove secret`;
+      return unsignedProblem(format);
+  }
+}
+
+/** Where a target may hold `${VAR}` references; see filledInProblem. */
+export type ReferenceField = "address" | "url" | "secret" | "header";
+
+/**
+ * What is wrong with a value once its `${VAR}` references are filled in, or undefined. The
+ * message never shows the value: it came from the environment, where secrets are.
+ */
+export function filledInProblem(field: ReferenceField, value: string, format: WebhookFormat): string | undefined {
+  switch (field) {
+    case "address":
+      return address().safeParse(value).success ? undefined : 'expected an email address like "ops@example.com"';
+    case "url":
+      return httpURL.safeParse(value).success ? undefined : 'expected an http(s) URL like "https://hooks.example.com/countd"';
+    case "header":
+      return /[\r\n\0]/.test(value) ? "a header value cannot hold a line break or NUL" : undefined;
+    case "secret":
+      return value === "" ? undefined : secretProblem(format, value);
   }
 }
 
@@ -155,9 +199,14 @@ export const deliveryTargetSchema = z
   .transform((item): DeliveryTarget => (item.email ? { kind: "email", ...item.email } : { kind: "webhook", ...item.webhook! }));
 
 /** A job's `deliver:` or `on_failure:`, or countd.yaml's `heartbeat.deliver:`. */
-export const deliveryTargetsSchema = z.array(deliveryTargetSchema, expected("a list of delivery targets")).default([]);
+// prefault rather than default: the JSON Schema keeps a default only where the input is not transformed.
+export const deliveryTargetsSchema = z.array(deliveryTargetSchema, expected("a list of delivery targets")).prefault([]);
 
-/** Validated targets, or an Error with one line per problem: `deliver[0].email.to[1]: expected …`. */
+/**
+ * Validated targets, or an Error with one line per problem: `deliver[0].email.to[1]: expected …`.
+ * `${VAR}` references are only checked for their presence here; referenceProblems (secrets.ts)
+ * checks them against an environment.
+ */
 export function parseDeliveryTargets(input: unknown, field: string): DeliveryTarget[] {
   const parsed = deliveryTargetsSchema.safeParse(input);
   if (parsed.success) return parsed.data;
@@ -173,13 +222,14 @@ export function parseDeliveryTargets(input: unknown, field: string): DeliveryTar
  * A short id that stays the same for the same target across restarts and edits elsewhere in the
  * job file; part of delivery ids, which end up in Message-ID and file names, so only
  * `[a-z0-9.-]`. The secret and header values are left out, so rotating a secret keeps the id.
+ * Taken from the target as written: a `${VAR}` URL keeps its key whatever the variable holds.
  */
 export function targetKey(target: DeliveryTarget): string {
   if (target.kind === "email") {
     const { to, cc, bcc, subject, attach } = target;
     return `email-${digest({ to: sorted(to), cc: sorted(cc), bcc: sorted(bcc), subject, attach })}`;
   }
-  const host = new URL(target.url).hostname.toLowerCase().replace(/[^a-z0-9.-]+/g, "-").replace(/^[.-]+|[.-]+$/g, "") || "host";
+  const host = keyHost(target.url).toLowerCase().replace(/[^a-z0-9.-]+/g, "-").replace(/^[.-]+|[.-]+$/g, "") || "host";
   return `webhook-${host}-${digest({ url: target.url, format: target.format, headers: sorted(Object.keys(target.headers).map((name) => name.toLowerCase())) })}`;
 }
 
@@ -189,7 +239,29 @@ export function describeTarget(target: DeliveryTarget): string {
     const all = [...target.to, ...target.cc, ...target.bcc];
     return `email to ${all[0]}${all.length > 1 ? ` and ${all.length - 1} more` : ""}`;
   }
-  return `${target.format} webhook at ${new URL(target.url).origin}`;
+  return `${target.format} webhook at ${shownOrigin(target.url)}`;
+}
+
+/** A URL that is one `${VAR}` (the usual form for a Slack or WeCom URL) is named by the variable. */
+const LEADING_REFERENCE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)/;
+
+function keyHost(url: string): string {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return LEADING_REFERENCE.exec(url)?.[1] ?? "";
+  }
+}
+
+/** Scheme and host as written when the host is a `${VAR}` (URL would lowercase the name). */
+function shownOrigin(url: string): string {
+  const written = /^[a-z][a-z0-9+.-]*:\/\/(?:[^/?#@]*@)?([^/?#]*)/i.exec(url);
+  if (written?.[1]?.includes("${")) return `${url.slice(0, url.indexOf("://") + 3)}${written[1]}`;
+  try {
+    return new URL(url).origin;
+  } catch {
+    return LEADING_REFERENCE.exec(url)?.[0].concat("}") ?? "a URL from the environment";
+  }
 }
 
 const sorted = (values: readonly string[]) => [...values].sort();

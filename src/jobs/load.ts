@@ -5,6 +5,7 @@ import picomatch from "picomatch";
 import { escapePath } from "tinyglobby";
 import { isScalar, type Node } from "yaml";
 import { formatProblems, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
+import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, type JobFile } from "./schema.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
 import type { Job, Schedule } from "./types.js";
@@ -16,6 +17,11 @@ export interface JobContext {
   defaultTimezone: string;
   /** When given, a job naming any other tool is refused. */
   knownTools?: readonly string[];
+  /**
+   * Where the `${VAR}` references of delivery targets are checked (an unset one is a problem);
+   * default process.env. Only delivery targets hold references: job files are not interpolated.
+   */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** Far above any real job; keeps a pasted log or a generated bomb from stalling the parser. */
@@ -213,6 +219,8 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
 
   const timezone = data.timezone ?? ctx.defaultTimezone;
   problems.push(...placeholderProblems(data.prompt, source));
+  const env = ctx.env ?? process.env;
+  problems.push(...referenceProblems(data.deliver, env, source, ["deliver"]), ...referenceProblems(data.on_failure, env, source, ["on_failure"]));
 
   if (ctx.knownTools && data.tools) {
     const known = ctx.knownTools;
@@ -261,6 +269,7 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
     catchUpMs: data.catch_up,
     retry: { attempts: data.retry.attempts, backoffMs: data.retry.backoff },
     deliver: data.deliver,
+    deliverWhen: data.deliver_when,
     onFailure: data.on_failure,
   };
 }

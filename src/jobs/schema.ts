@@ -2,13 +2,15 @@ import { Cron } from "croner";
 import { z } from "zod";
 import { describeValue, duration, expected, isTimeZone, oneOf, text } from "../config/schema.js";
 import { PRESET_NAMES } from "../providers/presets.js";
-import type { OverlapPolicy, WatchEvent } from "./types.js";
+import { deliveryTargetsSchema } from "../delivery/targets.js";
+import type { DeliverWhen, OverlapPolicy, WatchEvent } from "./types.js";
 
 /** Job names end up in session ids (`cron:<job>:<run>`) and file names, so they stay plain. */
 export const JOB_NAME = /^[a-z0-9][a-z0-9._-]*$/;
 
 export const WATCH_EVENTS = ["add", "change", "unlink"] as const satisfies readonly WatchEvent[];
 export const OVERLAP_POLICIES = ["skip", "queue", "replace", "allow"] as const satisfies readonly OverlapPolicy[];
+export const DELIVER_WHEN = ["always", "non_empty"] as const satisfies readonly DeliverWhen[];
 
 /**
  * 5 fields, or 6 with seconds first. croner would also take a 7th (year) field; the issue promises
@@ -158,14 +160,13 @@ export const jobFileSchema = z
         .prefault("1h")
         .describe("After downtime, one run if a slot was missed within this window; 0 = never."),
       retry: retrySchema,
-      deliver: z
-        .array(z.unknown(), expected("a list of delivery targets"))
-        .default([])
-        .describe("Where the answer goes (email, webhook, ...)."),
-      on_failure: z
-        .array(z.unknown(), expected("a list of delivery targets"))
-        .default([])
-        .describe("Where a failed run is reported."),
+      deliver: deliveryTargetsSchema.describe(
+        "Where the answer goes: - email: {to: [...]} or - webhook: {url: ...}. Addresses, URLs, secrets and header values may hold ${VAR} references, filled in from the environment at send time.",
+      ),
+      deliver_when: oneOf(DELIVER_WHEN)
+        .default("always")
+        .describe("always: every answer is delivered; non_empty: an empty answer, or one that is exactly NO_REPLY, is not."),
+      on_failure: deliveryTargetsSchema.describe("Where a failed, timed-out or interrupted run is reported; same form as deliver."),
     },
     {
       error: (issue) => `expected a job: a mapping with prompt:, schedule: …, got ${describeValue(issue.input)}`,

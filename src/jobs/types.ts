@@ -1,3 +1,5 @@
+import type { DeliveryTarget } from "../delivery/targets.js";
+
 /** A job as the rest of countd sees it: validated, defaults applied, durations in milliseconds. */
 export type Schedule =
   | { kind: "cron"; expression: string }
@@ -14,6 +16,9 @@ export interface WatchTrigger {
 }
 
 export type OverlapPolicy = "skip" | "queue" | "replace" | "allow";
+
+/** always: every answer is delivered; non_empty: not an empty answer, nor one that is exactly NO_REPLY. */
+export type DeliverWhen = "always" | "non_empty";
 
 export interface JobOverrides {
   provider?: string;
@@ -45,7 +50,9 @@ export interface Job {
   /** After downtime, one run if a slot was missed within this window; 0 = never. */
   catchUpMs: number;
   retry: { attempts: number; backoffMs: number };
-  /** Delivery targets, as written; the delivery stage validates and interprets them. */
-  deliver: unknown[];
-  onFailure: unknown[];
+  /** Where a successful run's answer goes. `${VAR}` references stay unresolved (see delivery/secrets.ts). */
+  deliver: DeliveryTarget[];
+  deliverWhen: DeliverWhen;
+  /** Where a failed, timed-out or interrupted run is reported. */
+  onFailure: DeliveryTarget[];
 }

@@ -524,8 +524,76 @@ describe("daemon settings", () => {
       idleThresholdMs: 7_200_000,
       maxPerDay: 3,
       checklist: path.join(dir, "workspace", "checks", "HB.md"),
-      deliver: [{ email: { to: ["me@example.com"] } }],
+      deliver: [{ kind: "email", to: ["me@example.com"], cc: [], bcc: [], attach: [] }],
     });
+  });
+
+  it("keeps the ${VAR} references of heartbeat.deliver for send time, while the rest of the file is interpolated", async () => {
+    const config = await load(
+      [
+        "timezone: ${TZ_NAME}",
+        "heartbeat:",
+        "  enabled: true",
+        "  deliver:",
+        "    - webhook:",
+        "        url: ${SLACK_HOOK_URL}",
+        "        format: slack",
+        "    - email: { to: ['${OPS_EMAIL}'] }",
+        "",
+      ].join("\n"),
+      { TZ_NAME: "Asia/Shanghai", SLACK_HOOK_URL: "https://hooks.slack.com/services/T0/B0/x", OPS_EMAIL: "ops@example.com" },
+    );
+    expect(config.timezone).toBe("Asia/Shanghai");
+    expect(config.heartbeat.deliver).toEqual([
+      { kind: "webhook", url: "${SLACK_HOOK_URL}", format: "slack", headers: {} },
+      { kind: "email", to: ["${OPS_EMAIL}"], cc: [], bcc: [], attach: [] },
+    ]);
+  });
+
+  it("names a bad target, an unset variable and a bad filled-in value in heartbeat.deliver at their positions", async () => {
+    const lines = await problems(
+      [
+        "heartbeat:",
+        "  deliver:",
+        "    - email: { to: [ops@] }",
+        "    - webhook: { url: '${SLACK_HOOK_URL}', format: slack }",
+        "    - webhook: { url: https://a.example.com, secret: '${COUNTD_WEBHOOK_SECRET}' }",
+        "",
+      ].join("\n"),
+      { COUNTD_WEBHOOK_SECRET: "hunter2-hunter2" },
+    );
+    expect(lines).toEqual([
+      'countd.yaml:3:21: heartbeat.deliver[0].email.to[0]: expected an email address like "ops@example.com", got "ops@"',
+    ]);
+    expect(
+      await problems(
+        [
+          "heartbeat:",
+          "  deliver:",
+          "    - webhook: { url: '${SLACK_HOOK_URL}', format: slack }",
+          "    - webhook: { url: https://a.example.com, secret: '${COUNTD_WEBHOOK_SECRET}' }",
+          "",
+        ].join("\n"),
+        { COUNTD_WEBHOOK_SECRET: "hunter2-hunter2" },
+      ),
+    ).toEqual([
+      "countd.yaml:3:24: heartbeat.deliver[0].webhook.url: environment variable SLACK_HOOK_URL is not set",
+      'countd.yaml:4:54: heartbeat.deliver[1].webhook.secret: expected a Standard Webhooks secret: "whsec_" followed by the base64 key (filled in from COUNTD_WEBHOOK_SECRET; the value is not shown here)',
+    ]);
+  });
+
+  it("reports problems of heartbeat.deliver together with the rest of the file's", async () => {
+    expect(await problems("runner: { concurrency: 0 }\nheartbeat:\n  deliver: [{ webhook: { url: ftp://x.example.com } }]\n")).toEqual([
+      "countd.yaml:1:24: runner.concurrency: expected a positive integer, got 0",
+      'countd.yaml:3:31: heartbeat.deliver[0].webhook.url: expected an http(s) URL like "https://api.example.com/v1", got "ftp://x.example.com"',
+    ]);
+  });
+
+  it("asks for a target when the heartbeat is enabled: at deliver: when written, else at heartbeat:", async () => {
+    const message = "heartbeat.deliver: name at least one target: the heartbeat is enabled and its check-ins would go nowhere";
+    expect(await problems("timezone: UTC\nheartbeat:\n  enabled: true\n")).toEqual([`countd.yaml:2:1: ${message}`]);
+    expect(await problems("heartbeat:\n  enabled: true\n  deliver: []\n")).toEqual([`countd.yaml:3:3: ${message}`]);
+    expect((await load("heartbeat:\n  deliver: []\n")).heartbeat.deliver).toEqual([]);
   });
 
   it("names a bad active_hours range at its position", async () => {

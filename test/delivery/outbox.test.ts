@@ -2,6 +2,8 @@ import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
+import { simpleParser } from "mailparser";
+import { createMailer, messageIdLocalPart } from "../../src/delivery/email.js";
 import { DeliveryError } from "../../src/delivery/errors.js";
 import type { DeliveryMessage } from "../../src/delivery/message.js";
 import { Outbox, type OutboxEntry, type SendFn } from "../../src/delivery/outbox.js";
@@ -9,6 +11,7 @@ import { retryDelayMs } from "../../src/delivery/schedule.js";
 import { targetKey, type DeliveryTarget, type WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
 import { emptyUsage } from "../../src/providers/types.js";
+import { runId } from "../../src/runner/runner.js";
 import { startWebhookReceiver } from "../support/webhook-receiver.js";
 
 const SECOND = 1_000;
@@ -85,16 +88,44 @@ describe("Outbox", () => {
       seenOnDisk.push((await onDisk())[entry.id]);
     });
     outbox.start();
-    const ids = await outbox.enqueue("run-1", [hook()], message, "/srv/workspace");
+    const ids = await outbox.enqueue("daily-report.run-1", [hook()], message, "/srv/workspace");
     await outbox.stop();
 
-    expect(ids).toEqual([`run-1:${targetKey(hook())}`]);
+    expect(ids).toEqual([`daily-report.run-1.${targetKey(hook())}`]);
     expect(seenOnDisk).toEqual([
       expect.objectContaining({ id: ids[0], status: "pending", attempts: 1, message, workspace: "/srv/workspace", target: hook() }),
     ]);
     expect(outbox.deliveredAt(ids[0]!)).toEqual(clock.now());
     expect(outbox.list()).toEqual({ pending: [], dead: [] });
     expect(await onDisk()).toEqual({});
+  });
+
+  it("ids name the job, the run and the target, so two jobs' runs with the same run id are both delivered", async () => {
+    const { calls, send } = scripted();
+    const outbox = await open(send);
+    const sameRun = runId(clock.now());
+    const [a] = await outbox.enqueue(`daily-report.${sameRun}`, [hook()], message, "/ws");
+    const [b] = await outbox.enqueue(`inbox-orders.${sameRun}`, [hook()], message, "/ws");
+    await outbox.runDue();
+
+    expect(a).toBe(`daily-report.${sameRun}.${targetKey(hook())}`);
+    expect(calls).toEqual([a, b]);
+    expect(outbox.deliveredAt(b!)).toBeDefined();
+  });
+
+  it("ids serve as they are as the Message-ID: <id@countd>", async () => {
+    const mailer = createMailer({ stateDir: dir, timezone: "UTC" });
+    const outbox = await open(async (entry) => {
+      if (entry.target.kind === "email") await mailer.send(entry.target, entry.message, entry.id, entry.workspace);
+    });
+    const runKey = `daily-report.${runId(clock.now())}`;
+    const ids = await outbox.enqueue(runKey, [mail, hook()], message, dir);
+    await outbox.runDue();
+
+    expect(ids).toEqual([`${runKey}.${targetKey(mail)}`, `${runKey}.${targetKey(hook())}`]);
+    for (const id of ids) expect(messageIdLocalPart(id)).toBe(id);
+    const sent = await simpleParser(await readFile(join(dir, "mail", `${ids[0]}.eml`)));
+    expect(sent.messageId).toBe(`<${ids[0]}@countd>`);
   });
 
   it("retries 500, 500, 200 after 30 s and 2 min: three attempts with one id, delivered once", async () => {

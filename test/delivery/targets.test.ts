@@ -83,6 +83,46 @@ describe("parseDeliveryTargets", () => {
     ]);
   });
 
+  it("keeps ${VAR} references as written where an address, URL, secret or header value goes, and checks their form only once filled in", () => {
+    const targets = parseDeliveryTargets(
+      parse(`
+- email: {to: ["\${OPS_EMAIL}"], bcc: ["\${AUDIT:-audit@example.com}"]}
+- webhook:
+    url: \${SLACK_HOOK_URL}
+    format: slack
+- webhook:
+    url: "https://oapi.dingtalk.com/robot/send?access_token=\${DINGTALK_TOKEN}"
+    format: dingtalk
+    secret: \${DINGTALK_SECRET}
+    headers: {Authorization: "Bearer \${API_TOKEN}"}
+`),
+      "deliver",
+    );
+    expect(targets).toEqual<DeliveryTarget[]>([
+      { kind: "email", to: ["${OPS_EMAIL}"], cc: [], bcc: ["${AUDIT:-audit@example.com}"], attach: [] },
+      { kind: "webhook", url: "${SLACK_HOOK_URL}", format: "slack", headers: {} },
+      {
+        kind: "webhook",
+        url: "https://oapi.dingtalk.com/robot/send?access_token=${DINGTALK_TOKEN}",
+        secret: "${DINGTALK_SECRET}",
+        format: "dingtalk",
+        headers: { Authorization: "Bearer ${API_TOKEN}" },
+      },
+    ]);
+  });
+
+  it("refuses a secret for a format that does not sign, even as a reference", () => {
+    expect(problems([{ webhook: { url: "${SLACK_HOOK_URL}", format: "slack", secret: "${SLACK_SECRET}" } }])).toEqual([
+      "deliver[0].webhook.secret: slack webhooks are not signed (the URL is the secret): remove secret",
+    ]);
+  });
+
+  it("names an unknown format", () => {
+    expect(problems([{ webhook: { url: "https://a.example.com", format: "teams" } }])).toEqual([
+      'deliver[0].webhook.format: expected one of json, slack, discord, feishu, dingtalk, wecom, got "teams"',
+    ]);
+  });
+
   it("accepts nothing but a list", () => {
     expect(problems({ email: { to: ["a@example.com"] } })).toEqual(["deliver: expected a list of delivery targets, got a mapping"]);
   });
@@ -110,6 +150,13 @@ describe("targetKey", () => {
     for (const key of keys) expect(key).toMatch(/^[a-z0-9-]+(\.[a-z0-9-]+)*$/);
     expect(targetKey(hook)).toMatch(/^webhook-hooks\.example\.com-[0-9a-f]{12}$/);
   });
+
+  it("is taken from a ${VAR} URL as written, named after its variable", () => {
+    const slack: DeliveryTarget = { kind: "webhook", url: "${SLACK_HOOK_URL}", format: "slack", headers: {} };
+    expect(targetKey(slack)).toMatch(/^webhook-slack-hook-url-[0-9a-f]{12}$/);
+    expect(targetKey({ ...slack, url: "https://${HOOK_HOST}/countd" })).toMatch(/^webhook-hook-host-[0-9a-f]{12}$/);
+    expect(targetKey({ ...slack, url: "${OTHER_URL}" })).not.toBe(targetKey(slack));
+  });
 });
 
 describe("describeTarget", () => {
@@ -117,6 +164,10 @@ describe("describeTarget", () => {
     expect(describeTarget({ kind: "email", to: ["a@example.com"], cc: ["b@example.com"], bcc: [], attach: [] })).toBe("email to a@example.com and 1 more");
     expect(describeTarget({ kind: "webhook", url: "https://hooks.slack.com/services/T0/B0/SECRETPATH", format: "slack", headers: {} })).toBe(
       "slack webhook at https://hooks.slack.com",
+    );
+    expect(describeTarget({ kind: "webhook", url: "${SLACK_HOOK_URL}", format: "slack", headers: {} })).toBe("slack webhook at ${SLACK_HOOK_URL}");
+    expect(describeTarget({ kind: "webhook", url: "https://${HOOK_HOST}:8443/x?t=${TOKEN}", format: "json", headers: {} })).toBe(
+      "json webhook at https://${HOOK_HOST}:8443",
     );
   });
 });

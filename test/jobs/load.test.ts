@@ -58,6 +58,7 @@ describe("loadJobFile", () => {
       catchUpMs: 3_600_000,
       retry: { attempts: 1, backoffMs: 60_000 },
       deliver: [],
+      deliverWhen: "always",
       onFailure: [],
     } satisfies Job);
   });
@@ -86,8 +87,9 @@ describe("loadJobFile", () => {
         "overlap: queue",
         "catch_up: 0",
         "retry: { attempts: 3, backoff: 2m }",
-        "deliver: [{ email: me@example.com }]",
-        "on_failure: [{ webhook: https://example.com/hook }]",
+        "deliver: [{ email: { to: [me@example.com] } }]",
+        "deliver_when: non_empty",
+        "on_failure: [{ webhook: { url: https://example.com/hook, format: slack } }]",
         "",
       ].join("\n"),
     );
@@ -108,8 +110,9 @@ describe("loadJobFile", () => {
       overlap: "queue",
       catchUpMs: 0,
       retry: { attempts: 3, backoffMs: 120_000 },
-      deliver: [{ email: "me@example.com" }],
-      onFailure: [{ webhook: "https://example.com/hook" }],
+      deliver: [{ kind: "email", to: ["me@example.com"], cc: [], bcc: [], attach: [] }],
+      deliverWhen: "non_empty",
+      onFailure: [{ kind: "webhook", url: "https://example.com/hook", format: "slack", headers: {} }],
     } satisfies Job);
   });
 
@@ -327,6 +330,104 @@ describe("job file problems", () => {
     const missing = path.join(jobsDir, "gone.yaml");
     expect(await loadJobFile(missing, ctx)).toEqual({ problems: [`${missing}: no such file`] });
   });
+});
+
+describe("delivery targets", () => {
+  const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  const TARGETS = [
+    "prompt: Report",
+    "deliver:",
+    "  - webhook:",
+    "      url: https://hooks.example.com/countd",
+    "      secret: ${COUNTD_WEBHOOK_SECRET}",
+    "      headers: { Authorization: 'Bearer ${API_TOKEN:-none}' }",
+    "on_failure:",
+    "  - webhook: { url: '${SLACK_HOOK_URL}', format: slack }",
+    "  - email: { to: ['${OPS_EMAIL}'] }",
+    "",
+  ].join("\n");
+
+  it("keeps ${VAR} references unresolved when the variables are set, so no secret is copied into the job", async () => {
+    const env = { COUNTD_WEBHOOK_SECRET: SECRET, SLACK_HOOK_URL: "https://hooks.slack.com/services/T0/B0/x", OPS_EMAIL: "ops@example.com" };
+    const file = await writeJob("report.yaml", TARGETS);
+    const { job, problems } = await loadJobFile(file, { ...ctx, env });
+    expect(problems).toEqual([]);
+    expect(job?.deliver).toEqual([
+      { kind: "webhook", url: "https://hooks.example.com/countd", secret: "${COUNTD_WEBHOOK_SECRET}", format: "json", headers: { Authorization: "Bearer ${API_TOKEN:-none}" } },
+    ]);
+    expect(job?.onFailure).toEqual([
+      { kind: "webhook", url: "${SLACK_HOOK_URL}", format: "slack", headers: {} },
+      { kind: "email", to: ["${OPS_EMAIL}"], cc: [], bcc: [], attach: [] },
+    ]);
+  });
+
+  it("reports each unset variable at its reference", async () => {
+    const file = await writeJob("report.yaml", TARGETS);
+    const { job, problems } = await loadJobFile(file, { ...ctx, env: { OPS_EMAIL: "ops@example.com" } });
+    expect(job).toBeUndefined();
+    expect(problems.map((line) => line.replace(`${jobsDir}${path.sep}`, ""))).toEqual([
+      "report.yaml:5:15: deliver[0].webhook.secret: environment variable COUNTD_WEBHOOK_SECRET is not set",
+      "report.yaml:8:22: on_failure[0].webhook.url: environment variable SLACK_HOOK_URL is not set",
+    ]);
+  });
+
+  it("takes the environment from process.env by default", async () => {
+    const name = "COUNTD_TEST_UNSET_HOOK_URL";
+    expect(process.env[name]).toBeUndefined();
+    const file = await writeJob("report.yaml", `prompt: x\ndeliver: [{ webhook: { url: "\${${name}}" } }]\n`);
+    expect((await loadJobFile(file, { workspace, defaultTimezone: "UTC" })).problems).toEqual([
+      `${file}:2:30: deliver[0].webhook.url: environment variable ${name} is not set`,
+    ]);
+  });
+
+  it("checks a value filled in from a set variable without showing it", async () => {
+    const leaked = "plain-text-secret";
+    const lines = await problemsWith(TARGETS, { COUNTD_WEBHOOK_SECRET: leaked, SLACK_HOOK_URL: "hooks.slack.com/x", OPS_EMAIL: "ops" });
+    expect(lines).toEqual([
+      'job.yaml:5:15: deliver[0].webhook.secret: expected a Standard Webhooks secret: "whsec_" followed by the base64 key (filled in from COUNTD_WEBHOOK_SECRET; the value is not shown here)',
+      'job.yaml:8:21: on_failure[0].webhook.url: expected an http(s) URL like "https://hooks.example.com/countd" (filled in from SLACK_HOOK_URL; the value is not shown here)',
+      'job.yaml:9:19: on_failure[1].email.to[0]: expected an email address like "ops@example.com" (filled in from OPS_EMAIL; the value is not shown here)',
+    ]);
+    expect(lines.join("\n")).not.toContain(leaked);
+  });
+
+  it.each([
+    ["a bad address", "deliver:\n  - email: { to: [ops@] }\n", ['job.yaml:3:19: deliver[0].email.to[0]: expected an email address like "ops@example.com", got "ops@"']],
+    [
+      "a URL that is not http(s)",
+      "on_failure:\n  - webhook: { url: 'ftp://files.example.com/drop' }\n",
+      ['job.yaml:3:21: on_failure[0].webhook.url: expected an http(s) URL like "https://api.example.com/v1", got "ftp://files.example.com/drop"'],
+    ],
+    [
+      "a secret of the wrong form",
+      "deliver:\n  - webhook:\n      url: https://a.example.com\n      secret: hunter2\n",
+      ['job.yaml:5:15: deliver[0].webhook.secret: expected a Standard Webhooks secret: "whsec_" followed by the base64 key (the value is not shown here)'],
+    ],
+    [
+      "an unknown format",
+      "deliver:\n  - webhook: { url: https://a.example.com, format: teams }\n",
+      ['job.yaml:3:52: deliver[0].webhook.format: expected one of json, slack, discord, feishu, dingtalk, wecom, got "teams"'],
+    ],
+    ["an unknown target", "deliver:\n  - sms: { to: '+100' }\n", [
+      "job.yaml:3:5: deliver[0].sms: unknown key",
+      'job.yaml:3:5: deliver[0]: expected a delivery target: "email:" or "webhook:"',
+    ]],
+    ["a bad deliver_when", "deliver_when: sometimes\n", ['job.yaml:2:15: deliver_when: expected one of always, non_empty, got "sometimes"']],
+  ])("reports %s at its position", async (_what, text, expected) => {
+    expect(await problems(`prompt: x\n${text}`)).toEqual(expected);
+  });
+
+  it("does not interpolate the rest of the job file", async () => {
+    const { job, problems } = await loadJobFile(await writeJob("job.yaml", "prompt: Print ${HOME} for {{job.name}}\n"), { ...ctx, env: { HOME: "/root" } });
+    expect(problems).toEqual([]);
+    expect(job?.prompt).toBe("Print ${HOME} for {{job.name}}");
+  });
+
+  async function problemsWith(text: string, env: NodeJS.ProcessEnv): Promise<string[]> {
+    const { job, problems } = await loadJobFile(await writeJob("job.yaml", text), { ...ctx, env });
+    expect(job).toBeUndefined();
+    return problems.map((line) => line.replace(`${jobsDir}${path.sep}`, ""));
+  }
 });
 
 describe("hostile job files", () => {

@@ -16,6 +16,7 @@ const job: Job = {
   catchUpMs: 3_600_000,
   retry: { attempts: 1, backoffMs: 60_000 },
   deliver: [],
+  deliverWhen: "always",
   onFailure: [],
 };
 

@@ -8,7 +8,7 @@ function job(schedule: Schedule, extra: Partial<Job> = {}): Job {
   return {
     name: "report", file: "/jobs/report.yaml", enabled: true, schedule, timezone: "UTC", prompt: "Report.",
     session: "isolated", overrides: {}, timeoutMs: 60_000, overlap: "skip", catchUpMs: HOUR,
-    retry: { attempts: 0, backoffMs: 0 }, deliver: [], onFailure: [], ...extra,
+    retry: { attempts: 0, backoffMs: 0 }, deliver: [], onFailure: [], deliverWhen: "always", ...extra,
   };
 }
 

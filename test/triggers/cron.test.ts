@@ -16,7 +16,7 @@ function job(name: string, schedule: Schedule, extra: Partial<Job> = {}): Job {
   return {
     name, file: `/jobs/${name}.yaml`, enabled: true, schedule, timezone: "UTC", prompt: "Go.",
     session: "isolated", overrides: {}, timeoutMs: 60_000, overlap: "skip", catchUpMs: 0,
-    retry: { attempts: 0, backoffMs: 0 }, deliver: [], onFailure: [], ...extra,
+    retry: { attempts: 0, backoffMs: 0 }, deliver: [], onFailure: [], deliverWhen: "always", ...extra,
   };
 }
 

@@ -25,6 +25,7 @@ function watchJob(name: string, paths: string[], debounceMs: number, events: Wat
     retry: { attempts: 0, backoffMs: 0 },
     deliver: [],
     onFailure: [],
+    deliverWhen: "always",
   };
 }
 
