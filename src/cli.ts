@@ -1,6 +1,7 @@
 import { Command, Option } from "commander";
 import { ask } from "./cli/ask.js";
 import { start } from "./cli/daemon.js";
+import { demo } from "./cli/demo.js";
 import { reportError } from "./cli/output.js";
 import { history, listJobs, validate } from "./cli/reports.js";
 import { runJob } from "./cli/run.js";
@@ -19,6 +20,11 @@ const action =
   async (...args: A) => {
     process.exitCode = await command(...args).catch(reportError);
   };
+
+program
+  .command("demo")
+  .description("Show the whole path of a run with no API key and no mail server: an LLM simulator, the example jobs, .eml files.")
+  .action(action(() => demo()));
 
 program
   .command("start")

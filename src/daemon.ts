@@ -12,10 +12,17 @@ import { acquireLock } from "./store/lock.js";
 import { StateStore } from "./store/state.js";
 import { CronTrigger, recordFire } from "./triggers/cron.js";
 import { WatchTrigger } from "./triggers/watch.js";
+import { HeartbeatService } from "./triggers/heartbeat.js";
+import { deliverCheckIn, HEARTBEAT_JOB, HeartbeatRuns } from "./runner/heartbeat-runs.js";
+import { RunDispatcher, sendEntry } from "./delivery/dispatch.js";
+import { createMailer } from "./delivery/email.js";
+import { Outbox } from "./delivery/outbox.js";
+import { join } from "node:path";
 
 export interface Daemon {
   config: Config;
   state: StateStore;
+  outbox: Outbox;
   jobs: JobRegistry;
   runner: Runner;
   cron: CronTrigger;
@@ -51,16 +58,47 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
       knownTools: rt.toolNames,
     });
 
+    const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone });
+    if (mailer.usesFiles) {
+      logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
+    }
+    const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, env), log });
+    const dispatcher = new RunDispatcher(outbox, () => runtime.config.paths.workspace, runtime.events);
+    // Through getters: a reload swaps the runtime, and later runs use the new one.
+    const executeJob = jobExecutor(() => runtime);
+    const heartbeat = new HeartbeatRuns(() => runtime);
+
     const runner = new Runner({
-      job: (name) => jobs.get(name),
+      job: (name) => (name === HEARTBEAT_JOB ? heartbeat.job(runtime.config) : jobs.get(name)),
       state,
       concurrency: config.runner.concurrency,
       log,
-      // Through a getter: a reload swaps the runtime, and later runs use the new one.
-      execute: jobExecutor(() => runtime),
-      onRunStart: (job) => watch.jobStarted(job.name),
-      onRunEnd: (job) => watch.jobFinished(job.name),
+      execute: async (job, run) => {
+        const outcome = job.name === HEARTBEAT_JOB ? await heartbeat.execute(run) : await executeJob(job, run);
+        dispatcher.answered(run.id, outcome.answer);
+        return outcome;
+      },
+      onRunStart: (job, run) => {
+        watch.jobStarted(job.name);
+        dispatcher.started(run);
+      },
+      onRunEnd: (job, run, { willRetry }) => {
+        watch.jobFinished(job.name);
+        if (job.name === HEARTBEAT_JOB) return;
+        dispatcher.finished(job, run, willRetry).catch((err: unknown) => logger.error({ err, job: job.name, run: run.id }, "could not queue the run's deliveries"));
+      },
     });
+    const checkIns = config.heartbeat.enabled
+      ? new HeartbeatService({
+          config: config.heartbeat,
+          state,
+          memory: runtime.memory,
+          persona: config.persona,
+          runAgent: (prompt, tools) => heartbeat.run(runner, prompt, tools),
+          deliver: (text) => deliverCheckIn(outbox, config, text),
+          log,
+        })
+      : undefined;
     const fire = (req: FireRequest) => runner.submit(req);
     const cron = new CronTrigger({ fire, state, log });
     const watch = new WatchTrigger({ fire, events: runtime.events, log });
@@ -83,6 +121,8 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
     await jobs.watch();
     await catchUpMissed(jobs.all(), state, fire);
     await arm(jobs.all());
+    outbox.start();
+    checkIns?.start();
     logger.info({ jobs: jobs.all().length, dir: config.paths.jobs }, "countd started");
 
     let stopping: Promise<void> | undefined;
@@ -91,6 +131,7 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
         return config;
       },
       state,
+      outbox,
       jobs,
       runner,
       cron,
@@ -111,8 +152,12 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
       stop() {
         stopping ??= (async () => {
           cron.stop();
+          checkIns?.stop();
           await Promise.all([watch.close(), jobs.close()]);
           await runner.shutdown(config.runner.shutdownGraceMs);
+          // What is still pending stays on disk and is sent after the next start.
+          await outbox.stop();
+          mailer.close();
           await runtime.close();
           await release();
           logger.info("countd stopped");

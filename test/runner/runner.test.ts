@@ -28,6 +28,7 @@ function makeJob(name: string, overrides: Partial<Job> = {}): Job {
     retry: { attempts: 1, backoffMs: 0 },
     deliver: [],
     onFailure: [],
+    deliverWhen: "always",
     ...overrides,
   };
 }

@@ -1,0 +1,71 @@
+import { cp, mkdtemp, readdir, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { LLMock } from "@copilotkit/aimock";
+import { startDaemon } from "../daemon.js";
+import { daemonLogger } from "../log.js";
+import { EXIT } from "./output.js";
+import { history } from "./reports.js";
+
+/** The installed package: its example jobs, workspace and the simulator's scripted replies. */
+const PACKAGE = resolve(fileURLToPath(import.meta.url), "../../..");
+
+const say = (text: string) => process.stdout.write(`${text}\n`);
+
+/**
+ * `countd demo`: the whole path of a run, on a fresh clone with no API key and no mail server.
+ * An LLM simulator (aimock, replies scripted in demo/fixtures.json) stands in for the model; the
+ * example jobs run in a copy of the example workspace; mail is written as .eml files.
+ */
+export async function demo(): Promise<number> {
+  const dir = await mkdtemp(join(tmpdir(), "countd-demo-"));
+  await cp(join(PACKAGE, "jobs"), join(dir, "jobs"), { recursive: true });
+  await cp(join(PACKAGE, "workspace"), join(dir, "workspace"), { recursive: true });
+  const simulator = new LLMock({ port: 0, host: "127.0.0.1" });
+  simulator.loadFixtureFile(join(PACKAGE, "demo", "fixtures.json"));
+  await simulator.start();
+  say(`LLM simulator: aimock at ${simulator.url}, answering from demo/fixtures.json (scripted replies, not a real model)`);
+  say(`Demo folder:   ${dir}`);
+
+  await writeFile(
+    join(dir, "countd.yaml"),
+    `provider:\n  preset: custom\n  base_url: ${simulator.url}/v1\n  model: demo-simulator\n  attempts: 1\n`,
+  );
+  const logger = daemonLogger({ level: "warn" });
+  const daemon = await startDaemon({ configFile: join(dir, "countd.yaml"), logger });
+  try {
+    say("\n1. daily-report: summarises workspace/notes/ through the list_dir and read_file tools");
+    const report = await daemon.runner.run({ job: "daily-report", reason: "manual", scheduledAt: new Date() });
+    say(`   run ${report.id}: ${report.status}, ${report.toolCalls} tool calls`);
+
+    say("\n2. inbox-orders: fires when a file lands in workspace/inbox/");
+    await cp(join(PACKAGE, "demo", "order-1042.csv"), join(dir, "workspace", "inbox", "order-1042.csv"));
+    say("   dropped order-1042.csv into the inbox; waiting for the watch trigger (2 s debounce)…");
+    const inbox = await waitFor(async () => (await daemon.state.runs("inbox-orders")).find((run) => run.status !== "running"), 30_000);
+    say(`   run ${inbox.id}: ${inbox.status}, ${inbox.toolCalls} tool calls`);
+
+    say("\n3. Deliveries (no smtp settings, so mail is written as .eml files):");
+    await waitFor(async () => (daemon.outbox.list().pending.length === 0 ? true : undefined), 30_000);
+    const mailDir = join(dir, "state", "mail");
+    for (const file of (await readdir(mailDir)).sort()) say(`   ${join(mailDir, file)}`);
+
+    say("\n4. Run history (countd history):");
+    await history(undefined, { config: join(dir, "countd.yaml"), limit: 10 });
+    return EXIT.ok;
+  } finally {
+    await daemon.stop();
+    await simulator.stop();
+  }
+}
+
+async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`the demo waited ${timeoutMs / 1000} s and gave up`);
+    await sleep(200);
+  }
+}

@@ -1,0 +1,100 @@
+import type { EventBus } from "../events.js";
+import type { Job } from "../jobs/types.js";
+import type { RunRecord } from "../runner/types.js";
+import type { Mailer } from "./email.js";
+import type { DeliveryMessage, ToolCallSummary } from "./message.js";
+import type { Outbox } from "./outbox.js";
+import { resolveTarget } from "./secrets.js";
+import type { DeliveryTarget } from "./targets.js";
+import { sendWebhook } from "./webhook.js";
+import type { OutboxEntry } from "../store/outbox-store.js";
+
+/** Tool calls a failure message shows, so its reader sees where the run stopped. */
+const LAST_TOOL_CALLS = 5;
+
+/** How the outbox sends one entry: `${VAR}` references in the target are filled in only now. */
+export function sendEntry(mailer: Mailer, env: NodeJS.ProcessEnv): (entry: Readonly<OutboxEntry>) => Promise<void> {
+  return async (entry) => {
+    const target = resolveTarget(entry.target, env);
+    if (target.kind === "email") await mailer.send(target, entry.message, entry.id, entry.workspace);
+    else await sendWebhook(target, entry.message, entry.id);
+  };
+}
+
+/** An answer that is empty or exactly NO_REPLY says there is nothing to report. */
+export function isEmptyAnswer(answer: string): boolean {
+  const text = answer.trim();
+  return text === "" || text === "NO_REPLY";
+}
+
+/**
+ * Decides what a finished run sends where: the answer to `deliver` (unless `deliver_when:
+ * non_empty` and there is nothing to say), a failure to `on_failure` once no retry follows.
+ * The answers and tool calls of runs in progress are kept here until their run ends.
+ */
+export class RunDispatcher {
+  private readonly answers = new Map<string, string>();
+  private readonly toolCalls = new Map<string, ToolCallSummary[]>();
+
+  constructor(
+    private readonly outbox: Outbox,
+    private readonly workspace: () => string,
+    events: EventBus,
+  ) {
+    events.on("tool.finished", (e) => {
+      const calls = this.toolCalls.get(e.sessionId);
+      if (!calls) return;
+      calls.push({ name: e.name, status: e.error ? "error" : "ok", summary: e.result.split("\n", 1)[0]!.slice(0, 200) });
+      if (calls.length > LAST_TOOL_CALLS) calls.shift();
+    });
+  }
+
+  started(run: RunRecord): void {
+    this.toolCalls.set(run.sessionId, []);
+  }
+
+  answered(runId: string, answer: string): void {
+    this.answers.set(runId, answer);
+  }
+
+  async finished(job: Job, run: RunRecord, willRetry: boolean): Promise<void> {
+    const answer = this.answers.get(run.id) ?? "";
+    const calls = this.toolCalls.get(run.sessionId) ?? [];
+    this.answers.delete(run.id);
+    if (willRetry) return;
+    this.toolCalls.delete(run.sessionId);
+    if (run.status === "ok") {
+      if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return;
+      await this.send(job.name, run, job.deliver, message("run.completed", job.name, run, answer));
+    } else if (run.status !== "skipped") {
+      await this.send(job.name, run, job.onFailure, {
+        ...message("run.failed", job.name, run, answer),
+        ...(run.error ? { error: run.error } : {}),
+        lastToolCalls: calls,
+      });
+    }
+  }
+
+  private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<void> {
+    if (targets.length === 0) return;
+    await this.outbox.enqueue(`${job}.${run.id}`, targets, msg, this.workspace());
+  }
+}
+
+export function message(kind: DeliveryMessage["kind"], job: string, run: RunRecord, answer: string): DeliveryMessage {
+  const finishedAt = run.finishedAt ?? new Date().toISOString();
+  return {
+    kind,
+    job,
+    run: {
+      id: run.id,
+      reason: run.reason,
+      status: run.status,
+      startedAt: run.startedAt,
+      finishedAt,
+      durationMs: Date.parse(finishedAt) - Date.parse(run.startedAt),
+      usage: run.usage,
+    },
+    result: answer,
+  };
+}
