@@ -3,6 +3,7 @@ import { ask } from "./cli/ask.js";
 import { start } from "./cli/daemon.js";
 import { demo } from "./cli/demo.js";
 import { reportError } from "./cli/output.js";
+import { changeOutbox, listOutbox } from "./cli/outbox.js";
 import { history, listJobs, validate } from "./cli/reports.js";
 import { runJob } from "./cli/run.js";
 
@@ -55,6 +56,22 @@ program
   .description("Check every job file; each problem is printed as path:line:col: message.")
   .option("--jobs <dir>", "jobs folder (default: jobs_dir of the configuration)")
   .action(action((opts: { jobs?: string }) => validate({ config: configFile(), ...opts })));
+
+const outbox = program
+  .command("outbox")
+  .description("List pending and dead deliveries with their attempts and last error.")
+  .option("--json", "print the entries as JSON")
+  .action(action((opts: { json?: boolean }) => listOutbox({ config: configFile(), ...opts })));
+outbox
+  .command("retry")
+  .description("Send a delivery again now (the daemon must be stopped).")
+  .argument("[id]", "delivery id")
+  .option("--dead", "every dead delivery")
+  .action(action((id: string | undefined, opts: { dead?: boolean }) => changeOutbox("retry", { config: configFile(), id, ...opts })));
+outbox
+  .command("purge")
+  .description("Remove dead deliveries (the daemon must be stopped).")
+  .action(action(() => changeOutbox("purge", { config: configFile() })));
 
 program
   .command("ask")

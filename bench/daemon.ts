@@ -1,0 +1,283 @@
+/**
+ * The built daemon (`node bin/countd.js start`) as a user runs it, in a temp dir holding
+ * countd.yaml and 1,000 job files of which none is due while it is measured; the LLM endpoint is
+ * an aimock server on loopback, which idle jobs never call (checked in its request journal).
+ * (a) Start-up: from spawn to the "countd started" log line, beside the same daemon with no job
+ *     files, the two interleaved start by start so machine noise hits both.
+ * (b) Idle: RSS and CPU time from /proc over a minute, once start-up has settled.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { LLMock } from "@copilotkit/aimock";
+
+const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
+const STARTS = 3;
+const START_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 10_000;
+/**
+ * countd logs "countd started" before it installs its SIGTERM handler (src/cli/daemon.ts), so a
+ * SIGTERM sent the moment the line is read can meet the default action and kill it uncleanly.
+ */
+const BEFORE_SIGTERM_MS = 250;
+/** Timers, the job watcher and lazy compilation finish their first work before CPU time is counted. */
+const SETTLE_MS = 5_000;
+/** Slots this close ahead of now are left out of the schedules, so no job fires during a bench. */
+const QUIET_MS = 30 * 60_000;
+const MINUTE_MS = 60_000;
+const DAY_MS = 24 * 60 * MINUTE_MS;
+/** Intervals in hours prime to 24, so their epoch-anchored slots do not all meet at midnight. */
+const EVERY_HOURS = [5, 7, 11, 13, 17, 19, 23];
+
+const daemons = new Set<ChildProcess>();
+// A bench that throws half-way must not leave a daemon running behind it.
+process.on("exit", () => {
+  for (const child of daemons) child.kill("SIGKILL");
+});
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+/** One job file per index: cron `m h * * *` spread over the day, every tenth an `every` job. */
+function jobFiles(count: number, now: number): string[] {
+  const quietEnd = now + QUIET_MS;
+  const startOfDay = Math.floor(now / DAY_MS) * DAY_MS;
+  const nextAt = (minuteOfDay: number) => {
+    const today = startOfDay + minuteOfDay * MINUTE_MS;
+    return today > now ? today : today + DAY_MS;
+  };
+  const minutes = Array.from({ length: 24 * 60 }, (_, m) => m).filter((m) => nextAt(m) > quietEnd);
+  const everyHours = EVERY_HOURS.filter((hours) => {
+    const interval = hours * 60 * MINUTE_MS;
+    return (Math.floor(now / interval) + 1) * interval > quietEnd;
+  });
+  const cronCount = count - Math.floor(count / 10);
+  const files: string[] = [];
+  let crons = 0;
+  for (let i = 0; i < count; i++) {
+    let trigger: string;
+    if (i % 10 === 9) {
+      trigger = `every: ${everyHours[i % everyHours.length]}h`;
+    } else {
+      const minute = minutes[Math.floor((crons++ * minutes.length) / cronCount)]!;
+      trigger = `schedule: "${minute % 60} ${Math.floor(minute / 60)} * * *"`;
+    }
+    files.push(
+      [
+        `description: Bench job ${i}`,
+        trigger,
+        "prompt: |",
+        "  Summarise the notes written on {{date}} and list open questions.",
+        "tools: [read_file, list_dir]",
+        "timeout: 5m",
+        "",
+      ].join("\n"),
+    );
+  }
+  return files;
+}
+
+/** A folder countd runs in: countd.yaml, and `jobs` job files in jobs/. */
+async function countdHome(jobs: number): Promise<string> {
+  const home = await mkdtemp(join(tmpdir(), "countd-bench-daemon-"));
+  // No bwrap probe at start-up: it is the sandbox's cost, not the daemon's, and logs a warning.
+  await writeFile(join(home, "countd.yaml"), "timezone: UTC\ntools:\n  exec:\n    sandbox: none\n");
+  await mkdir(join(home, "jobs"));
+  const files = jobFiles(jobs, Date.now());
+  await Promise.all(files.map((text, i) => writeFile(join(home, "jobs", `job-${String(i).padStart(4, "0")}.yaml`), text)));
+  return home;
+}
+
+interface Started {
+  child: ChildProcess;
+  startupMs: number;
+  /** What it logged so far, for the error when it misbehaves. */
+  output: () => string;
+}
+
+type Start = (home: string, jobs: number) => Promise<Started>;
+
+/**
+ * Runs `task` with an aimock server on loopback and a `start` that spawns the daemon against it;
+ * every daemon `task` started is stopped at the end, also when it throws. The mock's request
+ * journal must stay empty: an LLM request means a job fired, and the daemon was not idle.
+ */
+async function withCountd<T>(task: (start: Start) => Promise<T>): Promise<T> {
+  const mock = new LLMock({ port: 0, host: "127.0.0.1" });
+  await mock.start();
+  const started: Started[] = [];
+  try {
+    const result = await task(async (home, jobs) => {
+      const daemon = await startCountd(home, jobs, `${mock.url}/v1`);
+      started.push(daemon);
+      return daemon;
+    });
+    const requests = mock.getRequests().length;
+    if (requests > 0) throw new Error(`bench/daemon: ${requests} LLM requests reached the mock; a job fired while it was measured`);
+    return result;
+  } finally {
+    // Already stopped unless `task` threw; then its error is the one worth reporting.
+    await Promise.all(started.map((daemon) => stopCountd(daemon).catch(() => {})));
+    await mock.stop();
+  }
+}
+
+/** Spawns the daemon in `home`; resolves when it logs "countd started" having loaded all `jobs`. */
+async function startCountd(home: string, jobs: number, baseURL: string): Promise<Started> {
+  const t0 = performance.now();
+  const child = spawn(process.execPath, [BIN, "start"], {
+    cwd: home,
+    env: { ...process.env, OPENAI_API_KEY: "sk-unused", OPENAI_BASE_URL: baseURL, COUNTD_LOG_LEVEL: "info" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  daemons.add(child);
+  child.once("exit", () => daemons.delete(child));
+  let output = "";
+  const startupMs = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`countd did not log "countd started" within ${START_TIMEOUT_MS / 1000} s:\n${output}`)),
+      START_TIMEOUT_MS,
+    );
+    child.stdout!.on("data", (chunk: Buffer) => {
+      const at = performance.now();
+      output += chunk.toString();
+      const line = output.split("\n").slice(0, -1).find((l) => l.includes('"countd started"'));
+      if (!line) return;
+      clearTimeout(timer);
+      const loaded = (JSON.parse(line) as { jobs?: number }).jobs;
+      if (loaded === jobs) resolve(at - t0);
+      else reject(new Error(`countd started with ${loaded} jobs, not the ${jobs} written:\n${output}`));
+    });
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`countd exited (${signal ?? `code ${code}`}) before it started:\n${output}`));
+    });
+  }).catch(async (err: unknown) => {
+    await stopCountd({ child, output: () => output }).catch(() => {});
+    throw err;
+  });
+  return { child, startupMs, output: () => output };
+}
+
+/** SIGTERM, as systemd stops it; a daemon that does not exit cleanly in time is killed and reported. */
+async function stopCountd({ child, output }: Pick<Started, "child" | "output">): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, "exit") as Promise<[number | null, NodeJS.Signals | null]>;
+  child.kill("SIGTERM");
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(resolve, STOP_TIMEOUT_MS, "timeout")));
+  const result = await Promise.race([exited, timeout]);
+  clearTimeout(timer);
+  if (result === "timeout") {
+    child.kill("SIGKILL");
+    await exited;
+    throw new Error(`countd (pid ${child.pid}) did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM; killed. It logged:\n${output()}`);
+  }
+  const [code, signal] = result;
+  if (code !== 0) throw new Error(`countd (pid ${child.pid}) exited with ${signal ?? `code ${code}`} on SIGTERM. It logged:\n${output()}`);
+}
+
+export interface StartupResult {
+  jobs: number;
+  /** Median spawn to "countd started" with `jobs` job files. */
+  startupMs: number;
+  /** The same with no job files, measured in the same rounds: the daemon's fixed cost. */
+  emptyStartupMs: number;
+}
+
+export async function benchStartup(jobs = 1000): Promise<StartupResult> {
+  const [full, empty] = await Promise.all([countdHome(jobs), countdHome(0)]);
+  try {
+    return await withCountd(async (start) => {
+      const fullMs: number[] = [];
+      const emptyMs: number[] = [];
+      const measure = async (home: string, count: number, into: number[]) => {
+        const started = await start(home, count);
+        into.push(started.startupMs);
+        await sleep(BEFORE_SIGTERM_MS);
+        await stopCountd(started);
+      };
+      for (let round = 0; round < STARTS; round++) {
+        // Alternating which goes first, so neither always starts on a warmer machine.
+        if (round % 2 === 0) {
+          await measure(empty, 0, emptyMs);
+          await measure(full, jobs, fullMs);
+        } else {
+          await measure(full, jobs, fullMs);
+          await measure(empty, 0, emptyMs);
+        }
+      }
+      return { jobs, startupMs: median(fullMs), emptyStartupMs: median(emptyMs) };
+    });
+  } finally {
+    await Promise.all([full, empty].map((home) => rm(home, { recursive: true, force: true })));
+  }
+}
+
+/** utime + stime of `pid`, in clock ticks (proc(5): fields 14 and 15; the name in field 2 may hold spaces). */
+async function cpuTicks(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+/** VmRSS (now) and VmHWM (the peak so far) of `pid`, in MB. */
+async function memoryMb(pid: number): Promise<{ rss: number; peak: number }> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  const field = (name: string) => {
+    const kb = new RegExp(`^${name}:\\s+(\\d+) kB$`, "m").exec(status);
+    if (!kb) throw new Error(`no ${name} in /proc/${pid}/status`);
+    return Number(kb[1]) / 1024;
+  };
+  return { rss: field("VmRSS"), peak: field("VmHWM") };
+}
+
+export interface IdleResult {
+  jobs: number;
+  /** At the end of the window. */
+  rssMb: number;
+  /** The highest RSS since the daemon started, start-up included. */
+  peakRssMb: number;
+  /** Of one core, averaged over the window. */
+  cpuPercent: number;
+  seconds: number;
+}
+
+/**
+ * `COUNTD_BENCH_IDLE_SECONDS` shortens the window for a quick check. Below about 40 s it reads RSS
+ * high: V8 gives back the heap that start-up grew (a "Mark-Compact (reduce)" some 40 s after
+ * start, about 40 MB on 1,000 jobs), and that one GC is also nearly all the CPU an idle daemon uses.
+ */
+export async function benchIdle(
+  jobs = 1000,
+  seconds = Number(process.env["COUNTD_BENCH_IDLE_SECONDS"] ?? 60),
+): Promise<IdleResult> {
+  if (!(seconds > 0)) throw new Error(`COUNTD_BENCH_IDLE_SECONDS must be a positive number of seconds, got ${JSON.stringify(process.env["COUNTD_BENCH_IDLE_SECONDS"])}`);
+  const ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
+  const home = await countdHome(jobs);
+  try {
+    return await withCountd(async (start) => {
+      const started = await start(home, jobs);
+      const pid = started.child.pid!;
+      await sleep(SETTLE_MS);
+      const ticks0 = await cpuTicks(pid);
+      const t0 = performance.now();
+      await sleep(seconds * 1000);
+      const ticks1 = await cpuTicks(pid);
+      const elapsedS = (performance.now() - t0) / 1000;
+      const memory = await memoryMb(pid);
+      await stopCountd(started);
+      return { jobs, rssMb: memory.rss, peakRssMb: memory.peak, cpuPercent: ((ticks1 - ticks0) / ticksPerSecond / elapsedS) * 100, seconds: elapsedS };
+    });
+  } finally {
+    await rm(home, { recursive: true, force: true });
+  }
+}

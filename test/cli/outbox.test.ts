@@ -1,0 +1,65 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { sendEntry } from "../../src/delivery/dispatch.js";
+import { createMailer } from "../../src/delivery/email.js";
+import { Outbox } from "../../src/delivery/outbox.js";
+import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
+
+const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
+
+function countd(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { PATH: process.env["PATH"] ?? "" } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
+    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+    child.on("close", (code) => done({ code, stdout, stderr }));
+  });
+}
+
+describe("countd outbox", () => {
+  let dir: string;
+  let receiver: WebhookReceiver;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "countd-outbox-cli-"));
+    await writeFile(join(dir, "countd.yaml"), "tools:\n  exec:\n    sandbox: none\n");
+    receiver = await startWebhookReceiver({ steps: [400, 200] });
+  });
+  afterEach(async () => {
+    await receiver.close();
+  });
+
+  it("lists a dead delivery with its error, and sends it again with retry --dead", async () => {
+    const state = join(dir, "state");
+    const mailer = createMailer({ stateDir: state, timezone: "UTC" });
+    const outbox = await Outbox.open({ stateDir: state, send: sendEntry(mailer, {}) });
+    const now = new Date().toISOString();
+    const [id] = await outbox.enqueue(
+      "report.20261130T090000Z-ab12",
+      [{ kind: "webhook", url: receiver.url, format: "json", headers: {} }],
+      {
+        kind: "run.completed",
+        job: "report",
+        run: { id: "20261130T090000Z-ab12", reason: "manual", status: "ok", startedAt: now, finishedAt: now, durationMs: 0, usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 } },
+        result: "all good",
+      },
+      join(dir, "workspace"),
+    );
+    await outbox.runDue();
+    await outbox.stop();
+    mailer.close();
+
+    const listed = await countd(["outbox"], dir);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(new RegExp(`${id!.replace(/\./g, "\\.")}\\s+dead\\s+json webhook at http://127\\.0\\.0\\.1:\\d+\\s+1\\s+-\\s+.*400`));
+
+    const retried = await countd(["outbox", "retry", "--dead"], dir);
+    expect(retried).toMatchObject({ code: 0, stdout: "1 queued again; now 0 pending, 0 dead\n" });
+    expect(receiver.acknowledgedIds()).toEqual([id]);
+    expect((await countd(["outbox", "--json"], dir)).stdout).toBe("[]\n");
+  });
+});
