@@ -3,7 +3,8 @@
  *     sender to a loopback receiver, from the first enqueue until the last acknowledgement is on disk.
  * (b) State write time per run (StateStore.saveRun + Outbox.enqueue) as the run history grows to
  *     100,000 runs, every run delivered so the delivered log grows with it. It must stay flat:
- *     state.json keeps RUNS_KEPT_PER_JOB runs per job, outbox.json only what is still pending.
+ *     a run record is one appended line (runs/<job>.jsonl, compacted to RUNS_KEPT_PER_JOB runs),
+ *     outbox.json holds only what is still pending.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:http";
@@ -16,7 +17,7 @@ import type { WebhookTarget } from "../src/delivery/targets.js";
 import { sendWebhook } from "../src/delivery/webhook.js";
 import { emptyUsage } from "../src/providers/types.js";
 import type { RunRecord } from "../src/runner/types.js";
-import { RUNS_KEPT_PER_JOB, StateStore } from "../src/store/state.js";
+import { StateStore } from "../src/store/state.js";
 
 export interface DeliveryBenchResult {
   runs: number;
@@ -25,7 +26,7 @@ export interface DeliveryBenchResult {
 }
 
 const THROUGHPUT_RUNS = 1_000;
-/** state.json holds at most JOBS × RUNS_KEPT_PER_JOB runs; that bound is reached before the first sample. */
+/** Each job's history holds at most RUNS_KEPT_PER_JOB runs; that bound is reached before the first sample. */
 const JOBS = 5;
 const SAMPLE_AT = [1_000, 10_000, 50_000, 100_000];
 const SAMPLES = 25;
@@ -114,17 +115,11 @@ async function stateWrites(): Promise<Array<{ runs: number; ms: number }>> {
   const samples: Array<{ runs: number; ms: number }> = [];
   try {
     for (const sampleAt of SAMPLE_AT) {
-      // Growth in bulk, the same records and the same cap saveRun applies, one write per step rather than per run.
+      // Growth through saveRun itself, so the history files grow and get compacted as in the daemon.
       while (runs < sampleAt - SAMPLES) {
         const step = Math.min(STEP, sampleAt - SAMPLES - runs);
         const added = Array.from({ length: step }, (_, i) => runRecord(runs + i));
-        await state.update((data) => {
-          for (const run of added) {
-            const kept = (data.runs[run.job] ??= []);
-            kept.push(run);
-            if (kept.length > RUNS_KEPT_PER_JOB) kept.splice(0, kept.length - RUNS_KEPT_PER_JOB);
-          }
-        });
+        await Promise.all(added.map((run) => state.saveRun(run)));
         await Promise.all(added.map((run) => outbox.enqueue(run.id, [target], messageFor(run.id), stateDir)));
         await outbox.runDue();
         runs += step;

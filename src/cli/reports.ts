@@ -33,18 +33,19 @@ export async function listJobs(opts: { config?: string }): Promise<number> {
   const { jobs, problems } = await loadJobsDir(config.paths.jobs, ctx);
   const state = await StateStore.open(config.paths.state);
   const now = new Date();
-  const rows = jobs.map((job) => {
+  const rows: string[][] = [];
+  for (const job of jobs) {
     const done = state.job(job.name).done === true;
     const next = job.enabled && job.schedule && !done ? nextFires(job.schedule, job.timezone, now, 3) : [];
-    const last = state.runs(job.name).at(-1);
-    return [
+    const last = (await state.runs(job.name)).at(-1);
+    rows.push([
       job.name + (job.enabled ? "" : " (disabled)"),
       trigger(job),
       job.timezone,
       next.map((date) => localTime(date, job.timezone)).join(", ") || (done ? "done" : "-"),
       last ? `${last.status} ${last.startedAt}` : "-",
-    ];
-  });
+    ]);
+  }
   process.stdout.write(table(["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN"], rows));
   problems.forEach((problem) => process.stderr.write(`${problem}\n`));
   return problems.length > 0 ? EXIT.failure : EXIT.ok;
@@ -60,7 +61,7 @@ function duration(run: RunRecord): string {
 export async function history(job: string | undefined, opts: { config?: string; limit: number; json?: boolean }): Promise<number> {
   const { config } = await setting(opts.config);
   const state = await StateStore.open(config.paths.state);
-  const runs = (job ? [...state.runs(job)] : Object.values(state.data.runs).flat())
+  const runs = (job ? [...(await state.runs(job))] : await state.allRuns())
     .sort((a, b) => a.startedAt.localeCompare(b.startedAt))
     .slice(-opts.limit);
   if (opts.json) {

@@ -366,7 +366,7 @@ export class Runner {
 
   /** Ids share a second often enough (bursts, shutdown) that the random part alone could repeat. */
   private uniqueRunId(job: string, at: Date): string {
-    const taken = new Set(this.opts.state.runs(job).map((run) => run.id));
+    const taken = new Set(this.opts.state.knownRunIds(job));
     for (const flight of this.lane(job).running) taken.add(flight.record.id);
     let id: string;
     do id = runId(at);

@@ -3,9 +3,10 @@ import { join } from "node:path";
 import { Low } from "lowdb";
 import { JSONFile } from "lowdb/node";
 import type { RunRecord } from "../runner/types.js";
+import { KeyedQueue } from "../sessions/jsonl.js";
+import { RunHistory } from "./run-history.js";
 
-/** Runs kept per job; older ones drop off, so the state file stays small however long countd runs. */
-export const RUNS_KEPT_PER_JOB = 200;
+export { RUNS_KEPT_PER_JOB } from "./run-history.js";
 
 export interface JobState {
   /** ISO 8601: the slot the job last fired for (catch-up counts missed slots from here). */
@@ -21,26 +22,49 @@ export interface HeartbeatState {
   lastContactAt?: string;
 }
 
-export interface StateData {
-  jobs: Record<string, JobState>;
-  runs: Record<string, RunRecord[]>;
-  heartbeat: HeartbeatState;
+export interface RunningRun {
+  job: string;
+  id: string;
 }
 
-const empty = (): StateData => ({ jobs: {}, runs: {}, heartbeat: { delivered: [] } });
+export interface StateData {
+  jobs: Record<string, JobState>;
+  heartbeat: HeartbeatState;
+  /** Runs in progress by `<job>/<id>`: after a crash, the only runs markInterrupted has to look at. */
+  running: Record<string, RunningRun>;
+}
+
+/** How state.json held run history before it moved to one JSONL file per job. */
+interface LegacyStateData extends StateData {
+  runs?: Record<string, RunRecord[]>;
+}
+
+const empty = (): StateData => ({ jobs: {}, heartbeat: { delivered: [] }, running: {} });
+
+const runKey = (run: RunningRun): string => `${run.job}/${run.id}`;
 
 /**
- * The daemon's small mutable state, in one JSON file written atomically (lowdb). Constructed
- * with JSONFile directly: lowdb's presets switch to memory under NODE_ENV=test, and here
- * persistence is the point.
+ * The daemon's state in the state directory: state.json (lowdb, written atomically) holds what
+ * stays small, job and heartbeat state and the runs in progress; run history is appended to
+ * runs/<job>.jsonl (RunHistory), so a saved run costs the same however many runs came before.
+ * Constructed with JSONFile directly: lowdb's presets switch to memory under NODE_ENV=test, and
+ * here persistence is the point.
  */
 export class StateStore {
-  private constructor(private readonly db: Low<StateData>) {}
+  /** Saves of one job in call order: a run's end must not overtake its start. */
+  private readonly saving = new KeyedQueue();
+  /** Runs handed to saveRun and not saved yet, by key, so knownRunIds sees them at once. */
+  private readonly queued = new Map<string, RunningRun>();
+
+  private constructor(
+    private readonly db: Low<StateData>,
+    private readonly history: RunHistory,
+  ) {}
 
   static async open(stateDir: string): Promise<StateStore> {
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "state.json");
-    const db = new Low(new JSONFile<StateData>(file), empty());
+    const db = new Low<LegacyStateData>(new JSONFile(file), empty());
     try {
       await db.read();
     } catch (err) {
@@ -49,7 +73,9 @@ export class StateStore {
       throw new Error(`the state file ${file} is not valid JSON (${err.message}); repair it, or move it away to start with empty state`);
     }
     db.data = { ...empty(), ...db.data };
-    return new StateStore(db);
+    const history = new RunHistory(join(stateDir, "runs"));
+    await migrateRuns(db, history);
+    return new StateStore(db, history);
   }
 
   get data(): Readonly<StateData> {
@@ -66,33 +92,84 @@ export class StateStore {
     return this.db.data.jobs[name] ?? {};
   }
 
-  runs(job: string): readonly RunRecord[] {
-    return this.db.data.runs[job] ?? [];
+  /** The job's newest RUNS_KEPT_PER_JOB runs, oldest first; reads its file on first use. */
+  runs(job: string): Promise<readonly RunRecord[]> {
+    return this.history.runs(job);
   }
 
-  /** Adds a run or replaces the record with the same id, keeping the newest RUNS_KEPT_PER_JOB. */
-  async saveRun(run: RunRecord): Promise<void> {
-    await this.update((data) => {
-      const runs = (data.runs[run.job] ??= []);
-      const index = runs.findIndex((r) => r.id === run.id);
-      if (index >= 0) runs[index] = run;
-      else runs.push(run);
-      if (runs.length > RUNS_KEPT_PER_JOB) runs.splice(0, runs.length - RUNS_KEPT_PER_JOB);
-    });
+  /** Every job's runs: reads every history file, which suits a CLI command, not the daemon. */
+  async allRuns(): Promise<RunRecord[]> {
+    const all: RunRecord[] = [];
+    // One file at a time: a thousand jobs read at once would run out of file descriptors.
+    for (const job of await this.history.jobs()) all.push(...(await this.history.runs(job)));
+    return all;
+  }
+
+  /**
+   * Ids of the job's runs known without reading its file: those saved or read since opening and
+   * those in progress. A run id begins with its start second, so one of an older run not read
+   * could only repeat a new one if countd restarted within that second.
+   */
+  knownRunIds(job: string): string[] {
+    const ids = new Set(this.history.loadedIds(job));
+    for (const run of [...this.queued.values(), ...Object.values(this.db.data.running)]) if (run.job === job) ids.add(run.id);
+    return [...ids];
+  }
+
+  /**
+   * Adds a run or replaces the record with the same id (the last save wins), keeping the newest
+   * RUNS_KEPT_PER_JOB of the job; resolves once the record is on disk. A run in progress is
+   * indexed in state.json before its record is appended, and unindexed after its final record is:
+   * a crash in between leaves an index entry markInterrupted drops, never a record `running` that
+   * nothing will finish.
+   */
+  saveRun(run: RunRecord): Promise<void> {
+    const key = runKey(run);
+    const running = run.status === "running";
+    this.queued.set(key, { job: run.job, id: run.id });
+    const saved = this.saving
+      .run(run.job, async () => {
+        if (running && !(key in this.db.data.running)) await this.update((data) => (data.running[key] = { job: run.job, id: run.id }));
+        await this.history.save(run.job, [run]);
+      })
+      .finally(() => this.queued.delete(key));
+    if (!running) {
+      // Not waited for, and a failure ignored: a stale entry only costs markInterrupted a look.
+      const unindex = () => (key in this.db.data.running ? this.update((data) => delete data.running[key]) : undefined);
+      this.saving.run(run.job, () => saved.then(unindex)).catch(() => {});
+    }
+    return saved;
   }
 
   /** At start-up: a run still `running` was cut short by a crash. Returns how many were. */
   async markInterrupted(now: Date): Promise<number> {
+    const entries = Object.entries(this.db.data.running);
     let count = 0;
-    await this.update((data) => {
-      for (const run of Object.values(data.runs).flat()) {
-        if (run.status !== "running") continue;
-        run.status = "interrupted";
-        run.finishedAt = now.toISOString();
-        run.error = "countd stopped while this run was in progress";
-        count++;
-      }
-    });
+    for (const [, { job, id }] of entries) {
+      const run = (await this.history.runs(job)).find((r) => r.id === id);
+      if (run?.status !== "running") continue;
+      const error = "countd stopped while this run was in progress";
+      const interrupted: RunRecord = { ...run, status: "interrupted", finishedAt: now.toISOString(), error };
+      await this.saving.run(job, () => this.history.save(job, [interrupted]));
+      count++;
+    }
+    if (entries.length > 0) await this.update((data) => entries.forEach(([key]) => delete data.running[key]));
     return count;
   }
+}
+
+/**
+ * Moves runs an older countd kept in state.json into the history files, once. A crash before
+ * state.json is rewritten moves them again at the next start, harmlessly: the last line for an
+ * id wins.
+ */
+async function migrateRuns(db: Low<LegacyStateData>, history: RunHistory): Promise<void> {
+  const legacy = db.data.runs;
+  if (!legacy) return;
+  for (const [job, runs] of Object.entries(legacy)) {
+    await history.save(job, runs);
+    for (const run of runs) if (run.status === "running") db.data.running[runKey(run)] = { job: run.job, id: run.id };
+  }
+  delete db.data.runs;
+  await db.write();
 }

@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/runner/types.js";
+import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
 
 const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
@@ -45,9 +46,7 @@ describe("countd start", () => {
   }
 
   async function runs(): Promise<RunRecord[]> {
-    const text = await readFile(join(dir, "state", "state.json"), "utf8").catch(() => "{}");
-    const state = JSON.parse(text) as { runs?: Record<string, RunRecord[]> };
-    return Object.values(state.runs ?? {}).flat();
+    return (await StateStore.open(join(dir, "state"))).allRuns();
   }
 
   it("fires a cron job with seconds, records each run with its tokens, and stops on SIGTERM", async () => {

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, mkdtemp, readFile, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -27,15 +27,24 @@ function record(job: string, id: string, status: RunRecord["status"] = "ok"): Ru
   };
 }
 
+const historyFile = (job: string) => join(dir, "runs", `${job}.jsonl`);
+const lines = async (job: string) => (await readFile(historyFile(job), "utf8")).split("\n").filter((line) => line !== "");
+const stateOnDisk = async () => JSON.parse(await readFile(join(dir, "state.json"), "utf8")) as Record<string, unknown>;
+const ids = async (state: StateStore, job: string) => (await state.runs(job)).map((r) => r.id);
+
 describe("StateStore", () => {
-  it("replaces a run saved again under the same id instead of adding a second one", async () => {
+  it("replaces a run saved again under the same id instead of adding a second one, also after a reopen", async () => {
     const state = await StateStore.open(dir);
     await state.saveRun(record("report", "r1", "running"));
+    await state.saveRun(record("report", "r2"));
     await state.saveRun({ ...record("report", "r1"), finishedAt: "2026-11-30T09:01:00.000Z", iterations: 3 });
-    const reopened = await StateStore.open(dir);
-    expect(reopened.runs("report")).toEqual([
+    const expected = [
       expect.objectContaining({ id: "r1", status: "ok", iterations: 3, finishedAt: "2026-11-30T09:01:00.000Z" }),
-    ]);
+      expect.objectContaining({ id: "r2", status: "ok" }),
+    ];
+    expect(await state.runs("report")).toEqual(expected);
+    expect(await (await StateStore.open(dir)).runs("report")).toEqual(expected);
+    expect(await lines("report")).toHaveLength(3);
   });
 
   it(`keeps only the newest ${RUNS_KEPT_PER_JOB} runs of a job, and other jobs' runs apart`, async () => {
@@ -43,23 +52,51 @@ describe("StateStore", () => {
     for (let i = 0; i < RUNS_KEPT_PER_JOB + 5; i++) await state.saveRun(record("busy", `r${i}`));
     await state.saveRun(record("quiet", "q0"));
     const reopened = await StateStore.open(dir);
-    const ids = reopened.runs("busy").map((r) => r.id);
-    expect(ids).toHaveLength(RUNS_KEPT_PER_JOB);
-    expect(ids[0]).toBe("r5");
-    expect(ids.at(-1)).toBe(`r${RUNS_KEPT_PER_JOB + 4}`);
-    expect(reopened.runs("quiet").map((r) => r.id)).toEqual(["q0"]);
+    const busy = await ids(reopened, "busy");
+    expect(busy).toHaveLength(RUNS_KEPT_PER_JOB);
+    expect(busy[0]).toBe("r5");
+    expect(busy.at(-1)).toBe(`r${RUNS_KEPT_PER_JOB + 4}`);
+    expect(await ids(reopened, "quiet")).toEqual(["q0"]);
+  });
+
+  it(`rewrites a history file holding more than ${2 * RUNS_KEPT_PER_JOB} lines down to the kept runs`, async () => {
+    const state = await StateStore.open(dir);
+    for (let i = 0; i < 2 * RUNS_KEPT_PER_JOB; i++) await state.saveRun(record("busy", `r${i}`));
+    expect(await lines("busy")).toHaveLength(2 * RUNS_KEPT_PER_JOB);
+    await state.saveRun(record("busy", `r${2 * RUNS_KEPT_PER_JOB}`));
+    const kept = await lines("busy");
+    expect(kept).toHaveLength(RUNS_KEPT_PER_JOB);
+    expect(JSON.parse(kept[0]!)).toMatchObject({ id: `r${RUNS_KEPT_PER_JOB + 1}` });
+    expect(await ids(await StateStore.open(dir), "busy")).toEqual(
+      Array.from({ length: RUNS_KEPT_PER_JOB }, (_, i) => `r${RUNS_KEPT_PER_JOB + 1 + i}`),
+    );
+  });
+
+  it("skips a line cut short by a crash and keeps the runs saved after it", async () => {
+    const state = await StateStore.open(dir);
+    await state.saveRun(record("torn", "t1"));
+    await appendFile(historyFile("torn"), JSON.stringify(record("torn", "t2")).slice(0, 40));
+
+    const reopened = await StateStore.open(dir);
+    expect(await ids(reopened, "torn")).toEqual(["t1"]);
+    await reopened.saveRun(record("torn", "t3"));
+    expect(await ids(await StateStore.open(dir), "torn")).toEqual(["t1", "t3"]);
   });
 
   it("marks runs left running by a crash as interrupted, on disk, and leaves finished ones alone", async () => {
     const before = await StateStore.open(dir);
     await before.saveRun(record("a", "a1", "running"));
+    await before.saveRun(record("a", "a2", "running"));
     await before.saveRun(record("a", "a2", "ok"));
     await before.saveRun(record("b", "b1", "running"));
+    // Start-up reads only the files of runs in progress: this one would fail to read.
+    await mkdir(historyFile("idle"));
 
     const after = await StateStore.open(dir);
     expect(await after.markInterrupted(new Date("2026-11-30T10:00:00Z"))).toBe(2);
     const reopened = await StateStore.open(dir);
-    expect(reopened.runs("a")).toEqual([
+    const a = await reopened.runs("a");
+    expect(a).toEqual([
       expect.objectContaining({
         id: "a1",
         status: "interrupted",
@@ -68,9 +105,40 @@ describe("StateStore", () => {
       }),
       expect.objectContaining({ id: "a2", status: "ok" }),
     ]);
-    expect(reopened.runs("a")[1]).not.toHaveProperty("error");
-    expect(reopened.runs("b")[0]!.status).toBe("interrupted");
+    expect(a[1]).not.toHaveProperty("error");
+    expect((await reopened.runs("b"))[0]!.status).toBe("interrupted");
+    expect(reopened.data.running).toEqual({});
     expect(await reopened.markInterrupted(new Date())).toBe(0);
+  });
+
+  it("drops an index entry whose run never reached its history file", async () => {
+    await writeFile(join(dir, "state.json"), JSON.stringify({ running: { "gone/g1": { job: "gone", id: "g1" } } }));
+    const state = await StateStore.open(dir);
+    expect(await state.markInterrupted(new Date())).toBe(0);
+    expect((await stateOnDisk())["running"]).toEqual({});
+    expect(await state.runs("gone")).toEqual([]);
+  });
+
+  it("moves runs an older state.json held into the history files, once, and interrupts the running ones", async () => {
+    const old = {
+      jobs: { report: { lastScheduledAt: "2026-11-30T09:00:00.000Z" } },
+      runs: { report: [record("report", "r1"), record("report", "r2", "running")], other: [record("other", "o1")] },
+      heartbeat: { delivered: [] },
+    };
+    await writeFile(join(dir, "state.json"), JSON.stringify(old));
+
+    const state = await StateStore.open(dir);
+    expect(await stateOnDisk()).not.toHaveProperty("runs");
+    expect(state.job("report")).toEqual({ lastScheduledAt: "2026-11-30T09:00:00.000Z" });
+    expect(await state.markInterrupted(new Date("2026-11-30T10:00:00Z"))).toBe(1);
+
+    const reopened = await StateStore.open(dir);
+    expect((await reopened.runs("report")).map((r) => [r.id, r.status])).toEqual([
+      ["r1", "ok"],
+      ["r2", "interrupted"],
+    ]);
+    expect(await ids(reopened, "other")).toEqual(["o1"]);
+    expect(await lines("other")).toHaveLength(1);
   });
 
   it("keeps job state, runs and heartbeat state across a reopen", async () => {
@@ -85,7 +153,7 @@ describe("StateStore", () => {
     const reopened = await StateStore.open(dir);
     expect(reopened.job("once")).toEqual({ lastScheduledAt: "2026-12-01T01:00:00.000Z", done: true });
     expect(reopened.job("never-seen")).toEqual({});
-    expect(reopened.runs("once").map((r) => r.id)).toEqual(["o1"]);
+    expect(await ids(reopened, "once")).toEqual(["o1"]);
     expect(reopened.data.heartbeat).toEqual({
       delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "abc" }],
       lastContactAt: "2026-11-30T08:00:00.000Z",
@@ -95,19 +163,60 @@ describe("StateStore", () => {
   it("loses no write when many updates run at once", async () => {
     const state = await StateStore.open(dir);
     await Promise.all([
-      ...Array.from({ length: 50 }, (_, i) => state.saveRun(record(`job${i % 5}`, `r${i}`))),
+      ...Array.from({ length: 50 }, (_, i) => state.saveRun(record(`job${i % 5}`, `r${i}`, i % 2 === 0 ? "running" : "ok"))),
       ...Array.from({ length: 20 }, (_, i) =>
         state.update((data) => {
           data.jobs[`job${i}`] = { lastScheduledAt: new Date(Date.UTC(2026, 0, 1, 0, i)).toISOString() };
         }),
       ),
     ]);
-    const onDisk = JSON.parse(await readFile(join(dir, "state.json"), "utf8")) as {
-      runs: Record<string, RunRecord[]>;
-      jobs: Record<string, unknown>;
-    };
-    expect(Object.values(onDisk.runs).flat()).toHaveLength(50);
-    expect(Object.keys(onDisk.jobs)).toHaveLength(20);
+    const reopened = await StateStore.open(dir);
+    expect(await reopened.allRuns()).toHaveLength(50);
+    expect(Object.keys(reopened.data.jobs)).toHaveLength(20);
+    expect(Object.keys(reopened.data.running)).toHaveLength(25);
+  });
+
+  it("saves a run's start and end in call order even when the end is not awaited after the start", async () => {
+    const state = await StateStore.open(dir);
+    const started = state.saveRun(record("x", "x1", "running"));
+    const ended = state.saveRun(record("x", "x1", "ok"));
+    await Promise.all([started, ended]);
+    const reopened = await StateStore.open(dir);
+    expect(await reopened.markInterrupted(new Date())).toBe(0);
+    expect((await reopened.runs("x"))[0]!.status).toBe("ok");
+  });
+
+  it("knows the id of a run from the moment it is handed to saveRun", async () => {
+    const state = await StateStore.open(dir);
+    const saving = state.saveRun(record("x", "x1"));
+    expect(state.knownRunIds("x")).toEqual(["x1"]);
+    await saving;
+    expect(state.knownRunIds("x")).toEqual(["x1"]);
+    expect(state.knownRunIds("y")).toEqual([]);
+  });
+
+  it("keeps state.json small however many jobs keep a history", async () => {
+    const state = await StateStore.open(dir);
+    const jobs = Array.from({ length: 1_000 }, (_, i) => `job-${i}`);
+    await state.update((data) => {
+      for (const job of jobs) data.jobs[job] = { lastScheduledAt: "2026-11-30T09:00:00.000Z" };
+    });
+    for (let n = 0; n < 10; n++) {
+      // A hundred at a time: all thousand at once could run out of file descriptors.
+      for (let from = 0; from < jobs.length; from += 100) {
+        const batch = jobs.slice(from, from + 100);
+        await Promise.all(batch.map((job) => state.saveRun({ ...record(job, `r${n}`), resultExcerpt: "All services green. ".repeat(15) })));
+      }
+    }
+    expect((await stat(join(dir, "state.json"))).size).toBeLessThan(200_000);
+    const reopened = await StateStore.open(dir);
+    expect(await ids(reopened, "job-999")).toEqual(Array.from({ length: 10 }, (_, n) => `r${n}`));
+    expect(await reopened.allRuns()).toHaveLength(10_000);
+  });
+
+  it("refuses a job name that is not one, naming it", async () => {
+    const state = await StateStore.open(dir);
+    await expect(state.runs("../escape")).rejects.toThrow('"../escape" is not a job name');
   });
 
   it("names the state file when it is not valid JSON", async () => {
@@ -119,6 +228,6 @@ describe("StateStore", () => {
     const nested = join(dir, "a", "b");
     const state = await StateStore.open(nested);
     await state.saveRun(record("x", "x1"));
-    expect((await StateStore.open(nested)).runs("x")).toHaveLength(1);
+    expect(await (await StateStore.open(nested)).runs("x")).toHaveLength(1);
   });
 });
