@@ -3,7 +3,6 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { LLMock } from "@copilotkit/aimock";
 import { startDaemon } from "../daemon.js";
 import { daemonLogger } from "../log.js";
 import { EXIT } from "./output.js";
@@ -23,6 +22,8 @@ export async function demo(): Promise<number> {
   const dir = await mkdtemp(join(tmpdir(), "countd-demo-"));
   await cp(join(PACKAGE, "jobs"), join(dir, "jobs"), { recursive: true });
   await cp(join(PACKAGE, "workspace"), join(dir, "workspace"), { recursive: true });
+  // Loaded here, not at start-up: only the demo needs the simulator.
+  const { LLMock } = await import("@copilotkit/aimock");
   const simulator = new LLMock({ port: 0, host: "127.0.0.1" });
   simulator.loadFixtureFile(join(PACKAGE, "demo", "fixtures.json"));
   await simulator.start();

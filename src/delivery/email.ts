@@ -2,7 +2,8 @@ import { createHash } from "node:crypto";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { basename, join } from "node:path";
-import nodemailer, { type Attachment, type NodemailerError, type SendMailOptions } from "nodemailer";
+import type nodemailer from "nodemailer";
+import type { Attachment, NodemailerError, SendMailOptions } from "nodemailer";
 import { glob } from "tinyglobby";
 import type { SmtpConfig } from "../config/schema.js";
 import { PathGuard, ToolRefusal } from "../tools/paths.js";
@@ -32,13 +33,13 @@ export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezo
     composeMail(target, message, deliveryId, workspace, { from, timezone: opts.timezone });
 
   if (!smtp) {
-    const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "unix" });
+    const transport = onFirstSend((mailer) => mailer.createTransport({ streamTransport: true, buffer: true, newline: "unix" }));
     const folder = join(opts.stateDir, "mail");
     return {
       usesFiles: true,
       async send(target, message, deliveryId, workspace) {
         const mail = await compose(target, message, deliveryId, workspace);
-        const info = await transport.sendMail(mail);
+        const info = await (await transport.get()).sendMail(mail);
         const file = join(folder, `${messageIdLocalPart(deliveryId)}.eml`);
         await mkdir(folder, { recursive: true });
         // Written aside and renamed, so a crash never leaves half a message under the final name.
@@ -50,22 +51,25 @@ export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezo
     };
   }
 
-  const transport = nodemailer.createTransport({
-    host: smtp.host,
-    port: smtp.port,
-    secure: smtp.secure,
-    auth: smtp.user !== undefined ? { user: smtp.user, pass: smtp.password ?? "" } : undefined,
-    pool: false,
-    connectionTimeout: SMTP_TIMEOUT_MS,
-    greetingTimeout: SMTP_TIMEOUT_MS,
-    socketTimeout: SMTP_TIMEOUT_MS,
-  });
+  const transport = onFirstSend((mailer) =>
+    mailer.createTransport({
+      host: smtp.host,
+      port: smtp.port,
+      secure: smtp.secure,
+      auth: smtp.user !== undefined ? { user: smtp.user, pass: smtp.password ?? "" } : undefined,
+      pool: false,
+      connectionTimeout: SMTP_TIMEOUT_MS,
+      greetingTimeout: SMTP_TIMEOUT_MS,
+      socketTimeout: SMTP_TIMEOUT_MS,
+    }),
+  );
   return {
     usesFiles: false,
     async send(target, message, deliveryId, workspace) {
       const mail = await compose(target, message, deliveryId, workspace);
+      const smtpTransport = await transport.get();
       try {
-        const info = await transport.sendMail(mail);
+        const info = await smtpTransport.sendMail(mail);
         const rejected = info.rejected.length > 0 ? `; rejected: ${info.rejected.join(", ")}` : "";
         return { info: `${info.response} (accepted: ${info.accepted.join(", ")}${rejected})` };
       } catch (err) {
@@ -75,6 +79,19 @@ export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezo
       }
     },
     close: () => transport.close(),
+  };
+}
+
+/** nodemailer is loaded, and the transport made, by the first send: a daemon that never mails never loads it. */
+function onFirstSend<T extends { close(): void }>(create: (mailer: typeof nodemailer) => T): { get(): Promise<T>; close(): void } {
+  let transport: T | undefined;
+  return {
+    async get() {
+      const { default: mailer } = await import("nodemailer");
+      // Assigned after the import, so two first sends at once still share one transport.
+      return (transport ??= create(mailer));
+    },
+    close: () => transport?.close(),
   };
 }
 
@@ -102,7 +119,7 @@ async function composeMail(
 ): Promise<SendMailOptions> {
   const { attachments, unmatched } = await resolveAttachments(target.attach, workspace);
   const notes = unmatched.map((pattern) => `_No file in the workspace matched the attachment pattern_ ${codeSpan(pattern)}`);
-  const { html, text } = renderMarkdown([messageMarkdown(message), ...notes].join("\n\n"));
+  const { html, text } = await renderMarkdown([messageMarkdown(message), ...notes].join("\n\n"));
   const subject = renderTemplate(target.subject ?? DEFAULT_SUBJECT, {
     job: message.job,
     runId: message.run.id,

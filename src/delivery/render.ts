@@ -1,28 +1,29 @@
-import { marked } from "marked";
-import { NodeHtmlMarkdown } from "node-html-markdown";
-import sanitizeHtml from "sanitize-html";
 import type { DeliveryMessage } from "./message.js";
 
 /**
- * The answer is written by an LLM that may have read hostile pages, so its HTML is cut down to
- * what a report needs: no scripts, styles, forms, frames, images (remote loads) or event handlers,
- * and links only to http(s), mailto and tel. Tables, code and links stay.
+ * Markdown as sanitised HTML, and the same content as plain text (markdown rebuilt from the cleaned HTML).
+ * The converters are loaded by the first mail rather than at start-up: many daemons never send one.
  */
-const SANITIZE: sanitizeHtml.IOptions = {
-  allowedTags: [...sanitizeHtml.defaults.allowedTags, "del"],
-  allowedAttributes: {
-    a: ["href", "title"],
-    th: ["align"],
-    td: ["align"],
-    ol: ["start"],
-  },
-  allowedSchemes: ["http", "https", "mailto", "tel"],
-  allowProtocolRelative: false,
-};
-
-/** Markdown as sanitised HTML, and the same content as plain text (markdown rebuilt from the cleaned HTML). */
-export function renderMarkdown(markdown: string): { html: string; text: string } {
-  const html = sanitizeHtml(marked.parse(markdown, { async: false, gfm: true }), SANITIZE).trim();
+export async function renderMarkdown(markdown: string): Promise<{ html: string; text: string }> {
+  const [{ marked }, { default: sanitizeHtml }, { NodeHtmlMarkdown }] = await Promise.all([
+    import("marked"),
+    import("sanitize-html"),
+    import("node-html-markdown"),
+  ]);
+  // The answer is written by an LLM that may have read hostile pages, so its HTML is cut down to
+  // what a report needs: no scripts, styles, forms, frames, images (remote loads) or event handlers,
+  // and links only to http(s), mailto and tel. Tables, code and links stay.
+  const html = sanitizeHtml(marked.parse(markdown, { async: false, gfm: true }), {
+    allowedTags: [...sanitizeHtml.defaults.allowedTags, "del"],
+    allowedAttributes: {
+      a: ["href", "title"],
+      th: ["align"],
+      td: ["align"],
+      ol: ["start"],
+    },
+    allowedSchemes: ["http", "https", "mailto", "tel"],
+    allowProtocolRelative: false,
+  }).trim();
   return { html, text: NodeHtmlMarkdown.translate(html).trim() };
 }
 

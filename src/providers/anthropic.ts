@@ -1,4 +1,5 @@
-import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from "@anthropic-ai/sdk";
+import type * as AnthropicSdk from "@anthropic-ai/sdk";
+import type Anthropic from "@anthropic-ai/sdk";
 import type { MessageCreateParamsStreaming, RawMessageStreamEvent, StopReason } from "@anthropic-ai/sdk/resources/messages";
 import { toAnthropicConversation, toAnthropicTool } from "./anthropic-messages.js";
 import { httpError, LLMError } from "./errors.js";
@@ -26,20 +27,28 @@ type OpenBlock =
   | { type: "tool_use"; id: string; name: string; json: string }
   | { type: "other" };
 
+type Sdk = typeof AnthropicSdk;
+
 export class AnthropicProvider implements LLMProvider {
   readonly name = "anthropic";
-  private readonly client: Anthropic;
+  private readonly options: AnthropicProviderOptions;
   private readonly thinkingBudget: number | undefined;
+  /** The SDK takes ~200 ms to load, so the first request loads it rather than start-up. */
+  private connection: Promise<{ sdk: Sdk; client: Anthropic }> | undefined;
 
   constructor(options: AnthropicProviderOptions) {
-    // maxRetries 0: src/providers/retry.ts is the one retry layer.
-    this.client = new Anthropic({
-      apiKey: options.apiKey,
-      baseURL: options.baseURL,
-      timeout: options.timeoutMs,
-      maxRetries: 0,
-    });
+    this.options = options;
     this.thinkingBudget = options.thinkingBudget;
+  }
+
+  private connect(): Promise<{ sdk: Sdk; client: Anthropic }> {
+    this.connection ??= import("@anthropic-ai/sdk").then((sdk) => {
+      const { apiKey, baseURL, timeoutMs } = this.options;
+      // maxRetries 0: src/providers/retry.ts is the one retry layer.
+      const client = new sdk.default({ apiKey, baseURL, timeout: timeoutMs, maxRetries: 0 });
+      return { sdk, client };
+    });
+    return this.connection;
   }
 
   async *chatStream(messages: ChatMessage[], tools: ToolDefinition[], options: ChatOptions): AsyncIterable<StreamEvent> {
@@ -55,13 +64,14 @@ export class AnthropicProvider implements LLMProvider {
       ...(tools.length > 0 && { tools: tools.map(toAnthropicTool) }),
       ...this.thinkingParams(options.maxTokens),
     };
+    const { sdk, client } = await this.connect();
     let stream: AsyncIterable<RawMessageStreamEvent>;
     try {
-      stream = await this.client.messages.create(params, { signal: options.signal });
+      stream = await client.messages.create(params, { signal: options.signal });
     } catch (err) {
-      throw this.requestError(err, options.signal);
+      throw requestError(sdk, client, err, options.signal);
     }
-    yield* readStream(stream, options.signal);
+    yield* readStream(sdk, stream, options.signal);
   }
 
   private thinkingParams(maxTokens: number): Pick<MessageCreateParamsStreaming, "thinking"> {
@@ -74,24 +84,25 @@ export class AnthropicProvider implements LLMProvider {
     }
     return { thinking: { type: "enabled", budget_tokens: this.thinkingBudget } };
   }
+}
 
-  private requestError(err: unknown, signal: AbortSignal | undefined): LLMError {
-    if (err instanceof APIUserAbortError || signal?.aborted) {
-      return new LLMError("cancelled", "Anthropic request cancelled", { cause: err });
-    }
-    if (err instanceof APIConnectionError) {
-      return new LLMError("connection", `cannot reach the Anthropic API at ${this.client.baseURL}: ${err.message}`, {
-        cause: err,
-      });
-    }
-    if (err instanceof APIError && err.status !== undefined) {
-      return httpError(err.status, err.apiMessage ?? err.message, err.headers, err);
-    }
-    return new LLMError("client", `Anthropic request failed: ${String(err)}`, { cause: err });
+function requestError(sdk: Sdk, client: Anthropic, err: unknown, signal: AbortSignal | undefined): LLMError {
+  if (err instanceof sdk.APIUserAbortError || signal?.aborted) {
+    return new LLMError("cancelled", "Anthropic request cancelled", { cause: err });
   }
+  if (err instanceof sdk.APIConnectionError) {
+    return new LLMError("connection", `cannot reach the Anthropic API at ${client.baseURL}: ${err.message}`, {
+      cause: err,
+    });
+  }
+  if (err instanceof sdk.APIError && err.status !== undefined) {
+    return httpError(err.status, err.apiMessage ?? err.message, err.headers, err);
+  }
+  return new LLMError("client", `Anthropic request failed: ${String(err)}`, { cause: err });
 }
 
 async function* readStream(
+  sdk: Sdk,
   stream: AsyncIterable<RawMessageStreamEvent>,
   signal: AbortSignal | undefined,
 ): AsyncGenerator<StreamEvent> {
@@ -172,7 +183,7 @@ async function* readStream(
       }
     }
   } catch (err) {
-    throw streamError(err);
+    throw streamError(sdk, err);
   }
   // The SDK ends the iteration quietly when the request is aborted, and a server that closes the
   // connection cleanly mid-answer looks the same: only message_stop marks a complete answer.
@@ -191,9 +202,9 @@ async function* readStream(
   yield { type: "finish", reason: finishReason(stopReason), raw: stopReason ?? "" };
 }
 
-function streamError(err: unknown): LLMError {
+function streamError(sdk: Sdk, err: unknown): LLMError {
   // An `error` event inside the stream, e.g. overloaded_error.
-  if (err instanceof APIError && err.status === undefined && err.type !== null) {
+  if (err instanceof sdk.APIError && err.status === undefined && err.type !== null) {
     return new LLMError("stream", `Anthropic stream sent an error event: ${err.type}: ${err.apiMessage ?? err.message}`, {
       cause: err,
     });

@@ -1,11 +1,23 @@
 import { realpath } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
-import sh from "mvdan-sh";
 import type * as Sh from "mvdan-sh";
 import { isInside, ToolRefusal } from "./paths.js";
 
-const { syntax } = sh;
 type Node = Sh.Node;
+
+/**
+ * The parser takes ~200 ms to load, so the first check loads it rather than start-up. Everything
+ * below that reads `syntax` runs inside a check, after `loadParser` has set it.
+ */
+let syntax: Sh.Syntax;
+let parserLoaded: Promise<void> | undefined;
+
+function loadParser(): Promise<void> {
+  parserLoaded ??= import("mvdan-sh").then((sh) => {
+    syntax = sh.default.syntax;
+  });
+  return parserLoaded;
+}
 
 export interface ShellPolicyConfig {
   /** Extra regular expressions, matched case-insensitively against the raw line and against each command. */
@@ -50,6 +62,7 @@ export class ShellPolicy {
   /** Resolves when `line` may run; throws a ToolRefusal naming the offending command or path otherwise. */
   async check(line: string, ctx: CheckContext): Promise<void> {
     this.matchPatterns(line, line);
+    await loadParser();
     const scan = new Scan(this.allowed, ctx);
     scan.source(line, 0);
     for (const text of scan.commandTexts) this.matchPatterns(text, text);

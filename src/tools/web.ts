@@ -1,8 +1,6 @@
 import http from "node:http";
 import https from "node:https";
 import type { IncomingMessage } from "node:http";
-import { NodeHtmlMarkdown } from "node-html-markdown";
-import { parse as parseHtml } from "node-html-parser";
 import { z } from "zod";
 import { defineTool, type Tool } from "./registry.js";
 import { ToolRefusal } from "./paths.js";
@@ -147,7 +145,7 @@ async function render(response: IncomingMessage, url: URL, format: "markdown" | 
     const { body, truncated } = await readCapped(response, limits.maxBytes);
     if (truncated) notices.push(`[Truncated: the download stopped at ${formatBytes(limits.maxBytes)}]`);
     const text = decode(body, contentType);
-    content = kind === "html" ? htmlToReadable(text, format) : text;
+    content = kind === "html" ? await htmlToReadable(text, format) : text;
     if (content.length > limits.maxChars) {
       notices.push(`[Truncated: showing the first ${limits.maxChars.toLocaleString("en-US")} of ${content.length.toLocaleString("en-US")} characters]`);
       content = content.slice(0, limits.maxChars);
@@ -194,8 +192,13 @@ function decode(body: Buffer, contentType: string): string {
   }
 }
 
-function htmlToReadable(html: string, format: "markdown" | "text"): string {
-  if (format === "markdown") return NodeHtmlMarkdown.translate(html);
+// The converters are loaded by the first HTML page, not at start-up: a daemon may never fetch one.
+async function htmlToReadable(html: string, format: "markdown" | "text"): Promise<string> {
+  if (format === "markdown") {
+    const { NodeHtmlMarkdown } = await import("node-html-markdown");
+    return NodeHtmlMarkdown.translate(html);
+  }
+  const { parse: parseHtml } = await import("node-html-parser");
   const root = parseHtml(html);
   for (const element of root.querySelectorAll("script, style, noscript, template")) element.remove();
   // The body alone, as in the markdown form; outside it the parser would keep the doctype as text.

@@ -23,8 +23,8 @@ const failed: DeliveryMessage = {
 };
 
 describe("renderMarkdown", () => {
-  it("removes scripts, event handlers and javascript: links from the answer", () => {
-    const { html, text } = renderMarkdown(
+  it("removes scripts, event handlers and javascript: links from the answer", async () => {
+    const { html, text } = await renderMarkdown(
       [
         "Hello <script>alert('script')</script>",
         '<img src="x.png" onerror="alert(\'onerror\')">',
@@ -39,8 +39,8 @@ describe("renderMarkdown", () => {
     expect(html).toContain("mixed case");
   });
 
-  it("keeps tables, code and http links, with a plain-text version of the same content", () => {
-    const { html, text } = renderMarkdown(
+  it("keeps tables, code and http links, with a plain-text version of the same content", async () => {
+    const { html, text } = await renderMarkdown(
       "# Sales\n\n| region | total |\n|---|---:|\n| north | 12 |\n\n```\nif (a < b) run();\n```\n\nSee [the dashboard](https://dash.example.com/sales).",
     );
     expect(html).toContain("<h1>Sales</h1>");
@@ -55,8 +55,8 @@ describe("renderMarkdown", () => {
 });
 
 describe("messageMarkdown", () => {
-  it("adds the error and the last tool calls to a failed run's answer, inside code blocks", () => {
-    const { html } = renderMarkdown(messageMarkdown(failed));
+  it("adds the error and the last tool calls to a failed run's answer, inside code blocks", async () => {
+    const { html } = await renderMarkdown(messageMarkdown(failed));
     expect(html).toContain("Partial answer.");
     expect(html).toContain("20260301T090000Z-ab12 timeout");
     const blocks = [...html.matchAll(/<pre><code>([\s\S]*?)<\/code><\/pre>/g)].map((m) => m[1]);
