@@ -1,44 +1,7 @@
 import type { MemoryEntry } from "../memory/store.js";
 import { HEARTBEAT_RESPOND } from "../tools/heartbeat.js";
 import type { PersonaConfig } from "./personalities.js";
-
-/** The same clock reading for the prompt and for the heartbeat's decision, in one time zone. */
-export interface LocalClock {
-  /** YYYY-MM-DD: the calendar day in the time zone, which the daily cap counts by. */
-  date: string;
-  /** HH:MM, 24-hour. */
-  time: string;
-  /** Minutes after local midnight. */
-  minutes: number;
-  /** English weekday name, e.g. "Monday". */
-  weekday: string;
-}
-
-const clocks = new Map<string, Intl.DateTimeFormat>();
-
-export function localClock(now: Date, timezone: string): LocalClock {
-  let format = clocks.get(timezone);
-  if (!format) {
-    format = new Intl.DateTimeFormat("en-US", {
-      timeZone: timezone,
-      year: "numeric",
-      month: "2-digit",
-      day: "2-digit",
-      hour: "2-digit",
-      minute: "2-digit",
-      hourCycle: "h23",
-      weekday: "long",
-    });
-    clocks.set(timezone, format);
-  }
-  const p = Object.fromEntries(format.formatToParts(now).map((part) => [part.type, part.value]));
-  return {
-    date: `${p.year}-${p.month}-${p.day}`,
-    time: `${p.hour}:${p.minute}`,
-    minutes: Number(p.hour) * 60 + Number(p.minute),
-    weekday: p.weekday!,
-  };
-}
+import { localClock } from "../time.js";
 
 /** A user's HEARTBEAT.md may grow without bound; the prompt takes its head only. */
 export const CHECKLIST_PROMPT_CHARS = 8000;

@@ -1,3 +1,4 @@
+import { localClock } from "../time.js";
 import { personalityText, type Locale, type PersonaConfig } from "./personalities.js";
 
 /** What the prompt needs to know of a skill; the path is relative to the workspace. */
@@ -133,19 +134,6 @@ export interface RuntimeFactsInput {
   channel?: string;
 }
 
-/** Building an Intl.DateTimeFormat costs more than formatting with it, and every message needs one. */
-const formatters = new Map<string, Intl.DateTimeFormat>();
-
-function formatter(locale: string, timezone: string, options: Intl.DateTimeFormatOptions): Intl.DateTimeFormat {
-  const key = `${locale}|${timezone}|${Object.keys(options).join(",")}`;
-  let format = formatters.get(key);
-  if (!format) {
-    format = new Intl.DateTimeFormat(locale, { ...options, timeZone: timezone });
-    formatters.set(key, format);
-  }
-  return format;
-}
-
 /** The facts change once a minute, and formatting a date in a time zone is the costly part. */
 let lastFacts: { key: string; text: string } | undefined;
 
@@ -156,29 +144,26 @@ export function runtimeFacts(locale: Locale, input: RuntimeFactsInput): string {
   return lastFacts.text;
 }
 
+const ZH_WEEKDAYS: Record<string, string> = {
+  Monday: "星期一",
+  Tuesday: "星期二",
+  Wednesday: "星期三",
+  Thursday: "星期四",
+  Friday: "星期五",
+  Saturday: "星期六",
+  Sunday: "星期日",
+};
+
 function formatFacts(locale: Locale, { now, timezone, channel }: RuntimeFactsInput): string {
-  const parts = Object.fromEntries(
-    formatter("en-US", timezone, {
-      year: "numeric",
-      month: "2-digit",
-      day: "2-digit",
-      hour: "2-digit",
-      minute: "2-digit",
-      hourCycle: "h23",
-      weekday: "long",
-      timeZoneName: "longOffset",
-    })
-      .formatToParts(now)
-      .map((p) => [p.type, p.value]),
-  );
-  const stamp = `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}`;
+  const clock = localClock(now, timezone);
+  const stamp = `${clock.date} ${clock.time}`;
+  const gmt = `GMT${clock.offset === "+00:00" ? "" : clock.offset}`;
   if (locale === "zh") {
-    const weekday = formatter("zh-CN", timezone, { weekday: "long" }).format(now);
-    const lines = ["# 运行时信息", `当前日期时间：${stamp}，${weekday}（时区 ${timezone}，${parts.timeZoneName}）`];
+    const lines = ["# 运行时信息", `当前日期时间：${stamp}，${ZH_WEEKDAYS[clock.weekday]}（时区 ${timezone}，${gmt}）`];
     if (channel) lines.push(`来源渠道：${channel}`);
     return lines.join("\n");
   }
-  const lines = ["# Runtime", `Current date and time: ${stamp}, ${parts.weekday} (timezone ${timezone}, ${parts.timeZoneName})`];
+  const lines = ["# Runtime", `Current date and time: ${stamp}, ${clock.weekday} (timezone ${timezone}, ${gmt})`];
   if (channel) lines.push(`Channel: ${channel}`);
   return lines.join("\n");
 }

@@ -1,3 +1,4 @@
+import { localClock } from "../time.js";
 import type { DeliveryMessage } from "./message.js";
 
 /**
@@ -83,7 +84,7 @@ export function unknownTemplatePlaceholders(template: string): string[] {
 
 /** Fills {{job.name}}, {{date}} (YYYY-MM-DD), {{time}} (HH:MM), {{status}} and {{run.id}}; one pass, so values are never re-read as templates. */
 export function renderTemplate(template: string, vars: TemplateVars): string {
-  const clock = wallClock(vars.at, vars.timeZone);
+  const clock = localClock(vars.at, vars.timeZone);
   const values: Record<Placeholder, string> = {
     "job.name": vars.job,
     date: clock.date,
@@ -98,11 +99,3 @@ function isPlaceholder(name: string): name is Placeholder {
   return (TEMPLATE_PLACEHOLDERS as readonly string[]).includes(name);
 }
 
-function wallClock(at: Date, timeZone: string): { date: string; time: string } {
-  const parts = Object.fromEntries(
-    new Intl.DateTimeFormat("en-US", { timeZone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" })
-      .formatToParts(at)
-      .map((part) => [part.type, part.value]),
-  ) as Record<Intl.DateTimeFormatPartTypes, string>;
-  return { date: `${parts.year}-${parts.month}-${parts.day}`, time: `${parts.hour}:${parts.minute}` };
-}

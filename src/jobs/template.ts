@@ -1,3 +1,4 @@
+import { localClock } from "../time.js";
 import type { Job } from "./types.js";
 
 export interface PromptVars {
@@ -28,7 +29,7 @@ export function unknownPlaceholders(template: string): { text: string; index: nu
 
 /** One pass over the template, so a value that itself holds `{{…}}` (a file name) stays as it is. */
 export function renderPrompt(template: string, vars: PromptVars): string {
-  const clock = wallClock(vars.now, vars.timezone);
+  const clock = localClock(vars.now, vars.timezone);
   const values: Record<Placeholder, () => string> = {
     date: () => clock.date,
     time: () => clock.time,
@@ -52,26 +53,3 @@ function listFiles(files: readonly string[]): string {
   return [...shown, ...(rest > 0 ? [`… and ${rest} more`] : [])].join("\n");
 }
 
-/** The wall clock in `timeZone`: date, HH:MM, and ISO 8601 with the offset in force at `now`. */
-function wallClock(now: Date, timeZone: string): { date: string; time: string; datetime: string } {
-  const parts = Object.fromEntries(
-    new Intl.DateTimeFormat("en-US", {
-      timeZone,
-      year: "numeric",
-      month: "2-digit",
-      day: "2-digit",
-      hour: "2-digit",
-      minute: "2-digit",
-      second: "2-digit",
-      hourCycle: "h23",
-      timeZoneName: "longOffset",
-    })
-      .formatToParts(now)
-      .map((part) => [part.type, part.value]),
-  ) as Record<Intl.DateTimeFormatPartTypes, string>;
-  const date = `${parts.year}-${parts.month}-${parts.day}`;
-  const time = `${parts.hour}:${parts.minute}`;
-  // "GMT+08:00", or plain "GMT" when the offset is zero.
-  const offset = parts.timeZoneName.replace(/^GMT/, "") || "+00:00";
-  return { date, time, datetime: `${date}T${time}:${parts.second}${offset}` };
-}

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { heartbeatPrompt, localClock } from "../agent/heartbeat-prompt.js";
+import { heartbeatPrompt } from "../agent/heartbeat-prompt.js";
+import { localClock } from "../time.js";
 import type { PersonaConfig } from "../agent/personalities.js";
 import type { HeartbeatConfig } from "../config/schema.js";
 import type { LogFn } from "../log.js";

@@ -1,0 +1,53 @@
+/** One reading of the wall clock in a time zone, for prompts, templates, subjects and decisions. */
+export interface LocalClock {
+  /** YYYY-MM-DD: the calendar day in the time zone (daily caps count by it). */
+  date: string;
+  /** HH:MM, 24-hour. */
+  time: string;
+  /** YYYY-MM-DDTHH:MM:SS±HH:MM, with the offset in force at that instant. */
+  datetime: string;
+  /** Minutes after local midnight. */
+  minutes: number;
+  /** English weekday name, e.g. "Monday". */
+  weekday: string;
+  /** "+08:00", "-05:00", or "+00:00". */
+  offset: string;
+}
+
+/** Building an Intl.DateTimeFormat costs far more than formatting with one; there is one per zone. */
+const formats = new Map<string, Intl.DateTimeFormat>();
+
+export function localClock(at: Date, timeZone: string): LocalClock {
+  let format = formats.get(timeZone);
+  if (!format) {
+    format = new Intl.DateTimeFormat("en-US", {
+      timeZone,
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+      hourCycle: "h23",
+      weekday: "long",
+      timeZoneName: "longOffset",
+    });
+    formats.set(timeZone, format);
+  }
+  const p = Object.fromEntries(format.formatToParts(at).map((part) => [part.type, part.value])) as Record<
+    Intl.DateTimeFormatPartTypes,
+    string
+  >;
+  const date = `${p.year}-${p.month}-${p.day}`;
+  const time = `${p.hour}:${p.minute}`;
+  // "GMT+08:00", or a bare "GMT" when the offset is zero.
+  const offset = p.timeZoneName.replace(/^GMT/, "") || "+00:00";
+  return {
+    date,
+    time,
+    datetime: `${date}T${time}:${p.second}${offset}`,
+    minutes: Number(p.hour) * 60 + Number(p.minute),
+    weekday: p.weekday,
+    offset,
+  };
+}
