@@ -14,9 +14,8 @@ import { CronTrigger, recordFire } from "./triggers/cron.js";
 import { WatchTrigger } from "./triggers/watch.js";
 import { HeartbeatService } from "./triggers/heartbeat.js";
 import { deliverCheckIn, HEARTBEAT_JOB, HeartbeatRuns } from "./runner/heartbeat-runs.js";
-import { RunDispatcher, sendEntry } from "./delivery/dispatch.js";
-import { createMailer } from "./delivery/email.js";
-import { Outbox } from "./delivery/outbox.js";
+import { openDelivery } from "./delivery/dispatch.js";
+import type { Outbox } from "./delivery/outbox.js";
 import { join } from "node:path";
 
 export interface Daemon {
@@ -58,12 +57,14 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
       knownTools: rt.toolNames,
     });
 
-    const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone });
-    if (mailer.usesFiles) {
-      logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
-    }
-    const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, env), log });
-    const dispatcher = new RunDispatcher(outbox, () => runtime.config.paths.workspace, runtime.events);
+    const { outbox, dispatcher, mailToFiles, close: closeDelivery } = await openDelivery({
+      config,
+      env,
+      events: runtime.events,
+      workspace: () => runtime.config.paths.workspace,
+      log,
+    });
+    if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
     // Through getters: a reload swaps the runtime, and later runs use the new one.
     const executeJob = jobExecutor(() => runtime);
     const heartbeat = new HeartbeatRuns(() => runtime);
@@ -155,9 +156,7 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
           checkIns?.stop();
           await Promise.all([watch.close(), jobs.close()]);
           await runner.shutdown(config.runner.shutdownGraceMs);
-          // What is still pending stays on disk and is sent after the next start.
-          await outbox.stop();
-          mailer.close();
+          await closeDelivery();
           await runtime.close();
           await release();
           logger.info("countd stopped");

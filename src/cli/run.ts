@@ -1,6 +1,7 @@
 import { loadConfig } from "../config/load.js";
 import { JobRegistry } from "../jobs/registry.js";
 import { daemonLogger } from "../log.js";
+import { openDelivery } from "../delivery/dispatch.js";
 import { jobExecutor } from "../runner/execute.js";
 import { Runner } from "../runner/runner.js";
 import type { RunStatus } from "../runner/types.js";
@@ -43,12 +44,28 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       process.stdout.write(e.text);
       last = e.text;
     });
+    const delivery = await openDelivery({
+      config,
+      env: process.env,
+      events: runtime.events,
+      workspace: () => config.paths.workspace,
+    });
+    const executeJob = jobExecutor(() => runtime);
+    let queued: Promise<void> = Promise.resolve();
     const runner = new Runner({
       job: (jobName) => jobs.get(jobName),
       state,
       concurrency: 1,
       log: (level, msg, fields) => logger[level](fields ?? {}, msg),
-      execute: jobExecutor(() => runtime),
+      execute: async (j, run) => {
+        const outcome = await executeJob(j, run);
+        delivery.dispatcher.answered(run.id, outcome.answer);
+        return outcome;
+      },
+      onRunStart: (_job, run) => delivery.dispatcher.started(run),
+      onRunEnd: (j, run, { willRetry }) => {
+        queued = delivery.dispatcher.finished(j, run, willRetry);
+      },
     });
     const onSigint = () => void runner.shutdown(0);
     process.on("SIGINT", onSigint);
@@ -56,11 +73,18 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       const record = await runner.run({ job: name, reason: "manual", scheduledAt: new Date() });
       if (last && !last.endsWith("\n")) process.stdout.write("\n");
       if (record.error) process.stderr.write(`countd: run ${record.id} ${record.status}: ${record.error}\n`);
+      await queued;
+      await delivery.outbox.runDue();
+      const { pending, dead } = delivery.outbox.list();
+      const mine = (entry: { id: string }) => entry.id.startsWith(`${name}.${record.id}.`);
+      if (pending.some(mine)) process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
+      dead.filter(mine).forEach((entry) => process.stderr.write(`countd: delivery ${entry.id} failed: ${entry.lastError ?? ""}\n`));
       return EXIT_BY_STATUS[record.status] ?? EXIT.failure;
     } finally {
       process.off("SIGINT", onSigint);
       stopPrinting();
       await runner.shutdown(0);
+      await delivery.close();
       await jobs.close();
       await runtime.close();
     }

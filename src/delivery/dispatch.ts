@@ -1,9 +1,11 @@
+import type { Config } from "../config/schema.js";
 import type { EventBus } from "../events.js";
+import type { LogFn } from "../log.js";
 import type { Job } from "../jobs/types.js";
 import type { RunRecord } from "../runner/types.js";
-import type { Mailer } from "./email.js";
+import { createMailer, type Mailer } from "./email.js";
 import type { DeliveryMessage, ToolCallSummary } from "./message.js";
-import type { Outbox } from "./outbox.js";
+import { Outbox } from "./outbox.js";
 import { resolveTarget } from "./secrets.js";
 import type { DeliveryTarget } from "./targets.js";
 import { sendWebhook } from "./webhook.js";
@@ -96,5 +98,36 @@ export function message(kind: DeliveryMessage["kind"], job: string, run: RunReco
       usage: run.usage,
     },
     result: answer,
+  };
+}
+
+export interface DeliveryStage {
+  outbox: Outbox;
+  dispatcher: RunDispatcher;
+  /** True when mail is written as .eml files because there are no smtp settings. */
+  mailToFiles: boolean;
+  /** Waits for attempts in flight; what is still pending stays on disk for the next start. */
+  close(): Promise<void>;
+}
+
+/** The delivery stage as the daemon and `countd run` use it: mailer, outbox and dispatcher. */
+export async function openDelivery(opts: {
+  config: Config;
+  env: NodeJS.ProcessEnv;
+  events: EventBus;
+  workspace: () => string;
+  log?: LogFn;
+}): Promise<DeliveryStage> {
+  const { config } = opts;
+  const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone });
+  const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, opts.env), ...(opts.log ? { log: opts.log } : {}) });
+  return {
+    outbox,
+    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.events),
+    mailToFiles: mailer.usesFiles,
+    async close() {
+      await outbox.stop();
+      mailer.close();
+    },
   };
 }

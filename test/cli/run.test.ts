@@ -1,0 +1,57 @@
+import { spawn } from "node:child_process";
+import { mkdir, mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { beforeEach, describe, expect, it } from "vitest";
+import { StateStore } from "../../src/store/state.js";
+import { useAimock } from "../support/aimock.js";
+
+const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
+
+describe("countd run", () => {
+  const mock = useAimock();
+  let dir: string;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "countd-run-"));
+    await mkdir(join(dir, "jobs"));
+    await writeFile(join(dir, "countd.yaml"), "tools:\n  exec:\n    sandbox: none\n");
+  });
+
+  function countd(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((done) => {
+      const env = { PATH: process.env["PATH"] ?? "", OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-run-test-key" };
+      const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
+      child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+      child.on("close", (code) => done({ code, stdout, stderr }));
+    });
+  }
+
+  it("runs a job now, streams its answer, records the run and delivers it", async () => {
+    mock.onMessage("weekly numbers", { content: "Revenue is up 4 %." });
+    await writeFile(
+      join(dir, "jobs", "weekly.yaml"),
+      "prompt: Report the weekly numbers for {{date}}.\ndeliver:\n  - email: { to: [boss@example.com] }\n",
+    );
+    const run = await countd(["run", "weekly"]);
+    expect(run).toMatchObject({ code: 0, stdout: "Revenue is up 4 %.\n" });
+    const [record] = await (await StateStore.open(join(dir, "state"))).runs("weekly");
+    expect(record).toMatchObject({ reason: "manual", status: "ok", resultExcerpt: "Revenue is up 4 %." });
+    const mail = await readdir(join(dir, "state", "mail"));
+    expect(mail).toEqual([`weekly.${record!.id}.${mail[0]!.split(".").slice(2).join(".")}`]);
+    expect(await readFile(join(dir, "state", "mail", mail[0]!), "utf8")).toContain("To: boss@example.com");
+  });
+
+  it("exits 1 with the error when the run fails, and names an unknown job", async () => {
+    mock.onMessage("broken", { error: { message: "model overloaded", type: "invalid_request_error" }, status: 400 });
+    await writeFile(join(dir, "jobs", "broken.yaml"), "prompt: broken\n");
+    const failed = await countd(["run", "broken"]);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toMatch(/^countd: run \S+ error: .*model overloaded/m);
+    const unknown = await countd(["run", "nope"]);
+    expect(unknown).toMatchObject({ code: 1, stderr: expect.stringContaining('countd: no job named "nope"') });
+  });
+});
