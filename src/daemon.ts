@@ -83,11 +83,11 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
         watch.jobStarted(job.name);
         dispatcher.started(run);
       },
-      onRunEnd: (job, run, { willRetry }) => {
-        watch.jobFinished(job.name);
+      beforeRunEnd: async (job, run, { willRetry }) => {
         if (job.name === HEARTBEAT_JOB) return;
-        dispatcher.finished(job, run, willRetry).catch((err: unknown) => logger.error({ err, job: job.name, run: run.id }, "could not queue the run's deliveries"));
+        await dispatcher.finished(job, run, willRetry).catch((err: unknown) => logger.error({ err, job: job.name, run: run.id }, "could not queue the run's deliveries"));
       },
+      onRunEnd: (job) => watch.jobFinished(job.name),
     });
     const checkIns = config.heartbeat.enabled
       ? new HeartbeatService({

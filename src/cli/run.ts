@@ -51,7 +51,6 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       workspace: () => config.paths.workspace,
     });
     const executeJob = jobExecutor(() => runtime);
-    let queued: Promise<void> = Promise.resolve();
     const runner = new Runner({
       job: (jobName) => jobs.get(jobName),
       state,
@@ -63,9 +62,8 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
         return outcome;
       },
       onRunStart: (_job, run) => delivery.dispatcher.started(run),
-      onRunEnd: (j, run, { willRetry }) => {
-        queued = delivery.dispatcher.finished(j, run, willRetry);
-      },
+      // Queued before the final record is saved, as in the daemon: an ok run always has its deliveries.
+      beforeRunEnd: (j, run, { willRetry }) => delivery.dispatcher.finished(j, run, willRetry),
     });
     const onSigint = () => void runner.shutdown(0);
     process.on("SIGINT", onSigint);
@@ -73,7 +71,6 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       const record = await runner.run({ job: name, reason: "manual", scheduledAt: new Date() });
       if (last && !last.endsWith("\n")) process.stdout.write("\n");
       if (record.error) process.stderr.write(`countd: run ${record.id} ${record.status}: ${record.error}\n`);
-      await queued;
       await delivery.outbox.runDue();
       const { pending, dead } = delivery.outbox.list();
       const mine = (entry: { id: string }) => entry.id.startsWith(`${name}.${record.id}.`);

@@ -31,9 +31,14 @@ export interface RunnerOptions {
   /** After the `running` record is saved. */
   onRunStart?: (job: Job, run: RunRecord) => void;
   /**
-   * After the final record is saved; not called for runs that never started (skipped, dropped).
+   * With the final record, before it is saved, and awaited: what it queues (deliveries) is on
+   * disk before the run is recorded as ended, so a crash in between leaves the run `running`
+   * (interrupted at the next start) rather than a finished run whose deliveries were never queued.
+   * Not called for runs that never started (skipped, dropped).
    * `willRetry`: a failed attempt is retried, so it is not the job's last word (on_failure waits).
    */
+  beforeRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean }) => Promise<void>;
+  /** After the final record is saved and the run's slot is free; called when beforeRunEnd is. */
   onRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean }) => void;
 }
 
@@ -248,7 +253,7 @@ export class Runner {
   private async drive(job: Job, pending: Pending, flight: InFlight): Promise<void> {
     const { record, cancel } = flight;
     await this.save(record);
-    this.hook(() => this.opts.onRunStart?.(job, record), job, record);
+    void this.hook(() => this.opts.onRunStart?.(job, record), job, record);
     this.log("info", "run started", { job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId });
 
     const timer = job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, MAX_TIMER_MS)) : undefined;
@@ -273,6 +278,9 @@ export class Runner {
       ...(outcome.answer ? { resultExcerpt: excerpt(outcome.answer) } : {}),
       ...(error ? { error } : {}),
     };
+    const current = this.opts.job(job.name) ?? job;
+    const willRetry = (status === "error" || status === "timeout") && pending.attempt < current.retry.attempts && !this.stopping;
+    await this.hook(() => this.opts.beforeRunEnd?.(job, end, { willRetry }), job, end);
     await this.save(end);
     this.lane(job.name).running.delete(flight);
     this.inFlight--;
@@ -284,9 +292,7 @@ export class Runner {
       durationMs,
       ...(error ? { error } : {}),
     });
-    const current = this.opts.job(job.name) ?? job;
-    const willRetry = (status === "error" || status === "timeout") && pending.attempt < current.retry.attempts && !this.stopping;
-    this.hook(() => this.opts.onRunEnd?.(job, end, { willRetry }), job, end);
+    void this.hook(() => this.opts.onRunEnd?.(job, end, { willRetry }), job, end);
     if (willRetry) this.retryLater(current, pending);
     else for (const resolve of pending.waiters) resolve(end);
     this.releaseNext(job.name);
@@ -386,9 +392,9 @@ export class Runner {
     return saving;
   }
 
-  private hook(call: () => void, job: Job, record: RunRecord): void {
+  private async hook(call: () => void | Promise<void>, job: Job, record: RunRecord): Promise<void> {
     try {
-      call();
+      await call();
     } catch (err) {
       // A failing listener must not leave the run's slot taken.
       this.log("error", `run listener failed: ${errorText(err)}`, { job: job.name, runId: record.id });

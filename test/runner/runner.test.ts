@@ -330,6 +330,47 @@ describe("Runner: records", () => {
     expect(await runner.run(fire("broken"))).toMatchObject({ status: "error", error: "no provider named glm" });
   });
 
+  it("awaits beforeRunEnd with the final record before saving it, so what it queues is on disk before the run is recorded as ended", async () => {
+    const order: string[] = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let entered!: () => void;
+    const reached = new Promise<void>((resolve) => (entered = resolve));
+    const { runner } = makeRunner([makeJob("report")], async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }), {
+      beforeRunEnd: async (_job, run) => {
+        order.push(`before end ${run.status}`);
+        entered();
+        await held;
+        order.push("queued");
+      },
+      onRunEnd: (_job, run) => void order.push(`end ${run.status}`),
+    });
+    const ran = runner.run(fire("report")).then((record) => {
+      order.push("run resolved");
+      return record;
+    });
+    await reached;
+    // A crash now leaves the run `running`, which the next start marks interrupted: never a
+    // finished run whose deliveries were not queued.
+    expect((await records("report")).map((r) => r.status)).toEqual(["running"]);
+
+    release();
+    expect(await ran).toMatchObject({ status: "ok" });
+    expect((await records("report")).map((r) => r.status)).toEqual(["ok"]);
+    expect(order).toEqual(["before end ok", "queued", "end ok", "run resolved"]);
+  });
+
+  it("still records the run when beforeRunEnd fails, and logs why", async () => {
+    const { runner, logs } = makeRunner([makeJob("report")], async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }), {
+      beforeRunEnd: async () => {
+        throw new Error("disk full");
+      },
+    });
+    const record = await runner.run(fire("report"));
+    expect((await records("report")).map((r) => r.status)).toEqual(["ok"]);
+    expect(logs).toContainEqual({ level: "error", msg: "run listener failed: disk full", fields: { job: "report", runId: record.id } });
+  });
+
   it("refuses to run a job it does not know", async () => {
     const { runner, logs } = makeRunner([], heldExecutor().execute);
     await expect(runner.run(fire("nope"))).rejects.toThrow('no job named "nope"');
