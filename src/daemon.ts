@@ -44,7 +44,7 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
   try {
     const state = await StateStore.open(config.paths.state);
     const interrupted = await state.markInterrupted(new Date());
-    if (interrupted > 0) logger.warn({ runs: interrupted }, "runs left running by the last stop are marked interrupted");
+    if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
     let runtime = await openRuntime(config, env);
     runtime.warnings.forEach((warning) => logger.warn(warning));
@@ -120,6 +120,10 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
     problems.forEach((problem) => logger.error(problem));
     // Watching before arming: a job file changed meanwhile is applied, not missed.
     await jobs.watch();
+    for (const run of interrupted) {
+      const job = jobs.get(run.job);
+      if (job) await dispatcher.interrupted(job, run);
+    }
     await catchUpMissed(jobs.all(), state, fire);
     await arm(jobs.all());
     outbox.start();

@@ -5,7 +5,7 @@ import type { Job } from "../jobs/types.js";
 import type { RunRecord } from "../runner/types.js";
 import { createMailer, type Mailer } from "./email.js";
 import type { DeliveryMessage, ToolCallSummary } from "./message.js";
-import { Outbox } from "./outbox.js";
+import { deliveryId, Outbox } from "./outbox.js";
 import { resolveTarget } from "./secrets.js";
 import type { DeliveryTarget } from "./targets.js";
 import { sendWebhook } from "./webhook.js";
@@ -77,11 +77,26 @@ export class RunDispatcher {
     }
   }
 
+  /**
+   * A run cut short by a crash is reported to `on_failure`, unless it had got as far as queueing
+   * its answer: then the crash came between queueing and recording, and the answer is on its way.
+   */
+  async interrupted(job: Job, run: RunRecord): Promise<void> {
+    const { pending, dead } = this.outbox.list();
+    const queued = new Set([...pending, ...dead].map((entry) => entry.id));
+    const answerIds = job.deliver.map((target) => deliveryId(runKey(job.name, run), target));
+    if (answerIds.some((id) => queued.has(id) || this.outbox.deliveredAt(id))) return;
+    await this.send(job.name, run, job.onFailure, { ...message("run.failed", job.name, run, ""), ...(run.error ? { error: run.error } : {}) });
+  }
+
   private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<void> {
     if (targets.length === 0) return;
-    await this.outbox.enqueue(`${job}.${run.id}`, targets, msg, this.workspace());
+    await this.outbox.enqueue(runKey(job, run), targets, msg, this.workspace());
   }
 }
+
+/** Names a run across all jobs (run ids are unique within a job only). */
+const runKey = (job: string, run: RunRecord) => `${job}.${run.id}`;
 
 export function message(kind: DeliveryMessage["kind"], job: string, run: RunRecord, answer: string): DeliveryMessage {
   const finishedAt = run.finishedAt ?? new Date().toISOString();

@@ -34,6 +34,11 @@ const iso = (ms: number) => new Date(ms).toISOString();
  * in schedule.ts until acknowledged or given up, and never sent again once acknowledged. One
  * outbox per state directory (the daemon's lock file ensures it).
  */
+/** A delivery's idempotency id: the same run and target give the same id, on every attempt. */
+export function deliveryId(runKey: string, target: DeliveryTarget): string {
+  return `${runKey}.${targetKey(target)}`;
+}
+
 export class Outbox {
   private readonly inFlight = new Map<string, Promise<void>>();
   private started = false;
@@ -70,7 +75,7 @@ export class Outbox {
     await this.store.update((data) => {
       for (const target of targets) {
         const key = targetKey(target);
-        const id = `${runKey}.${key}`;
+        const id = deliveryId(runKey, target);
         ids.push(id);
         if (data.entries[id] || this.store.deliveredAt(id)) continue;
         const disabled = data.disabledTargets[key];

@@ -141,20 +141,20 @@ export class StateStore {
     return saved;
   }
 
-  /** At start-up: a run still `running` was cut short by a crash. Returns how many were. */
-  async markInterrupted(now: Date): Promise<number> {
+  /** At start-up: a run still `running` was cut short by a crash. Returns those runs, now `interrupted`. */
+  async markInterrupted(now: Date): Promise<RunRecord[]> {
     const entries = Object.entries(this.db.data.running);
-    let count = 0;
+    const marked: RunRecord[] = [];
     for (const [, { job, id }] of entries) {
       const run = (await this.history.runs(job)).find((r) => r.id === id);
       if (run?.status !== "running") continue;
       const error = "countd stopped while this run was in progress";
       const interrupted: RunRecord = { ...run, status: "interrupted", finishedAt: now.toISOString(), error };
       await this.saving.run(job, () => this.history.save(job, [interrupted]));
-      count++;
+      marked.push(interrupted);
     }
     if (entries.length > 0) await this.update((data) => entries.forEach(([key]) => delete data.running[key]));
-    return count;
+    return marked;
   }
 }
 

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/runner/types.js";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
+import { startWebhookReceiver } from "../support/webhook-receiver.js";
 
 const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
 
@@ -84,20 +85,30 @@ describe("countd start", () => {
     expect(slow.some((r) => r.status === "running")).toBe(false);
   });
 
-  it("marks a run cut short by a crash as interrupted at the next start", async () => {
-    mock.onMessage("slow", { content: "this answer takes a long time to stream out completely" }, { latency: 400 });
-    await writeFile(join(dir, "jobs", "slow.yaml"), 'schedule: "* * * * * *"\nprompt: slow\noverlap: skip\n');
-    const crashed = startDaemon();
-    await vi.waitFor(async () => expect((await runs()).some((r) => r.status === "running")).toBe(true), { timeout: 10_000, interval: 100 });
-    crashed.child.kill("SIGKILL");
-    await crashed.exited;
-    await writeFile(join(dir, "jobs", "slow.yaml"), 'enabled: false\nprompt: slow\n');
-    const restarted = startDaemon();
-    await vi.waitFor(() => expect(restarted.output()).toContain("countd started"), { timeout: 10_000 });
-    expect((await runs()).find((r) => r.status === "interrupted")).toMatchObject({
-      job: "slow",
-      error: "countd stopped while this run was in progress",
-    });
-    expect(restarted.output()).toContain("marked interrupted");
+  it("marks a run cut short by a crash as interrupted at the next start and reports it to on_failure", async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      mock.onMessage("slow", { content: "this answer takes a long time to stream out completely" }, { latency: 400 });
+      const failureTarget = `on_failure:\n  - webhook: { url: "${receiver.url}" }\n`;
+      await writeFile(join(dir, "jobs", "slow.yaml"), `schedule: "* * * * * *"\nprompt: slow\noverlap: skip\n${failureTarget}`);
+      const crashed = startDaemon();
+      await vi.waitFor(async () => expect((await runs()).some((r) => r.status === "running")).toBe(true), { timeout: 10_000, interval: 100 });
+      crashed.child.kill("SIGKILL");
+      await crashed.exited;
+      await writeFile(join(dir, "jobs", "slow.yaml"), `enabled: false\nprompt: slow\n${failureTarget}`);
+      const restarted = startDaemon();
+      await vi.waitFor(() => expect(restarted.output()).toContain("countd started"), { timeout: 10_000 });
+      const interrupted = (await runs()).find((r) => r.status === "interrupted");
+      expect(interrupted).toMatchObject({ job: "slow", error: "countd stopped while this run was in progress" });
+      expect(restarted.output()).toContain("marked interrupted");
+      await receiver.waitFor(1);
+      expect(JSON.parse(receiver.requests[0]!.body)).toMatchObject({
+        type: "run.failed",
+        job: "slow",
+        run: { id: interrupted!.id, status: "interrupted" },
+      });
+    } finally {
+      await receiver.close();
+    }
   });
 });

@@ -93,7 +93,7 @@ describe("StateStore", () => {
     await mkdir(historyFile("idle"));
 
     const after = await StateStore.open(dir);
-    expect(await after.markInterrupted(new Date("2026-11-30T10:00:00Z"))).toBe(2);
+    expect(await after.markInterrupted(new Date("2026-11-30T10:00:00Z"))).toHaveLength(2);
     const reopened = await StateStore.open(dir);
     const a = await reopened.runs("a");
     expect(a).toEqual([
@@ -108,13 +108,13 @@ describe("StateStore", () => {
     expect(a[1]).not.toHaveProperty("error");
     expect((await reopened.runs("b"))[0]!.status).toBe("interrupted");
     expect(reopened.data.running).toEqual({});
-    expect(await reopened.markInterrupted(new Date())).toBe(0);
+    expect(await reopened.markInterrupted(new Date())).toHaveLength(0);
   });
 
   it("drops an index entry whose run never reached its history file", async () => {
     await writeFile(join(dir, "state.json"), JSON.stringify({ running: { "gone/g1": { job: "gone", id: "g1" } } }));
     const state = await StateStore.open(dir);
-    expect(await state.markInterrupted(new Date())).toBe(0);
+    expect(await state.markInterrupted(new Date())).toHaveLength(0);
     expect((await stateOnDisk())["running"]).toEqual({});
     expect(await state.runs("gone")).toEqual([]);
   });
@@ -130,7 +130,7 @@ describe("StateStore", () => {
     const state = await StateStore.open(dir);
     expect(await stateOnDisk()).not.toHaveProperty("runs");
     expect(state.job("report")).toEqual({ lastScheduledAt: "2026-11-30T09:00:00.000Z" });
-    expect(await state.markInterrupted(new Date("2026-11-30T10:00:00Z"))).toBe(1);
+    expect(await state.markInterrupted(new Date("2026-11-30T10:00:00Z"))).toHaveLength(1);
 
     const reopened = await StateStore.open(dir);
     expect((await reopened.runs("report")).map((r) => [r.id, r.status])).toEqual([
@@ -182,7 +182,7 @@ describe("StateStore", () => {
     const ended = state.saveRun(record("x", "x1", "ok"));
     await Promise.all([started, ended]);
     const reopened = await StateStore.open(dir);
-    expect(await reopened.markInterrupted(new Date())).toBe(0);
+    expect(await reopened.markInterrupted(new Date())).toHaveLength(0);
     expect((await reopened.runs("x"))[0]!.status).toBe("ok");
   });
 
