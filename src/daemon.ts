@@ -9,6 +9,7 @@ import { Runner } from "./runner/runner.js";
 import type { FireRequest } from "./runner/types.js";
 import { openRuntime, type Runtime } from "./runtime.js";
 import { acquireLock } from "./store/lock.js";
+import { lastExchange } from "./store/last-exchange.js";
 import { StateStore } from "./store/state.js";
 import { CronTrigger, recordFire } from "./triggers/cron.js";
 import { WatchTrigger } from "./triggers/watch.js";
@@ -97,6 +98,7 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
           persona: config.persona,
           runAgent: (prompt, tools) => heartbeat.run(runner, prompt, tools),
           deliver: (text) => deliverCheckIn(outbox, config, text),
+          lastExchange: () => lastExchange(config.paths.state),
           log,
         })
       : undefined;

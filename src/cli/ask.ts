@@ -1,6 +1,7 @@
 import { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { openRuntime } from "../runtime.js";
+import { recordExchange } from "../store/last-exchange.js";
 import { EXIT, printToolCalls } from "./output.js";
 
 export interface AskOptions {
@@ -34,6 +35,7 @@ export async function ask(message: string, opts: AskOptions): Promise<number> {
       last = chunk;
     }
     if (last && !last.endsWith("\n")) process.stdout.write("\n");
+    if (!cancel.cancelled) await recordExchange(config.paths.state);
   } finally {
     process.off("SIGINT", onSigint);
     stopPrinting();

@@ -156,6 +156,13 @@ async function readChecklist(path: string): Promise<string | undefined> {
 
 const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
+/** The idle threshold counts from whichever came last: a delivered check-in or an exchange. */
+function withExchange(state: HeartbeatState, exchange: Date | undefined): HeartbeatState {
+  if (!exchange) return state;
+  const contact = state.lastContactAt === undefined ? Number.NaN : Date.parse(state.lastContactAt);
+  return Number.isNaN(contact) || exchange.getTime() > contact ? { ...state, lastContactAt: exchange.toISOString() } : state;
+}
+
 export interface HeartbeatServiceOptions {
   config: HeartbeatConfig;
   state: StateStore;
@@ -165,6 +172,8 @@ export interface HeartbeatServiceOptions {
   runAgent: (prompt: string, tools: Tool[]) => Promise<string>;
   /** Sends the check-in to the heartbeat's recipients; resolves once it was delivered. */
   deliver: (message: string) => Promise<void>;
+  /** The last exchange with the user outside the heartbeat (`countd ask`), if any. */
+  lastExchange?: () => Promise<Date | undefined>;
   now?: () => Date;
   log?: LogFn;
 }
@@ -186,7 +195,7 @@ export class HeartbeatService {
     const { config, state, memory, persona } = this.opts;
     const now = this.now();
     const checklist = await readChecklist(config.checklist);
-    const decision = decideHeartbeat({ now, config, state: state.data.heartbeat, checklist });
+    const decision = decideHeartbeat({ now, config, state: withExchange(state.data.heartbeat, await this.opts.lastExchange?.()), checklist });
     if (!decision.run) {
       this.log("info", `heartbeat skipped: ${decision.reason}`);
       return { ran: false, reason: decision.reason };

@@ -47,6 +47,8 @@ describe("countd ask", () => {
     const audit = await readdir(join(cwd, "logs"));
     expect(audit).toEqual([expect.stringMatching(/^audit-\d{4}-\d{2}-\d{2}\.jsonl$/)]);
     expect(await readFile(join(cwd, "logs", audit[0]!), "utf8")).not.toContain("sk-cli-test-key-123456");
+    // The heartbeat keeps quiet for its idle threshold after an exchange.
+    expect(await readFile(join(cwd, "state", "last-exchange"), "utf8")).toMatch(/^\d{4}-\d{2}-\d{2}T[\d:.]+Z\n$/);
   });
 
   it("continues a session given with --session", async () => {

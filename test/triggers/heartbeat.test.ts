@@ -203,6 +203,7 @@ describe("HeartbeatService with a real agent loop", () => {
     sent = [];
     logs = [];
     failNextDelivery = false;
+    exchange = undefined;
   });
 
   const advance = (ms: number) => {
@@ -215,6 +216,7 @@ describe("HeartbeatService with a real agent loop", () => {
     return loop.processDirect(prompt, "heartbeat", { channel: "heartbeat" });
   }
 
+  let exchange: Date | undefined;
   async function service(config: Partial<HeartbeatConfig> = {}, state?: StateStore) {
     const memory = new MemoryStore(workspace);
     const log: LogFn = (level, msg) => logs.push(`${level}: ${msg}`);
@@ -231,6 +233,7 @@ describe("HeartbeatService with a real agent loop", () => {
         }
         sent.push(message);
       },
+      lastExchange: async () => exchange,
       now: () => clock,
       log,
     });
@@ -283,6 +286,14 @@ describe("HeartbeatService with a real agent loop", () => {
           return {};
         },
         /^user in contact recently: last contact 1h ago, idle threshold 4h$/,
+      ],
+      [
+        "inside the idle threshold after a countd ask exchange",
+        async () => {
+          exchange = new Date("2026-03-05T00:30:00Z");
+          return {};
+        },
+        /^user in contact recently: last contact 30m ago, idle threshold 4h$/,
       ],
       [
         "nothing actionable and no greeting due",
