@@ -73,6 +73,21 @@ describe("countd start", () => {
     expect(second.output()).toMatch(new RegExp(`countd: another countd \\(pid ${first.child.pid}\\) is already running`));
   });
 
+  it("reloads the configuration on SIGHUP, and keeps the running one when the new file is invalid", async () => {
+    const daemon = startDaemon();
+    await vi.waitFor(() => expect(daemon.output()).toContain("countd started"), { timeout: 10_000 });
+    daemon.child.kill("SIGHUP");
+    await vi.waitFor(() => expect(daemon.output()).toContain("configuration reloaded"), { timeout: 10_000 });
+    await writeFile(join(dir, "countd.yaml"), "runner:\n  concurrency: many\n");
+    daemon.child.kill("SIGHUP");
+    await vi.waitFor(() => expect(daemon.output()).toContain("configuration not reloaded; the previous one stays in force"), {
+      timeout: 10_000,
+    });
+    expect(daemon.output()).toContain("countd.yaml:2:16: runner.concurrency");
+    daemon.child.kill("SIGTERM");
+    expect(await daemon.exited).toBe(0);
+  });
+
   it("gives running jobs the grace period on SIGTERM, then cancels them", async () => {
     mock.onMessage("slow", { content: "this answer takes a long time to stream out completely" }, { latency: 400 });
     await writeFile(join(dir, "jobs", "slow.yaml"), 'schedule: "* * * * * *"\nprompt: slow\noverlap: skip\n');
