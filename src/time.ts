@@ -51,3 +51,14 @@ export function localClock(at: Date, timeZone: string): LocalClock {
     offset,
   };
 }
+
+/** LocalClock.weekday in Chinese, for prompts in the zh locale. */
+export const WEEKDAYS_ZH: Readonly<Record<string, string>> = {
+  Monday: "星期一",
+  Tuesday: "星期二",
+  Wednesday: "星期三",
+  Thursday: "星期四",
+  Friday: "星期五",
+  Saturday: "星期六",
+  Sunday: "星期日",
+};

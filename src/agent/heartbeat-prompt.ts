@@ -1,7 +1,7 @@
 import type { MemoryEntry } from "../memory/store.js";
 import { HEARTBEAT_RESPOND } from "../tools/heartbeat.js";
 import type { PersonaConfig } from "./personalities.js";
-import { localClock } from "../time.js";
+import { localClock, WEEKDAYS_ZH } from "../time.js";
 
 /** A user's HEARTBEAT.md may grow without bound; the prompt takes its head only. */
 export const CHECKLIST_PROMPT_CHARS = 8000;
@@ -17,16 +17,6 @@ export interface HeartbeatPromptInput {
   /** HEARTBEAT.md's text; undefined when the file does not exist. */
   checklist: string | undefined;
 }
-
-const WEEKDAYS_ZH: Record<string, string> = {
-  Monday: "星期一",
-  Tuesday: "星期二",
-  Wednesday: "星期三",
-  Thursday: "星期四",
-  Friday: "星期五",
-  Saturday: "星期六",
-  Sunday: "星期日",
-};
 
 function periodOfDay(minutes: number): { en: string; zh: string } {
   const hour = Math.floor(minutes / 60);

@@ -1,4 +1,4 @@
-import { localClock } from "../time.js";
+import { localClock, WEEKDAYS_ZH } from "../time.js";
 import { personalityText, type Locale, type PersonaConfig } from "./personalities.js";
 
 /** What the prompt needs to know of a skill; the path is relative to the workspace. */
@@ -144,22 +144,12 @@ export function runtimeFacts(locale: Locale, input: RuntimeFactsInput): string {
   return lastFacts.text;
 }
 
-const ZH_WEEKDAYS: Record<string, string> = {
-  Monday: "星期一",
-  Tuesday: "星期二",
-  Wednesday: "星期三",
-  Thursday: "星期四",
-  Friday: "星期五",
-  Saturday: "星期六",
-  Sunday: "星期日",
-};
-
 function formatFacts(locale: Locale, { now, timezone, channel }: RuntimeFactsInput): string {
   const clock = localClock(now, timezone);
   const stamp = `${clock.date} ${clock.time}`;
   const gmt = `GMT${clock.offset === "+00:00" ? "" : clock.offset}`;
   if (locale === "zh") {
-    const lines = ["# 运行时信息", `当前日期时间：${stamp}，${ZH_WEEKDAYS[clock.weekday]}（时区 ${timezone}，${gmt}）`];
+    const lines = ["# 运行时信息", `当前日期时间：${stamp}，${WEEKDAYS_ZH[clock.weekday]}（时区 ${timezone}，${gmt}）`];
     if (channel) lines.push(`来源渠道：${channel}`);
     return lines.join("\n");
   }
