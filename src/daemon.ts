@@ -9,6 +9,7 @@ import { Runner } from "./runner/runner.js";
 import type { FireRequest } from "./runner/types.js";
 import { openRuntime, type Runtime } from "./runtime.js";
 import { acquireLock } from "./store/lock.js";
+import { logFn } from "./log.js";
 import { lastExchange } from "./store/last-exchange.js";
 import { StateStore } from "./store/state.js";
 import { CronTrigger, recordFire } from "./triggers/cron.js";
@@ -50,8 +51,7 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
     let runtime = await openRuntime(config, env);
     runtime.warnings.forEach((warning) => logger.warn(warning));
 
-    const log = (level: "debug" | "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) =>
-      logger[level](fields ?? {}, msg);
+    const log = logFn(logger);
     const jobContext = (rt: Runtime) => ({
       workspace: rt.config.paths.workspace,
       defaultTimezone: rt.config.timezone,

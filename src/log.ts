@@ -19,8 +19,10 @@ export function daemonLogger(opts: { pretty?: boolean; level?: string; secrets?:
   });
 }
 
-/** The (level, message, fields) callback the triggers and the runner log through. */
-export type LogFn = (level: "info" | "warn" | "error", message: string, fields?: Record<string, unknown>) => void;
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+/** The (level, message, fields) callback every stage logs through; the daemon points it at pino. */
+export type LogFn = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
 
 export function logFn(logger: Logger): LogFn {
   return (level, message, fields) => logger[level](fields ?? {}, message);

@@ -1,6 +1,6 @@
 import { loadConfig } from "../config/load.js";
 import { JobRegistry } from "../jobs/registry.js";
-import { daemonLogger } from "../log.js";
+import { daemonLogger, logFn } from "../log.js";
 import { openDelivery } from "../delivery/dispatch.js";
 import { jobExecutor } from "../runner/execute.js";
 import { Runner } from "../runner/runner.js";
@@ -27,7 +27,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
       ctx: { workspace: config.paths.workspace, defaultTimezone: config.timezone, knownTools: runtime.toolNames },
-      log: (level, message) => logger[level](message),
+      log: logFn(logger),
     });
     const { problems } = await jobs.load();
     const job = jobs.get(name);
@@ -55,7 +55,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       job: (jobName) => jobs.get(jobName),
       state,
       concurrency: 1,
-      log: (level, msg, fields) => logger[level](fields ?? {}, msg),
+      log: logFn(logger),
       execute: async (j, run) => {
         const outcome = await executeJob(j, run);
         delivery.dispatcher.answered(run.id, outcome.answer);

@@ -1,10 +1,9 @@
+import type { LogFn, LogLevel } from "../log.js";
 import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { watch, type FSWatcher } from "chokidar";
 import { displayPath, isJobFileName, listJobFiles, readJobFile, selectJobs, type JobContext, type JobFileResult } from "./load.js";
 import type { Job } from "./types.js";
-
-export type LogLevel = "info" | "warn" | "error";
 
 export interface JobRegistryOptions {
   /** The jobs folder. */
@@ -12,7 +11,7 @@ export interface JobRegistryOptions {
   ctx: JobContext;
   /** Called with every job after each change that altered the list (not after load()). */
   onChange?: (jobs: Job[]) => void;
-  log: (level: LogLevel, message: string) => void;
+  log: LogFn;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { LogFn } from "../log.js";
 import { randomBytes } from "node:crypto";
 import ms from "ms";
 import { CancelToken } from "../agent/cancel.js";
@@ -7,8 +8,6 @@ import type { StateStore } from "../store/state.js";
 import type { RunOutcome } from "./execute.js";
 import type { FireRequest, RunRecord, RunStatus } from "./types.js";
 
-export type LogLevel = "debug" | "info" | "warn" | "error";
-export type RunnerLog = (level: LogLevel, msg: string, fields?: Record<string, unknown>) => void;
 
 /** What the executor gets for one run. */
 export interface RunContext {
@@ -27,7 +26,7 @@ export interface RunnerOptions {
   /** Runs in progress at once, over all jobs; more wait in arrival order. */
   concurrency: number;
   now?: () => Date;
-  log?: RunnerLog;
+  log?: LogFn;
   /** After the `running` record is saved. */
   onRunStart?: (job: Job, run: RunRecord) => void;
   /**
@@ -92,7 +91,7 @@ export class Runner {
   private readonly lanes = new Map<string, Lane>();
   private readonly saving = new Set<Promise<void>>();
   private readonly now: () => Date;
-  private readonly log: RunnerLog;
+  private readonly log: LogFn;
   private inFlight = 0;
   private stopping = false;
   private stopped: Promise<void> | undefined;

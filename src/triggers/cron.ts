@@ -1,16 +1,15 @@
+import type { LogFn } from "../log.js";
 import type { Job, Schedule } from "../jobs/types.js";
 import type { FireRequest } from "../runner/types.js";
 import type { StateData, StateStore } from "../store/state.js";
 import { nextFires, previousFire } from "./schedule.js";
 
-export type TriggerLogLevel = "debug" | "info" | "warn" | "error";
-export type TriggerLog = (level: TriggerLogLevel, msg: string) => void;
 
 export interface CronTriggerOptions {
   fire: (req: FireRequest) => void;
   state: StateStore;
   now?: () => Date;
-  log?: TriggerLog;
+  log?: LogFn;
 }
 
 /**
@@ -68,7 +67,7 @@ export class CronTrigger {
   private readonly fire: (req: FireRequest) => void;
   private readonly state: StateStore;
   private readonly now: () => Date;
-  private readonly log: TriggerLog;
+  private readonly log: LogFn;
 
   constructor(opts: CronTriggerOptions) {
     this.fire = opts.fire;

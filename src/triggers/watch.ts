@@ -1,3 +1,4 @@
+import type { LogFn } from "../log.js";
 import type { Stats } from "node:fs";
 import { realpath } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
@@ -8,12 +9,11 @@ import type { Job, WatchEvent } from "../jobs/types.js";
 import type { FireRequest } from "../runner/types.js";
 import { isInside } from "../tools/paths.js";
 
-export type WatchLogLevel = "debug" | "info" | "warn" | "error";
 
 export interface WatchTriggerOptions {
   fire: (req: FireRequest) => void;
   events: EventBus;
-  log?: (level: WatchLogLevel, msg: string) => void;
+  log?: LogFn;
   /** How long a file's size must stay unchanged before its event counts (chokidar's awaitWriteFinish). */
   stabilityMs?: number;
 }
@@ -65,7 +65,7 @@ interface RootWatcher {
  */
 export class WatchTrigger {
   private readonly fire: (req: FireRequest) => void;
-  private readonly log: (level: WatchLogLevel, msg: string) => void;
+  private readonly log: LogFn;
   private readonly stabilityMs: number;
   private readonly unsubscribe: () => void;
   private jobs = new Map<string, WatchedJob>();

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { JobContext } from "../../src/jobs/load.js";
-import { JobRegistry, type LogLevel } from "../../src/jobs/registry.js";
+import { JobRegistry } from "../../src/jobs/registry.js";
+import type { LogLevel } from "../../src/log.js";
 import type { Job } from "../../src/jobs/types.js";
 
 /** The promise: an added, changed or removed job file takes effect within 2 s. */

@@ -7,7 +7,8 @@ import type { Job, Schedule } from "../../src/jobs/types.js";
 import { catchUp } from "../../src/runner/catch-up.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import { StateStore } from "../../src/store/state.js";
-import { CronTrigger, type TriggerLogLevel } from "../../src/triggers/cron.js";
+import { CronTrigger } from "../../src/triggers/cron.js";
+import type { LogLevel } from "../../src/log.js";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -33,7 +34,7 @@ async function waitFor(check: () => boolean, timeoutMs = 5_000): Promise<void> {
 let dir: string;
 let state: StateStore;
 let fires: Array<FireRequest & { firedAt: number }>;
-let logs: Array<{ level: TriggerLogLevel; msg: string }>;
+let logs: Array<{ level: LogLevel; msg: string }>;
 const triggers: CronTrigger[] = [];
 
 function trigger(now?: () => Date): CronTrigger {
