@@ -1,0 +1,29 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { resolve } from "node:path";
+import { StateStore } from "../../src/store/state.js";
+import type { RunRecord } from "../../src/runner/types.js";
+
+/** The built CLI: tests that spawn it run dist/ (`npm test` builds first). */
+export const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
+
+export interface DaemonProcess {
+  child: ChildProcess;
+  /** stdout and stderr so far. */
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** `countd start` as a child process in `cwd`, with only the environment given. */
+export function spawnDaemon(cwd: string, env: Record<string, string>): DaemonProcess {
+  const child = spawn(process.execPath, [BIN, "start"], { cwd, env: { PATH: process.env["PATH"] ?? "", ...env } });
+  let output = "";
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
+  const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
+  return { child, output: () => output, exited };
+}
+
+/** Every run record under a state directory, read the way countd reads them. */
+export async function allRuns(stateDir: string): Promise<RunRecord[]> {
+  return (await StateStore.open(stateDir)).allRuns();
+}
