@@ -37,8 +37,10 @@ export class OpenAIProvider implements LLMProvider {
     const { signal } = options;
     const where = `${this.name} at ${this.baseURL}, model ${options.model}`;
     const assembler = new ChunkAssembler(where);
+    let chunks = 0;
+    let answered: { status: number; contentType: string | null } | undefined;
     try {
-      const stream = await this.client.chat.completions.create(
+      const request = this.client.chat.completions.create(
         {
           model: options.model,
           messages: toWireMessages(messages),
@@ -51,12 +53,23 @@ export class OpenAIProvider implements LLMProvider {
         },
         { signal },
       );
-      for await (const chunk of stream) yield* assembler.accept(chunk as WireChunk);
+      const { data: stream, response } = await request.withResponse();
+      answered = { status: response.status, contentType: response.headers.get("content-type") };
+      for await (const chunk of stream) {
+        chunks++;
+        yield* assembler.accept(chunk as WireChunk);
+      }
     } catch (err) {
       throw toLLMError(err, signal, where);
     }
     // The SDK ends the iteration quietly when the request is aborted mid-stream.
     if (signal?.aborted) throw cancelled(where);
+    // The SDK reads any body as SSE, so a JSON or HTML page (a wrong base_url, a proxy's error
+    // page, garbage) comes out as an empty stream; name what came instead.
+    if (chunks === 0 && answered && !answered.contentType?.includes("text/event-stream")) {
+      const what = answered.contentType ?? "no content type";
+      throw new LLMError("stream", `the server answered ${answered.status} with ${what}, not an event stream (${where})`);
+    }
     yield* assembler.end();
   }
 }

@@ -290,6 +290,17 @@ describe("OpenAIProvider against hand-written SSE", () => {
     expect(error.message).toContain("ended before a finish_reason");
   });
 
+  it.each([
+    ["a web page at base_url", "text/html; charset=utf-8", "<html>Welcome</html>"],
+    ["garbage JSON", "application/json", "{malformed json: <<<chaos>>>"],
+  ])("names what a 200 answer held when it was not an event stream: %s", async (_, contentType, body) => {
+    const { events, error } = await collectFailure(await run({ headers: { "content-type": contentType }, body }));
+
+    expect(events).toEqual([]);
+    expect(error.kind).toBe("stream");
+    expect(error.message).toBe(`the server answered 200 with ${contentType}, not an event stream (scripted at ${server!.baseURL}, model gpt-4o-mini)`);
+  });
+
   it("turns a dropped connection into a stream error", async () => {
     const { error } = await collectFailure(await run({ events: [chunk({ content: "Hel" })], after: "drop" }));
 
