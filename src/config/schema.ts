@@ -9,8 +9,14 @@ export function describeValue(input: unknown): string {
   if (input === undefined || input === null) return "nothing";
   if (Array.isArray(input)) return "a list";
   if (typeof input === "object") return "a mapping";
+  // A pasted log or a generated string quoted whole would bury the message (and bloat the log line).
+  if (typeof input === "string" && input.length > MAX_QUOTED_LENGTH) {
+    return `${JSON.stringify(input.slice(0, MAX_QUOTED_LENGTH))}… (${input.length} characters)`;
+  }
   return JSON.stringify(input);
 }
+
+const MAX_QUOTED_LENGTH = 80;
 
 export const expected = (what: string) => ({
   error: (issue: { input?: unknown }) => `expected ${what}, got ${describeValue(issue.input)}`,
@@ -54,6 +60,12 @@ const unlessEmpty = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v =
 
 export const httpURL = z.url({ protocol: /^https?$/, ...expected('an http(s) URL like "https://api.example.com/v1"') });
 
+/**
+ * The longest duration taken: far beyond any real timeout or interval, and small enough that a
+ * date this far ahead still exists (a scheduler given `every: 1e300` would compute Invalid Dates).
+ */
+export const MAX_DURATION_MS = 100 * 365 * 24 * 3_600_000;
+
 /** "1s", "10m", "500ms", or a number of seconds; parsed to milliseconds. */
 export const duration = ({ allowZero }: { allowZero: boolean }) => {
   const what = `a ${allowZero ? "" : "positive "}duration like "30s", "10m", "500ms" or a number of seconds`;
@@ -63,6 +75,10 @@ export const duration = ({ allowZero }: { allowZero: boolean }) => {
       ctx.issues.push({ code: "custom", input: value, message: `expected ${what}, got ${describeValue(value)}` });
       return z.NEVER;
     }
+    if (milliseconds > MAX_DURATION_MS) {
+      ctx.issues.push({ code: "custom", input: value, message: `expected a duration of at most 100 years, got ${describeValue(value)}` });
+      return z.NEVER;
+    }
     return milliseconds;
   });
 };
@@ -70,12 +86,17 @@ export const duration = ({ allowZero }: { allowZero: boolean }) => {
 function toMilliseconds(value: number | string): number | undefined {
   const seconds = typeof value === "number" ? value : value.trim() === "" ? Number.NaN : Number(value);
   if (Number.isFinite(seconds)) return seconds * 1000;
-  if (typeof value === "number") return undefined;
+  // ms() throws on "" rather than returning undefined.
+  if (typeof value === "number" || value.trim() === "") return undefined;
   const parsed = ms(value as ms.StringValue) as number | undefined;
   return parsed !== undefined && Number.isFinite(parsed) ? parsed : undefined;
 }
 
+/** Longer than any IANA name; ICU takes seconds to refuse a name of a few hundred kilobytes. */
+const MAX_TIME_ZONE_LENGTH = 64;
+
 export function isTimeZone(name: string): boolean {
+  if (name.length > MAX_TIME_ZONE_LENGTH) return false;
   try {
     new Intl.DateTimeFormat("en", { timeZone: name });
     return true;

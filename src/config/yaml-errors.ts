@@ -1,4 +1,4 @@
-import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node, type Pair } from "yaml";
+import { CST, isMap, isPair, isScalar, isSeq, Lexer, LineCounter, parseDocument, type Document, type Node, type Pair } from "yaml";
 import type { z } from "zod";
 
 /** Key path into a YAML document, as zod reports it: map keys and sequence indexes. */
@@ -30,6 +30,33 @@ export function parseYaml(name: string, text: string): { source: YamlSource; syn
   const source = { name, text, doc, lineCounter };
   const syntaxErrors = doc.errors.map((error) => `${position(source, error.pos[0])}: ${error.message}`);
   return { source, syntaxErrors };
+}
+
+/**
+ * `name:line:col: …` where `text` opens its `max + 1`-th nested collection, or undefined. Found by
+ * yaml's lexer alone, which is cheap: its composer recurses once per level, so 200 KB of `[[[[`
+ * costs it a second and hundreds of megabytes before the stack overflows. Counts flow brackets and
+ * the `-` and `?` indicators that open block collections on one line (`- - - x`); nesting by
+ * indentation alone is kept shallow by the size of the file.
+ */
+export function nestingProblem(name: string, text: string, max: number): string | undefined {
+  let offset = 0;
+  let flow = 0;
+  let onLine = 0;
+  for (const token of new Lexer().lex(text)) {
+    const type = CST.tokenType(token);
+    if (type === "flow-map-start" || type === "flow-seq-start") flow++;
+    else if (type === "flow-map-end" || type === "flow-seq-end") flow = Math.max(flow - 1, 0);
+    else if (type === "seq-item-ind" || type === "explicit-key-ind") onLine++;
+    else if (type === "newline") onLine = 0;
+    if (flow + onLine > max) {
+      const line = text.slice(0, offset).split("\n").length;
+      return `${name}:${line}:${offset - text.lastIndexOf("\n", offset - 1)}: nested more than ${max} levels deep`;
+    }
+    // The lexer's markers (document start, scalar, flow error end) stand for no text of their own.
+    if (type !== "doc-mode" && type !== "scalar" && type !== "flow-error-end") offset += token.length;
+  }
+  return undefined;
 }
 
 /** `a.b[2].c` — the form users see for key paths. */

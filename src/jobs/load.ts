@@ -4,7 +4,7 @@ import { Cron } from "croner";
 import picomatch from "picomatch";
 import { escapePath } from "tinyglobby";
 import { isScalar, type Node } from "yaml";
-import { formatProblems, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
+import { formatProblems, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, type JobFile } from "./schema.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
@@ -26,6 +26,8 @@ export interface JobContext {
 
 /** Far above any real job; keeps a pasted log or a generated bomb from stalling the parser. */
 export const MAX_JOB_FILE_BYTES = 256 * 1024;
+/** Far deeper than any real job (a delivery target's headers sit 4 levels down). */
+export const MAX_JOB_NESTING = 64;
 /** yaml's own default, stated: expanding more aliases than this is how a billion-laughs file works. */
 const MAX_ALIAS_COUNT = 100;
 
@@ -123,21 +125,21 @@ export function displayPath(absolute: string): string {
 export async function readJobFile(file: string, ctx: JobContext): Promise<JobFileResult> {
   const absolute = path.resolve(file);
   const shown = displayPath(absolute);
-  const failed = (problems: string[], nameAt = shown): JobFileResult => ({ file: absolute, problems, nameAt });
+  const failed = (problems: string[], nameAt = shown): JobFileResult => ({ file: absolute, problems: capped(shown, problems), nameAt });
 
   let text: string;
   try {
     text = await readBounded(absolute);
   } catch (err) {
-    return failed([`${shown}: ${(err as Error).message}`]);
+    // Refused unread, so its problem points at the file's start: every problem of a file's content has a position.
+    const where = err instanceof FileTooLarge ? `${shown}:1:1` : shown;
+    return failed([`${where}: ${(err as Error).message}`]);
   }
 
+  const tooDeep = nestingProblem(shown, text, MAX_JOB_NESTING);
+  if (tooDeep) return failed([tooDeep]);
   const { source, syntaxErrors } = parseYaml(shown, text);
-  if (syntaxErrors.length > 0) {
-    // Past the parser's stack depth, several enclosing levels report the same overflow: one line says it.
-    const overflow = source.doc.errors.findIndex((error) => error.message.includes("Maximum call stack size exceeded"));
-    return failed(overflow >= 0 ? [syntaxErrors[overflow]!.replace(/[^:]*$/, " nested too deeply to read")] : syntaxErrors);
-  }
+  if (syntaxErrors.length > 0) return failed(syntaxErrors);
   const nameAt = nameLocation(source);
 
   let data: unknown;
@@ -181,6 +183,20 @@ function withoutKeys(data: unknown, problems: readonly Problem[]): unknown {
   return bad.has("prompt") ? { ...rest, prompt: "-" } : rest;
 }
 
+/** A generated file can hold thousands of bad items; past this many, the rest are counted, not listed. */
+export const MAX_PROBLEMS_PER_FILE = 20;
+
+/** The first problems of a file, then one line at the next one's position counting the rest. */
+function capped(shown: string, problems: string[]): string[] {
+  if (problems.length <= MAX_PROBLEMS_PER_FILE) return problems;
+  const next = problems[MAX_PROBLEMS_PER_FILE]!;
+  const position = /^\d+:\d+/.exec(next.slice(shown.length + 1))?.[0] ?? "1:1";
+  const rest = problems.length - MAX_PROBLEMS_PER_FILE;
+  return [...problems.slice(0, MAX_PROBLEMS_PER_FILE), `${shown}:${position}: ${rest} more ${rest === 1 ? "problem" : "problems"} in this file not shown`];
+}
+
+class FileTooLarge extends Error {}
+
 /** Refuses an oversized file before reading it: the size is checked on the open handle. */
 async function readBounded(file: string): Promise<string> {
   let handle;
@@ -188,7 +204,7 @@ async function readBounded(file: string): Promise<string> {
     handle = await open(file, "r");
     const { size } = await handle.stat();
     if (size > MAX_JOB_FILE_BYTES) {
-      throw new Error(`${size} bytes; a job file may hold at most ${MAX_JOB_FILE_BYTES} bytes (${MAX_JOB_FILE_BYTES / 1024} KiB)`);
+      throw new FileTooLarge(`${size} bytes; a job file may hold at most ${MAX_JOB_FILE_BYTES} bytes (${MAX_JOB_FILE_BYTES / 1024} KiB)`);
     }
     return await handle.readFile("utf8");
   } catch (err) {
@@ -213,7 +229,7 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
   if (data.name === undefined && !JOB_NAME.test(name)) {
     problems.push({
       path: [],
-      message: `the file name gives the job name "${name}", which is not lowercase letters, digits, ".", "_" and "-": rename the file or set name:`,
+      message: `the file name gives the job name "${name}", which is not at most 64 lowercase letters, digits, ".", "_" and "-": rename the file or set name:`,
     });
   }
 

@@ -5,8 +5,11 @@ import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import type { DeliverWhen, OverlapPolicy, WatchEvent } from "./types.js";
 
-/** Job names end up in session ids (`cron:<job>:<run>`) and file names, so they stay plain. */
-export const JOB_NAME = /^[a-z0-9][a-z0-9._-]*$/;
+/**
+ * Job names end up in session ids (`cron:<job>:<run>`) and file names, so they stay plain, and
+ * short enough that those file names stay within the 255 bytes file systems allow.
+ */
+export const JOB_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 export const WATCH_EVENTS = ["add", "change", "unlink"] as const satisfies readonly WatchEvent[];
 export const OVERLAP_POLICIES = ["skip", "queue", "replace", "allow"] as const satisfies readonly OverlapPolicy[];
@@ -22,17 +25,22 @@ export const CRON_MODE = "5-or-6-parts";
 const AT_FORM = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?(Z|[+-]\d{2}:\d{2})?$/;
 const AT_EXAMPLE = '"2026-12-01T09:00:00+08:00" (without an offset: in the job\'s timezone)';
 
+/** Far longer than a real expression, even one listing every second and minute. */
+const MAX_CRON_LENGTH = 1000;
+
 /** Why croner refuses `expression`, or why it would never fire; undefined when it is usable. */
 export function cronProblem(expression: string): string | undefined {
+  // croner quotes the expression in its errors: a huge one would fill the message twice.
+  if (expression.length > MAX_CRON_LENGTH) return `expected a cron expression of at most ${MAX_CRON_LENGTH} characters, got ${describeValue(expression)}`;
   let cron: Cron;
   try {
     cron = new Cron(expression, { paused: true, mode: CRON_MODE, timezone: "UTC" });
   } catch (err) {
-    return `invalid cron expression ${JSON.stringify(expression)}: ${(err as Error).message.replace(/^Cron\w*: /, "")}`;
+    return `invalid cron expression ${describeValue(expression)}: ${(err as Error).message.replace(/^Cron\w*: /, "")}`;
   }
   const next = cron.nextRun();
   cron.stop();
-  return next === null ? `cron expression ${JSON.stringify(expression)} never fires (no date matches it)` : undefined;
+  return next === null ? `cron expression ${describeValue(expression)} never fires (no date matches it)` : undefined;
 }
 
 const atForm = () => expected(`a date and time like ${AT_EXAMPLE}`);
@@ -104,7 +112,7 @@ export const jobFileSchema = z
         .string(expected("a job name"))
         .regex(JOB_NAME, {
           error: (issue) =>
-            `expected a job name of lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got ${describeValue(issue.input)}`,
+            `expected a job name of at most 64 lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got ${describeValue(issue.input)}`,
         })
         .optional()
         .describe("Unique job name; defaults to the file name without .yaml. Lowercase letters, digits, '.', '_' and '-'."),

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { glob } from "tinyglobby";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { displayPath, loadJobFile, loadJobsDir, MAX_JOB_FILE_BYTES, validateJobs, type JobContext } from "../../src/jobs/load.js";
+import { displayPath, loadJobFile, loadJobsDir, MAX_JOB_FILE_BYTES, MAX_JOB_NESTING, MAX_PROBLEMS_PER_FILE, validateJobs, type JobContext } from "../../src/jobs/load.js";
 import type { Job } from "../../src/jobs/types.js";
 
 let root: string;
@@ -257,7 +257,10 @@ describe("job file problems", () => {
       ["job.yaml:1:18: watch.paths[0]: the folder <ws>/reports does not exist"],
     ],
     ["a bad name", "name: Daily Report\nprompt: x\n", [
-      'job.yaml:1:7: name: expected a job name of lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got "Daily Report"',
+      'job.yaml:1:7: name: expected a job name of at most 64 lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got "Daily Report"',
+    ]],
+    ["a name too long for the file names made from it", `name: ${"a".repeat(65)}\nprompt: x\n`, [
+      `job.yaml:1:7: name: expected a job name of at most 64 lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got "${"a".repeat(65)}"`,
     ]],
     [
       "a temperature out of range",
@@ -284,7 +287,7 @@ describe("job file problems", () => {
 
   it("refuses a file name that cannot be a job name when name: is not given", async () => {
     expect(await problems("prompt: x\n", "Daily Report.yaml")).toEqual([
-      'Daily Report.yaml:1:1: the file name gives the job name "Daily Report", which is not lowercase letters, digits, ".", "_" and "-": rename the file or set name:',
+      'Daily Report.yaml:1:1: the file name gives the job name "Daily Report", which is not at most 64 lowercase letters, digits, ".", "_" and "-": rename the file or set name:',
     ]);
     expect((await load("name: daily-report\nprompt: x\n", "Daily Report.yaml")).job?.name).toBe("daily-report");
   });
@@ -444,18 +447,61 @@ describe("hostile job files", () => {
     ]);
   });
 
-  it("refuses a file over the size limit without parsing it", async () => {
+  it("refuses a file over the size limit without parsing it, pointing at the file's start", async () => {
     const text = `prompt: "${"x".repeat(MAX_JOB_FILE_BYTES)}"\n`;
     expect(await problems(text)).toEqual([
-      `job.yaml: ${Buffer.byteLength(text)} bytes; a job file may hold at most ${MAX_JOB_FILE_BYTES} bytes (256 KiB)`,
+      `job.yaml:1:1: ${Buffer.byteLength(text)} bytes; a job file may hold at most ${MAX_JOB_FILE_BYTES} bytes (256 KiB)`,
     ]);
   });
 
-  it("reports deep nesting as a YAML error instead of overflowing the stack", async () => {
+  it("reports an empty duration at its position instead of failing the whole load", async () => {
+    expect(await problems('prompt: x\ntimeout: ""\n')).toEqual([
+      'job.yaml:2:10: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got ""',
+    ]);
+  });
+
+  it("refuses durations too large to compute a date from", async () => {
+    expect(await problems("prompt: x\nevery: 1e300\ntimeout: 1e308\ncatch_up: 999999999999y\n")).toEqual([
+      "job.yaml:2:8: every: expected a duration of at most 100 years, got 1e+300",
+      "job.yaml:3:10: timeout: expected a duration of at most 100 years, got 1e+308",
+      'job.yaml:4:11: catch_up: expected a duration of at most 100 years, got "999999999999y"',
+    ]);
+  });
+
+  it("quotes only the start of a huge value in its problem", async () => {
+    const huge = "x".repeat(60_000);
+    const lines = await problems(`prompt: x\nschedule: "${huge}"\ntimezone: "${huge}"\novername: "${huge}"\noverlap: "${huge}"\n`);
+    const quoted = `"${"x".repeat(80)}"… (60000 characters)`;
+    expect(lines).toEqual([
+      `job.yaml:2:11: schedule: expected a cron expression of at most 1000 characters, got ${quoted}`,
+      `job.yaml:3:11: timezone: expected an IANA time zone name like "Asia/Shanghai", got ${quoted}`,
+      "job.yaml:4:1: overname: unknown key",
+      `job.yaml:5:10: overlap: expected one of skip, queue, replace, allow, got ${quoted}`,
+    ]);
+  });
+
+  it("lists the first problems of a file with thousands, then counts the rest at the next one's position", async () => {
+    const lines = await problems(`prompt: x\ntools: [${Array(5000).fill("1").join(", ")}]\n`);
+    expect(lines).toHaveLength(MAX_PROBLEMS_PER_FILE + 1);
+    expect(lines[0]).toBe("job.yaml:2:9: tools[0]: expected a string, got 1");
+    expect(lines.at(-1)).toBe(`job.yaml:2:${9 + 3 * MAX_PROBLEMS_PER_FILE}: ${5000 - MAX_PROBLEMS_PER_FILE} more problems in this file not shown`);
+  });
+
+  it("refuses deep nesting at the level past the limit, before parsing it", async () => {
     const depth = 100_000;
-    const lines = await problems(`prompt: x\ndeliver: ${"[".repeat(depth)}${"]".repeat(depth)}\n`);
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^job\.yaml:2:\d+: nested too deeply to read$/);
+    expect(await problems(`prompt: x\ndeliver: ${"[".repeat(depth)}${"]".repeat(depth)}\n`)).toEqual([
+      `job.yaml:2:${10 + MAX_JOB_NESTING}: nested more than ${MAX_JOB_NESTING} levels deep`,
+    ]);
+    expect(await problems(`prompt: x\ntools:\n${"- ".repeat(depth)}read_file\n`)).toEqual([
+      `job.yaml:3:${1 + 2 * MAX_JOB_NESTING}: nested more than ${MAX_JOB_NESTING} levels deep`,
+    ]);
+  });
+
+  it("reads nesting up to the limit, and does not count brackets inside strings", async () => {
+    const nested = `${"[".repeat(MAX_JOB_NESTING)}${"]".repeat(MAX_JOB_NESTING)}`;
+    expect(await problems(`prompt: "${nested}${nested}"\ndeliver: ${nested}\n`)).toEqual([
+      "job.yaml:2:11: deliver[0]: expected a delivery target: \"email:\" or \"webhook:\", got a list",
+    ]);
   });
 });
 
