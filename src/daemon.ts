@@ -12,6 +12,7 @@ import { acquireLock } from "./store/lock.js";
 import { logFn } from "./log.js";
 import { lastExchange } from "./store/last-exchange.js";
 import { StateStore } from "./store/state.js";
+import { ensureWritableDir } from "./store/writable-dir.js";
 import { CronTrigger, recordFire } from "./triggers/cron.js";
 import { WatchTrigger } from "./triggers/watch.js";
 import { HeartbeatService } from "./triggers/heartbeat.js";
@@ -42,16 +43,18 @@ export interface DaemonOptions {
 /** The composition root: config → stores → agent → triggers, each stage handed plain callbacks. */
 export async function startDaemon({ configFile, env = process.env, logger }: DaemonOptions): Promise<Daemon> {
   let config = await loadConfig({ file: configFile, env });
+  await ensureWritableDir(config.paths.state, "state");
+  await ensureWritableDir(config.paths.logs, "logs");
+  const log = logFn(logger);
   const release = await acquireLock(config.paths.state);
   try {
-    const state = await StateStore.open(config.paths.state);
+    const state = await StateStore.open(config.paths.state, { log });
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
     let runtime = await openRuntime(config, env);
     runtime.warnings.forEach((warning) => logger.warn(warning));
 
-    const log = logFn(logger);
     const jobContext = (rt: Runtime) => ({
       workspace: rt.config.paths.workspace,
       defaultTimezone: rt.config.timezone,

@@ -152,14 +152,24 @@ export class AuditLog {
     else this.logger.error(line);
   }
 
-  /** Opened per line: audit volume is small, and a file moved or deleted by hand is simply recreated. */
+  /**
+   * Opened per line: audit volume is small, and a file moved or deleted by hand is simply
+   * recreated; so is the folder, once a write finds it gone.
+   */
   private writeLine(line: string): void {
     const file = join(this.dir, `audit-${localDate(this.stamp)}.jsonl`);
     if (file !== this.knownFile) {
       mkdirSync(this.dir, { recursive: true });
       this.knownFile = file;
     }
-    appendFileSync(file, line);
+    try {
+      appendFileSync(file, line);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+      mkdirSync(this.dir, { recursive: true });
+      process.stderr.write(`countd: the audit log folder ${this.dir} was removed while countd was running; created it again\n`);
+      appendFileSync(file, line);
+    }
   }
 
   /** Bus listeners must not throw into the agent loop; a lost audit line is still reported. */

@@ -54,8 +54,9 @@ export class Outbox {
 
   static async open(opts: OutboxOptions): Promise<Outbox> {
     const now = opts.now ?? (() => new Date());
-    const store = await OutboxStore.open(opts.stateDir, now());
-    return new Outbox(store, opts.send, now, opts.log ?? (() => {}), opts.random ?? Math.random);
+    const log = opts.log ?? (() => {});
+    const store = await OutboxStore.open(opts.stateDir, now(), log);
+    return new Outbox(store, opts.send, now, log, opts.random ?? Math.random);
   }
 
   /**

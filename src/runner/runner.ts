@@ -45,6 +45,9 @@ export const EXCERPT_CHARS = 500;
 
 /** setTimeout fires at once for delays beyond 2^31-1 ms (about 24.8 days); longer ones are cut to it. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** A failed record save is tried again after this, then after twice as long each time, up to the max. */
+const SAVE_RETRY_FIRST_MS = 1_000;
+const SAVE_RETRY_MAX_MS = 60_000;
 const REPLACED = "replaced by a newer run";
 const STOPPED_BEFORE_START = "countd stopped before this run started";
 
@@ -90,6 +93,13 @@ export class Runner {
   private readonly queue: Pending[] = [];
   private readonly lanes = new Map<string, Lane>();
   private readonly saving = new Set<Promise<void>>();
+  /** The latest record handed to save, by `<job>/<id>`, until it is on disk. */
+  private readonly newest = new Map<string, RunRecord>();
+  /** Records whose latest save failed, waiting for retryUnsaved. */
+  private readonly unsaved = new Map<string, RunRecord>();
+  private saveRetry: NodeJS.Timeout | undefined;
+  private saveRetryMs = SAVE_RETRY_FIRST_MS;
+  private lastSaveError = "";
   private readonly now: () => Date;
   private readonly log: LogFn;
   private inFlight = 0;
@@ -167,6 +177,14 @@ export class Runner {
     for (const flight of flights) this.cancelRun(flight, "shutdown");
     await ended;
     await Promise.all(this.saving);
+    clearTimeout(this.saveRetry);
+    this.saveRetry = undefined;
+    if (this.unsaved.size > 0) await this.retryUnsaved();
+    if (this.unsaved.size > 0) {
+      clearTimeout(this.saveRetry);
+      const ids = [...this.unsaved.keys()];
+      this.log("error", `countd stopped with ${ids.length} run record(s) it could not save, now lost: ${ids.join(", ")}`);
+    }
   }
 
   private accept(job: Job, pending: Pending): void {
@@ -379,16 +397,52 @@ export class Runner {
     return id;
   }
 
-  /** Saves a copy (the store keeps the object it is given); a failed save is logged, never fatal to the run. */
+  /**
+   * Saves a copy (the store keeps the object it is given). A failed save is logged, never fatal
+   * to the run, and never the end of the record: it is kept and saved again (retryUnsaved) until
+   * the state directory takes it, unless a newer record of the same run was handed on meanwhile.
+   */
   private save(record: RunRecord): Promise<void> {
-    const saving = this.opts.state
-      .saveRun({ ...record })
-      .catch((err: unknown) =>
-        this.log("error", `could not save the record of run ${record.id}: ${errorText(err)}`, { job: record.job, runId: record.id }),
-      );
+    const key = `${record.job}/${record.id}`;
+    this.newest.set(key, record);
+    this.unsaved.delete(key);
+    const saving = this.opts.state.saveRun({ ...record }).then(
+      () => {
+        if (this.newest.get(key) === record) this.newest.delete(key);
+      },
+      (err: unknown) => {
+        if (this.newest.get(key) !== record) return;
+        this.unsaved.set(key, record);
+        this.lastSaveError = errorText(err);
+        // One line per outage, not per record: with every save failing, a line each would flood the log.
+        if (this.saveRetry) return;
+        this.log("error", `could not save the record of run ${record.id}: ${this.lastSaveError}; kept, saved again in ${ms(this.saveRetryMs)}`, {
+          job: record.job,
+          runId: record.id,
+        });
+        this.saveRetry = setTimeout(() => void this.retryUnsaved(), this.saveRetryMs).unref();
+      },
+    );
     this.saving.add(saving);
     void saving.finally(() => this.saving.delete(saving));
     return saving;
+  }
+
+  /** One more try for every record a save failed for; the wait doubles while the failures last. */
+  private async retryUnsaved(): Promise<void> {
+    const records = [...this.unsaved.values()];
+    this.unsaved.clear();
+    await Promise.all(records.map((record) => this.save(record)));
+    clearTimeout(this.saveRetry);
+    this.saveRetry = undefined;
+    if (this.unsaved.size > 0) {
+      this.saveRetryMs = Math.min(this.saveRetryMs * 2, SAVE_RETRY_MAX_MS);
+      this.log("error", `${this.unsaved.size} run record(s) still not saved: ${this.lastSaveError}; next try in ${ms(this.saveRetryMs)}`);
+      this.saveRetry = setTimeout(() => void this.retryUnsaved(), this.saveRetryMs).unref();
+    } else {
+      this.saveRetryMs = SAVE_RETRY_FIRST_MS;
+      this.log("info", `saved ${records.length} run record(s) that could not be saved before`);
+    }
   }
 
   private async hook(call: () => void | Promise<void>, job: Job, record: RunRecord): Promise<void> {

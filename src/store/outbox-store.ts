@@ -4,6 +4,8 @@ import { Low } from "lowdb";
 import { JSONFile } from "lowdb/node";
 import type { DeliveryMessage } from "../delivery/message.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
+import type { LogFn } from "../log.js";
+import { inRecreatedDir } from "./writable-dir.js";
 
 /** How long an acknowledged delivery's id is remembered, so the same delivery is not queued again. */
 export const DELIVERED_KEPT_MS = 7 * 24 * 3_600_000;
@@ -60,9 +62,11 @@ export class OutboxStore {
     readonly file: string,
     private readonly db: Low<OutboxData>,
     private readonly delivered: DeliveredLog,
+    private readonly inStateDir: <T>(write: () => Promise<T>) => Promise<T>,
   ) {}
 
-  static async open(stateDir: string, now: Date): Promise<OutboxStore> {
+  /** `log`: where a state directory removed while countd runs is reported (it is created again). */
+  static async open(stateDir: string, now: Date, log?: LogFn): Promise<OutboxStore> {
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "outbox.json");
     const db = new Low(new JSONFile<OutboxData>(file), empty());
@@ -73,13 +77,14 @@ export class OutboxStore {
       throw new Error(`the outbox file ${file} is not valid JSON (${err.message}); repair it, or move it away (its pending deliveries are then lost)`);
     }
     db.data = { ...empty(), ...db.data };
-    const delivered = await DeliveredLog.open(join(stateDir, "outbox-delivered.jsonl"), now);
+    const inStateDir = <T>(write: () => Promise<T>) => inRecreatedDir(stateDir, write, log);
+    const delivered = await DeliveredLog.open(join(stateDir, "outbox-delivered.jsonl"), now, inStateDir);
     const acknowledged = Object.keys(db.data.entries).filter((id) => delivered.at(id) !== undefined);
     if (acknowledged.length > 0) {
       for (const id of acknowledged) delete db.data.entries[id];
       await db.write();
     }
-    return new OutboxStore(file, db, delivered);
+    return new OutboxStore(file, db, delivered, inStateDir);
   }
 
   get data(): Readonly<OutboxData> {
@@ -115,7 +120,7 @@ export class OutboxStore {
       .catch(() => {})
       .then(() => {
         this.queued = undefined;
-        this.writing = this.db.write();
+        this.writing = this.inStateDir(() => this.db.write());
         return this.writing;
       });
     return this.queued;
@@ -136,9 +141,10 @@ class DeliveredLog {
     /** id → epoch ms, in the order of acknowledgement (a Map keeps insertion order). */
     private readonly kept: Map<string, number>,
     private lines: number,
+    private readonly inStateDir: <T>(write: () => Promise<T>) => Promise<T>,
   ) {}
 
-  static async open(file: string, now: Date): Promise<DeliveredLog> {
+  static async open(file: string, now: Date, inStateDir: <T>(write: () => Promise<T>) => Promise<T>): Promise<DeliveredLog> {
     let text = "";
     try {
       text = await readFile(file, "utf8");
@@ -158,7 +164,7 @@ class DeliveredLog {
       if (!record) unreadable = true;
       else if (record.at >= cutoff) kept.set(record.id, record.at);
     }
-    const log = new DeliveredLog(file, kept, lines);
+    const log = new DeliveredLog(file, kept, lines, inStateDir);
     // Rewritten now if a cut-short line would otherwise swallow the next append.
     if (unreadable || lines > kept.size) await log.enqueue(() => log.rewrite());
     return log;
@@ -176,7 +182,7 @@ class DeliveredLog {
       this.kept.delete(keptId);
     }
     return this.enqueue(async () => {
-      await appendFile(this.file, `${JSON.stringify({ id, at: new Date(at).toISOString() })}\n`);
+      await this.inStateDir(() => appendFile(this.file, `${JSON.stringify({ id, at: new Date(at).toISOString() })}\n`));
       this.lines++;
       if (this.lines - this.kept.size > this.kept.size) await this.rewrite();
     });
@@ -191,7 +197,7 @@ class DeliveredLog {
   private async rewrite(): Promise<void> {
     const text = [...this.kept].map(([id, at]) => `${JSON.stringify({ id, at: new Date(at).toISOString() })}\n`).join("");
     const temp = `${this.file}.tmp`;
-    await writeFile(temp, text);
+    await this.inStateDir(() => writeFile(temp, text));
     await rename(temp, this.file);
     this.lines = this.kept.size;
   }

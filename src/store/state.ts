@@ -2,9 +2,11 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { Low } from "lowdb";
 import { JSONFile } from "lowdb/node";
+import type { LogFn } from "../log.js";
 import type { RunRecord } from "../runner/types.js";
 import { KeyedQueue } from "../sessions/jsonl.js";
 import { RunHistory } from "./run-history.js";
+import { inRecreatedDir } from "./writable-dir.js";
 
 export { RUNS_KEPT_PER_JOB } from "./run-history.js";
 
@@ -57,11 +59,14 @@ export class StateStore {
   private readonly queued = new Map<string, RunningRun>();
 
   private constructor(
+    private readonly dir: string,
     private readonly db: Low<StateData>,
     private readonly history: RunHistory,
+    private readonly log: LogFn | undefined,
   ) {}
 
-  static async open(stateDir: string): Promise<StateStore> {
+  /** `log`: where a state directory removed while countd runs is reported (it is created again). */
+  static async open(stateDir: string, opts: { log?: LogFn } = {}): Promise<StateStore> {
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "state.json");
     const db = new Low<LegacyStateData>(new JSONFile(file), empty());
@@ -75,7 +80,7 @@ export class StateStore {
     db.data = { ...empty(), ...db.data };
     const history = new RunHistory(join(stateDir, "runs"));
     await migrateRuns(db, history);
-    return new StateStore(db, history);
+    return new StateStore(stateDir, db, history, opts.log);
   }
 
   get data(): Readonly<StateData> {
@@ -85,7 +90,7 @@ export class StateStore {
   /** Changes and saves; lowdb writes one file at a time, so concurrent updates do not interleave. */
   async update(change: (data: StateData) => void): Promise<void> {
     change(this.db.data);
-    await this.db.write();
+    await inRecreatedDir(this.dir, () => this.db.write(), this.log);
   }
 
   job(name: string): JobState {
