@@ -1,6 +1,7 @@
 /** `npm run bench`: every benchmark prints its figures side by side with its target. */
 import { benchIdle, benchStartup } from "./daemon.js";
 import { benchDelivery } from "./delivery.js";
+import { benchSoak } from "./soak.js";
 import { benchLoop } from "./loop.js";
 import { benchFireLateness } from "./scheduler.js";
 import { benchWatchBurst } from "./watch-burst.js";
@@ -57,4 +58,14 @@ console.log(`  ${delivery.runs} runs through the outbox to a loopback receiver: 
 console.log(
   `  state write (a run record and a delivery) as history grows: ` +
     `${writes.map((w) => `${w.runs} runs ${fmt(w.ms)}`).join(", ")} (target: flat, last <= 2x first) ${verdict(flat)}`,
+);
+
+// COUNTD_SOAK_MINUTES shortens it (default 10); the first minute is warm-up.
+const soak = await benchSoak();
+const mb = (value: number) => `${value.toFixed(1)} MB`;
+console.log("bench/soak");
+console.log(`  50 jobs firing every second: RSS start ${mb(soak.rssStartMb)}, middle ${mb(soak.rssMiddleMb)}, end ${mb(soak.rssEndMb)}`);
+console.log(
+  `  growth after the first minute ${mb(soak.growthAfterWarmupMb)} (target < 10 MB) ${verdict(soak.growthAfterWarmupMb < 10)}; ` +
+    `fire lateness p50 ${soak.latenessP50Ms} ms, p99 ${soak.latenessP99Ms} ms`,
 );
