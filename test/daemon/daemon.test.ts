@@ -1,26 +1,20 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/runner/types.js";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
+import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startWebhookReceiver } from "../support/webhook-receiver.js";
 
-const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
 
-interface Daemon {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
 
 describe("countd start", () => {
   const mock = useAimock();
   let dir: string;
   let env: Record<string, string>;
-  const daemons: Daemon[] = [];
+  const daemons: DaemonProcess[] = [];
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "countd-daemon-"));
@@ -35,13 +29,8 @@ describe("countd start", () => {
     }
   });
 
-  function startDaemon(): Daemon {
-    const child = spawn(process.execPath, [BIN, "start"], { cwd: dir, env });
-    let output = "";
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
-    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
-    const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
-    const daemon = { child, output: () => output, exited };
+  function startDaemon(): DaemonProcess {
+    const daemon = spawnDaemon(dir, env);
     daemons.push(daemon);
     return daemon;
   }

@@ -1,7 +1,6 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { simpleParser } from "mailparser";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Outbox } from "../../src/delivery/outbox.js";
@@ -9,19 +8,14 @@ import { targetKey } from "../../src/delivery/targets.js";
 import type { RunRecord } from "../../src/runner/types.js";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
+import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startWebhookReceiver, type ReceivedRequest, type ReceiverStep, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /* The built daemon (dist/, `npm run build` first) delivering to real peers on loopback. */
 
-const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const SLOW = { timeout: 20_000, interval: 200 };
 
-interface Daemon {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
 
 /** A one-shot `at` a few seconds ahead (a start slower than that still runs it, as a catch-up). */
 const soon = () => `${new Date(Date.now() + 3_000).toISOString().slice(0, 19)}Z`;
@@ -36,7 +30,7 @@ describe("countd start delivering runs", () => {
   const mock = useAimock();
   let dir: string;
   let env: Record<string, string>;
-  const daemons: Daemon[] = [];
+  const daemons: DaemonProcess[] = [];
   const receivers: WebhookReceiver[] = [];
 
   beforeEach(async () => {
@@ -59,13 +53,8 @@ describe("countd start delivering runs", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  function startDaemon(): Daemon {
-    const child = spawn(process.execPath, [BIN, "start"], { cwd: dir, env });
-    let output = "";
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
-    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
-    const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
-    const daemon = { child, output: () => output, exited };
+  function startDaemon(): DaemonProcess {
+    const daemon = spawnDaemon(dir, env);
     daemons.push(daemon);
     return daemon;
   }

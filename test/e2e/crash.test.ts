@@ -1,3 +1,4 @@
+import { seededRandom } from "../support/mutate.js";
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -27,17 +28,6 @@ const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const OUTBOX_CONCURRENCY = 4;
 const SLOW = { timeout: 20_000, interval: 100 };
 
-/** mulberry32: small, seedable, good enough to pick delays and scripts. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 const hookTarget = (url: string) => ({ kind: "webhook" as const, url, secret: "${HOOK_SECRET}", format: "json" as const, headers: {} });
 const hookYaml = (url: string) => `  - webhook:\n      url: ${url}\n      secret: \${HOOK_SECRET}\n`;
@@ -82,7 +72,7 @@ async function recordedAcknowledged(stateDir: string): Promise<Set<string>> {
 
 describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () => {
   const mock = useAimock();
-  const random = seeded(SEED);
+  const random = seededRandom(SEED);
   let dir: string;
   let stateDir: string;
   let hooks: WebhookReceiver;
