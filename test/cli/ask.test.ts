@@ -1,35 +1,10 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, readFile, readdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { useAimock } from "../support/aimock.js";
+import { runCountd as countd } from "../support/daemon-process.js";
 
-const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the built CLI as a user would, in a fresh folder, with only the environment given. */
-function countd(args: string[], opts: { cwd: string; env: Record<string, string>; onStdout?: (text: string, kill: () => void) => void }) {
-  return new Promise<Run>((done) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd: opts.cwd,
-      env: { PATH: process.env["PATH"] ?? "", ...opts.env },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      stdout += chunk;
-      opts.onStdout?.(stdout, () => child.kill("SIGINT"));
-    });
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-    child.on("close", (code) => done({ code, stdout, stderr }));
-  });
-}
 
 describe("countd ask", () => {
   const mock = useAimock();

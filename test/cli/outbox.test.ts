@@ -1,25 +1,15 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { sendEntry } from "../../src/delivery/dispatch.js";
 import { createMailer } from "../../src/delivery/email.js";
 import { Outbox } from "../../src/delivery/outbox.js";
+import { runCountd } from "../support/daemon-process.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
-const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
 
-function countd(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { PATH: process.env["PATH"] ?? "" } });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-    child.on("close", (code) => done({ code, stdout, stderr }));
-  });
-}
+const countd = (args: string[], cwd: string) => runCountd(args, { cwd });
 
 describe("countd outbox", () => {
   let dir: string;

@@ -1,12 +1,11 @@
-import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
+import { runCountd } from "../support/daemon-process.js";
 
-const BIN = resolve(import.meta.dirname, "../../bin/countd.js");
 
 describe("countd run", () => {
   const mock = useAimock();
@@ -18,17 +17,9 @@ describe("countd run", () => {
     await writeFile(join(dir, "countd.yaml"), "tools:\n  exec:\n    sandbox: none\n");
   });
 
-  function countd(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((done) => {
-      const env = { PATH: process.env["PATH"] ?? "", OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-run-test-key" };
-      const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-      child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-      child.on("close", (code) => done({ code, stdout, stderr }));
-    });
-  }
+  const countd = (args: string[]) =>
+    runCountd(args, { cwd: dir, env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-run-test-key" } });
+
 
   it("runs a job now, streams its answer, records the run and delivers it", async () => {
     mock.onMessage("weekly numbers", { content: "Revenue is up 4 %." });

@@ -27,3 +27,30 @@ export function spawnDaemon(cwd: string, env: Record<string, string>): DaemonPro
 export async function allRuns(stateDir: string): Promise<RunRecord[]> {
   return (await StateStore.open(stateDir)).allRuns();
 }
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * One `countd` command run as a user would, in `cwd` with only the environment given;
+ * `onStdout` sees the output as it grows and may interrupt the command (Ctrl-C).
+ */
+export function runCountd(
+  args: string[],
+  opts: { cwd: string; env?: Record<string, string>; onStdout?: (text: string, interrupt: () => void) => void },
+): Promise<CliRun> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd, env: { PATH: process.env["PATH"] ?? "", ...opts.env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      stdout += chunk;
+      opts.onStdout?.(stdout, () => child.kill("SIGINT"));
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    child.on("close", (code) => done({ code, stdout, stderr }));
+  });
+}
