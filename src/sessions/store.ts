@@ -21,10 +21,14 @@ function isDropMarker(v: unknown): v is DropMarker {
 /**
  * Session transcripts as append-only JSONL, one file per session under `<stateDir>/sessions/`.
  * Dropping old messages appends a marker rather than rewriting, so a crash never loses the file.
- * A session read once stays in memory; a new store (a restart) reads the files again.
+ * The most recently used sessions stay in memory; a new store (a restart) reads the files again.
  */
+/** Sessions kept in memory; older ones are read from their files again when needed. */
+export const SESSIONS_KEPT_IN_MEMORY = 100;
+
 export class SessionStore {
   readonly dir: string;
+  /** In use order, oldest first: every isolated run has a session of its own, so all of them would grow without end. */
   private readonly live = new Map<string, ChatMessage[]>();
   private readonly queue = new KeyedQueue();
 
@@ -63,13 +67,16 @@ export class SessionStore {
 
   private async messages(sessionId: string): Promise<ChatMessage[]> {
     let live = this.live.get(sessionId);
-    if (live) return live;
-    live = [];
-    for (const value of await readJsonLines(this.fileOf(sessionId))) {
-      if (isMessage(value)) live.push(value);
-      else if (isDropMarker(value)) live.splice(0, value.dropOldest);
+    if (!live) {
+      live = [];
+      for (const value of await readJsonLines(this.fileOf(sessionId))) {
+        if (isMessage(value)) live.push(value);
+        else if (isDropMarker(value)) live.splice(0, value.dropOldest);
+      }
     }
+    this.live.delete(sessionId);
     this.live.set(sessionId, live);
+    if (this.live.size > SESSIONS_KEPT_IN_MEMORY) this.live.delete(this.live.keys().next().value!);
     return live;
   }
 }

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../src/providers/types.js";
-import { SessionStore } from "../../src/sessions/store.js";
+import { SESSIONS_KEPT_IN_MEMORY, SessionStore } from "../../src/sessions/store.js";
 
 const user = (text: string): ChatMessage => ({ role: "user", content: text });
 const assistant = (text: string): ChatMessage => ({ role: "assistant", content: text });
@@ -42,6 +42,19 @@ describe("SessionStore", () => {
     await appendFile(store.fileOf("cli"), JSON.stringify(user("sneaked in")) + "\n");
     expect(await store.load("cli")).toEqual([user("one")]);
     expect(await new SessionStore(stateDir).load("cli")).toEqual([user("one"), user("sneaked in")]);
+  });
+
+  it("keeps only the most recently used sessions in memory, and reads an evicted one from its file again", async () => {
+    const store = new SessionStore(stateDir);
+    await store.append("first", [user("one")]);
+    for (let i = 0; i < SESSIONS_KEPT_IN_MEMORY; i++) await store.append(`cron:job:${i}`, [user(`run ${i}`)]);
+    await store.append("cron:job:0", [user("again")]);
+    // "first" was used longest ago and left memory: the file is what counts now.
+    await appendFile(store.fileOf("first"), JSON.stringify(user("written meanwhile")) + "\n");
+    expect(await store.load("first")).toEqual([user("one"), user("written meanwhile")]);
+    // "cron:job:0" was used recently and is still served from memory.
+    await appendFile(store.fileOf("cron:job:0"), JSON.stringify(user("sneaked in")) + "\n");
+    expect(await store.load("cron:job:0")).toEqual([user("run 0"), user("again")]);
   });
 
   it("drops the oldest messages with a marker line, honoured after a restart", async () => {
