@@ -1,3 +1,4 @@
+import { deliveryFailure as failure } from "../support/delivery-error.js";
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -6,7 +7,6 @@ import { simpleParser } from "mailparser";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { SmtpConfig } from "../../src/config/schema.js";
 import { createMailer, type Mailer } from "../../src/delivery/email.js";
-import { DeliveryError } from "../../src/delivery/errors.js";
 import type { DeliveryMessage } from "../../src/delivery/message.js";
 import type { EmailTarget } from "../../src/delivery/targets.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
@@ -58,14 +58,6 @@ async function smtpMailer(opts: Parameters<typeof startSmtpPeer>[0] = {}, smtp: 
   return mailer;
 }
 
-async function failure(promise: Promise<unknown>): Promise<DeliveryError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DeliveryError);
-  return err as DeliveryError;
-}
 
 describe("email over SMTP", () => {
   it("sends the answer as sanitised HTML with a text part, the rendered subject, headers, Message-ID and attachments", async () => {

@@ -1,5 +1,5 @@
+import { deliveryFailure as failure } from "../support/delivery-error.js";
 import { afterEach, describe, expect, it } from "vitest";
-import { DeliveryError } from "../../src/delivery/errors.js";
 import type { DeliveryMessage } from "../../src/delivery/message.js";
 import type { WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
@@ -36,14 +36,6 @@ afterEach(async () => {
 
 const target = (url: string, extra: Partial<WebhookTarget> = {}): WebhookTarget => ({ kind: "webhook", url, secret: SECRET, format: "json", headers: {}, ...extra });
 
-async function failure(promise: Promise<unknown>): Promise<DeliveryError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DeliveryError);
-  return err as DeliveryError;
-}
 
 describe("sendWebhook, json format", () => {
   it("POSTs the run as JSON signed per Standard Webhooks, which the receiver verifies", async () => {
