@@ -6,6 +6,11 @@ import type { DeliveryMessage } from "./message.js";
 import type { WebhookTarget } from "./targets.js";
 
 export const WEBHOOK_TIMEOUT_MS = 15_000;
+/**
+ * What is read of an answer's body: enough for a chat service's JSON refusal and the excerpt an
+ * error shows. The rest is never read, so a receiver answering a huge or endless body costs nothing.
+ */
+export const RESPONSE_EXCERPT_BYTES = 4096;
 
 export interface SendWebhookOptions {
   /** Per request, the answer's body included. */
@@ -73,7 +78,7 @@ async function post(target: WebhookTarget, request: WebhookRequest, timeoutMs: n
       redirect: "manual",
       signal: AbortSignal.timeout(timeoutMs),
     });
-    text = await response.text();
+    text = await readExcerpt(response, RESPONSE_EXCERPT_BYTES);
   } catch (err) {
     const name = (err as Error).name;
     if (name === "TimeoutError" || name === "AbortError") {
@@ -89,6 +94,25 @@ async function post(target: WebhookTarget, request: WebhookRequest, timeoutMs: n
     return status;
   }
   throw statusError(origin, response, text, now);
+}
+
+/** At most `maxBytes` of the body as text; the stream is then cancelled, which closes the connection. */
+async function readExcerpt(response: Response, maxBytes: number): Promise<string> {
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  try {
+    while (length < maxBytes) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      length += value.byteLength;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, maxBytes));
 }
 
 function statusError(origin: string, response: Response, text: string, now: Date): DeliveryError {

@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { deliveryFailure as failure } from "../support/delivery-error.js";
 import { afterEach, describe, expect, it } from "vitest";
 import type { DeliveryMessage } from "../../src/delivery/message.js";
@@ -151,5 +153,68 @@ describe("sendWebhook failures", () => {
     expect(err.reason).not.toContain(token);
     expect(err.reason).not.toContain(SECRET);
     expect(err.reason).toContain("[redacted]");
+  });
+});
+
+describe("sendWebhook: the answer's body is read only as far as an excerpt", () => {
+  /** A real receiver that answers `status` with a body that never ends; counts what it managed to write. */
+  async function endlessAnswer(status: number): Promise<{ url: string; written: () => number; closed: Promise<void>; close: () => Promise<void> }> {
+    let written = 0;
+    let onClosed: () => void = () => {};
+    const closed = new Promise<void>((resolve) => (onClosed = resolve));
+    const chunk = Buffer.alloc(64 * 1024, "x");
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(status, { "content-type": "text/plain" });
+        const pump = () => {
+          while (!res.destroyed && res.write(chunk)) written += chunk.length;
+        };
+        res.on("drain", () => {
+          written += chunk.length;
+          pump();
+        });
+        res.on("close", onClosed);
+        pump();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+      written: () => written,
+      closed,
+      close: async () => {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      },
+    };
+  }
+
+  it("a 2xx with an endless body is a success, and the connection is closed after the excerpt", async () => {
+    const peer = await endlessAnswer(200);
+    try {
+      for (const format of ["json", "wecom"] as const) {
+        const sent = await sendWebhook(target(peer.url, format === "json" ? {} : { format, secret: undefined }), message, DELIVERY_ID);
+        expect(sent.status).toBe(200);
+      }
+      await peer.closed;
+      // Socket buffers on both sides take some; the rest was never asked for.
+      expect(peer.written()).toBeLessThan(16 * 1024 * 1024);
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it("an error status with an endless body fails at once with a short excerpt", async () => {
+    const peer = await endlessAnswer(500);
+    try {
+      const err = await failure(sendWebhook(target(peer.url), message, DELIVERY_ID));
+      expect(err).toMatchObject({ permanent: false, status: 500 });
+      expect(err.reason).toBe(`${new URL(peer.url).origin} answered HTTP 500: ${"x".repeat(200)}`);
+      await peer.closed;
+      expect(peer.written()).toBeLessThan(16 * 1024 * 1024);
+    } finally {
+      await peer.close();
+    }
   });
 });
