@@ -1,5 +1,6 @@
+import { dirname } from "node:path";
 import type { Config } from "../config/schema.js";
-import type { MemoryStore } from "../memory/store.js";
+import { MemoryStore } from "../memory/store.js";
 import { fileTools } from "./filesystem.js";
 import { memoryTools } from "./memory.js";
 import { PathGuard } from "./paths.js";
@@ -27,7 +28,7 @@ export function builtinTools(config: Config, memory: MemoryStore): ToolRegistry 
         maxOutputChars: EXEC_DEFAULTS.maxOutputChars,
         sandbox: tools.exec.sandbox,
         network: tools.exec.network,
-        hiddenPaths: [paths.state, paths.logs, ...(config.file ? [config.file] : [])],
+        hiddenPaths: [paths.state, paths.logs, paths.jobs, ...(config.file ? [config.file, dirname(config.file)] : [])],
         denyPatterns: tools.exec.denyPatterns,
         allowList: tools.exec.allowList,
         envNames: tools.exec.envNames,
@@ -35,6 +36,14 @@ export function builtinTools(config: Config, memory: MemoryStore): ToolRegistry 
     );
   }
   return registry.register(webFetchTool({ allowHosts: tools.web.allowHosts }), ...memoryTools(memory));
+}
+
+/**
+ * The names a job's `tools:` may list: every built-in tool the configuration enables, and spawn.
+ * Read from the configuration alone, so `validate` and `jobs` check them without opening a runtime.
+ */
+export function toolNames(config: Config): string[] {
+  return [...builtinTools(config, new MemoryStore(config.paths.workspace)).names, "spawn"];
 }
 
 /**

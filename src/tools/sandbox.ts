@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
-import { realpath, stat } from "node:fs/promises";
+import { readdir, realpath, stat } from "node:fs/promises";
+import { join } from "node:path";
 import { isInside } from "./paths.js";
 
 export type SandboxMode = "auto" | "bwrap" | "none";
@@ -43,20 +44,36 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   return args;
 }
 
-/** Real paths of the paths to hide and whether each is a folder; a path that does not exist has nothing to hide. */
-export async function hiddenPaths(paths: string[]): Promise<HiddenPath[]> {
-  const found = await Promise.all(
-    paths.map(async (path) => {
-      try {
-        const real = await realpath(path);
-        return { path: real, isDir: (await stat(real)).isDirectory() };
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-        throw err;
-      }
-    }),
-  );
-  return found.filter((hidden) => hidden !== undefined);
+/**
+ * Real paths of the paths to hide and whether each is a folder; a path that does not exist has
+ * nothing to hide. A folder that holds one of `keep` (the workspace, read-only roots) cannot be
+ * masked whole, so its entries are hidden instead, down to the kept path: with the default layout
+ * the configuration's folder holds the workspace, and its jobs folder and `.env` must still vanish.
+ */
+export async function hiddenPaths(paths: string[], keep: string[] = []): Promise<HiddenPath[]> {
+  const found = new Map<string, HiddenPath>();
+  const expanded = new Set<string>();
+  const hide = async (path: string, top: boolean): Promise<void> => {
+    let real: string;
+    let isDir: boolean;
+    try {
+      real = await realpath(path);
+      isDir = (await stat(real)).isDirectory();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
+      throw err;
+    }
+    if (!top && keep.includes(real)) return;
+    if (!isDir || !keep.some((kept) => kept !== real && isInside(kept, real))) {
+      found.set(real, { path: real, isDir });
+      return;
+    }
+    if (expanded.has(real)) return;
+    expanded.add(real);
+    for (const entry of await readdir(real)) await hide(join(real, entry), false);
+  };
+  for (const path of paths) await hide(path, true);
+  return [...found.values()];
 }
 
 /**

@@ -17,7 +17,11 @@ export interface ExecOptions {
   sandbox: SandboxMode;
   /** Inside the sandbox: whether the command may use the network. */
   network: boolean;
-  /** State folder, logs folder, config file: not visible inside the sandbox. */
+  /**
+   * Not visible inside the sandbox: the state, logs and jobs folders (webhook URLs are secrets),
+   * the config file and its folder (a `.env` beside it). A folder holding the workspace has its
+   * other entries hidden instead.
+   */
   hiddenPaths: string[];
   /** Extra regular expressions refused on top of the built-in deny-list. */
   denyPatterns: string[];
@@ -71,21 +75,12 @@ export function execTool(opts: ExecOptions): Tool<typeof parameters> {
       });
 
       const command = [SHELL, "-c", args.command];
-      const argv =
-        kind === "bwrap"
-          ? [
-              "bwrap",
-              ...bwrapArgs({
-                workspace,
-                cwd,
-                network: opts.network,
-                readOnly: guard.policy.restrictToWorkspace ? await realRoots(guard.policy.readOnlyRoots) : [],
-                hidden: await hiddenPaths(opts.hiddenPaths),
-              }),
-              "--",
-              ...command,
-            ]
-          : command;
+      let argv = command;
+      if (kind === "bwrap") {
+        const readOnly = guard.policy.restrictToWorkspace ? await realRoots(guard.policy.readOnlyRoots) : [];
+        const hidden = await hiddenPaths(opts.hiddenPaths, [workspace, ...readOnly]);
+        argv = ["bwrap", ...bwrapArgs({ workspace, cwd, network: opts.network, readOnly, hidden }), "--", ...command];
+      }
       const seconds = Math.min(args.timeout ?? maxSeconds, maxSeconds);
       const run = await runGroup(argv, { cwd, env, timeoutMs: seconds * 1000, maxChars: opts.maxOutputChars, signal: ctx.signal });
       if (run.cancelled) throw new Error("cancelled: the command and everything it started were stopped");

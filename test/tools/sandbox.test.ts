@@ -1,12 +1,16 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { loadConfig } from "../../src/config/load.js";
+import { MemoryStore } from "../../src/memory/store.js";
+import { builtinTools } from "../../src/tools/builtin.js";
 import { bwrapArgs, detectSandbox } from "../../src/tools/sandbox.js";
 import type { ExecOptions } from "../../src/tools/shell.js";
 import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
+import { hasSystemPackage } from "../support/system-package.js";
 
-const bwrapWorks = (await detectSandbox("auto")).kind === "bwrap";
+const bwrapWorks = await hasSystemPackage("bubblewrap", import.meta.filename);
 
 describe("bwrapArgs", () => {
   const spec = { workspace: "/srv/ws", cwd: "/srv/ws/sub", network: false, readOnly: ["/srv/inbox"], hidden: [] };
@@ -144,6 +148,33 @@ describe.runIf(bwrapWorks)("exec inside bwrap", () => {
     expect(await exec("cat .state/runs.json", { hiddenPaths: [join(sb.workspace, ".state")] })).toMatch(/No such file or directory/);
   });
 
+  it("hides the jobs folder and the configuration's folder, keeping the workspace inside it visible", async () => {
+    // The default layout, outside /tmp (hidden anyway): countd.yaml, .env, jobs/ and workspace/ side by side.
+    const base = await realpath(await mkdtemp(join("/var/tmp", "countd-layout-")));
+    try {
+      // The workspace restriction is off, so what is tested is the sandbox, not the command check.
+      await writeFile(join(base, "countd.yaml"), "tools:\n  restrict_to_workspace: false\n  exec:\n    sandbox: bwrap\n");
+      await writeFile(join(base, ".env"), "OPENAI_API_KEY=ENV SENTINEL\n");
+      await mkdir(join(base, "jobs"));
+      await writeFile(join(base, "jobs", "hook.yaml"), "deliver: {webhook: 'https://hooks.example/JOBS SENTINEL'}\n");
+      await writeFile(join(base, "notes.txt"), "NOTES SENTINEL\n");
+      const config = await loadConfig({ cwd: base, env: {} });
+      const exec = builtinTools(config, new MemoryStore(config.paths.workspace)).get("exec")!;
+      await mkdir(config.paths.workspace, { recursive: true });
+      await writeFile(join(config.paths.workspace, "mine.txt"), "WORKSPACE FILE\n");
+      const out = await exec.execute(
+        { command: `cat ${base}/.env ${base}/jobs/hook.yaml ${base}/notes.txt ${base}/countd.yaml; echo "jobs: [$(ls -A ${base}/jobs)]"; cat mine.txt` },
+        { sessionId: "test", workspace: config.paths.workspace, signal: new AbortController().signal },
+      );
+      expect(out).not.toContain("SENTINEL");
+      expect(out).toContain("jobs: []");
+      expect(out).not.toContain("sandbox: bwrap");
+      expect(out).toContain("WORKSPACE FILE");
+    } finally {
+      await rm(base, { recursive: true });
+    }
+  });
+
   describe("network", () => {
     let server: Server;
     let port: number;
@@ -172,7 +203,7 @@ describe.runIf(bwrapWorks)("exec inside bwrap", () => {
     const marker = `${4000 + (process.pid % 1000)}.5`;
     const out = await exec(`sleep ${marker} & sleep ${marker}`, { timeoutMs: 1000 });
     expect(out).toMatch(/\[timed out after 1 s/);
-    await vi.waitFor(async () => expect(await processesRunning(`sleep\0${marker}`)).toBe(0));
+    await vi.waitFor(async () => expect(await processesRunning(`sleep\0${marker}`)).toBe(0), { timeout: 10_000 });
   });
 });
 
