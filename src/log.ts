@@ -1,22 +1,28 @@
-import pino, { type Logger } from "pino";
+import pino, { type Logger, type LoggerOptions } from "pino";
 import { Redactor } from "./audit/redact.js";
 
 /**
- * The daemon's own log (the audit log is separate): JSON lines on stdout for journald and log
- * shippers, readable text when a person watches a terminal.
+ * The daemon's own log (the audit log is separate): JSON lines for journald and log shippers,
+ * readable text when a person watches a terminal. `destination`: stdout (1, the default),
+ * stderr (2: commands whose stdout is their answer), or a file (always JSON lines).
  */
-export function daemonLogger(opts: { pretty?: boolean; level?: string; secrets?: string[] } = {}): Logger {
-  const pretty = opts.pretty ?? process.stdout.isTTY === true;
+export function daemonLogger(opts: { pretty?: boolean; level?: string; secrets?: string[]; destination?: 1 | 2 | string } = {}): Logger {
+  const destination = opts.destination ?? 1;
+  const terminal = destination === 1 ? process.stdout.isTTY : destination === 2 ? process.stderr.isTTY : false;
+  const pretty = opts.pretty ?? terminal === true;
   const redactor = new Redactor(opts.secrets ?? []);
-  return pino({
+  const options: LoggerOptions = {
     level: opts.level ?? process.env["COUNTD_LOG_LEVEL"] ?? "info",
     base: undefined,
     hooks: {
       // Errors can quote what a tool or provider said; a secret must not reach the log through them.
       streamWrite: (line) => redactor.redact(line),
     },
-    ...(pretty ? { transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss", ignore: "pid,hostname" } } } : {}),
-  });
+    ...(pretty
+      ? { transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss", ignore: "pid,hostname", destination } } }
+      : {}),
+  };
+  return pretty || destination === 1 ? pino(options) : pino(options, pino.destination({ dest: destination, sync: true }));
 }
 
 export type LogLevel = "debug" | "info" | "warn" | "error";

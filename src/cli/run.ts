@@ -1,4 +1,5 @@
 import { loadConfig } from "../config/load.js";
+import { jobContext } from "../jobs/context.js";
 import { JobRegistry } from "../jobs/registry.js";
 import { daemonLogger, logFn } from "../log.js";
 import { openDelivery } from "../delivery/dispatch.js";
@@ -19,14 +20,15 @@ const EXIT_BY_STATUS: Partial<Record<RunStatus, number>> = { ok: EXIT.ok, timeou
 export async function runJob(name: string, opts: { config?: string }): Promise<number> {
   const config = await loadConfig({ file: opts.config });
   const release = await acquireLock(config.paths.state);
-  const logger = daemonLogger({ secrets: config.secrets, level: "warn" });
+  // stdout carries the answer only, whatever the run's status: a script pipes it on.
+  const logger = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
   try {
     const state = await StateStore.open(config.paths.state);
     const runtime = await openRuntime(config);
     runtime.warnings.forEach((warning) => process.stderr.write(`countd: warning: ${warning}\n`));
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
-      ctx: { workspace: config.paths.workspace, defaultTimezone: config.timezone, knownTools: runtime.toolNames },
+      ctx: jobContext(config),
       log: logFn(logger),
     });
     const { problems } = await jobs.load();

@@ -41,8 +41,18 @@ describe("countd run", () => {
     await writeFile(join(dir, "jobs", "broken.yaml"), "prompt: broken\n");
     const failed = await countd(["run", "broken"]);
     expect(failed.code).toBe(1);
+    expect(failed.stdout).toBe("");
     expect(failed.stderr).toMatch(/^countd: run \S+ error: .*model overloaded/m);
     const unknown = await countd(["run", "nope"]);
     expect(unknown).toMatchObject({ code: 1, stderr: expect.stringContaining('countd: no job named "nope"') });
+  });
+
+  it("keeps stdout for the answer when the run times out: the log and the notice go to stderr", async () => {
+    mock.onMessage("slow numbers", { content: "Too late." }, { latency: 20_000 });
+    await writeFile(join(dir, "jobs", "slow.yaml"), "prompt: slow numbers\ntimeout: 1s\n");
+    const run = await countd(["run", "slow"]);
+    expect(run).toMatchObject({ code: 124, stdout: "" });
+    expect(run.stderr).toMatch(/^countd: run \S+ timeout: timed out after 1 second$/m);
+    expect(run.stderr).toMatch(/^\{.*"msg":"run finished"/m);
   });
 });
