@@ -1,3 +1,4 @@
+import type { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
 import { JobRegistry } from "../jobs/registry.js";
@@ -10,6 +11,8 @@ import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
 import { StateStore } from "../store/state.js";
 import { EXIT, printToolCalls } from "./output.js";
+
+const CANCELLED_BY_USER = "cancelled by the user (Ctrl-C)";
 
 const EXIT_BY_STATUS: Partial<Record<RunStatus, number>> = { ok: EXIT.ok, timeout: EXIT.timeout, cancelled: EXIT.interrupted };
 
@@ -53,21 +56,38 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       workspace: () => config.paths.workspace,
     });
     const executeJob = jobExecutor(() => runtime);
+    let interrupted = false;
+    let current: CancelToken | undefined;
     const runner = new Runner({
       job: (jobName) => jobs.get(jobName),
       state,
       concurrency: 1,
       log: logFn(logger),
       execute: async (j, run) => {
-        const outcome = await executeJob(j, run);
-        delivery.dispatcher.answered(run.id, outcome.answer);
-        return outcome;
+        current = run.cancel;
+        if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
+        try {
+          const outcome = await executeJob(j, run);
+          delivery.dispatcher.answered(run.id, outcome.answer);
+          // The runner names only the cancels it caused; this one the user caused.
+          return interrupted && outcome.status === "cancelled" ? { ...outcome, error: CANCELLED_BY_USER } : outcome;
+        } finally {
+          current = undefined;
+        }
       },
       onRunStart: (_job, run) => delivery.dispatcher.started(run),
       // Queued before the final record is saved, as in the daemon: an ok run always has its deliveries.
       beforeRunEnd: (j, run, { willRetry }) => delivery.dispatcher.finished(j, run, willRetry),
     });
-    const onSigint = () => void runner.shutdown(0);
+    // Ctrl-C cancels the run in flight, not through runner.shutdown, which would record it as
+    // stopped by countd; with none in flight (waiting out a retry backoff) shutdown ends the wait.
+    // A second Ctrl-C exits at once.
+    const onSigint = () => {
+      if (interrupted) process.exit(EXIT.interrupted);
+      interrupted = true;
+      if (current) current.cancel(CANCELLED_BY_USER);
+      else void runner.shutdown(0);
+    };
     process.on("SIGINT", onSigint);
     try {
       const record = await runner.run({ job: name, reason: "manual", scheduledAt: new Date() });

@@ -55,4 +55,27 @@ describe("countd run", () => {
     expect(run.stderr).toMatch(/^countd: run \S+ timeout: timed out after 1 second$/m);
     expect(run.stderr).toMatch(/^\{.*"msg":"run finished"/m);
   });
+
+  it("on Ctrl-C records that the user cancelled the run, exits 130 and keeps stdout for the answer", async () => {
+    const answer = "one two three four five six seven eight nine ten eleven twelve";
+    mock.onMessage("long report", { content: answer }, { latency: 100 });
+    await writeFile(join(dir, "jobs", "long.yaml"), "prompt: long report\n");
+    let interrupted = false;
+    const run = await runCountd(["run", "long"], {
+      cwd: dir,
+      env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-run-test-key" },
+      onStdout: (_text, interrupt) => {
+        if (!interrupted) {
+          interrupted = true;
+          interrupt();
+        }
+      },
+    });
+    expect(run.code).toBe(130);
+    expect(answer.startsWith(run.stdout.trimEnd())).toBe(true);
+    expect(run.stdout.trimEnd().length).toBeLessThan(answer.length);
+    const [record] = await (await StateStore.open(join(dir, "state"))).runs("long");
+    expect(record).toMatchObject({ status: "cancelled", error: "cancelled by the user (Ctrl-C)" });
+    expect(run.stderr).toMatch(/^countd: run \S+ cancelled: cancelled by the user \(Ctrl-C\)$/m);
+  });
 });
