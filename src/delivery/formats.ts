@@ -1,4 +1,5 @@
 import { createHmac } from "node:crypto";
+import { toDialect } from "./dialects.js";
 import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
 import { messageMarkdown, messageTitle } from "./render.js";
@@ -25,10 +26,10 @@ const TRUNCATED = "\n\n…(truncated)";
  */
 export function chatRequests(target: WebhookTarget, format: ChatFormat, message: DeliveryMessage, now: Date): ChatRequest[] {
   const title = messageTitle(message);
-  const markdown = messageMarkdown(message);
+  const markdown = toDialect(messageMarkdown(message), format);
   switch (format) {
     case "slack":
-      return [{ url: target.url, body: JSON.stringify({ text: `*${title}*\n\n${markdown}` }) }];
+      return [{ url: target.url, body: JSON.stringify({ text: `*${toDialect(title, "slack")}*\n\n${markdown}` }) }];
     case "discord":
       // A result quoting "@everyone" must not ping a whole server.
       return splitMessage(`**${title}**\n\n${markdown}`, DISCORD_MAX_CHARS).map((content) => ({
@@ -55,18 +56,19 @@ export function chatRequests(target: WebhookTarget, format: ChatFormat, message:
 }
 
 /**
- * Feishu "post" (rich text): a title and one paragraph per line. With a secret, `timestamp`
- * (seconds) and `sign` = base64(HMAC-SHA256 keyed with "timestamp\nsecret" over the empty string).
+ * A Feishu message card holding one markdown element (a custom bot's `post` takes plain text
+ * only), the title in its header. With a secret, `timestamp` (seconds) and `sign` =
+ * base64(HMAC-SHA256 keyed with "timestamp\nsecret" over the empty string).
  */
 function feishuBody(title: string, text: string, secret: string | undefined, now: Date): string {
   const build = (content: string) => {
     const timestamp = String(Math.floor(now.getTime() / 1000));
     const signature = secret ? { timestamp, sign: createHmac("sha256", `${timestamp}\n${secret}`).update("").digest("base64") } : {};
-    const paragraphs = content.split("\n").map((line) => [{ tag: "text", text: line }]);
-    return JSON.stringify({ ...signature, msg_type: "post", content: { post: { zh_cn: { title, content: paragraphs } } } });
+    const card = { header: { title: { tag: "plain_text", content: title } }, elements: [{ tag: "markdown", content }] };
+    return JSON.stringify({ ...signature, msg_type: "interactive", card });
   };
   let body = build(text);
-  // JSON escaping and per-line wrappers grow the body beyond the text; cut the text by the excess until it fits.
+  // JSON escaping grows the body beyond the text; cut the text by the excess until it fits.
   for (let limit = Buffer.byteLength(text); Buffer.byteLength(body) > FEISHU_MAX_BODY_BYTES && limit > 0; ) {
     limit = Math.max(0, limit - (Buffer.byteLength(body) - FEISHU_MAX_BODY_BYTES) - 64);
     body = build(truncateUtf8(text, limit));

@@ -42,7 +42,7 @@ describe("chat formats: the body each service expects", () => {
   it("slack: {text}", async () => {
     const { requests } = await deliver("slack");
     expect(requests).toHaveLength(1);
-    expect(requests[0]!.body).toEqual({ text: "*daily-report: completed*\n\nSales are **up 4%**.\nSee the attached sheet." });
+    expect(requests[0]!.body).toEqual({ text: "*daily-report: completed*\n\nSales are *up 4%*.\nSee the attached sheet." });
   });
 
   it("discord: {content} split into messages of at most 2,000 characters, mentions disabled", async () => {
@@ -69,17 +69,17 @@ describe("chat formats: the body each service expects", () => {
     expect((err as DeliveryError).reason).toContain("(message part 2 of 2; a retry sends every part again)");
   });
 
-  it("feishu: a post with a title and one paragraph per line, signed with timestamp and sign", async () => {
+  it("feishu: a message card with the title in its header and the answer as card markdown, signed with timestamp and sign", async () => {
     const secret = "feishu-signing-secret";
     const { requests } = await deliver("feishu", { secret });
     const { body } = requests[0]!;
     const timestamp = String(Math.floor(NOW.getTime() / 1000));
     expect(body.timestamp).toBe(timestamp);
     expect(body.sign).toBe(createHmac("sha256", `${timestamp}\n${secret}`).update("").digest("base64"));
-    expect(body.msg_type).toBe("post");
-    expect(body.content.post.zh_cn).toEqual({
-      title: "daily-report: completed",
-      content: [[{ tag: "text", text: "Sales are **up 4%**." }], [{ tag: "text", text: "See the attached sheet." }]],
+    expect(body.msg_type).toBe("interactive");
+    expect(body.card).toEqual({
+      header: { title: { tag: "plain_text", content: "daily-report: completed" } },
+      elements: [{ tag: "markdown", content: "Sales are **up 4%**.\nSee the attached sheet." }],
     });
   });
 
@@ -88,7 +88,7 @@ describe("chat formats: the body each service expects", () => {
     const { body } = requests[0]!;
     expect(body).not.toHaveProperty("sign");
     expect(Buffer.byteLength(JSON.stringify(body))).toBeLessThanOrEqual(20_000);
-    expect(body.content.post.zh_cn.content.at(-1)).toEqual([{ tag: "text", text: "…(truncated)" }]);
+    expect(body.card.elements[0].content.endsWith("…(truncated)")).toBe(true);
   });
 
   it("dingtalk: markdown with title and text, sent to the URL signed with timestamp (ms) and sign", async () => {
@@ -113,6 +113,125 @@ describe("chat formats: the body each service expects", () => {
     expect(Buffer.byteLength(content)).toBeLessThanOrEqual(WECOM_MAX_BYTES);
     expect(content).not.toContain("\uFFFD");
     expect(content.endsWith("…(truncated)")).toBe(true);
+  });
+});
+
+describe("chat formats: each service gets the markup it renders", () => {
+  const answer = [
+    "## Weekly sales",
+    "",
+    "Sales are **up 4%**, *really* ~~down~~. See [the sheet](https://example.com/s?id=1) and `npm test`.",
+    "",
+    "- north",
+    "- south",
+    "",
+    "1. first",
+    "2. second",
+    "",
+    "```sh",
+    "npm run report",
+    "```",
+    "",
+    "> Quoted <!channel> & <at id=all></at>",
+  ].join("\n");
+  const sent = async (format: WebhookFormat) => (await deliver(format, { result: answer })).requests.map((r) => r.body);
+
+  it("slack: mrkdwn, with Slack's control characters escaped so a quoted <!channel> pings no one", async () => {
+    expect(await sent("slack")).toEqual([
+      {
+        text: [
+          "*daily-report: completed*",
+          "",
+          "*Weekly sales*",
+          "",
+          "Sales are *up 4%*, _really_ ~down~. See <https://example.com/s?id=1|the sheet> and `npm test`.",
+          "",
+          "• north",
+          "• south",
+          "",
+          "1. first",
+          "2. second",
+          "",
+          "```",
+          "npm run report",
+          "```",
+          "",
+          "> Quoted &lt;!channel&gt; &amp; &lt;at id=all&gt;&lt;/at&gt;",
+        ].join("\n"),
+      },
+    ]);
+  });
+
+  it("discord: its markdown, as written", async () => {
+    expect(await sent("discord")).toEqual([{ content: `**daily-report: completed**\n\n${answer}`, allowed_mentions: { parse: [] } }]);
+  });
+
+  it("discord: headings below level 3, which Discord does not render, become bold lines", async () => {
+    const { requests } = await deliver("discord", { result: "#### Detail\n\ntext" });
+    expect(requests[0]!.body.content).toBe("**daily-report: completed**\n\n**Detail**\n\ntext");
+  });
+
+  it("feishu: card markdown, headings as bold lines and tags escaped so <at id=all> mentions no one", async () => {
+    const [body] = await sent("feishu");
+    expect(body!.card.elements).toEqual([
+      {
+        tag: "markdown",
+        content: [
+          "**Weekly sales**",
+          "",
+          "Sales are **up 4%**, *really* ~~down~~. See [the sheet](https://example.com/s?id=1) and `npm test`.",
+          "",
+          "- north",
+          "- south",
+          "",
+          "1. first",
+          "2. second",
+          "",
+          "```sh",
+          "npm run report",
+          "```",
+          "",
+          "> Quoted &lt;!channel&gt; & &lt;at id=all&gt;&lt;/at&gt;",
+        ].join("\n"),
+      },
+    ]);
+  });
+
+  it("dingtalk and wecom: their markdown, code as quoted lines (neither renders code blocks), no strike-through", async () => {
+    const [dingtalk] = await sent("dingtalk");
+    await peer?.close();
+    const [wecom] = await sent("wecom");
+    const body = (code: string) =>
+      [
+        "## Weekly sales",
+        "",
+        `Sales are **up 4%**, *really* down. See [the sheet](https://example.com/s?id=1) and ${code}.`,
+        "",
+        "- north",
+        "- south",
+        "",
+        "1. first",
+        "2. second",
+        "",
+        "> npm run report  ",
+        "",
+        "> Quoted <!channel> & <at id=all></at>",
+      ].join("\n");
+    expect(dingtalk!.markdown).toEqual({ title: "daily-report: completed", text: `#### daily-report: completed\n\n${body("npm test")}` });
+    expect(wecom!.markdown).toEqual({ content: `**daily-report: completed**\n\n${body("`npm test`")}` });
+  });
+
+  it("a failure message's error block keeps a fence longer than the backticks inside it", async () => {
+    for (const format of ["discord", "feishu"] as const) {
+      peer = await startWebhookReceiver();
+      const target: WebhookTarget = { kind: "webhook", url: peer.url, format, headers: {} };
+      await sendWebhook(target, { ...message, kind: "run.failed", result: "", error: "exit 2: ``` broke" }, "delivery-1", { now: () => NOW });
+      const body = JSON.parse(peer.requests[0]!.body) as Record<string, any>;
+      const text: string = format === "discord" ? body.content : body.card.elements[0].content;
+      expect(text, format).toContain("````\nexit 2: ``` broke\n````");
+      await peer.close();
+      peer = undefined;
+    }
   });
 });
 
