@@ -5,6 +5,11 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { useAimock } from "../support/aimock.js";
 import { runCountd as countd } from "../support/daemon-process.js";
 
+/**
+ * For tests of what ask prints that are not about exec: whether exec can run in a sandbox here
+ * (and what countd says about it on stderr) depends on the machine, not on ask.
+ */
+const NO_EXEC = "tools:\n  exec:\n    enabled: false\n";
 
 describe("countd ask", () => {
   const mock = useAimock();
@@ -17,6 +22,7 @@ describe("countd ask", () => {
 
   it("streams the answer to stdout and exits 0", async () => {
     mock.onMessage("capital of France", { content: "The capital of France is Paris." });
+    await writeFile(join(cwd, "countd.yaml"), NO_EXEC);
     const run = await countd(["ask", "What is the capital of France?"], { cwd, env });
     expect(run).toMatchObject({ code: 0, stdout: "The capital of France is Paris.\n", stderr: "" });
     const audit = await readdir(join(cwd, "logs"));
@@ -50,7 +56,7 @@ describe("countd ask", () => {
 
   it("on an LLM error prints one readable line, no stack trace, and exits 1", async () => {
     mock.onMessage("down", { error: { message: "upstream exploded", type: "server_error" }, status: 500 });
-    await writeFile(join(cwd, "countd.yaml"), "provider:\n  attempts: 2\n");
+    await writeFile(join(cwd, "countd.yaml"), `provider:\n  attempts: 2\n${NO_EXEC}`);
     const run = await countd(["ask", "down"], { cwd, env });
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/^countd: LLM request failed after 2 attempts: HTTP 500: upstream exploded.*\n$/);
@@ -90,6 +96,7 @@ describe("countd ask", () => {
       response: { toolCalls: [{ name: "write_file", arguments: JSON.stringify({ path: "notes/today.md", content: "buy milk" }) }] },
     });
     mock.addFixture({ match: { userMessage: "write a note", hasToolResult: true }, response: { content: "Noted in notes/today.md." } });
+    await writeFile(join(cwd, "countd.yaml"), NO_EXEC);
     const run = await countd(["ask", "write a note"], { cwd, env });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe("Noted in notes/today.md.\n");

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ToolRefusal } from "../../src/tools/paths.js";
-import { detectSandbox } from "../../src/tools/sandbox.js";
 import type { ExecOptions } from "../../src/tools/shell.js";
 import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
+import { hasSystemPackage } from "../support/system-package.js";
 
 /** Secrets as countd holds them: in its own process environment. */
 const SECRETS = {
@@ -13,7 +13,7 @@ const SECRETS = {
 };
 const LEAK = /LEAKCHECK/;
 
-const bwrapWorks = (await detectSandbox("auto")).kind === "bwrap";
+const bwrapWorks = await hasSystemPackage("bubblewrap", import.meta.filename);
 
 let sb: Sandbox;
 

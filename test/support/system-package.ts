@@ -1,0 +1,32 @@
+import { relative } from "node:path";
+import { detectSandbox } from "../../src/tools/sandbox.js";
+
+/**
+ * The Debian packages some tests need, each with how to tell that it works on this machine: the
+ * reason it does not, or undefined. `.ci/run` installs every package named here.
+ */
+export const SYSTEM_PACKAGES = {
+  // Installed is not enough: bwrap must be able to create a sandbox (user namespaces on).
+  bubblewrap: () =>
+    detectSandbox("bwrap").then(
+      () => undefined,
+      (err: unknown) => (err as Error).message.replace('exec.sandbox is "bwrap" but ', ""),
+    ),
+} satisfies Record<string, () => Promise<string | undefined>>;
+
+export type SystemPackage = keyof typeof SYSTEM_PACKAGES;
+
+/**
+ * Whether the tests in `testFile` that need `pkg` can run here. A fresh machine with nothing but
+ * Node must pass `npm test`, so there they are skipped, with one line on stderr naming the package
+ * to install. Under CI=true a missing package fails the run instead: CI installs every package and
+ * a sandbox test that silently stopped running would prove nothing.
+ */
+export async function hasSystemPackage(pkg: SystemPackage, testFile: string): Promise<boolean> {
+  const problem = await SYSTEM_PACKAGES[pkg]();
+  if (problem === undefined) return true;
+  const what = `${relative(process.cwd(), testFile)} needs ${pkg} (apt-get install ${pkg}): ${problem}`;
+  if (process.env["CI"] === "true") throw new Error(`CI=true and ${what}`);
+  process.stderr.write(`skipped: ${what}\n`);
+  return false;
+}
