@@ -1,13 +1,14 @@
 import type { Logger } from "pino";
 import { loadConfig } from "./config/load.js";
 import type { Config } from "./config/schema.js";
+import { jobContext } from "./jobs/context.js";
 import { JobRegistry } from "./jobs/registry.js";
 import type { Job } from "./jobs/types.js";
 import { jobExecutor } from "./runner/execute.js";
 import { catchUp } from "./runner/catch-up.js";
 import { Runner } from "./runner/runner.js";
 import type { FireRequest } from "./runner/types.js";
-import { openRuntime, type Runtime } from "./runtime.js";
+import { openRuntime } from "./runtime.js";
 import { acquireLock } from "./store/lock.js";
 import { logFn } from "./log.js";
 import { lastExchange } from "./store/last-exchange.js";
@@ -54,12 +55,6 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
 
     let runtime = await openRuntime(config, env);
     runtime.warnings.forEach((warning) => logger.warn(warning));
-
-    const jobContext = (rt: Runtime) => ({
-      workspace: rt.config.paths.workspace,
-      defaultTimezone: rt.config.timezone,
-      knownTools: rt.toolNames,
-    });
 
     const { outbox, dispatcher, mailToFiles, close: closeDelivery } = await openDelivery({
       config,
@@ -114,7 +109,7 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
     };
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
-      ctx: jobContext(runtime),
+      ctx: jobContext(config, env),
       log,
       onChange: (all) => {
         arm(all).catch((err: unknown) => logger.error({ err }, "could not apply the changed jobs"));
@@ -157,7 +152,7 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
         } catch (err) {
           logger.error({ err }, "configuration not reloaded; the previous one stays in force");
         }
-        await jobs.reload(jobContext(runtime));
+        await jobs.reload(jobContext(config, env));
       },
       stop() {
         stopping ??= (async () => {

@@ -1,4 +1,5 @@
 import { loadConfig } from "../config/load.js";
+import { jobContext } from "../jobs/context.js";
 import { loadJobsDir, validateJobs } from "../jobs/load.js";
 import type { Job } from "../jobs/types.js";
 import type { RunRecord } from "../runner/types.js";
@@ -9,8 +10,7 @@ import { EXIT, table } from "./output.js";
 /** Reading state needs no lock: these commands work beside a running daemon. */
 async function setting(configFile: string | undefined) {
   const config = await loadConfig({ file: configFile });
-  const ctx = { workspace: config.paths.workspace, defaultTimezone: config.timezone };
-  return { config, ctx };
+  return { config, ctx: jobContext(config) };
 }
 
 function trigger(job: Job): string {

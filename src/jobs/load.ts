@@ -15,7 +15,7 @@ export interface JobContext {
   workspace: string;
   /** countd.yaml's timezone, for jobs that do not name one. */
   defaultTimezone: string;
-  /** When given, a job naming any other tool is refused. */
+  /** When given, a job naming any other tool is refused; the commands give it (jobs/context.ts). */
   knownTools?: readonly string[];
   /**
    * Where the `${VAR}` references of delivery targets are checked (an unset one is a problem);
