@@ -1,7 +1,10 @@
+import path from "node:path";
 import type { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
+import { displayPath, listJobFiles } from "../jobs/load.js";
 import { JobRegistry } from "../jobs/registry.js";
+import type { Job } from "../jobs/types.js";
 import { daemonLogger, logFn } from "../log.js";
 import { openDelivery } from "../delivery/dispatch.js";
 import { jobExecutor } from "../runner/execute.js";
@@ -36,11 +39,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     });
     const { problems } = await jobs.load();
     const job = jobs.get(name);
-    if (!job) {
-      problems.forEach((problem) => process.stderr.write(`${problem}\n`));
-      const known = jobs.all().map((j) => j.name);
-      throw new Error(`no job named "${name}" in ${config.paths.jobs} (jobs: ${known.join(", ") || "none"})`);
-    }
+    if (!job) throw await notRunnable(name, config.paths.jobs, jobs.all(), problems);
     const ours = (sessionId: string) => sessionId === `cron:${name}` || sessionId.startsWith(`cron:${name}:`);
     const stopPrinting = printToolCalls(runtime.events, ours);
     let last = "";
@@ -110,4 +109,21 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
   } finally {
     await release();
   }
+}
+
+/**
+ * Why `countd run <name>` found no job: the file named after it is invalid (its problems only),
+ * or there is none, with the jobs there are and the files that are invalid (one may hold the
+ * job under a `name:` key, which an invalid file does not reveal).
+ */
+async function notRunnable(name: string, dir: string, loaded: readonly Job[], problems: readonly string[]): Promise<Error> {
+  const listed = await listJobFiles(dir);
+  const files = "files" in listed ? listed.files.map(displayPath) : [];
+  const problemsOf = (file: string) => problems.filter((problem) => problem.startsWith(`${file}:`));
+  const own = files.find((file) => path.basename(file).replace(/\.ya?ml$/, "") === name && problemsOf(file).length > 0);
+  if (own) return new Error(`${own} is invalid:\n${problemsOf(own).join("\n")}`);
+  const known = loaded.map((job) => job.name);
+  const invalid = files.filter((file) => problemsOf(file).length > 0);
+  const hint = invalid.length === 0 ? "" : `; ${invalid.length === 1 ? "1 job file is" : `${invalid.length} job files are`} invalid: ${invalid.join(", ")} (countd validate lists their problems)`;
+  return new Error(`no job named "${name}" in ${displayPath(path.resolve(dir))} (jobs: ${known.join(", ") || "none"})${hint}`);
 }

@@ -17,6 +17,13 @@ describe("countd run", () => {
     await writeFile(join(dir, "countd.yaml"), "tools:\n  exec:\n    sandbox: none\n");
   });
 
+  /** The configuration's `sandbox: none` is warned about on every command; these tests are about the rest. */
+  const withoutWarnings = (stderr: string) =>
+    stderr
+      .split(/(?<=\n)/)
+      .filter((line) => !line.startsWith("countd: warning: "))
+      .join("");
+
   const countd = (args: string[]) =>
     runCountd(args, { cwd: dir, env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-run-test-key" } });
 
@@ -77,5 +84,23 @@ describe("countd run", () => {
     const [record] = await (await StateStore.open(join(dir, "state"))).runs("long");
     expect(record).toMatchObject({ status: "cancelled", error: "cancelled by the user (Ctrl-C)" });
     expect(run.stderr).toMatch(/^countd: run \S+ cancelled: cancelled by the user \(Ctrl-C\)$/m);
+  });
+
+  it("names the job's own file as invalid, with that file's problems only", async () => {
+    await writeFile(join(dir, "jobs", "weekly.yaml"), "prompt: weekly\nschedule: every monday\n");
+    await writeFile(join(dir, "jobs", "other.yaml"), "prompt: other\ntimeout: soon\n");
+    await writeFile(join(dir, "jobs", "fine.yaml"), "prompt: fine\n");
+    const run = await countd(["run", "weekly"]);
+    expect(run.code).toBe(1);
+    const [first, ...problems] = withoutWarnings(run.stderr).trimEnd().split("\n");
+    expect(first).toBe("countd: jobs/weekly.yaml is invalid:");
+    expect(problems).toEqual([expect.stringMatching(/^jobs\/weekly\.yaml:2:11: schedule: /)]);
+    expect(mock.getRequests()).toEqual([]);
+
+    const unknown = await countd(["run", "nope"]);
+    expect(unknown.code).toBe(1);
+    expect(withoutWarnings(unknown.stderr)).toBe(
+      'countd: no job named "nope" in jobs (jobs: fine); 2 job files are invalid: jobs/other.yaml, jobs/weekly.yaml (countd validate lists their problems)\n',
+    );
   });
 });
