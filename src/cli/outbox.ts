@@ -39,7 +39,7 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
 export async function changeOutbox(change: "retry" | "purge", opts: { config?: string; id?: string; dead?: boolean }): Promise<number> {
   const config = await loadConfig({ file: opts.config });
   const release = await acquireLock(config.paths.state);
-  const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone });
+  const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone, attachments: config.attachments });
   try {
     const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, process.env) });
     if (change === "purge") {

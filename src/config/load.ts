@@ -175,6 +175,7 @@ function resolve(data: ConfigFile, heartbeatDeliver: DeliveryTarget[], env: Node
       paths,
       runner: { concurrency: data.runner.concurrency, shutdownGraceMs: data.runner.shutdown_grace },
       ...(data.smtp ? { smtp: data.smtp } : {}),
+      attachments: { maxFileBytes: data.attachments.max_file_size, maxMessageBytes: data.attachments.max_message_size },
       heartbeat: {
         enabled: data.heartbeat.enabled,
         everyMs: data.heartbeat.every,

@@ -1,3 +1,4 @@
+import bytes from "bytes";
 import ms from "ms";
 import { z } from "zod";
 import { DEFAULT_PERSONA, PERSONALITY_PRESETS, type Locale, type PersonaConfig } from "../agent/personalities.js";
@@ -92,6 +93,19 @@ function toMilliseconds(value: number | string): number | undefined {
   return parsed !== undefined && Number.isFinite(parsed) ? parsed : undefined;
 }
 
+/** "10MB", "512KB", "1.5GB" (units of 1,024), or a number of bytes; parsed to bytes. */
+const byteSize = () => {
+  const what = 'a size like "10MB", "512KB" or a number of bytes';
+  return z.union([z.number(), z.string()], expected(what)).transform((value, ctx) => {
+    const size = typeof value === "number" ? value : bytes.parse(value.trim());
+    if (size === null || !Number.isSafeInteger(size) || size <= 0) {
+      ctx.issues.push({ code: "custom", input: value, message: `expected ${what}, got ${describeValue(value)}` });
+      return z.NEVER;
+    }
+    return size;
+  });
+};
+
 /** Longer than any IANA name; ICU takes seconds to refuse a name of a few hundred kilobytes. */
 const MAX_TIME_ZONE_LENGTH = 64;
 
@@ -168,6 +182,10 @@ export const configSchema = section({
       )
       .optional(),
   ),
+  attachments: section({
+    max_file_size: byteSize().prefault("10MB"),
+    max_message_size: byteSize().prefault("25MB"),
+  }),
   runner: section({
     concurrency: positiveInt().default(2),
     shutdown_grace: duration({ allowZero: true }).prefault("30s"),
@@ -251,7 +269,14 @@ export interface Config {
   runner: { concurrency: number; shutdownGraceMs: number };
   /** Undefined: mail is written as .eml files under the state directory instead of sent. */
   smtp?: SmtpConfig;
+  attachments: AttachmentLimits;
   heartbeat: HeartbeatConfig;
+}
+
+/** Bytes a mail may attach: per file and in all. */
+export interface AttachmentLimits {
+  maxFileBytes: number;
+  maxMessageBytes: number;
 }
 
 export interface SmtpConfig {

@@ -134,7 +134,13 @@ export async function openDelivery(opts: {
   log?: LogFn;
 }): Promise<DeliveryStage> {
   const { config } = opts;
-  const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone });
+  const mailer = createMailer({
+    smtp: config.smtp,
+    stateDir: config.paths.state,
+    timezone: config.timezone,
+    attachments: config.attachments,
+    ...(opts.log ? { log: opts.log } : {}),
+  });
   const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, opts.env), ...(opts.log ? { log: opts.log } : {}) });
   return {
     outbox,

@@ -1,11 +1,13 @@
 import { createHash } from "node:crypto";
-import { mkdir, rename, writeFile } from "node:fs/promises";
+import { mkdir, open, rename, stat, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
-import { basename, join } from "node:path";
+import { basename, join, relative } from "node:path";
 import type nodemailer from "nodemailer";
 import type { Attachment, NodemailerError, SendMailOptions } from "nodemailer";
 import { glob } from "tinyglobby";
-import type { SmtpConfig } from "../config/schema.js";
+import bytes from "bytes";
+import type { AttachmentLimits, SmtpConfig } from "../config/schema.js";
+import type { LogFn } from "../log.js";
 import { PathGuard, ToolRefusal } from "../tools/paths.js";
 import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
@@ -26,11 +28,16 @@ export interface Mailer {
   readonly usesFiles: boolean;
 }
 
-export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezone: string }): Mailer {
+/** countd.yaml's `attachments:` defaults. */
+export const DEFAULT_ATTACHMENT_LIMITS: AttachmentLimits = { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 };
+
+export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezone: string; attachments?: AttachmentLimits; log?: LogFn }): Mailer {
   const { smtp } = opts;
   const from = smtp?.from ?? `countd <countd@${hostname()}>`;
+  const limits = opts.attachments ?? DEFAULT_ATTACHMENT_LIMITS;
+  const log = opts.log ?? (() => {});
   const compose = (target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string) =>
-    composeMail(target, message, deliveryId, workspace, { from, timezone: opts.timezone });
+    composeMail(target, message, deliveryId, workspace, { from, timezone: opts.timezone, limits, log });
 
   if (!smtp) {
     const transport = onFirstSend((mailer) => mailer.createTransport({ streamTransport: true, buffer: true, newline: "unix" }));
@@ -115,9 +122,15 @@ async function composeMail(
   message: DeliveryMessage,
   deliveryId: string,
   workspace: string,
-  opts: { from: string; timezone: string },
+  opts: { from: string; timezone: string; limits: AttachmentLimits; log: LogFn },
 ): Promise<SendMailOptions> {
-  const { attachments, unmatched } = await resolveAttachments(target.attach, workspace);
+  const { attachments, unmatched } = await resolveAttachments(target.attach, workspace, opts.limits);
+  for (const pattern of unmatched) {
+    opts.log("warn", `delivery ${deliveryId}: no file in ${workspace} matched the attachment pattern ${JSON.stringify(pattern)}`, {
+      delivery: deliveryId,
+      pattern,
+    });
+  }
   const notes = unmatched.map((pattern) => `_No file in the workspace matched the attachment pattern_ ${codeSpan(pattern)}`);
   const { html, text } = await renderMarkdown([messageMarkdown(message), ...notes].join("\n\n"));
   const subject = renderTemplate(target.subject ?? DEFAULT_SUBJECT, {
@@ -166,14 +179,20 @@ function codeSpan(text: string): string {
  * The `attach:` globs, matched in the workspace now that the run is over. Symlinked files are
  * not matched (as with the file tools), and every match is checked by the same PathGuard the
  * file tools use, so a symlinked folder planted by the agent cannot mail out files from outside
- * the workspace.
+ * the workspace. Sizes are checked against `limits` before anything is read (a sparse file
+ * costs nothing on disk but its full size in the mail), and each file is read only up to the
+ * size it had then.
  */
-async function resolveAttachments(patterns: readonly string[], workspace: string): Promise<{ attachments: Attachment[]; unmatched: string[] }> {
+async function resolveAttachments(
+  patterns: readonly string[],
+  workspace: string,
+  limits: AttachmentLimits,
+): Promise<{ attachments: Attachment[]; unmatched: string[] }> {
   if (patterns.length === 0) return { attachments: [], unmatched: [] };
   const guard = new PathGuard({ workspace, restrictToWorkspace: true, readOnlyRoots: [] });
-  const seen = new Set<string>();
-  const attachments: Attachment[] = [];
+  const files = new Map<string, { name: string; shown: string; size: number }>();
   const unmatched: string[] = [];
+  let total = 0;
   try {
     const root = await guard.workspace();
     for (const pattern of patterns) {
@@ -181,16 +200,58 @@ async function resolveAttachments(patterns: readonly string[], workspace: string
       if (found.length === 0) unmatched.push(pattern);
       for (const match of found) {
         const path = await guard.forRead(match);
-        if (seen.has(path)) continue;
-        seen.add(path);
-        attachments.push({ filename: basename(match), path });
+        if (files.has(path)) continue;
+        const shown = relative(root, match);
+        const { size } = await stat(path);
+        if (size > limits.maxFileBytes) {
+          throw new DeliveryError(
+            `attachment ${shown} is ${bytes(size)}, over the limit of ${bytes(limits.maxFileBytes)} per file (attachments.max_file_size in countd.yaml); nothing was sent`,
+            { permanent: true },
+          );
+        }
+        total += size;
+        files.set(path, { name: basename(match), shown, size });
+        if (total > limits.maxMessageBytes) {
+          throw new DeliveryError(
+            `the ${files.size} attachments matched so far come to ${bytes(total)}, over the limit of ${bytes(limits.maxMessageBytes)} per message (attachments.max_message_size in countd.yaml); nothing was sent`,
+            { permanent: true },
+          );
+        }
       }
     }
+    const attachments: Attachment[] = [];
+    for (const [path, file] of files) attachments.push({ filename: file.name, content: await readAsStated(path, file.shown, file.size) });
+    return { attachments, unmatched };
   } catch (err) {
+    if (err instanceof DeliveryError) throw err;
     if (err instanceof ToolRefusal) throw new DeliveryError(`attachment ${err.message}`, { permanent: true, cause: err });
     throw new DeliveryError(`could not resolve attachments in ${workspace}: ${(err as Error).message}`, { permanent: false, cause: err });
   }
-  return { attachments, unmatched };
+}
+
+/**
+ * The file's bytes, read only up to `size` (its size when the limits were checked). A file that
+ * changed size since is not sent: it is probably still being written, so a later attempt may
+ * find it complete.
+ */
+async function readAsStated(path: string, shown: string, size: number): Promise<Buffer> {
+  const handle = await open(path, "r");
+  try {
+    // One byte more than expected tells a file that grew from one that did not.
+    const buffer = Buffer.alloc(size + 1);
+    let length = 0;
+    while (length < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    if (length !== size) {
+      throw new DeliveryError(`attachment ${shown} changed size while it was being attached (was ${bytes(size)}); trying again later`, { permanent: false });
+    }
+    return buffer.subarray(0, size);
+  } finally {
+    await handle.close();
+  }
 }
 
 function htmlDocument(body: string): string {

@@ -87,6 +87,7 @@ describe("loadConfig", () => {
       secrets: [],
       tools: DEFAULT_TOOLS,
       runner: { concurrency: 2, shutdownGraceMs: 30_000 },
+      attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: defaultHeartbeat(path.join(dir, "workspace")),
     });
   });
@@ -146,8 +147,18 @@ secrets: [SMTP_PASSWORD]
       secrets: ["key-from-file", "hunter2"],
       tools: DEFAULT_TOOLS,
       runner: { concurrency: 2, shutdownGraceMs: 30_000 },
+      attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: { ...defaultHeartbeat(path.join(dir, "ws")), timezone: "Asia/Shanghai" },
     });
+  });
+
+  it("reads attachment limits as sizes, and names a bad one at file:line:col", async () => {
+    const config = await load("attachments:\n  max_file_size: 512KB\n  max_message_size: 2097152\n");
+    expect(config.attachments).toEqual({ maxFileBytes: 512 * 1024, maxMessageBytes: 2 * 1024 * 1024 });
+    expect(await problems("attachments:\n  max_file_size: lots\n  max_message_size: 0\n")).toEqual([
+      'countd.yaml:2:18: attachments.max_file_size: expected a size like "10MB", "512KB" or a number of bytes, got "lots"',
+      'countd.yaml:3:21: attachments.max_message_size: expected a size like "10MB", "512KB" or a number of bytes, got 0',
+    ]);
   });
 
   it("takes a bare number of seconds as a duration", async () => {

@@ -100,6 +100,22 @@ describe("email over SMTP", () => {
     expect(mail.html).toContain("<code>reports/*.pdf</code>");
   });
 
+  it("logs a warning naming the delivery and the pattern when an attachment pattern matches nothing", async () => {
+    await writeFile(join(workspace, "reports", "sales.csv"), "region,total\n");
+    peer = await startSmtpPeer();
+    const logged: unknown[][] = [];
+    mailer = createMailer({ smtp: smtpFor(peer.port), stateDir, timezone: "UTC", log: (...line) => logged.push(line) });
+    await mailer.send(target({ attach: ["reports/*.csv", "reports/*.pdf", "charts/**"] }), message, DELIVERY_ID, workspace);
+    expect(logged).toEqual(
+      ["reports/*.pdf", "charts/**"].map((pattern) => [
+        "warn",
+        `delivery ${DELIVERY_ID}: no file in ${workspace} matched the attachment pattern ${JSON.stringify(pattern)}`,
+        { delivery: DELIVERY_ID, pattern },
+      ]),
+    );
+    expect(peer.received[0]!.mail.attachments.map((a) => a.filename)).toEqual(["sales.csv"]);
+  });
+
   it("puts the error and the last tool calls into a failure message", async () => {
     const sender = await smtpMailer();
     await sender.send(
