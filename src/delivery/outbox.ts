@@ -20,7 +20,7 @@ export interface OutboxOptions {
 }
 
 /** Attempts in flight at once, across all targets; a single entry never has two. */
-const CONCURRENCY = 4;
+export const CONCURRENCY = 4;
 /**
  * The loop's longest sleep. Attempt times are wall-clock while timers are not (a suspended
  * machine, a clock change), so the loop looks again at least this often.

@@ -3,8 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { simpleParser } from "mailparser";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { message } from "../../src/delivery/dispatch.js";
 import { Outbox } from "../../src/delivery/outbox.js";
 import { targetKey } from "../../src/delivery/targets.js";
+import { emptyUsage } from "../../src/providers/types.js";
 import type { RunRecord } from "../../src/runner/types.js";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
@@ -184,6 +186,49 @@ describe("countd start delivering runs", () => {
     expect(daemon.output()).toContain("no smtp settings: mail is written as .eml files, not sent");
   });
 
+  it("at a restart reports an interrupted run to on_failure, unless its answer was queued before the crash", async () => {
+    const answers = await receiver();
+    const failures = await receiver();
+    await writeFile(
+      join(dir, "jobs", "ticker.yaml"),
+      `enabled: false\nprompt: tick\ndeliver:\n${hookYaml(answers.url)}on_failure:\n${hookYaml(failures.url)}`,
+    );
+    // Two runs a crash left running, written by countd's own stores: the first had got as far as
+    // queueing its answer (the crash came before its end was recorded), the second had not.
+    const stateDir = join(dir, "state");
+    const running = (id: string): RunRecord => ({
+      id,
+      job: "ticker",
+      reason: "schedule",
+      scheduledAt: "2026-12-01T08:00:00.000Z",
+      startedAt: "2026-12-01T08:00:00.100Z",
+      status: "running",
+      iterations: 1,
+      toolCalls: 0,
+      usage: emptyUsage(),
+      sessionId: `cron:ticker:${id}`,
+    });
+    const [queued, unqueued] = [running("20261201T080000Z-aaaa"), running("20261201T080000Z-bbbb")];
+    const state = await StateStore.open(stateDir);
+    await Promise.all([state.saveRun(queued), state.saveRun(unqueued)]);
+    const outbox = await Outbox.open({ stateDir, send: () => Promise.reject(new Error("not sending")) });
+    await outbox.enqueue(`ticker.${queued.id}`, [hookTarget(answers.url)], message("run.completed", "ticker", queued, "tock"), join(dir, "workspace"));
+
+    const daemon = startDaemon();
+    await Promise.all([answers.waitFor(1), failures.waitFor(1)]);
+    daemon.child.kill("SIGTERM");
+    expect(await daemon.exited).toBe(0);
+
+    expect((await runs("ticker")).map((r) => [r.id, r.status])).toEqual([
+      [queued.id, "interrupted"],
+      [unqueued.id, "interrupted"],
+    ]);
+    expect(answers.requests.map((r) => [body(r).type, body(r).run.id])).toEqual([["run.completed", queued.id]]);
+    expect(failures.requests.map((r) => [body(r).type, body(r).run.id])).toEqual([["run.failed", unqueued.id]]);
+    const left = (await Outbox.open({ stateDir, send: () => Promise.reject(new Error("not sending")) })).list();
+    expect(left).toEqual({ pending: [], dead: [] });
+  });
+
   it("after SIGKILL with deliveries pending, a restart delivers every completed run's answer, none acknowledged twice", async () => {
     mock.onMessage("tick", { content: "tock" });
     // The first four requests are never answered: with the outbox's four attempts at a time, every
@@ -211,14 +256,15 @@ describe("countd start delivering runs", () => {
     expect(left.dead).toEqual([]);
     expect(left.pending.map((entry) => entry.id)).toEqual(expect.arrayContaining(expected));
     expect(left.pending.filter((entry) => entry.attempts === 1).map((entry) => entry.id).sort()).toEqual([...hung].sort());
+    const queuedAtKill = left.pending.map((entry) => entry.id);
     startDaemon();
 
     await vi.waitFor(() => expect(hooks.acknowledgedIds()).toEqual(expect.arrayContaining(expected)), SLOW);
     const acknowledged = hooks.acknowledgedIds();
-    // Beyond those, only a run the kill caught after its delivery was queued and before its end
-    // was recorded: interrupted, yet its answer is sent.
+    // Beyond those, exactly the runs the kill caught after their delivery was queued and before
+    // their end was recorded: interrupted, yet their answer is sent.
     const interrupted = (await runs("ticker")).filter((r) => r.status === "interrupted").map((r) => `ticker.${r.id}.${key}`);
-    expect(acknowledged.filter((id) => !expected.includes(id)).every((id) => interrupted.includes(id))).toBe(true);
+    expect(acknowledged.filter((id) => !expected.includes(id)).sort()).toEqual(interrupted.filter((id) => queuedAtKill.includes(id)).sort());
     expect(new Set(acknowledged).size).toBe(acknowledged.length);
     expect(hung.every((id) => acknowledged.includes(id))).toBe(true);
     // A request repeating an id is a resend of an attempt the receiver never acknowledged.

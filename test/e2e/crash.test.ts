@@ -5,6 +5,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { CONCURRENCY as OUTBOX_CONCURRENCY } from "../../src/delivery/outbox.js";
 import { targetKey } from "../../src/delivery/targets.js";
 import type { OutboxData, OutboxEntry } from "../../src/store/outbox-store.js";
 import { useAimock } from "../support/aimock.js";
@@ -24,8 +25,6 @@ const ROUNDS = FULL ? 20 : 4;
 /** Printed with every failure: the same seed replays the same kill moments and receiver scripts. */
 const SEED = Number(process.env["COUNTD_CRASH_SEED"] ?? Date.now() % 2 ** 31);
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-/** The outbox's attempts in flight at once: at most that many can be acknowledged and not yet recorded at a kill. */
-const OUTBOX_CONCURRENCY = 4;
 const SLOW = { timeout: 20_000, interval: 100 };
 
 
@@ -197,7 +196,8 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
     await vi.waitFor(() => expect(daemon!.output()).toContain("countd started"), SLOW);
     const runs = await allRuns(stateDir);
     expect(runs.filter((r) => r.status === "running"), `runs left running after the last restart (seed ${SEED})`).toEqual([]);
-    expect(runs.filter((r) => leftRunning.has(r.id)).every((r) => r.status === "interrupted")).toBe(true);
+    const leftStatuses = Object.fromEntries(runs.filter((r) => leftRunning.has(r.id)).map((r) => [r.id, r.status]));
+    expect(leftStatuses, `runs the last kill left running (seed ${SEED})`).toEqual(Object.fromEntries([...leftRunning].map((id) => [id, "interrupted"])));
     interruptedSeen += leftRunning.size;
 
     const completed = runs.filter((r) => r.status === "ok");

@@ -69,3 +69,34 @@ it("says which records are lost when countd stops before the state directory is 
   await runner.shutdown(0);
   expect(logged.at(-1)).toBe(`error: countd stopped with 1 run record(s) it could not save, now lost: report/${run.id}`);
 });
+
+it("waits twice as long after each failed try while the outage lasts, and starts again from 1 s after it", async () => {
+  const dir = join(await mkdtemp(join(tmpdir(), "countd-save-retry-")), "state");
+  const state = await StateStore.open(dir);
+  const logged: string[] = [];
+  const runner = new Runner({
+    job: () => job,
+    state,
+    concurrency: 1,
+    log: (level, message) => logged.push(`${level}: ${message}`),
+    execute: async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
+  });
+  const waits = () => logged.map((line) => /(?:saved again|next try) in (\S+)$/.exec(line)?.[1]).filter((wait) => wait !== undefined);
+  const breakDir = async () => {
+    await rename(dir, `${dir}.aside`);
+    await writeFile(dir, "");
+  };
+  await breakDir();
+  await runner.run({ job: "report", reason: "manual", scheduledAt: new Date() });
+  await vi.waitFor(() => expect(waits()).toEqual(["1s", "2s", "4s"]), { timeout: 15_000, interval: 100 });
+
+  await rm(dir);
+  await rename(`${dir}.aside`, dir);
+  await vi.waitFor(() => expect(logged.at(-1)).toBe("info: saved 1 run record(s) that could not be saved before"), { timeout: 15_000, interval: 100 });
+  await breakDir();
+  await runner.run({ job: "report", reason: "manual", scheduledAt: new Date() });
+  expect(waits()).toEqual(["1s", "2s", "4s", "1s"]);
+  await rm(dir);
+  await rename(`${dir}.aside`, dir);
+  await runner.shutdown(0);
+});
