@@ -13,7 +13,7 @@ export interface AskOptions {
 
 /** `countd ask`: one message, the answer streamed to stdout as it arrives. */
 export async function ask(message: string, opts: AskOptions): Promise<number> {
-  const config = await loadConfig({ file: opts.config });
+  const config = await loadConfig({ file: opts.config, needs: ["provider"] });
   const runtime = await openRuntime(config);
   const loop = runtime.loop({ toolNames: opts.tools });
   for (const warning of runtime.warnings) process.stderr.write(`countd: warning: ${warning}\n`);

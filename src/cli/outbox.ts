@@ -11,7 +11,7 @@ import { EXIT, table } from "./output.js";
 
 /** `countd outbox`: reads the file only, so it works beside a running daemon. */
 export async function listOutbox(opts: { config?: string; json?: boolean }): Promise<number> {
-  const config = await loadConfig({ file: opts.config });
+  const config = await loadConfig({ file: opts.config, needs: [] });
   const text = await readFile(join(config.paths.state, "outbox.json"), "utf8").catch(() => "{}");
   const entries = Object.values((JSON.parse(text) as Partial<OutboxData>).entries ?? {}).sort((a, b) =>
     a.createdAt.localeCompare(b.createdAt),
@@ -37,7 +37,8 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
  * daemon owns while it runs: they take the state directory's lock, and send at once.
  */
 export async function changeOutbox(change: "retry" | "purge", opts: { config?: string; id?: string; dead?: boolean }): Promise<number> {
-  const config = await loadConfig({ file: opts.config });
+  // A retry sends mail; the targets' own variables are filled in at send time.
+  const config = await loadConfig({ file: opts.config, needs: change === "retry" ? ["smtp"] : [] });
   const release = await acquireLock(config.paths.state);
   const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone, attachments: config.attachments });
   try {

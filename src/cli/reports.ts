@@ -7,10 +7,13 @@ import { StateStore } from "../store/state.js";
 import { nextFires } from "../triggers/schedule.js";
 import { EXIT, table } from "./output.js";
 
-/** Reading state needs no lock: these commands work beside a running daemon. */
+/**
+ * Reading state needs no lock: these commands work beside a running daemon. They send nothing,
+ * so they need no secret: no provider key, SMTP password or delivery variable is looked up.
+ */
 async function setting(configFile: string | undefined) {
-  const config = await loadConfig({ file: configFile });
-  return { config, ctx: jobContext(config) };
+  const config = await loadConfig({ file: configFile, needs: [] });
+  return { config, ctx: jobContext(config, null) };
 }
 
 function trigger(job: Job): string {

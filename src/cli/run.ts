@@ -34,7 +34,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     runtime.warnings.forEach((warning) => process.stderr.write(`countd: warning: ${warning}\n`));
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
-      ctx: jobContext(config),
+      ctx: jobContext(config, process.env),
       log: logFn(logger),
     });
     const { problems } = await jobs.load();

@@ -9,10 +9,17 @@ const UNCLOSED = /\$\{[^}]*$/;
  * Replaces `${VAR}` and `${VAR:-default}` in every string value of the document, in place, from
  * `env`. Done on the parsed document rather than the text so a value can never break the YAML
  * structure, and so every node keeps its position for later messages. Keys are left alone.
- * Returns one problem per unset variable (or malformed reference), placed on the reference.
+ * Returns one problem per unset variable (or malformed reference), placed on the reference;
+ * an unset variable in a value at a path `deferred` accepts is not a problem: that value's path
+ * is returned in `unresolved` instead, for a command that does not use it.
  */
-export function interpolateEnv(source: YamlSource, env: NodeJS.ProcessEnv): Problem[] {
+export function interpolateEnv(
+  source: YamlSource,
+  env: NodeJS.ProcessEnv,
+  deferred: (path: YamlPath) => boolean = () => false,
+): { problems: Problem[]; unresolved: YamlPath[] } {
   const problems: Problem[] = [];
+  const unresolved: YamlPath[] = [];
   const walk = (node: unknown, path: YamlPath): void => {
     if (isMap(node)) {
       for (const pair of node.items) {
@@ -39,11 +46,12 @@ export function interpolateEnv(source: YamlSource, env: NodeJS.ProcessEnv): Prob
         const value = env[name];
         if (value !== undefined && value !== "") return value;
         if (fallback !== undefined) return fallback;
-        if (value === undefined) problems.push({ path, offset: at(reference), message: `environment variable ${name} is not set` });
+        if (value === undefined && deferred(path)) unresolved.push(path);
+        else if (value === undefined) problems.push({ path, offset: at(reference), message: `environment variable ${name} is not set` });
         return "";
       });
     }
   };
   walk(source.doc.contents, []);
-  return problems;
+  return { problems, unresolved };
 }

@@ -7,15 +7,26 @@ import { PRESET_NAMES, PRESETS, type PresetName } from "../providers/presets.js"
 import { ConfigError } from "./errors.js";
 import { interpolateEnv } from "./interpolate.js";
 import { configSchema, describeValue, httpURL, type Config, type ConfigFile, type ProviderConfig } from "./schema.js";
-import { formatPath, formatProblems, parseYaml, zodProblems, type Problem, type YamlSource } from "./yaml-errors.js";
+import { formatPath, formatProblems, parseYaml, zodProblems, type Problem, type YamlPath, type YamlSource } from "./yaml-errors.js";
 
 export const DEFAULT_CONFIG_FILE = "countd.yaml";
+
+/** What a command talks to, and so the parts of countd.yaml that hold its secrets. */
+export const CONFIG_NEEDS = ["provider", "smtp", "deliveries"] as const;
+export type ConfigNeed = (typeof CONFIG_NEEDS)[number];
 
 export interface LoadConfigOptions {
   /** `--config FILE`; when absent, ./countd.yaml is read if it exists. */
   file?: string;
   env?: NodeJS.ProcessEnv;
   cwd?: string;
+  /**
+   * What the command uses: the LLM provider, the mail server, the heartbeat's delivery targets;
+   * default all of it (the daemon). A `${VAR}` left unset in the provider or smtp section of a
+   * command that does not use it is no problem: that section is not read. The heartbeat's
+   * targets are looked up only when used. So `countd jobs` works without the provider key.
+   */
+  needs?: readonly ConfigNeed[];
 }
 
 /**
@@ -25,6 +36,7 @@ export interface LoadConfigOptions {
  */
 export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> {
   const env = opts.env ?? process.env;
+  const needs: ReadonlySet<ConfigNeed> = new Set(opts.needs ?? CONFIG_NEEDS);
   const cwd = opts.cwd ?? process.cwd();
   const name = opts.file ?? DEFAULT_CONFIG_FILE;
   const file = path.resolve(cwd, name);
@@ -38,12 +50,14 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
     // Validating a document that did not parse would only add noise to the real error.
     if (parsed.syntaxErrors.length > 0) throw new ConfigError(parsed.syntaxErrors);
     source = parsed.source;
-    problems.push(...interpolateOutsideTargets(source, env));
-    data = source.doc.toJS();
+    const unused = (at: YamlPath) => (at[0] === "provider" || at[0] === "smtp") && !needs.has(at[0]);
+    const interpolated = interpolateOutsideTargets(source, env, unused);
+    problems.push(...interpolated.problems);
+    data = withoutSections(source.doc.toJS(), interpolated.unresolved);
   }
 
   const result = configSchema.safeParse(data);
-  const heartbeat = heartbeatTargets(data, env, source);
+  const heartbeat = heartbeatTargets(data, needs.has("deliveries") ? env : null, source);
   if (!result.success) {
     // A value whose variable was unset is already reported; its failed validation would repeat it.
     const reported = new Set(problems.map((problem) => formatPath(problem.path)));
@@ -66,15 +80,22 @@ const HEARTBEAT_TARGETS = ["heartbeat", "deliver"] as const;
  * Interpolates every value but heartbeat.deliver's: delivery targets keep their `${VAR}`
  * references until send time (delivery/secrets.ts), so no secret is written to the outbox.
  */
-function interpolateOutsideTargets(source: YamlSource, env: NodeJS.ProcessEnv): Problem[] {
+function interpolateOutsideTargets(source: YamlSource, env: NodeJS.ProcessEnv, deferred: (path: YamlPath) => boolean) {
   const pair = pairOf(source.doc.get("heartbeat", true), "deliver");
   const targets = pair?.value;
   if (pair) pair.value = null;
   try {
-    return interpolateEnv(source, env);
+    return interpolateEnv(source, env, deferred);
   } finally {
     if (pair) pair.value = targets;
   }
+}
+
+/** `data` without the top-level sections holding a value at `paths`: as if they were not written. */
+function withoutSections(data: unknown, paths: readonly YamlPath[]): unknown {
+  if (paths.length === 0 || !isRecord(data)) return data;
+  const sections = new Set(paths.map((at) => at[0]));
+  return Object.fromEntries(Object.entries(data).filter(([key]) => !sections.has(key)));
 }
 
 /**
@@ -82,7 +103,7 @@ function interpolateOutsideTargets(source: YamlSource, env: NodeJS.ProcessEnv): 
  * (which imports it). `targets` is undefined when they have problems; a value that is not a list
  * is left to configSchema to report.
  */
-function heartbeatTargets(data: unknown, env: NodeJS.ProcessEnv, source: YamlSource | undefined): { targets?: DeliveryTarget[]; problems: Problem[] } {
+function heartbeatTargets(data: unknown, env: NodeJS.ProcessEnv | null, source: YamlSource | undefined): { targets?: DeliveryTarget[]; problems: Problem[] } {
   const heartbeat = isRecord(data) && isRecord(data.heartbeat) ? data.heartbeat : {};
   const written = heartbeat.deliver ?? [];
   if (!Array.isArray(written)) return { problems: [] };

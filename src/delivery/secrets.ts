@@ -37,8 +37,17 @@ function fieldsOf(target: DeliveryTarget): Field[] {
   ];
 }
 
-/** `field`'s value with its references filled in from `env`, and what is wrong with it; the value is never quoted. */
-function fill(field: Field, format: WebhookFormat, env: NodeJS.ProcessEnv): { value: string; unset: string[]; problems: FieldProblem[] } {
+/**
+ * `field`'s value with its references filled in from `env`, and what is wrong with it; the value
+ * is never quoted. `env` null: nothing is looked up, only the references' form is checked.
+ * `declared`: the only names that may be referred to; any other is a problem and is not looked up.
+ */
+function fill(
+  field: Field,
+  format: WebhookFormat,
+  env: NodeJS.ProcessEnv | null,
+  declared?: readonly string[],
+): { value: string; unset: string[]; problems: FieldProblem[] } {
   const problems: FieldProblem[] = [];
   const unset: string[] = [];
   const names: string[] = [];
@@ -51,6 +60,11 @@ function fill(field: Field, format: WebhookFormat, env: NodeJS.ProcessEnv): { va
       return reference;
     }
     const [, name = "", fallback] = parsed;
+    if (declared && !declared.includes(name)) {
+      problems.push({ reference, message: `environment variable ${name} is not listed in job_env (countd.yaml): a job file may refer only to the variables listed there` });
+      return reference;
+    }
+    if (env === null) return reference;
     names.push(name);
     const set = env[name];
     if (set !== undefined && set !== "") return set;
@@ -98,11 +112,18 @@ export function unresolvedVariables(target: DeliveryTarget, env: NodeJS.ProcessE
 
 /**
  * What `countd validate` and the loaders report about the references of `targets`, read from
- * `source` at `at` (e.g. `["deliver"]`): an unset variable or a malformed reference, placed on the
- * reference itself; a value not of its field's form once filled in (e.g. a secret without
- * `whsec_`), placed on the value.
+ * `source` at `at` (e.g. `["deliver"]`): an unset variable, one not `declared` (when a list is
+ * given) or a malformed reference, placed on the reference itself; a value not of its field's
+ * form once filled in (e.g. a secret without `whsec_`), placed on the value. `env` null: no
+ * variable is looked up, for commands that send nothing.
  */
-export function referenceProblems(targets: readonly DeliveryTarget[], env: NodeJS.ProcessEnv, source: YamlSource, at: YamlPath): Problem[] {
+export function referenceProblems(
+  targets: readonly DeliveryTarget[],
+  env: NodeJS.ProcessEnv | null,
+  source: YamlSource,
+  at: YamlPath,
+  declared?: readonly string[],
+): Problem[] {
   return targets.flatMap((target, index) =>
     referring(target).flatMap((field) => {
       const path = [...at, index, target.kind, ...field.path];
@@ -110,7 +131,7 @@ export function referenceProblems(targets: readonly DeliveryTarget[], env: NodeJ
       const [start, end] = isScalar(node) && node.range ? node.range : [undefined, undefined];
       const raw = start !== undefined ? source.text.slice(start, end) : "";
       let from = 0;
-      return fill(field, formatOf(target), env).problems.map((problem): Problem => {
+      return fill(field, formatOf(target), env, declared).problems.map((problem): Problem => {
         const found = problem.reference !== undefined && start !== undefined ? raw.indexOf(problem.reference, from) : -1;
         if (found >= 0) from = found + problem.reference!.length;
         return { path, message: problem.message, ...(found >= 0 ? { offset: start! + found } : {}) };

@@ -4,9 +4,10 @@ import type { JobContext } from "./load.js";
 
 /**
  * What job files are checked against, from the configuration alone: every command (start, run,
- * jobs, validate) builds it here, so a job one of them accepts is accepted by all.
+ * jobs, validate) builds it here, so a job one of them accepts is accepted by all. `env`: where
+ * delivery variables are looked up; null for the commands that send nothing.
  */
-export function jobContext(config: Config, env: NodeJS.ProcessEnv = process.env): JobContext {
+export function jobContext(config: Config, env: NodeJS.ProcessEnv | null = process.env): JobContext {
   return {
     workspace: config.paths.workspace,
     defaultTimezone: config.timezone,

@@ -19,9 +19,10 @@ export interface JobContext {
   knownTools?: readonly string[];
   /**
    * Where the `${VAR}` references of delivery targets are checked (an unset one is a problem);
-   * default process.env. Only delivery targets hold references: job files are not interpolated.
+   * default process.env; null: not looked up, for commands that send nothing (jobs, validate).
+   * Only delivery targets hold references: job files are not interpolated.
    */
-  env?: NodeJS.ProcessEnv;
+  env?: NodeJS.ProcessEnv | null;
 }
 
 /** Far above any real job; keeps a pasted log or a generated bomb from stalling the parser. */
@@ -235,7 +236,7 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
 
   const timezone = data.timezone ?? ctx.defaultTimezone;
   problems.push(...placeholderProblems(data.prompt, source));
-  const env = ctx.env ?? process.env;
+  const env = ctx.env === undefined ? process.env : ctx.env;
   problems.push(...referenceProblems(data.deliver, env, source, ["deliver"]), ...referenceProblems(data.on_failure, env, source, ["on_failure"]));
 
   if (ctx.knownTools && data.tools) {

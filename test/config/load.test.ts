@@ -4,7 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/config/errors.js";
-import { loadConfig } from "../../src/config/load.js";
+import { loadConfig, type ConfigNeed } from "../../src/config/load.js";
 import type { Config } from "../../src/config/schema.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -636,6 +636,59 @@ describe("smtp", () => {
     expect(await problems("smtp:\n  port: 25\n")).toEqual([
       "countd.yaml:2:3: smtp.host: expected a string, got nothing",
       "countd.yaml:2:3: smtp.from: expected a string, got nothing",
+    ]);
+  });
+});
+
+describe("what a command needs", () => {
+  const SECRETS_FROM_ENV = [
+    "provider:",
+    "  api_key: ${OPENAI_API_KEY}",
+    "smtp:",
+    "  host: ${SMTP_HOST}",
+    "  password: ${SMTP_PASSWORD}",
+    "  from: countd@example.com",
+    "heartbeat:",
+    "  deliver: [{ webhook: { url: '${HEARTBEAT_HOOK}' } }]",
+    "jobs_dir: ${JOBS_DIR:-./jobs}",
+    "",
+  ].join("\n");
+
+  async function loadFor(needs: ConfigNeed[], text = SECRETS_FROM_ENV): Promise<Config> {
+    await writeConfig(text);
+    return loadConfig({ cwd: dir, env: {}, needs });
+  }
+
+  it("does not read the provider and smtp sections of a command that uses neither, when they refer to unset variables", async () => {
+    const config = await loadFor([]);
+    expect(config.provider.apiKey).toBeUndefined();
+    expect(config.smtp).toBeUndefined();
+    expect(config.paths.jobs).toBe(path.join(dir, "jobs"));
+  });
+
+  it("names the unset variables of the parts a command uses, and only those", async () => {
+    const refusal = (needs: ConfigNeed[]) =>
+      loadFor(needs).then(
+        () => [],
+        (err: ConfigError) => err.problems,
+      );
+    expect(await refusal(["provider"])).toEqual(["countd.yaml:2:12: provider.api_key: environment variable OPENAI_API_KEY is not set"]);
+    expect(await refusal(["smtp"])).toEqual([
+      "countd.yaml:4:9: smtp.host: environment variable SMTP_HOST is not set",
+      "countd.yaml:5:13: smtp.password: environment variable SMTP_PASSWORD is not set",
+    ]);
+    expect(await refusal(["deliveries"])).toEqual([
+      "countd.yaml:8:32: heartbeat.deliver[0].webhook.url: environment variable HEARTBEAT_HOOK is not set",
+    ]);
+  });
+
+  it("still reports a malformed reference or a wrong value in a part the command does not use", async () => {
+    await writeConfig("provider:\n  api_key: ${OPENAI_API_KEY\n  temperature: 9\nheartbeat:\n  deliver: [{ webhook: { url: '${1HOOK}' } }]\n");
+    const err = (await loadConfig({ cwd: dir, env: {}, needs: [] }).catch((e: unknown) => e)) as ConfigError;
+    expect(err.problems).toEqual([
+      'countd.yaml:2:12: provider.api_key: unclosed variable reference "${OPENAI_API_KEY": missing "}"',
+      "countd.yaml:3:16: provider.temperature: expected a number from 0 to 2, got 9",
+      'countd.yaml:5:32: heartbeat.deliver[0].webhook.url: invalid variable reference "${1HOOK}": expected ${NAME} or ${NAME:-default}',
     ]);
   });
 });
