@@ -2,7 +2,9 @@ import { Command, Option } from "commander";
 import { ask } from "./cli/ask.js";
 import { start } from "./cli/daemon.js";
 import { demo } from "./cli/demo.js";
-import { reportError } from "./cli/output.js";
+import { nonEmpty, positiveInteger } from "./cli/arguments.js";
+import { EXIT, reportError } from "./cli/output.js";
+import { VERSION } from "./cli/package.js";
 import { changeOutbox, listOutbox } from "./cli/outbox.js";
 import { history, listJobs, validate } from "./cli/reports.js";
 import { runJob } from "./cli/run.js";
@@ -10,8 +12,12 @@ import { runJob } from "./cli/run.js";
 const program = new Command()
   .name("countd")
   .description("Runs LLM agent jobs unattended: scheduled reports, file-triggered tasks, heartbeat check-ins.")
+  .version(VERSION, "-V, --version", "print countd's version")
   .addOption(new Option("-c, --config <file>", "configuration file").default(undefined, "./countd.yaml"))
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // Commander exits 1 on a usage error, which reads like a failed run; 2 says "called wrongly".
+  // Commands added below inherit this.
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage));
 
 const configFile = () => program.opts<{ config?: string }>().config;
 
@@ -47,7 +53,7 @@ program
   .command("history")
   .description("Show recent runs with status, duration and tokens.")
   .argument("[job]", "only this job's runs")
-  .option("-n, --limit <n>", "how many runs", (v) => Number.parseInt(v, 10), 20)
+  .option("-n, --limit <n>", "how many runs", positiveInteger, 20)
   .option("--json", "print the run records as JSON")
   .action(action((job: string | undefined, opts: { limit: number; json?: boolean }) => history(job, { config: configFile(), ...opts })));
 
@@ -76,7 +82,7 @@ outbox
 program
   .command("ask")
   .description("Ask the agent once and stream its answer to stdout; tool calls are reported on stderr.")
-  .argument("<message>", "what to ask")
+  .argument("<message>", "what to ask", nonEmpty)
   .option("-s, --session <id>", "session to continue (history is kept per session)", "cli")
   .option("-i, --image <path>", "attach an image (png, jpeg, gif, webp); repeatable", (v: string, all: string[]) => [...all, v], [] as string[])
   .option("-t, --tools <names>", "the only tools the agent may use, comma-separated (default: all enabled)", (v) =>

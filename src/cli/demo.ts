@@ -1,15 +1,13 @@
 import { cp, mkdtemp, readdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import { startDaemon } from "../daemon.js";
 import { daemonLogger } from "../log.js";
 import { EXIT } from "./output.js";
+import { PACKAGE_DIR } from "./package.js";
 import { history } from "./reports.js";
 
-/** The installed package: its example jobs, workspace and the simulator's scripted replies. */
-const PACKAGE = resolve(fileURLToPath(import.meta.url), "../../..");
 
 const say = (text: string) => process.stdout.write(`${text}\n`);
 
@@ -20,12 +18,12 @@ const say = (text: string) => process.stdout.write(`${text}\n`);
  */
 export async function demo(): Promise<number> {
   const dir = await mkdtemp(join(tmpdir(), "countd-demo-"));
-  await cp(join(PACKAGE, "jobs"), join(dir, "jobs"), { recursive: true });
-  await cp(join(PACKAGE, "workspace"), join(dir, "workspace"), { recursive: true });
+  await cp(join(PACKAGE_DIR, "jobs"), join(dir, "jobs"), { recursive: true });
+  await cp(join(PACKAGE_DIR, "workspace"), join(dir, "workspace"), { recursive: true });
   // Loaded here, not at start-up: only the demo needs the simulator.
   const { LLMock } = await import("@copilotkit/aimock");
   const simulator = new LLMock({ port: 0, host: "127.0.0.1" });
-  simulator.loadFixtureFile(join(PACKAGE, "demo", "fixtures.json"));
+  simulator.loadFixtureFile(join(PACKAGE_DIR, "demo", "fixtures.json"));
   await simulator.start();
   say(`LLM simulator: aimock at ${simulator.url}, answering from demo/fixtures.json (scripted replies, not a real model)`);
   say(`Demo folder:   ${dir}`);
@@ -42,7 +40,7 @@ export async function demo(): Promise<number> {
     say(`   run ${report.id}: ${report.status}, ${report.toolCalls} tool calls`);
 
     say("\n2. inbox-orders: fires when a file lands in workspace/inbox/");
-    await cp(join(PACKAGE, "demo", "order-1042.csv"), join(dir, "workspace", "inbox", "order-1042.csv"));
+    await cp(join(PACKAGE_DIR, "demo", "order-1042.csv"), join(dir, "workspace", "inbox", "order-1042.csv"));
     say("   dropped order-1042.csv into the inbox; waiting for the watch trigger (2 s debounce)…");
     const inbox = await waitFor(async () => (await daemon.state.runs("inbox-orders")).find((run) => run.status !== "running"), 30_000);
     say(`   run ${inbox.id}: ${inbox.status}, ${inbox.toolCalls} tool calls`);

@@ -4,10 +4,11 @@ import { LLMError } from "../providers/errors.js";
 import { LockHeld } from "../store/lock.js";
 
 /**
- * Exit codes a person and a service manager can act on: 78 (EX_CONFIG) tells systemd not to
- * restart in a loop, 124 is timeout(1)'s, 130 is Ctrl-C's.
+ * Exit codes a person and a service manager can act on: 2 is a usage error (as for the shell's
+ * builtins), 78 (EX_CONFIG) tells systemd not to restart in a loop, 124 is timeout(1)'s, 130 is
+ * Ctrl-C's.
  */
-export const EXIT = { ok: 0, failure: 1, timeout: 124, config: 78, interrupted: 130 } as const;
+export const EXIT = { ok: 0, failure: 1, usage: 2, timeout: 124, config: 78, interrupted: 130 } as const;
 
 /** One line per tool call on stderr, for the runs whose session `belongs` accepts. */
 export function printToolCalls(events: EventBus, belongs: (sessionId: string) => boolean): () => void {

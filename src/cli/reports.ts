@@ -1,7 +1,10 @@
+import path from "node:path";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
-import { loadJobsDir, validateJobs } from "../jobs/load.js";
+import { listJobFiles, loadJobsDir, validateJobs, type JobContext } from "../jobs/load.js";
+import { JOB_NAME } from "../jobs/schema.js";
 import type { Job } from "../jobs/types.js";
+import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../runner/types.js";
 import { StateStore } from "../store/state.js";
 import { nextFires } from "../triggers/schedule.js";
@@ -62,8 +65,9 @@ function duration(run: RunRecord): string {
 
 /** `countd history [job]`: the newest runs, with status, duration and tokens. */
 export async function history(job: string | undefined, opts: { config?: string; limit: number; json?: boolean }): Promise<number> {
-  const { config } = await setting(opts.config);
+  const { config, ctx } = await setting(opts.config);
   const state = await StateStore.open(config.paths.state);
+  if (job !== undefined) await knownJob(job, config.paths.jobs, ctx, state);
   const runs = (job ? [...(await state.runs(job))] : await state.allRuns())
     .sort((a, b) => a.startedAt.localeCompare(b.startedAt))
     .slice(-opts.limit);
@@ -82,6 +86,20 @@ export async function history(job: string | undefined, opts: { config?: string; 
   ]);
   process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS IN/OUT", "ERROR"], rows));
   return EXIT.ok;
+}
+
+/**
+ * A name `countd history` can show: a job in the jobs folder (its file may be invalid now), one
+ * with recorded runs (its file may be gone), or the heartbeat. Any other is most likely a typo,
+ * which an empty table would hide.
+ */
+async function knownJob(name: string, dir: string, ctx: JobContext, state: StateStore): Promise<void> {
+  const listed = await listJobFiles(dir);
+  const fileNames = "files" in listed ? listed.files.map((file) => path.basename(file).replace(/\.ya?ml$/, "")) : [];
+  const inFolder = new Set([...fileNames, ...(await loadJobsDir(dir, ctx)).jobs.map((job) => job.name), HEARTBEAT_JOB]);
+  if (inFolder.has(name) || (JOB_NAME.test(name) && (await state.runs(name)).length > 0)) return;
+  const known = new Set([...inFolder, ...(await state.allRuns()).map((run) => run.job)]);
+  throw new Error(`no job named "${name}" (known: ${[...known].sort().join(", ")})`);
 }
 
 /** `countd validate`: every problem of every job file as `path:line:col: message`. */

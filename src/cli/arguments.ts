@@ -1,0 +1,19 @@
+import { InvalidArgumentError } from "commander";
+
+/**
+ * Parsers for command-line values: a value they refuse is a usage error, reported by commander
+ * with the option or argument it was given for (exit 2, see cli.ts).
+ */
+
+/** A whole number of at least 1, written as digits only: `abc`, `0`, `-5`, `2.5` and `10x` are refused. */
+export function positiveInteger(value: string): number {
+  const number = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(number) || number < 1) throw new InvalidArgumentError("expected a whole number of at least 1.");
+  return number;
+}
+
+/** Text with something besides white space in it. */
+export function nonEmpty(value: string): string {
+  if (value.trim() === "") throw new InvalidArgumentError("it is empty.");
+  return value;
+}
