@@ -8,6 +8,8 @@ import { VERSION } from "./cli/package.js";
 import { changeOutbox, listOutbox } from "./cli/outbox.js";
 import { history, listJobs, validate } from "./cli/reports.js";
 import { runJob } from "./cli/run.js";
+import { loadCredentials } from "./config/credentials.js";
+import { status } from "./cli/status.js";
 
 const program = new Command()
   .name("countd")
@@ -25,7 +27,9 @@ const configFile = () => program.opts<{ config?: string }>().config;
 const action =
   <A extends unknown[]>(command: (...args: A) => Promise<number>) =>
   async (...args: A) => {
-    process.exitCode = await command(...args).catch(reportError);
+    process.exitCode = await loadCredentials(process.env)
+      .then(() => command(...args))
+      .catch(reportError);
   };
 
 program
@@ -43,6 +47,11 @@ program
   .description("Run one job now in the foreground, streaming its answer; the exit code reflects its status.")
   .argument("<job>", "job name")
   .action(action((job: string) => runJob(job, { config: configFile() })));
+
+program
+  .command("status")
+  .description("Say whether the daemon is running, how many jobs there are, and whether exec runs sandboxed (and if not, why).")
+  .action(action(() => status({ config: configFile() })));
 
 program
   .command("jobs")

@@ -60,7 +60,8 @@ export async function openRuntime(
   const audit = new AuditLog({ dir: paths.logs, secrets: config.secrets });
   const detach = audit.attach(events);
   const memory = new MemoryStore(paths.workspace);
-  const tools = builtinTools(config, memory);
+  const sandbox = config.tools.exec.enabled ? await detectSandbox(config.tools.exec.sandbox) : undefined;
+  const tools = builtinTools(config, memory, sandbox);
   const subagents = new SubagentManager({ maxConcurrent: config.tools.spawn.maxConcurrent, timeoutMs: config.tools.spawn.timeoutMs });
   const shared = {
     workspace: paths.workspace,
@@ -121,14 +122,13 @@ export async function openRuntime(
     });
   }
 
-  const sandbox = config.tools.exec.enabled ? await detectSandbox(config.tools.exec.sandbox) : undefined;
   return {
     config,
     events,
     memory,
     toolNames: [...tools.names, "spawn"],
     loop,
-    warnings: sandbox?.warning ? [sandbox.warning] : [],
+    warnings: sandbox?.kind === "none" ? [sandbox.warning] : sandbox?.kind === "unavailable" ? [sandbox.reason] : [],
     async close() {
       detach();
       await audit.close();

@@ -4,6 +4,7 @@ import { MemoryStore } from "../memory/store.js";
 import { fileTools } from "./filesystem.js";
 import { memoryTools } from "./memory.js";
 import { PathGuard } from "./paths.js";
+import type { SandboxChoice } from "./sandbox.js";
 import { ToolRegistry } from "./registry.js";
 import { EXEC_DEFAULTS, execTool } from "./shell.js";
 import { webFetchTool } from "./web.js";
@@ -11,8 +12,11 @@ import { webFetchTool } from "./web.js";
 /** What a subagent may use: it works on files, commands and the web, never memory or more subagents. */
 export const SUBAGENT_TOOLS = ["read_file", "write_file", "edit_file", "list_dir", "file_search", "exec", "web_fetch"];
 
-/** Every built-in tool but spawn (which needs an agent of its own), each set up from the config. */
-export function builtinTools(config: Config, memory: MemoryStore): ToolRegistry {
+/**
+ * Every built-in tool but spawn (which needs an agent of its own), each set up from the config.
+ * `sandbox`: what the runtime found; exec is left out when no sandbox is available to it.
+ */
+export function builtinTools(config: Config, memory: MemoryStore, sandbox?: SandboxChoice): ToolRegistry {
   const { tools, paths } = config;
   const guard = new PathGuard({
     workspace: paths.workspace,
@@ -20,7 +24,7 @@ export function builtinTools(config: Config, memory: MemoryStore): ToolRegistry 
     readOnlyRoots: tools.readOnlyRoots,
   });
   const registry = new ToolRegistry().register(...fileTools({ guard }));
-  if (tools.exec.enabled) {
+  if (tools.exec.enabled && sandbox?.kind !== "unavailable") {
     registry.register(
       execTool({
         guard,
@@ -53,6 +57,9 @@ export function toolNames(config: Config): string[] {
 export function selectTools(registry: ToolRegistry, names: readonly string[], config: Config): ToolRegistry {
   if (!config.tools.exec.enabled && names.includes("exec")) {
     throw new Error("the exec tool is switched off in the configuration (tools.exec.enabled: false)");
+  }
+  if (names.includes("exec") && !registry.get("exec")) {
+    throw new Error("the exec tool is not offered: no sandbox is available to it (countd status and the start-up log say why and how to fix it)");
   }
   const known = [...registry.names, "spawn"];
   const unknown = names.filter((name) => !known.includes(name));

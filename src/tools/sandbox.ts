@@ -5,11 +5,11 @@ import { isInside } from "./paths.js";
 
 export type SandboxMode = "auto" | "bwrap" | "none";
 
-export interface SandboxChoice {
-  kind: "bwrap" | "none";
-  /** Set when `auto` falls back to running commands without a sandbox; meant for the start-up log. */
-  warning?: string;
-}
+/**
+ * How commands run. `unavailable`: `auto` found no working bwrap, so exec is not offered at all
+ * (fail closed); `none` was asked for explicitly and is warned about at every start.
+ */
+export type SandboxChoice = { kind: "bwrap" } | { kind: "none"; warning: string } | { kind: "unavailable"; reason: string };
 
 export interface BwrapSpec {
   /** Real path of the workspace: the only folder bound read-write. */
@@ -81,24 +81,35 @@ export async function hiddenPaths(paths: string[], keep: string[] = []): Promise
  * command gets, because it can be installed yet unusable (user namespaces switched off).
  */
 export async function detectSandbox(mode: SandboxMode): Promise<SandboxChoice> {
-  if (mode === "none") return { kind: "none" };
-  // Asked at start-up for the warning and by the exec tool before its first command: probe once
+  if (mode === "none") return { kind: "none", warning: NO_SANDBOX_WARNING };
+  // Asked at start-up for the log and by the exec tool before its first command: probe once
   // for each PATH, which decides the bwrap that runs.
   const path = process.env["PATH"] ?? "";
   let probe = probes.get(path);
-  if (!probe) probes.set(path, (probe = bwrapProblem()));
+  if (!probe) probes.set(path, (probe = bwrapProblem(path)));
   const problem = await probe;
   if (problem === undefined) return { kind: "bwrap" };
   if (mode === "bwrap") throw new Error(`exec.sandbox is "bwrap" but ${problem}`);
-  return { kind: "none", warning: `exec runs without a sandbox: ${problem}` };
+  return {
+    kind: "unavailable",
+    reason:
+      `exec is not offered to the agent: tools.exec.sandbox is "auto" and ${problem}. ` +
+      "Install bubblewrap (apt-get install bubblewrap) so commands run sandboxed, or set tools.exec.sandbox: none " +
+      "to run them without a sandbox, or tools.exec.enabled: false to silence this",
+  };
 }
+
+const NO_SANDBOX_WARNING =
+  "exec runs without a sandbox (tools.exec.sandbox: none): the command check is a guard rail, not a boundary; " +
+  "a command can read and change whatever the countd user can";
 
 const probes = new Map<string, Promise<string | undefined>>();
 
-function bwrapProblem(): Promise<string | undefined> {
+function bwrapProblem(path: string): Promise<string | undefined> {
   const probe = bwrapArgs({ workspace: "/", cwd: "/", network: false, readOnly: [], hidden: [] });
   return new Promise((resolve) => {
-    execFile("bwrap", [...probe, "--", "true"], { timeout: 10_000 }, (err, _stdout, stderr) => {
+    // Not countd's environment: it may hold keys, and the probe needs none of them.
+    execFile("bwrap", [...probe, "--", "true"], { timeout: 10_000, env: { PATH: path } }, (err, _stdout, stderr) => {
       if (!err) return resolve(undefined);
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return resolve("bwrap (Debian package bubblewrap) not found");
       const reason = stderr.trim().split("\n")[0] || err.message;

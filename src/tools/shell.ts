@@ -64,7 +64,10 @@ export function execTool(opts: ExecOptions): Tool<typeof parameters> {
       const workspace = await opts.guard.workspace();
       const cwd = await workingDir(opts.guard, workspace, args.working_dir);
       const env = childEnv(opts.env ?? process.env, workspace, opts.envNames);
-      const kind = (await (sandbox ??= detectSandbox(opts.sandbox))).kind;
+      const choice = await (sandbox ??= detectSandbox(opts.sandbox));
+      // The runtime does not offer exec then; this holds for any other way the tool is reached.
+      if (choice.kind === "unavailable") throw new ToolRefusal(`refused: ${choice.reason}`);
+      const { kind } = choice;
       const { guard } = opts;
       await policy.check(args.command, {
         cwd,

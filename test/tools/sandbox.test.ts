@@ -1,10 +1,13 @@
 import { mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
 import { MemoryStore } from "../../src/memory/store.js";
+import { openRuntime } from "../../src/runtime.js";
 import { builtinTools } from "../../src/tools/builtin.js";
+import { ToolRefusal } from "../../src/tools/paths.js";
 import { bwrapArgs, detectSandbox } from "../../src/tools/sandbox.js";
 import type { ExecOptions } from "../../src/tools/shell.js";
 import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
@@ -58,17 +61,52 @@ describe("detectSandbox", () => {
     process.env.PATH = savedPath;
   });
 
-  it("none means no sandbox and no warning", async () => {
-    expect(await detectSandbox("none")).toEqual({ kind: "none" });
+  it("none means no sandbox, with a warning for every start", async () => {
+    expect(await detectSandbox("none")).toEqual({
+      kind: "none",
+      warning:
+        "exec runs without a sandbox (tools.exec.sandbox: none): the command check is a guard rail, not a boundary; " +
+        "a command can read and change whatever the countd user can",
+    });
   });
 
-  it("auto without bwrap runs without a sandbox and says why; bwrap without it is an error", async () => {
+  it("auto without bwrap fails closed: exec is unavailable, saying why and how to fix it; bwrap without it is an error", async () => {
     process.env.PATH = "/nonexistent";
     expect(await detectSandbox("auto")).toEqual({
-      kind: "none",
-      warning: "exec runs without a sandbox: bwrap (Debian package bubblewrap) not found",
+      kind: "unavailable",
+      reason:
+        'exec is not offered to the agent: tools.exec.sandbox is "auto" and bwrap (Debian package bubblewrap) not found. ' +
+        "Install bubblewrap (apt-get install bubblewrap) so commands run sandboxed, or set tools.exec.sandbox: none " +
+        "to run them without a sandbox, or tools.exec.enabled: false to silence this",
     });
     await expect(detectSandbox("bwrap")).rejects.toThrow('exec.sandbox is "bwrap" but bwrap (Debian package bubblewrap) not found');
+  });
+
+  it("auto without bwrap: the runtime does not offer exec, says why, and a job naming exec is told so", async () => {
+    process.env.PATH = "/nonexistent";
+    const dir = await mkdtemp(join(tmpdir(), "countd-no-bwrap-"));
+    const env = { OPENAI_API_KEY: "sk-test" };
+    const runtime = await openRuntime(await loadConfig({ cwd: dir, env }), env);
+    try {
+      expect(runtime.toolNames).not.toContain("exec");
+      expect(runtime.toolNames).toContain("read_file");
+      expect(runtime.warnings).toEqual([expect.stringContaining("exec is not offered to the agent")]);
+      expect(() => runtime.loop({ toolNames: ["read_file", "exec"] })).toThrow("the exec tool is not offered: no sandbox is available to it");
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it("auto without bwrap: the exec tool itself refuses to run a command", async () => {
+    process.env.PATH = "/nonexistent";
+    const sb = await makeSandbox();
+    const before = await sb.snapshot();
+    const err = await execOn(sb.workspace, { sandbox: "auto" })
+      .execute({ command: `echo pwned > ${sb.outside}/secret.txt` }, { sessionId: "test", workspace: sb.workspace, signal: new AbortController().signal })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ToolRefusal);
+    expect((err as Error).message).toMatch(/^refused: exec is not offered to the agent/);
+    expect(await sb.snapshot()).toBe(before);
   });
 
   it.runIf(bwrapWorks)("picks bwrap when it can create a sandbox", async () => {
@@ -197,6 +235,24 @@ describe.runIf(bwrapWorks)("exec inside bwrap", () => {
       expect(await exec(`echo hello > /dev/tcp/127.0.0.1/${port}`, { network: true })).toBe("(no output)\n[exit code 0]");
       await vi.waitFor(() => expect(received.join("")).toBe("hello\n"));
     });
+  });
+
+  it("cannot read countd's environment through /proc: the sandbox has its own process namespace", async () => {
+    process.env.COUNTD_TEST_PARENT_SECRET = "sk-parent-environment-sentinel";
+    try {
+      const out = await exec("cat /proc/$PPID/environ; for f in /proc/[0-9]*/environ; do cat $f; done; echo; ls /proc | grep -c '^[0-9]'");
+      expect(out).not.toContain("sk-parent-environment-sentinel");
+      // Only the sandbox's own few processes are visible, not the host's.
+      expect(Number(/(\d+)\n\[exit code 0\]$/.exec(out)?.[1])).toBeLessThan(10);
+    } finally {
+      delete process.env.COUNTD_TEST_PARENT_SECRET;
+    }
+  });
+
+  it("leaves nothing running after the call, not even a process started with setsid -f or nohup", async () => {
+    const marker = `${5000 + (process.pid % 1000)}.25`;
+    expect(await exec(`setsid -f sleep ${marker}; (nohup sleep ${marker} >/dev/null 2>&1 &); echo started`)).toBe("started\n[exit code 0]");
+    await vi.waitFor(async () => expect(await processesRunning(`sleep\0${marker}`)).toBe(0), { timeout: 10_000 });
   });
 
   it("stops every process of the sandbox at the timeout", async () => {
