@@ -27,23 +27,26 @@ export async function demo(): Promise<number> {
   await simulator.start();
   say(`LLM simulator: aimock at ${simulator.url}, answering from demo/fixtures.json (scripted replies, not a real model)`);
   say(`Demo folder:   ${dir}`);
+  // The friendly lines are the demo's output; the daemon's log lines would interleave with them.
+  const logFile = join(dir, "countd.log");
+  say(`Daemon log:    ${logFile}`);
 
   await writeFile(
     join(dir, "countd.yaml"),
     `provider:\n  preset: custom\n  base_url: ${simulator.url}/v1\n  model: demo-simulator\n  attempts: 1\n`,
   );
-  const logger = daemonLogger({ level: "warn" });
+  const logger = daemonLogger({ level: "info", destination: logFile });
   const daemon = await startDaemon({ configFile: join(dir, "countd.yaml"), logger });
   try {
     say("\n1. daily-report: summarises workspace/notes/ through the list_dir and read_file tools");
     const report = await daemon.runner.run({ job: "daily-report", reason: "manual", scheduledAt: new Date() });
-    say(`   run ${report.id}: ${report.status}, ${report.toolCalls} tool calls`);
+    say(`   run ${report.id}: ${report.status}, ${toolCalls(report.toolCalls)}`);
 
     say("\n2. inbox-orders: fires when a file lands in workspace/inbox/");
     await cp(join(PACKAGE_DIR, "demo", "order-1042.csv"), join(dir, "workspace", "inbox", "order-1042.csv"));
     say("   dropped order-1042.csv into the inbox; waiting for the watch trigger (2 s debounce)…");
     const inbox = await waitFor(async () => (await daemon.state.runs("inbox-orders")).find((run) => run.status !== "running"), 30_000);
-    say(`   run ${inbox.id}: ${inbox.status}, ${inbox.toolCalls} tool calls`);
+    say(`   run ${inbox.id}: ${inbox.status}, ${toolCalls(inbox.toolCalls)}`);
 
     say("\n3. Deliveries (no smtp settings, so mail is written as .eml files):");
     await waitFor(async () => (daemon.outbox.list().pending.length === 0 ? true : undefined), 30_000);
@@ -56,8 +59,12 @@ export async function demo(): Promise<number> {
   } finally {
     await daemon.stop();
     await simulator.stop();
+    // Also after a failure: the folder is what there is to look at.
+    say(`\nThe demo folder is kept: ${dir} (jobs, workspace, state with the .eml files, countd.log); remove it when done.`);
   }
 }
+
+const toolCalls = (count: number): string => `${count} tool ${count === 1 ? "call" : "calls"}`;
 
 async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
