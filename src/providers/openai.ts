@@ -39,8 +39,9 @@ export class OpenAIProvider implements LLMProvider {
     const assembler = new ChunkAssembler(where);
     let chunks = 0;
     let answered: { status: number; contentType: string | null } | undefined;
+    const request = requestSignal(signal);
     try {
-      const request = this.client.chat.completions.create(
+      const created = this.client.chat.completions.create(
         {
           model: options.model,
           messages: toWireMessages(messages),
@@ -51,9 +52,9 @@ export class OpenAIProvider implements LLMProvider {
           stream: true,
           stream_options: { include_usage: true },
         },
-        { signal },
+        { signal: request.signal },
       );
-      const { data: stream, response } = await request.withResponse();
+      const { data: stream, response } = await created.withResponse();
       answered = { status: response.status, contentType: response.headers.get("content-type") };
       for await (const chunk of stream) {
         chunks++;
@@ -61,6 +62,8 @@ export class OpenAIProvider implements LLMProvider {
       }
     } catch (err) {
       throw toLLMError(err, signal, where);
+    } finally {
+      request.release();
     }
     // The SDK ends the iteration quietly when the request is aborted mid-stream.
     if (signal?.aborted) throw cancelled(where);
@@ -72,6 +75,21 @@ export class OpenAIProvider implements LLMProvider {
     }
     yield* assembler.end();
   }
+}
+
+/**
+ * A signal of its own for one request, aborted with `run`. The SDK adds an abort listener to the
+ * signal it is given and never removes it, so the run's signal, shared by all of a run's requests,
+ * would collect one per request (a leak, and a MaxListenersExceededWarning from the 11th on).
+ * `release` removes the one listener this puts on the run's signal once the request is done.
+ */
+function requestSignal(run: AbortSignal | undefined): { signal: AbortSignal | undefined; release: () => void } {
+  if (!run) return { signal: undefined, release: () => {} };
+  const controller = new AbortController();
+  const abort = () => controller.abort(run.reason);
+  if (run.aborted) abort();
+  else run.addEventListener("abort", abort, { once: true });
+  return { signal: controller.signal, release: () => run.removeEventListener("abort", abort) };
 }
 
 function toLLMError(err: unknown, signal: AbortSignal | undefined, where: string): LLMError {
