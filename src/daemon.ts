@@ -6,12 +6,13 @@ import { JobRegistry } from "./jobs/registry.js";
 import type { Job } from "./jobs/types.js";
 import { jobExecutor } from "./runner/execute.js";
 import { catchUp } from "./runner/catch-up.js";
-import { Runner } from "./runner/runner.js";
+import { Runner, sharedSessionId } from "./runner/runner.js";
 import type { FireRequest } from "./runner/types.js";
 import { openRuntime } from "./runtime.js";
 import { acquireLock } from "./store/lock.js";
 import { logFn } from "./log.js";
 import { lastExchange } from "./store/last-exchange.js";
+import { Retention } from "./store/retention.js";
 import { StateStore } from "./store/state.js";
 import { ensureWritableDir } from "./store/writable-dir.js";
 import { CronTrigger, recordFire } from "./triggers/cron.js";
@@ -128,6 +129,16 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
     await arm(jobs.all());
     outbox.start();
     checkIns?.start();
+    const retention = new Retention({
+      settings: () => ({ stateDir: config.paths.state, logsDir: config.paths.logs, retention: config.retention }),
+      sessionsInUse: () => {
+        const inUse = runner.sessionsInUse();
+        for (const job of jobs.all()) if (job.session === "shared") inUse.add(sharedSessionId(job.name));
+        return inUse;
+      },
+      log,
+    });
+    retention.start();
     logger.info({ jobs: jobs.all().length, dir: config.paths.jobs }, "countd started");
 
     let stopping: Promise<void> | undefined;
@@ -158,6 +169,7 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
         stopping ??= (async () => {
           cron.stop();
           checkIns?.stop();
+          await retention.stop();
           await Promise.all([watch.close(), jobs.close()]);
           await runner.shutdown(config.runner.shutdownGraceMs);
           await closeDelivery();

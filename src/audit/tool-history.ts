@@ -1,5 +1,6 @@
 import { join } from "node:path";
-import { KeyedQueue, appendJsonLines, readJsonLines, sessionFileName } from "../sessions/jsonl.js";
+import { adoptLegacyFile, sessionFileName } from "../sessions/file-names.js";
+import { KeyedQueue, appendJsonLines, readJsonLines } from "../sessions/jsonl.js";
 import type { Redactor } from "./redact.js";
 
 /** One tool call in its conversation: what the user asked, what the tool got, what it returned. */
@@ -32,12 +33,18 @@ export class ToolHistory {
   record(rec: ToolHistoryInput): Promise<void> {
     const { at = new Date(), ...rest } = rec;
     const line = this.redactor.redactValue({ at: at.toISOString(), ...rest });
-    return this.queue.run(rec.sessionId, () => appendJsonLines(this.fileOf(rec.sessionId), [line]));
+    return this.queue.run(rec.sessionId, async () => {
+      await adoptLegacyFile(this.dir, rec.sessionId);
+      await appendJsonLines(this.fileOf(rec.sessionId), [line]);
+    });
   }
 
   /** Oldest first, including every record() already called. */
   read(sessionId: string): Promise<ToolHistoryRecord[]> {
-    return this.queue.run(sessionId, async () => (await readJsonLines(this.fileOf(sessionId))) as ToolHistoryRecord[]);
+    return this.queue.run(sessionId, async () => {
+      await adoptLegacyFile(this.dir, sessionId);
+      return (await readJsonLines(this.fileOf(sessionId))) as ToolHistoryRecord[];
+    });
   }
 
   private fileOf(sessionId: string): string {

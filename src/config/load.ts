@@ -195,6 +195,7 @@ function resolve(data: ConfigFile, heartbeatDeliver: DeliveryTarget[], env: Node
       timezone: data.timezone,
       paths,
       runner: { concurrency: data.runner.concurrency, shutdownGraceMs: data.runner.shutdown_grace },
+      retention: { sessionsMs: data.retention.sessions, toolHistoryMs: data.retention.tool_history, auditMs: data.retention.audit },
       ...(data.smtp ? { smtp: data.smtp } : {}),
       attachments: { maxFileBytes: data.attachments.max_file_size, maxMessageBytes: data.attachments.max_message_size },
       heartbeat: {

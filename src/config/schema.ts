@@ -190,6 +190,11 @@ export const configSchema = section({
     concurrency: positiveInt().default(2),
     shutdown_grace: duration({ allowZero: true }).prefault("30s"),
   }),
+  retention: section({
+    sessions: duration({ allowZero: false }).prefault("30d"),
+    tool_history: duration({ allowZero: false }).prefault("30d"),
+    audit: duration({ allowZero: false }).prefault("30d"),
+  }),
   heartbeat: section({
     enabled: bool().default(false),
     every: duration({ allowZero: false }).prefault("30m"),
@@ -271,6 +276,14 @@ export interface Config {
   smtp?: SmtpConfig;
   attachments: AttachmentLimits;
   heartbeat: HeartbeatConfig;
+  retention: RetentionConfig;
+}
+
+/** How long files are kept after their last write; pruned by the daemon (store/retention.ts). */
+export interface RetentionConfig {
+  sessionsMs: number;
+  toolHistoryMs: number;
+  auditMs: number;
 }
 
 /** Bytes a mail may attach: per file and in all. */

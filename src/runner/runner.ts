@@ -137,6 +137,13 @@ export class Runner {
     return new Promise((resolve) => this.accept(job, { request, attempt: 1, waiters: [resolve] }));
   }
 
+  /** The sessions of runs started and not yet ended: their files are being written. */
+  sessionsInUse(): Set<string> {
+    const sessions = new Set<string>();
+    for (const lane of this.lanes.values()) for (const flight of lane.running) sessions.add(flight.record.sessionId);
+    return sessions;
+  }
+
   /** Runs started and not yet ended, of one job or of all. */
   active(job?: string): number {
     return job === undefined ? this.inFlight : (this.lanes.get(job)?.running.size ?? 0);
@@ -383,7 +390,7 @@ export class Runner {
       iterations: 0,
       toolCalls: 0,
       usage: emptyUsage(),
-      sessionId: session === "shared" ? `cron:${job}` : `cron:${job}:${id}`,
+      sessionId: session === "shared" ? sharedSessionId(job) : `cron:${job}:${id}`,
     };
   }
 
@@ -459,6 +466,11 @@ export class Runner {
     if (!lane) this.lanes.set(job, (lane = { running: new Set(), backoff: new Map() }));
     return lane;
   }
+}
+
+/** The one session every run of a `session: shared` job continues; isolated runs add `:<run id>`. */
+export function sharedSessionId(job: string): string {
+  return `cron:${job}`;
 }
 
 /** `20261130T090000Z-3f2a`: sorts by start second, readable in logs and file names. */

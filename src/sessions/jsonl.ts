@@ -2,15 +2,6 @@ import { mkdir, open, readFile } from "node:fs/promises";
 import { dirname } from "node:path";
 
 /**
- * A file name for a session's records: encodeURIComponent leaves no "/" or "\", and the suffix
- * turns even "." or ".." into an ordinary name, so the file always stays in its folder.
- */
-export function sessionFileName(sessionId: string): string {
-  if (sessionId === "") throw new Error("session id must not be empty");
-  return `${encodeURIComponent(sessionId)}.jsonl`;
-}
-
-/**
  * The parsed lines of an append-only JSONL file (none if it does not exist). A line that does not
  * parse is skipped: it is what a crash mid-write leaves, and the lines appended after it are good.
  */

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import type { ChatMessage } from "../providers/types.js";
-import { KeyedQueue, appendJsonLines, readJsonLines, sessionFileName } from "./jsonl.js";
+import { adoptLegacyFile, sessionFileName } from "./file-names.js";
+import { KeyedQueue, appendJsonLines, readJsonLines } from "./jsonl.js";
 
 /** A line saying "the oldest n live messages are gone"; replayed in order on load. */
 interface DropMarker {
@@ -69,6 +70,7 @@ export class SessionStore {
     let live = this.live.get(sessionId);
     if (!live) {
       live = [];
+      await adoptLegacyFile(this.dir, sessionId);
       for (const value of await readJsonLines(this.fileOf(sessionId))) {
         if (isMessage(value)) live.push(value);
         else if (isDropMarker(value)) live.splice(0, value.dropOldest);

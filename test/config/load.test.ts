@@ -7,6 +7,7 @@ import { ConfigError } from "../../src/config/errors.js";
 import { loadConfig, type ConfigNeed } from "../../src/config/load.js";
 import type { Config } from "../../src/config/schema.js";
 
+const DAY_MS = 24 * 3_600_000;
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const SYSTEM_TIME_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone;
 
@@ -87,6 +88,7 @@ describe("loadConfig", () => {
       secrets: [],
       tools: DEFAULT_TOOLS,
       runner: { concurrency: 2, shutdownGraceMs: 30_000 },
+      retention: { sessionsMs: 30 * DAY_MS, toolHistoryMs: 30 * DAY_MS, auditMs: 30 * DAY_MS },
       attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: defaultHeartbeat(path.join(dir, "workspace")),
     });
@@ -147,6 +149,7 @@ secrets: [SMTP_PASSWORD]
       secrets: ["key-from-file", "hunter2"],
       tools: DEFAULT_TOOLS,
       runner: { concurrency: 2, shutdownGraceMs: 30_000 },
+      retention: { sessionsMs: 30 * DAY_MS, toolHistoryMs: 30 * DAY_MS, auditMs: 30 * DAY_MS },
       attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: { ...defaultHeartbeat(path.join(dir, "ws")), timezone: "Asia/Shanghai" },
     });
@@ -537,6 +540,15 @@ describe("daemon settings", () => {
       checklist: path.join(dir, "workspace", "checks", "HB.md"),
       deliver: [{ kind: "email", to: ["me@example.com"], cc: [], bcc: [], attach: [] }],
     });
+  });
+
+  it("reads the retention section, each period a duration, and names a bad one at file:line:col", async () => {
+    const config = await load("retention:\n  sessions: 7d\n  tool_history: 2w\n  audit: 1y\n");
+    expect(config.retention).toEqual({ sessionsMs: 7 * DAY_MS, toolHistoryMs: 14 * DAY_MS, auditMs: 365.25 * DAY_MS });
+    expect(await problems("retention:\n  audit: forever\n  sessions: 0\n")).toEqual([
+      'countd.yaml:2:10: retention.audit: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "forever"',
+      'countd.yaml:3:13: retention.sessions: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got 0',
+    ]);
   });
 
   it("keeps the ${VAR} references of heartbeat.deliver for send time, while the rest of the file is interpolated", async () => {

@@ -377,6 +377,22 @@ describe("Runner: records", () => {
     runner.submit(fire("nope"));
     expect(logs).toContainEqual(expect.objectContaining({ level: "warn", msg: 'no job named "nope": fire ignored' }));
   });
+
+  it("names the sessions of the runs in progress, which retention must not prune, until each run ends", async () => {
+    const { calls, execute } = heldExecutor();
+    const { runner } = makeRunner([makeJob("report"), makeJob("digest", { session: "shared" })], execute);
+    runner.submit(fire("report"));
+    runner.submit(fire("digest"));
+    await waitFor(() => expect(calls).toHaveLength(2));
+    const report = calls.find((c) => c.job.name === "report")!;
+    expect(runner.sessionsInUse()).toEqual(new Set([report.run.sessionId, "cron:digest"]));
+
+    report.finish();
+    await waitFor(() => expect(runner.active("report")).toBe(0));
+    expect(runner.sessionsInUse()).toEqual(new Set(["cron:digest"]));
+    calls.find((c) => c.job.name === "digest")!.finish();
+    await waitFor(() => expect(runner.sessionsInUse()).toEqual(new Set()));
+  });
 });
 
 describe("Runner: shutdown", () => {

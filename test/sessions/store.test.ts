@@ -1,4 +1,4 @@
-import { appendFile, mkdtemp, readdir, readFile } from "node:fs/promises";
+import { appendFile, mkdir, mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -105,6 +105,20 @@ describe("SessionStore", () => {
     expect(await readdir(join(stateDir, "sessions"))).toHaveLength(ids.length);
     const reloaded = new SessionStore(stateDir);
     for (const id of ids) expect(await reloaded.load(id)).toEqual([user(id)]);
+  });
+
+  it("names a session's file so it can be read, and continues a file an earlier countd named URL-encoded", async () => {
+    const id = "cron:daily-report:20261130T090000Z-3f2a";
+    const sessions = join(stateDir, "sessions");
+    await mkdir(sessions);
+    await writeFile(join(sessions, "cron%3Adaily-report%3A20261130T090000Z-3f2a.jsonl"), JSON.stringify(user("from before")) + "\n");
+
+    const store = new SessionStore(stateDir);
+    expect(store.fileOf(id)).toBe(join(sessions, "cron+daily-report+20261130T090000Z-3f2a.jsonl"));
+    expect(await store.load(id)).toEqual([user("from before")]);
+    await store.append(id, [assistant("after the upgrade")]);
+    expect(await readdir(sessions)).toEqual(["cron+daily-report+20261130T090000Z-3f2a.jsonl"]);
+    expect(await new SessionStore(stateDir).load(id)).toEqual([user("from before"), assistant("after the upgrade")]);
   });
 
   it("refuses an empty session id", async () => {

@@ -1,0 +1,167 @@
+import { lstat, opendir, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import { setImmediate as nextTurn } from "node:timers/promises";
+import { localDate } from "../audit/log.js";
+import type { RetentionConfig } from "../config/schema.js";
+import type { LogFn } from "../log.js";
+import { adoptLegacyFile, isLegacyFileName, sessionIdOfFile } from "../sessions/file-names.js";
+
+/** A pass runs at start-up and then this long after the previous one ended. */
+export const PRUNE_EVERY_MS = 60 * 60_000;
+
+/**
+ * Files looked at between two turns of the event loop. Each file costs one stat (and maybe an
+ * unlink) on libuv's thread pool, one at a time, so runs' own file I/O and DNS lookups keep
+ * the other threads.
+ */
+const BATCH = 100;
+
+const AUDIT_FILE = /^audit-\d{4}-\d{2}-\d{2}\.jsonl$/;
+
+export interface PruneReport {
+  /** Files removed, per folder. */
+  sessions: number;
+  toolHistory: number;
+  audit: number;
+  /** Files from an earlier countd given their readable names. */
+  renamed: number;
+  /** Files that could not be looked at or removed; the first error is logged. */
+  failed: number;
+}
+
+export interface RetentionOptions {
+  /** Read at every pass, so a reloaded configuration applies from the next one. */
+  settings: () => { stateDir: string; logsDir: string; retention: RetentionConfig };
+  /**
+   * Sessions whose files stay whatever their age: those of running runs, which are being
+   * written, and the sessions of `session: shared` jobs, which are the jobs' conversations
+   * however long ago they last ran.
+   */
+  sessionsInUse: () => ReadonlySet<string>;
+  log: LogFn;
+  now?: () => Date;
+}
+
+interface Folder {
+  key: "sessions" | "toolHistory" | "audit";
+  dir: string;
+  maxAgeMs: number;
+}
+
+/**
+ * Removes transcripts, tool history and audit files not modified for their retention period,
+ * without holding up runs: one file at a time, yielding between batches. Age is the time since
+ * the last write, so a long-lived session is kept while it is still appended to.
+ */
+export class Retention {
+  private readonly now: () => Date;
+  private timer: NodeJS.Timeout | undefined;
+  private pass: Promise<PruneReport> | undefined;
+  private stopping = false;
+
+  constructor(private readonly opts: RetentionOptions) {
+    this.now = opts.now ?? (() => new Date());
+  }
+
+  /** A pass now, then one every PRUNE_EVERY_MS; none of them is awaited by the caller. */
+  start(): void {
+    this.stopping = false;
+    void this.scheduled();
+  }
+
+  /** One pass; a call while a pass is under way gets that pass. */
+  prune(): Promise<PruneReport> {
+    this.pass ??= this.run().finally(() => (this.pass = undefined));
+    return this.pass;
+  }
+
+  /** No new pass; the one under way ends at its next file. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.pass;
+  }
+
+  private async scheduled(): Promise<void> {
+    try {
+      await this.prune();
+    } catch (err) {
+      this.opts.log("error", `retention: pruning failed: ${(err as Error).message}`);
+    }
+    if (!this.stopping) this.timer = setTimeout(() => void this.scheduled(), PRUNE_EVERY_MS).unref();
+  }
+
+  private async run(): Promise<PruneReport> {
+    const started = this.now();
+    const { stateDir, logsDir, retention } = this.opts.settings();
+    const report: PruneReport = { sessions: 0, toolHistory: 0, audit: 0, renamed: 0, failed: 0 };
+    const errors: string[] = [];
+    const folders: Folder[] = [
+      { key: "sessions", dir: join(stateDir, "sessions"), maxAgeMs: retention.sessionsMs },
+      { key: "toolHistory", dir: join(stateDir, "tool-history"), maxAgeMs: retention.toolHistoryMs },
+      { key: "audit", dir: logsDir, maxAgeMs: retention.auditMs },
+    ];
+    for (const folder of folders) {
+      if (this.stopping) break;
+      const cutoff = started.getTime() - folder.maxAgeMs;
+      try {
+        await this.pruneFolder(folder, cutoff, started, report, errors);
+      } catch (err) {
+        report.failed++;
+        errors.push(`${folder.dir}: ${(err as Error).message}`);
+      }
+    }
+    const removed = report.sessions + report.toolHistory + report.audit;
+    const fields = { ...report, durationMs: this.now().getTime() - started.getTime() };
+    if (report.failed > 0) this.opts.log("warn", `retention: ${report.failed} file(s) could not be pruned, first: ${errors[0]}`, fields);
+    if (removed > 0) this.opts.log("info", `retention: removed ${removed} file(s) older than their retention period`, fields);
+    if (report.renamed > 0) this.opts.log("info", `retention: gave ${report.renamed} file(s) named by an earlier countd their readable names`, fields);
+    return report;
+  }
+
+  private async pruneFolder(folder: Folder, cutoff: number, now: Date, report: PruneReport, errors: string[]): Promise<void> {
+    let dir;
+    try {
+      dir = await opendir(folder.dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
+      throw err;
+    }
+    // The file being written today is never old, whatever audit retention says.
+    const today = `audit-${localDate(now)}.jsonl`;
+    let seen = 0;
+    let inUse = this.opts.sessionsInUse();
+    for await (const entry of dir) {
+      if (this.stopping) break;
+      if (++seen % BATCH === 0) {
+        await nextTurn();
+        inUse = this.opts.sessionsInUse();
+      }
+      if (!entry.isFile()) continue;
+      const name = entry.name;
+      const path = join(folder.dir, name);
+      try {
+        if (folder.key === "audit") {
+          if (AUDIT_FILE.test(name) && name !== today && (await this.removeIfOld(path, cutoff))) report.audit++;
+          continue;
+        }
+        const sessionId = sessionIdOfFile(name);
+        if (sessionId === undefined) continue;
+        if (!inUse.has(sessionId) && (await this.removeIfOld(path, cutoff))) report[folder.key]++;
+        else if (isLegacyFileName(name) && (await adoptLegacyFile(folder.dir, sessionId))) report.renamed++;
+      } catch (err) {
+        // Removed meanwhile (by hand, or renamed by a store adopting it): nothing left to do.
+        if ((err as NodeJS.ErrnoException).code === "ENOENT") continue;
+        report.failed++;
+        errors.push(`${path}: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  private async removeIfOld(path: string, cutoff: number): Promise<boolean> {
+    if ((await lstat(path)).mtimeMs >= cutoff) return false;
+    await unlink(path);
+    return true;
+  }
+}
