@@ -7,9 +7,9 @@ import type { Runtime } from "../runtime.js";
 import type { Tool } from "../tools/registry.js";
 import { runAgent, type RunOutcome } from "./execute.js";
 import type { RunContext, Runner } from "./runner.js";
+import { HEARTBEAT_JOB } from "./types.js";
 
-/** The heartbeat's runs are recorded under this name, which no job file can take. */
-export const HEARTBEAT_JOB = "@heartbeat";
+export { HEARTBEAT_JOB };
 
 /** How long a check-in may take to be acknowledged before it does not count toward the daily cap. */
 const DELIVERY_WAIT_MS = 60_000;

@@ -1,19 +1,53 @@
-import { readdir, rename, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { readdir, readFile, rename, writeFile } from "node:fs/promises";
+import { basename, join } from "node:path";
+import { z } from "zod";
 import { JOB_NAME } from "../jobs/schema.js";
-import type { RunRecord } from "../runner/types.js";
-import { appendJsonLines, readJsonLines } from "../sessions/jsonl.js";
+import type { LogFn } from "../log.js";
+import { HEARTBEAT_JOB, RUN_REASONS, RUN_STATUSES, type RunRecord } from "../runner/types.js";
+import { appendJsonLines } from "../sessions/jsonl.js";
+import { fit, quarantine, type Misfit } from "./quarantine.js";
 
 /** Runs kept per job; older ones drop off, so a job's history stays small however long countd runs. */
 export const RUNS_KEPT_PER_JOB = 200;
 
 const SUFFIX = ".jsonl";
 
+/**
+ * Names with a history file: job names, and the heartbeat's `@heartbeat`, whose file
+ * `@heartbeat.jsonl` no job's can be. Both are plain file names, so the file stays in its folder.
+ */
+export function hasHistory(name: string): boolean {
+  return JOB_NAME.test(name) || name === HEARTBEAT_JOB;
+}
+
+const time = z.string().refine((text) => !Number.isNaN(Date.parse(text)), "expected an ISO 8601 time");
+const count = z.number().int().nonnegative();
+export const usageShape = z.looseObject({ inputTokens: count, outputTokens: count, cachedInputTokens: count });
+
+/** A run record as saved; fields a newer countd added are kept. */
+export const runRecordShape = z.looseObject({
+  id: z.string().min(1),
+  job: z.string().refine(hasHistory, "expected a job name"),
+  reason: z.enum(RUN_REASONS),
+  scheduledAt: time,
+  startedAt: time,
+  finishedAt: time.optional(),
+  status: z.enum(RUN_STATUSES),
+  iterations: count,
+  toolCalls: count,
+  usage: usageShape,
+  resultExcerpt: z.string().optional(),
+  error: z.string().optional(),
+  sessionId: z.string(),
+}) satisfies z.ZodType<RunRecord>;
+
 interface JobRuns {
   /** By id, oldest first (a Map keeps insertion order; saving an id again keeps its place). */
   runs: Map<string, RunRecord>;
   /** Lines in the file, the superseded ones included: what decides a rewrite. */
   lines: number;
+  /** Lines read that are no run record of this job: moved to the quarantine file by the next rewrite. */
+  misfits: Misfit[];
 }
 
 /**
@@ -21,12 +55,20 @@ interface JobRuns {
  * append costs the same however long the history is. A file is rewritten with only the kept runs
  * once it holds more than twice as many lines, so a rewrite comes at most once per
  * RUNS_KEPT_PER_JOB saves. A job's file is read on first use, not at start-up.
+ *
+ * A line that is no run record of the file's job (cut short by a crash, edited by hand) is logged
+ * and skipped when read, and stays in the file until the next rewrite moves it to the quarantine
+ * file: only the daemon rewrites, and commands reading beside it must not replace a file it appends to.
  */
 export class RunHistory {
   private readonly loaded = new Map<string, JobRuns>();
   private readonly loading = new Map<string, Promise<JobRuns>>();
 
-  constructor(private readonly dir: string) {}
+  /** `stateDir`: where the quarantine file is; `log`: where skipped lines and files are reported. */
+  constructor(
+    private readonly dir: string,
+    private readonly opts: { stateDir: string; log?: LogFn },
+  ) {}
 
   /** The newest RUNS_KEPT_PER_JOB runs of `job`, oldest first. */
   async runs(job: string): Promise<RunRecord[]> {
@@ -47,7 +89,13 @@ export class RunHistory {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
       throw err;
     }
-    return names.filter((name) => name.endsWith(SUFFIX)).map((name) => name.slice(0, -SUFFIX.length));
+    const jobs: string[] = [];
+    for (const name of names.filter((file) => file.endsWith(SUFFIX))) {
+      const job = name.slice(0, -SUFFIX.length);
+      if (hasHistory(job)) jobs.push(job);
+      else this.opts.log?.("warn", `${join(this.dir, name)} is not named after a job; skipped`, { file: join(this.dir, name) });
+    }
+    return jobs;
   }
 
   /**
@@ -63,8 +111,8 @@ export class RunHistory {
   }
 
   private file(job: string): string {
-    if (!JOB_NAME.test(job)) {
-      throw new Error(`"${job}" is not a job name (${JOB_NAME.source}); run history files are named after jobs`);
+    if (!hasHistory(job)) {
+      throw new Error(`"${job}" is not a job name (${JOB_NAME.source}, or ${HEARTBEAT_JOB}); run history files are named after jobs`);
     }
     return join(this.dir, job + SUFFIX);
   }
@@ -74,7 +122,7 @@ export class RunHistory {
     if (history) return Promise.resolve(history);
     let loading = this.loading.get(job);
     if (!loading) {
-      loading = readJobRuns(this.file(job)).then((read) => {
+      loading = this.read(job).then((read) => {
         this.loaded.set(job, read);
         return read;
       });
@@ -85,21 +133,53 @@ export class RunHistory {
     return loading;
   }
 
-  /** Temp file and rename: a crash leaves the old file or the new one, never half of one. */
+  private async read(job: string): Promise<JobRuns> {
+    const file = this.file(job);
+    let text: string;
+    try {
+      text = await readFile(file, "utf8");
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return { runs: new Map(), lines: 0, misfits: [] };
+      throw err;
+    }
+    const runs = new Map<string, RunRecord>();
+    const misfits: Misfit[] = [];
+    let lines = 0;
+    for (const [index, line] of text.split("\n").entries()) {
+      if (line.trim() === "") continue;
+      lines++;
+      const where = `line ${index + 1}`;
+      let value: unknown;
+      try {
+        value = JSON.parse(line);
+      } catch {
+        misfits.push({ file, where, problem: "is not JSON (cut short by a crash, or edited by hand)", value: line });
+        continue;
+      }
+      const run = fit(runRecordShape, value, file, where, misfits);
+      if (run === undefined) continue;
+      if (run.job === job) keep(runs, run);
+      else misfits.push({ file, where, problem: `is a run of "${run.job}", not of "${job}"`, value: run });
+    }
+    for (const misfit of misfits) {
+      this.opts.log?.("warn", `${basename(file)}: ${misfit.where} ${misfit.problem}; skipped`, { file, where: misfit.where });
+    }
+    return { runs, lines, misfits };
+  }
+
+  /**
+   * Temp file and rename: a crash leaves the old file or the new one, never half of one. The
+   * lines that did not fit go to the quarantine file first, so no line is ever only dropped.
+   */
   private async rewrite(job: string, history: JobRuns): Promise<void> {
     const file = this.file(job);
     const temp = `${file}.tmp`;
+    await quarantine(this.opts.stateDir, history.misfits, this.opts.log);
+    history.misfits = [];
     await writeFile(temp, [...history.runs.values()].map((run) => JSON.stringify(run) + "\n").join(""));
     await rename(temp, file);
     history.lines = history.runs.size;
   }
-}
-
-async function readJobRuns(file: string): Promise<JobRuns> {
-  const lines = await readJsonLines(file);
-  const runs = new Map<string, RunRecord>();
-  for (const line of lines) if (isRunRecord(line)) keep(runs, line);
-  return { runs, lines: lines.length };
 }
 
 /** The same steps on save and on read, so a reopened history equals the one in memory. */
@@ -109,8 +189,4 @@ function keep(runs: Map<string, RunRecord>, run: RunRecord): void {
     if (runs.size <= RUNS_KEPT_PER_JOB) break;
     runs.delete(id);
   }
-}
-
-function isRunRecord(value: unknown): value is RunRecord {
-  return typeof value === "object" && value !== null && typeof (value as { id?: unknown }).id === "string";
 }

@@ -2,10 +2,12 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { Low } from "lowdb";
 import { JSONFile } from "lowdb/node";
+import { z } from "zod";
 import type { LogFn } from "../log.js";
 import type { RunRecord } from "../runner/types.js";
 import { KeyedQueue } from "../sessions/jsonl.js";
-import { RunHistory } from "./run-history.js";
+import { fit, fitEach, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
+import { hasHistory, RunHistory, runRecordShape } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";
 
 export { RUNS_KEPT_PER_JOB } from "./run-history.js";
@@ -45,6 +47,93 @@ const empty = (): StateData => ({ jobs: {}, heartbeat: { delivered: [] }, runnin
 
 const runKey = (run: RunningRun): string => `${run.job}/${run.id}`;
 
+const time = z.string().refine((text) => !Number.isNaN(Date.parse(text)), "expected an ISO 8601 time");
+const jobStateShape = z.looseObject({ lastScheduledAt: time.optional(), done: z.boolean().optional() }) satisfies z.ZodType<JobState>;
+const deliveredShape = z.looseObject({ at: time, hash: z.string() });
+const runningShape = z.looseObject({ job: z.string().refine(hasHistory, "expected a job name"), id: z.string().min(1) });
+
+/**
+ * state.json's content as countd can use it, checked piece by piece: a job's state, a delivered
+ * check-in, an entry of the running index, a legacy run. What does not fit is returned as a
+ * misfit instead, down to the whole file when it is no object: nothing is merged that was not
+ * written as state (a string spread into an object would become keys "0", "1", …).
+ */
+function fitState(read: { value: unknown } | undefined, file: string): { data: LegacyStateData; misfits: Misfit[] } {
+  const data: LegacyStateData = empty();
+  const misfits: Misfit[] = [];
+  if (read === undefined) return { data, misfits };
+  const raw = read.value;
+  if (!isPlainObject(raw)) {
+    misfits.push({ file, where: "the whole file", problem: `does not fit: expected an object of state, got ${kind(raw)}`, value: raw });
+    return { data, misfits };
+  }
+  for (const [key, value] of Object.entries(raw)) {
+    switch (key) {
+      case "jobs":
+        data.jobs = fitEach(jobStateShape, value, file, key, misfits);
+        break;
+      case "heartbeat":
+        data.heartbeat = fitHeartbeat(value, file, misfits);
+        break;
+      case "running":
+        for (const [runKeyText, run] of Object.entries(fitEach(runningShape, value, file, key, misfits))) {
+          if (runKeyText === runKey(run)) data.running[runKeyText] = { job: run.job, id: run.id };
+          else misfits.push({ file, where: `running.${runKeyText}`, problem: `does not fit: the key is not "${runKey(run)}"`, value: run });
+        }
+        break;
+      case "runs":
+        data.runs = fitLegacyRuns(value, file, misfits);
+        break;
+      default:
+        misfits.push({ file, where: key, problem: "is not a part of countd's state", value });
+    }
+  }
+  return { data, misfits };
+}
+
+function fitHeartbeat(value: unknown, file: string, misfits: Misfit[]): HeartbeatState {
+  const heartbeat: HeartbeatState = { delivered: [] };
+  if (!isPlainObject(value)) {
+    misfits.push({ file, where: "heartbeat", problem: `does not fit: expected an object, got ${kind(value)}`, value });
+    return heartbeat;
+  }
+  for (const [key, part] of Object.entries(value)) {
+    const where = `heartbeat.${key}`;
+    if (key === "delivered") {
+      if (!Array.isArray(part)) misfits.push({ file, where, problem: `does not fit: expected an array, got ${kind(part)}`, value: part });
+      else heartbeat.delivered = part.flatMap((item, i) => fit(deliveredShape, item, file, `${where}.${i}`, misfits) ?? []);
+    } else if (key === "lastContactAt") {
+      const at = fit(time, part, file, where, misfits);
+      if (at !== undefined) heartbeat.lastContactAt = at;
+    } else {
+      misfits.push({ file, where, problem: "is not a part of countd's state", value: part });
+    }
+  }
+  return heartbeat;
+}
+
+function fitLegacyRuns(value: unknown, file: string, misfits: Misfit[]): Record<string, RunRecord[]> {
+  const runs: Record<string, RunRecord[]> = {};
+  if (!isPlainObject(value)) {
+    misfits.push({ file, where: "runs", problem: `does not fit: expected an object of runs by job, got ${kind(value)}`, value });
+    return runs;
+  }
+  for (const [job, list] of Object.entries(value)) {
+    const where = `runs.${job}`;
+    if (!hasHistory(job) || !Array.isArray(list)) {
+      misfits.push({ file, where, problem: hasHistory(job) ? `does not fit: expected an array, got ${kind(list)}` : "is not a job name", value: list });
+      continue;
+    }
+    runs[job] = list.flatMap((item, i) => {
+      const run = fit(runRecordShape, item, file, `${where}.${i}`, misfits);
+      if (run === undefined || run.job === job) return run ?? [];
+      misfits.push({ file, where: `${where}.${i}`, problem: `is a run of "${run.job}", not of "${job}"`, value: run });
+      return [];
+    });
+  }
+  return runs;
+}
+
 /**
  * The daemon's state in the state directory: state.json (lowdb, written atomically) holds what
  * stays small, job and heartbeat state and the runs in progress; run history is appended to
@@ -65,22 +154,22 @@ export class StateStore {
     private readonly log: LogFn | undefined,
   ) {}
 
-  /** `log`: where a state directory removed while countd runs is reported (it is created again). */
+  /**
+   * `log`: where pieces moved aside and a state directory removed while countd runs (it is created
+   * again) are reported. Pieces of state.json that do not fit are moved to the quarantine file
+   * and the file is written without them; a file that is not JSON at all is refused.
+   */
   static async open(stateDir: string, opts: { log?: LogFn } = {}): Promise<StateStore> {
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "state.json");
-    const db = new Low<LegacyStateData>(new JSONFile(file), empty());
-    try {
-      await db.read();
-    } catch (err) {
-      // JSON.parse's own message names no file.
-      if (!(err instanceof SyntaxError)) throw err;
-      throw new Error(`the state file ${file} is not valid JSON (${err.message}); repair it, or move it away to start with empty state`);
-    }
-    db.data = { ...empty(), ...db.data };
-    const history = new RunHistory(join(stateDir, "runs"));
-    await migrateRuns(db, history);
-    return new StateStore(stateDir, db, history, opts.log);
+    const read = await readJsonFile(file, "state file", "repair it, or move it away to start with empty state");
+    const { data, misfits } = fitState(read, file);
+    const state = new Low<LegacyStateData>(new JSONFile(file), data);
+    await quarantine(stateDir, misfits, opts.log);
+    if (misfits.length > 0) await state.write();
+    const history = new RunHistory(join(stateDir, "runs"), { stateDir, ...(opts.log ? { log: opts.log } : {}) });
+    await migrateRuns(state, history);
+    return new StateStore(stateDir, state, history, opts.log);
   }
 
   get data(): Readonly<StateData> {

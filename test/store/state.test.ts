@@ -31,6 +31,11 @@ const historyFile = (job: string) => join(dir, "runs", `${job}.jsonl`);
 const lines = async (job: string) => (await readFile(historyFile(job), "utf8")).split("\n").filter((line) => line !== "");
 const stateOnDisk = async () => JSON.parse(await readFile(join(dir, "state.json"), "utf8")) as Record<string, unknown>;
 const ids = async (state: StateStore, job: string) => (await state.runs(job)).map((r) => r.id);
+const quarantine = async () =>
+  (await readFile(join(dir, "quarantine.jsonl"), "utf8").catch(() => ""))
+    .split("\n")
+    .filter((line) => line !== "")
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 
 describe("StateStore", () => {
   it("replaces a run saved again under the same id instead of adding a second one, also after a reopen", async () => {
@@ -217,6 +222,94 @@ describe("StateStore", () => {
   it("refuses a job name that is not one, naming it", async () => {
     const state = await StateStore.open(dir);
     await expect(state.runs("../escape")).rejects.toThrow('"../escape" is not a job name');
+  });
+
+  it("keeps the heartbeat's runs in runs/@heartbeat.jsonl, beside the jobs' and listed with them", async () => {
+    const state = await StateStore.open(dir);
+    await state.saveRun(record("@heartbeat", "h1", "running"));
+    await state.saveRun(record("@heartbeat", "h1", "ok"));
+    await state.saveRun(record("report", "r1"));
+    expect(await lines("@heartbeat")).toHaveLength(2);
+    const reopened = await StateStore.open(dir);
+    expect(await reopened.markInterrupted(new Date())).toEqual([]);
+    expect((await reopened.allRuns()).map((r) => [r.job, r.id, r.status])).toEqual(
+      expect.arrayContaining([
+        ["@heartbeat", "h1", "ok"],
+        ["report", "r1", "ok"],
+      ]),
+    );
+  });
+
+  it("moves aside, with a warning, running-index entries and legacy runs it cannot resolve, and starts with the rest", async () => {
+    const good = record("report", "r1", "running");
+    await writeFile(
+      join(dir, "state.json"),
+      JSON.stringify({
+        running: { "report/r1": { job: "report", id: "r1" }, "../x/1": { job: "../x", id: "1" }, "a/1": { job: "b", id: "1" } },
+        runs: { report: [good], "Not A Job": [record("report", "n1")], other: [record("report", "o1")] },
+      }),
+    );
+    const warnings: string[] = [];
+    const state = await StateStore.open(dir, { log: (level, message) => level === "warn" && warnings.push(message) });
+    expect((await state.markInterrupted(new Date())).map((r) => r.id)).toEqual(["r1"]);
+    expect(await ids(state, "other")).toEqual([]);
+    const quarantined = await quarantine();
+    expect(quarantined.map((q) => q["where"])).toEqual(["running.../x/1", "running.a/1", "runs.Not A Job", "runs.other.0"]);
+    expect(quarantined[0]).toMatchObject({ file: join(dir, "state.json"), value: { job: "../x", id: "1" } });
+    expect(warnings).toHaveLength(4);
+    expect(warnings[0]).toContain(`${join(dir, "state.json")}: running.../x/1 does not fit`);
+    expect(await stateOnDisk()).toEqual({ jobs: {}, heartbeat: { delivered: [] }, running: {} });
+  });
+
+  it("skips history lines that are no run record of the job, with a warning, and moves them aside when the file is rewritten", async () => {
+    const state = await StateStore.open(dir);
+    await state.saveRun(record("busy", "b0"));
+    await appendFile(historyFile("busy"), `{"id": 7}\n${JSON.stringify(record("other", "o1"))}\n{"id":"b1","job":"bu`);
+    const warnings: string[] = [];
+    const reopened = await StateStore.open(dir, { log: (level, message) => level === "warn" && warnings.push(message) });
+    expect(await ids(reopened, "busy")).toEqual(["b0"]);
+    expect(warnings).toEqual([
+      expect.stringMatching(/^busy\.jsonl: line 2 does not fit: at id: /),
+      'busy.jsonl: line 3 is a run of "other", not of "busy"; skipped',
+      "busy.jsonl: line 4 is not JSON (cut short by a crash, or edited by hand); skipped",
+    ]);
+    for (let i = 1; i <= 2 * RUNS_KEPT_PER_JOB; i++) await reopened.saveRun(record("busy", `b${i}`));
+    expect((await quarantine()).map((q) => [q["file"], q["where"]])).toEqual([
+      [historyFile("busy"), "line 2"],
+      [historyFile("busy"), "line 3"],
+      [historyFile("busy"), "line 4"],
+    ]);
+    expect(new Set((await lines("busy")).map((line) => (JSON.parse(line) as RunRecord).job))).toEqual(new Set(["busy"]));
+  });
+
+  it("moves aside the pieces of a wrong-shaped state.json and keeps the pieces that fit", async () => {
+    const shapes: Array<[unknown, string[]]> = [
+      [{ jobs: null }, ["jobs"]],
+      ["str", ["the whole file"]],
+      [[1, 2], ["the whole file"]],
+      [null, ["the whole file"]],
+      [
+        {
+          jobs: { a: { lastScheduledAt: "2026-11-30T09:00:00.000Z" }, b: 5, c: { done: "yes" } },
+          heartbeat: { delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "h" }, "x"], lastContactAt: 3 },
+          running: [],
+          extra: true,
+        },
+        ["jobs.b", "jobs.c", "heartbeat.delivered.1", "heartbeat.lastContactAt", "running", "extra"],
+      ],
+    ];
+    for (const [shape, where] of shapes) {
+      dir = await mkdtemp(join(tmpdir(), "countd-state-"));
+      await writeFile(join(dir, "state.json"), JSON.stringify(shape));
+      const state = await StateStore.open(dir);
+      expect((await quarantine()).map((q) => q["where"]), JSON.stringify(shape)).toEqual(where);
+      expect(Object.keys(state.data).sort()).toEqual(["heartbeat", "jobs", "running"]);
+      expect(await stateOnDisk()).toEqual(state.data);
+    }
+    const state = await StateStore.open(dir);
+    expect(state.job("a")).toEqual({ lastScheduledAt: "2026-11-30T09:00:00.000Z" });
+    expect(state.data.heartbeat).toEqual({ delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "h" }] });
+    expect(await quarantine()).toHaveLength(6);
   });
 
   it("names the state file when it is not valid JSON", async () => {
