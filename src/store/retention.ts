@@ -10,9 +10,10 @@ import { adoptLegacyFile, isLegacyFileName, sessionIdOfFile } from "../sessions/
 export const PRUNE_EVERY_MS = 60 * 60_000;
 
 /**
- * Files looked at between two turns of the event loop. Each file costs one stat (and maybe an
- * unlink) on libuv's thread pool, one at a time, so runs' own file I/O and DNS lookups keep
- * the other threads.
+ * Files looked at between two turns of the event loop and two readings of the sessions in use.
+ * Each file costs one stat (and maybe an unlink) on libuv's thread pool, one at a time, so runs'
+ * own file I/O and DNS lookups keep the other threads; the explicit turn bounds a stretch of
+ * skipped names too, whatever the directory reader buffers.
  */
 const BATCH = 100;
 
@@ -65,7 +66,6 @@ export class Retention {
 
   /** A pass now, then one every PRUNE_EVERY_MS; none of them is awaited by the caller. */
   start(): void {
-    this.stopping = false;
     void this.scheduled();
   }
 
