@@ -164,6 +164,8 @@ export async function startDaemon({ configFile, env = process.env, logger }: Dae
           logger.error({ err }, "configuration not reloaded; the previous one stays in force");
         }
         await jobs.reload(jobContext(config, env));
+        // A webhook gone with HTTP 410 may be back (the operator recreated it): SIGHUP is how they say so.
+        await outbox.enableTargets("SIGHUP");
       },
       stop() {
         stopping ??= (async () => {

@@ -4,7 +4,7 @@ import { loadConfig } from "../config/load.js";
 import { sendEntry } from "../delivery/dispatch.js";
 import { createMailer } from "../delivery/email.js";
 import { Outbox } from "../delivery/outbox.js";
-import { describeTarget } from "../delivery/targets.js";
+import { describeTarget, targetKey } from "../delivery/targets.js";
 import type { OutboxData, OutboxEntry } from "../store/outbox-store.js";
 import { acquireLock } from "../store/lock.js";
 import { EXIT, table } from "./output.js";
@@ -13,7 +13,8 @@ import { EXIT, table } from "./output.js";
 export async function listOutbox(opts: { config?: string; json?: boolean }): Promise<number> {
   const config = await loadConfig({ file: opts.config, needs: [] });
   const text = await readFile(join(config.paths.state, "outbox.json"), "utf8").catch(() => "{}");
-  const entries = Object.values((JSON.parse(text) as Partial<OutboxData>).entries ?? {}).sort((a, b) =>
+  const data = JSON.parse(text) as Partial<OutboxData>;
+  const entries = Object.values(data.entries ?? {}).sort((a, b) =>
     a.createdAt.localeCompare(b.createdAt),
   );
   if (opts.json) {
@@ -29,6 +30,19 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
     entry.lastError ?? "",
   ]);
   process.stdout.write(table(["ID", "STATUS", "TARGET", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR"], rows));
+  const disabled = Object.entries(data.disabledTargets ?? {});
+  if (disabled.length > 0) {
+    const shown = new Map(entries.map((entry) => [targetKey(entry.target), describeTarget(entry.target)]));
+    process.stdout.write(
+      [
+        "",
+        "Disabled targets (they answered HTTP 410; nothing is sent to them):",
+        ...disabled.map(([key, { at }]) => `  ${shown.get(key) ?? key}, since ${at}`),
+        "Enable one again by changing its URL in the job file, by SIGHUP to the daemon, or with `countd outbox retry <id>` / `--dead`.",
+        "",
+      ].join("\n"),
+    );
+  }
   return EXIT.ok;
 }
 

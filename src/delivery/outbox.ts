@@ -178,6 +178,22 @@ export class Outbox {
     return Object.keys(this.store.data.disabledTargets);
   }
 
+  /**
+   * Sends to every disabled target again from now on (`why` is logged, e.g. "SIGHUP"); returns
+   * their keys. Deliveries already dead stay dead: `countd outbox retry` sends them again.
+   */
+  async enableTargets(why: string): Promise<string[]> {
+    const keys = this.disabledTargets();
+    if (keys.length === 0) return keys;
+    await this.store.update((data) => {
+      for (const key of keys) delete data.disabledTargets[key];
+    });
+    for (const key of keys) {
+      this.log("info", `delivery target ${key} enabled again (${why}); its dead deliveries are sent again by \`countd outbox retry\``, { target: key });
+    }
+    return keys;
+  }
+
   private entry(id: string): OutboxEntry {
     const entry = this.store.data.entries[id];
     if (entry) return entry;
@@ -268,7 +284,11 @@ export class Outbox {
           if (targetKey(other.target) === key) this.markDead(other, disabled.reason);
         }
       });
-      this.log("warn", `delivery target ${key} disabled: ${reason}; nothing more is sent to it until \`countd outbox retry\``, fields);
+      this.log(
+        "warn",
+        `delivery target ${key} disabled: ${reason}; nothing more is sent to it until its URL changes in the job file, SIGHUP, or \`countd outbox retry\``,
+        fields,
+      );
       return;
     }
     if (failure?.permanent) {

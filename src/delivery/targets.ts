@@ -233,17 +233,28 @@ export function targetKey(target: DeliveryTarget): string {
   return `webhook-${host}-${digest({ url: target.url, format: target.format, headers: sorted(Object.keys(target.headers).map((name) => name.toLowerCase())) })}`;
 }
 
-/** For logs and `countd outbox`: who receives it, without secrets (a webhook URL's path and query often hold one). */
+/**
+ * For logs and `countd outbox`: who receives it, without secrets. A webhook is shown by its whole
+ * URL (two hooks on one host differ in their path), with what may be a secret replaced by
+ * `[redacted:<4 hex of its SHA-256>]`, which still tells two tokens apart: a password, the
+ * last path segment of a chat format whose URL is its secret (Slack, Discord, Feishu), query
+ * values named like a credential (`key`, `access_token`, …), and any long token-like part.
+ * `${VAR}` references are shown as written: the value is not known here.
+ */
 export function describeTarget(target: DeliveryTarget): string {
   if (target.kind === "email") {
     const all = [...target.to, ...target.cc, ...target.bcc];
     return `email to ${all[0]}${all.length > 1 ? ` and ${all.length - 1} more` : ""}`;
   }
-  return `${target.format} webhook at ${shownOrigin(target.url)}`;
+  return `${target.format} webhook at ${shownURL(target.url, target.format)}`;
 }
 
+/** Formats whose URL path ends in the secret token. */
+const TOKEN_IN_PATH: readonly WebhookFormat[] = ["slack", "discord", "feishu"];
+const CREDENTIAL_NAME = /auth|token|key|secret|sig|pass|code|session/i;
 /** A URL that is one `${VAR}` (the usual form for a Slack or WeCom URL) is named by the variable. */
-const LEADING_REFERENCE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)/;
+const LEADING_REFERENCE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}/;
+const ORIGIN = /^([a-z][a-z0-9+.-]*:\/\/)(?:([^/?#@]*)@)?([^/?#]*)/i;
 
 function keyHost(url: string): string {
   try {
@@ -253,15 +264,46 @@ function keyHost(url: string): string {
   }
 }
 
-/** Scheme and host as written when the host is a `${VAR}` (URL would lowercase the name). */
-function shownOrigin(url: string): string {
-  const written = /^[a-z][a-z0-9+.-]*:\/\/(?:[^/?#@]*@)?([^/?#]*)/i.exec(url);
-  if (written?.[1]?.includes("${")) return `${url.slice(0, url.indexOf("://") + 3)}${written[1]}`;
-  try {
-    return new URL(url).origin;
-  } catch {
-    return LEADING_REFERENCE.exec(url)?.[0].concat("}") ?? "a URL from the environment";
-  }
+function shownURL(url: string, format: WebhookFormat): string {
+  const lead = LEADING_REFERENCE.exec(url);
+  const origin = lead ? undefined : ORIGIN.exec(url);
+  if (!lead && !origin) return "a URL that is not shown";
+  const shownOrigin = lead ? lead[0] : `${origin![1]}${shownUserinfo(origin![2])}${origin![3]}`;
+  const [, path = "", query, fragment] = /^([^?#]*)(\?[^#]*)?(#.*)?$/.exec(url.slice((lead ?? origin)![0].length)) ?? [];
+  const segments = path.split("/");
+  const last = segments.length - 1 - [...segments].reverse().findIndex((segment) => segment !== "");
+  const shownPath = segments
+    .map((segment, index) => ((index === last && TOKEN_IN_PATH.includes(format)) || tokenLike(segment) ? redacted(segment) : segment))
+    .join("/");
+  const shownQuery = query
+    ? `?${query
+        .slice(1)
+        .split("&")
+        .map((pair) => {
+          const [name = "", ...rest] = pair.split("=");
+          const value = rest.join("=");
+          return rest.length > 0 && (CREDENTIAL_NAME.test(name) || tokenLike(value)) ? `${name}=${redacted(value)}` : pair;
+        })
+        .join("&")}`
+    : "";
+  return `${shownOrigin}${shownPath}${shownQuery}${fragment ? `#${redacted(fragment.slice(1))}` : ""}`;
+}
+
+/** `user:password@` keeps the user; a lone `token@` is all secret. */
+function shownUserinfo(userinfo: string | undefined): string {
+  if (userinfo === undefined) return "";
+  const colon = userinfo.indexOf(":");
+  return `${colon < 0 ? redacted(userinfo) : `${userinfo.slice(0, colon)}:${redacted(userinfo.slice(colon + 1))}`}@`;
+}
+
+/** Long, or mixing letters and digits at some length: how generated tokens look, and words do not. */
+function tokenLike(part: string): boolean {
+  if (part.includes("${")) return false;
+  return part.length >= 24 || (part.length >= 12 && /\d/.test(part) && /[A-Za-z]/.test(part));
+}
+
+function redacted(part: string): string {
+  return hasReference(part) || part === "" ? part : `[redacted:${createHash("sha256").update(part).digest("hex").slice(0, 4)}]`;
 }
 
 const sorted = (values: readonly string[]) => [...values].sort();

@@ -45,11 +45,46 @@ describe("countd outbox", () => {
 
     const listed = await countd(["outbox"], dir);
     expect(listed.code).toBe(0);
-    expect(listed.stdout).toMatch(new RegExp(`${id!.replace(/\./g, "\\.")}\\s+dead\\s+json webhook at http://127\\.0\\.0\\.1:\\d+\\s+1\\s+-\\s+.*400`));
+    expect(listed.stdout).toMatch(new RegExp(`${id!.replace(/\./g, "\\.")}\\s+dead\\s+json webhook at http://127\\.0\\.0\\.1:\\d+/hook\\s+1\\s+-\\s+.*400`));
 
     const retried = await countd(["outbox", "retry", "--dead"], dir);
     expect(retried).toMatchObject({ code: 0, stdout: "1 queued again; now 0 pending, 0 dead\n" });
     expect(receiver.acknowledgedIds()).toEqual([id]);
     expect((await countd(["outbox", "--json"], dir)).stdout).toBe("[]\n");
+  });
+
+  it("shows two hooks on one host apart by their whole URL, tokens redacted, and says how to enable a target disabled by 410", async () => {
+    const gone = await startWebhookReceiver({ steps: [410, 410] });
+    const state = join(dir, "state");
+    const mailer = createMailer({ stateDir: state, timezone: "UTC" });
+    const outbox = await Outbox.open({ stateDir: state, send: sendEntry(mailer, {}) });
+    const origin = new URL(gone.url).origin;
+    const tokens = ["tok-a-0123456789", "tok-b-9876543210"];
+    const now = new Date().toISOString();
+    await outbox.enqueue(
+      "report.20261130T090000Z-ab12",
+      tokens.map((token, i) => ({ kind: "webhook" as const, url: `${origin}/services/team-${i}/${token}`, format: "slack" as const, headers: {} })),
+      {
+        kind: "run.completed",
+        job: "report",
+        run: { id: "20261130T090000Z-ab12", reason: "manual", status: "ok", startedAt: now, finishedAt: now, durationMs: 0, usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 } },
+        result: "all good",
+      },
+      join(dir, "workspace"),
+    );
+    await outbox.runDue();
+    await outbox.stop();
+    mailer.close();
+    await gone.close();
+
+    const listed = await countd(["outbox"], dir);
+    expect(listed.code).toBe(0);
+    for (const token of tokens) expect(listed.stdout).not.toContain(token);
+    const shown = [0, 1].map((i) => new RegExp(`slack webhook at ${origin.replace(/\./g, "\\.")}/services/team-${i}/\\[redacted:[0-9a-f]{4}\\]`));
+    for (const pattern of shown) expect(listed.stdout.match(new RegExp(pattern.source, "g"))).toHaveLength(2);
+    expect(listed.stdout).toContain("Disabled targets (they answered HTTP 410; nothing is sent to them):");
+    expect(listed.stdout).toContain(
+      "Enable one again by changing its URL in the job file, by SIGHUP to the daemon, or with `countd outbox retry <id>` / `--dead`.",
+    );
   });
 });

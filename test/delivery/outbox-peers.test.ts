@@ -213,6 +213,49 @@ describe("the outbox posting to a real webhook receiver", () => {
     ]);
   });
 
+  it("a target disabled by 410 is enabled again by enableTargets (what SIGHUP calls), and that survives a restart", async () => {
+    const outbox = await webhookOutbox(410);
+    const gone = hookAt(receiver!.url);
+    const [goneId] = await outbox.enqueue(RUN_KEY, [gone], message, WORKSPACE);
+    await outbox.runDue();
+    expect(outbox.disabledTargets()).toEqual([targetKey(gone)]);
+
+    const logs: string[] = [];
+    const reopened = await Outbox.open({ stateDir: dir, send: sendEntry(mailer!, env), now, log: (_level, text) => logs.push(text) });
+    expect(await reopened.enableTargets("SIGHUP")).toEqual([targetKey(gone)]);
+    expect(logs).toEqual([`delivery target ${targetKey(gone)} enabled again (SIGHUP); its dead deliveries are sent again by \`countd outbox retry\``]);
+    expect(await reopened.enableTargets("SIGHUP")).toEqual([]);
+
+    t += 60_000;
+    const [laterId] = await reopened.enqueue("daily-report.20260302T080100Z-cd34", [gone], message, WORKSPACE);
+    await reopened.runDue();
+    expect(reopened.deliveredAt(laterId!)).toBeDefined();
+    // The one that got the 410 stays dead until a retry.
+    expect(reopened.list().dead.map((entry) => entry.id)).toEqual([goneId]);
+    expect((await open(sendEntry(mailer!, env))).disabledTargets()).toEqual([]);
+    expect(receiver!.requests.map((r) => [r.status, r.headers["webhook-id"]])).toEqual([
+      [410, goneId],
+      [200, laterId],
+    ]);
+  });
+
+  it("a disabled target's URL changed in the job file is a new target: its deliveries are sent", async () => {
+    const outbox = await webhookOutbox(410);
+    const gone = hookAt(receiver!.url);
+    await outbox.enqueue(RUN_KEY, [gone], message, WORKSPACE);
+    await outbox.runDue();
+
+    const moved = hookAt(`${origin()}/new-hook`);
+    t += 60_000;
+    const [movedId] = await outbox.enqueue("daily-report.20260302T080100Z-cd34", [moved], message, WORKSPACE);
+    await outbox.runDue();
+    expect(outbox.deliveredAt(movedId!)).toBeDefined();
+    expect(receiver!.requests.map((r) => [r.url, r.status])).toEqual([
+      ["/hook", 410],
+      ["/new-hook", 200],
+    ]);
+  });
+
   it("times out on a receiver that never answers and retries with the same webhook-id", async () => {
     // sendEntry always waits the full 15 s; the hang is tested through the same resolveTarget and
     // sendWebhook with a short timeout instead.

@@ -1,6 +1,7 @@
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { describeTarget, parseDeliveryTargets, targetKey, type DeliveryTarget } from "../../src/delivery/targets.js";
+import { describeTarget, parseDeliveryTargets, targetKey, type DeliveryTarget, type WebhookFormat } from "../../src/delivery/targets.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -160,14 +161,35 @@ describe("targetKey", () => {
 });
 
 describe("describeTarget", () => {
-  it("shows who receives it, never a webhook URL's path or query", () => {
+  const hook = (url: string, format: WebhookFormat = "json") => describeTarget({ kind: "webhook", url, format, headers: {} });
+  const fingerprint = (secret: string) => `[redacted:${createHash("sha256").update(secret).digest("hex").slice(0, 4)}]`;
+
+  it("shows who receives it: a webhook's whole URL, its secrets redacted", () => {
     expect(describeTarget({ kind: "email", to: ["a@example.com"], cc: ["b@example.com"], bcc: [], attach: [] })).toBe("email to a@example.com and 1 more");
-    expect(describeTarget({ kind: "webhook", url: "https://hooks.slack.com/services/T0/B0/SECRETPATH", format: "slack", headers: {} })).toBe(
-      "slack webhook at https://hooks.slack.com",
+    expect(hook("https://hooks.slack.com/services/T0/B0/SECRETPATH", "slack")).toBe(
+      `slack webhook at https://hooks.slack.com/services/T0/B0/${fingerprint("SECRETPATH")}`,
     );
-    expect(describeTarget({ kind: "webhook", url: "${SLACK_HOOK_URL}", format: "slack", headers: {} })).toBe("slack webhook at ${SLACK_HOOK_URL}");
-    expect(describeTarget({ kind: "webhook", url: "https://${HOOK_HOST}:8443/x?t=${TOKEN}", format: "json", headers: {} })).toBe(
-      "json webhook at https://${HOOK_HOST}:8443",
+    expect(hook("${SLACK_HOOK_URL}", "slack")).toBe("slack webhook at ${SLACK_HOOK_URL}");
+    expect(hook("https://${HOOK_HOST}:8443/x?t=${TOKEN}")).toBe("json webhook at https://${HOOK_HOST}:8443/x?t=${TOKEN}");
+    expect(hook("https://oapi.dingtalk.com/robot/send?access_token=0123abcd", "dingtalk")).toBe(
+      `dingtalk webhook at https://oapi.dingtalk.com/robot/send?access_token=${fingerprint("0123abcd")}`,
     );
+    expect(hook("https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=693a91f6-7aaa-4bc4", "wecom")).toBe(
+      `wecom webhook at https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=${fingerprint("693a91f6-7aaa-4bc4")}`,
+    );
+    expect(hook("https://discord.com/api/webhooks/123456789012345678/tok", "discord")).toBe(
+      `discord webhook at https://discord.com/api/webhooks/123456789012345678/${fingerprint("tok")}`,
+    );
+    expect(hook("https://ops:hunter2@hooks.example.com/team-a/countd?region=eu&sig=x1")).toBe(
+      `json webhook at https://ops:${fingerprint("hunter2")}@hooks.example.com/team-a/countd?region=eu&sig=${fingerprint("x1")}`,
+    );
+    expect(hook("https://hooks.example.com/v1/a8f3c2e19b7d4f60/countd")).toBe(`json webhook at https://hooks.example.com/v1/${fingerprint("a8f3c2e19b7d4f60")}/countd`);
+  });
+
+  it("tells two hooks on one host apart, by path or by the fingerprint of their token", () => {
+    expect(hook("https://hooks.example.com/team-a")).not.toBe(hook("https://hooks.example.com/team-b"));
+    const [a, b] = ["https://open.feishu.cn/open-apis/bot/v2/hook/2bd5b2b8-aaaa", "https://open.feishu.cn/open-apis/bot/v2/hook/9c0e1f2a-bbbb"].map((url) => hook(url, "feishu"));
+    expect(a).not.toBe(b);
+    expect(`${a} ${b}`).not.toMatch(/2bd5b2b8|9c0e1f2a/);
   });
 });
