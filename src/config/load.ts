@@ -6,6 +6,7 @@ import { deliveryTargetsSchema, type DeliveryTarget } from "../delivery/targets.
 import { PRESET_NAMES, PRESETS, type PresetName } from "../providers/presets.js";
 import { ConfigError } from "./errors.js";
 import { interpolateEnv } from "./interpolate.js";
+import { placementProblems } from "./placement.js";
 import { configSchema, describeValue, httpURL, type Config, type ConfigFile, type ProviderConfig } from "./schema.js";
 import { formatPath, formatProblems, parseYaml, zodProblems, type Problem, type YamlPath, type YamlSource } from "./yaml-errors.js";
 
@@ -68,7 +69,7 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
   if (result.data.heartbeat.enabled && heartbeat.targets?.length === 0) problems.push(noTargetsProblem(source));
 
   const resolved = resolve(result.data, heartbeat.targets ?? [], env, source ? path.dirname(file) : cwd);
-  problems.push(...resolved.problems);
+  problems.push(...resolved.problems, ...(await placementProblems(resolved.config.paths, source ? path.dirname(file) : undefined)));
   const lines = [...formatProblems(source, problems), ...resolved.envProblems];
   if (lines.length > 0) throw new ConfigError(lines);
   return { ...(source ? { file } : {}), ...resolved.config };
@@ -159,19 +160,18 @@ function resolve(data: ConfigFile, heartbeatDeliver: DeliveryTarget[], env: Node
     logs: path.resolve(dir, data.logs_dir),
     jobs: path.resolve(dir, data.jobs_dir),
   };
-  if (isInside(paths.state, paths.workspace)) {
-    problems.push({
-      path: ["state_dir"],
-      message: `${paths.state} is inside the workspace ${paths.workspace}: the agent could edit the daemon's state`,
-    });
-  }
 
   // Every provider's key variable, not just the configured one: a job may switch provider.
-  const secretNames = new Set([...data.secrets, ...Object.values(PRESETS).flatMap((preset) => preset.apiKeyEnv)]);
+  const keyNames = new Set(Object.values(PRESETS).flatMap((preset) => preset.apiKeyEnv));
+  const secretNames = new Set([...data.secrets, ...keyNames]);
   data.tools.exec.env.forEach((name, index) => {
     if (secretNames.has(name)) {
       problems.push({ path: ["tools", "exec", "env", index], message: `${name} holds a secret, and secrets never reach tools` });
     }
+  });
+  // Job files may hold a webhook's own token (a listed secret), never the provider's key.
+  data.job_env.forEach((name, index) => {
+    if (keyNames.has(name)) problems.push({ path: ["job_env", index], message: `${name} holds a provider's key, which job files must never reach` });
   });
 
   const secretValues = [provider.apiKey, data.smtp?.password, ...[...secretNames].map((name) => env[name])];
@@ -224,6 +224,7 @@ function resolve(data: ConfigFile, heartbeatDeliver: DeliveryTarget[], env: Node
         spawn: { maxConcurrent: data.tools.spawn.max_concurrent, timeoutMs: data.tools.spawn.timeout },
       },
       secrets: [...new Set(secretValues.filter((value): value is string => !!value))],
+      jobEnv: data.job_env,
     },
     problems,
     envProblems,
@@ -316,9 +317,4 @@ function firstSet(env: NodeJS.ProcessEnv, names: readonly string[]): { name: str
     if (value) return { name, value };
   }
   return undefined;
-}
-
-function isInside(child: string, parent: string): boolean {
-  const relative = path.relative(parent, child);
-  return relative === "" || (relative.split(path.sep)[0] !== ".." && !path.isAbsolute(relative));
 }

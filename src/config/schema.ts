@@ -212,6 +212,7 @@ export const configSchema = section({
     deliver: z.array(z.unknown(), expected("a list of delivery targets")).default([]),
   }),
   secrets: list(envName(), "environment variable names"),
+  job_env: list(envName(), "environment variable names"),
   tools: section({
     restrict_to_workspace: bool().default(true),
     read_only_roots: list(text(), "folders"),
@@ -270,6 +271,8 @@ export interface Config {
   paths: { workspace: string; state: string; logs: string; jobs: string };
   /** Values to redact from every log: the API key and the named environment variables' values. */
   secrets: string[];
+  /** The only environment variables the `${VAR}` references of job files may name. */
+  jobEnv: string[];
   tools: ToolsConfig;
   runner: { concurrency: number; shutdownGraceMs: number };
   /** Undefined: mail is written as .eml files under the state directory instead of sent. */

@@ -13,5 +13,6 @@ export function jobContext(config: Config, env: NodeJS.ProcessEnv | null = proce
     defaultTimezone: config.timezone,
     knownTools: toolNames(config),
     env,
+    jobEnv: config.jobEnv,
   };
 }

@@ -23,6 +23,11 @@ export interface JobContext {
    * Only delivery targets hold references: job files are not interpolated.
    */
   env?: NodeJS.ProcessEnv | null;
+  /**
+   * countd.yaml's job_env: the only variables a job file may refer to. A file the agent managed
+   * to write could otherwise send any of the daemon's variables (the provider key) to a webhook.
+   */
+  jobEnv: readonly string[];
 }
 
 /** Far above any real job; keeps a pasted log or a generated bomb from stalling the parser. */
@@ -237,7 +242,10 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
   const timezone = data.timezone ?? ctx.defaultTimezone;
   problems.push(...placeholderProblems(data.prompt, source));
   const env = ctx.env === undefined ? process.env : ctx.env;
-  problems.push(...referenceProblems(data.deliver, env, source, ["deliver"]), ...referenceProblems(data.on_failure, env, source, ["on_failure"]));
+  problems.push(
+    ...referenceProblems(data.deliver, env, source, ["deliver"], ctx.jobEnv),
+    ...referenceProblems(data.on_failure, env, source, ["on_failure"], ctx.jobEnv),
+  );
 
   if (ctx.knownTools && data.tools) {
     const known = ctx.knownTools;
@@ -288,6 +296,7 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
     deliver: data.deliver,
     deliverWhen: data.deliver_when,
     onFailure: data.on_failure,
+    onFailureRepeatMs: data.on_failure_repeat,
   };
 }
 

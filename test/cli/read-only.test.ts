@@ -17,6 +17,7 @@ const CONFIG = [
   "heartbeat:",
   "  deliver:",
   "    - webhook: { url: '${HEARTBEAT_HOOK}' }",
+  "job_env: [REPORT_HOOK]",
   "tools:",
   "  exec:",
   "    sandbox: none",

@@ -86,6 +86,7 @@ describe("loadConfig", () => {
         jobs: path.join(dir, "jobs"),
       },
       secrets: [],
+      jobEnv: [],
       tools: DEFAULT_TOOLS,
       runner: { concurrency: 2, shutdownGraceMs: 30_000 },
       retention: { sessionsMs: 30 * DAY_MS, toolHistoryMs: 30 * DAY_MS, auditMs: 30 * DAY_MS },
@@ -127,6 +128,7 @@ workspace: ws
 state_dir: st
 logs_dir: lg
 secrets: [SMTP_PASSWORD]
+job_env: [REPORT_HOOK_URL, SMTP_PASSWORD]
 `,
       { SMTP_PASSWORD: "hunter2" },
     );
@@ -147,6 +149,7 @@ secrets: [SMTP_PASSWORD]
       timezone: "Asia/Shanghai",
       paths: { workspace: path.join(dir, "ws"), state: path.join(dir, "st"), logs: path.join(dir, "lg"), jobs: path.join(dir, "jobs") },
       secrets: ["key-from-file", "hunter2"],
+      jobEnv: ["REPORT_HOOK_URL", "SMTP_PASSWORD"],
       tools: DEFAULT_TOOLS,
       runner: { concurrency: 2, shutdownGraceMs: 30_000 },
       retention: { sessionsMs: 30 * DAY_MS, toolHistoryMs: 30 * DAY_MS, auditMs: 30 * DAY_MS },
@@ -189,6 +192,9 @@ secrets: [SMTP_PASSWORD]
 
   it("refuses a state dir inside the workspace", async () => {
     expect(await problems("workspace: .\nstate_dir: ./state\n")).toEqual([
+      `countd.yaml:1:1: logs_dir: ${path.join(dir, "logs")} is inside the workspace ${dir}: the agent could rewrite the audit log`,
+      `countd.yaml:1:1: jobs_dir: ${path.join(dir, "jobs")} is inside the workspace ${dir}: the agent could write job files, which the daemon runs at once`,
+      `countd.yaml:1:12: workspace: ${dir} holds this file's folder ${dir}: the agent could rewrite the configuration`,
       `countd.yaml:2:12: state_dir: ${path.join(dir, "state")} is inside the workspace ${dir}: the agent could edit the daemon's state`,
     ]);
   });

@@ -38,7 +38,7 @@ describe("countd start delivering runs", () => {
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "countd-delivery-"));
     await mkdir(join(dir, "jobs"));
-    await writeFile(join(dir, "countd.yaml"), "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\n");
+    await writeFile(join(dir, "countd.yaml"), "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\njob_env: [HOOK_SECRET]\n");
     env = {
       PATH: process.env["PATH"] ?? "",
       OPENAI_BASE_URL: `${mock.url}/v1`,

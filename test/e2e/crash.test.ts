@@ -86,7 +86,7 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
     smtp = await startSmtpPeer();
     await writeFile(
       join(dir, "countd.yaml"),
-      `runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\nsmtp:\n  host: 127.0.0.1\n  port: ${smtp.port}\n  from: countd@example.com\n`,
+      `runner:\n  shutdown_grace: 1s\njob_env: [HOOK_SECRET]\ntools:\n  exec:\n    sandbox: none\nsmtp:\n  host: 127.0.0.1\n  port: ${smtp.port}\n  from: countd@example.com\n`,
     );
   });
   afterAll(async () => {

@@ -17,7 +17,12 @@ beforeEach(async () => {
   workspace = path.join(root, "workspace");
   await mkdir(jobsDir);
   await mkdir(path.join(workspace, "inbox"), { recursive: true });
-  ctx = { workspace, defaultTimezone: "Europe/Berlin", knownTools: ["read_file", "list_dir", "write_file"] };
+  ctx = {
+    workspace,
+    defaultTimezone: "Europe/Berlin",
+    knownTools: ["read_file", "list_dir", "write_file"],
+    jobEnv: ["COUNTD_WEBHOOK_SECRET", "API_TOKEN", "SLACK_HOOK_URL", "OPS_EMAIL"],
+  };
 });
 
 afterEach(async () => {
@@ -141,7 +146,7 @@ describe("loadJobFile", () => {
 
   it("takes any tool name when no list of known tools is given", async () => {
     const file = await writeJob("tools.yaml", "tools: [anything]\nprompt: x\n");
-    const { job, problems } = await loadJobFile(file, { workspace, defaultTimezone: "UTC" });
+    const { job, problems } = await loadJobFile(file, { workspace, defaultTimezone: "UTC", jobEnv: [] });
     expect(problems).toEqual([]);
     expect(job?.tools).toEqual(["anything"]);
   });
@@ -378,7 +383,7 @@ describe("delivery targets", () => {
     const name = "COUNTD_TEST_UNSET_HOOK_URL";
     expect(process.env[name]).toBeUndefined();
     const file = await writeJob("report.yaml", `prompt: x\ndeliver: [{ webhook: { url: "\${${name}}" } }]\n`);
-    expect((await loadJobFile(file, { workspace, defaultTimezone: "UTC" })).problems).toEqual([
+    expect((await loadJobFile(file, { workspace, defaultTimezone: "UTC", jobEnv: [name] })).problems).toEqual([
       `${file}:2:30: deliver[0].webhook.url: environment variable ${name} is not set`,
     ]);
   });

@@ -21,7 +21,7 @@ beforeEach(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countd-registry-"));
   jobsDir = path.join(root, "jobs");
   await mkdir(jobsDir);
-  ctx = { workspace: path.join(root, "workspace"), defaultTimezone: "UTC" };
+  ctx = { workspace: path.join(root, "workspace"), defaultTimezone: "UTC", jobEnv: [] };
   logged = [];
   changes = [];
 });
