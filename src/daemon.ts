@@ -40,15 +40,24 @@ export interface DaemonOptions {
   configFile?: string;
   env?: NodeJS.ProcessEnv;
   logger: Logger;
+  /** Another process took the state directory's lock file: the daemon has logged it and must be stopped. */
+  onLockTaken?: () => void;
 }
 
 /** The composition root: config → stores → agent → triggers, each stage handed plain callbacks. */
-export async function startDaemon({ configFile, env = process.env, logger }: DaemonOptions): Promise<Daemon> {
+export async function startDaemon({ configFile, env = process.env, logger, onLockTaken }: DaemonOptions): Promise<Daemon> {
   let config = await loadConfig({ file: configFile, env });
   await ensureWritableDir(config.paths.state, "state");
   await ensureWritableDir(config.paths.logs, "logs");
   const log = logFn(logger);
-  const release = await acquireLock(config.paths.state);
+  const release = await acquireLock(config.paths.state, process.pid, {
+    log,
+    onTaken: (problem) => {
+      // Two daemons must never write one state directory: the one that finds itself displaced yields.
+      logger.error(`${problem}; stopping`);
+      onLockTaken?.();
+    },
+  });
   try {
     const state = await StateStore.open(config.paths.state, { log });
     const interrupted = await state.markInterrupted(new Date());

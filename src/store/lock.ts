@@ -1,17 +1,58 @@
-import { link, mkdir, open, rename, stat, unlink, writeFile } from "node:fs/promises";
+import { link, mkdir, open, realpath, rename, stat, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { LogFn } from "../log.js";
+import { takeKernelLock } from "./kernel-lock.js";
 
 export class LockHeld extends Error {
   override readonly name = "LockHeld";
 }
 
+/** How often a daemon looks at its lock file. */
+const WATCH_EVERY_MS = 2_000;
+
+export interface LockWatch {
+  log: LogFn;
+  /** Another live process put its pid in the lock file: the holder must stop. Called at most once. */
+  onTaken: (problem: string) => void;
+}
+
 /**
- * One daemon per state directory: lowdb has no inter-process lock. The lock file holds the pid;
- * a lock left by a process that no longer exists is taken over.
+ * One countd per state directory: lowdb has no inter-process lock. What decides is the kernel
+ * lock (kernel-lock.ts), held until release or until the process ends, which a removed or edited
+ * file cannot free. The lock file countd.lock names the holder's pid for people and `countd
+ * status`, and still refuses a start while it names a live process (a countd the kernel lock does
+ * not reach, in another network namespace); one left by a process that no longer exists is taken
+ * over.
+ *
+ * With `watch` (the daemon, which holds the lock for months) the file is looked at every 2 s:
+ * removed, emptied or naming a process that no longer exists, it is written again, since this
+ * process still holds the kernel lock; naming another live process, `watch.onTaken` is called and
+ * the file is left to that process.
  */
-export async function acquireLock(stateDir: string, pid = process.pid): Promise<() => Promise<void>> {
+export async function acquireLock(stateDir: string, pid = process.pid, watch?: LockWatch): Promise<() => Promise<void>> {
   await mkdir(stateDir, { recursive: true });
+  const kernel = await takeKernelLock(await realpath(stateDir), pid);
+  if (!kernel.held) {
+    const holder = kernel.holderPid === undefined ? "another countd" : `another countd (pid ${kernel.holderPid})`;
+    throw new LockHeld(`${holder} is already running with the state directory ${stateDir}`);
+  }
   const lock = join(stateDir, "countd.lock");
+  try {
+    await takeLockFile(stateDir, lock, pid);
+  } catch (err) {
+    await kernel.release();
+    throw err;
+  }
+  const stopWatching = watch ? watchLockFile(stateDir, lock, pid, watch) : () => {};
+  return async () => {
+    stopWatching();
+    // A file another process took is that process's to remove.
+    if ((await readHolder(lock).catch(() => undefined))?.pid === pid) await unlink(lock).catch(() => {});
+    await kernel.release();
+  };
+}
+
+async function takeLockFile(stateDir: string, lock: string, pid: number): Promise<void> {
   const mine = join(stateDir, `countd.lock.${pid}`);
   await writeFile(mine, `${pid}\n`);
   try {
@@ -19,15 +60,13 @@ export async function acquireLock(stateDir: string, pid = process.pid): Promise<
       try {
         // link() fails when the lock exists: of two daemons starting at once, exactly one wins.
         await link(mine, lock);
-        return async () => {
-          await unlink(lock).catch(() => {});
-        };
+        return;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       }
       const holder = await readHolder(lock);
       if (!holder) continue;
-      if (Number.isInteger(holder.pid) && holder.pid > 0 && holder.pid !== pid && isAlive(holder.pid)) {
+      if (isLiveOther(holder.pid, pid)) {
         throw new LockHeld(`another countd (pid ${holder.pid}) is already running with the state directory ${stateDir}`);
       }
       await removeStale(lock, holder.inode, pid);
@@ -37,6 +76,39 @@ export async function acquireLock(stateDir: string, pid = process.pid): Promise<
     await unlink(mine).catch(() => {});
   }
 }
+
+function watchLockFile(stateDir: string, lock: string, pid: number, watch: LockWatch): () => void {
+  let looking = false;
+  const look = async () => {
+    const holder = await readHolder(lock);
+    if (holder?.pid === pid) return;
+    if (holder && isLiveOther(holder.pid, pid)) {
+      clearInterval(timer);
+      watch.onTaken(`the lock file ${lock} now names pid ${holder.pid}: another process took the state directory ${stateDir}`);
+      return;
+    }
+    // The folder may have gone with the file.
+    await mkdir(stateDir, { recursive: true });
+    await takeLockFile(stateDir, lock, pid);
+    const what = holder ? `no longer named this countd (pid ${pid})` : "was removed while countd was running";
+    watch.log("warn", `the lock file ${lock} ${what}; this countd still holds the state directory and wrote it again`, { lock });
+  };
+  const timer = setInterval(() => {
+    if (looking) return;
+    looking = true;
+    look()
+      .catch((err: unknown) => {
+        if (err instanceof LockHeld) {
+          clearInterval(timer);
+          watch.onTaken(`${err.message}: another process took the lock file ${lock}`);
+        } else watch.log("warn", `could not check the lock file ${lock}: ${(err as Error).message}`, { lock });
+      })
+      .finally(() => (looking = false));
+  }, WATCH_EVERY_MS).unref();
+  return () => clearInterval(timer);
+}
+
+const isLiveOther = (holder: number, pid: number) => Number.isInteger(holder) && holder > 0 && holder !== pid && isAlive(holder);
 
 async function readHolder(lock: string): Promise<{ pid: number; inode: number } | undefined> {
   const handle = await open(lock, "r").catch((err: NodeJS.ErrnoException) => {

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { acquireLock, LockHeld } from "../../src/store/lock.js";
 
 let dir: string;
@@ -48,6 +48,18 @@ describe("acquireLock", () => {
     expect(await readdir(dir)).toEqual(["countd.lock"]);
   });
 
+  it("refuses a second daemon that names the same state directory through a symlink, even without the file", async () => {
+    const other = await livePid();
+    await acquireLock(dir, other);
+    const alias = `${dir}-alias`;
+    await symlink(dir, alias);
+    // Without the file, what refuses is the kernel lock, named after the real path.
+    await rm(lockFile());
+    const refusal = await acquireLock(alias).catch((err: unknown) => err);
+    expect((refusal as LockHeld).message).toBe(`another countd (pid ${other}) is already running with the state directory ${alias}`);
+    await rm(alias);
+  });
+
   it("takes over a lock left by a process that no longer exists", async () => {
     const dead = await deadPid();
     await writeFile(lockFile(), `${dead}\n`);
@@ -87,7 +99,9 @@ describe("acquireLock", () => {
     for (let round = 0; round < 25; round++) {
       const roundDir = join(dir, `round${round}`);
       if (stale) {
-        await acquireLock(roundDir, dead);
+        // As a crashed daemon leaves it: the file, and no process holding the kernel lock.
+        await mkdir(roundDir);
+        await writeFile(join(roundDir, "countd.lock"), `${dead}\n`);
         expect(await readFile(join(roundDir, "countd.lock"), "utf8")).toBe(`${dead}\n`);
       }
       const results = await Promise.allSettled([acquireLock(roundDir), acquireLock(roundDir, other)]);
@@ -100,5 +114,56 @@ describe("acquireLock", () => {
       expect(await readFile(join(roundDir, "countd.lock"), "utf8")).toBe(`${winner}\n`);
       expect(await readdir(roundDir)).toEqual(["countd.lock"]);
     }
+  });
+});
+
+describe("acquireLock with a watch, as the daemon holds it", () => {
+  function watcher() {
+    const logged: string[] = [];
+    const taken: string[] = [];
+    return { logged, taken, watch: { log: (level: string, message: string) => logged.push(`${level}: ${message}`), onTaken: (problem: string) => taken.push(problem) } };
+  }
+
+  it("still refuses a second daemon after the lock file is removed, and writes the file again", async () => {
+    const other = await livePid();
+    const { logged, taken, watch } = watcher();
+    const release = await acquireLock(dir, other, watch);
+    await rm(lockFile());
+    const refusal = await acquireLock(dir).catch((err: unknown) => err);
+    expect(refusal).toBeInstanceOf(LockHeld);
+    expect((refusal as LockHeld).message).toBe(`another countd (pid ${other}) is already running with the state directory ${dir}`);
+    await vi.waitFor(async () => expect(await readFile(lockFile(), "utf8")).toBe(`${other}\n`), { timeout: 10_000, interval: 100 });
+    expect(logged).toEqual([`warn: the lock file ${lockFile()} was removed while countd was running; this countd still holds the state directory and wrote it again`]);
+    expect(taken).toEqual([]);
+    await release();
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it("writes the file again when it is emptied or names a process that no longer exists", async () => {
+    const { logged, taken, watch } = watcher();
+    const release = await acquireLock(dir, process.pid, watch);
+    for (const content of ["", `${await deadPid()}\n`]) {
+      await writeFile(lockFile(), content);
+      await vi.waitFor(async () => expect(await readFile(lockFile(), "utf8")).toBe(`${process.pid}\n`), { timeout: 10_000, interval: 100 });
+    }
+    expect(logged).toEqual(
+      Array.from({ length: 2 }, () => `warn: the lock file ${lockFile()} no longer named this countd (pid ${process.pid}); this countd still holds the state directory and wrote it again`),
+    );
+    expect(taken).toEqual([]);
+    await release();
+  });
+
+  it("says once that the lock was taken when the file names another live process, and leaves that file alone", async () => {
+    const other = await livePid();
+    const { taken, watch } = watcher();
+    const release = await acquireLock(dir, process.pid, watch);
+    await writeFile(lockFile(), `${other}\n`);
+    await vi.waitFor(() => expect(taken).toEqual([`the lock file ${lockFile()} now names pid ${other}: another process took the state directory ${dir}`]), {
+      timeout: 10_000,
+      interval: 100,
+    });
+    await release();
+    expect(await readFile(lockFile(), "utf8")).toBe(`${other}\n`);
+    expect(taken).toHaveLength(1);
   });
 });
