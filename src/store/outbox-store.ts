@@ -2,9 +2,13 @@ import { appendFile, mkdir, readFile, rename, writeFile } from "node:fs/promises
 import { join } from "node:path";
 import { Low } from "lowdb";
 import { JSONFile } from "lowdb/node";
+import { z } from "zod";
 import type { DeliveryMessage } from "../delivery/message.js";
-import type { DeliveryTarget } from "../delivery/targets.js";
+import { WEBHOOK_FORMATS, type DeliveryTarget } from "../delivery/targets.js";
 import type { LogFn } from "../log.js";
+import { RUN_REASONS, RUN_STATUSES } from "../runner/types.js";
+import { fitEach, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
+import { usageShape } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";
 
 /** How long an acknowledged delivery's id is remembered, so the same delivery is not queued again. */
@@ -45,6 +49,75 @@ export interface OutboxData {
 
 const empty = (): OutboxData => ({ entries: {}, disabledTargets: {} });
 
+const time = z.string().refine((text) => !Number.isNaN(Date.parse(text)), "expected an ISO 8601 time");
+const strings = z.array(z.string());
+const targetShape = z.discriminatedUnion("kind", [
+  z.looseObject({ kind: z.literal("email"), to: strings, cc: strings, bcc: strings, subject: z.string().optional(), attach: strings }),
+  z.looseObject({
+    kind: z.literal("webhook"),
+    url: z.string(),
+    secret: z.string().optional(),
+    format: z.enum(WEBHOOK_FORMATS),
+    headers: z.record(z.string(), z.string()),
+  }),
+]) satisfies z.ZodType<DeliveryTarget>;
+const messageShape = z.looseObject({
+  kind: z.enum(["run.completed", "run.failed", "run.recovered", "heartbeat"]),
+  job: z.string(),
+  run: z.looseObject({
+    id: z.string(),
+    reason: z.enum(RUN_REASONS),
+    status: z.enum(RUN_STATUSES),
+    startedAt: time,
+    finishedAt: time,
+    durationMs: z.number(),
+    usage: usageShape,
+  }),
+  result: z.string(),
+  error: z.string().optional(),
+  lastToolCalls: z.array(z.looseObject({ name: z.string(), status: z.enum(["ok", "error"]), summary: z.string() })).optional(),
+  failing: z.looseObject({ since: time, failures: z.number().int().nonnegative(), unreported: z.number().int().nonnegative() }).optional(),
+}) satisfies z.ZodType<DeliveryMessage>;
+/** An entry as the outbox writes it: every field the senders and the retry schedule read. */
+const entryShape = z.looseObject({
+  id: z.string().min(1),
+  target: targetShape,
+  message: messageShape,
+  workspace: z.string(),
+  createdAt: time,
+  giveUpAt: time,
+  attempts: z.number().int().nonnegative(),
+  lastAttemptAt: time.optional(),
+  nextAttemptAt: time,
+  status: z.enum(["pending", "dead"]),
+  lastError: z.string().optional(),
+}) satisfies z.ZodType<OutboxEntry>;
+const disabledShape = z.looseObject({ at: time, reason: z.string() }) satisfies z.ZodType<DisabledTarget>;
+
+/** outbox.json's content as the outbox can use it; each entry and disabled target checked on its own. */
+function fitOutbox(read: { value: unknown } | undefined, file: string): { data: OutboxData; misfits: Misfit[] } {
+  const data = empty();
+  const misfits: Misfit[] = [];
+  if (read === undefined) return { data, misfits };
+  if (!isPlainObject(read.value)) {
+    misfits.push({ file, where: "the whole file", problem: `does not fit: expected an object of deliveries, got ${kind(read.value)}`, value: read.value });
+    return { data, misfits };
+  }
+  for (const [key, value] of Object.entries(read.value)) {
+    if (key === "entries") {
+      for (const [id, entry] of Object.entries(fitEach(entryShape, value, file, key, misfits))) {
+        if (entry.id === id) data.entries[id] = entry;
+        else misfits.push({ file, where: `entries.${id}`, problem: `does not fit: its id is "${entry.id}"`, value: entry });
+      }
+    } else if (key === "disabledTargets") {
+      data.disabledTargets = fitEach(disabledShape, value, file, key, misfits);
+    } else {
+      misfits.push({ file, where: key, problem: "is not a part of the outbox", value });
+    }
+  }
+  return { data, misfits };
+}
+
 /**
  * The outbox on disk, in two files of the state directory:
  * - outbox.json (lowdb, rewritten atomically on each change) holds only what is still in play,
@@ -65,25 +138,23 @@ export class OutboxStore {
     private readonly inStateDir: <T>(write: () => Promise<T>) => Promise<T>,
   ) {}
 
-  /** `log`: where a state directory removed while countd runs is reported (it is created again). */
+  /**
+   * `log`: where pieces moved aside and a state directory removed while countd runs (it is
+   * created again) are reported. An entry or line that does not fit is moved to the quarantine
+   * file, and the others are delivered as usual; a file that is not JSON at all is refused.
+   */
   static async open(stateDir: string, now: Date, log?: LogFn): Promise<OutboxStore> {
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "outbox.json");
-    const db = new Low(new JSONFile<OutboxData>(file), empty());
-    try {
-      await db.read();
-    } catch (err) {
-      if (!(err instanceof SyntaxError)) throw err;
-      throw new Error(`the outbox file ${file} is not valid JSON (${err.message}); repair it, or move it away (its pending deliveries are then lost)`);
-    }
-    db.data = { ...empty(), ...db.data };
+    const read = await readJsonFile(file, "outbox file", "repair it, or move it away (its pending deliveries are then lost)");
+    const { data, misfits } = fitOutbox(read, file);
+    const db = new Low(new JSONFile<OutboxData>(file), data);
+    await quarantine(stateDir, misfits, log);
     const inStateDir = <T>(write: () => Promise<T>) => inRecreatedDir(stateDir, write, log);
-    const delivered = await DeliveredLog.open(join(stateDir, "outbox-delivered.jsonl"), now, inStateDir);
+    const delivered = await DeliveredLog.open(join(stateDir, "outbox-delivered.jsonl"), now, inStateDir, (lines) => quarantine(stateDir, lines, log));
     const acknowledged = Object.keys(db.data.entries).filter((id) => delivered.at(id) !== undefined);
-    if (acknowledged.length > 0) {
-      for (const id of acknowledged) delete db.data.entries[id];
-      await db.write();
-    }
+    for (const id of acknowledged) delete db.data.entries[id];
+    if (acknowledged.length > 0 || misfits.length > 0) await db.write();
     return new OutboxStore(file, db, delivered, inStateDir);
   }
 
@@ -144,7 +215,13 @@ class DeliveredLog {
     private readonly inStateDir: <T>(write: () => Promise<T>) => Promise<T>,
   ) {}
 
-  static async open(file: string, now: Date, inStateDir: <T>(write: () => Promise<T>) => Promise<T>): Promise<DeliveredLog> {
+  /** `moveAside`: where the lines that are no acknowledgement go, before the rewrite that drops them. */
+  static async open(
+    file: string,
+    now: Date,
+    inStateDir: <T>(write: () => Promise<T>) => Promise<T>,
+    moveAside: (misfits: Misfit[]) => Promise<void>,
+  ): Promise<DeliveredLog> {
     let text = "";
     try {
       text = await readFile(file, "utf8");
@@ -154,19 +231,20 @@ class DeliveredLog {
     const kept = new Map<string, number>();
     const cutoff = now.getTime() - DELIVERED_KEPT_MS;
     let lines = 0;
-    let unreadable = false;
-    for (const line of text.split("\n")) {
+    const misfits: Misfit[] = [];
+    for (const [index, line] of text.split("\n").entries()) {
       if (line === "") continue;
       lines++;
       const record = parseLine(line);
-      // Only the last line can be cut short, by a crash mid-append: that acknowledgement never
-      // reached the disk, so the entry is still pending and is sent again with the same id.
-      if (!record) unreadable = true;
+      // A crash mid-append cuts the last line short: that acknowledgement never reached the disk,
+      // so the entry is still pending and is sent again with the same id.
+      if (!record) misfits.push({ file, where: `line ${index + 1}`, problem: "is no acknowledgement ({id, at})", value: line });
       else if (record.at >= cutoff) kept.set(record.id, record.at);
     }
     const log = new DeliveredLog(file, kept, lines, inStateDir);
+    await moveAside(misfits);
     // Rewritten now if a cut-short line would otherwise swallow the next append.
-    if (unreadable || lines > kept.size) await log.enqueue(() => log.rewrite());
+    if (misfits.length > 0 || lines > kept.size) await log.enqueue(() => log.rewrite());
     return log;
   }
 

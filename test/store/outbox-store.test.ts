@@ -53,6 +53,45 @@ describe("OutboxStore", () => {
     await expect(OutboxStore.open(dir, T0)).rejects.toThrow(`the outbox file ${join(dir, "outbox.json")} is not valid JSON`);
   });
 
+  it("moves entries that do not fit aside, with a warning, and keeps every entry that does", async () => {
+    const shapes: Array<[unknown, string[], string[]]> = [
+      [{ entries: { x: null, "run-1:a": entry("run-1:a") } }, ["entries.x"], ["run-1:a"]],
+      [{ entries: { "run-1:a": entry("run-1:a"), y: { id: "y" }, "run-2:a": entry("run-3:a") } }, ["entries.y", "entries.run-2:a"], ["run-1:a"]],
+      [{ entries: { "run-1:a": { ...entry("run-1:a"), nextAttemptAt: "soon" } } }, ["entries.run-1:a"], []],
+      [{ entries: [entry("run-1:a")] }, ["entries"], []],
+      [{ entries: {}, disabledTargets: { "webhook-x": 5 }, extra: 1 }, ["disabledTargets.webhook-x", "extra"], []],
+      ["str", ["the whole file"], []],
+      [null, ["the whole file"], []],
+    ];
+    for (const [shape, where, kept] of shapes) {
+      dir = await mkdtemp(join(tmpdir(), "countd-outbox-store-"));
+      await writeFile(join(dir, "outbox.json"), JSON.stringify(shape));
+      const warnings: string[] = [];
+      const store = await OutboxStore.open(dir, T0, (level, message) => level === "warn" && warnings.push(message));
+      const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8")).trim().split("\n").map((line) => JSON.parse(line) as { where: string });
+      expect(quarantined.map((q) => q.where), JSON.stringify(shape)).toEqual(where);
+      expect(warnings).toHaveLength(where.length);
+      expect(warnings[0]).toContain(`${join(dir, "outbox.json")}: ${where[0]} `);
+      expect(Object.keys(store.data.entries)).toEqual(kept);
+      expect(JSON.parse(await readFile(join(dir, "outbox.json"), "utf8"))).toEqual(store.data);
+    }
+  });
+
+  it("moves a delivered-log line that is no acknowledgement aside, and keeps the ids around it", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    await store.markDelivered("run-1:a", T0);
+    await appendFile(deliveredLog(), `[1, 2]\n{"id": "run-2:a"}\n`);
+    await store.markDelivered("run-3:a", T0);
+    const reopened = await OutboxStore.open(dir, T0);
+    expect(["run-1:a", "run-2:a", "run-3:a"].map((id) => reopened.deliveredAt(id) !== undefined)).toEqual([true, false, true]);
+    const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8")).trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(quarantined).toEqual([
+      expect.objectContaining({ file: deliveredLog(), where: "line 2", value: "[1, 2]" }),
+      expect.objectContaining({ file: deliveredLog(), where: "line 3", value: '{"id": "run-2:a"}' }),
+    ]);
+    expect((await readFile(deliveredLog(), "utf8")).trim().split("\n")).toHaveLength(2);
+  });
+
   it("moves an acknowledged entry out of outbox.json and remembers its id across a reopen", async () => {
     const store = await OutboxStore.open(dir, T0);
     await store.update((data) => {
