@@ -3,6 +3,8 @@ import type { EventBus } from "../events.js";
 import type { LogFn } from "../log.js";
 import type { Job } from "../jobs/types.js";
 import type { RunRecord } from "../runner/types.js";
+import { KeyedQueue } from "../sessions/jsonl.js";
+import { DEFAULT_FAILURE_REPEAT_MS, failed, memoryStreaks, type StreakStore } from "./alerts.js";
 import { createMailer, type Mailer } from "./email.js";
 import type { DeliveryMessage, ToolCallSummary } from "./message.js";
 import { deliveryId, Outbox } from "./outbox.js";
@@ -31,17 +33,23 @@ export function isEmptyAnswer(answer: string): boolean {
 
 /**
  * Decides what a finished run sends where: the answer to `deliver` (unless `deliver_when:
- * non_empty` and there is nothing to say), a failure to `on_failure` once no retry follows.
- * The answers and tool calls of runs in progress are kept here until their run ends.
+ * non_empty` and there is nothing to say), a failure to `on_failure` once no retry follows. A
+ * job that keeps failing reports its first failure, then at most one "still failing" per
+ * `on_failure_repeat`, and one "recovered" with its next success (alerts.ts; the streak is kept
+ * in `streaks`). The answers and tool calls of runs in progress are kept here until their run ends.
  */
 export class RunDispatcher {
   private readonly answers = new Map<string, string>();
   private readonly toolCalls = new Map<string, ToolCallSummary[]>();
+  /** One job's outcomes in turn: two runs ending at once must not both read the same streak. */
+  private readonly perJob = new KeyedQueue();
 
   constructor(
     private readonly outbox: Outbox,
     private readonly workspace: () => string,
     events: EventBus,
+    private readonly streaks: StreakStore = memoryStreaks(),
+    private readonly log: LogFn = () => {},
   ) {
     events.on("tool.finished", (e) => {
       const calls = this.toolCalls.get(e.sessionId);
@@ -66,10 +74,11 @@ export class RunDispatcher {
     if (willRetry) return;
     this.toolCalls.delete(run.sessionId);
     if (run.status === "ok") {
+      await this.recovered(job, run);
       if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return;
       await this.send(job.name, run, job.deliver, message("run.completed", job.name, run, answer));
     } else if (run.status !== "skipped") {
-      await this.send(job.name, run, job.onFailure, {
+      await this.reportFailure(job, run, {
         ...message("run.failed", job.name, run, answer),
         ...(run.error ? { error: run.error } : {}),
         lastToolCalls: calls,
@@ -86,7 +95,42 @@ export class RunDispatcher {
     const queued = new Set([...pending, ...dead].map((entry) => entry.id));
     const answerIds = job.deliver.map((target) => deliveryId(runKey(job.name, run), target));
     if (answerIds.some((id) => queued.has(id) || this.outbox.deliveredAt(id))) return;
-    await this.send(job.name, run, job.onFailure, { ...message("run.failed", job.name, run, ""), ...(run.error ? { error: run.error } : {}) });
+    await this.reportFailure(job, run, { ...message("run.failed", job.name, run, ""), ...(run.error ? { error: run.error } : {}) });
+  }
+
+  /** The failure is reported unless the last report of this streak was under `on_failure_repeat` ago. */
+  private reportFailure(job: Job, run: RunRecord, msg: DeliveryMessage): Promise<void> {
+    if (job.onFailure.length === 0) return Promise.resolve();
+    return this.perJob.run(job.name, async () => {
+      const repeatMs = job.onFailureRepeatMs ?? DEFAULT_FAILURE_REPEAT_MS;
+      const { report, next } = failed(this.streaks.get(job.name), new Date(msg.run.finishedAt), repeatMs);
+      if (report.kind === "quiet") {
+        const due = new Date(Date.parse(next.reportedAt) + repeatMs).toISOString();
+        this.log("info", `job ${job.name} failed again (run ${run.id}, ${next.failures} failures since ${next.since}); on_failure is told again from ${due}`, {
+          job: job.name,
+          run: run.id,
+        });
+      } else {
+        const { since, failures, unreported } = report.kind === "still" ? report.streak : next;
+        await this.send(job.name, run, job.onFailure, report.kind === "still" ? { ...msg, failing: { since, failures, unreported } } : msg);
+      }
+      // Saved after queueing: a crash in between reports this failure again rather than never.
+      await this.streaks.set(job.name, next);
+    });
+  }
+
+  /** A success ending a failing streak tells on_failure, once. */
+  private recovered(job: Job, run: RunRecord): Promise<void> {
+    if (job.onFailure.length === 0) return Promise.resolve();
+    return this.perJob.run(job.name, async () => {
+      const streak = this.streaks.get(job.name);
+      if (!streak) return;
+      const { since, failures, unreported } = streak;
+      const recovery = { ...message("run.recovered", job.name, run, ""), failing: { since, failures, unreported } };
+      // Its own key: the same run's answer may go to a target that is also in on_failure.
+      await this.outbox.enqueue(`${runKey(job.name, run)}.recovered`, job.onFailure, recovery, this.workspace());
+      await this.streaks.set(job.name, undefined);
+    });
   }
 
   private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<void> {
@@ -132,6 +176,8 @@ export async function openDelivery(opts: {
   events: EventBus;
   workspace: () => string;
   log?: LogFn;
+  /** Where failing streaks are kept; the daemon's job state, so the on_failure throttle survives a restart. */
+  streaks?: StreakStore;
 }): Promise<DeliveryStage> {
   const { config } = opts;
   const mailer = createMailer({
@@ -144,7 +190,7 @@ export async function openDelivery(opts: {
   const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, opts.env), ...(opts.log ? { log: opts.log } : {}) });
   return {
     outbox,
-    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.events),
+    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.events, opts.streaks, opts.log),
     mailToFiles: mailer.usesFiles,
     async close() {
       await outbox.stop();

@@ -1,7 +1,7 @@
 import type { Usage } from "../providers/types.js";
 import type { RunReason, RunStatus } from "../runner/types.js";
 
-export type DeliveryKind = "run.completed" | "run.failed" | "heartbeat";
+export type DeliveryKind = "run.completed" | "run.failed" | "run.recovered" | "heartbeat";
 
 export interface ToolCallSummary {
   name: string;
@@ -34,4 +34,18 @@ export interface DeliveryMessage {
   error?: string;
   /** The run's last tool calls, oldest first (run.failed), so the reader sees where it stopped. */
   lastToolCalls?: ToolCallSummary[];
+  /**
+   * The job's failures since its last success: on a "still failing" run.failed and on
+   * run.recovered (the first failure's report has none).
+   */
+  failing?: FailingSummary;
+}
+
+export interface FailingSummary {
+  /** ISO 8601: when the first failure finished. */
+  since: string;
+  /** Failed runs since the last success. */
+  failures: number;
+  /** Of those, the ones on_failure was not told about (on_failure_repeat). */
+  unreported: number;
 }

@@ -34,7 +34,9 @@ export function messageTitle(message: DeliveryMessage): string {
     case "run.completed":
       return `${message.job}: completed`;
     case "run.failed":
-      return `${message.job}: failed (${message.run.status})`;
+      return `${message.job}: ${message.failing ? "still failing" : "failed"} (${message.run.status})`;
+    case "run.recovered":
+      return `${message.job}: recovered`;
     case "heartbeat":
       return `${message.job}: check-in`;
   }
@@ -43,6 +45,14 @@ export function messageTitle(message: DeliveryMessage): string {
 /** The message body as markdown: the answer, then for a failed run the error and the last tool calls. */
 export function messageMarkdown(message: DeliveryMessage): string {
   const parts = [message.result.trim()];
+  const { failing } = message;
+  if (message.kind === "run.recovered" && failing) {
+    parts.push(`**Run ${message.run.id} ok after ${plural(failing.failures, "failed run")} since ${failing.since}.**`);
+  }
+  if (message.kind === "run.failed" && failing) {
+    const quiet = failing.unreported > 0 ? `; ${plural(failing.unreported, "failure")} since the last report not reported` : "";
+    parts.push(`**Still failing: ${plural(failing.failures, "failed run")} since ${failing.since}${quiet}.**`);
+  }
   if (message.kind === "run.failed") {
     parts.push(`**Run ${message.run.id} ${message.run.status}.**`);
     if (message.error) parts.push(`Error:\n\n${codeBlock(message.error)}`);
@@ -53,6 +63,8 @@ export function messageMarkdown(message: DeliveryMessage): string {
   }
   return parts.filter((part) => part !== "").join("\n\n");
 }
+
+const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
 /** A fence longer than any backtick run inside, so no text can close it early. */
 function codeBlock(text: string): string {

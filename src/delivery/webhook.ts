@@ -46,10 +46,18 @@ export async function sendWebhook(target: WebhookTarget, message: DeliveryMessag
   return { status };
 }
 
-/** The body receivers of the json format get; `error` and `lastToolCalls` only for a failed run. */
+/** The body receivers of the json format get; `error` and `lastToolCalls` only for a failed run, `failing` for a repeated failure and a recovery. */
 function jsonBody(message: DeliveryMessage): string {
-  const { kind, job, run, result, error, lastToolCalls } = message;
-  return JSON.stringify({ type: kind, job, run, result, ...(error !== undefined ? { error } : {}), ...(lastToolCalls ? { lastToolCalls } : {}) });
+  const { kind, job, run, result, error, lastToolCalls, failing } = message;
+  return JSON.stringify({
+    type: kind,
+    job,
+    run,
+    result,
+    ...(error !== undefined ? { error } : {}),
+    ...(lastToolCalls ? { lastToolCalls } : {}),
+    ...(failing ? { failing } : {}),
+  });
 }
 
 interface WebhookRequest {

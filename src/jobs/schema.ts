@@ -175,6 +175,11 @@ export const jobFileSchema = z
         .default("always")
         .describe("always: every answer is delivered; non_empty: an empty answer, or one that is exactly NO_REPLY, is not."),
       on_failure: deliveryTargetsSchema.describe("Where a failed, timed-out or interrupted run is reported; same form as deliver."),
+      on_failure_repeat: duration({ allowZero: false })
+        .prefault("1h")
+        .describe(
+          "While the job keeps failing, at most one \"still failing\" report per this interval after the first failure's; the next success sends one \"recovered\".",
+        ),
     },
     {
       error: (issue) => `expected a job: a mapping with prompt:, schedule: …, got ${describeValue(issue.input)}`,

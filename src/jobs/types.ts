@@ -55,4 +55,6 @@ export interface Job {
   deliverWhen: DeliverWhen;
   /** Where a failed, timed-out or interrupted run is reported. */
   onFailure: DeliveryTarget[];
+  /** While failures go on, the least time between two reports to onFailure; undefined (jobs not read from a file): 1 h, a job file's default. */
+  onFailureRepeatMs?: number;
 }

@@ -17,6 +17,19 @@ export interface JobState {
   lastScheduledAt?: string;
   /** A one-shot `at` job that fired never fires again, also after a restart. */
   done?: boolean;
+  /** The job's failures since its last success, as reported to on_failure (delivery/alerts.ts). */
+  failing?: FailingStreak;
+}
+
+export interface FailingStreak {
+  /** ISO 8601: when the first failure of the streak finished. */
+  since: string;
+  /** Failed runs in the streak. */
+  failures: number;
+  /** ISO 8601: when the last report went to on_failure. */
+  reportedAt: string;
+  /** Failed runs since that report, not reported. */
+  unreported: number;
 }
 
 export interface HeartbeatState {
@@ -48,7 +61,9 @@ const empty = (): StateData => ({ jobs: {}, heartbeat: { delivered: [] }, runnin
 const runKey = (run: RunningRun): string => `${run.job}/${run.id}`;
 
 const time = z.string().refine((text) => !Number.isNaN(Date.parse(text)), "expected an ISO 8601 time");
-const jobStateShape = z.looseObject({ lastScheduledAt: time.optional(), done: z.boolean().optional() }) satisfies z.ZodType<JobState>;
+const count = z.number().int().nonnegative();
+const failingShape = z.looseObject({ since: time, failures: count, reportedAt: time, unreported: count });
+const jobStateShape = z.looseObject({ lastScheduledAt: time.optional(), done: z.boolean().optional(), failing: failingShape.optional() }) satisfies z.ZodType<JobState>;
 const deliveredShape = z.looseObject({ at: time, hash: z.string() });
 const runningShape = z.looseObject({ job: z.string().refine(hasHistory, "expected a job name"), id: z.string().min(1) });
 
