@@ -20,7 +20,6 @@ import { WatchTrigger } from "./triggers/watch.js";
 import { HeartbeatService } from "./triggers/heartbeat.js";
 import { deliverCheckIn, HEARTBEAT_JOB, HeartbeatRuns } from "./runner/heartbeat-runs.js";
 import { openDelivery } from "./delivery/dispatch.js";
-import { stateStreaks } from "./delivery/alerts.js";
 import type { Outbox } from "./delivery/outbox.js";
 import { join } from "node:path";
 
@@ -59,12 +58,19 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       onLockTaken?.();
     },
   });
+  /**
+   * How to undo what start-up has set going so far: a step that fails undoes these in reverse,
+   * so a daemon that did not start keeps nothing running (a watcher or timer would keep the
+   * process alive, firing jobs, with no one listening for SIGTERM).
+   */
+  const started: Array<() => unknown> = [];
   try {
     const state = await StateStore.open(config.paths.state, { log });
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
     let runtime = await openRuntime(config, env);
+    started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
 
     const { outbox, dispatcher, mailToFiles, close: closeDelivery } = await openDelivery({
@@ -73,8 +79,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       events: runtime.events,
       workspace: () => runtime.config.paths.workspace,
       log,
-      streaks: stateStreaks(state),
     });
+    started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
     // Through getters: a reload swaps the runtime, and later runs use the new one.
     const executeJob = jobExecutor(() => runtime);
@@ -100,6 +106,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       },
       onRunEnd: (job) => watch.jobFinished(job.name),
     });
+    started.push(() => runner.shutdown(0));
     const checkIns = config.heartbeat.enabled
       ? new HeartbeatService({
           config: config.heartbeat,
@@ -115,6 +122,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const fire = (req: FireRequest) => runner.submit(req);
     const cron = new CronTrigger({ fire, state, log });
     const watch = new WatchTrigger({ fire, events: runtime.events, log });
+    started.push(() => watch.close(), () => cron.stop(), () => checkIns?.stop());
     const arm = async (all: Job[]) => {
       cron.set(all);
       await watch.set(all);
@@ -132,6 +140,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     problems.forEach((problem) => logger.error(problem));
     // Watching before arming: a job file changed meanwhile is applied, not missed.
     await jobs.watch();
+    started.push(() => jobs.close());
     for (const run of interrupted) {
       const job = jobs.get(run.job);
       if (job) await dispatcher.interrupted(job, run);
@@ -194,6 +203,11 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       },
     };
   } catch (err) {
+    for (const undo of started.reverse()) {
+      await Promise.resolve()
+        .then(undo)
+        .catch((undoErr: unknown) => logger.error({ err: undoErr }, "could not undo a step of the failed start"));
+    }
     await release();
     throw err;
   }

@@ -44,7 +44,7 @@ export async function readJsonFile(file: string, what: string, advice: string): 
     text = await readFile(file, "utf8");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw err;
+    throw new Error(`cannot read the ${what} ${file}: ${(err as Error).message}`, { cause: err });
   }
   try {
     return { value: JSON.parse(text) };
