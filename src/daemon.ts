@@ -20,6 +20,7 @@ import { WatchTrigger } from "./triggers/watch.js";
 import { HeartbeatService } from "./triggers/heartbeat.js";
 import { deliverCheckIn, HEARTBEAT_JOB, HeartbeatRuns } from "./runner/heartbeat-runs.js";
 import { openDelivery } from "./delivery/dispatch.js";
+import { stateStreaks } from "./delivery/alerts.js";
 import type { Outbox } from "./delivery/outbox.js";
 import { join } from "node:path";
 
@@ -79,6 +80,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       events: runtime.events,
       workspace: () => runtime.config.paths.workspace,
       log,
+      streaks: stateStreaks(state),
     });
     started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
