@@ -1,4 +1,4 @@
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -11,6 +11,8 @@ describe("openRuntime", () => {
 
   async function runtime() {
     const dir = await mkdtemp(join(tmpdir(), "countd-runtime-"));
+    // Whether exec is offered under sandbox: auto depends on the machine having bwrap; these tests are about the rest.
+    await writeFile(join(dir, "countd.yaml"), "tools:\n  exec:\n    sandbox: none\n");
     const env = {
       OPENAI_BASE_URL: `${mock.url}/v1`,
       OPENAI_API_KEY: "sk-runtime-test",

@@ -1,4 +1,6 @@
+import { execFile } from "node:child_process";
 import { relative } from "node:path";
+import { promisify } from "node:util";
 import { detectSandbox } from "../../src/tools/sandbox.js";
 
 /**
@@ -11,6 +13,12 @@ export const SYSTEM_PACKAGES = {
     detectSandbox("bwrap").then(
       () => undefined,
       (err: unknown) => (err as Error).message.replace('exec.sandbox is "bwrap" but ', ""),
+    ),
+  // systemd-analyze, which verifies the shipped unit and rates its exposure.
+  systemd: () =>
+    promisify(execFile)("systemd-analyze", ["--version"]).then(
+      () => undefined,
+      () => "systemd-analyze not found",
     ),
 } satisfies Record<string, () => Promise<string | undefined>>;
 

@@ -3,9 +3,10 @@ import { copyFile, mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { hasSystemPackage } from "../support/system-package.js";
 
 const UNIT = resolve(import.meta.dirname, "../../systemd/countd.service");
-const hasAnalyze = spawnSync("systemd-analyze", ["--version"]).status === 0;
+const hasAnalyze = await hasSystemPackage("systemd", import.meta.filename);
 
 describe("systemd/countd.service", () => {
   it("restarts on failure but not on a configuration error, and keeps secrets in an EnvironmentFile", async () => {
