@@ -116,7 +116,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           memory: runtime.memory,
           persona: config.persona,
           runAgent: (prompt, tools) => heartbeat.run(runner, prompt, tools),
-          deliver: (text) => deliverCheckIn(outbox, config, text),
+          deliver: (text, run) => deliverCheckIn(outbox, config, text, run),
           lastExchange: () => lastExchange(config.paths.state),
           log,
         })

@@ -15,6 +15,11 @@ import { messageMarkdown, renderMarkdown, renderTemplate } from "./render.js";
 import type { EmailTarget } from "./targets.js";
 
 export const DEFAULT_SUBJECT = "[countd] {{job.name}} {{status}} {{date}}";
+
+/** What a target without `subject:` gets: a check-in comes from the persona, not from a job called @heartbeat. */
+function defaultSubject(message: DeliveryMessage): string {
+  return message.kind === "heartbeat" && message.persona !== undefined ? `[${message.persona}] check-in {{date}}` : DEFAULT_SUBJECT;
+}
 const SMTP_TIMEOUT_MS = 30_000;
 
 export interface Mailer {
@@ -133,7 +138,7 @@ async function composeMail(
   }
   const notes = unmatched.map((pattern) => `_No file in the workspace matched the attachment pattern_ ${codeSpan(pattern)}`);
   const { html, text } = await renderMarkdown([messageMarkdown(message), ...notes].join("\n\n"));
-  const subject = renderTemplate(target.subject ?? DEFAULT_SUBJECT, {
+  const subject = renderTemplate(target.subject ?? defaultSubject(message), {
     job: message.job,
     runId: message.run.id,
     status: message.run.status,

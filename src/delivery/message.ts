@@ -30,6 +30,8 @@ export interface DeliveryMessage {
   };
   /** The answer, markdown. */
   result: string;
+  /** A heartbeat check-in's sender, persona.name: it names the check-in the way a job's name names its report. */
+  persona?: string;
   /** Why the run failed (run.failed). */
   error?: string;
   /** The run's last tool calls, oldest first (run.failed), so the reader sees where it stopped. */

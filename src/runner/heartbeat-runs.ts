@@ -1,13 +1,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Config } from "../config/schema.js";
+import { message } from "../delivery/dispatch.js";
 import type { Outbox } from "../delivery/outbox.js";
 import type { Job } from "../jobs/types.js";
-import { emptyUsage } from "../providers/types.js";
 import type { Runtime } from "../runtime.js";
 import type { Tool } from "../tools/registry.js";
 import { runAgent, type RunOutcome } from "./execute.js";
 import type { RunContext, Runner } from "./runner.js";
-import { HEARTBEAT_JOB } from "./types.js";
+import { HEARTBEAT_JOB, type RunRecord } from "./types.js";
 
 export { HEARTBEAT_JOB };
 
@@ -45,12 +45,12 @@ export class HeartbeatRuns {
     };
   }
 
-  /** For the HeartbeatService: one agent run with the heartbeat prompt and reply tool. */
-  async run(runner: Runner, prompt: string, tools: Tool[]): Promise<string> {
+  /** For the HeartbeatService: one agent run with the heartbeat prompt and reply tool; its answer and final record. */
+  async run(runner: Runner, prompt: string, tools: Tool[]): Promise<{ answer: string; run: RunRecord }> {
     this.next = { prompt, tools };
     const record = await runner.run({ job: HEARTBEAT_JOB, reason: "heartbeat", scheduledAt: new Date() });
     if (record.status !== "ok") throw new Error(`heartbeat run ${record.id} ${record.status}: ${record.error ?? ""}`);
-    return this.answer;
+    return { answer: this.answer, run: record };
   }
 
   async execute(run: RunContext): Promise<RunOutcome> {
@@ -62,30 +62,17 @@ export class HeartbeatRuns {
 }
 
 /**
- * Queues a check-in and resolves once every target acknowledged it: only a delivered check-in
- * counts toward the daily cap. One still pending after a minute (mail server down) rejects, so it
- * does not count; the outbox goes on delivering it.
+ * Queues the check-in `run` produced and resolves once every target acknowledged it: only a
+ * delivered check-in counts toward the daily cap. One still pending after a minute (mail server
+ * down) rejects, so it does not count; the outbox goes on delivering it. The message carries the
+ * run as a job's report does (X-Countd-Run, the webhook's run.id), and is keyed like one,
+ * `@heartbeat.<run id>`, which no job's key can be.
  */
-export async function deliverCheckIn(outbox: Outbox, config: Config, text: string): Promise<void> {
-  const now = new Date();
-  const key = `heartbeat.${now.toISOString().replace(/[-:.]/g, "")}`;
+export async function deliverCheckIn(outbox: Outbox, config: Config, text: string, run: RunRecord): Promise<void> {
   const ids = await outbox.enqueue(
-    key,
+    `${HEARTBEAT_JOB}.${run.id}`,
     config.heartbeat.deliver,
-    {
-      kind: "heartbeat",
-      job: HEARTBEAT_JOB,
-      run: {
-        id: key,
-        reason: "heartbeat",
-        status: "ok",
-        startedAt: now.toISOString(),
-        finishedAt: now.toISOString(),
-        durationMs: 0,
-        usage: emptyUsage(),
-      },
-      result: text,
-    },
+    { ...message("heartbeat", HEARTBEAT_JOB, run, text), persona: config.persona.name },
     config.paths.workspace,
   );
   const deadline = Date.now() + DELIVERY_WAIT_MS;

@@ -163,15 +163,16 @@ function withExchange(state: HeartbeatState, exchange: Date | undefined): Heartb
   return Number.isNaN(contact) || exchange.getTime() > contact ? { ...state, lastContactAt: exchange.toISOString() } : state;
 }
 
-export interface HeartbeatServiceOptions {
+/** `Run`: what the runner says of one agent run, handed on from runAgent to deliver. */
+export interface HeartbeatServiceOptions<Run> {
   config: HeartbeatConfig;
   state: StateStore;
   memory: MemoryStore;
   persona: PersonaConfig;
-  /** Runs the agent on the prompt with exactly these tools; resolves to the final answer text. */
-  runAgent: (prompt: string, tools: Tool[]) => Promise<string>;
-  /** Sends the check-in to the heartbeat's recipients; resolves once it was delivered. */
-  deliver: (message: string) => Promise<void>;
+  /** Runs the agent on the prompt with exactly these tools; resolves to the final answer text and the run. */
+  runAgent: (prompt: string, tools: Tool[]) => Promise<{ answer: string; run: Run }>;
+  /** Sends the check-in `run` produced to the heartbeat's recipients; resolves once it was delivered. */
+  deliver: (message: string, run: Run) => Promise<void>;
   /** The last exchange with the user outside the heartbeat (`countd ask`), if any. */
   lastExchange?: () => Promise<Date | undefined>;
   now?: () => Date;
@@ -179,14 +180,14 @@ export interface HeartbeatServiceOptions {
 }
 
 /** Proactive check-ins: decides without the LLM, asks the agent only when it may speak, and remembers what it sent. */
-export class HeartbeatService {
+export class HeartbeatService<Run> {
   private readonly now: () => Date;
   private readonly log: LogFn;
   private timer: NodeJS.Timeout | undefined;
   private active = false;
   private running = false;
 
-  constructor(private readonly opts: HeartbeatServiceOptions) {
+  constructor(private readonly opts: HeartbeatServiceOptions<Run>) {
     this.now = opts.now ?? (() => new Date());
     this.log = opts.log ?? (() => {});
   }
@@ -211,9 +212,9 @@ export class HeartbeatService {
       memories: await memory.lastEntries(MEMORY_ENTRIES),
       checklist,
     });
-    let answer: string;
+    let agent: { answer: string; run: Run };
     try {
-      answer = await this.opts.runAgent(prompt, [respond.tool]);
+      agent = await this.opts.runAgent(prompt, [respond.tool]);
     } catch (err) {
       const reason = `heartbeat agent run failed: ${errorText(err)}`;
       this.log("error", reason);
@@ -221,7 +222,7 @@ export class HeartbeatService {
     }
 
     const response = respond.result();
-    const silence = silenceReason(response, answer);
+    const silence = silenceReason(response, agent.answer);
     if (silence !== undefined) {
       this.log("info", `heartbeat silent: ${silence}`);
       return { ran: true, delivered: false, reason: silence };
@@ -236,7 +237,7 @@ export class HeartbeatService {
     }
 
     try {
-      await this.opts.deliver(message);
+      await this.opts.deliver(message, agent.run);
     } catch (err) {
       // Not recorded: an undelivered check-in must not use up the daily cap or block its retry by the dedupe.
       const reason = `heartbeat delivery failed: ${errorText(err)}`;

@@ -67,6 +67,22 @@ describe("countd start with the heartbeat", () => {
     return daemon.output();
   }
 
+  it("mails the check-in under persona.name, carrying the id of the run that wrote it", async () => {
+    await configure(true);
+    const daemon = start();
+    await smtp.waitFor(1);
+    await vi.waitFor(() => expect(daemon.output()).toContain("heartbeat delivered"), { timeout: 15_000, interval: 100 });
+    daemon.child.kill("SIGTERM");
+    expect(await daemon.exited, daemon.output()).toBe(0);
+
+    const [run] = await allRuns(join(dir, "state"));
+    const { mail } = smtp.received[0]!;
+    expect(mail.subject).toMatch(/^\[Ada\] check-in \d{4}-\d{2}-\d{2}$/);
+    expect(mail.headers.get("x-countd-run")).toBe(run!.id);
+    expect(mail.headers.get("x-countd-job")).toBe("@heartbeat");
+    expect(mail.text).toContain(CHECK_IN);
+  }, 60_000);
+
   it("records the check-in's run, starts again after it (heartbeat on or off), and lists it in history", async () => {
     await configure(true);
     const first = start();

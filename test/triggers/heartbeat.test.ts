@@ -191,6 +191,9 @@ describe("HeartbeatService with a real agent loop", () => {
   let stateDir: string;
   let clock: Date;
   let sent: string[];
+  /** The run each delivered message came from, as deliver was handed it. */
+  let sentFrom: string[];
+  let agentRuns: number;
   let logs: string[];
   let failNextDelivery: boolean;
 
@@ -201,6 +204,8 @@ describe("HeartbeatService with a real agent loop", () => {
     // 09:00 in Shanghai.
     clock = new Date("2026-03-05T01:00:00Z");
     sent = [];
+    sentFrom = [];
+    agentRuns = 0;
     logs = [];
     failNextDelivery = false;
     exchange = undefined;
@@ -211,9 +216,10 @@ describe("HeartbeatService with a real agent loop", () => {
   };
 
   /** The agent as the daemon runs it: a loop whose registry holds exactly the heartbeat's tools. */
-  async function runAgent(prompt: string, tools: Tool[]): Promise<string> {
+  async function runAgent(prompt: string, tools: Tool[]): Promise<{ answer: string; run: string }> {
     const { loop } = await makeAgent("openai", mock, new ToolRegistry().register(...tools));
-    return loop.processDirect(prompt, "heartbeat", { channel: "heartbeat" });
+    const run = `run-${++agentRuns}`;
+    return { answer: await loop.processDirect(prompt, "heartbeat", { channel: "heartbeat" }), run };
   }
 
   let exchange: Date | undefined;
@@ -226,12 +232,13 @@ describe("HeartbeatService with a real agent loop", () => {
       memory,
       persona,
       runAgent,
-      deliver: async (message) => {
+      deliver: async (message, run) => {
         if (failNextDelivery) {
           failNextDelivery = false;
           throw new Error("SMTP 451 try again later");
         }
         sent.push(message);
+        sentFrom.push(run);
       },
       lastExchange: async () => exchange,
       now: () => clock,
@@ -327,6 +334,7 @@ describe("HeartbeatService with a real agent loop", () => {
 
     expect(await hb.tick()).toEqual({ ran: true, delivered: true, message: "Good morning! The plants need water today." });
     expect(sent).toEqual(["Good morning! The plants need water today."]);
+    expect(sentFrom).toEqual(["run-1"]);
     const state = await StateStore.open(stateDir);
     expect(state.data.heartbeat).toEqual({
       delivered: [{ at: "2026-03-05T01:00:00.000Z", hash: messageHash("Good morning! The plants need water today.") }],
