@@ -62,7 +62,7 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
   if (!result.success) {
     // A value whose variable was unset is already reported; its failed validation would repeat it.
     const reported = new Set(problems.map((problem) => formatPath(problem.path)));
-    problems.push(...zodProblems(result.error).filter((problem) => !reported.has(formatPath(problem.path))), ...heartbeat.problems);
+    problems.push(...zodProblems(result.error, configSchema).filter((problem) => !reported.has(formatPath(problem.path))), ...heartbeat.problems);
     throw new ConfigError(formatProblems(source, problems));
   }
   problems.push(...heartbeat.problems);
@@ -109,7 +109,7 @@ function heartbeatTargets(data: unknown, env: NodeJS.ProcessEnv | null, source: 
   const written = heartbeat.deliver ?? [];
   if (!Array.isArray(written)) return { problems: [] };
   const parsed = deliveryTargetsSchema.safeParse(written);
-  if (!parsed.success) return { problems: zodProblems(parsed.error).map((problem) => ({ ...problem, path: [...HEARTBEAT_TARGETS, ...problem.path] })) };
+  if (!parsed.success) return { problems: zodProblems(parsed.error, deliveryTargetsSchema).map((problem) => ({ ...problem, path: [...HEARTBEAT_TARGETS, ...problem.path] })) };
   return { targets: parsed.data, problems: source ? referenceProblems(parsed.data, env, source, HEARTBEAT_TARGETS) : [] };
 }
 

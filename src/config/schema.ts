@@ -12,12 +12,24 @@ export function describeValue(input: unknown): string {
   if (typeof input === "object") return "a mapping";
   // A pasted log or a generated string quoted whole would bury the message (and bloat the log line).
   if (typeof input === "string" && input.length > MAX_QUOTED_LENGTH) {
-    return `${JSON.stringify(input.slice(0, MAX_QUOTED_LENGTH))}… (${input.length} characters)`;
+    return `${quoted(input.slice(0, MAX_QUOTED_LENGTH))}… (${input.length} characters)`;
   }
-  return JSON.stringify(input);
+  return quoted(input);
 }
 
+/** JSON's quoting, with what it leaves as is but a terminal or an editor would act on (DEL, C1, bidi controls) escaped too. */
+const quoted = (input: unknown): string =>
+  (JSON.stringify(input) ?? String(input)).replace(/[\p{C}\p{Zl}\p{Zp}]/gu, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`);
+
 const MAX_QUOTED_LENGTH = 80;
+
+/** What kind of value the user wrote, without quoting it. */
+export function describeKind(input: unknown): string {
+  if (typeof input === "string") return input === "" ? "nothing" : "text";
+  if (typeof input === "number") return "a number";
+  if (typeof input === "boolean") return "true or false";
+  return describeValue(input);
+}
 
 export const expected = (what: string) => ({
   error: (issue: { input?: unknown }) => `expected ${what}, got ${describeValue(issue.input)}`,

@@ -1,3 +1,4 @@
+import { closestMatch } from "leven";
 import { CST, isMap, isPair, isScalar, isSeq, Lexer, LineCounter, parseDocument, type Document, type Node, type Pair } from "yaml";
 import type { z } from "zod";
 
@@ -59,11 +60,25 @@ export function nestingProblem(name: string, text: string, max: number): string 
   return undefined;
 }
 
-/** `a.b[2].c` — the form users see for key paths. */
+/** `a.b[2].c` — the form users see for key paths; each key shown as keyExcerpt shows it. */
 export function formatPath(path: YamlPath): string {
   return path
-    .map((part, i) => (typeof part === "number" ? `[${part}]` : i === 0 ? String(part) : `.${String(part)}`))
+    .map((part, i) => (typeof part === "number" ? `[${part}]` : i === 0 ? keyExcerpt(String(part)) : `.${keyExcerpt(String(part))}`))
     .join("");
+}
+
+/** Longer than any key countd knows: the start of a longer one is enough to find it. */
+const MAX_KEY_EXCERPT = 32;
+
+/**
+ * A key as a message may show it: at most its first 32 characters, with control, format and
+ * line-separator characters escaped. A file that is not what it claims to be (a job file linked
+ * to /etc/shadow, whose lines YAML reads as keys) would otherwise be printed into the log.
+ */
+export function keyExcerpt(key: string): string {
+  const chars = [...key];
+  const shown = chars.slice(0, MAX_KEY_EXCERPT).join("").replace(/[\p{C}\p{Zl}\p{Zp}]/gu, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`);
+  return chars.length > MAX_KEY_EXCERPT ? `${shown}…` : shown;
 }
 
 /** `file:line:col: path: message`; without a source (no file at all), `path: message`. */
@@ -78,13 +93,62 @@ export function formatProblems(source: YamlSource | undefined, problems: readonl
   return ordered.map((problem) => formatProblem(source, problem));
 }
 
-/** Zod issues as problems; an unknown-keys issue becomes one problem per key, placed on the key. */
-export function zodProblems(error: z.ZodError): Problem[] {
-  return error.issues.flatMap((issue): Problem[] =>
-    issue.code === "unrecognized_keys"
-      ? issue.keys.map((key) => ({ path: [...issue.path, key], message: "unknown key", at: "key" as const }))
-      : [{ path: issue.path, message: issue.message }],
+/**
+ * Zod issues as problems; an unknown-keys issue becomes one problem per key, placed on the key,
+ * with the closest key `schema` knows there when one is close (`promt` → `prompt`).
+ */
+export function zodProblems(error: z.ZodError, schema?: z.ZodType): Problem[] {
+  return error.issues.flatMap((issue): Problem[] => {
+    if (issue.code !== "unrecognized_keys") return [{ path: issue.path, message: issue.message }];
+    const known = schema ? keysAt(schema, issue.path) : [];
+    return issue.keys.map((key) => {
+      const near = closeKey(key, known);
+      return { path: [...issue.path, key], message: near ? `unknown key (did you mean "${near}"?)` : "unknown key", at: "key" as const };
+    });
+  });
+}
+
+/**
+ * The known key nearest to `key` when it is a likely typo of it: one edit away for short keys,
+ * two for longer ones or for the same letters swapped (`ulr`), case and `-` for `_` ignored.
+ */
+export function closeKey(key: string, known: readonly string[]): string | undefined {
+  const plain = key.toLowerCase().replaceAll("-", "_");
+  const letters = (word: string) => [...word].sort().join("");
+  return (
+    known.find((candidate) => candidate === plain) ??
+    closestMatch(plain, known, { maxDistance: plain.length <= 4 ? 1 : 2 }) ??
+    closestMatch(plain, known.filter((candidate) => letters(candidate) === letters(plain)), { maxDistance: 2 })
   );
+}
+
+/** The keys of the mapping `schema` expects at `path`, through the wrappers zod puts around it. */
+export function keysAt(schema: z.ZodType, path: YamlPath): string[] {
+  let node: z.core.$ZodType = schema;
+  for (const part of path) {
+    const def: z.core.$ZodTypeDef = unwrap(node)._zod.def;
+    const next: z.core.$ZodType | undefined =
+      def.type === "array" && typeof part === "number"
+        ? (def as z.core.$ZodArrayDef).element
+        : def.type === "object" && typeof part === "string"
+          ? (def as z.core.$ZodObjectDef).shape[part]
+          : undefined;
+    if (!next) return [];
+    node = next;
+  }
+  const def: z.core.$ZodTypeDef = unwrap(node)._zod.def;
+  return def.type === "object" ? Object.keys((def as z.core.$ZodObjectDef).shape) : [];
+}
+
+/** The schema inside optional, default, preprocess, transform and similar wrappers. */
+function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
+  let node = schema;
+  for (;;) {
+    const def: z.core.$ZodTypeDef & { innerType?: z.core.$ZodType; in?: z.core.$ZodType; out?: z.core.$ZodType } = node._zod.def;
+    if (def.innerType) node = def.innerType;
+    else if (def.type === "pipe" && def.in && def.out) node = def.in._zod.def.type === "transform" ? def.out : def.in;
+    else return node;
+  }
 }
 
 /** The `file:line:col: path: message` lines for a zod error raised while validating `source`. */

@@ -3,8 +3,8 @@ import path from "node:path";
 import { Cron } from "croner";
 import picomatch from "picomatch";
 import { escapePath } from "tinyglobby";
-import { isScalar, type Node } from "yaml";
-import { formatProblems, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
+import { isMap, isScalar, type Node } from "yaml";
+import { closeKey, formatProblem, formatProblems, keysAt, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, type JobFile } from "./schema.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
@@ -44,6 +44,8 @@ export interface JobFileResult {
   job?: Job;
   /** `path:line:col: message` lines. */
   problems: string[];
+  /** `path:line:col: warning: message` lines about a job that loads but may not do what was meant. */
+  warnings: string[];
   /** `path:line:col` of the `name:` value, or of the file's start when the name comes from the file name. */
   nameAt: string;
 }
@@ -61,13 +63,17 @@ export async function loadJobsDir(dir: string, ctx: JobContext): Promise<{ jobs:
   return { jobs, problems };
 }
 
-/** What `countd validate` prints: the problems, then one summary line. */
+/** What `countd validate` prints: the problems and warnings, then one summary line; warnings do not fail it. */
 export async function validateJobs(dir: string, ctx: JobContext): Promise<{ lines: string[]; ok: boolean; summary: string }> {
-  const { jobs, problems } = await loadJobsDir(dir, ctx);
+  const listed = await listJobFiles(dir);
+  const results = "files" in listed ? await Promise.all(listed.files.map((file) => readJobFile(file, ctx))) : [];
+  const { jobs, problems } = "files" in listed ? selectJobs(results) : { jobs: [], problems: [listed.problem] };
+  const warnings = results.flatMap((result) => result.warnings);
   const where = `${displayPath(path.resolve(dir))}${path.sep}`;
   const valid = `${plural(jobs.length, "job")} valid`;
-  const summary = problems.length === 0 ? `${valid} in ${where}` : `${plural(problems.length, "problem")} in ${where} (${valid})`;
-  return { lines: problems, ok: problems.length === 0, summary };
+  const warned = warnings.length > 0 ? `, ${plural(warnings.length, "warning")}` : "";
+  const summary = problems.length === 0 ? `${valid} in ${where}${warned ? ` (${warned.slice(2)})` : ""}` : `${plural(problems.length, "problem")} in ${where} (${valid}${warned})`;
+  return { lines: [...problems, ...warnings], ok: problems.length === 0, summary };
 }
 
 /**
@@ -131,7 +137,7 @@ export function displayPath(absolute: string): string {
 export async function readJobFile(file: string, ctx: JobContext): Promise<JobFileResult> {
   const absolute = path.resolve(file);
   const shown = displayPath(absolute);
-  const failed = (problems: string[], nameAt = shown): JobFileResult => ({ file: absolute, problems: capped(shown, problems), nameAt });
+  const failed = (problems: string[], nameAt = shown): JobFileResult => ({ file: absolute, problems: capped(shown, problems), warnings: [], nameAt });
 
   let text: string;
   try {
@@ -145,6 +151,8 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
   const tooDeep = nestingProblem(shown, text, MAX_JOB_NESTING);
   if (tooDeep) return failed([tooDeep]);
   const { source, syntaxErrors } = parseYaml(shown, text);
+  const stranger = notAJobProblem(source, syntaxErrors.length > 0);
+  if (stranger) return failed([stranger]);
   if (syntaxErrors.length > 0) return failed(syntaxErrors);
   const nameAt = nameLocation(source);
 
@@ -159,15 +167,38 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
   const parsed = jobFileSchema.safeParse(data);
   if (parsed.success) {
     const job = await toJob(parsed.data, absolute, source, ctx, problems);
-    return problems.length > 0 ? failed(formatProblems(source, problems), nameAt) : { file: absolute, job, problems: [], nameAt };
+    if (problems.length > 0) return failed(formatProblems(source, problems), nameAt);
+    return { file: absolute, job, problems: [], warnings: jobWarnings(job, source), nameAt };
   }
 
   // The checks across fields still run on the keys that passed, so one round of fixes shows everything.
-  const shape = zodProblems(parsed.error);
+  const shape = zodProblems(parsed.error, jobFileSchema);
   problems.push(...shape);
   const passed = jobFileSchema.safeParse(withoutKeys(data, shape));
   if (passed.success) await toJob(passed.data, absolute, source, ctx, problems);
   return failed(formatProblems(source, problems), nameAt);
+}
+
+const JOB_KEYS = keysAt(jobFileSchema, []);
+
+/**
+ * One problem for a file not meant as a job at all (notes, a link to /etc/shadow, whose lines
+ * YAML reads as keys), instead of a listing of it: neither its keys nor its values are quoted.
+ * A mapping with a job key, or a likely typo of one, is a job with mistakes, and is listed.
+ */
+function notAJobProblem(source: YamlSource, invalidYaml: boolean): string | undefined {
+  const contents = source.doc.contents;
+  const keys = isMap(contents) ? contents.items.map((pair) => (isScalar(pair.key) ? String(pair.key.value) : "")) : [];
+  if (keys.some((key) => closeKey(key, JOB_KEYS) !== undefined)) return undefined;
+  const jobKeys = "prompt:, schedule:, every:, at:, watch: …";
+  if (invalidYaml) {
+    return formatProblem(source, { path: [], offset: source.doc.errors[0]?.pos[0] ?? 0, message: `not a job file: not valid YAML, and no job key (${jobKeys}) in it` });
+  }
+  if (keys.length === 0) return undefined;
+  return formatProblem(source, {
+    path: [],
+    message: `not a job file: none of its ${plural(keys.length, "key")} is a job key (${jobKeys}); its content is not shown`,
+  });
 }
 
 /** Checked on the keys as written, so that a bad value does not hide that there are two triggers. */
@@ -298,6 +329,15 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
     onFailure: data.on_failure,
     onFailureRepeatMs: data.on_failure_repeat,
   };
+}
+
+/** What loads but may not do what was meant: a one-shot `at:` that has passed. */
+function jobWarnings(job: Job, source: YamlSource): string[] {
+  const { schedule } = job;
+  if (schedule?.kind !== "at" || schedule.date.getTime() > Date.now()) return [];
+  const at = (source.doc.get("at", true) as Node | undefined)?.range?.[0] ?? 0;
+  const message = `warning: at: ${schedule.date.toISOString()} is in the past: the job fires only as a catch-up run, if countd starts within catch_up of it`;
+  return [formatProblem(source, { path: [], offset: at, message })];
 }
 
 function toSchedule(data: JobFile, timezone: string): Schedule | undefined {

@@ -1,6 +1,6 @@
 import { Cron } from "croner";
 import { z } from "zod";
-import { describeValue, duration, expected, isTimeZone, oneOf, text } from "../config/schema.js";
+import { describeKind, describeValue, duration, expected, isTimeZone, oneOf, text } from "../config/schema.js";
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import type { DeliverWhen, OverlapPolicy, WatchEvent } from "./types.js";
@@ -182,7 +182,8 @@ export const jobFileSchema = z
         ),
     },
     {
-      error: (issue) => `expected a job: a mapping with prompt:, schedule: …, got ${describeValue(issue.input)}`,
+      // What the file holds is not quoted: it may be no job at all, but a secret a link led to.
+      error: (issue) => `expected a job: a mapping with prompt:, schedule: …, got ${describeKind(issue.input)}`,
     },
   )
   .meta({

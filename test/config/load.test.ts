@@ -213,7 +213,17 @@ job_env: [REPORT_HOOK_URL, SMTP_PASSWORD]
 describe("errors point at file:line:col", () => {
   it("names an unknown key at the key", async () => {
     expect(await problems("provider:\n  preset: openai\n  modle: gpt-4o\n")).toEqual([
-      "countd.yaml:3:3: provider.modle: unknown key",
+      'countd.yaml:3:3: provider.modle: unknown key (did you mean "model"?)',
+    ]);
+  });
+
+  it("suggests the key meant, in every section, and nothing when none is close", async () => {
+    expect(await problems("heartbeat:\n  enabeld: true\n  deliver:\n    - email: { too: [a@example.com] }\njobsdir: ./jobs\nfrobnicate: 1\n")).toEqual([
+      'countd.yaml:2:3: heartbeat.enabeld: unknown key (did you mean "enabled"?)',
+      "countd.yaml:4:14: heartbeat.deliver[0].email.to: expected a list of email addresses, got nothing",
+      'countd.yaml:4:16: heartbeat.deliver[0].email.too: unknown key (did you mean "to"?)',
+      'countd.yaml:5:1: jobsdir: unknown key (did you mean "jobs_dir"?)',
+      "countd.yaml:6:1: frobnicate: unknown key",
     ]);
   });
 
@@ -266,7 +276,7 @@ secrets: [OK_NAME, not-a-name]
 `),
     ).toEqual([
       'countd.yaml:2:11: provider.preset: expected one of openai, deepseek, zhipu, qwen, moonshot, ollama, vllm, custom, anthropic, got "gemini"',
-      "countd.yaml:3:3: provider.temprature: unknown key",
+      'countd.yaml:3:3: provider.temprature: unknown key (did you mean "temperature"?)',
       "countd.yaml:4:15: provider.max_tokens: expected a positive integer, got -3",
       'countd.yaml:6:16: agent.retry_delay: expected a duration like "30s", "10m", "500ms" or a number of seconds, got "-1s"',
       'countd.yaml:9:11: persona.locale: expected one of zh, en, got "fr"',

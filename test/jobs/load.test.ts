@@ -173,7 +173,7 @@ describe("loadJobFile", () => {
 
 describe("job file problems", () => {
   it.each([
-    ["an unknown key, at the key", "prompt: x\nschedul: '0 9 * * *'\n", ["job.yaml:2:1: schedul: unknown key"]],
+    ["an unknown key, at the key", "prompt: x\nschedul: '0 9 * * *'\n", ['job.yaml:2:1: schedul: unknown key (did you mean "schedule"?)']],
     [
       "a bad cron expression, with croner's reason",
       "schedule: '61 * * * *'\nprompt: x\n",
@@ -438,6 +438,22 @@ describe("delivery targets", () => {
   }
 });
 
+describe("did you mean", () => {
+  it.each([
+    ["a missing letter", "promt: x\n", 'promt: unknown key (did you mean "prompt"?)'],
+    ["swapped letters", "prompt: x\ntiemout: 5m\n", 'tiemout: unknown key (did you mean "timeout"?)'],
+    ["another case and a dash", "prompt: x\nDeliver-When: always\n", 'Deliver-When: unknown key (did you mean "deliver_when"?)'],
+    ["a nested key", "prompt: x\nretry:\n  attempt: 3\n", 'retry.attempt: unknown key (did you mean "attempts"?)'],
+    ["a delivery target's key", "prompt: x\ndeliver:\n  - webhook: { ulr: 'https://a.example.com' }\n", 'deliver[0].webhook.ulr: unknown key (did you mean "url"?)'],
+  ])("suggests the known key for %s", async (_what, text, expected) => {
+    expect((await problems(text)).some((line) => line.endsWith(expected))).toBe(true);
+  });
+
+  it("suggests nothing when no key is close", async () => {
+    expect(await problems("prompt: x\nbogus: 1\nzz: 2\n")).toEqual(["job.yaml:2:1: bogus: unknown key", "job.yaml:3:1: zz: unknown key"]);
+  });
+});
+
 describe("hostile job files", () => {
   it("rejects a billion-laughs file instead of expanding it", async () => {
     const levels = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"];
@@ -559,6 +575,29 @@ describe("validateJobs", () => {
       `${path.join(jobsDir, "b.yaml")}:2:8: every: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "often"`,
     ]);
     expect(result.summary).toBe(`1 problem in ${jobsDir}/ (1 job valid)`);
+  });
+
+  it("prints a warning for an at: in the past, which does not fail", async () => {
+    await writeJob("once.yaml", "at: 2020-03-01T09:00:00Z\nprompt: once\n");
+    await writeJob("later.yaml", "at: 2999-03-01T09:00:00Z\nprompt: later\n");
+    const result = await validateJobs(jobsDir, ctx);
+    expect(result).toEqual({
+      ok: true,
+      lines: [
+        `${path.join(jobsDir, "once.yaml")}:1:5: warning: at: 2020-03-01T09:00:00.000Z is in the past: the job fires only as a catch-up run, if countd starts within catch_up of it`,
+      ],
+      summary: `2 jobs valid in ${jobsDir}/ (1 warning)`,
+    });
+  });
+
+  it("counts warnings beside problems", async () => {
+    await writeJob("once.yaml", "at: 2020-03-01T09:00:00\nprompt: once\n");
+    await writeJob("bad.yaml", "prompt: x\nevery: often\n");
+    const result = await validateJobs(jobsDir, ctx);
+    expect(result.ok).toBe(false);
+    expect(result.lines).toHaveLength(2);
+    expect(result.lines[1]).toMatch(/once\.yaml:1:5: warning: at: 2020-03-01T08:00:00\.000Z is in the past/);
+    expect(result.summary).toBe(`1 problem in ${jobsDir}/ (1 job valid, 1 warning)`);
   });
 
   it("shows paths under the working directory relative to it", () => {
