@@ -79,6 +79,8 @@ async function takeLockFile(stateDir: string, lock: string, pid: number): Promis
 
 function watchLockFile(stateDir: string, lock: string, pid: number, watch: LockWatch): () => void {
   let looking = false;
+  /** What the last look could not do: a state directory that stays unusable is one line, not one every 2 s. */
+  let failing: string | undefined;
   const look = async () => {
     const holder = await readHolder(lock);
     if (holder?.pid === pid) return;
@@ -97,11 +99,16 @@ function watchLockFile(stateDir: string, lock: string, pid: number, watch: LockW
     if (looking) return;
     looking = true;
     look()
+      .then(() => (failing = undefined))
       .catch((err: unknown) => {
         if (err instanceof LockHeld) {
           clearInterval(timer);
           watch.onTaken(`${err.message}: another process took the lock file ${lock}`);
-        } else watch.log("warn", `could not check the lock file ${lock}: ${(err as Error).message}`, { lock });
+          return;
+        }
+        const problem = (err as Error).message;
+        if (problem !== failing) watch.log("warn", `could not check the lock file ${lock}: ${problem}`, { lock });
+        failing = problem;
       })
       .finally(() => (looking = false));
   }, WATCH_EVERY_MS).unref();

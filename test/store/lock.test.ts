@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -149,6 +149,25 @@ describe("acquireLock with a watch, as the daemon holds it", () => {
     expect(logged).toEqual(
       Array.from({ length: 2 }, () => `warn: the lock file ${lockFile()} no longer named this countd (pid ${process.pid}); this countd still holds the state directory and wrote it again`),
     );
+    expect(taken).toEqual([]);
+    await release();
+  });
+
+  it("says once that it cannot look while the state directory is unusable, and goes on looking after", async () => {
+    const { logged, taken, watch } = watcher();
+    const release = await acquireLock(dir, process.pid, watch);
+    await rename(dir, `${dir}.aside`);
+    await writeFile(dir, "");
+    const cannot = () => logged.filter((line) => line.startsWith(`warn: could not check the lock file ${lockFile()}: `));
+    await vi.waitFor(() => expect(cannot()).toHaveLength(1), { timeout: 10_000, interval: 100 });
+    // A few more looks fail the same way (one every 2 s) and add no line.
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    expect(cannot()).toHaveLength(1);
+    await rm(dir);
+    await rename(`${dir}.aside`, dir);
+    await rm(lockFile());
+    await vi.waitFor(async () => expect(await readFile(lockFile(), "utf8")).toBe(`${process.pid}\n`), { timeout: 10_000, interval: 100 });
+    expect(logged.at(-1)).toBe(`warn: the lock file ${lockFile()} was removed while countd was running; this countd still holds the state directory and wrote it again`);
     expect(taken).toEqual([]);
     await release();
   });
