@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { ConfigError } from "./config/errors.js";
 import { loadConfig } from "./config/load.js";
 import type { Config } from "./config/schema.js";
 import { jobContext } from "./jobs/context.js";
@@ -183,7 +184,9 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await previous.close();
           logger.info("configuration reloaded");
         } catch (err) {
-          logger.error({ err }, "configuration not reloaded; the previous one stays in force");
+          // A mistake in the file is the operator's to fix: its lines, each at file:line:col, not a stack trace.
+          if (err instanceof ConfigError) err.problems.forEach((problem) => logger.error(problem));
+          logger.error(err instanceof ConfigError ? {} : { err }, "configuration not reloaded; the previous one stays in force");
         }
         await jobs.reload(jobContext(config, env));
         // A webhook gone with HTTP 410 may be back (the operator recreated it): SIGHUP is how they say so.

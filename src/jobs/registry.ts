@@ -151,6 +151,9 @@ export class JobRegistry {
     ];
     if (announce) for (const [level, line] of lines) if (!this.reported.has(line)) this.log(level, line);
     this.reported = new Set(lines.map(([, line]) => line));
+    // Its problems were logged; without this line the log would never say they are gone.
+    const fixed = jobs.filter((job) => (this.results.get(job.file)?.problems.length ?? 0) > 0 && results.get(job.file)?.problems.length === 0);
+    if (announce) for (const job of fixed) this.log("info", `${displayPath(job.file)}: valid again; job "${job.name}" runs as the file now says`);
 
     const before = this.jobs;
     this.results = results;

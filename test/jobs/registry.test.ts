@@ -92,6 +92,31 @@ describe("JobRegistry", () => {
     expect(logged).toContainEqual(["info", "jobs: removed a (1 loaded)"]);
   });
 
+  it("logs that a file is valid again, once, whether it kept its last good version or was skipped", async () => {
+    await write("kept.yaml", "prompt: kept\n");
+    await write("skipped.yaml", "prompt: skipped\nevery: often\n");
+    const { registry } = await start();
+    await write("kept.yaml", "prompt: kept\nevery: often\n");
+    await vi.waitFor(() => expect(logged.some(([level, message]) => level === "warn" && message.includes('job "kept" keeps running'))).toBe(true), TAKES_EFFECT);
+
+    await write("kept.yaml", "prompt: kept, fixed\n");
+    await write("skipped.yaml", "prompt: skipped, fixed\n");
+    await vi.waitFor(() => expect(registry.get("skipped")?.prompt).toBe("skipped, fixed"), TAKES_EFFECT);
+    await vi.waitFor(() => expect(registry.get("kept")?.prompt).toBe("kept, fixed"), TAKES_EFFECT);
+    const back = logged.filter(([, message]) => message.includes("valid again"));
+    expect(back).toEqual(
+      expect.arrayContaining([
+        ["info", `${path.join(jobsDir, "kept.yaml")}: valid again; job "kept" runs as the file now says`],
+        ["info", `${path.join(jobsDir, "skipped.yaml")}: valid again; job "skipped" runs as the file now says`],
+      ]),
+    );
+    expect(back).toHaveLength(2);
+
+    await write("kept.yaml", "prompt: kept, changed\n");
+    await vi.waitFor(() => expect(registry.get("kept")?.prompt).toBe("kept, changed"), TAKES_EFFECT);
+    expect(logged.filter(([, message]) => message.includes("valid again"))).toHaveLength(2);
+  });
+
   it("skips a new file that is invalid from the start and logs its problem once", async () => {
     const { registry } = await start();
     await write("bad.yaml", "schedule: '0 9 * * *'\n");
