@@ -19,6 +19,7 @@ import { ensureWritableDir } from "./store/writable-dir.js";
 import { CronTrigger, recordFire } from "./triggers/cron.js";
 import { WatchTrigger } from "./triggers/watch.js";
 import { HeartbeatService } from "./triggers/heartbeat.js";
+import { ArmedPublisher } from "./store/armed.js";
 import { deliverCheckIn, HEARTBEAT_JOB, HeartbeatRuns } from "./runner/heartbeat-runs.js";
 import { openDelivery } from "./delivery/dispatch.js";
 import { stateStreaks } from "./delivery/alerts.js";
@@ -110,6 +111,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       onRunEnd: (job) => watch.jobFinished(job.name),
     });
     started.push(() => runner.shutdown(0));
+    // countd jobs, in another process, lists what this daemon fires from it.
+    const armed = new ArmedPublisher(config.paths.state, log);
     const checkIns = config.heartbeat.enabled
       ? new HeartbeatService({
           config: config.heartbeat,
@@ -119,16 +122,18 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           runAgent: (prompt, tools) => heartbeat.run(runner, prompt, tools),
           deliver: (text, run) => deliverCheckIn(outbox, config, text, run),
           lastExchange: () => lastExchange(config.paths.state),
+          onScheduled: (at) => void armed.setHeartbeat(at, config.heartbeat.everyMs),
           log,
         })
       : undefined;
     const fire = (req: FireRequest) => runner.submit(req);
     const cron = new CronTrigger({ fire, state, log });
     const watch = new WatchTrigger({ fire, events: runtime.events, log });
-    started.push(() => watch.close(), () => cron.stop(), () => checkIns?.stop());
+    started.push(() => armed.withdraw(), () => watch.close(), () => cron.stop(), () => checkIns?.stop());
     const arm = async (all: Job[]) => {
       cron.set(all);
       await watch.set(all);
+      await armed.setJobs(all);
     };
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
@@ -201,6 +206,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await runner.shutdown(config.runner.shutdownGraceMs);
           await closeDelivery();
           await runtime.close();
+          await armed.withdraw();
           await release();
           logger.info("countd stopped");
         })();

@@ -3,58 +3,18 @@ import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
 import { listJobFiles, loadJobsDir, validateJobs, type JobContext } from "../jobs/load.js";
 import { JOB_NAME } from "../jobs/schema.js";
-import type { Job } from "../jobs/types.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../runner/types.js";
 import { StateStore } from "../store/state.js";
-import { nextFires } from "../triggers/schedule.js";
 import { EXIT, table } from "./output.js";
 
 /**
  * Reading state needs no lock: these commands work beside a running daemon. They send nothing,
  * so they need no secret: no provider key, SMTP password or delivery variable is looked up.
  */
-async function setting(configFile: string | undefined) {
+export async function setting(configFile: string | undefined) {
   const config = await loadConfig({ file: configFile, needs: [] });
   return { config, ctx: jobContext(config, null) };
-}
-
-function trigger(job: Job): string {
-  const parts: string[] = [];
-  const { schedule, watch } = job;
-  if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
-  if (schedule?.kind === "every") parts.push(`every ${Math.round(schedule.intervalMs / 1000)}s`);
-  if (schedule?.kind === "at") parts.push(`at ${schedule.date.toISOString()}`);
-  if (watch) parts.push(`watch ${watch.paths.length} path(s)`);
-  return parts.join(" + ") || "manual";
-}
-
-function localTime(date: Date, timezone: string): string {
-  return new Intl.DateTimeFormat("sv-SE", { timeZone: timezone, dateStyle: "short", timeStyle: "short" }).format(date);
-}
-
-/** `countd jobs`: every job with its trigger, timezone, next three fires and last status. */
-export async function listJobs(opts: { config?: string }): Promise<number> {
-  const { config, ctx } = await setting(opts.config);
-  const { jobs, problems } = await loadJobsDir(config.paths.jobs, ctx);
-  const state = await StateStore.open(config.paths.state);
-  const now = new Date();
-  const rows: string[][] = [];
-  for (const job of jobs) {
-    const done = state.job(job.name).done === true;
-    const next = job.enabled && job.schedule && !done ? nextFires(job.schedule, job.timezone, now, 3) : [];
-    const last = (await state.runs(job.name)).at(-1);
-    rows.push([
-      job.name + (job.enabled ? "" : " (disabled)"),
-      trigger(job),
-      job.timezone,
-      next.map((date) => localTime(date, job.timezone)).join(", ") || (done ? "done" : "-"),
-      last ? `${last.status} ${last.startedAt}` : "-",
-    ]);
-  }
-  process.stdout.write(table(["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN"], rows));
-  problems.forEach((problem) => process.stderr.write(`${problem}\n`));
-  return problems.length > 0 ? EXIT.failure : EXIT.ok;
 }
 
 function duration(run: RunRecord): string {

@@ -148,7 +148,8 @@ async function removeStale(lock: string, inode: number, pid: number): Promise<vo
   await unlink(aside);
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process with this pid exists (EPERM: it does, under another user). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

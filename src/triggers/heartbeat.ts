@@ -27,7 +27,7 @@ export type HeartbeatOutcome =
   | { ran: false; reason: string }
   | { ran: true; delivered: boolean; reason?: string; message?: string };
 
-const hhmm = (minutes: number): string =>
+export const hhmm = (minutes: number): string =>
   `${String(Math.floor(minutes / 60)).padStart(2, "0")}:${String(minutes % 60).padStart(2, "0")}`;
 
 /** End is exclusive; start after end wraps past midnight; start equal to end means all day. */
@@ -156,6 +156,30 @@ async function readChecklist(path: string): Promise<string | undefined> {
 
 const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
+/** Ticks looked at by nextCheckIn: a week of every-minute ticks, far more than any sleep between check-ins. */
+const CHECK_IN_LOOKAHEAD_TICKS = 7 * 24 * 60;
+
+/**
+ * The first tick, of `firstTick` and those every `everyMs` after it, at which decideHeartbeat
+ * would ask the agent, given the state as it is now (the checklist is read once); undefined when
+ * none of the next CHECK_IN_LOOKAHEAD_TICKS would. The agent may still choose to stay silent.
+ */
+export async function nextCheckIn(input: {
+  config: HeartbeatConfig;
+  state: HeartbeatState;
+  firstTick: Date;
+  lastExchange?: Date;
+}): Promise<Date | undefined> {
+  const { config, firstTick } = input;
+  const checklist = await readChecklist(config.checklist);
+  const state = withExchange(input.state, input.lastExchange);
+  for (let tick = 0; tick < CHECK_IN_LOOKAHEAD_TICKS; tick++) {
+    const now = new Date(firstTick.getTime() + tick * config.everyMs);
+    if (decideHeartbeat({ now, config, state, checklist }).run) return now;
+  }
+  return undefined;
+}
+
 /** The idle threshold counts from whichever came last: a delivered check-in or an exchange. */
 function withExchange(state: HeartbeatState, exchange: Date | undefined): HeartbeatState {
   if (!exchange) return state;
@@ -175,6 +199,8 @@ export interface HeartbeatServiceOptions<Run> {
   deliver: (message: string, run: Run) => Promise<void>;
   /** The last exchange with the user outside the heartbeat (`countd ask`), if any. */
   lastExchange?: () => Promise<Date | undefined>;
+  /** When the next tick was set for: the daemon publishes it for `countd jobs`. */
+  onScheduled?: (at: Date) => void;
   now?: () => Date;
   log?: LogFn;
 }
@@ -280,6 +306,7 @@ export class HeartbeatService<Run> {
   }
 
   private schedule(delay: number): void {
+    this.opts.onScheduled?.(new Date(Date.now() + delay));
     this.timer = setTimeout(() => {
       this.timer = undefined;
       const started = Date.now();

@@ -1,0 +1,116 @@
+import { readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { z } from "zod";
+import type { Job } from "../jobs/types.js";
+import type { LogFn } from "../log.js";
+import { isAlive } from "./lock.js";
+
+/**
+ * What the running daemon fires, published in `<state_dir>/armed.json` for `countd jobs`, which
+ * runs in another process: the jobs as the daemon holds them (a job whose file turned invalid
+ * keeps its last good version there, which the job files alone cannot tell) and the heartbeat's
+ * next tick. Only what the listing shows is written: no prompt, no delivery target.
+ */
+export type ArmedJob = Pick<Job, "name" | "file" | "enabled" | "timezone" | "schedule"> & { watch?: { paths: string[] } };
+
+export interface Armed {
+  /** The daemon that wrote it; a file left by one that is gone is not read. */
+  pid: number;
+  jobs: ArmedJob[];
+  heartbeat?: { nextTickAt: Date; everyMs: number };
+}
+
+const FILE = "armed.json";
+
+const time = z.iso.datetime({ offset: true }).transform((text) => new Date(text));
+const armedShape = z.object({
+  pid: z.number().int().positive(),
+  jobs: z.array(
+    z.object({
+      name: z.string(),
+      file: z.string(),
+      enabled: z.boolean(),
+      timezone: z.string(),
+      schedule: z
+        .discriminatedUnion("kind", [
+          z.object({ kind: z.literal("cron"), expression: z.string() }),
+          z.object({ kind: z.literal("every"), intervalMs: z.number().positive() }),
+          z.object({ kind: z.literal("at"), date: time }),
+        ])
+        .optional(),
+      watch: z.object({ paths: z.array(z.string()) }).optional(),
+    }),
+  ),
+  heartbeat: z.object({ nextTickAt: time, everyMs: z.number().nonnegative() }).optional(),
+});
+
+/** The daemon's side: every change is written whole (temp file and rename), one write at a time. */
+export class ArmedPublisher {
+  private jobs: ArmedJob[] = [];
+  private heartbeat: Armed["heartbeat"];
+  private writing: Promise<void> = Promise.resolve();
+  private withdrawn = false;
+
+  constructor(
+    private readonly stateDir: string,
+    private readonly log: LogFn,
+  ) {}
+
+  setJobs(jobs: readonly Job[]): Promise<void> {
+    this.jobs = jobs.map(({ name, file, enabled, timezone, schedule, watch }) => ({
+      name,
+      file,
+      enabled,
+      timezone,
+      ...(schedule ? { schedule } : {}),
+      ...(watch ? { watch: { paths: watch.paths } } : {}),
+    }));
+    return this.write();
+  }
+
+  setHeartbeat(nextTickAt: Date, everyMs: number): Promise<void> {
+    this.heartbeat = { nextTickAt, everyMs };
+    return this.write();
+  }
+
+  /** At stop: a daemon that is not running fires nothing. */
+  withdraw(): Promise<void> {
+    this.withdrawn = true;
+    this.writing = this.writing.then(() => unlink(join(this.stateDir, FILE)).catch(() => {}));
+    return this.writing;
+  }
+
+  private write(): Promise<void> {
+    if (this.withdrawn) return this.writing;
+    const data: Armed = { pid: process.pid, jobs: this.jobs, ...(this.heartbeat ? { heartbeat: this.heartbeat } : {}) };
+    const file = join(this.stateDir, FILE);
+    this.writing = this.writing
+      .then(async () => {
+        if (this.withdrawn) return;
+        await writeFile(`${file}.tmp`, `${JSON.stringify(data)}\n`);
+        await rename(`${file}.tmp`, file);
+      })
+      // Only the listing misses it: never a reason to stop a run or the daemon.
+      .catch((err: unknown) => this.log("warn", `could not write ${file} for countd jobs: ${(err as Error).message}`));
+    return this.writing;
+  }
+}
+
+/** The CLI's side: what the daemon now running fires; undefined when none is running or the file is unreadable. */
+export async function readArmed(stateDir: string): Promise<Armed | undefined> {
+  const text = await readFile(join(stateDir, FILE), "utf8").catch(() => undefined);
+  if (text === undefined) return undefined;
+  let parsed;
+  try {
+    parsed = armedShape.safeParse(JSON.parse(text));
+  } catch {
+    return undefined;
+  }
+  if (!parsed.success || !isAlive(parsed.data.pid)) return undefined;
+  const { pid, jobs, heartbeat } = parsed.data;
+  return {
+    pid,
+    jobs: jobs.map(({ schedule, watch, ...job }) => ({ ...job, ...(schedule ? { schedule } : {}), ...(watch ? { watch } : {}) })),
+    ...(heartbeat ? { heartbeat } : {}),
+  };
+}
