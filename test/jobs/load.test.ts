@@ -65,6 +65,7 @@ describe("loadJobFile", () => {
       deliver: [],
       deliverWhen: "always",
       onFailure: [],
+      onFailureRepeatMs: 3_600_000,
     } satisfies Job);
   });
 
@@ -118,6 +119,7 @@ describe("loadJobFile", () => {
       deliver: [{ kind: "email", to: ["me@example.com"], cc: [], bcc: [], attach: [] }],
       deliverWhen: "non_empty",
       onFailure: [{ kind: "webhook", url: "https://example.com/hook", format: "slack", headers: {} }],
+      onFailureRepeatMs: 3_600_000,
     } satisfies Job);
   });
 

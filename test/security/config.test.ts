@@ -165,6 +165,9 @@ describe("job files reaching the daemon's environment", () => {
       await writeFile(join(dir, "jobs", "report.yaml"), `every: 1s\nprompt: report\ndeliver:\n  - webhook: { url: '${receiver.url}/\${REPORT_TOKEN}' }\n`);
       await receiver.waitFor(1);
 
+      // Stopped first, so the files it writes are read whole.
+      daemon.child.kill("SIGTERM");
+      expect(await daemon.exited).toBe(0);
       expect(new Set(receiver.requests.map((request) => request.url))).toEqual(new Set([`${new URL(receiver.url).pathname}/t0k3n`]));
       expect(receiver.requests.map((request) => request.body).join("\n")).not.toContain("LEAKCHECK");
       expect(daemon.output()).toContain("evil.yaml:4:");
