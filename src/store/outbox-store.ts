@@ -7,7 +7,7 @@ import type { DeliveryMessage } from "../delivery/message.js";
 import { WEBHOOK_FORMATS, type DeliveryTarget } from "../delivery/targets.js";
 import type { LogFn } from "../log.js";
 import { RUN_REASONS, RUN_STATUSES } from "../runner/types.js";
-import { fitEach, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
+import { count, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 import { usageShape } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";
 
@@ -49,7 +49,6 @@ export interface OutboxData {
 
 const empty = (): OutboxData => ({ entries: {}, disabledTargets: {} });
 
-const time = z.string().refine((text) => !Number.isNaN(Date.parse(text)), "expected an ISO 8601 time");
 const strings = z.array(z.string());
 const targetShape = z.discriminatedUnion("kind", [
   z.looseObject({ kind: z.literal("email"), to: strings, cc: strings, bcc: strings, subject: z.string().optional(), attach: strings }),
@@ -86,7 +85,7 @@ const entryShape = z.looseObject({
   workspace: z.string(),
   createdAt: time,
   giveUpAt: time,
-  attempts: z.number().int().nonnegative(),
+  attempts: count,
   lastAttemptAt: time.optional(),
   nextAttemptAt: time,
   status: z.enum(["pending", "dead"]),

@@ -1,10 +1,14 @@
 import { appendFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { z } from "zod";
+import { z } from "zod";
 import type { LogFn } from "../log.js";
 
 /** In the state directory: what was found there and could not be used, never read back by countd. */
 export const QUARANTINE_FILE = "quarantine.jsonl";
+
+/** The shapes every state file's pieces are made of: a time as toISOString writes it, and a count. */
+export const isoTime = z.string().refine((text) => !Number.isNaN(Date.parse(text)), "expected an ISO 8601 time");
+export const count = z.number().int().nonnegative();
 
 /** One piece of a state file that does not have the shape countd needs. */
 export interface Misfit {

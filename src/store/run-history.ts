@@ -5,7 +5,7 @@ import { JOB_NAME } from "../jobs/schema.js";
 import type { LogFn } from "../log.js";
 import { HEARTBEAT_JOB, RUN_REASONS, RUN_STATUSES, type RunRecord } from "../runner/types.js";
 import { appendJsonLines } from "../sessions/jsonl.js";
-import { fit, quarantine, type Misfit } from "./quarantine.js";
+import { count, fit, isoTime as time, quarantine, type Misfit } from "./quarantine.js";
 
 /** Runs kept per job; older ones drop off, so a job's history stays small however long countd runs. */
 export const RUNS_KEPT_PER_JOB = 200;
@@ -20,8 +20,6 @@ export function hasHistory(name: string): boolean {
   return JOB_NAME.test(name) || name === HEARTBEAT_JOB;
 }
 
-const time = z.string().refine((text) => !Number.isNaN(Date.parse(text)), "expected an ISO 8601 time");
-const count = z.number().int().nonnegative();
 export const usageShape = z.looseObject({ inputTokens: count, outputTokens: count, cachedInputTokens: count });
 
 /** A run record as saved; fields a newer countd added are kept. */

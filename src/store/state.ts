@@ -6,7 +6,7 @@ import { z } from "zod";
 import type { LogFn } from "../log.js";
 import type { RunRecord } from "../runner/types.js";
 import { KeyedQueue } from "../sessions/jsonl.js";
-import { fit, fitEach, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
+import { count, fit, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 import { hasHistory, RunHistory, runRecordShape } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";
 
@@ -60,8 +60,6 @@ const empty = (): StateData => ({ jobs: {}, heartbeat: { delivered: [] }, runnin
 
 const runKey = (run: RunningRun): string => `${run.job}/${run.id}`;
 
-const time = z.string().refine((text) => !Number.isNaN(Date.parse(text)), "expected an ISO 8601 time");
-const count = z.number().int().nonnegative();
 const failingShape = z.looseObject({ since: time, failures: count, reportedAt: time, unreported: count });
 const jobStateShape = z.looseObject({ lastScheduledAt: time.optional(), done: z.boolean().optional(), failing: failingShape.optional() }) satisfies z.ZodType<JobState>;
 const deliveredShape = z.looseObject({ at: time, hash: z.string() });
