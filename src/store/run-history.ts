@@ -138,7 +138,7 @@ export class RunHistory {
       text = await readFile(file, "utf8");
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return { runs: new Map(), lines: 0, misfits: [] };
-      throw err;
+      throw new Error(`cannot read the run history file ${file}: ${(err as Error).message}`, { cause: err });
     }
     const runs = new Map<string, RunRecord>();
     const misfits: Misfit[] = [];

@@ -1,4 +1,4 @@
-import { appendFile, mkdir, mkdtemp, readFile, stat, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -310,6 +310,16 @@ describe("StateStore", () => {
     expect(state.job("a")).toEqual({ lastScheduledAt: "2026-11-30T09:00:00.000Z" });
     expect(state.data.heartbeat).toEqual({ delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "h" }] });
     expect(await quarantine()).toHaveLength(6);
+  });
+
+  it("names the history file it cannot read when a run in progress needs it", async () => {
+    const state = await StateStore.open(dir);
+    await state.saveRun(record("a", "a1", "running"));
+    await rm(historyFile("a"));
+    await mkdir(historyFile("a"));
+    await expect((await StateStore.open(dir)).markInterrupted(new Date())).rejects.toThrow(
+      `cannot read the run history file ${historyFile("a")}: EISDIR`,
+    );
   });
 
   it("names the state file when it is not valid JSON", async () => {
