@@ -1,6 +1,7 @@
 /** `npm run bench`: every benchmark prints its figures side by side with its target. */
 import { benchIdle, benchStartup } from "./daemon.js";
 import { benchDelivery } from "./delivery.js";
+import { benchHtml } from "./html.js";
 import { benchSoak } from "./soak.js";
 import { benchLoop } from "./loop.js";
 import { benchFireLateness } from "./scheduler.js";
@@ -59,6 +60,15 @@ console.log(
   `  state write (a run record and a delivery) as history grows: ` +
     `${writes.map((w) => `${w.runs} runs ${fmt(w.ms)}`).join(", ")} (target: flat, last <= 2x first) ${verdict(flat)}`,
 );
+
+const html = await benchHtml();
+console.log("bench/html: attack pages converted on the main thread (before) and on the conversion worker (after)");
+for (const row of html) {
+  console.log(
+    `  ${row.page} (${row.kb.toFixed(1)} KB): before ${row.mainThreadMs.toFixed(0)} ms, main-loop lag ${row.mainThreadLagMs.toFixed(0)} ms; ` +
+      `after ${row.workerMs.toFixed(0)} ms (${row.workerOutcome}), main-loop lag ${row.workerLagMs.toFixed(0)} ms (target < 100 ms) ${verdict(row.workerLagMs < 100)}`,
+  );
+}
 
 // COUNTD_SOAK_MINUTES shortens it (default 10); the first minute is warm-up.
 const soak = await benchSoak();

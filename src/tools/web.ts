@@ -2,6 +2,7 @@ import http from "node:http";
 import https from "node:https";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
+import { htmlConverter, HtmlConversionTimeout } from "./html-convert.js";
 import { defineTool, type Tool } from "./registry.js";
 import { ToolRefusal } from "./paths.js";
 import { AddressPolicy, pinnedLookup, systemLookup, type HostLookup, type ResolvedAddress } from "./ssrf.js";
@@ -13,6 +14,10 @@ export interface WebFetchOptions {
   maxBytes?: number;
   maxChars?: number;
   maxRedirects?: number;
+  /** Characters of HTML handed to the converter; the rest of a larger page is left out. */
+  maxHtmlChars?: number;
+  /** Longest one HTML conversion may take before it is stopped. */
+  convertTimeoutMs?: number;
   lookup?: HostLookup;
 }
 
@@ -33,6 +38,8 @@ export function webFetchTool(opts: WebFetchOptions): Tool<typeof parameters> {
     maxBytes: opts.maxBytes ?? 2 * 1024 * 1024,
     maxChars: opts.maxChars ?? 50_000,
     maxRedirects: opts.maxRedirects ?? 5,
+    maxHtmlChars: opts.maxHtmlChars ?? 1_000_000,
+    convertTimeoutMs: opts.convertTimeoutMs ?? 10_000,
   };
   const lookup = opts.lookup ?? systemLookup;
 
@@ -49,7 +56,7 @@ export function webFetchTool(opts: WebFetchOptions): Tool<typeof parameters> {
       const signal = AbortSignal.any([timeout, ctx.signal]);
       try {
         const { response, finalUrl } = await follow(start, { policy, lookup, signal, maxRedirects: limits.maxRedirects });
-        return await render(response, finalUrl, format, limits);
+        return await render(response, finalUrl, format, limits, signal);
       } catch (err) {
         if (err instanceof ToolRefusal) throw err;
         if (ctx.signal.aborted) throw new Error(`web_fetch of ${start.href} was cancelled`);
@@ -127,9 +134,9 @@ function get(url: URL, addresses: ResolvedAddress[], signal: AbortSignal): Promi
   });
 }
 
-type Limits = { maxBytes: number; maxChars: number };
+type Limits = { maxBytes: number; maxChars: number; maxHtmlChars: number; convertTimeoutMs: number };
 
-async function render(response: IncomingMessage, url: URL, format: "markdown" | "text", limits: Limits): Promise<string> {
+async function render(response: IncomingMessage, url: URL, format: "markdown" | "text", limits: Limits, signal: AbortSignal): Promise<string> {
   const status = response.statusCode ?? 0;
   const contentType = response.headers["content-type"] ?? "";
   const mediaType = contentType.split(";")[0]!.trim().toLowerCase();
@@ -145,7 +152,14 @@ async function render(response: IncomingMessage, url: URL, format: "markdown" | 
     const { body, truncated } = await readCapped(response, limits.maxBytes);
     if (truncated) notices.push(`[Truncated: the download stopped at ${formatBytes(limits.maxBytes)}]`);
     const text = decode(body, contentType);
-    content = kind === "html" ? await htmlToReadable(text, format) : text;
+    if (kind === "html") {
+      if (text.length > limits.maxHtmlChars) {
+        notices.push(`[Truncated: only the first ${limits.maxHtmlChars.toLocaleString("en-US")} of ${text.length.toLocaleString("en-US")} characters of HTML were converted]`);
+      }
+      content = await convert(text.slice(0, limits.maxHtmlChars), url, format, limits.convertTimeoutMs, signal);
+    } else {
+      content = text;
+    }
     if (content.length > limits.maxChars) {
       notices.push(`[Truncated: showing the first ${limits.maxChars.toLocaleString("en-US")} of ${content.length.toLocaleString("en-US")} characters]`);
       content = content.slice(0, limits.maxChars);
@@ -192,21 +206,19 @@ function decode(body: Buffer, contentType: string): string {
   }
 }
 
-// The converters are loaded by the first HTML page, not at start-up: a daemon may never fetch one.
-async function htmlToReadable(html: string, format: "markdown" | "text"): Promise<string> {
-  if (format === "markdown") {
-    const { NodeHtmlMarkdown } = await import("node-html-markdown");
-    return NodeHtmlMarkdown.translate(html);
+async function convert(html: string, url: URL, format: "markdown" | "text", timeoutMs: number, signal: AbortSignal): Promise<string> {
+  try {
+    return await htmlConverter.convert(html, format, { timeoutMs, signal });
+  } catch (err) {
+    // The same page takes as long again: a refusal, so the loop does not retry it.
+    if (err instanceof HtmlConversionTimeout) {
+      throw new ToolRefusal(
+        `stopped: ${url.href} is ${formatBytes(Buffer.byteLength(html))} of HTML whose conversion to ${format} took longer than ${timeoutMs / 1000} s ` +
+          "(deeply nested or unclosed tags make it slow); the page cannot be shown",
+      );
+    }
+    throw err;
   }
-  const { parse: parseHtml } = await import("node-html-parser");
-  const root = parseHtml(html);
-  for (const element of root.querySelectorAll("script, style, noscript, template")) element.remove();
-  // The body alone, as in the markdown form; outside it the parser would keep the doctype as text.
-  const text = (root.querySelector("body") ?? root).structuredText;
-  return text
-    .split("\n")
-    .map((line) => line.trim())
-    .join("\n");
 }
 
 function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
