@@ -114,11 +114,13 @@ export function zodProblems(error: z.ZodError, schema?: z.ZodType): Problem[] {
  */
 export function closeKey(key: string, known: readonly string[]): string | undefined {
   const plain = key.toLowerCase().replaceAll("-", "_");
+  // Cheap for any key: a huge one (a pasted file) costs one length check per candidate.
+  const sameLength = known.filter((candidate) => candidate.length === plain.length);
   const letters = (word: string) => [...word].sort().join("");
   return (
     known.find((candidate) => candidate === plain) ??
     closestMatch(plain, known, { maxDistance: plain.length <= 4 ? 1 : 2 }) ??
-    closestMatch(plain, known.filter((candidate) => letters(candidate) === letters(plain)), { maxDistance: 2 })
+    (sameLength.length > 0 ? closestMatch(plain, sameLength.filter((candidate) => letters(candidate) === letters(plain)), { maxDistance: 2 }) : undefined)
   );
 }
 
