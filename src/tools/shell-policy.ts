@@ -2,6 +2,7 @@ import { realpath } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import type * as Sh from "mvdan-sh";
 import { isInside, ToolRefusal } from "./paths.js";
+import { runnerFindings } from "./shell-runners.js";
 
 type Node = Sh.Node;
 
@@ -65,6 +66,7 @@ export class ShellPolicy {
     await loadParser();
     const scan = new Scan(this.allowed, ctx);
     scan.source(line, 0);
+    scan.finish();
     for (const text of scan.commandTexts) this.matchPatterns(text, text);
     for (const use of scan.deleteRoots) await checkDeleteRoot(use, ctx);
     if (ctx.checkPath) for (const use of scan.paths) await checkPathWord(use, ctx, ctx.checkPath);
@@ -98,6 +100,12 @@ const PARAM_TRANSFORM = 84; // ${x@P}: prompt expansion runs command substitutio
 const TEST_VAR_SET = 110; // [[ -v name ]]
 const TEST_NAMEREF = 111; // [[ -R name ]]
 const ARITH_TEST_OPS = new Set([116, 117, 118, 119, 120, 121]); // -eq -ne -le -ge -lt -gt
+
+/** set options that change nothing the check relies on; any other is refused. */
+const SAFE_SET_LETTERS = "euxvfnC";
+const SAFE_SET_OPTIONS = new Set(["errexit", "nounset", "xtrace", "verbose", "noglob", "noexec", "noclobber", "pipefail"]);
+
+const BRACE_SEQUENCE = /^\{(-?\d+\.\.-?\d+|[A-Za-z]\.\.[A-Za-z])(\.\.-?\d+)?\}$/;
 
 const MAX_DEPTH = 8;
 const MAX_BRACE_WORDS = 256;
@@ -162,6 +170,24 @@ const WRAPPERS: Record<string, { valueOptions: string[]; operandsBefore?: number
     valueOptions: ["-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--eof", "--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"],
   },
   busybox: { valueOptions: [] },
+  flock: { valueOptions: ["-w", "--timeout", "-E", "--conflict-exit-code"], operandsBefore: 1 },
+  chroot: { valueOptions: ["--userspec", "--groups"], operandsBefore: 1 },
+  taskset: { valueOptions: [], operandsBefore: 1 },
+  chrt: { valueOptions: [], operandsBefore: 1 },
+  unshare: { valueOptions: ["-S", "-G", "--setuid", "--setgid", "-R", "--root", "-w", "--wd"] },
+  nsenter: { valueOptions: ["-t", "--target", "-S", "-G", "--setuid", "--setgid", "-r", "-w"] },
+  prlimit: { valueOptions: ["-p", "--pid", "-o", "--output"] },
+  runuser: { valueOptions: ["-u", "--user", "-g", "--group", "-G", "--supp-group", "-s", "--shell", "-w", "--whitelist-environment"] },
+  strace: { valueOptions: ["-e", "-o", "-p", "-s", "-u", "-E", "-a", "-b", "-I", "-O", "-P", "-S", "-X"] },
+  ltrace: { valueOptions: ["-e", "-o", "-p", "-s", "-u", "-a", "-l", "-n", "-x", "-A", "-D", "-F"] },
+  valgrind: { valueOptions: [] },
+  fakeroot: { valueOptions: ["-l", "--lib", "--faked", "-s", "-i"] },
+  firejail: { valueOptions: [] },
+  catchsegv: { valueOptions: [] },
+  torsocks: { valueOptions: ["-u", "-p", "-a", "-P"] },
+  proxychains: { valueOptions: ["-f"] },
+  proxychains4: { valueOptions: ["-f"] },
+  chronic: { valueOptions: [] },
 };
 
 /** Variables that make a later command run other code than the one named. */
@@ -176,11 +202,27 @@ class Scan {
   readonly deleteRoots: PathUse[] = [];
   /** Each simple command as plain words, for the configured patterns. */
   readonly commandTexts: string[] = [];
+  /** Shell options changed by the line: refused once the line is scanned, so a worse finding is named first. */
+  private readonly optionChanges: string[] = [];
+  /** Variables the line sets from text known only at run time (read, mapfile, printf -v, x=$(…)). */
+  private readonly runtimeWrites: string[] = [];
+  /** Arithmetic that reads variables, which evaluates their values as expressions. */
+  private readonly arithmeticReads: string[] = [];
 
   constructor(
     private readonly allowed: Set<string> | undefined,
     private readonly ctx: CheckContext,
   ) {}
+
+  /** The refusals that wait for the whole line: option changes, and arithmetic on variables set at run time. */
+  finish(): void {
+    const [option] = this.optionChanges;
+    if (option !== undefined) throw refusal(option, "changing shell options (shopt, set -o) is refused: they change how bash reads the line, which the check cannot follow");
+    const [reads] = this.arithmeticReads;
+    if (reads !== undefined && this.runtimeWrites.length > 0) {
+      throw refusal(reads, `arithmetic on variables in a line that sets variables at run time (${excerpt(this.runtimeWrites[0]!)}) is refused: bash would run code found in their values`);
+    }
+  }
 
   /** Checks `text` as a command line; `asData`: text that is only code if bash evaluates it, so unparsable is fine. */
   source(text: string, depth: number, asData = false): void {
@@ -205,37 +247,62 @@ class Scan {
       case "Assign":
         return this.assignment(node as Sh.Assign, src, depth);
       case "DeclClause": {
-        const name = (node as Sh.DeclClause).Variant.Value;
-        return this.requireAllowed(name, name);
+        const decl = node as Sh.DeclClause;
+        const name = decl.Variant.Value;
+        this.requireAllowed(name, name);
+        const flags = decl.Args.filter((arg) => arg.Naked && arg.Value).map((arg) => this.wordText(arg.Value, src));
+        if (this.allowed && (name === "nameref" || flags.some((flag) => flag === undefined || /^-[a-zA-Z]*n/.test(flag)))) {
+          throw refusal(src.of(node), `in allow-list mode, ${name} -n is refused: a name reference writes to another variable, such as PATH`);
+        }
+        // -i: every later assignment to the name is evaluated as arithmetic.
+        if (flags.some((flag) => flag === undefined || /^[-+][a-zA-Z]*i/.test(flag))) {
+          if (this.allowed) throw refusal(src.of(node), "in allow-list mode, integer variables (-i) are refused: bash evaluates what is assigned to them as arithmetic");
+          this.arithmeticReads.push(src.of(node));
+        }
+        return;
       }
       case "UnaryTest": {
         const test = node as Sh.UnaryTest;
         if (this.allowed && (test.Op === TEST_VAR_SET || test.Op === TEST_NAMEREF)) {
           throw refusal(src.of(node), "in allow-list mode, [[ -v ]] and [[ -R ]] are refused: bash evaluates an array index in the name as code");
         }
+        if (test.Op === TEST_VAR_SET || test.Op === TEST_NAMEREF) {
+          const operand = src.of(test.X);
+          if (/\$\(|`/.test(operand)) throw refusal(src.of(node), "[[ -v ]] on a name holding $( or a backquote is refused: bash evaluates its index as code");
+          if (operand.includes("[")) this.arithmeticReads.push(src.of(node));
+        }
         if (syntax.NodeType(test.X) === "Word") this.pathWords(this.expand(test.X as Sh.Word, src), src.of(node));
         return;
       }
       case "BinaryTest": {
         const test = node as Sh.BinaryTest;
-        if (this.allowed && ARITH_TEST_OPS.has(test.Op)) this.arithmetic(node, src);
+        if (ARITH_TEST_OPS.has(test.Op)) this.arithmetic(node, src);
         return;
       }
       case "ArithmExp":
       case "ArithmCmd":
       case "LetClause":
       case "CStyleLoop":
-        if (this.allowed) this.arithmetic(node, src);
+        this.arithmetic(node, src);
         return;
-      case "ParamExp":
-        if (this.allowed) this.parameter(node as Sh.ParamExp, src);
+      case "ParamExp": {
+        const param = node as Sh.ParamExp;
+        if (this.allowed) this.parameter(param, src);
+        if (param.Index || param.Slice) this.arithmetic(node, src);
         return;
+      }
+      case "WordIter": {
+        // `for x in $(cat f)`: x holds text known only at run time.
+        const loop = node as unknown as { Name: Sh.Lit; Items: Sh.Word[] };
+        if (loop.Items.some((item) => this.expand(item, src).some((arg) => arg.value === undefined || arg.pattern))) this.runtimeWrites.push(src.of(node));
+        return;
+      }
     }
   }
 
   private statement(stmt: Sh.Stmt, src: Source, depth: number): void {
     const site = stmt.Cmd ? src.of(stmt.Cmd) : src.of(stmt);
-    for (const redirect of stmt.Redirs) this.redirect(redirect, site, src);
+    for (const redirect of stmt.Redirs) this.redirect(redirect, site, src, depth);
     if (stmt.Cmd && syntax.NodeType(stmt.Cmd) === "CallExpr") {
       const call = stmt.Cmd as Sh.CallExpr;
       const argv = call.Args.flatMap((word) => this.expand(word, src));
@@ -243,8 +310,14 @@ class Scan {
     }
   }
 
-  private redirect(redirect: Sh.Redirect, site: string, src: Source): void {
-    if (!redirect.Word || [HEREDOC, HEREDOC_DASH, HERESTRING].includes(redirect.Op)) return;
+  private redirect(redirect: Sh.Redirect, site: string, src: Source, depth: number): void {
+    if ([HEREDOC, HEREDOC_DASH, HERESTRING].includes(redirect.Op)) {
+      // The body is data for the command, but a command may evaluate it (read x <<< 'a[$(…)]'; $((x))).
+      const text = redirect.Op === HERESTRING ? this.wordText(redirect.Word, src) : this.heredocText(redirect);
+      if (text !== undefined) this.embeddedCode([literal(text)], `${site} ${src.of(redirect)}`, depth);
+      return;
+    }
+    if (!redirect.Word) return;
     const targets = this.expand(redirect.Word, src);
     // `2>&1`, `<&0`, `>&-` name file descriptors, not files.
     if ((redirect.Op === DUP_IN || redirect.Op === DUP_OUT) && targets.every((t) => t.value !== undefined && /^(\d+-?|-)$/.test(t.value))) return;
@@ -268,6 +341,14 @@ class Scan {
     this.commandTexts.push(argv.map((arg) => arg.value ?? arg.shown).join(" "));
     this.denyList(program, rest, site);
     const handled = this.nestedCode(program, rest, site, depth);
+    this.shellOptions(program, rest, site.shown);
+    this.variableWrites(program, rest, site.shown);
+    for (const finding of runnerFindings(program, rest, this.allowed !== undefined)) {
+      if (finding.kind === "refuse") throw refusal(site.shown, finding.why);
+      if (finding.kind === "code") this.source(finding.code, depth + 1);
+      if (finding.kind === "command") this.command(finding.argv.map((arg) => literal(arg.value ?? "")), site, depth + 1);
+      if (finding.kind === "path") this.pathWords([literal(finding.path)], site.shown);
+    }
     const data = rest.filter((arg) => !handled.has(arg));
     this.embeddedCode(data, site.shown, depth);
     this.pathWords(data, site.shown);
@@ -292,10 +373,14 @@ class Scan {
 
     const wrapper = WRAPPERS[program];
     if (wrapper) {
-      if (program === "env" && args.some((arg) => /^(-S|--split-string)/.test(arg.value ?? ""))) {
-        throw refusal(site.shown, "env -S splits a string into a command, which is not checked");
+      let start = program === "env" ? envOptions(args, site.shown) : skipOptions(args, wrapper.valueOptions) + (wrapper.operandsBefore ?? 0);
+      if (program === "flock") {
+        const at = args.findIndex((arg) => arg.value === "-c" || arg.value === "--command");
+        if (at >= 0) {
+          runCode(args[at + 1], "flock -c");
+          return handled;
+        }
       }
-      let start = skipOptions(args, wrapper.valueOptions) + (wrapper.operandsBefore ?? 0);
       if (program === "env") {
         for (; start < args.length && /^[A-Za-z_][A-Za-z0-9_]*=/.test(args[start]?.value ?? ""); start++) {
           this.requireSafeVariable(args[start]!.value!.split("=")[0]!, site.shown);
@@ -338,6 +423,66 @@ class Scan {
       this.find(args, site, runInner);
     }
     return handled;
+  }
+
+  /** shopt and set -o/+o change how bash reads what follows (globskipdots, extglob, posix, keyword...). */
+  private shellOptions(program: string, args: Arg[], shown: string): void {
+    if (program === "shopt" && args.some((arg) => arg.value === undefined || /^-[a-z]*[su]/.test(arg.value))) this.optionChanges.push(shown);
+    if (program !== "set") return;
+    for (let i = 0; i < args.length; i++) {
+      const value = args[i]!.value;
+      if (value === undefined) return void this.optionChanges.push(shown);
+      if (value === "--" || value === "-" || !/^[-+]/.test(value)) return;
+      for (let k = 1; k < value.length; k++) {
+        const letter = value[k]!;
+        if (letter === "o") {
+          const name = args[++i];
+          if (name && !SAFE_SET_OPTIONS.has(name.value ?? "")) this.optionChanges.push(shown);
+        } else if (!SAFE_SET_LETTERS.includes(letter)) this.optionChanges.push(shown);
+      }
+    }
+  }
+
+  /**
+   * Builtins that write variables without an assignment word the parser shows: read, mapfile,
+   * printf -v, getopts. Their values are known only at run time; in allow-list mode the names
+   * they write must not be ones that change which code runs (PATH...).
+   */
+  private variableWrites(program: string, args: Arg[], shown: string): void {
+    let names: (string | undefined)[] = [];
+    if (program === "read") {
+      for (let i = 0; i < args.length; i++) {
+        const value = args[i]!.value;
+        if (value !== undefined && /^-[a-zA-Z]+$/.test(value)) {
+          const last = value[value.length - 1]!;
+          if ("adinNptu".includes(last)) {
+            const option = args[++i]?.value;
+            if (last === "a") names.push(option);
+          }
+          continue;
+        }
+        names.push(value);
+      }
+      if (names.length === 0) names = ["REPLY"];
+    } else if (program === "mapfile" || program === "readarray") {
+      if (args.some((arg) => arg.value === undefined || /^-[a-zA-Z]*C/.test(arg.value))) throw refusal(shown, `${program} -C runs a callback, which is not checked`);
+      const operands = args.filter((arg, i) => !arg.value!.startsWith("-") && !/^-[a-zA-Z]*[dnOsuc]$/.test(args[i - 1]?.value ?? ""));
+      names = operands.length > 0 ? operands.map((arg) => arg.value) : ["MAPFILE"];
+    } else if (program === "printf") {
+      const at = args.findIndex((arg) => arg.value === "-v");
+      if (at >= 0) names = [args[at + 1]?.value];
+    } else if (program === "getopts") {
+      names = [args[1]?.value];
+    } else if ((program === "compgen" || program === "complete") && args.some((arg) => arg.value === undefined || /^-[a-zA-Z]*C/.test(arg.value))) {
+      throw refusal(shown, `${program} -C runs a command, which is not checked`);
+    }
+    if (names.length === 0) return;
+    this.runtimeWrites.push(shown);
+    if (!this.allowed) return;
+    for (const name of names) {
+      if (name === undefined) throw refusal(shown, `in allow-list mode, ${program} into a variable named at run time is refused`);
+      this.requireSafeVariable(name.replace(/\[.*$/s, ""), shown);
+    }
   }
 
   private requireAllowed(program: string, shown: string): void {
@@ -399,7 +544,8 @@ class Scan {
         break;
       }
       if (value === "--rcfile" || value === "--init-file" || /^[-+][a-zA-Z]*[oO]$/.test(value)) {
-        i++;
+        const option = args[++i]?.value;
+        if (value.endsWith("O") || (value.endsWith("o") && !SAFE_SET_OPTIONS.has(option ?? ""))) this.optionChanges.push(site.shown);
         continue;
       }
       if (value.startsWith("--")) continue;
@@ -487,6 +633,7 @@ class Scan {
     this.requireSafeVariable(assign.Name.Value, src.of(assign));
     if (!assign.Value) return;
     const values = this.expand(assign.Value, src);
+    if (values.some((value) => value.value === undefined)) this.runtimeWrites.push(src.of(assign));
     this.embeddedCode(values, src.of(assign), depth);
     this.pathWords(values, src.of(assign));
   }
@@ -505,12 +652,22 @@ class Scan {
     }
   }
 
-  /** Bash evaluates variable contents in arithmetic, and `a[$(cmd)]` found there runs cmd. */
+  /**
+   * Bash evaluates text in arithmetic as an expression, variables' values included, and
+   * `a[$(cmd)]` found there runs cmd: quoted text holding `$(` or a backquote is refused always;
+   * variables are refused in allow-list mode, and otherwise when the line sets some at run time.
+   */
   private arithmetic(node: Node, src: Source): void {
     walk(node, (inner) => {
       const type = syntax.NodeType(inner);
-      const variable = type === "ParamExp" || (type === "Lit" && !/^[0-9]+$/.test((inner as Sh.Lit).Value));
-      if (variable) throw refusal(src.of(node), "in allow-list mode, arithmetic on variables is refused: bash can run code found in their values");
+      const text = type === "Lit" || type === "SglQuoted" ? (inner as Sh.Lit).Value : undefined;
+      if (text !== undefined && /\$\(|`/.test(text)) {
+        throw refusal(src.of(node), "arithmetic on text holding $( or a backquote is refused: bash would run it as a command");
+      }
+      const variable = type === "ParamExp" || (text !== undefined && /[A-Za-z_]/.test(text.replace(/\b0[xX][0-9a-fA-F]+\b|\b\d+#[0-9A-Za-z@_]+/g, "")));
+      if (!variable) return;
+      if (this.allowed) throw refusal(src.of(node), "in allow-list mode, arithmetic on variables is refused: bash can run code found in their values");
+      this.arithmeticReads.push(src.of(node));
     });
   }
 
@@ -523,6 +680,10 @@ class Scan {
   /** Records words that may name files, for the workspace check once the whole line is scanned. */
   private pathWords(args: Arg[], site: string): void {
     for (const arg of args) {
+      // `.*` matches `..` in bash before 5.2 and with globskipdots off: a way out that no path shows.
+      if (arg.pattern && arg.value !== undefined && arg.value.split("/").some((part) => part.startsWith(".") && /[*?[]/.test(part))) {
+        throw refusal(site, `the file-name pattern ${JSON.stringify(arg.value)} can match "..", the parent folder, so it is refused`);
+      }
       if (arg.value === undefined) {
         if (arg.prefix) this.paths.push({ word: arg.prefix, partial: true, site });
         continue;
@@ -538,6 +699,14 @@ class Scan {
   expand(word: Sh.Word, src: Source): Arg[] {
     const shown = src.of(word);
     const parts = word.Parts;
+    for (const part of parts) {
+      if (syntax.NodeType(part) !== "Lit") continue;
+      for (const [group] of (part as Sh.Lit).Value.matchAll(/(?<!\\)\{[^{}]*\}/g)) {
+        // The parser reads `{rm,-rf,../x}` as a broken sequence, bash as a list: a brace group with
+        // `..` that is not a plain sequence is read differently, and may reach a parent folder.
+        if (group.includes("..") && !BRACE_SEQUENCE.test(group)) throw refusal(shown, "brace expansion holding .. is refused: the parser and bash read it differently, and it can reach a parent folder");
+      }
+    }
     const split = syntax.SplitBraces(word).Parts;
     // SplitBraces rewrites the word in place, and Walk fails on the BraceExp nodes it adds.
     word.Parts = parts;
@@ -663,7 +832,8 @@ function skipOptions(args: Arg[], valueOptions: string[]): number {
     if (value === undefined || value === "-" || !value.startsWith("-")) return i;
     if (value === "--") return i + 1;
     if (value.startsWith("--")) {
-      if (!value.includes("=") && valueOptions.includes(value)) i++;
+      // getopt_long takes any unambiguous prefix: `timeout --sig KILL 5 rm` is `--signal KILL`.
+      if (!value.includes("=") && value.length > 3 && valueOptions.some((option) => option.startsWith("--") && option.startsWith(value))) i++;
       continue;
     }
     for (let k = 1; k < value.length; k++) {
@@ -671,6 +841,40 @@ function skipOptions(args: Arg[], valueOptions: string[]): number {
         if (k === value.length - 1) i++;
         break;
       }
+    }
+  }
+  return i;
+}
+
+/**
+ * Index of env's command: options read as GNU env reads them, clusters (`-iS'…'`) and long
+ * prefixes (`--split`) included. -S and an option env does not have are refused.
+ */
+function envOptions(args: Arg[], shown: string): number {
+  const longs = ["--ignore-environment", "--null", "--unset", "--chdir", "--split-string", "--block-signal", "--default-signal", "--ignore-signal", "--list-signal-handling", "--debug"];
+  let i = 0;
+  for (; i < args.length; i++) {
+    const value = args[i]!.value;
+    if (value === undefined) throw refusal(shown, "an option of env decided at run time could be -S, which splits a string into a command");
+    if (value === "-") continue;
+    if (value === "--") return i + 1;
+    if (!value.startsWith("-")) return i;
+    if (value.startsWith("--")) {
+      const written = value.split("=")[0]!;
+      const matches = longs.filter((name) => name.startsWith(written));
+      if (matches.length !== 1) throw refusal(shown, `env ${written} is not an option env reads unambiguously, so what it runs cannot be checked`);
+      if (matches[0] === "--split-string") throw refusal(shown, "env -S splits a string into a command, which is not checked");
+      if ((matches[0] === "--unset" || matches[0] === "--chdir") && !value.includes("=")) i++;
+      continue;
+    }
+    for (let k = 1; k < value.length; k++) {
+      const letter = value[k]!;
+      if (letter === "S") throw refusal(shown, "env -S splits a string into a command, which is not checked");
+      if (letter === "u" || letter === "C") {
+        if (k === value.length - 1) i++;
+        break;
+      }
+      if (!"i0v".includes(letter)) throw refusal(shown, `env -${letter} is not an option env reads, so what it runs cannot be checked`);
     }
   }
   return i;
@@ -697,6 +901,22 @@ function parseError(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/**
+ * Whether `..` follows a name that could be a symbolic link: the kernel resolves `l/..` as the
+ * parent of l's target, while a lexical check takes it as the folder holding l. A leading `..`,
+ * `~/..` and `/..` follow folders that are real paths, so they can be checked.
+ */
+function dotDotAfterName(word: string): boolean {
+  const parts = word.split("/");
+  let named = false;
+  for (const [index, part] of parts.entries()) {
+    if (part === "..") {
+      if (named) return true;
+    } else if (part !== "" && part !== "." && !(index === 0 && part === "~")) named = true;
+  }
+  return false;
+}
+
 /** Where a word would lead: a `~` means the command's HOME, which is the workspace. */
 function resolveWord(word: string, ctx: CheckContext): string[] | "other-home" {
   if (word === "~" || word.startsWith("~/")) return [join(ctx.workspace, word.slice(1))];
@@ -710,6 +930,9 @@ async function checkPathWord(use: PathUse, ctx: CheckContext, checkPath: (path: 
   const { word } = use;
   if (HARMLESS_DEVICES.has(word) || /^\/dev\/fd\/\d+$/.test(word)) return;
   if (use.partial && !(isAbsolute(word) || word.startsWith("~") || word.includes(".."))) return;
+  if (dotDotAfterName(word)) {
+    throw refusal(use.site, `${JSON.stringify(word)} has .. after a folder name: if that name is a symbolic link (one the line creates too), .. leads elsewhere, so it is refused`);
+  }
   const targets = resolveWord(word, ctx);
   if (targets === "other-home") throw refusal(use.site, `${JSON.stringify(word)} is another user's home folder, outside the workspace`);
   for (const target of targets) {
