@@ -4,6 +4,7 @@ import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { jobContext } from "../jobs/context.js";
 import { loadJobsDir } from "../jobs/load.js";
+import { isAlive } from "../store/lock.js";
 import { detectSandbox } from "../tools/sandbox.js";
 import { EXIT } from "./output.js";
 
@@ -29,12 +30,7 @@ async function daemonState(stateDir: string): Promise<string> {
   const lock = join(stateDir, "countd.lock");
   const pid = Number.parseInt(await readFile(lock, "utf8").catch(() => ""), 10);
   if (!(pid > 0)) return `not running (no lock in ${stateDir})`;
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EPERM") return `not running (the lock ${lock} names pid ${pid}, which has exited)`;
-  }
-  return `running (pid ${pid})`;
+  return isAlive(pid) ? `running (pid ${pid})` : `not running (the lock ${lock} names pid ${pid}, which has exited)`;
 }
 
 async function sandboxState(config: Config): Promise<string> {

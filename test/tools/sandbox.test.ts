@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,7 +8,7 @@ import { MemoryStore } from "../../src/memory/store.js";
 import { openRuntime } from "../../src/runtime.js";
 import { builtinTools } from "../../src/tools/builtin.js";
 import { ToolRefusal } from "../../src/tools/paths.js";
-import { bwrapArgs, detectSandbox } from "../../src/tools/sandbox.js";
+import { bwrapArgs, detectSandbox, hiddenPaths } from "../../src/tools/sandbox.js";
 import type { ExecOptions } from "../../src/tools/shell.js";
 import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
 import { hasSystemPackage } from "../support/system-package.js";
@@ -49,6 +49,25 @@ describe("bwrapArgs", () => {
 
   it("refuses to hide a folder that holds the workspace", () => {
     expect(() => bwrapArgs({ ...spec, hidden: [{ path: "/srv", isDir: true }] })).toThrow("exec: the hidden path /srv contains the workspace /srv/ws");
+  });
+});
+
+describe("hiddenPaths", () => {
+  it("hides the entries of a folder that holds the workspace or a read-only root, down to them, and survives a link loop", async () => {
+    const base = await realpath(await mkdtemp(join(tmpdir(), "countd-hide-")));
+    await mkdir(join(base, "data", "workspace"), { recursive: true });
+    await mkdir(join(base, "data", "other"));
+    await mkdir(join(base, "inbox"));
+    await mkdir(join(base, "jobs"));
+    await writeFile(join(base, ".env"), "KEY=x\n");
+    await symlink(base, join(base, "data", "loop"));
+    const hidden = await hiddenPaths([base], [join(base, "data", "workspace"), join(base, "inbox")]);
+    expect(hidden.sort((a, b) => a.path.localeCompare(b.path))).toEqual([
+      { path: join(base, ".env"), isDir: false },
+      { path: join(base, "data", "other"), isDir: true },
+      { path: join(base, "jobs"), isDir: true },
+    ]);
+    await rm(base, { recursive: true });
   });
 });
 
