@@ -22,8 +22,8 @@ export type Finding<W extends Word> =
  */
 const INTERPRETERS =
   /^(python[\d.]*|pypy[\d.]*|perl[\d.]*|ruby[\d.]*|irb|node(js)?|deno|bun|php[\d.]*|lua(jit)?[\d.]*|tclsh[\d.]*|wish|expect|Rscript|R|julia|osascript|pwsh|powershell|java|jshell|groovy|scala|make|gmake|bmake|cmake|ninja|npm|npx|pnpm|yarn|pip[\d.]*|cargo|go|gradle|mvn|ant|rake|bundle|gdb|lldb)$/;
-/** Editors and pagers whose commands (`:!cmd`, `!cmd`, `|cmd`) run a shell. */
-const EDITORS = /^(vi|vim|nvim|view|vimdiff|ex|ed|red|emacs|emacsclient|nano|pico|joe|mcedit|mail|mailx|ftp|sftp|telnet)$/;
+/** Editors, pagers and command-line clients whose commands (`:!cmd`, `!cmd`, `.shell`, `\!`) run a shell. */
+const EDITORS = /^(vi|vim|nvim|view|vimdiff|ex|ed|red|emacs|emacsclient|nano|pico|joe|mcedit|mail|mailx|ftp|lftp|sftp|telnet|sqlite3?|psql|mysql|mariadb|dc|gnuplot)$/;
 
 /** The long option `--name`, also abbreviated to any unambiguous prefix of at least `min` characters (GNU getopt accepts those). */
 function longOption(arg: string, name: string, min: number): { value?: string } | undefined {
