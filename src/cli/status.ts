@@ -13,7 +13,7 @@ import { EXIT } from "./output.js";
  * exec runs sandboxed, and if not, why and how to fix it. Reads only, so it works beside the daemon.
  */
 export async function status(opts: { config?: string }): Promise<number> {
-  const config = await loadConfig({ file: opts.config });
+  const config = await loadConfig({ file: opts.config, needs: [] });
   const { jobs, problems } = await loadJobsDir(config.paths.jobs, jobContext(config, null));
   const disabled = jobs.filter((job) => !job.enabled).length;
   const notes = [...(disabled > 0 ? [`${disabled} disabled`] : []), ...(problems.length > 0 ? [`${problems.length} problem(s): see countd validate`] : [])];

@@ -39,7 +39,7 @@ describe("commands without the unit's EnvironmentFile", () => {
 
   const countd = (args: string[], env: Record<string, string> = {}) => runCountd(args, { cwd: dir, env });
 
-  it.each([["jobs"], ["history"], ["outbox"], ["validate"]])("countd %s works, since it uses none of the unset variables", async (command) => {
+  it.each([["jobs"], ["history"], ["outbox"], ["validate"], ["status"]])("countd %s works, since it uses none of the unset variables", async (command) => {
     const result = await countd([command]);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
