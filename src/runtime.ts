@@ -14,7 +14,7 @@ import { createProvider } from "./providers/factory.js";
 import { PRESET_NAMES, type PresetName } from "./providers/presets.js";
 import type { LLMProvider } from "./providers/types.js";
 import { SessionStore } from "./sessions/store.js";
-import { SkillsLoader } from "./skills/loader.js";
+import { SkillsLoader, skillsDir } from "./skills/loader.js";
 import { builtinTools, selectTools, SUBAGENT_TOOLS } from "./tools/builtin.js";
 import type { Tool } from "./tools/registry.js";
 import { detectSandbox } from "./tools/sandbox.js";
@@ -128,7 +128,12 @@ export async function openRuntime(
     memory,
     toolNames: [...tools.names, "spawn"],
     loop,
-    warnings: sandbox?.kind === "none" ? [sandbox.warning] : sandbox?.kind === "unavailable" ? [sandbox.reason] : [],
+    warnings: [
+      ...(sandbox?.kind === "none" ? [sandbox.warning] : sandbox?.kind === "unavailable" ? [sandbox.reason] : []),
+      ...(config.tools.writableSkills
+        ? [`tools.writable_skills is true: the agent's tools may write ${skillsDir(config.paths.workspace)}, and a skill it writes becomes a standing instruction of every later run`]
+        : []),
+    ],
     async close() {
       detach();
       await audit.close();

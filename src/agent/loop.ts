@@ -232,7 +232,7 @@ export class AgentLoop {
     let content: string;
     let isError = true;
     let attempts = 0;
-    const tool = tools.get(call.name);
+    const tool = tools.forAgent(call.name);
     const validation = tool && call.arguments !== null ? tools.validate(tool, call.arguments) : undefined;
     if (!tool) {
       content = `Error: unknown tool "${call.name}". Available tools: ${tools.names.join(", ") || "none"}.`;

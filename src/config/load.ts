@@ -211,6 +211,7 @@ function resolve(data: ConfigFile, heartbeatDeliver: DeliveryTarget[], env: Node
       tools: {
         restrictToWorkspace: data.tools.restrict_to_workspace,
         readOnlyRoots: data.tools.read_only_roots.map((root) => path.resolve(dir, root)),
+        writableSkills: data.tools.writable_skills,
         exec: {
           enabled: data.tools.exec.enabled,
           timeoutMs: data.tools.exec.timeout,

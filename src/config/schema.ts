@@ -228,6 +228,7 @@ export const configSchema = section({
   tools: section({
     restrict_to_workspace: bool().default(true),
     read_only_roots: list(text(), "folders"),
+    writable_skills: bool().default(false),
     exec: section({
       enabled: bool().default(true),
       timeout: duration({ allowZero: false }).prefault("60s"),
@@ -335,6 +336,8 @@ export interface ToolsConfig {
   restrictToWorkspace: boolean;
   /** Absolute. */
   readOnlyRoots: string[];
+  /** The tools may write the workspace's skills, which become the agent's standing instructions. */
+  writableSkills: boolean;
   exec: {
     enabled: boolean;
     timeoutMs: number;

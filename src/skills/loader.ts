@@ -69,6 +69,11 @@ async function isExecutable(file: string): Promise<boolean> {
 
 const byName = (a: Skill, b: Skill): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
+/** Where a workspace's skills live; the tools may not write there unless tools.writable_skills is set. */
+export function skillsDir(workspace: string): string {
+  return join(workspace, "skills");
+}
+
 /** Loads `<workspace>/skills/<dir>/SKILL.md`; skills whose required binaries or env vars are missing are hidden. */
 export class SkillsLoader {
   private readonly dir: string;
@@ -78,7 +83,7 @@ export class SkillsLoader {
     workspace: string,
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {
-    this.dir = join(workspace, "skills");
+    this.dir = skillsDir(workspace);
   }
 
   /**

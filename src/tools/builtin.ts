@@ -1,6 +1,7 @@
 import { dirname } from "node:path";
 import type { Config } from "../config/schema.js";
 import { MemoryStore } from "../memory/store.js";
+import { skillsDir } from "../skills/loader.js";
 import { fileTools } from "./filesystem.js";
 import { memoryTools } from "./memory.js";
 import { PathGuard } from "./paths.js";
@@ -22,6 +23,7 @@ export function builtinTools(config: Config, memory: MemoryStore, sandbox?: Sand
     workspace: paths.workspace,
     restrictToWorkspace: tools.restrictToWorkspace,
     readOnlyRoots: tools.readOnlyRoots,
+    instructionDirs: tools.writableSkills ? [] : [skillsDir(paths.workspace)],
   });
   const registry = new ToolRegistry().register(...fileTools({ guard }));
   if (tools.exec.enabled && sandbox?.kind !== "unavailable") {

@@ -41,6 +41,7 @@ const pathArg = z
 function readFileTool(files: Files, maxChars: number) {
   return defineTool({
     name: "read_file",
+    untrusted: true,
     description:
       `Reads text files from the workspace. Returns at most ${maxChars.toLocaleString("en-US")} characters per call; ` +
       "a longer read ends with a notice telling which start_line reads on. Binary files are reported, not shown.",
@@ -167,6 +168,7 @@ function editFileTool(files: Files, maxBytes: number) {
 function listDirTool(files: Files) {
   return defineTool({
     name: "list_dir",
+    untrusted: true,
     description:
       `Lists a folder of the workspace, sorted by name: folders end with "/", files show their size, symlinks show their target. ` +
       `At most ${MAX_LIST_ENTRIES} entries; use file_search to look deeper or narrower.`,
@@ -202,6 +204,7 @@ function listDirTool(files: Files) {
 function fileSearchTool(files: Files) {
   return defineTool({
     name: "file_search",
+    untrusted: true,
     description:
       "Finds files by glob pattern under a folder of the workspace; results are paths relative to the workspace, sorted. " +
       "Symbolic links are neither followed nor listed.",

@@ -27,6 +27,7 @@ function memoryWriteTool(memory: MemoryStore) {
 function memorySearchTool(memory: MemoryStore) {
   return defineTool({
     name: "memory_search",
+    untrusted: true,
     description:
       "Searches long-term memory (MEMORY.md) for entries holding keywords, case-insensitive, in their text or source; newest first. " +
       'Each result is "line N: date|source|text"; memory_read with start_line/end_line shows the entries around one.',
@@ -57,6 +58,7 @@ function words(args: { query?: string | undefined; keywords?: string[] | undefin
 function memoryReadTool(memory: MemoryStore) {
   return defineTool({
     name: "memory_read",
+    untrusted: true,
     description:
       "Reads long-term memory (MEMORY.md) entries, oldest first: the last N entries (default 10), or those on lines start_line..end_line of the file.",
     parameters: z

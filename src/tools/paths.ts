@@ -13,6 +13,11 @@ export interface PathPolicy {
   restrictToWorkspace: boolean;
   /** Extra folders the tools may read but never write, such as a watched inbox. */
   readOnlyRoots: string[];
+  /**
+   * Folders whose files become the agent's standing instructions (the workspace's skills): read,
+   * never written, whatever the workspace restriction says, so the agent cannot instruct itself.
+   */
+  instructionDirs?: string[];
 }
 
 export function isInside(path: string, root: string): boolean {
@@ -47,6 +52,15 @@ export class PathGuard {
   async forWrite(path: string): Promise<string> {
     const { workspace, readOnly } = await this.realRoots();
     const real = await realPathOf(this.absolute(path, workspace));
+    for (const dir of this.policy.instructionDirs ?? []) {
+      // Resolved on every call: the folder may appear, or be swapped for a link, at any time.
+      if (isInside(real, await realPathOf(resolve(dir)))) {
+        throw new ToolRefusal(
+          `refused: ${shown(path)} is in ${dir}, whose files become the agent's standing instructions (skills); ` +
+            "tools may read it but not write it (tools.writable_skills: true in countd.yaml allows it)",
+        );
+      }
+    }
     if (!this.policy.restrictToWorkspace) return real;
     if (isInside(real, workspace)) return real;
     if (readOnly.some((root) => isInside(real, root))) {

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { ToolDefinition } from "../providers/types.js";
+import { asRun } from "./untrusted.js";
 
 export interface ToolContext {
   sessionId: string;
@@ -13,6 +14,11 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
   name: string;
   description: string;
   parameters: S;
+  /**
+   * What it returns comes from outside countd (files, commands, memory): the registry frames it
+   * as untrusted data before the LLM reads it.
+   */
+  untrusted?: boolean;
   /** Returns the text the LLM reads; throws to report a failure (which may be retried). */
   execute(args: z.infer<S>, ctx: ToolContext): Promise<string>;
 }
@@ -38,6 +44,12 @@ export class ToolRegistry {
 
   get(name: string): Tool | undefined {
     return this.tools.get(name);
+  }
+
+  /** The tool as the agent loop runs it: its output framed as untrusted data when it is marked so. */
+  forAgent(name: string): Tool | undefined {
+    const tool = this.tools.get(name);
+    return tool && asRun(tool);
   }
 
   get names(): string[] {

@@ -19,6 +19,8 @@ export interface BwrapSpec {
   network: boolean;
   /** Real paths bound read-only, so they stay readable even when they live under /tmp. */
   readOnly: string[];
+  /** Existing folders inside the workspace bound read-only over its read-write bind (the skills). */
+  readOnlyInWorkspace?: string[];
   /** Masked inside the sandbox: an empty tmpfs over a folder, /dev/null over a file. */
   hidden: HiddenPath[];
 }
@@ -33,6 +35,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   const args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"];
   for (const root of spec.readOnly) args.push("--ro-bind-try", root, root);
   args.push("--bind", spec.workspace, spec.workspace);
+  for (const dir of spec.readOnlyInWorkspace ?? []) args.push("--ro-bind", dir, dir);
   for (const { path, isDir } of spec.hidden) {
     // A mask over a folder holding the workspace would hide the workspace too.
     if (isInside(spec.workspace, path)) throw new Error(`exec: the hidden path ${path} contains the workspace ${spec.workspace}`);

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { readdir, readFile, realpath, stat } from "node:fs/promises";
+import { mkdir, readdir, readFile, realpath, stat } from "node:fs/promises";
 import { isAbsolute, resolve } from "node:path";
 import { z } from "zod";
 import { checkEnvNames, childEnv } from "./child-env.js";
@@ -54,6 +54,7 @@ export function execTool(opts: ExecOptions): Tool<typeof parameters> {
 
   return defineTool({
     name: "exec",
+    untrusted: true,
     description:
       `Run a shell command (${SHELL}) in the workspace and return its output (stdout and stderr together, ` +
       `at most ${opts.maxOutputChars} characters) and exit code. Stopped after ${maxSeconds} s. ` +
@@ -82,7 +83,8 @@ export function execTool(opts: ExecOptions): Tool<typeof parameters> {
       if (kind === "bwrap") {
         const readOnly = guard.policy.restrictToWorkspace ? await realRoots(guard.policy.readOnlyRoots) : [];
         const hidden = await hiddenPaths(opts.hiddenPaths, [workspace, ...readOnly]);
-        argv = ["bwrap", ...bwrapArgs({ workspace, cwd, network: opts.network, readOnly, hidden }), "--", ...command];
+        const readOnlyInWorkspace = await instructionDirs(guard, workspace);
+        argv = ["bwrap", ...bwrapArgs({ workspace, cwd, network: opts.network, readOnly, readOnlyInWorkspace, hidden }), "--", ...command];
       }
       const seconds = Math.min(args.timeout ?? maxSeconds, maxSeconds);
       const run = await runGroup(argv, { cwd, env, timeoutMs: seconds * 1000, maxChars: opts.maxOutputChars, signal: ctx.signal });
@@ -95,6 +97,20 @@ export function execTool(opts: ExecOptions): Tool<typeof parameters> {
       return `${run.output.replace(/\n$/, "") || "(no output)"}\n${status}`;
     },
   });
+}
+
+/**
+ * The guard's instruction folders (the skills) that lie in the workspace, created when missing:
+ * a read-only mount needs the folder to exist, or a command could create it writable.
+ */
+async function instructionDirs(guard: PathGuard, workspace: string): Promise<string[]> {
+  const dirs: string[] = [];
+  for (const dir of guard.policy.instructionDirs ?? []) {
+    await mkdir(dir, { recursive: true });
+    const real = await realpath(dir);
+    if (isInside(real, workspace)) dirs.push(real);
+  }
+  return dirs;
 }
 
 async function realRoots(roots: string[]): Promise<string[]> {

@@ -27,6 +27,7 @@ const defaultHeartbeat = (workspace: string): Config["heartbeat"] => ({
 const DEFAULT_TOOLS: Config["tools"] = {
   restrictToWorkspace: true,
   readOnlyRoots: [],
+  writableSkills: false,
   exec: { enabled: true, timeoutMs: 60_000, sandbox: "auto", network: false, denyPatterns: [], allowList: [], envNames: [] },
   web: { allowHosts: [] },
   spawn: { maxConcurrent: 2, timeoutMs: 1_200_000 },
@@ -471,6 +472,7 @@ describe("tools", () => {
         "tools:",
         "  restrict_to_workspace: ${RESTRICT}",
         "  read_only_roots: [./inbox, /srv/shared]",
+        "  writable_skills: true",
         "  exec:",
         "    enabled: false",
         "    timeout: 2m",
@@ -488,6 +490,7 @@ describe("tools", () => {
     expect(config.tools).toEqual({
       restrictToWorkspace: false,
       readOnlyRoots: [path.join(dir, "inbox"), "/srv/shared"],
+      writableSkills: true,
       exec: {
         enabled: false,
         timeoutMs: 120_000,
