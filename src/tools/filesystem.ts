@@ -1,10 +1,11 @@
-import { constants, createReadStream, type Stats } from "node:fs";
-import { lstat, mkdir, open, readdir, readFile, readlink, stat, writeFile } from "node:fs/promises";
-import { dirname, join, relative } from "node:path";
+import type { Dirent, Stats } from "node:fs";
+import { lstat, readdir, readlink, stat, type FileHandle } from "node:fs/promises";
+import { dirname, relative } from "node:path";
 import { glob } from "tinyglobby";
 import { z } from "zod";
 import { defineTool, type Tool } from "./registry.js";
 import { isInside, ToolRefusal, type PathGuard } from "./paths.js";
+import { makeFolders, openFolder, openRead, openWrite, underFolder } from "./safe-open.js";
 
 export interface FileToolOptions {
   guard: PathGuard;
@@ -17,8 +18,6 @@ export interface FileToolOptions {
 const MAX_LIST_ENTRIES = 500;
 /** Like git: a NUL byte in the first 8000 bytes marks a file as binary. */
 const BINARY_SNIFF_BYTES = 8000;
-// The real path was just resolved, so a symlink in its last component means it was swapped in since: refuse to follow it.
-const WRITE_FLAGS = constants.O_WRONLY | constants.O_NOFOLLOW;
 
 export function fileTools(opts: FileToolOptions): Tool[] {
   const files = new Files(opts.guard);
@@ -104,18 +103,25 @@ function writeFileTool(files: Files, maxBytes: number) {
       }
       const real = await files.guard.forWrite(path);
       const shown = await files.shown(real);
-      await mkdir(dirname(real), { recursive: true }).catch((err) => {
-        throw fileError(err, path);
-      });
+      await files.makeParents(real, path);
       const existing = await stat(real).catch(() => undefined);
       if (existing) await regularFile(real, path, "write_file writes files only");
-      const flags = WRITE_FLAGS | constants.O_CREAT | (mode === "append" ? constants.O_APPEND : constants.O_TRUNC);
-      await writeFile(real, content, { flag: flags }).catch((err) => {
+      const { handle } = await openWrite(real, JSON.stringify(path), { create: true, append: mode === "append" }).catch((err) => {
         throw fileError(err, path);
       });
+      let size: number;
+      try {
+        await openedRegular(handle, path, "write_file writes files only");
+        // Truncated only now: an open that is refused must leave the file as it was.
+        if (mode === "overwrite") await handle.truncate(0);
+        await handle.writeFile(content);
+        size = (await handle.stat()).size;
+      } finally {
+        await handle.close();
+      }
       ctx.wrote?.(real);
       if (mode === "overwrite") return `wrote ${formatBytes(bytes)} to ${shown}`;
-      return `appended ${formatBytes(bytes)} to ${shown} (the file is now ${formatBytes((await stat(real)).size)})`;
+      return `appended ${formatBytes(bytes)} to ${shown} (the file is now ${formatBytes(size)})`;
     },
   });
 }
@@ -143,24 +149,31 @@ function editFileTool(files: Files, maxBytes: number) {
     async execute(args, ctx) {
       const real = await files.guard.forWrite(args.path);
       const shown = await files.shown(real);
-      const { size } = await regularFile(real, args.path, "edit_file changes one file");
-      if (size > maxBytes) throw new ToolRefusal(`refused: ${shown} is ${formatBytes(size)}, over the ${formatBytes(maxBytes)} edit limit`);
-      const buffer = await readFile(real).catch((err) => {
+      await regularFile(real, args.path, "edit_file changes one file");
+      const { handle } = await openWrite(real, JSON.stringify(args.path), { create: false, edit: true }).catch((err) => {
         throw fileError(err, args.path);
       });
-      if (buffer.subarray(0, BINARY_SNIFF_BYTES).includes(0)) throw new Error(`${shown} is a binary file; edit_file only changes text files`);
-      const content = buffer.toString("utf8");
-      const edit =
-        args.old_text !== undefined
-          ? replaceText(content, args.old_text, args.new_text, shown)
-          : replaceLines(content, args.start_line!, args.end_line ?? args.start_line!, args.new_text, shown);
-      const bytes = Buffer.byteLength(edit.content);
-      if (bytes > maxBytes) throw new ToolRefusal(`refused: the edit would make ${shown} ${formatBytes(bytes)}, over the ${formatBytes(maxBytes)} limit`);
-      await writeFile(real, edit.content, { flag: WRITE_FLAGS | constants.O_TRUNC }).catch((err) => {
-        throw fileError(err, args.path);
-      });
+      let summary: string;
+      try {
+        const { size } = await openedRegular(handle, args.path, "edit_file changes one file");
+        if (size > maxBytes) throw new ToolRefusal(`refused: ${shown} is ${formatBytes(size)}, over the ${formatBytes(maxBytes)} edit limit`);
+        const buffer = await handle.readFile();
+        if (buffer.subarray(0, BINARY_SNIFF_BYTES).includes(0)) throw new Error(`${shown} is a binary file; edit_file only changes text files`);
+        const content = buffer.toString("utf8");
+        const edit =
+          args.old_text !== undefined
+            ? replaceText(content, args.old_text, args.new_text, shown)
+            : replaceLines(content, args.start_line!, args.end_line ?? args.start_line!, args.new_text, shown);
+        const out = Buffer.from(edit.content);
+        if (out.length > maxBytes) throw new ToolRefusal(`refused: the edit would make ${shown} ${formatBytes(out.length)}, over the ${formatBytes(maxBytes)} limit`);
+        await handle.truncate(0);
+        await handle.write(out, 0, out.length, 0);
+        summary = edit.summary;
+      } finally {
+        await handle.close();
+      }
       ctx.wrote?.(real);
-      return `edited ${shown}: ${edit.summary}`;
+      return `edited ${shown}: ${summary}`;
     },
   });
 }
@@ -177,22 +190,30 @@ function listDirTool(files: Files) {
     }),
     async execute({ path }) {
       const real = await files.guard.forRead(path);
-      const entries = await readdir(real, { withFileTypes: true }).catch((err) => {
+      const folder = await openFolder(real, JSON.stringify(path)).catch((err) => {
         throw fileError(err, path, "is a file, not a folder; use read_file to read it");
       });
-      if (entries.length === 0) return `${JSON.stringify(path)} is an empty folder`;
-      entries.sort((a, b) => byCodePoint(a.name, b.name));
-      // Entry types come from readdir, which does not follow symlinks: a link pointing out is described, never opened.
-      const lines = await Promise.all(
-        entries.slice(0, MAX_LIST_ENTRIES).map(async (entry) => {
-          const full = join(real, entry.name);
-          if (entry.isDirectory()) return `${entry.name}/`;
-          if (entry.isSymbolicLink()) return `${entry.name} -> ${await readlink(full).catch(() => "?")}`;
-          if (!entry.isFile()) return entry.name;
-          const size = await lstat(full).then((info) => `  ${formatBytes(info.size)}`, () => "");
-          return entry.name + size;
-        }),
-      );
+      let entries: Dirent[];
+      let lines: string[];
+      try {
+        // Listed through the verified descriptor: a folder swapped for a link meanwhile is not followed.
+        entries = await readdir(underFolder(folder), { withFileTypes: true });
+        if (entries.length === 0) return `${JSON.stringify(path)} is an empty folder`;
+        entries.sort((a, b) => byCodePoint(a.name, b.name));
+        // Entry types come from readdir, which does not follow symlinks: a link pointing out is described, never opened.
+        lines = await Promise.all(
+          entries.slice(0, MAX_LIST_ENTRIES).map(async (entry) => {
+            const full = underFolder(folder, entry.name);
+            if (entry.isDirectory()) return `${entry.name}/`;
+            if (entry.isSymbolicLink()) return `${entry.name} -> ${await readlink(full).catch(() => "?")}`;
+            if (!entry.isFile()) return entry.name;
+            const size = await lstat(full).then((info) => `  ${formatBytes(info.size)}`, () => "");
+            return entry.name + size;
+          }),
+        );
+      } finally {
+        await folder.close();
+      }
       if (entries.length > MAX_LIST_ENTRIES) {
         lines.push(`[${entries.length - MAX_LIST_ENTRIES} more entries not shown (${entries.length} in all); use file_search with a pattern to find what you need]`);
       }
@@ -268,18 +289,38 @@ class Files {
     return isInside(real, workspace) ? relative(workspace, real) || "." : real;
   }
 
+  /** Creates the folders `real` (a path the guard allowed) needs, each inside the verified one above it. */
+  async makeParents(real: string, path: string): Promise<void> {
+    const workspace = await this.guard.workspace();
+    await makeFolders(isInside(real, workspace) ? workspace : "/", dirname(real), JSON.stringify(path)).catch((err) => {
+      throw err instanceof ToolRefusal ? err : fileError(err, path);
+    });
+  }
+
   /** The text of one file within `budget` characters; `limit` is the whole call's limit, for the notice. */
   async readText(path: string, range: LineRange, budget: number, limit: number): Promise<{ text: string; used: number }> {
     const real = await this.guard.forRead(path);
     const shown = await this.shown(real);
-    const { size, binary } = await sniff(real, path);
+    await regularFile(real, path, "use list_dir to see what it holds");
+    const handle = await openRead(real, JSON.stringify(path)).catch((err) => {
+      throw err instanceof ToolRefusal ? err : fileError(err, path);
+    });
+    try {
+      return await this.readOpened(handle, path, shown, range, budget, limit);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  private async readOpened(handle: FileHandle, path: string, shown: string, range: LineRange, budget: number, limit: number): Promise<{ text: string; used: number }> {
+    const { size, binary } = await sniff(handle, path);
     if (binary) return { text: `[${shown} is a binary file (${formatBytes(size)}); read_file only shows text]`, used: 0 };
 
     const out: string[] = [];
     let used = 0;
     let lineNo = 0;
     let notice = "";
-    for await (const line of linesOf(real, budget)) {
+    for await (const line of linesOf(handle, budget)) {
       lineNo++;
       if (lineNo < range.start) continue;
       if (lineNo > range.end) break;
@@ -305,19 +346,19 @@ class Files {
   }
 }
 
-async function sniff(real: string, path: string): Promise<{ size: number; binary: boolean }> {
-  await regularFile(real, path, "use list_dir to see what it holds");
-  const handle = await open(real, "r").catch((err) => {
-    throw fileError(err, path);
-  });
-  try {
-    const { size } = await handle.stat();
-    const head = Buffer.alloc(Math.min(size, BINARY_SNIFF_BYTES));
-    const { bytesRead } = await handle.read(head, 0, head.length, 0);
-    return { size, binary: head.subarray(0, bytesRead).includes(0) };
-  } finally {
-    await handle.close();
-  }
+async function sniff(handle: FileHandle, path: string): Promise<{ size: number; binary: boolean }> {
+  const { size } = await openedRegular(handle, path, "use list_dir to see what it holds");
+  const head = Buffer.alloc(Math.min(size, BINARY_SNIFF_BYTES));
+  const { bytesRead } = await handle.read(head, 0, head.length, 0);
+  return { size, binary: head.subarray(0, bytesRead).includes(0) };
+}
+
+/** What was opened must be a regular file too; the check by name before could have been raced. */
+async function openedRegular(handle: FileHandle, path: string, folderHint: string): Promise<Stats> {
+  const info = await handle.stat();
+  if (info.isDirectory()) throw new Error(`${JSON.stringify(path)} is a folder, not a file; ${folderHint}`);
+  if (!info.isFile()) throw new Error(`${JSON.stringify(path)} is not a regular file (a pipe, socket or device); only regular files can be opened`);
+  return info;
 }
 
 /**
@@ -338,8 +379,8 @@ async function regularFile(real: string, path: string, folderHint: string): Prom
  * characters while the rest of it is skipped, so one huge line (minified code, a log without
  * newlines) never has to fit in memory.
  */
-async function* linesOf(path: string, maxChars: number): AsyncGenerator<string> {
-  const stream = createReadStream(path, { encoding: "utf8" });
+async function* linesOf(handle: FileHandle, maxChars: number): AsyncGenerator<string> {
+  const stream = handle.createReadStream({ encoding: "utf8", start: 0, autoClose: false });
   let line = "";
   const add = (piece: string): void => {
     if (line.length <= maxChars) line += piece.slice(0, maxChars + 1 - line.length);
