@@ -93,7 +93,7 @@ function expandPart(syntax: ShellSyntax, part: Sh.Node): Expansion[] | undefined
       if (brace.Sequence) return braceSequence(syntax, brace.Elems);
       const all: Expansion[] = [];
       for (const elem of brace.Elems) {
-        const words = expandParts(syntax, elem.Parts);
+        const words = expandParts(syntax, elem!.Parts);
         if (!words) return undefined;
         all.push(...words);
       }
@@ -105,9 +105,9 @@ function expandPart(syntax: ShellSyntax, part: Sh.Node): Expansion[] | undefined
 }
 
 /** `{1..5}`, `{a..e}`, `{0..10..2}`. */
-function braceSequence(syntax: ShellSyntax, elems: Sh.Word[]): Expansion[] | undefined {
+function braceSequence(syntax: ShellSyntax, elems: Sh.BraceExp["Elems"]): Expansion[] | undefined {
   const [from, to, step] = elems.map((elem) => {
-    const words = expandParts(syntax, elem.Parts);
+    const words = expandParts(syntax, elem!.Parts);
     return words?.length === 1 ? words[0]!.text : undefined;
   });
   if (from === undefined || to === undefined) return undefined;

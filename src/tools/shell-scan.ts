@@ -108,9 +108,9 @@ export class Scan {
         return this.assignment(node as Sh.Assign, src, depth);
       case "DeclClause": {
         const decl = node as Sh.DeclClause;
-        const name = decl.Variant.Value;
+        const name = decl.Variant!.Value;
         this.requireAllowed(name, name);
-        const flags = decl.Args.filter((arg) => arg.Naked && arg.Value).map((arg) => this.wordText(arg.Value, src));
+        const flags = decl.Args.filter((arg) => arg!.Naked && arg!.Value).map((arg) => this.wordText(arg!.Value, src));
         if (this.allowed && (name === "nameref" || flags.some((flag) => flag === undefined || /^-[a-zA-Z]*n/.test(flag)))) {
           throw refusal(src.of(node), `in allow-list mode, ${name} -n is refused: a name reference writes to another variable, such as PATH`);
         }
@@ -153,8 +153,8 @@ export class Scan {
       }
       case "WordIter": {
         // `for x in $(cat f)`: x holds text known only at run time.
-        const loop = node as unknown as { Name: Sh.Lit; Items: Sh.Word[] };
-        if (loop.Items.some((item) => this.expand(item, src).some((arg) => arg.value === undefined || arg.pattern))) this.runtimeWrites.push(src.of(node));
+        const loop = node as Sh.WordIter;
+        if (loop.Items.some((item) => this.expand(item!, src).some((arg) => arg.value === undefined || arg.pattern))) this.runtimeWrites.push(src.of(node));
         return;
       }
     }
@@ -162,11 +162,11 @@ export class Scan {
 
   private statement(stmt: Sh.Stmt, src: Source, depth: number): void {
     const site = stmt.Cmd ? src.of(stmt.Cmd) : src.of(stmt);
-    for (const redirect of stmt.Redirs) this.redirect(redirect, site, src, depth);
+    for (const redirect of stmt.Redirs) this.redirect(redirect!, site, src, depth);
     if (stmt.Cmd && this.syntax.NodeType(stmt.Cmd) === "CallExpr") {
       const call = stmt.Cmd as Sh.CallExpr;
-      const argv = call.Args.flatMap((word) => this.expand(word, src));
-      this.command(argv, { shown: site, redirs: stmt.Redirs, src }, depth);
+      const argv = call.Args.flatMap((word) => this.expand(word!, src));
+      this.command(argv, { shown: site, redirs: stmt.Redirs as Sh.Redirect[], src }, depth);
     }
   }
 
@@ -446,8 +446,8 @@ export class Scan {
   }
 
   private functionDecl(decl: Sh.FuncDecl, src: Source): void {
-    const name = decl.Name.Value;
-    walk(this.syntax, decl.Body, (node) => {
+    const name = decl.Name!.Value;
+    walk(this.syntax, decl.Body!, (node) => {
       if (this.syntax.NodeType(node) !== "CallExpr") return;
       const [first] = (node as Sh.CallExpr).Args;
       if (first && this.expand(first, src).some((arg) => arg.value === name)) {

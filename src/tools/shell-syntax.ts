@@ -1,7 +1,12 @@
 import type * as Sh from "mvdan-sh";
 
-/** The loaded shell parser (mvdan-sh): the scan reads every line through it. */
-export type ShellSyntax = Sh.Syntax;
+/**
+ * The loaded shell parser (mvdan-sh): the scan reads every line through it. Its published types
+ * (@types/mvdan-sh) mark node fields nullable as Go pointers are; the parser fills those the scan
+ * reads (a call's words, a statement's redirects, a loop's and a brace expansion's words, a
+ * declaration's variant, a function's name and body), so the scan asserts them with `!`.
+ */
+export type ShellSyntax = Sh.ShellScript["syntax"];
 
 /**
  * The parser takes ~200 ms to load, so the policy loads it at its first check rather than at
@@ -39,7 +44,8 @@ export class Source {
 
 /** syntax.Walk, plus the `${x:offset:length}` parts the bundled version skips (they can hold `$(…)`). */
 export function walk(syntax: ShellSyntax, root: Sh.Node, visit: (node: Sh.Node) => void): void {
-  syntax.Walk(root, (node) => {
+  // Walk also calls the visitor with null after a node's children, which the published types leave out.
+  syntax.Walk(root, (node: Sh.Node | null) => {
     if (!node) return true;
     visit(node);
     if (syntax.NodeType(node) === "ParamExp") {
