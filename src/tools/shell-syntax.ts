@@ -18,7 +18,8 @@ export async function loadShellSyntax(): Promise<ShellSyntax> {
 }
 
 // Operator codes of the bundled parser (mvdan.cc/sh/v3 syntax/tokens.go); the policy tests
-// exercise each of them, so a parser upgrade that shifts them fails there.
+// exercise each of them, so a parser upgrade that shifts them fails there. @types/mvdan-sh names
+// them in const enums it does not export, and the bundled build has no such objects at run time.
 export const RDR_IN = 56;
 export const RDR_IN_OUT = 57;
 export const DUP_IN = 58;
