@@ -263,8 +263,9 @@ function fileSearchTool(files: Files) {
       });
       const inside: string[] = [];
       for (const match of found.sort(byCodePoint)) {
-        // A second wall behind the pattern check: whatever the glob returned must still pass the guard.
-        if (await files.guard.forRead(match).then(() => true, () => false)) inside.push(await files.shown(match));
+        // A second wall behind the pattern check: whatever the glob returned must still pass the
+        // guard, and be there when opened (a folder swapped for a link mid-walk lists outside names).
+        if (await files.isReadable(match)) inside.push(await files.shown(match));
       }
       if (inside.length === 0) return `no files match ${JSON.stringify(pattern)} in ${JSON.stringify(path)}`;
       const lines = inside.slice(0, limit);
@@ -287,6 +288,17 @@ class Files {
   async shown(real: string): Promise<string> {
     const workspace = await this.guard.workspace();
     return isInside(real, workspace) ? relative(workspace, real) || "." : real;
+  }
+
+  /** Whether `path` passes the guard and opens as that very file. */
+  async isReadable(path: string): Promise<boolean> {
+    try {
+      const handle = await openRead(await this.guard.forRead(path), JSON.stringify(path));
+      await handle.close();
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** Creates the folders `real` (a path the guard allowed) needs, each inside the verified one above it. */

@@ -13,7 +13,7 @@ import { makeSandbox, runTool, type Sandbox } from "../support/sandbox.js";
  * be read, listed, created or changed.
  */
 
-const ROUNDS = { reads: 1500, writes: 400, nestedWrites: 300, edits: 300, lists: 300 };
+const ROUNDS = { reads: 1500, writes: 400, nestedWrites: 300, edits: 300, lists: 300, searches: 300 };
 
 let box: Sandbox;
 let target: string;
@@ -95,6 +95,14 @@ describe("attack: a folder swapped for a link while a file tool runs", () => {
     let outside = 0;
     for (let i = 0; i < ROUNDS.lists; i++) {
       if ((await call("list_dir", { path: "box" })).out.includes("OUTSIDE-NAME")) outside++;
+    }
+    expect({ outside }).toEqual({ outside: 0 });
+  });
+
+  it(`file_search finds nothing outside in ${ROUNDS.searches} searches`, { timeout: 120_000 }, async () => {
+    let outside = 0;
+    for (let i = 0; i < ROUNDS.searches; i++) {
+      if ((await call("file_search", { pattern: "box/*.txt" })).out.includes("OUTSIDE-NAME")) outside++;
     }
     expect({ outside }).toEqual({ outside: 0 });
   });
