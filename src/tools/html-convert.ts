@@ -24,8 +24,11 @@ interface Job extends ConversionRequest {
 // in the worker first, since Node 20 does not apply `--import` to a worker's execArgv.
 const fromSource = import.meta.url.endsWith(".ts");
 const WORKER_FILE = new URL(fromSource ? "./html-worker.ts" : "./html-worker.js", import.meta.url);
-const TS_LOADER = `const { workerData } = require("node:worker_threads");
-import(workerData.tsx).then((tsx) => { tsx.register(); return import(workerData.file); });`;
+// Only import(): the script runs as CommonJS or as a module, as the parent's flags say.
+const TS_LOADER = `import("node:worker_threads").then(async ({ workerData }) => {
+  (await import(workerData.tsx)).register();
+  await import(workerData.file);
+});`;
 /** A hostile page can make the parsers build huge trees; the worker dies alone, not the daemon. */
 const WORKER_HEAP_MB = 512;
 
@@ -33,8 +36,8 @@ const WORKER_HEAP_MB = 512;
  * Converts HTML on one worker thread: the converters cost far more than linear on nested or
  * unclosed tags, and untrusted input must never block the daemon's event loop. Conversions run one
  * at a time; one that runs past its time limit is stopped by terminating the worker, and the next
- * conversion starts a new one. The worker starts with the first conversion and does not keep the
- * process alive.
+ * conversion starts a new one. The worker starts with the first conversion and keeps the process
+ * alive only while it has work.
  */
 export class HtmlConverter {
   private worker: Worker | undefined;
@@ -63,10 +66,13 @@ export class HtmlConverter {
   private next(): void {
     if (this.current) return;
     const job = this.queue.shift();
-    if (!job) return;
+    // An idle worker does not keep the process alive; one with work to do does.
+    if (!job) return void this.worker?.unref();
     this.current = { job };
     const request: ConversionRequest = { html: job.html, format: job.format };
-    (this.worker ??= this.startWorker()).postMessage(request);
+    const worker = (this.worker ??= this.startWorker());
+    worker.ref();
+    worker.postMessage(request);
     if (this.workerReady) this.startTimer();
   }
 
@@ -85,7 +91,6 @@ export class HtmlConverter {
     const worker = fromSource
       ? new Worker(TS_LOADER, { eval: true, workerData: { tsx: import.meta.resolve("tsx/esm/api"), file: WORKER_FILE.href }, resourceLimits })
       : new Worker(WORKER_FILE, { resourceLimits });
-    worker.unref();
     this.workerReady = false;
     worker.on("message", (reply: ConversionReply) => {
       if ("ready" in reply) {

@@ -1,3 +1,4 @@
+import { execFile } from "node:child_process";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
@@ -88,6 +89,19 @@ describe("attack: HTML that is slow to convert", () => {
     setTimeout(() => controller.abort(), 200);
     await expect(slow).rejects.toThrow(`web_fetch of ${base}/nested%20blockquotes was cancelled`);
     expect(await fetchPage("weather", "text")).toContain("Sunny, 21 °C.");
+  });
+
+  it("keeps a process alive while it converts, and lets it exit once idle", async () => {
+    const script = [
+      `import { htmlConverter } from ${JSON.stringify(new URL("../../src/tools/html-convert.ts", import.meta.url).href)};`,
+      'htmlConverter.convert("<h1>Weather</h1>", "markdown", { timeoutMs: 10_000 }).then((text) => console.log(text));',
+    ].join("\n");
+    const run = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = execFile(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { timeout: 30_000 }, (err, stdout) =>
+        resolve({ code: child.exitCode ?? (err ? -1 : 0), stdout }),
+      );
+    });
+    expect(run).toEqual({ code: 0, stdout: "# Weather\n" });
   });
 
   it("converts only the first part of a page over the HTML limit, and says so", async () => {
