@@ -1,5 +1,6 @@
 import { realpath } from "node:fs/promises";
 import path from "node:path";
+import { isInside } from "../inside.js";
 import type { Config } from "./schema.js";
 import type { Problem } from "./yaml-errors.js";
 
@@ -51,9 +52,4 @@ async function realPath(target: string): Promise<string> {
     const parent = path.dirname(target);
     return parent === target ? target : path.join(await realPath(parent), path.basename(target));
   }
-}
-
-function isInside(child: string, parent: string): boolean {
-  const relative = path.relative(parent, child);
-  return relative === "" || (relative.split(path.sep)[0] !== ".." && !path.isAbsolute(relative));
 }

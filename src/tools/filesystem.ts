@@ -3,8 +3,9 @@ import { lstat, readdir, readlink, stat, type FileHandle } from "node:fs/promise
 import { dirname, relative } from "node:path";
 import { glob } from "tinyglobby";
 import { z } from "zod";
+import { isInside } from "../inside.js";
 import { defineTool, type Tool } from "./registry.js";
-import { isInside, ToolRefusal, type PathGuard } from "./paths.js";
+import { ToolRefusal, type PathGuard } from "./paths.js";
 import { makeFolders, openFolder, openRead, openWrite, underFolder } from "./safe-open.js";
 
 export interface FileToolOptions {

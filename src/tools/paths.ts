@@ -1,6 +1,7 @@
 import { readlink, realpath } from "node:fs/promises";
 import { homedir } from "node:os";
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
+import { isInside } from "../inside.js";
 
 /** A tool was asked for something its safety settings forbid; the message is what the LLM reads. */
 export class ToolRefusal extends Error {
@@ -18,11 +19,6 @@ export interface PathPolicy {
    * never written, whatever the workspace restriction says, so the agent cannot instruct itself.
    */
   instructionDirs?: string[];
-}
-
-export function isInside(path: string, root: string): boolean {
-  const rel = relative(root, path);
-  return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel));
 }
 
 /**

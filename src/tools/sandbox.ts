@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { readdir, realpath, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { isInside } from "./paths.js";
+import { isInside } from "../inside.js";
 
 export type SandboxMode = "auto" | "bwrap" | "none";
 

@@ -1,6 +1,7 @@
 import { realpath } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
-import { isInside, ToolRefusal } from "./paths.js";
+import { isInside } from "../inside.js";
+import { ToolRefusal } from "./paths.js";
 import { HARMLESS_DEVICES } from "./shell-rules.js";
 import { refusal, Scan, type PathUse } from "./shell-scan.js";
 import { loadShellSyntax, type ShellSyntax } from "./shell-syntax.js";

@@ -1,13 +1,14 @@
 import type { LogFn } from "../log.js";
 import type { Stats } from "node:fs";
 import { realpath } from "node:fs/promises";
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { basename, dirname, join, resolve, sep } from "node:path";
 import { watch, type FSWatcher } from "chokidar";
 import picomatch from "picomatch";
 import type { EventBus } from "../events.js";
 import type { Job, WatchEvent } from "../jobs/types.js";
 import type { FireRequest } from "../runner/types.js";
-import { isInside } from "../tools/paths.js";
+import { isInside, relativeInside } from "../inside.js";
+import { errorText } from "../text.js";
 
 
 export interface WatchTriggerOptions {
@@ -202,7 +203,7 @@ export class WatchTrigger {
     watcher.on("add", (path) => this.fileEvent("add", path));
     watcher.on("change", (path) => this.fileEvent("change", path));
     watcher.on("unlink", (path) => this.fileEvent("unlink", path));
-    watcher.on("error", (err) => this.log("error", `watch: ${root}: ${err instanceof Error ? err.message : String(err)}`));
+    watcher.on("error", (err) => this.log("error", `watch: ${root}: ${errorText(err)}`));
     return watcher;
   }
 
@@ -271,7 +272,7 @@ export class WatchTrigger {
     try {
       this.fire({ job: name, reason: "watch", scheduledAt: new Date(), files });
     } catch (err) {
-      this.log("error", `watch: handing job ${name} to the runner failed: ${err instanceof Error ? err.message : String(err)}`);
+      this.log("error", `watch: handing job ${name} to the runner failed: ${errorText(err)}`);
     }
   }
 
@@ -286,14 +287,8 @@ function dueAt(job: WatchedJob, batch: Batch): number {
   return Math.min(batch.lastAt + job.debounceMs, batch.firstAt + MAX_WAIT_DEBOUNCES * job.debounceMs);
 }
 
-/** `path` relative to `base`, or undefined when it lies outside. */
-function under(base: string, path: string): string | undefined {
-  const rel = relative(base, path);
-  return rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel) ? undefined : rel;
-}
-
 function matches(p: Pattern, path: string): boolean {
-  const rel = under(p.base, path);
+  const rel = relativeInside(path, p.base);
   return rel !== undefined && (p.match === undefined || p.match(rel));
 }
 
@@ -303,7 +298,7 @@ function wanted(patterns: Pattern[], path: string, stats: Stats): boolean {
   if (!stats.isDirectory()) return true;
   return patterns.some((p) => {
     if (isInside(p.base, path)) return true;
-    const rel = under(p.base, path);
+    const rel = relativeInside(path, p.base);
     return rel !== undefined && rel.split(sep).length <= p.maxFolderDepth;
   });
 }
