@@ -13,6 +13,7 @@ import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
 import { messageMarkdown, renderMarkdown, renderTemplate } from "./render.js";
 import type { EmailTarget } from "./targets.js";
+import { errorText } from "../text.js";
 
 export const DEFAULT_SUBJECT = "[countd] {{job.name}} {{status}} {{date}}";
 
@@ -116,7 +117,7 @@ const PERMANENT_CODES = new Set(["ENOAUTH", "ECONFIG", "EENVELOPE", "EREQUIRETLS
  */
 export function classifySmtpError(err: unknown): { permanent: boolean; reason: string } {
   const error = err as NodemailerError;
-  const reason = error instanceof Error ? error.message : String(err);
+  const reason = errorText(err);
   if (typeof error.permanent === "boolean") return { permanent: error.permanent, reason };
   if (typeof error.responseCode === "number") return { permanent: error.responseCode >= 500 && error.responseCode !== 503, reason };
   return { permanent: error.code !== undefined && PERMANENT_CODES.has(error.code), reason };

@@ -1,5 +1,6 @@
 import { localClock } from "../time.js";
 import type { DeliveryMessage } from "./message.js";
+import { plural } from "../text.js";
 
 /**
  * Markdown as sanitised HTML, and the same content as plain text (markdown rebuilt from the cleaned HTML).
@@ -63,8 +64,6 @@ export function messageMarkdown(message: DeliveryMessage): string {
   }
   return parts.filter((part) => part !== "").join("\n\n");
 }
-
-const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
 /** A fence longer than any backtick run inside, so no text can close it early. */
 function codeBlock(text: string): string {

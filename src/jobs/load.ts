@@ -9,6 +9,7 @@ import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, type JobFile } from "./schema.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
 import type { Job, Schedule } from "./types.js";
+import { plural } from "../text.js";
 
 export interface JobContext {
   /** Absolute; relative watch paths are taken from it. */
@@ -380,6 +381,3 @@ async function missingBase(pattern: string, workspace: string): Promise<string |
   }
 }
 
-function plural(count: number, noun: string): string {
-  return `${count} ${noun}${count === 1 ? "" : "s"}`;
-}

@@ -12,6 +12,7 @@ import {
   type StreamEvent,
   type ToolDefinition,
 } from "./types.js";
+import { errorText } from "../text.js";
 
 export interface AnthropicProviderOptions {
   baseURL?: string;
@@ -209,8 +210,7 @@ function streamError(sdk: Sdk, err: unknown): LLMError {
       cause: err,
     });
   }
-  const reason = err instanceof Error ? err.message : String(err);
-  return new LLMError("stream", `Anthropic stream broke after the response began: ${reason}`, { cause: err });
+  return new LLMError("stream", `Anthropic stream broke after the response began: ${errorText(err)}`, { cause: err });
 }
 
 function finishReason(stopReason: StopReason | null): FinishReason {

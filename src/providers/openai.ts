@@ -3,6 +3,7 @@ import { httpError, LLMError } from "./errors.js";
 import { toWireMessages } from "./openai-messages.js";
 import { ChunkAssembler, type WireChunk } from "./openai-stream.js";
 import type { ChatMessage, ChatOptions, LLMProvider, StreamEvent, ToolDefinition } from "./types.js";
+import { errorText } from "../text.js";
 
 export interface OpenAIProviderOptions {
   /** Preset or kind name, for logs and error messages: "openai", "deepseek", "ollama", … */
@@ -120,7 +121,7 @@ function describe(err: unknown): string {
   let current: unknown = err;
   // Bounded, as nothing stops a cause chain from looping.
   for (let depth = 0; current !== undefined && current !== null && depth < 5; depth++) {
-    const message = current instanceof Error ? current.message : String(current);
+    const message = errorText(current);
     if (message !== "" && !parts.includes(message)) parts.push(message);
     current = current instanceof Error ? current.cause : undefined;
   }

@@ -7,6 +7,7 @@ import { isInside } from "../inside.js";
 import { defineTool, type Tool } from "./registry.js";
 import { ToolRefusal, type PathGuard } from "./paths.js";
 import { makeFolders, openFolder, openRead, openWrite, underFolder } from "./safe-open.js";
+import { plural } from "../text.js";
 
 export interface FileToolOptions {
   guard: PathGuard;
@@ -488,10 +489,6 @@ function fileError(err: unknown, path: string, notFolder = "has a file where a f
 
 function byCodePoint(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-function plural(n: number, word: string): string {
-  return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
 
 function formatBytes(n: number): string {

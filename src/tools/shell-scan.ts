@@ -21,16 +21,17 @@ import {
   walk,
   type ShellSyntax,
 } from "./shell-syntax.js";
+import { excerpt } from "../text.js";
 
 type Node = Sh.Node;
 
 export function refusal(what: string, why: string): ToolRefusal {
-  return new ToolRefusal(`refused: ${excerpt(what)} (${why})`);
+  return new ToolRefusal(`refused: ${shown(what)} (${why})`);
 }
 
-function excerpt(text: string): string {
-  const oneLine = text.replace(/\s*\n\s*/g, " ").trim();
-  return oneLine.length > 120 ? `${oneLine.slice(0, 117)}...` : oneLine;
+/** A command quoted back in a refusal, on one line and short enough to read. */
+function shown(text: string): string {
+  return excerpt(text.replace(/\s*\n\s*/g, " ").trim(), 120);
 }
 
 const MAX_DEPTH = 8;
@@ -80,7 +81,7 @@ export class Scan {
     if (option !== undefined) throw refusal(option, "changing shell options (shopt, set -o) is refused: they change how bash reads the line, which the check cannot follow");
     const [reads] = this.arithmeticReads;
     if (reads !== undefined && this.runtimeWrites.length > 0) {
-      throw refusal(reads, `arithmetic on variables in a line that sets variables at run time (${excerpt(this.runtimeWrites[0]!)}) is refused: bash would run code found in their values`);
+      throw refusal(reads, `arithmetic on variables in a line that sets variables at run time (${shown(this.runtimeWrites[0]!)}) is refused: bash would run code found in their values`);
     }
   }
 

@@ -1,4 +1,5 @@
 import type * as Sh from "mvdan-sh";
+import { errorText } from "../text.js";
 
 /**
  * The loaded shell parser (mvdan-sh): the scan reads every line through it. Its published types
@@ -62,5 +63,5 @@ export function parseError(err: unknown): string {
   // The parser throws Go error values: an object with an Error() method, not a JS Error.
   const goError = err as { Error?: () => string } | undefined;
   if (typeof goError?.Error === "function") return goError.Error();
-  return err instanceof Error ? err.message : String(err);
+  return errorText(err);
 }

@@ -3,6 +3,7 @@ import type { Job, Schedule } from "../jobs/types.js";
 import type { FireRequest } from "../runner/types.js";
 import type { StateData, StateStore } from "../store/state.js";
 import { nextFires, previousFire } from "./schedule.js";
+import { errorText } from "../text.js";
 
 
 export interface CronTriggerOptions {
@@ -38,7 +39,6 @@ interface Fired {
 }
 
 const keyOf = (job: Job) => `${job.timezone}\n${JSON.stringify(job.schedule)}`;
-const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** What a fire changes in the state: the slot it was for, and for a one-shot that it is done. */
 function noteFire(data: StateData, job: Job, scheduledAt: Date): void {
@@ -125,7 +125,7 @@ export class CronTrigger {
       next = nextFires(schedule, job.timezone, now, 1)[0];
     } catch (err) {
       this.armed.delete(job.name);
-      this.log("error", `job ${job.name} (${job.file}): cannot compute its next fire, not scheduled: ${message(err)}`);
+      this.log("error", `job ${job.name} (${job.file}): cannot compute its next fire, not scheduled: ${errorText(err)}`);
       return;
     }
     if (!next) {
@@ -193,7 +193,7 @@ export class CronTrigger {
       const oneShots = fired.filter(({ job }) => job.schedule?.kind === "at").map(({ job }) => job.name);
       this.log(
         "error",
-        `could not save the fire of ${fired.map(({ job }) => job.name).join(", ")}: ${message(err)}` +
+        `could not save the fire of ${fired.map(({ job }) => job.name).join(", ")}: ${errorText(err)}` +
           (oneShots.length > 0 ? `; one-shot ${oneShots.join(", ")} not run, as it could not be marked done` : ""),
       );
       return;
@@ -206,7 +206,7 @@ export class CronTrigger {
     try {
       this.fire(req);
     } catch (err) {
-      this.log("error", `job ${req.job}: handing on the ${req.reason} fire for ${req.scheduledAt.toISOString()} failed: ${message(err)}`);
+      this.log("error", `job ${req.job}: handing on the ${req.reason} fire for ${req.scheduledAt.toISOString()} failed: ${errorText(err)}`);
     }
   }
 }
