@@ -7,7 +7,8 @@ import { PRESET_NAMES, PRESETS, type PresetName } from "../providers/presets.js"
 import { ConfigError } from "./errors.js";
 import { interpolateEnv } from "./interpolate.js";
 import { placementProblems } from "./placement.js";
-import { configSchema, describeValue, httpURL, type Config, type ConfigFile, type ProviderConfig } from "./schema.js";
+import { describeValue, httpURL } from "./fields.js";
+import { configSchema, type Config, type ConfigFile, type ProviderConfig } from "./schema.js";
 import { formatPath, formatProblems, parseYaml, zodProblems, type Problem, type YamlPath, type YamlSource } from "./yaml-errors.js";
 
 export const DEFAULT_CONFIG_FILE = "countd.yaml";
@@ -58,17 +59,17 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
   }
 
   const result = configSchema.safeParse(data);
-  const heartbeat = heartbeatTargets(data, needs.has("deliveries") ? env : null, source);
+  const targets = result.success ? result.data.heartbeat.deliver : writtenTargets(data);
+  if (source && targets) problems.push(...referenceProblems(targets, needs.has("deliveries") ? env : null, source, HEARTBEAT_TARGETS));
   if (!result.success) {
     // A value whose variable was unset is already reported; its failed validation would repeat it.
     const reported = new Set(problems.map((problem) => formatPath(problem.path)));
-    problems.push(...zodProblems(result.error, configSchema).filter((problem) => !reported.has(formatPath(problem.path))), ...heartbeat.problems);
+    problems.push(...zodProblems(result.error, configSchema).filter((problem) => !reported.has(formatPath(problem.path))));
     throw new ConfigError(formatProblems(source, problems));
   }
-  problems.push(...heartbeat.problems);
-  if (result.data.heartbeat.enabled && heartbeat.targets?.length === 0) problems.push(noTargetsProblem(source));
+  if (result.data.heartbeat.enabled && result.data.heartbeat.deliver.length === 0) problems.push(noTargetsProblem(source));
 
-  const resolved = resolve(result.data, heartbeat.targets ?? [], env, source ? path.dirname(file) : cwd);
+  const resolved = resolve(result.data, env, source ? path.dirname(file) : cwd);
   problems.push(...resolved.problems, ...(await placementProblems(resolved.config.paths, source ? path.dirname(file) : undefined)));
   const lines = [...formatProblems(source, problems), ...resolved.envProblems];
   if (lines.length > 0) throw new ConfigError(lines);
@@ -99,18 +100,11 @@ function withoutSections(data: unknown, paths: readonly YamlPath[]): unknown {
   return Object.fromEntries(Object.entries(data).filter(([key]) => !sections.has(key)));
 }
 
-/**
- * heartbeat.deliver's items, checked here since config/schema.ts cannot use the delivery schema
- * (which imports it). `targets` is undefined when they have problems; a value that is not a list
- * is left to configSchema to report.
- */
-function heartbeatTargets(data: unknown, env: NodeJS.ProcessEnv | null, source: YamlSource | undefined): { targets?: DeliveryTarget[]; problems: Problem[] } {
+/** heartbeat.deliver when it is valid though another section is not: its references are reported with the rest. */
+function writtenTargets(data: unknown): DeliveryTarget[] | undefined {
   const heartbeat = isRecord(data) && isRecord(data.heartbeat) ? data.heartbeat : {};
-  const written = heartbeat.deliver ?? [];
-  if (!Array.isArray(written)) return { problems: [] };
-  const parsed = deliveryTargetsSchema.safeParse(written);
-  if (!parsed.success) return { problems: zodProblems(parsed.error, deliveryTargetsSchema).map((problem) => ({ ...problem, path: [...HEARTBEAT_TARGETS, ...problem.path] })) };
-  return { targets: parsed.data, problems: source ? referenceProblems(parsed.data, env, source, HEARTBEAT_TARGETS) : [] };
+  const parsed = deliveryTargetsSchema.safeParse(heartbeat.deliver);
+  return parsed.success ? parsed.data : undefined;
 }
 
 /** An enabled heartbeat with nowhere to send check-ins: at `deliver:` when written, else at `heartbeat:`. */
@@ -149,7 +143,7 @@ interface Resolved {
   envProblems: string[];
 }
 
-function resolve(data: ConfigFile, heartbeatDeliver: DeliveryTarget[], env: NodeJS.ProcessEnv, dir: string): Resolved {
+function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolved {
   const problems: Problem[] = [];
   const envProblems: string[] = [];
   const provider = resolveProvider(data.provider, env, problems, envProblems);
@@ -206,7 +200,7 @@ function resolve(data: ConfigFile, heartbeatDeliver: DeliveryTarget[], env: Node
         idleThresholdMs: data.heartbeat.idle_threshold,
         maxPerDay: data.heartbeat.max_per_day,
         checklist: path.resolve(paths.workspace, data.heartbeat.checklist),
-        deliver: heartbeatDeliver,
+        deliver: data.heartbeat.deliver,
       },
       tools: {
         restrictToWorkspace: data.tools.restrict_to_workspace,

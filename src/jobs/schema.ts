@@ -1,6 +1,6 @@
 import { Cron } from "croner";
 import { z } from "zod";
-import { describeKind, describeValue, duration, expected, isTimeZone, oneOf, text } from "../config/schema.js";
+import { describeKind, describeValue, duration, expected, oneOf, text, timeZone } from "../config/fields.js";
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import type { DeliverWhen, OverlapPolicy, WatchEvent } from "./types.js";
@@ -51,11 +51,6 @@ function dateExists(value: string): boolean {
   const calendar = new Date(Date.UTC(year!, month! - 1, day!));
   return calendar.getUTCMonth() === month! - 1 && calendar.getUTCDate() === day && hour! < 24 && minute! < 60 && second! < 60;
 }
-
-const timezone = () =>
-  text().refine(isTimeZone, {
-    error: (issue) => `expected an IANA time zone name like "Asia/Shanghai", got ${describeValue(issue.input)}`,
-  });
 
 const listOf = <T extends z.ZodType>(item: T, what: string) =>
   z.array(item, expected(`a list of ${what}`)).min(1, expected(`a non-empty list of ${what}`));
@@ -135,7 +130,7 @@ export const jobFileSchema = z
         .refine(dateExists, { error: (issue) => `no such date and time: ${describeValue(issue.input)}` })
         .optional()
         .describe("Run once at this date and time, e.g. 2026-12-01T09:00:00+08:00; without an offset, in the job's timezone. Not with schedule: or every:."),
-      timezone: timezone().optional().describe("IANA time zone for the schedule and the prompt's {{date}}; defaults to countd.yaml's."),
+      timezone: timeZone().optional().describe("IANA time zone for the schedule and the prompt's {{date}}; defaults to countd.yaml's."),
       watch: watchSchema.optional(),
       prompt: z
         .string({
