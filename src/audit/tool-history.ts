@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { adoptLegacyFile, sessionFileName } from "../sessions/file-names.js";
-import { KeyedQueue, appendJsonLines, readJsonLines } from "../sessions/jsonl.js";
+import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
+import { KeyedQueue } from "../store/keyed-queue.js";
 import type { Redactor } from "./redact.js";
 
 /** One tool call in its conversation: what the user asked, what the tool got, what it returned. */

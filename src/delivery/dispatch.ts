@@ -3,7 +3,7 @@ import type { EventBus } from "../events.js";
 import type { LogFn } from "../log.js";
 import type { Job } from "../jobs/types.js";
 import type { RunRecord } from "../runner/types.js";
-import { KeyedQueue } from "../sessions/jsonl.js";
+import { KeyedQueue } from "../store/keyed-queue.js";
 import { DEFAULT_FAILURE_REPEAT_MS, failed, memoryStreaks, type StreakStore } from "./alerts.js";
 import { createMailer, type Mailer } from "./email.js";
 import type { DeliveryMessage, ToolCallSummary } from "./message.js";

@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import type { ChatMessage } from "../providers/types.js";
 import { adoptLegacyFile, sessionFileName } from "./file-names.js";
-import { KeyedQueue, appendJsonLines, readJsonLines } from "./jsonl.js";
+import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
+import { KeyedQueue } from "../store/keyed-queue.js";
 
 /** A line saying "the oldest n live messages are gone"; replayed in order on load. */
 interface DropMarker {

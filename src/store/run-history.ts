@@ -4,7 +4,7 @@ import { z } from "zod";
 import { JOB_NAME } from "../jobs/schema.js";
 import type { LogFn } from "../log.js";
 import { HEARTBEAT_JOB, RUN_REASONS, RUN_STATUSES, type RunRecord } from "../runner/types.js";
-import { appendJsonLines } from "../sessions/jsonl.js";
+import { appendJsonLines } from "./jsonl.js";
 import { count, fit, isoTime as time, quarantine, type Misfit } from "./quarantine.js";
 
 /** Runs kept per job; older ones drop off, so a job's history stays small however long countd runs. */

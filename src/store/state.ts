@@ -5,7 +5,7 @@ import { JSONFile } from "lowdb/node";
 import { z } from "zod";
 import type { LogFn } from "../log.js";
 import type { RunRecord } from "../runner/types.js";
-import { KeyedQueue } from "../sessions/jsonl.js";
+import { KeyedQueue } from "./keyed-queue.js";
 import { count, fit, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 import { hasHistory, RunHistory, runRecordShape } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";
