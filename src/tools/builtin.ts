@@ -10,6 +10,9 @@ import { ToolRegistry } from "./registry.js";
 import { EXEC_DEFAULTS, execTool } from "./shell.js";
 import { webFetchTool } from "./web.js";
 
+/** Tools the runtime builds per run, so never in the registry builtinTools returns. */
+const PER_RUN_TOOLS = ["spawn"];
+
 /** What a subagent may use: it works on files, commands and the web, never memory or more subagents. */
 export const SUBAGENT_TOOLS = ["read_file", "write_file", "edit_file", "list_dir", "file_search", "exec", "web_fetch"];
 
@@ -49,7 +52,7 @@ export function builtinTools(config: Config, memory: MemoryStore, sandbox?: Sand
  * Read from the configuration alone, so `validate` and `jobs` check them without opening a runtime.
  */
 export function toolNames(config: Config): string[] {
-  return [...builtinTools(config, new MemoryStore(config.paths.workspace)).names, "spawn"];
+  return [...builtinTools(config, new MemoryStore(config.paths.workspace)).names, ...PER_RUN_TOOLS];
 }
 
 /**
@@ -63,8 +66,5 @@ export function selectTools(registry: ToolRegistry, names: readonly string[], co
   if (names.includes("exec") && !registry.get("exec")) {
     throw new Error("the exec tool is not offered: no sandbox is available to it (countd status and the start-up log say why and how to fix it)");
   }
-  const known = [...registry.names, "spawn"];
-  const unknown = names.filter((name) => !known.includes(name));
-  if (unknown.length > 0) throw new Error(`unknown tool(s): ${unknown.join(", ")} (known: ${known.join(", ")})`);
-  return registry.subset(names.filter((name) => name !== "spawn"));
+  return registry.subset(names, PER_RUN_TOOLS);
 }

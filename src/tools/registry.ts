@@ -56,11 +56,16 @@ export class ToolRegistry {
     return [...this.tools.keys()];
   }
 
-  /** A registry holding only the named tools; an unknown name is an error, not a silent gap. */
-  subset(names: readonly string[]): ToolRegistry {
-    const unknown = names.filter((n) => !this.tools.has(n));
-    if (unknown.length > 0) throw new Error(`unknown tool(s): ${unknown.join(", ")} (known: ${this.names.join(", ")})`);
-    return new ToolRegistry().register(...names.map((n) => this.tools.get(n)!));
+  /**
+   * A registry holding only the named tools; an unknown name is an error, not a silent gap. This
+   * is the one check of tool names at run time. `added`: names the caller registers afterwards
+   * itself (spawn, built per run), accepted here and left out.
+   */
+  subset(names: readonly string[], added: readonly string[] = []): ToolRegistry {
+    const known = [...this.names, ...added];
+    const unknown = names.filter((n) => !known.includes(n));
+    if (unknown.length > 0) throw new Error(`unknown tool(s): ${unknown.join(", ")} (known: ${known.join(", ")})`);
+    return new ToolRegistry().register(...names.flatMap((n) => this.tools.get(n) ?? []));
   }
 
   /** OpenAI function-calling form; computed once, since the loop asks every iteration. */
