@@ -4,8 +4,8 @@
  * time limit (as it does now). Pages are sized so the main-thread form finishes in seconds.
  */
 import { setTimeout } from "node:timers/promises";
-import { htmlConverter } from "../src/tools/html-convert.js";
-import { htmlToReadable, type HtmlFormat } from "../src/tools/html-readable.js";
+import { htmlConverter } from "../src/html/convert.js";
+import { htmlToReadable, type HtmlFormat } from "../src/html/readable.js";
 
 export interface HtmlBenchRow {
   page: string;

@@ -1,32 +1,28 @@
+import { htmlConverter } from "../html/convert.js";
+import type { MailBodies } from "../html/mail.js";
 import { localClock } from "../time.js";
 import type { DeliveryMessage } from "./message.js";
 import { plural } from "../text.js";
 
+/** Longest a mail's rendering may take before the answer goes out as preformatted text instead. */
+export const RENDER_TIMEOUT_MS = 10_000;
+
 /**
- * Markdown as sanitised HTML, and the same content as plain text (markdown rebuilt from the cleaned HTML).
- * The converters are loaded by the first mail rather than at start-up: many daemons never send one.
+ * Markdown as sanitised HTML, and the same content as plain text. The converters run on the
+ * conversion worker (html/convert.ts), since an answer that quotes a hostile page can make them
+ * run for seconds; one that runs past RENDER_TIMEOUT_MS or fails is sent as the answer's own text,
+ * escaped in a <pre>, so the mail still goes out.
  */
-export async function renderMarkdown(markdown: string): Promise<{ html: string; text: string }> {
-  const [{ marked }, { default: sanitizeHtml }, { NodeHtmlMarkdown }] = await Promise.all([
-    import("marked"),
-    import("sanitize-html"),
-    import("node-html-markdown"),
-  ]);
-  // The answer is written by an LLM that may have read hostile pages, so its HTML is cut down to
-  // what a report needs: no scripts, styles, forms, frames, images (remote loads) or event handlers,
-  // and links only to http(s), mailto and tel. Tables, code and links stay.
-  const html = sanitizeHtml(marked.parse(markdown, { async: false, gfm: true }), {
-    allowedTags: [...sanitizeHtml.defaults.allowedTags, "del"],
-    allowedAttributes: {
-      a: ["href", "title"],
-      th: ["align"],
-      td: ["align"],
-      ol: ["start"],
-    },
-    allowedSchemes: ["http", "https", "mailto", "tel"],
-    allowProtocolRelative: false,
-  }).trim();
-  return { html, text: NodeHtmlMarkdown.translate(html).trim() };
+export async function renderMarkdown(markdown: string, timeoutMs = RENDER_TIMEOUT_MS): Promise<MailBodies> {
+  try {
+    return await htmlConverter.mail(markdown, { timeoutMs });
+  } catch {
+    return { html: `<pre>${escapeHtml(markdown)}</pre>`, text: markdown };
+  }
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 /** What every channel shows as the message's headline. */

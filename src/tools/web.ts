@@ -2,7 +2,7 @@ import http from "node:http";
 import https from "node:https";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
-import { htmlConverter, HtmlConversionTimeout } from "./html-convert.js";
+import { htmlConverter, HtmlConversionTimeout } from "../html/convert.js";
 import { defineTool, type Tool } from "./registry.js";
 import { frameUntrusted } from "./untrusted.js";
 import { ToolRefusal } from "./paths.js";

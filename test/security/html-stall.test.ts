@@ -93,7 +93,7 @@ describe("attack: HTML that is slow to convert", () => {
 
   it("keeps a process alive while it converts, and lets it exit once idle", async () => {
     const script = [
-      `import { htmlConverter } from ${JSON.stringify(new URL("../../src/tools/html-convert.ts", import.meta.url).href)};`,
+      `import { htmlConverter } from ${JSON.stringify(new URL("../../src/html/convert.ts", import.meta.url).href)};`,
       'htmlConverter.convert("<h1>Weather</h1>", "markdown", { timeoutMs: 10_000 }).then((text) => console.log(text));',
     ].join("\n");
     const run = await new Promise<{ code: number | null; stdout: string }>((resolve) => {

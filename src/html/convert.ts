@@ -1,6 +1,7 @@
 import { Worker } from "node:worker_threads";
-import type { HtmlFormat } from "./html-readable.js";
-import type { ConversionReply, ConversionRequest } from "./html-worker.js";
+import type { MailBodies } from "./mail.js";
+import type { HtmlFormat } from "./readable.js";
+import type { ConversionReply, ConversionRequest } from "./worker.js";
 
 export class HtmlConversionTimeout extends Error {
   override readonly name = "HtmlConversionTimeout";
@@ -12,9 +13,10 @@ export interface ConvertOptions {
   signal?: AbortSignal;
 }
 
-interface Job extends ConversionRequest {
+interface Job {
+  request: ConversionRequest;
   timeoutMs: number;
-  resolve(text: string): void;
+  resolve(result: string | MailBodies): void;
   reject(err: Error): void;
   /** Detaches the caller's abort listener once the job is settled. */
   done(): void;
@@ -23,7 +25,7 @@ interface Job extends ConversionRequest {
 // Run from source (tests, bench) the worker is TypeScript too: a small loader script registers tsx
 // in the worker first, since Node 20 does not apply `--import` to a worker's execArgv.
 const fromSource = import.meta.url.endsWith(".ts");
-const WORKER_FILE = new URL(fromSource ? "./html-worker.ts" : "./html-worker.js", import.meta.url);
+const WORKER_FILE = new URL(fromSource ? "./worker.ts" : "./worker.js", import.meta.url);
 // Only import(): the script runs as CommonJS or as a module, as the parent's flags say.
 const TS_LOADER = `import("node:worker_threads").then(async ({ workerData }) => {
   (await import(workerData.tsx)).register();
@@ -45,11 +47,21 @@ export class HtmlConverter {
   private current: { job: Job; timer?: NodeJS.Timeout } | undefined;
   private workerReady = false;
 
-  convert(html: string, format: HtmlFormat, { timeoutMs, signal }: ConvertOptions): Promise<string> {
+  /** A page as markdown or text, for the agent to read. */
+  convert(html: string, format: HtmlFormat, options: ConvertOptions): Promise<string> {
+    return this.run({ kind: "readable", html, format }, options) as Promise<string>;
+  }
+
+  /** A mail's HTML and text bodies from an answer's markdown. */
+  mail(markdown: string, options: ConvertOptions): Promise<MailBodies> {
+    return this.run({ kind: "mail", markdown }, options) as Promise<MailBodies>;
+  }
+
+  private run(request: ConversionRequest, { timeoutMs, signal }: ConvertOptions): Promise<string | MailBodies> {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
       const onAbort = () => this.cancel(job, signal!.reason);
-      const job: Job = { html, format, timeoutMs, resolve, reject, done: () => signal?.removeEventListener("abort", onAbort) };
+      const job: Job = { request, timeoutMs, resolve, reject, done: () => signal?.removeEventListener("abort", onAbort) };
       signal?.addEventListener("abort", onAbort, { once: true });
       this.queue.push(job);
       this.next();
@@ -69,10 +81,9 @@ export class HtmlConverter {
     // An idle worker does not keep the process alive; one with work to do does.
     if (!job) return void this.worker?.unref();
     this.current = { job };
-    const request: ConversionRequest = { html: job.html, format: job.format };
     const worker = (this.worker ??= this.startWorker());
     worker.ref();
-    worker.postMessage(request);
+    worker.postMessage(job.request);
     if (this.workerReady) this.startTimer();
   }
 
@@ -81,7 +92,8 @@ export class HtmlConverter {
     if (!current || current.timer) return;
     const { job } = current;
     current.timer = setTimeout(() => {
-      this.settle(job, new HtmlConversionTimeout(`converting the HTML to ${job.format} took longer than ${job.timeoutMs / 1000} s`));
+      const what = job.request.kind === "mail" ? "rendering the mail" : `converting the HTML to ${job.request.format}`;
+      this.settle(job, new HtmlConversionTimeout(`${what} took longer than ${job.timeoutMs / 1000} s`));
       this.stopWorker();
     }, job.timeoutMs);
   }
@@ -100,7 +112,7 @@ export class HtmlConverter {
       }
       const job = this.current?.job;
       if (!job) return;
-      this.settle(job, reply.ok ? reply.text : new Error(`the HTML converter failed: ${reply.error}`));
+      this.settle(job, reply.ok ? reply.result : new Error(`the HTML converter failed: ${reply.error}`));
       this.next();
     });
     const lost = (why: string) => {
@@ -122,14 +134,14 @@ export class HtmlConverter {
     if (queued === -1) this.stopWorker();
   }
 
-  private settle(job: Job, outcome: string | Error): void {
+  private settle(job: Job, outcome: string | MailBodies | Error): void {
     if (this.current?.job === job) {
       clearTimeout(this.current.timer);
       this.current = undefined;
     }
     job.done();
-    if (typeof outcome === "string") job.resolve(outcome);
-    else job.reject(outcome);
+    if (outcome instanceof Error) job.reject(outcome);
+    else job.resolve(outcome);
   }
 
   /** A conversion that must not finish: the only way to stop synchronous code on a thread. */

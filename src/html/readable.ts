@@ -5,7 +5,7 @@ export type HtmlFormat = "markdown" | "text";
 
 /**
  * A page as markdown or plain text. Both converters cost far more than linear on nested or
- * unclosed tags, so this runs only inside the conversion worker (html-convert.ts), never on the
+ * unclosed tags, so this runs only inside the conversion worker (convert.ts), never on the
  * daemon's main thread.
  */
 export function htmlToReadable(html: string, format: HtmlFormat): string {
