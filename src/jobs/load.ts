@@ -1,12 +1,12 @@
 import { open, readdir, stat } from "node:fs/promises";
 import path from "node:path";
-import { Cron } from "croner";
 import picomatch from "picomatch";
 import { escapePath } from "tinyglobby";
 import { isMap, isScalar, type Node } from "yaml";
 import { closeKey, formatProblem, formatProblems, keysAt, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, type JobFile } from "./schema.js";
+import { parseAt } from "../triggers/schedule.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
 import type { Job, Schedule } from "./types.js";
 import { plural } from "../text.js";
@@ -344,8 +344,7 @@ function jobWarnings(job: Job, source: YamlSource): string[] {
 function toSchedule(data: JobFile, timezone: string): Schedule | undefined {
   if (data.schedule !== undefined) return { kind: "cron", expression: data.schedule };
   if (data.every !== undefined) return { kind: "every", intervalMs: data.every };
-  // croner reads a date without an offset in `timezone`, as a user writing local time expects.
-  if (data.at !== undefined) return { kind: "at", date: new Cron(data.at, { timezone, paused: true }).getOnce()! };
+  if (data.at !== undefined) return { kind: "at", date: parseAt(data.at, timezone) };
   return undefined;
 }
 

@@ -1,8 +1,8 @@
-import { Cron } from "croner";
 import { z } from "zod";
 import { describeKind, describeValue, duration, expected, oneOf, text, timeZone } from "../config/fields.js";
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
+import { AT_FORM, cronProblem, dateExists } from "../triggers/schedule.js";
 import type { DeliverWhen, OverlapPolicy, WatchEvent } from "./types.js";
 
 /**
@@ -15,42 +15,9 @@ export const WATCH_EVENTS = ["add", "change", "unlink"] as const satisfies reado
 export const OVERLAP_POLICIES = ["skip", "queue", "replace", "allow"] as const satisfies readonly OverlapPolicy[];
 export const DELIVER_WHEN = ["always", "non_empty"] as const satisfies readonly DeliverWhen[];
 
-/**
- * 5 fields, or 6 with seconds first. croner would also take a 7th (year) field; the issue promises
- * 5 or 6, and the triggers must build their Cron with the same mode.
- */
-export const CRON_MODE = "5-or-6-parts";
-
-/** An ISO 8601 date and time; without an offset it is read in the job's timezone. */
-const AT_FORM = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?(Z|[+-]\d{2}:\d{2})?$/;
 const AT_EXAMPLE = '"2026-12-01T09:00:00+08:00" (without an offset: in the job\'s timezone)';
 
-/** Far longer than a real expression, even one listing every second and minute. */
-const MAX_CRON_LENGTH = 1000;
-
-/** Why croner refuses `expression`, or why it would never fire; undefined when it is usable. */
-export function cronProblem(expression: string): string | undefined {
-  // croner quotes the expression in its errors: a huge one would fill the message twice.
-  if (expression.length > MAX_CRON_LENGTH) return `expected a cron expression of at most ${MAX_CRON_LENGTH} characters, got ${describeValue(expression)}`;
-  let cron: Cron;
-  try {
-    cron = new Cron(expression, { paused: true, mode: CRON_MODE, timezone: "UTC" });
-  } catch (err) {
-    return `invalid cron expression ${describeValue(expression)}: ${(err as Error).message.replace(/^Cron\w*: /, "")}`;
-  }
-  const next = cron.nextRun();
-  cron.stop();
-  return next === null ? `cron expression ${describeValue(expression)} never fires (no date matches it)` : undefined;
-}
-
 const atForm = () => expected(`a date and time like ${AT_EXAMPLE}`);
-
-/** croner rolls 2026-02-31 over into March; a date that does not exist is a typo, so it is refused. */
-function dateExists(value: string): boolean {
-  const [year, month, day, hour, minute, second] = AT_FORM.exec(value)!.slice(1, 7).map((part) => Number(part ?? 0)) as number[];
-  const calendar = new Date(Date.UTC(year!, month! - 1, day!));
-  return calendar.getUTCMonth() === month! - 1 && calendar.getUTCDate() === day && hour! < 24 && minute! < 60 && second! < 60;
-}
 
 const listOf = <T extends z.ZodType>(item: T, what: string) =>
   z.array(item, expected(`a list of ${what}`)).min(1, expected(`a non-empty list of ${what}`));

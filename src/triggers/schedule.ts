@@ -27,18 +27,53 @@
  * at :00 and :30 in every zone whose offset is whole hours), while `every: 1d` fires at 00:00 UTC.
  *
  * `at`: one exact instant.
+ *
+ * The job schema checks `schedule:` and `at:` with the functions here, so what loads is what runs.
  */
-import { CRON_MODE } from "../jobs/schema.js";
 import { Cron } from "croner";
+import { describeValue } from "../config/fields.js";
 import type { Schedule } from "../jobs/types.js";
 
+/** 5 fields, or 6 with seconds first. croner would also take a 7th (year) field; the issue promises 5 or 6. */
+const CRON_MODE = "5-or-6-parts";
+
+/** Far longer than a real expression, even one listing every second and minute. */
+const MAX_CRON_LENGTH = 1000;
+
 /**
- * A croner schedule with the options countd reads cron expressions with; the job loader validates
- * with it too, so what loads is what runs. Throws croner's error for a bad expression; a bad
- * timezone only throws once a time is computed.
+ * A croner schedule with the options countd reads cron expressions with. Throws croner's error
+ * for a bad expression; a bad timezone only throws once a time is computed.
  */
 export function parseCron(expression: string, timezone: string): Cron {
   return new Cron(expression, { timezone, mode: CRON_MODE });
+}
+
+/** Why croner refuses `expression`, or why it would never fire; undefined when it is usable. */
+export function cronProblem(expression: string): string | undefined {
+  // croner quotes the expression in its errors: a huge one would fill the message twice.
+  if (expression.length > MAX_CRON_LENGTH) return `expected a cron expression of at most ${MAX_CRON_LENGTH} characters, got ${describeValue(expression)}`;
+  let cron: Cron;
+  try {
+    cron = parseCron(expression, "UTC");
+  } catch (err) {
+    return `invalid cron expression ${describeValue(expression)}: ${(err as Error).message.replace(/^Cron\w*: /, "")}`;
+  }
+  return cron.nextRun() === null ? `cron expression ${describeValue(expression)} never fires (no date matches it)` : undefined;
+}
+
+/** An ISO 8601 date and time as `at:` takes it; without an offset it is read in the job's timezone. */
+export const AT_FORM = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?(Z|[+-]\d{2}:\d{2})?$/;
+
+/** croner rolls 2026-02-31 over into March; a date that does not exist is a typo, so it is refused. */
+export function dateExists(value: string): boolean {
+  const [year, month, day, hour, minute, second] = AT_FORM.exec(value)!.slice(1, 7).map((part) => Number(part ?? 0)) as number[];
+  const calendar = new Date(Date.UTC(year!, month! - 1, day!));
+  return calendar.getUTCMonth() === month! - 1 && calendar.getUTCDate() === day && hour! < 24 && minute! < 60 && second! < 60;
+}
+
+/** The instant of an `at:` value of AT_FORM; croner reads one without an offset in `timezone`, as a user writing local time expects. */
+export function parseAt(value: string, timezone: string): Date {
+  return new Cron(value, { timezone, paused: true }).getOnce()!;
 }
 
 /** The next `count` fire times strictly after `from`, earliest first (fewer for a one-shot). */
