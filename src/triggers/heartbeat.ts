@@ -1,7 +1,9 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { heartbeatPrompt } from "../agent/heartbeat-prompt.js";
+import { errorText } from "../text.js";
 import { localClock } from "../time.js";
+import { LONGEST_TIMER_MS } from "../timers.js";
 import type { PersonaConfig } from "../agent/personalities.js";
 import type { HeartbeatConfig } from "../config/schema.js";
 import type { LogFn } from "../log.js";
@@ -16,8 +18,6 @@ const DAY = 24 * HOUR;
 const DEDUPE_WINDOW_MS = DAY;
 /** Delivered check-ins older than this are dropped from the state: neither the cap nor the dedupe looks that far back. */
 const DELIVERED_KEPT_MS = 2 * DAY;
-/** setTimeout's ceiling; a longer delay would fire at once. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Memory entries shown to the heartbeat agent. */
 const MEMORY_ENTRIES = 5;
 
@@ -154,8 +154,6 @@ async function readChecklist(path: string): Promise<string | undefined> {
   }
 }
 
-const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-
 /** Ticks looked at by nextCheckIn: a week of every-minute ticks, far more than any sleep between check-ins. */
 const CHECK_IN_LOOKAHEAD_TICKS = 7 * 24 * 60;
 
@@ -289,8 +287,8 @@ export class HeartbeatService<Run> {
       this.log("info", "heartbeat disabled (heartbeat.enabled is false)");
       return;
     }
-    if (everyMs > MAX_TIMER_MS) {
-      throw new Error(`heartbeat.every is ${everyMs} ms; the longest supported interval is ${MAX_TIMER_MS} ms (about 24.8 days)`);
+    if (everyMs > LONGEST_TIMER_MS) {
+      throw new Error(`heartbeat.every is ${everyMs} ms; the longest supported interval is ${LONGEST_TIMER_MS} ms (about 24.8 days)`);
     }
     if (this.active) return;
     this.active = true;
