@@ -8,7 +8,8 @@ export type Schedule =
 
 export type WatchEvent = "add" | "change" | "unlink";
 
-export interface WatchTrigger {
+/** What a job's `watch:` asks for; triggers/watch.ts's WatchTrigger is what acts on it. */
+export interface WatchSpec {
   /** Globs, absolute after loading (relative ones are taken from the workspace). */
   paths: string[];
   events: WatchEvent[];
@@ -35,7 +36,7 @@ export interface Job {
   description?: string;
   enabled: boolean;
   schedule?: Schedule;
-  watch?: WatchTrigger;
+  watch?: WatchSpec;
   /** IANA name: the job's own, else countd.yaml's, else the system's. */
   timezone: string;
   /** Template: {{date}}, {{time}}, {{job.name}}, {{files}}, … are filled in per run. */
