@@ -76,10 +76,10 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
 
+
     const { outbox, dispatcher, mailToFiles, close: closeDelivery } = await openDelivery({
       config,
       env,
-      events: runtime.events,
       workspace: () => runtime.config.paths.workspace,
       log,
       streaks: stateStreaks(state),
@@ -95,18 +95,11 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       state,
       concurrency: config.runner.concurrency,
       log,
-      execute: async (job, run) => {
-        const outcome = job.name === HEARTBEAT_JOB ? await heartbeat.execute(run) : await executeJob(job, run);
-        dispatcher.answered(run.id, outcome.answer);
-        return outcome;
-      },
-      onRunStart: (job, run) => {
-        watch.jobStarted(job.name);
-        dispatcher.started(run);
-      },
-      beforeRunEnd: async (job, run, { willRetry }) => {
+      execute: (job, run) => (job.name === HEARTBEAT_JOB ? heartbeat.execute(run) : executeJob(job, run)),
+      onRunStart: (job) => watch.jobStarted(job.name),
+      beforeRunEnd: async (job, run, { willRetry, outcome }) => {
         if (job.name === HEARTBEAT_JOB) return;
-        await dispatcher.finished(job, run, willRetry).catch((err: unknown) => logger.error({ err, job: job.name, run: run.id }, "could not queue the run's deliveries"));
+        await dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) => logger.error({ err, job: job.name, run: run.id }, "could not queue the run's deliveries"));
       },
       onRunEnd: (job) => watch.jobFinished(job.name),
     });

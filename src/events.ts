@@ -13,6 +13,7 @@ export interface CountdEvents {
     sessionId: string;
     callId: string;
     name: string;
+    arguments: unknown;
     result: string;
     durationMs: number;
     attempts: number;

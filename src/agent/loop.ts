@@ -6,6 +6,7 @@ import {
   type ChatMessage,
   type LLMProvider,
   type ToolCall,
+  type Usage,
 } from "../providers/types.js";
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
 import type { SessionStore } from "../sessions/store.js";
@@ -60,6 +61,26 @@ export interface ToolOutcome {
 
 type EndStatus = "ok" | "limit" | "cancelled" | "error";
 
+/** One tool call the loop ran, in the order they ran. */
+export interface ToolCallReport {
+  name: string;
+  arguments: unknown;
+  isError: boolean;
+  result: string;
+}
+
+/** How one message ended, returned by the loop to its caller; watchers get the same figures as `message.finished`. */
+export interface MessageReport {
+  status: EndStatus;
+  iterations: number;
+  toolCalls: number;
+  usage: Usage;
+  durationMs: number;
+  error?: string;
+  /** The calls that ran (not those answered as not run at a limit or a cancel). */
+  calls: ToolCallReport[];
+}
+
 export class AgentLoop {
   readonly events: EventBus;
   readonly maxIterations: number;
@@ -84,11 +105,38 @@ export class AgentLoop {
   }
 
   /**
-   * Handles one user message and yields answer text as it arrives. Ends normally on an answer,
-   * a limit (with the limit notice as the last chunk) or a cancel (nothing more is yielded);
-   * throws the LLMError when the provider gives up.
+   * Handles one user message, yields answer text as it arrives and returns its report. Ends
+   * normally on an answer, a limit (with the limit notice as the last chunk) or a cancel (nothing
+   * more is yielded); throws the LLMError when the provider gives up.
    */
-  async *processMessage(message: string, sessionId: string, options: ProcessOptions = {}): AsyncGenerator<string> {
+  async *processMessage(message: string, sessionId: string, options: ProcessOptions = {}): AsyncGenerator<string, MessageReport> {
+    const { report, failure } = yield* this.converse(message, sessionId, options);
+    if (report.status === "error") throw failure;
+    return report;
+  }
+
+  /** Collects the whole answer: for the CLI, subagents and tests. */
+  async processDirect(content: string, sessionId: string, options: ProcessOptions = {}): Promise<{ answer: string; report: MessageReport }> {
+    const { answer, report, failure } = await this.settle(content, sessionId, options);
+    if (report.status === "error") throw failure;
+    return { answer, report };
+  }
+
+  /**
+   * Like processDirect, but a failure is reported, not thrown: the report of a run that failed
+   * still counts its iterations, tool calls and usage (the runner records them).
+   */
+  async settle(content: string, sessionId: string, options: ProcessOptions = {}): Promise<{ answer: string; report: MessageReport; failure?: unknown }> {
+    const messages = this.converse(content, sessionId, options);
+    let answer = "";
+    for (let next = await messages.next(); ; next = await messages.next()) {
+      if (next.done) return { answer, ...next.value };
+      answer += next.value;
+    }
+  }
+
+  /** The loop itself; a failure ends it with status `error` and the thrown value beside the report. */
+  private async *converse(message: string, sessionId: string, options: ProcessOptions): AsyncGenerator<string, { report: MessageReport; failure?: unknown }> {
     const { provider, tools, contextBuilder, sessions } = this.opts;
     const cancel = options.cancelToken ?? new CancelToken();
     const started = performance.now();
@@ -97,7 +145,9 @@ export class AgentLoop {
     let iterations = 0;
     let toolCalls = 0;
     let status: EndStatus = "ok";
-    let failure: string | undefined;
+    let failure: unknown;
+    const calls: ToolCallReport[] = [];
+    let figures: Omit<MessageReport, "calls">;
     const callOptions = { model: this.model, temperature: this.temperature, maxTokens: this.maxTokens, signal: cancel.signal };
 
     try {
@@ -172,6 +222,7 @@ export class AgentLoop {
           } else {
             toolCalls++;
             outcome = await this.executeTool(call, { sessionId, userMessage: message, cancelToken: cancel });
+            calls.push({ name: call.name, arguments: call.arguments ?? call.rawArguments, isError: outcome.isError, result: outcome.content });
           }
           contextBuilder.addToolResult(messages, call, outcome.content, outcome.isError);
           transcript.push(messages.at(-1)!);
@@ -188,27 +239,22 @@ export class AgentLoop {
       }
     } catch (err) {
       status = "error";
-      failure = errorText(err);
-      throw err;
+      failure = err;
     } finally {
+      // Also when the caller stops reading early: what was said is kept and watchers hear the end.
       if (sessions && transcript.length > 0) await sessions.append(sessionId, transcript);
-      this.events.emit("message.finished", {
-        sessionId,
+      figures = {
         status,
         iterations,
         toolCalls,
         usage,
         durationMs: performance.now() - started,
-        ...(failure ? { error: failure } : {}),
-      });
+        ...(status === "error" ? { error: errorText(failure) } : {}),
+      };
+      this.events.emit("message.finished", { sessionId, ...figures });
     }
-  }
-
-  /** Collects the whole answer: for the CLI, cron jobs, file triggers and the heartbeat. */
-  async processDirect(content: string, sessionId: string, options: ProcessOptions = {}): Promise<string> {
-    let answer = "";
-    for await (const chunk of this.processMessage(content, sessionId, options)) answer += chunk;
-    return answer;
+    const report: MessageReport = { ...figures, calls };
+    return status === "error" ? { report, failure } : { report };
   }
 
   /**
@@ -267,6 +313,7 @@ export class AgentLoop {
       sessionId: ctx.sessionId,
       callId: call.id,
       name: call.name,
+      arguments: call.arguments ?? call.rawArguments,
       result: content,
       durationMs,
       attempts,

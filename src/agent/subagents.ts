@@ -31,8 +31,8 @@ export class SubagentManager {
     const id = randomUUID().slice(0, 8);
     const timeout = AbortSignal.timeout(this.opts.timeoutMs);
     const cancel = CancelToken.from(AbortSignal.any([parentSignal, timeout]));
-    const answer = await this.limit(() =>
-      cancel.cancelled ? "" : loop.processDirect(task, `subagent:${id}`, { channel: "subagent", cancelToken: cancel }),
+    const answer = await this.limit(async () =>
+      cancel.cancelled ? "" : (await loop.processDirect(task, `subagent:${id}`, { channel: "subagent", cancelToken: cancel })).answer,
     );
     if (timeout.aborted) {
       throw new SubagentTimeout(`subagent ${id} gave no answer within ${ms(this.opts.timeoutMs, { long: true })} and was stopped`);

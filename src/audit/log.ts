@@ -4,7 +4,7 @@ import { pino, type Logger } from "pino";
 import type { CountdEvents, EventBus } from "../events.js";
 import { Redactor } from "./redact.js";
 
-export type ToolAuditRecord = CountdEvents["tool.finished"] & { arguments: unknown };
+export type ToolAuditRecord = CountdEvents["tool.finished"];
 export type LlmAuditRecord = CountdEvents["llm.finished"];
 export type MessageAuditRecord = CountdEvents["message.finished"];
 
@@ -46,8 +46,6 @@ export class AuditLog {
   /** The time pino stamped on the line being written; it also picks the file. */
   private stamp = new Date(0);
   private knownFile = "";
-  /** Tool arguments from tool.started, per session and call id, until tool.finished arrives. */
-  private readonly pendingArgs = new Map<string, Map<string, unknown>>();
   private readonly detachers = new Set<() => void>();
 
   constructor(opts: { dir: string; secrets: string[]; now?: () => Date }) {
@@ -70,24 +68,10 @@ export class AuditLog {
   /** Records what the bus reports; returns a function that stops recording. */
   attach(bus: EventBus): () => void {
     const offs = [
-      bus.on("tool.started", (e) => {
-        let calls = this.pendingArgs.get(e.sessionId);
-        if (!calls) this.pendingArgs.set(e.sessionId, (calls = new Map()));
-        calls.set(e.callId, e.arguments);
-      }),
-      bus.on("tool.finished", (e) => {
-        const calls = this.pendingArgs.get(e.sessionId);
-        const args = calls?.get(e.callId);
-        calls?.delete(e.callId);
-        this.safely(() => this.toolCall({ ...e, arguments: args }));
-      }),
+      bus.on("tool.finished", (e) => this.safely(() => this.toolCall(e))),
       bus.on("llm.finished", (e) => this.safely(() => this.llmCall(e))),
       bus.on("warning", (e) => this.safely(() => this.logger.warn(this.redactor.redactValue({ kind: "warning", session: e.sessionId, message: e.message }) as object))),
-      bus.on("message.finished", (e) => {
-        // A cancelled message may leave calls that never finish.
-        this.pendingArgs.delete(e.sessionId);
-        this.safely(() => this.message(e));
-      }),
+      bus.on("message.finished", (e) => this.safely(() => this.message(e))),
     ];
     const detach = () => {
       offs.forEach((off) => off());
@@ -142,7 +126,6 @@ export class AuditLog {
   /** Stops recording bus events. Lines are written synchronously, so nothing is left to flush. */
   async close(): Promise<void> {
     [...this.detachers].forEach((detach) => detach());
-    this.pendingArgs.clear();
   }
 
   /** Level "error" for a call that failed, so `grep '"level":"error"'` finds every failure. */

@@ -12,20 +12,9 @@ export const EXIT = { ok: 0, failure: 1, usage: 2, timeout: 124, config: 78, int
 
 /** One line per tool call on stderr, for the runs whose session `belongs` accepts. */
 export function printToolCalls(events: EventBus, belongs: (sessionId: string) => boolean): () => void {
-  const argsByCall = new Map<string, unknown>();
-  const offStart = events.on("tool.started", (e) => {
-    if (belongs(e.sessionId)) argsByCall.set(e.callId, e.arguments);
+  return events.on("tool.finished", (e) => {
+    if (belongs(e.sessionId)) process.stderr.write(`[tool] ${e.name} ${shortArgs(e.arguments)} ${e.error ? "error" : "ok"} ${Math.round(e.durationMs)}ms\n`);
   });
-  const offEnd = events.on("tool.finished", (e) => {
-    if (!belongs(e.sessionId)) return;
-    const args = argsByCall.get(e.callId);
-    argsByCall.delete(e.callId);
-    process.stderr.write(`[tool] ${e.name} ${shortArgs(args)} ${e.error ? "error" : "ok"} ${Math.round(e.durationMs)}ms\n`);
-  });
-  return () => {
-    offStart();
-    offEnd();
-  };
 }
 
 function shortArgs(args: unknown): string {

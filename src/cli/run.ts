@@ -51,7 +51,6 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     const delivery = await openDelivery({
       config,
       env: process.env,
-      events: runtime.events,
       workspace: () => config.paths.workspace,
     });
     const executeJob = jobExecutor(() => runtime);
@@ -67,16 +66,14 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
         if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
         try {
           const outcome = await executeJob(j, run);
-          delivery.dispatcher.answered(run.id, outcome.answer);
           // The runner names only the cancels it caused; this one the user caused.
           return interrupted && outcome.status === "cancelled" ? { ...outcome, error: CANCELLED_BY_USER } : outcome;
         } finally {
           current = undefined;
         }
       },
-      onRunStart: (_job, run) => delivery.dispatcher.started(run),
       // Queued before the final record is saved, as in the daemon: an ok run always has its deliveries.
-      beforeRunEnd: (j, run, { willRetry }) => delivery.dispatcher.finished(j, run, willRetry),
+      beforeRunEnd: (j, run, { willRetry, outcome }) => delivery.dispatcher.finished(j, run, outcome, willRetry),
     });
     // Ctrl-C cancels the run in flight, not through runner.shutdown, which would record it as
     // stopped by countd; with none in flight (waiting out a retry backoff) shutdown ends the wait.

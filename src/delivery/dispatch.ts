@@ -1,8 +1,8 @@
 import type { Config } from "../config/schema.js";
-import type { EventBus } from "../events.js";
+import type { ToolCallReport } from "../agent/loop.js";
 import type { LogFn } from "../log.js";
 import type { Job } from "../jobs/types.js";
-import type { RunRecord } from "../runner/types.js";
+import type { RunOutcome, RunRecord } from "../runner/types.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 import { DEFAULT_FAILURE_REPEAT_MS, failed, memoryStreaks, type StreakStore } from "./alerts.js";
 import { createMailer, type Mailer } from "./email.js";
@@ -36,43 +36,22 @@ export function isEmptyAnswer(answer: string): boolean {
  * non_empty` and there is nothing to say), a failure to `on_failure` once no retry follows. A
  * job that keeps failing reports its first failure, then at most one "still failing" per
  * `on_failure_repeat`, and one "recovered" with its next success (alerts.ts; the streak is kept
- * in `streaks`). The answers and tool calls of runs in progress are kept here until their run ends.
+ * in `streaks`). The runner hands each run's outcome (answer, tool calls) with its final record.
  */
 export class RunDispatcher {
-  private readonly answers = new Map<string, string>();
-  private readonly toolCalls = new Map<string, ToolCallSummary[]>();
   /** One job's outcomes in turn: two runs ending at once must not both read the same streak. */
   private readonly perJob = new KeyedQueue();
 
   constructor(
     private readonly outbox: Outbox,
     private readonly workspace: () => string,
-    events: EventBus,
     private readonly streaks: StreakStore = memoryStreaks(),
     private readonly log: LogFn = () => {},
-  ) {
-    events.on("tool.finished", (e) => {
-      const calls = this.toolCalls.get(e.sessionId);
-      if (!calls) return;
-      calls.push({ name: e.name, status: e.error ? "error" : "ok", summary: e.result.split("\n", 1)[0]!.slice(0, 200) });
-      if (calls.length > LAST_TOOL_CALLS) calls.shift();
-    });
-  }
+  ) {}
 
-  started(run: RunRecord): void {
-    this.toolCalls.set(run.sessionId, []);
-  }
-
-  answered(runId: string, answer: string): void {
-    this.answers.set(runId, answer);
-  }
-
-  async finished(job: Job, run: RunRecord, willRetry: boolean): Promise<void> {
-    const answer = this.answers.get(run.id) ?? "";
-    const calls = this.toolCalls.get(run.sessionId) ?? [];
-    this.answers.delete(run.id);
+  async finished(job: Job, run: RunRecord, outcome: Pick<RunOutcome, "answer" | "calls">, willRetry: boolean): Promise<void> {
     if (willRetry) return;
-    this.toolCalls.delete(run.sessionId);
+    const { answer } = outcome;
     if (run.status === "ok") {
       await this.recovered(job, run);
       if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return;
@@ -81,7 +60,7 @@ export class RunDispatcher {
       await this.reportFailure(job, run, {
         ...message("run.failed", job.name, run, answer),
         ...(run.error ? { error: run.error } : {}),
-        lastToolCalls: calls,
+        lastToolCalls: lastToolCalls(outcome.calls ?? []),
       });
     }
   }
@@ -139,6 +118,14 @@ export class RunDispatcher {
   }
 }
 
+function lastToolCalls(calls: readonly ToolCallReport[]): ToolCallSummary[] {
+  return calls.slice(-LAST_TOOL_CALLS).map((call) => ({
+    name: call.name,
+    status: call.isError ? "error" : "ok",
+    summary: call.result.split("\n", 1)[0]!.slice(0, 200),
+  }));
+}
+
 /** Names a run across all jobs (run ids are unique within a job only). */
 const runKey = (job: string, run: RunRecord) => `${job}.${run.id}`;
 
@@ -173,7 +160,6 @@ export interface DeliveryStage {
 export async function openDelivery(opts: {
   config: Config;
   env: NodeJS.ProcessEnv;
-  events: EventBus;
   workspace: () => string;
   log?: LogFn;
   /** Where failing streaks are kept; the daemon's job state, so the on_failure throttle survives a restart. */
@@ -190,7 +176,7 @@ export async function openDelivery(opts: {
   const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, opts.env), ...(opts.log ? { log: opts.log } : {}) });
   return {
     outbox,
-    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.events, opts.streaks, opts.log),
+    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log),
     mailToFiles: mailer.usesFiles,
     async close() {
       await outbox.stop();

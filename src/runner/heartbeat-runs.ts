@@ -5,9 +5,9 @@ import type { Outbox } from "../delivery/outbox.js";
 import type { Job } from "../jobs/types.js";
 import type { Runtime } from "../runtime.js";
 import type { Tool } from "../tools/registry.js";
-import { runAgent, type RunOutcome } from "./execute.js";
-import type { RunContext, Runner } from "./runner.js";
-import { HEARTBEAT_JOB, type RunRecord } from "./types.js";
+import { runAgent } from "./execute.js";
+import type { Runner } from "./runner.js";
+import { HEARTBEAT_JOB, type RunContext, type RunOutcome, type RunRecord } from "./types.js";
 
 export { HEARTBEAT_JOB };
 

@@ -5,18 +5,7 @@ import { CancelToken } from "../agent/cancel.js";
 import type { Job, OverlapPolicy } from "../jobs/types.js";
 import { emptyUsage } from "../providers/types.js";
 import type { StateStore } from "../store/state.js";
-import type { RunOutcome } from "./execute.js";
-import type { FireRequest, RunRecord, RunStatus } from "./types.js";
-
-
-/** What the executor gets for one run. */
-export interface RunContext {
-  id: string;
-  sessionId: string;
-  request: FireRequest;
-  /** Fires on timeout, replacement or shutdown; the executor must return soon after it does. */
-  cancel: CancelToken;
-}
+import type { FireRequest, RunContext, RunOutcome, RunRecord, RunStatus } from "./types.js";
 
 export interface RunnerOptions {
   /** The job's current definition: looked up at each fire and again when the run starts. */
@@ -35,8 +24,9 @@ export interface RunnerOptions {
    * (interrupted at the next start) rather than a finished run whose deliveries were never queued.
    * Not called for runs that never started (skipped, dropped).
    * `willRetry`: a failed attempt is retried, so it is not the job's last word (on_failure waits).
+   * `outcome`: what the executor returned (the answer, the tool calls), which the record only excerpts.
    */
-  beforeRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean }) => Promise<void>;
+  beforeRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean; outcome: RunOutcome }) => Promise<void>;
   /** After the final record is saved and the run's slot is free; called when beforeRunEnd is. */
   onRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean }) => void;
 }
@@ -304,7 +294,7 @@ export class Runner {
     };
     const current = this.opts.job(job.name) ?? job;
     const willRetry = (status === "error" || status === "timeout") && pending.attempt < current.retry.attempts && !this.stopping;
-    await this.hook(() => this.opts.beforeRunEnd?.(job, end, { willRetry }), job, end);
+    await this.hook(() => this.opts.beforeRunEnd?.(job, end, { willRetry, outcome }), job, end);
     await this.save(end);
     this.lane(job.name).running.delete(flight);
     this.inFlight--;

@@ -1,3 +1,5 @@
+import type { CancelToken } from "../agent/cancel.js";
+import type { ToolCallReport } from "../agent/loop.js";
 import type { Usage } from "../providers/types.js";
 
 /** The heartbeat's runs are recorded under this name, which no job file can take (a job name starts with a letter or digit). */
@@ -34,4 +36,26 @@ export interface RunRecord {
   resultExcerpt?: string;
   error?: string;
   sessionId: string;
+}
+
+/** What the executor gets for one run. */
+export interface RunContext {
+  id: string;
+  sessionId: string;
+  request: FireRequest;
+  /** Fires on timeout, replacement or shutdown; the executor must return soon after it does. */
+  cancel: CancelToken;
+}
+
+/** How one agent run ended: what the executor returns, and the runner hands on with the final record. */
+export interface RunOutcome {
+  answer: string;
+  /** `timeout` is never produced by the executor: the runner knows why it cancelled and says so. */
+  status: "ok" | "error" | "timeout" | "cancelled";
+  iterations: number;
+  toolCalls: number;
+  usage: Usage;
+  error?: string;
+  /** The tool calls that ran, in order; none when absent (an executor that threw). */
+  calls?: ToolCallReport[];
 }

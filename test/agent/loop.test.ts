@@ -78,7 +78,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     const { loop, sessions } = await makeAgent(format, mock, new ToolRegistry().register(tool));
     const iterations: number[] = [];
     loop.events.on("iteration", (e) => iterations.push(e.iteration));
-    const answer = await loop.processDirect("count to three", "s1");
+    const answer = (await loop.processDirect("count to three", "s1")).answer;
     expect(answer).toBe("Counted: echo: step 3");
     expect(calls).toEqual([{ text: "step 1" }, { text: "step 2" }, { text: "step 3" }]);
     expect(iterations).toEqual([1, 2, 3, 4]);
@@ -104,7 +104,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     mock.addFixture({ match: { userMessage: "two at once", hasToolResult: true }, response: { content: "both done" } });
     const { tool, calls } = echoTool();
     const { loop } = await makeAgent(format, mock, new ToolRegistry().register(tool));
-    expect(await loop.processDirect("two at once", "s2")).toBe("both done");
+    expect((await loop.processDirect("two at once", "s2")).answer).toBe("both done");
     expect(calls).toHaveLength(2);
     const second = mock.getRequests().at(-1)!.body as WireRequest;
     expect(toolMessages(second).map((m) => [m.tool_call_id, textOf(m.content)])).toEqual([
@@ -136,7 +136,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     const { loop } = await makeAgent(format, mock, new ToolRegistry().register(flaky), { maxRetries: 3 });
     const finished: Array<{ attempts: number; error?: string }> = [];
     loop.events.on("tool.finished", (e) => finished.push(e));
-    expect(await loop.processDirect("flaky tool", "s3")).toBe("tool said ok on attempt 3");
+    expect((await loop.processDirect("flaky tool", "s3")).answer).toBe("tool said ok on attempt 3");
     expect(runs).toBe(3);
     expect(finished).toEqual([expect.objectContaining({ attempts: 3, result: "ok on attempt 3" })]);
     expect(finished[0]!.error).toBeUndefined();
@@ -184,7 +184,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
       },
     });
     const { loop } = await makeAgent(format, mock, new ToolRegistry().register(guarded), { maxRetries: 3 });
-    expect(await loop.processDirect("read the passwords", "s19")).toBe('told: Error: refused: "/etc/shadow" is outside the workspace');
+    expect((await loop.processDirect("read the passwords", "s19")).answer).toBe('told: Error: refused: "/etc/shadow" is outside the workspace');
     expect(runs).toBe(1);
   });
 
@@ -208,7 +208,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
       },
     });
     const { loop, sessions } = await makeAgent(format, mock, new ToolRegistry().register(broken), { maxRetries: 2 });
-    expect(await loop.processDirect("broken tool", "s4")).toBe("reported: Error: permission denied: /srv/reports");
+    expect((await loop.processDirect("broken tool", "s4")).answer).toBe("reported: Error: permission denied: /srv/reports");
     expect(runs).toBe(2);
     const result = (await sessions.load("s4")).find((m) => m.role === "tool");
     expect(result).toMatchObject({ isError: true, content: "Error: permission denied: /srv/reports" });
@@ -230,7 +230,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     mock.addFixture({ match: { userMessage: "bad calls", hasToolResult: true }, response: { content: "recovered" } });
     const { tool, calls } = echoTool();
     const { loop, sessions } = await makeAgent(format, mock, new ToolRegistry().register(tool));
-    expect(await loop.processDirect("bad calls", "s5")).toBe("recovered");
+    expect((await loop.processDirect("bad calls", "s5")).answer).toBe("recovered");
     expect(calls).toHaveLength(0);
     const results = Object.fromEntries(
       (await sessions.load("s5")).flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m.content]] : [])),
@@ -260,7 +260,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     const { loop, sessions } = await makeAgent(format, mock, new ToolRegistry().register(tool), { maxIterations: 3 });
     const finished: string[] = [];
     loop.events.on("message.finished", (e) => finished.push(e.status));
-    const answer = await loop.processDirect("never stop", "s6");
+    const answer = (await loop.processDirect("never stop", "s6")).answer;
     expect(answer.endsWith("[Reached the maximum number of tool calls: 3]")).toBe(true);
     expect(calls).toHaveLength(3);
     expect(finished).toEqual(["limit"]);
@@ -281,7 +281,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
       maxIterations: 2,
       locale: "zh",
     });
-    expect(await loop.processDirect("一直调用", "s7")).toBe("\n\n[达到最大工具调用次数 2]");
+    expect((await loop.processDirect("一直调用", "s7")).answer).toBe("\n\n[达到最大工具调用次数 2]");
   });
 
   it("cancels mid-stream: the request is aborted and nothing more is yielded", async () => {
@@ -322,7 +322,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     });
     const { tool, calls } = echoTool();
     const { loop, sessions } = await makeAgent(format, mock, new ToolRegistry().register(stopper, tool));
-    const answer = await loop.processDirect("stop me", "s9", { cancelToken: cancel });
+    const answer = (await loop.processDirect("stop me", "s9", { cancelToken: cancel })).answer;
     expect(answer).toBe("");
     expect(calls).toHaveLength(0);
     expect(mock.getRequests()).toHaveLength(1);
@@ -339,7 +339,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     const { loop } = await makeAgent(format, mock, new ToolRegistry());
     const llmCalls: Array<{ attempts: number }> = [];
     loop.events.on("llm.finished", (e) => llmCalls.push(e));
-    expect(await loop.processDirect("busy", "s10")).toBe("made it");
+    expect((await loop.processDirect("busy", "s10")).answer).toBe("made it");
     expect(mock.getRequests().map((r) => r.response.status)).toEqual([429, 200]);
     expect(llmCalls).toEqual([expect.objectContaining({ attempts: 2 })]);
   });
@@ -363,7 +363,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     mock.on({ userMessage: "dropped early", sequenceIndex: 1 }, { content: "second try worked" });
     const { tool, calls } = echoTool();
     const agent = await makeAgent(format, mock, new ToolRegistry().register(tool));
-    expect(await agent.loop.processDirect("dropped early", "s12")).toBe("second try worked");
+    expect((await agent.loop.processDirect("dropped early", "s12")).answer).toBe("second try worked");
     expect(calls).toHaveLength(0);
 
     mock.onMessage("dropped late", { content: "This answer is cut off somewhere in the middle of it." }, { truncateAfterChunks: 4, latency: 1 });
@@ -389,7 +389,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     });
     const { tool } = echoTool();
     const { loop, sessions } = await makeAgent(format, mock, new ToolRegistry().register(tool));
-    const answer = await loop.processDirect("think first", "s14");
+    const answer = (await loop.processDirect("think first", "s14")).answer;
     expect(answer).toBe("final answer");
     const assistant = (await sessions.load("s14")).find((m) => m.role === "assistant" && m.toolCalls);
     expect(assistant).toMatchObject({ reasoning: { text: "The user wants the echo tool; I will call it." } });
@@ -409,7 +409,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     const agent = await makeAgent(format, mock, new ToolRegistry());
     const image = join(agent.workspace, "..", "pixel.png");
     await writeFile(image, png);
-    expect(await agent.loop.processDirect("describe the picture", "s15", { media: [image] })).toBe("a single pixel");
+    expect((await agent.loop.processDirect("describe the picture", "s15", { media: [image] })).answer).toBe("a single pixel");
     const sent = JSON.stringify(mock.getRequests().at(-1)!.body);
     expect(sent).toContain(png.toString("base64"));
   });
@@ -425,7 +425,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
       i % 2 === 0 ? { role: "user", content: `old question ${i}` } : { role: "assistant", content: `old answer ${i}` },
     );
     await agent.sessions.append("s16", old);
-    expect(await agent.loop.processDirect("what next", "s16")).toBe("Next: rotate the logs.");
+    expect((await agent.loop.processDirect("what next", "s16")).answer).toBe("Next: rotate the logs.");
     const memory = await readFile(agent.memory.path, "utf8");
     expect(memory).toMatch(/^\d{4}-\d{2}-\d{2}\|auto-overflow\|The user asked about disk usage on the backup server\.$/m);
     const history = await agent.sessions.load("s16");
@@ -445,7 +445,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     await agent.sessions.append("s18", old);
     const warnings: string[] = [];
     agent.loop.events.on("warning", (e) => warnings.push(e.message));
-    expect(await agent.loop.processDirect("what next", "s18")).toBe("Next: rotate the logs.");
+    expect((await agent.loop.processDirect("what next", "s18")).answer).toBe("Next: rotate the logs.");
     expect(warnings).toEqual([expect.stringMatching(/^history not summarised: .*context too long/)]);
     const history = await agent.sessions.load("s18");
     expect(history.slice(0, 6)).toEqual(old);
@@ -466,7 +466,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     const logs = join(agent.stateDir, "..", "logs");
     const audit = new AuditLog({ dir: logs, secrets: [TEST_KEYS[format], secretText] });
     audit.attach(agent.loop.events);
-    expect(await agent.loop.processDirect("audit me", "s17")).toBe("audited");
+    expect((await agent.loop.processDirect("audit me", "s17")).answer).toBe("audited");
     await audit.close();
     const [file] = await readdir(logs);
     const text = await readFile(join(logs, file!), "utf8");
@@ -512,7 +512,7 @@ describe("AgentLoop over the anthropic wire format, against a scripted server", 
     );
     const { tool, calls } = echoTool();
     const { loop } = await makeAgent("anthropic", server, new ToolRegistry().register(tool));
-    expect(await loop.processDirect("bad json", "a1")).toBe("recovered");
+    expect((await loop.processDirect("bad json", "a1")).answer).toBe("recovered");
     expect(calls).toHaveLength(0);
     const second = server.bodies.at(-1) as { messages: Array<{ role: string; content: Array<Record<string, unknown>> }> };
     expect(second.messages.at(-1)!.content).toEqual([
@@ -530,7 +530,7 @@ describe("AgentLoop over the anthropic wire format, against a scripted server", 
     const agent = await makeAgent("anthropic", server, new ToolRegistry());
     const image = join(agent.workspace, "..", "pixel.png");
     await writeFile(image, png);
-    expect(await agent.loop.processDirect("describe the picture", "a2", { media: [image] })).toBe("a single pixel");
+    expect((await agent.loop.processDirect("describe the picture", "a2", { media: [image] })).answer).toBe("a single pixel");
     const sent = server.bodies.at(-1) as { messages: Array<{ content: unknown }> };
     expect(sent.messages.at(-1)!.content).toEqual([
       { type: "image", source: { type: "base64", media_type: "image/png", data: png.toString("base64") } },

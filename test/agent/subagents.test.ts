@@ -61,7 +61,7 @@ describe("spawn", () => {
     const { tool } = gatedTool();
     const { parent, sub } = await setup({ maxConcurrent: 2, timeoutMs: 10_000, subTools: new ToolRegistry().register(tool) });
 
-    const answer = await parent.loop.processDirect("check the inbox", "cli");
+    const answer = (await parent.loop.processDirect("check the inbox", "cli")).answer;
     expect(answer).toMatch(/^Parent heard: \[subagent [0-9a-f]{8}\]\nThe inbox holds 3 CSV files\.$/);
     const subRequest = mock.getRequests().find((r) => isSubagent(r.body as WireRequest))!.body as WireRequest;
     expect(subRequest.messages.at(-1)).toMatchObject({ role: "user", content: "Count the CSV files in inbox/." });
@@ -85,7 +85,7 @@ describe("spawn", () => {
       response: (req) => ({ content: `Parent heard: ${lastText(req as WireRequest)}` }),
     });
     const { parent } = await setup({ maxConcurrent: 1, timeoutMs: 300, subTools: new ToolRegistry() });
-    expect(await parent.loop.processDirect("slow task", "cli")).toMatch(
+    expect((await parent.loop.processDirect("slow task", "cli")).answer).toMatch(
       /^Parent heard: Error: subagent [0-9a-f]{8} gave no answer within 300 ms and was stopped$/,
     );
   });

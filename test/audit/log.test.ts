@@ -35,6 +35,7 @@ function runTool(callId: string, args: unknown, result: string, error?: string) 
     sessionId: "cron:daily-report",
     callId,
     name: "shell",
+    arguments: args,
     result,
     durationMs: 42,
     attempts: error ? 3 : 1,

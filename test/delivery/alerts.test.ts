@@ -6,7 +6,6 @@ import { stateStreaks } from "../../src/delivery/alerts.js";
 import { RunDispatcher, sendEntry } from "../../src/delivery/dispatch.js";
 import { createMailer, type Mailer } from "../../src/delivery/email.js";
 import { Outbox } from "../../src/delivery/outbox.js";
-import { EventBus } from "../../src/events.js";
 import type { Job } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import type { RunRecord } from "../../src/runner/types.js";
@@ -49,7 +48,7 @@ async function open() {
   const log = (_level: string, text: string) => void logs.push(text);
   const outbox = await Outbox.open({ stateDir: dir, send: sendEntry(mailer, {}), now: () => new Date(t) });
   const state = await StateStore.open(dir);
-  return { outbox, dispatcher: new RunDispatcher(outbox, () => join(dir, "workspace"), new EventBus(), stateStreaks(state), log), logs };
+  return { outbox, dispatcher: new RunDispatcher(outbox, () => join(dir, "workspace"), stateStreaks(state), log), logs };
 }
 
 const job = (extra: Partial<Job> = {}): Job => ({
@@ -90,9 +89,7 @@ async function runEnds(status: RunRecord["status"], target: Job = job()): Promis
     ...(status === "ok" ? {} : { error: "provider answered HTTP 500" }),
     sessionId: `cron:${target.name}:${id}`,
   };
-  stage.dispatcher.started(run);
-  if (status === "ok") stage.dispatcher.answered(id, "all good");
-  await stage.dispatcher.finished(target, run, false);
+  await stage.dispatcher.finished(target, run, { answer: status === "ok" ? "all good" : "" }, false);
   await stage.outbox.runDue();
   return run;
 }

@@ -45,6 +45,10 @@ describe("runAgent", () => {
       iterations: 3,
       toolCalls: 2,
       usage: { inputTokens: 30, outputTokens: 12, cachedInputTokens: 0 },
+      calls: [
+        { name: "lookup", arguments: { word: "w0" }, isError: false, result: "w0: found" },
+        { name: "lookup", arguments: { word: "w1" }, isError: false, result: "w1: found" },
+      ],
     });
   });
 

@@ -147,7 +147,7 @@ describe("attack: the agent writes its own skills", () => {
       mock.addFixture({ match: { userMessage: "tidy up", hasToolResult: true }, response: { content: "done" } });
       const agent = await makeAgent("openai", mock, await toolsFor(box.workspace));
       // makeAgent works in a workspace of its own; the registry above is confined to the sandbox's.
-      expect(await agent.loop.processDirect("tidy up", "s1")).toBe("done");
+      expect((await agent.loop.processDirect("tidy up", "s1")).answer).toBe("done");
       const tool = (mock.getRequests().at(-1)!.body as { messages: Array<{ role: string; content: string }> }).messages.find((m) => m.role === "tool");
       expect(tool?.content).toBe(`Error: ${refusal("skills/evil/SKILL.md")}`);
     });

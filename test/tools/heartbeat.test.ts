@@ -51,7 +51,7 @@ describe("heartbeat_respond in a real agent loop", () => {
     const respond = heartbeatRespondTool();
     const { loop } = await makeAgent("openai", mock, new ToolRegistry().register(respond.tool));
 
-    expect(await loop.processDirect("check in", "heartbeat")).toBe("HEARTBEAT_OK");
+    expect((await loop.processDirect("check in", "heartbeat")).answer).toBe("HEARTBEAT_OK");
     expect(respond.result()).toEqual({ notify: false, message: "" });
     const first = mock.getRequests()[0]!.body as WireRequest;
     expect(first.tools?.map((t) => t.function.name)).toEqual(["heartbeat_respond"]);

@@ -219,7 +219,7 @@ describe("HeartbeatService with a real agent loop", () => {
   async function runAgent(prompt: string, tools: Tool[]): Promise<{ answer: string; run: string }> {
     const { loop } = await makeAgent("openai", mock, new ToolRegistry().register(...tools));
     const run = `run-${++agentRuns}`;
-    return { answer: await loop.processDirect(prompt, "heartbeat", { channel: "heartbeat" }), run };
+    return { answer: (await loop.processDirect(prompt, "heartbeat", { channel: "heartbeat" })).answer, run };
   }
 
   let exchange: Date | undefined;
