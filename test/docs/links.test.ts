@@ -9,7 +9,9 @@ const DOCS = ["README.md", "docs/architecture.md", "docs/agent-loop.md"];
 
 /** Markdown link targets that point at files, not at a web address or a heading. */
 function fileLinks(markdown: string): string[] {
-  return [...markdown.matchAll(/\]\(([^)\s]+)\)/g)]
+  // Code shows markdown as text (`[text](url)` in a table of chat formats): those are no links.
+  const prose = markdown.replace(/```[\s\S]*?```/g, "").replace(/`[^`\n]*`/g, "");
+  return [...prose.matchAll(/\]\(([^)\s]+)\)/g)]
     .map((m) => m[1]!)
     .filter((target) => !/^[a-z]+:/i.test(target) && !target.startsWith("#"));
 }
