@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { jobDefaults } from "../../src/jobs/defaults.js";
 import { renderPrompt, unknownPlaceholders } from "../../src/jobs/template.js";
 import type { Job } from "../../src/jobs/types.js";
 
@@ -6,18 +7,9 @@ const job: Job = {
   name: "daily-report",
   file: "/srv/countd/jobs/daily-report.yaml",
   description: "Morning summary",
-  enabled: true,
   timezone: "Asia/Shanghai",
   prompt: "",
-  session: "isolated",
-  overrides: {},
-  timeoutMs: 600_000,
-  overlap: "skip",
-  catchUpMs: 3_600_000,
-  retry: { attempts: 1, backoffMs: 60_000 },
-  deliver: [],
-  deliverWhen: "always",
-  onFailure: [],
+  ...jobDefaults(),
 };
 
 // 20:30 UTC on 30 November is already 1 December in Shanghai.

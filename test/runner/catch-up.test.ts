@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job, Schedule } from "../../src/jobs/types.js";
 import { catchUp } from "../../src/runner/catch-up.js";
 
@@ -6,9 +7,8 @@ const HOUR = 3_600_000;
 
 function job(schedule: Schedule, extra: Partial<Job> = {}): Job {
   return {
-    name: "report", file: "/jobs/report.yaml", enabled: true, schedule, timezone: "UTC", prompt: "Report.",
-    session: "isolated", overrides: {}, timeoutMs: 60_000, overlap: "skip", catchUpMs: HOUR,
-    retry: { attempts: 0, backoffMs: 0 }, deliver: [], onFailure: [], deliverWhen: "always", ...extra,
+    name: "report", file: "/jobs/report.yaml", timezone: "UTC", prompt: "Report.", ...jobDefaults(),
+    schedule, timeoutMs: 60_000, catchUpMs: HOUR, retry: { attempts: 0, backoffMs: 0 }, ...extra,
   };
 }
 

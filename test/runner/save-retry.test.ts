@@ -2,6 +2,7 @@ import { mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect, it, vi } from "vitest";
+import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
 import type { LogFn } from "../../src/log.js";
 import { emptyUsage } from "../../src/providers/types.js";
@@ -11,18 +12,13 @@ import { StateStore } from "../../src/store/state.js";
 const job: Job = {
   name: "report",
   file: "/jobs/report.yaml",
-  enabled: true,
   timezone: "UTC",
   prompt: "report",
-  session: "isolated",
-  overrides: {},
+  ...jobDefaults(),
   timeoutMs: 60_000,
   overlap: "allow",
   catchUpMs: 0,
   retry: { attempts: 1, backoffMs: 0 },
-  deliver: [],
-  onFailure: [],
-  deliverWhen: "always",
 };
 
 it("keeps the records it could not save while the state directory is unusable, and saves them once it is back", async () => {

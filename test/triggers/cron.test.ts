@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job, Schedule } from "../../src/jobs/types.js";
 import { catchUp } from "../../src/runner/catch-up.js";
 import type { FireRequest } from "../../src/runner/types.js";
@@ -15,9 +16,8 @@ const DAY = 24 * HOUR;
 
 function job(name: string, schedule: Schedule, extra: Partial<Job> = {}): Job {
   return {
-    name, file: `/jobs/${name}.yaml`, enabled: true, schedule, timezone: "UTC", prompt: "Go.",
-    session: "isolated", overrides: {}, timeoutMs: 60_000, overlap: "skip", catchUpMs: 0,
-    retry: { attempts: 0, backoffMs: 0 }, deliver: [], onFailure: [], deliverWhen: "always", ...extra,
+    name, file: `/jobs/${name}.yaml`, timezone: "UTC", prompt: "Go.", ...jobDefaults(),
+    schedule, timeoutMs: 60_000, catchUpMs: 0, retry: { attempts: 0, backoffMs: 0 }, ...extra,
   };
 }
 

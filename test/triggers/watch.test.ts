@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EventBus } from "../../src/events.js";
+import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job, WatchEvent } from "../../src/jobs/types.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import { WatchTrigger } from "../../src/triggers/watch.js";
@@ -13,19 +14,13 @@ function watchJob(name: string, paths: string[], debounceMs: number, events: Wat
   return {
     name,
     file: `/jobs/${name}.yaml`,
-    enabled: true,
-    watch: { paths, events, debounceMs },
     timezone: "UTC",
     prompt: "Look at {{files}}",
-    session: "isolated",
-    overrides: {},
+    ...jobDefaults(),
+    watch: { paths, events, debounceMs },
     timeoutMs: 60_000,
-    overlap: "skip",
     catchUpMs: 0,
     retry: { attempts: 0, backoffMs: 0 },
-    deliver: [],
-    onFailure: [],
-    deliverWhen: "always",
   };
 }
 
