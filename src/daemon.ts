@@ -20,7 +20,7 @@ import { CronTrigger, recordFire } from "./triggers/cron.js";
 import { WatchTrigger } from "./triggers/watch.js";
 import { HeartbeatService } from "./triggers/heartbeat.js";
 import { ArmedPublisher } from "./store/armed.js";
-import { deliverCheckIn, HEARTBEAT_JOB, HeartbeatRuns } from "./runner/heartbeat-runs.js";
+import { deliverCheckIn, runCheckIn, withHeartbeat } from "./runner/heartbeat-runs.js";
 import { openDelivery } from "./delivery/dispatch.js";
 import { stateStreaks } from "./delivery/alerts.js";
 import type { Outbox } from "./delivery/outbox.js";
@@ -87,18 +87,14 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
     // Through getters: a reload swaps the runtime, and later runs use the new one.
-    const executeJob = jobExecutor(() => runtime);
-    const heartbeat = new HeartbeatRuns(() => runtime);
-
     const runner = new Runner({
-      job: (name) => (name === HEARTBEAT_JOB ? heartbeat.job(runtime.config) : jobs.get(name)),
+      job: withHeartbeat((name) => jobs.get(name), () => runtime.config),
       state,
       concurrency: config.runner.concurrency,
       log,
-      execute: (job, run) => (job.name === HEARTBEAT_JOB ? heartbeat.execute(run) : executeJob(job, run)),
+      execute: jobExecutor(() => runtime),
       onRunStart: (job) => watch.jobStarted(job.name),
       beforeRunEnd: async (job, run, { willRetry, outcome }) => {
-        if (job.name === HEARTBEAT_JOB) return;
         await dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) => logger.error({ err, job: job.name, run: run.id }, "could not queue the run's deliveries"));
       },
       onRunEnd: (job) => watch.jobFinished(job.name),
@@ -112,8 +108,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           state,
           memory: runtime.memory,
           persona: config.persona,
-          runAgent: (prompt, tools) => heartbeat.run(runner, prompt, tools),
-          deliver: (text, run) => deliverCheckIn(outbox, config, text, run),
+          runAgent: (prompt, tools) => runCheckIn(runner, prompt, tools),
+          deliver: (text, run) => deliverCheckIn(dispatcher, outbox, config, text, run),
           lastExchange: () => lastExchange(config.paths.state),
           onScheduled: (at) => void armed.setHeartbeat(at, config.heartbeat.everyMs),
           log,

@@ -2,7 +2,7 @@ import type { Config } from "../config/schema.js";
 import type { ToolCallReport } from "../agent/loop.js";
 import type { LogFn } from "../log.js";
 import type { Job } from "../jobs/types.js";
-import type { RunOutcome, RunRecord } from "../runner/types.js";
+import { HEARTBEAT_JOB, type RunOutcome, type RunRecord } from "../runner/types.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 import { DEFAULT_FAILURE_REPEAT_MS, failed, memoryStreaks, type StreakStore } from "./alerts.js";
 import { createMailer, type Mailer } from "./email.js";
@@ -75,6 +75,15 @@ export class RunDispatcher {
     const answerIds = job.deliver.map((target) => deliveryId(runKey(job.name, run), target));
     if (answerIds.some((id) => queued.has(id) || this.outbox.deliveredAt(id))) return;
     await this.reportFailure(job, run, { ...message("run.failed", job.name, run, ""), ...(run.error ? { error: run.error } : {}) });
+  }
+
+  /**
+   * Queues a heartbeat check-in; resolves with its delivery ids. It carries the run as a job's
+   * report does (X-Countd-Run, the webhook's run.id), and is keyed like one, `@heartbeat.<run id>`,
+   * which no job's key can be.
+   */
+  checkIn(run: RunRecord, targets: readonly DeliveryTarget[], text: string, persona: string): Promise<string[]> {
+    return this.outbox.enqueue(runKey(HEARTBEAT_JOB, run), targets, { ...message("heartbeat", HEARTBEAT_JOB, run, text), persona }, this.workspace());
   }
 
   /** The failure is reported unless the last report of this streak was under `on_failure_repeat` ago. */

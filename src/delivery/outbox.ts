@@ -29,6 +29,14 @@ const MAX_SLEEP_MS = 60_000;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
+/** How a delivery ended: acknowledged, or dead with the reason. */
+export type Settled = { id: string; delivered: true } | { id: string; delivered: false; error: string };
+
+interface SettleWaiter {
+  ids: readonly string[];
+  resolve: (settled: Settled[]) => void;
+}
+
 /**
  * Durable delivery: every message is on disk before its first attempt, retried on the schedule
  * in schedule.ts until acknowledged or given up, and never sent again once acknowledged. One
@@ -41,6 +49,7 @@ export function deliveryId(runKey: string, target: DeliveryTarget): string {
 
 export class Outbox {
   private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly settleWaiters = new Set<SettleWaiter>();
   private started = false;
   private timer: NodeJS.Timeout | undefined;
 
@@ -128,6 +137,18 @@ export class Outbox {
     }
   }
 
+  /**
+   * Resolves once every one of `ids` is delivered or dead, as the send loop records it; an id the
+   * outbox does not know counts as dead. Nothing times out here: the caller decides how long to wait.
+   */
+  settled(ids: readonly string[]): Promise<Settled[]> {
+    return new Promise((resolve) => {
+      const waiter = { ids, resolve };
+      this.settleWaiters.add(waiter);
+      this.notifySettled();
+    });
+  }
+
   /** Pending and dead deliveries, oldest first. */
   list(): { pending: Readonly<OutboxEntry>[]; dead: Readonly<OutboxEntry>[] } {
     const entries = Object.values(this.store.data.entries).sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt));
@@ -203,8 +224,26 @@ export class Outbox {
   }
 
   private wake(): void {
+    this.notifySettled();
     this.fill();
     this.arm();
+  }
+
+  private notifySettled(): void {
+    for (const waiter of this.settleWaiters) {
+      const settled = waiter.ids.map((id) => this.settledAs(id));
+      if (settled.some((s) => s === undefined)) continue;
+      this.settleWaiters.delete(waiter);
+      waiter.resolve(settled as Settled[]);
+    }
+  }
+
+  /** Undefined while the delivery is still pending. */
+  private settledAs(id: string): Settled | undefined {
+    if (this.store.deliveredAt(id)) return { id, delivered: true };
+    const entry = this.store.data.entries[id];
+    if (entry?.status === "pending") return undefined;
+    return { id, delivered: false, error: entry?.lastError ?? (entry ? "dead" : `no delivery with id "${id}"`) };
   }
 
   /** Starts attempts for due entries, oldest due first, up to CONCURRENCY in flight. */
@@ -226,6 +265,7 @@ export class Outbox {
         .finally(() => {
           this.inFlight.delete(entry.id);
           if (this.started) this.wake();
+          else this.notifySettled();
         });
       this.inFlight.set(entry.id, attempt);
     }

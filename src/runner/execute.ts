@@ -22,19 +22,15 @@ export async function runAgent(loop: AgentLoop, prompt: string, sessionId: strin
   return { answer, status: report.status === "cancelled" ? "cancelled" : "ok", ...counts };
 }
 
-/** How the runner runs a job: the job's own loop (tools, overrides) on its rendered prompt. */
+/** How the runner runs a job: the job's own loop (tools, overrides) on its rendered prompt, or on the prompt the fire brought. */
 export function jobExecutor(runtime: () => Pick<Runtime, "loop">): (job: Job, run: RunContext) => Promise<RunOutcome> {
-  return (job, run) =>
-    runAgent(
-      runtime().loop({ toolNames: job.tools, overrides: job.overrides }),
-      renderPrompt(job.prompt, {
-        now: new Date(),
-        timezone: job.timezone,
-        job,
-        runId: run.id,
-        ...(run.request.files ? { files: run.request.files } : {}),
-      }),
+  return (job, run) => {
+    const { prompt, extraTools, files } = run.request;
+    return runAgent(
+      runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools }),
+      prompt ?? renderPrompt(job.prompt, { now: new Date(), timezone: job.timezone, job, runId: run.id, ...(files ? { files } : {}) }),
       run.sessionId,
       run.cancel,
     );
+  };
 }

@@ -41,12 +41,18 @@ const SAVE_RETRY_MAX_MS = 60_000;
 const REPLACED = "replaced by a newer run";
 const STOPPED_BEFORE_START = "countd stopped before this run started";
 
+/** How a fire ended: the final record and, for a run that started, what the executor returned. */
+export interface RunEnd {
+  record: RunRecord;
+  outcome?: RunOutcome;
+}
+
 /** A fire on its way to becoming a run, with the `run()` callers waiting for how it ends. */
 interface Pending {
   request: FireRequest;
   /** 1 for the first try; retries count up to job.retry.attempts. */
   attempt: number;
-  waiters: Array<(record: RunRecord) => void>;
+  waiters: Array<(end: RunEnd) => void>;
 }
 
 type CancelCause = "timeout" | "replaced" | "shutdown";
@@ -120,7 +126,12 @@ export class Runner {
    * Like submit, resolving with the final record: after the last retry, the run it was merged
    * into, or the skipped record.
    */
-  run(request: FireRequest): Promise<RunRecord> {
+  async run(request: FireRequest): Promise<RunRecord> {
+    return (await this.runToEnd(request)).record;
+  }
+
+  /** Like run, with the executor's outcome beside the record: the answer a caller acts on. */
+  runToEnd(request: FireRequest): Promise<RunEnd> {
     if (this.stopping) return Promise.reject(new Error(`countd is stopping: job "${request.job}" was not run`));
     const job = this.opts.job(request.job);
     if (!job) return Promise.reject(new Error(`no job named "${request.job}"`));
@@ -308,7 +319,7 @@ export class Runner {
     });
     void this.hook(() => this.opts.onRunEnd?.(job, end, { willRetry }), job, end);
     if (willRetry) this.retryLater(current, pending);
-    else for (const resolve of pending.waiters) resolve(end);
+    else for (const resolve of pending.waiters) resolve({ record: end, outcome });
     this.releaseNext(job.name);
     this.pump();
   }
@@ -364,7 +375,7 @@ export class Runner {
     record.finishedAt = record.startedAt;
     this.log("info", `run ${status}`, { job: name, runId: record.id, status, reason: record.reason, error });
     await this.save(record);
-    for (const resolve of pending.waiters) resolve(record);
+    for (const resolve of pending.waiters) resolve({ record });
   }
 
   private newRecord(job: string, session: Job["session"], request: FireRequest, status: RunStatus): RunRecord {

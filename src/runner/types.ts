@@ -1,6 +1,7 @@
 import type { CancelToken } from "../agent/cancel.js";
 import type { ToolCallReport } from "../agent/loop.js";
 import type { Usage } from "../providers/types.js";
+import type { Tool } from "../tools/registry.js";
 
 /** The heartbeat's runs are recorded under this name, which no job file can take (a job name starts with a letter or digit). */
 export const HEARTBEAT_JOB = "@heartbeat";
@@ -17,6 +18,10 @@ export interface FireRequest {
   scheduledAt: Date;
   /** Changed paths, for watch-triggered runs. */
   files?: string[];
+  /** A run that is no job file's (the heartbeat's) brings its prompt, used instead of the job's. */
+  prompt?: string;
+  /** Tools only this run has, such as the heartbeat's reply tool. */
+  extraTools?: Tool[];
 }
 
 /** One run as recorded in the state store and shown by `countd history`. */

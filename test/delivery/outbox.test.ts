@@ -172,6 +172,26 @@ describe("Outbox", () => {
     expect(logs).toContainEqual({ level: "warn", message: expect.stringContaining("failed for good: https://hooks.example.com answered HTTP 400") });
   });
 
+  it("tells when given deliveries are settled: once every one is acknowledged or dead, not while one is still pending", async () => {
+    const { send } = scripted(httpError(500), httpError(400));
+    const outbox = await open(send);
+    const ids = await outbox.enqueue("run-1", [hook("a.example.com"), hook("b.example.com")], message, "/ws");
+    let settled: unknown;
+    const waiting = outbox.settled(ids).then((result) => (settled = result));
+    await outbox.runDue();
+    // b failed for good (400); a answered 500 and waits for its retry in 30 s.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toBeUndefined();
+    clock.advance(MINUTE);
+    await outbox.runDue();
+    await waiting;
+    expect(settled).toEqual([
+      { id: ids[0], delivered: true },
+      { id: ids[1], delivered: false, error: "https://hooks.example.com answered HTTP 400" },
+    ]);
+    expect(await outbox.settled(ids)).toEqual(settled);
+  });
+
   it("on HTTP 410 marks the delivery dead and disables the target: its other deliveries, queued or later, are not sent", async () => {
     const gone = hook("gone.example.com");
     const calls: string[] = [];
