@@ -73,7 +73,7 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
   problems.push(...resolved.problems, ...(await placementProblems(resolved.config.paths, source ? path.dirname(file) : undefined)));
   const lines = [...formatProblems(source, problems), ...resolved.envProblems];
   if (lines.length > 0) throw new ConfigError(lines);
-  return { ...(source ? { file } : {}), ...resolved.config };
+  return { file: source ? file : undefined, ...resolved.config };
 }
 
 const HEARTBEAT_TARGETS = ["heartbeat", "deliver"] as const;
@@ -115,7 +115,7 @@ function noTargetsProblem(source: YamlSource | undefined): Problem {
     path: HEARTBEAT_TARGETS,
     at: "key",
     message: "name at least one target: the heartbeat is enabled and its check-ins would go nowhere",
-    ...(!written && heartbeatKey?.range ? { offset: heartbeatKey.range[0] } : {}),
+    offset: written ? undefined : heartbeatKey?.range?.[0],
   };
 }
 
@@ -148,78 +148,36 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
   const envProblems: string[] = [];
   const provider = resolveProvider(data.provider, env, problems, envProblems);
 
-  const paths = {
-    workspace: path.resolve(dir, data.workspace),
-    state: path.resolve(dir, data.state_dir),
-    logs: path.resolve(dir, data.logs_dir),
-    jobs: path.resolve(dir, data.jobs_dir),
-  };
+  const { workspace, state, logs, jobs } = data.paths;
+  const paths = { workspace: path.resolve(dir, workspace), state: path.resolve(dir, state), logs: path.resolve(dir, logs), jobs: path.resolve(dir, jobs) };
 
   // Every provider's key variable, not just the configured one: a job may switch provider.
   const keyNames = new Set(Object.values(PRESETS).flatMap((preset) => preset.apiKeyEnv));
-  const secretNames = new Set([...data.secrets, ...keyNames]);
-  data.tools.exec.env.forEach((name, index) => {
+  const secretNames = new Set([...data.secretNames, ...keyNames]);
+  data.tools.exec.envNames.forEach((name, index) => {
     if (secretNames.has(name)) {
       problems.push({ path: ["tools", "exec", "env", index], message: `${name} holds a secret, and secrets never reach tools` });
     }
   });
   // Job files may hold a webhook's own token (a listed secret), never the provider's key.
-  data.job_env.forEach((name, index) => {
+  data.jobEnv.forEach((name, index) => {
     if (keyNames.has(name)) problems.push({ path: ["job_env", index], message: `${name} holds a provider's key, which job files must never reach` });
   });
 
   const secretValues = [provider.apiKey, data.smtp?.password, ...[...secretNames].map((name) => env[name])];
-  const { persona } = data;
+  const { secretNames: _names, ...settings } = data;
   return {
     config: {
+      ...settings,
       provider,
-      agent: {
-        maxIterations: data.agent.max_iterations,
-        maxRetries: data.agent.max_retries,
-        retryDelayMs: data.agent.retry_delay,
-        maxHistory: data.agent.max_history,
-      },
-      persona: {
-        name: persona.name,
-        ...(persona.user_name !== undefined ? { userName: persona.user_name } : {}),
-        personality: persona.personality,
-        ...(persona.custom_personality !== undefined ? { customPersonality: persona.custom_personality } : {}),
-        locale: persona.locale,
-      },
-      timezone: data.timezone,
       paths,
-      runner: { concurrency: data.runner.concurrency, shutdownGraceMs: data.runner.shutdown_grace },
-      retention: { sessionsMs: data.retention.sessions, toolHistoryMs: data.retention.tool_history, auditMs: data.retention.audit },
-      ...(data.smtp ? { smtp: data.smtp } : {}),
-      attachments: { maxFileBytes: data.attachments.max_file_size, maxMessageBytes: data.attachments.max_message_size },
       heartbeat: {
-        enabled: data.heartbeat.enabled,
-        everyMs: data.heartbeat.every,
-        activeHours: timeRange(data.heartbeat.active_hours),
+        ...data.heartbeat,
         timezone: data.heartbeat.timezone ?? data.timezone,
-        idleThresholdMs: data.heartbeat.idle_threshold,
-        maxPerDay: data.heartbeat.max_per_day,
         checklist: path.resolve(paths.workspace, data.heartbeat.checklist),
-        deliver: data.heartbeat.deliver,
       },
-      tools: {
-        restrictToWorkspace: data.tools.restrict_to_workspace,
-        readOnlyRoots: data.tools.read_only_roots.map((root) => path.resolve(dir, root)),
-        writableSkills: data.tools.writable_skills,
-        exec: {
-          enabled: data.tools.exec.enabled,
-          timeoutMs: data.tools.exec.timeout,
-          sandbox: data.tools.exec.sandbox,
-          network: data.tools.exec.network,
-          denyPatterns: data.tools.exec.deny_patterns,
-          allowList: data.tools.exec.allow_list,
-          envNames: data.tools.exec.env,
-        },
-        web: { allowHosts: data.tools.web.allow_hosts },
-        spawn: { maxConcurrent: data.tools.spawn.max_concurrent, timeoutMs: data.tools.spawn.timeout },
-      },
+      tools: { ...data.tools, readOnlyRoots: data.tools.readOnlyRoots.map((root) => path.resolve(dir, root)) },
       secrets: [...new Set(secretValues.filter((value): value is string => !!value))],
-      jobEnv: data.job_env,
     },
     problems,
     envProblems,
@@ -235,7 +193,7 @@ export function providerForPreset(preset: PresetName, base: ProviderConfig, env:
   const envProblems: string[] = [];
   const { COUNTD_PROVIDER: _provider, COUNTD_MODEL: _model, ...rest } = env;
   const resolved = resolveProvider(
-    { preset, temperature: base.temperature, max_tokens: base.maxTokens, attempts: base.attempts, timeout: base.timeoutMs },
+    { preset, temperature: base.temperature, maxTokens: base.maxTokens, attempts: base.attempts, timeoutMs: base.timeoutMs },
     rest,
     problems,
     envProblems,
@@ -247,7 +205,7 @@ export function providerForPreset(preset: PresetName, base: ProviderConfig, env:
 
 /** Precedence for each setting: the file > the preset's environment variables > the preset's default. */
 function resolveProvider(
-  file: ConfigFile["provider"],
+  file: Omit<ConfigFile["provider"], "baseURL" | "apiKey" | "model"> & Partial<ConfigFile["provider"]>,
   env: NodeJS.ProcessEnv,
   problems: Problem[],
   envProblems: string[],
@@ -262,7 +220,7 @@ function resolveProvider(
   // through COUNTD_PROVIDER would be sent them (a key to the wrong host), so it starts from its own.
   const own: Partial<ConfigFile["provider"]> = preset === file.preset ? file : {};
 
-  let baseURL = own.base_url;
+  let baseURL = own.baseURL;
   if (baseURL === undefined) {
     const fromEnv = firstSet(env, defaults.baseURLEnv);
     if (fromEnv && !httpURL.safeParse(fromEnv.value).success) {
@@ -279,26 +237,8 @@ function resolveProvider(
     problems.push({ path: ["provider", "model"], message: `required for preset "${preset}" (or set COUNTD_MODEL)` });
   }
 
-  const apiKey = own.api_key || firstSet(env, defaults.apiKeyEnv)?.value;
-  return {
-    preset,
-    ...(baseURL !== undefined ? { baseURL } : {}),
-    ...(apiKey !== undefined ? { apiKey } : {}),
-    model: model ?? "",
-    temperature: file.temperature,
-    maxTokens: file.max_tokens,
-    attempts: file.attempts,
-    timeoutMs: file.timeout,
-  };
-}
-
-/** "08:00-21:00" as minutes after midnight; the schema has checked the form. */
-function timeRange(text: string): { start: number; end: number } {
-  const [start, end] = text.split("-").map((hhmm) => {
-    const [hours, minutes] = hhmm.split(":").map(Number);
-    return hours! * 60 + minutes!;
-  });
-  return { start: start!, end: end! };
+  const apiKey = own.apiKey || firstSet(env, defaults.apiKeyEnv)?.value;
+  return { ...file, preset, baseURL, apiKey, model: model ?? "" };
 }
 
 function isPresetName(name: string): name is PresetName {

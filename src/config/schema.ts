@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { DEFAULT_PERSONA, PERSONALITY_PRESETS, type Locale, type PersonaConfig } from "../agent/personalities.js";
-import { deliveryTargetsSchema, type DeliveryTarget } from "../delivery/targets.js";
-import { PRESET_NAMES, type PresetName } from "../providers/presets.js";
+import { deliveryTargetsSchema } from "../delivery/targets.js";
+import { PRESET_NAMES } from "../providers/presets.js";
 import { bool, byteSize, duration, envName, expected, httpURL, list, numeric, oneOf, positiveInt, regex, section, text, timeZone, unlessEmpty } from "./fields.js";
 
 const systemTimeZone = (): string => Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -10,7 +10,12 @@ const LOCALES = ["zh", "en"] as const satisfies readonly Locale[];
 export const SANDBOX_MODES = ["auto", "bwrap", "none"] as const;
 const PERSONALITIES = [...PERSONALITY_PRESETS, "custom"] as const;
 
-/** countd.yaml as written (snake_case), with defaults applied and durations in milliseconds. */
+/**
+ * countd.yaml as written (snake_case), read into the camelCase value the daemon uses, with
+ * defaults applied, durations in milliseconds and sizes in bytes. What depends on where the file
+ * is and on the environment (paths, the provider's endpoint and key, secret values) is left to
+ * load.ts.
+ */
 export const configSchema = section({
   provider: section({
     preset: oneOf(PRESET_NAMES).default("openai"),
@@ -21,28 +26,52 @@ export const configSchema = section({
     max_tokens: positiveInt().default(4096),
     attempts: positiveInt().default(3),
     timeout: duration({ allowZero: false }).prefault("10m"),
-  }),
+  }).transform((p) => ({
+    preset: p.preset,
+    /** Undefined only for anthropic without an override: the SDK's default then applies. */
+    baseURL: p.base_url,
+    apiKey: p.api_key,
+    model: p.model,
+    temperature: p.temperature,
+    maxTokens: p.max_tokens,
+    /** Requests per LLM call, the first included. */
+    attempts: p.attempts,
+    /** Per LLM request. */
+    timeoutMs: p.timeout,
+  })),
   agent: section({
     max_iterations: positiveInt().default(25),
     max_retries: positiveInt().default(3),
     retry_delay: duration({ allowZero: true }).prefault("1s"),
     max_history: positiveInt().default(100),
-  }),
+  }).transform((a) => ({
+    maxIterations: a.max_iterations,
+    /** Attempts per tool call. */
+    maxRetries: a.max_retries,
+    retryDelayMs: a.retry_delay,
+    maxHistory: a.max_history,
+  })),
   persona: section({
     name: text().default(DEFAULT_PERSONA.name),
     user_name: unlessEmpty(text()),
     personality: oneOf(PERSONALITIES).default(DEFAULT_PERSONA.personality),
     custom_personality: unlessEmpty(text()),
     locale: oneOf(LOCALES).default(DEFAULT_PERSONA.locale),
-  }).refine((persona) => persona.personality !== "custom" || persona.custom_personality !== undefined, {
-    path: ["personality"],
-    message: '"custom" needs persona.custom_personality (the personality text)',
-  }),
+  })
+    .refine((persona) => persona.personality !== "custom" || persona.custom_personality !== undefined, {
+      path: ["personality"],
+      message: '"custom" needs persona.custom_personality (the personality text)',
+    })
+    .transform(
+      (p): PersonaConfig => ({ name: p.name, userName: p.user_name, personality: p.personality, customPersonality: p.custom_personality, locale: p.locale }),
+    ),
+  /** IANA name. */
   timezone: timeZone().default(systemTimeZone),
   workspace: text().default("./workspace"),
   state_dir: text().default("./state"),
   logs_dir: text().default("./logs"),
   jobs_dir: text().default("./jobs"),
+  /** Undefined: mail is written as .eml files under the state directory instead of sent. */
   smtp: z.preprocess(
     (v) => (v === null ? undefined : v),
     z
@@ -50,6 +79,7 @@ export const configSchema = section({
         {
           host: text(),
           port: numeric(z.number(expected("a port number")).int(expected("a port number")).min(1, expected("a port number")).max(65535, expected("a port number"))).default(587),
+          /** TLS from the start (port 465); otherwise STARTTLS when the server offers it. */
           secure: bool().default(false),
           user: unlessEmpty(text()),
           password: unlessEmpty(text()),
@@ -59,32 +89,48 @@ export const configSchema = section({
       )
       .optional(),
   ),
+  /** Bytes a mail may attach: per file and in all. */
   attachments: section({
     max_file_size: byteSize().prefault("10MB"),
     max_message_size: byteSize().prefault("25MB"),
-  }),
+  }).transform((a) => ({ maxFileBytes: a.max_file_size, maxMessageBytes: a.max_message_size })),
   runner: section({
     concurrency: positiveInt().default(2),
     shutdown_grace: duration({ allowZero: true }).prefault("30s"),
-  }),
+  }).transform((r) => ({ concurrency: r.concurrency, shutdownGraceMs: r.shutdown_grace })),
+  /** How long files are kept after their last write; pruned by the daemon (store/retention.ts). */
   retention: section({
     sessions: duration({ allowZero: false }).prefault("30d"),
     tool_history: duration({ allowZero: false }).prefault("30d"),
     audit: duration({ allowZero: false }).prefault("30d"),
-  }),
+  }).transform((r) => ({ sessionsMs: r.sessions, toolHistoryMs: r.tool_history, auditMs: r.audit })),
   heartbeat: section({
     enabled: bool().default(false),
     every: duration({ allowZero: false }).prefault("30m"),
     active_hours: z
       .string(expected('a time range like "08:00-21:00"'))
       .regex(/^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$/, expected('a time range like "08:00-21:00"'))
-      .default("08:00-21:00"),
+      .default("08:00-21:00")
+      .transform(timeRange),
     timezone: unlessEmpty(timeZone()),
     idle_threshold: duration({ allowZero: true }).prefault("4h"),
     max_per_day: positiveInt().default(2),
     checklist: text().default("HEARTBEAT.md"),
     deliver: deliveryTargetsSchema,
-  }),
+  }).transform((h) => ({
+    enabled: h.enabled,
+    everyMs: h.every,
+    /** Minutes after midnight in `timezone`; end before start means the range wraps past midnight. */
+    activeHours: h.active_hours,
+    /** Undefined in the file: countd.yaml's timezone. */
+    timezone: h.timezone,
+    idleThresholdMs: h.idle_threshold,
+    maxPerDay: h.max_per_day,
+    /** As written; load.ts resolves it in the workspace. */
+    checklist: h.checklist,
+    /** Where check-ins go; never empty when enabled. `${VAR}` references stay unresolved (see delivery/secrets.ts). */
+    deliver: h.deliver,
+  })),
   secrets: list(envName(), "environment variable names"),
   job_env: list(envName(), "environment variable names"),
   tools: section({
@@ -99,117 +145,69 @@ export const configSchema = section({
       deny_patterns: list(regex(), "regular expressions"),
       allow_list: list(text(), "program names"),
       env: list(envName(), "environment variable names"),
-    }),
+    }).transform((e) => ({
+      enabled: e.enabled,
+      timeoutMs: e.timeout,
+      sandbox: e.sandbox,
+      network: e.network,
+      denyPatterns: e.deny_patterns,
+      allowList: e.allow_list,
+      /** Environment variables passed to commands beside PATH, HOME, LANG, LC_ALL and TZ. */
+      envNames: e.env,
+    })),
     web: section({
       allow_hosts: list(text(), "host names or addresses"),
-    }),
+    }).transform((w) => ({ allowHosts: w.allow_hosts })),
     spawn: section({
       max_concurrent: positiveInt().default(2),
       timeout: duration({ allowZero: false }).prefault("20m"),
-    }),
-  }),
-});
+    }).transform((s) => ({ maxConcurrent: s.max_concurrent, timeoutMs: s.timeout })),
+  }).transform((t) => ({
+    restrictToWorkspace: t.restrict_to_workspace,
+    /** As written; load.ts resolves them against the file's folder. */
+    readOnlyRoots: t.read_only_roots,
+    /** The tools may write the workspace's skills, which become the agent's standing instructions. */
+    writableSkills: t.writable_skills,
+    exec: t.exec,
+    web: t.web,
+    spawn: t.spawn,
+  })),
+}).transform(({ workspace, state_dir, logs_dir, jobs_dir, secrets, job_env, ...settings }) => ({
+  ...settings,
+  /** As written; load.ts resolves them against the file's folder. */
+  paths: { workspace, state: state_dir, logs: logs_dir, jobs: jobs_dir },
+  /** Names of environment variables whose values are redacted from every log. */
+  secretNames: secrets,
+  /** The only environment variables the `${VAR}` references of job files may name. */
+  jobEnv: job_env,
+}));
+
+/** "08:00-21:00" as minutes after midnight; the regular expression before it has checked the form. */
+function timeRange(text: string): { start: number; end: number } {
+  const [start, end] = text.split("-").map((hhmm) => {
+    const [hours, minutes] = hhmm.split(":").map(Number);
+    return hours! * 60 + minutes!;
+  });
+  return { start: start!, end: end! };
+}
 
 export type ConfigFile = z.output<typeof configSchema>;
 
-export interface ProviderConfig {
-  preset: PresetName;
-  /** Undefined only for anthropic without an override: the SDK's default then applies. */
-  baseURL?: string;
-  apiKey?: string;
-  model: string;
-  temperature: number;
-  maxTokens: number;
-  /** Requests per LLM call, the first included. */
-  attempts: number;
-  /** Per LLM request. */
-  timeoutMs: number;
-}
+export type ProviderConfig = Omit<ConfigFile["provider"], "model"> & { model: string };
+export type AgentConfig = ConfigFile["agent"];
+export type SmtpConfig = NonNullable<ConfigFile["smtp"]>;
+export type AttachmentLimits = ConfigFile["attachments"];
+export type RetentionConfig = ConfigFile["retention"];
+export type ToolsConfig = ConfigFile["tools"];
+/** `timezone`: countd.yaml's when the heartbeat names none; `checklist`: absolute. */
+export type HeartbeatConfig = Omit<ConfigFile["heartbeat"], "timezone"> & { timezone: string };
 
-export interface AgentConfig {
-  maxIterations: number;
-  /** Attempts per tool call. */
-  maxRetries: number;
-  retryDelayMs: number;
-  maxHistory: number;
-}
-
-export interface Config {
+/** The file's value with what load.ts resolves: `paths` and `tools.readOnlyRoots` absolute. */
+export interface Config extends Omit<ConfigFile, "provider" | "heartbeat" | "secretNames"> {
   /** Absolute path of the file read; undefined when running on defaults. */
   file?: string;
   provider: ProviderConfig;
-  agent: AgentConfig;
-  persona: PersonaConfig;
-  /** IANA name. */
-  timezone: string;
-  /** Absolute. */
-  paths: { workspace: string; state: string; logs: string; jobs: string };
+  heartbeat: HeartbeatConfig;
   /** Values to redact from every log: the API key and the named environment variables' values. */
   secrets: string[];
-  /** The only environment variables the `${VAR}` references of job files may name. */
-  jobEnv: string[];
-  tools: ToolsConfig;
-  runner: { concurrency: number; shutdownGraceMs: number };
-  /** Undefined: mail is written as .eml files under the state directory instead of sent. */
-  smtp?: SmtpConfig;
-  attachments: AttachmentLimits;
-  heartbeat: HeartbeatConfig;
-  retention: RetentionConfig;
-}
-
-/** How long files are kept after their last write; pruned by the daemon (store/retention.ts). */
-export interface RetentionConfig {
-  sessionsMs: number;
-  toolHistoryMs: number;
-  auditMs: number;
-}
-
-/** Bytes a mail may attach: per file and in all. */
-export interface AttachmentLimits {
-  maxFileBytes: number;
-  maxMessageBytes: number;
-}
-
-export interface SmtpConfig {
-  host: string;
-  port: number;
-  /** TLS from the start (port 465); otherwise STARTTLS when the server offers it. */
-  secure: boolean;
-  user?: string;
-  password?: string;
-  from: string;
-}
-
-export interface HeartbeatConfig {
-  enabled: boolean;
-  everyMs: number;
-  /** Minutes after midnight in `timezone`; end before start means the range wraps past midnight. */
-  activeHours: { start: number; end: number };
-  timezone: string;
-  idleThresholdMs: number;
-  maxPerDay: number;
-  /** Absolute path of the checklist (HEARTBEAT.md in the workspace by default). */
-  checklist: string;
-  /** Where check-ins go; never empty when enabled. `${VAR}` references stay unresolved (see delivery/secrets.ts). */
-  deliver: DeliveryTarget[];
-}
-
-export interface ToolsConfig {
-  restrictToWorkspace: boolean;
-  /** Absolute. */
-  readOnlyRoots: string[];
-  /** The tools may write the workspace's skills, which become the agent's standing instructions. */
-  writableSkills: boolean;
-  exec: {
-    enabled: boolean;
-    timeoutMs: number;
-    sandbox: (typeof SANDBOX_MODES)[number];
-    network: boolean;
-    denyPatterns: string[];
-    allowList: string[];
-    /** Environment variables passed to commands beside PATH, HOME, LANG, LC_ALL and TZ. */
-    envNames: string[];
-  };
-  web: { allowHosts: string[] };
-  spawn: { maxConcurrent: number; timeoutMs: number };
 }
