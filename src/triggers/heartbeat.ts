@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
+import { lexer, type Token, type Tokens } from "marked";
 import { heartbeatPrompt } from "../agent/heartbeat-prompt.js";
 import { errorText } from "../text.js";
 import { localClock } from "../time.js";
@@ -36,30 +37,56 @@ export function insideActiveHours(minutes: number, { start, end }: { start: numb
   return start < end ? minutes >= start && minutes < end : minutes >= start || minutes < end;
 }
 
-const LIST_ITEM = /^(?:[-*+]|\d+[.)])(?:\s+|$)/;
-const CHECKBOX = /^\[([ xX])\](?:\s+|$)/;
+const COMMENT = /<!--[\s\S]*?(?:-->|$)/g;
+const CHECKBOX = /^\[([ xX])\](?:\s|$)/;
 
 /**
- * Whether HEARTBEAT.md asks for anything. After dropping HTML comments (`<!-- … -->`, also
- * across lines), a line is actionable when it is an unchecked task with text (`- [ ] call the
- * bank`, also with `*`, `+` or `1.`) or any other text that is not a heading (`# …`), a
- * checked task (`- [x] …`, also without the list marker), an empty list item or checkbox, or a
- * thematic break (`---`, `***`, `___`).
- * So a file of headings, comments and ticked boxes lets the heartbeat sleep.
+ * Whether HEARTBEAT.md asks for anything, read with marked's lexer: an unchecked task with text
+ * (`- [ ] call the bank`, also with `*`, `+` or `1.`) or any other text asks; headings, thematic
+ * breaks (`---`), HTML comments (`<!-- … -->`, also across lines), checked tasks (`- [x] …`) and
+ * empty list items or checkboxes do not. So a file of headings, comments and ticked boxes lets
+ * the heartbeat sleep.
  */
 export function checklistIsActionable(checklist: string | undefined): boolean {
   if (checklist === undefined) return false;
-  return checklist
-    .replace(/<!--[\s\S]*?(?:-->|$)/g, "")
-    .split(/\r?\n/)
-    .some((raw) => {
-      const line = raw.trim();
-      if (line === "" || /^#{1,6}(?:\s|$)/.test(line) || /^(?:([-*_])\s*)(?:\1\s*){2,}$/.test(line)) return false;
-      const body = line.replace(LIST_ITEM, "");
-      const box = CHECKBOX.exec(body);
-      if (!box) return body !== "";
-      return box[1] === " " && body.slice(box[0].length).trim() !== "";
-    });
+  if (lastRead?.checklist !== checklist) lastRead = { checklist, actionable: lexer(checklist).some(asks) };
+  return lastRead.actionable;
+}
+
+/** The last answer: nextCheckIn asks about one checklist for a week of ticks, and lexing it each time took seconds. */
+let lastRead: { checklist: string; actionable: boolean } | undefined;
+
+function asks(token: Token): boolean {
+  switch (token.type) {
+    case "space":
+    case "heading":
+    case "hr":
+    case "checkbox":
+      return false;
+    case "list":
+      return (token as Tokens.List).items.some(asks);
+    case "list_item": {
+      const item = token as Tokens.ListItem;
+      // A ticked task's own text is done; a list nested under it may still hold open items.
+      return item.tokens.some((child) => child.type === "list" || !item.task || !item.checked ? asks(child) : false);
+    }
+    case "blockquote":
+      return (token as Tokens.Blockquote).tokens.some(asks);
+    case "paragraph":
+    case "text":
+    case "html":
+      return (token as Tokens.Text).text.replace(COMMENT, "").split("\n").some(lineAsks);
+    default:
+      return token.raw.trim() !== "";
+  }
+}
+
+/** A line of text. A checkbox outside a list (`[x] paid`), which Markdown makes no task, still counts as one. */
+function lineAsks(raw: string): boolean {
+  const line = raw.trim();
+  const box = CHECKBOX.exec(line);
+  if (!box) return line !== "";
+  return box[1] === " " && line.slice(box[0].length).trim() !== "";
 }
 
 /** Check-ins delivered on `now`'s calendar day in the time zone. */
