@@ -21,7 +21,7 @@ const STARTS = 3;
 const START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 10_000;
 /**
- * countd logs "countd started" before it installs its SIGTERM handler (src/cli/daemon.ts), so a
+ * countd logs "countd started" before it installs its SIGTERM handler (src/cli/start.ts), so a
  * SIGTERM sent the moment the line is read can meet the default action and kill it uncleanly.
  */
 const BEFORE_SIGTERM_MS = 250;

@@ -1,6 +1,6 @@
 import { Command, Option } from "commander";
 import { ask } from "./cli/ask.js";
-import { start } from "./cli/daemon.js";
+import { start } from "./cli/start.js";
 import { demo } from "./cli/demo.js";
 import { nonEmpty, positiveInteger } from "./cli/arguments.js";
 import { EXIT, reportError } from "./cli/output.js";

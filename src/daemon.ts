@@ -5,9 +5,9 @@ import type { Config } from "./config/schema.js";
 import { jobContext } from "./jobs/context.js";
 import { JobRegistry } from "./jobs/registry.js";
 import type { Job } from "./jobs/types.js";
-import { jobExecutor } from "./runner/execute.js";
 import { catchUp } from "./runner/catch-up.js";
-import { Runner, sharedSessionId } from "./runner/runner.js";
+import { type Runner, sharedSessionId } from "./runner/runner.js";
+import { openPipeline } from "./runner/pipeline.js";
 import type { FireRequest } from "./runner/types.js";
 import { openRuntime } from "./runtime.js";
 import { acquireLock } from "./store/lock.js";
@@ -21,7 +21,6 @@ import { WatchTrigger } from "./triggers/watch.js";
 import { HeartbeatService } from "./triggers/heartbeat.js";
 import { ArmedPublisher } from "./store/armed.js";
 import { deliverCheckIn, runCheckIn, withHeartbeat } from "./runner/heartbeat-runs.js";
-import { openDelivery } from "./delivery/dispatch.js";
 import { stateStreaks } from "./delivery/alerts.js";
 import type { Outbox } from "./delivery/outbox.js";
 import { join } from "node:path";
@@ -76,29 +75,21 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
 
-
-    const { outbox, dispatcher, mailToFiles, close: closeDelivery } = await openDelivery({
+    const { runner, outbox, dispatcher, mailToFiles, close: closeDelivery } = await openPipeline({
       config,
       env,
-      workspace: () => runtime.config.paths.workspace,
+      state,
+      // Through getters: a reload swaps the runtime, and later runs use the new one.
+      runtime: () => runtime,
+      job: withHeartbeat((name) => jobs.get(name), () => runtime.config),
+      concurrency: config.runner.concurrency,
       log,
       streaks: stateStreaks(state),
+      onRunStart: (job) => watch.jobStarted(job.name),
+      onRunEnd: (job) => watch.jobFinished(job.name),
     });
     started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
-    // Through getters: a reload swaps the runtime, and later runs use the new one.
-    const runner = new Runner({
-      job: withHeartbeat((name) => jobs.get(name), () => runtime.config),
-      state,
-      concurrency: config.runner.concurrency,
-      log,
-      execute: jobExecutor(() => runtime),
-      onRunStart: (job) => watch.jobStarted(job.name),
-      beforeRunEnd: async (job, run, { willRetry, outcome }) => {
-        await dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) => logger.error({ err, job: job.name, run: run.id }, "could not queue the run's deliveries"));
-      },
-      onRunEnd: (job) => watch.jobFinished(job.name),
-    });
     started.push(() => runner.shutdown(0));
     // countd jobs, in another process, lists what this daemon fires from it.
     const armed = new ArmedPublisher(config.paths.state, log);

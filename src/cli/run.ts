@@ -6,9 +6,8 @@ import { displayPath, listJobFiles } from "../jobs/load.js";
 import { JobRegistry } from "../jobs/registry.js";
 import type { Job } from "../jobs/types.js";
 import { daemonLogger, logFn } from "../log.js";
-import { openDelivery } from "../delivery/dispatch.js";
 import { jobExecutor } from "../runner/execute.js";
-import { Runner } from "../runner/runner.js";
+import { openPipeline } from "../runner/pipeline.js";
 import type { RunStatus } from "../runner/types.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
@@ -48,17 +47,15 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       process.stdout.write(e.text);
       last = e.text;
     });
-    const delivery = await openDelivery({
-      config,
-      env: process.env,
-      workspace: () => config.paths.workspace,
-    });
     const executeJob = jobExecutor(() => runtime);
     let interrupted = false;
     let current: CancelToken | undefined;
-    const runner = new Runner({
-      job: (jobName) => jobs.get(jobName),
+    const { runner, outbox, close: closeDelivery } = await openPipeline({
+      config,
+      env: process.env,
       state,
+      runtime: () => runtime,
+      job: (jobName) => jobs.get(jobName),
       concurrency: 1,
       log: logFn(logger),
       execute: async (j, run) => {
@@ -72,8 +69,6 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
           current = undefined;
         }
       },
-      // Queued before the final record is saved, as in the daemon: an ok run always has its deliveries.
-      beforeRunEnd: (j, run, { willRetry, outcome }) => delivery.dispatcher.finished(j, run, outcome, willRetry),
     });
     // Ctrl-C cancels the run in flight, not through runner.shutdown, which would record it as
     // stopped by countd; with none in flight (waiting out a retry backoff) shutdown ends the wait.
@@ -89,8 +84,8 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       const record = await runner.run({ job: name, reason: "manual", scheduledAt: new Date() });
       if (last && !last.endsWith("\n")) process.stdout.write("\n");
       if (record.error) process.stderr.write(`countd: run ${record.id} ${record.status}: ${record.error}\n`);
-      await delivery.outbox.runDue();
-      const { pending, dead } = delivery.outbox.list();
+      await outbox.runDue();
+      const { pending, dead } = outbox.list();
       const mine = (entry: { id: string }) => entry.id.startsWith(`${name}.${record.id}.`);
       if (pending.some(mine)) process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
       dead.filter(mine).forEach((entry) => process.stderr.write(`countd: delivery ${entry.id} failed: ${entry.lastError ?? ""}\n`));
@@ -99,7 +94,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       process.off("SIGINT", onSigint);
       stopPrinting();
       await runner.shutdown(0);
-      await delivery.close();
+      await closeDelivery();
       await jobs.close();
       await runtime.close();
     }

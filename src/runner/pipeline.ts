@@ -1,0 +1,68 @@
+import type { Config } from "../config/schema.js";
+import type { StreakStore } from "../delivery/alerts.js";
+import { openDelivery, type RunDispatcher } from "../delivery/dispatch.js";
+import type { Outbox } from "../delivery/outbox.js";
+import type { LogFn } from "../log.js";
+import type { Runtime } from "../runtime.js";
+import type { StateStore } from "../store/state.js";
+import { errorText } from "../text.js";
+import { jobExecutor } from "./execute.js";
+import { Runner, type RunnerOptions } from "./runner.js";
+
+/** The stages a run passes through, composed the same way for the daemon and `countd run`. */
+export interface Pipeline {
+  runner: Runner;
+  outbox: Outbox;
+  dispatcher: RunDispatcher;
+  /** True when mail is written as .eml files because there are no smtp settings. */
+  mailToFiles: boolean;
+  /** Closes the delivery stage (the runner is shut down by its owner, who knows the grace period). */
+  close(): Promise<void>;
+}
+
+export interface PipelineOptions {
+  config: Config;
+  env: NodeJS.ProcessEnv;
+  state: StateStore;
+  /** Through a getter: a reload swaps the runtime, and later runs use the new one. */
+  runtime: () => Runtime;
+  job: RunnerOptions["job"];
+  concurrency: number;
+  log?: LogFn;
+  /** Where failing streaks are kept (in memory when absent). */
+  streaks?: StreakStore;
+  /** Instead of the job executor, for a caller that wraps it (`countd run` and its Ctrl-C). */
+  execute?: RunnerOptions["execute"];
+  onRunStart?: RunnerOptions["onRunStart"];
+  onRunEnd?: RunnerOptions["onRunEnd"];
+}
+
+/**
+ * Runner → dispatcher → outbox: the runner hands each run's outcome with its final record to
+ * the dispatcher, which queues the deliveries before the record is saved, so an ok run always
+ * has its deliveries (a crash in between leaves it `running`, reported as interrupted).
+ */
+export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
+  const { config, log = () => {} } = opts;
+  const delivery = await openDelivery({
+    config,
+    env: opts.env,
+    workspace: () => opts.runtime().config.paths.workspace,
+    log,
+    streaks: opts.streaks,
+  });
+  const runner = new Runner({
+    job: opts.job,
+    state: opts.state,
+    concurrency: opts.concurrency,
+    log,
+    execute: opts.execute ?? jobExecutor(opts.runtime),
+    onRunStart: opts.onRunStart,
+    onRunEnd: opts.onRunEnd,
+    beforeRunEnd: (job, run, { willRetry, outcome }) =>
+      delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) =>
+        log("error", `could not queue the run's deliveries: ${errorText(err)}`, { job: job.name, run: run.id }),
+      ),
+  });
+  return { runner, outbox: delivery.outbox, dispatcher: delivery.dispatcher, mailToFiles: delivery.mailToFiles, close: delivery.close };
+}
