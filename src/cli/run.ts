@@ -8,6 +8,7 @@ import type { Job } from "../jobs/types.js";
 import { daemonLogger, logFn } from "../log.js";
 import { jobExecutor } from "../runner/execute.js";
 import { openPipeline } from "../runner/pipeline.js";
+import { jobOfSession } from "../runner/session-ids.js";
 import type { RunStatus } from "../runner/types.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
@@ -39,7 +40,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     const { problems } = await jobs.load();
     const job = jobs.get(name);
     if (!job) throw await notRunnable(name, config.paths.jobs, jobs.all(), problems);
-    const ours = (sessionId: string) => sessionId === `cron:${name}` || sessionId.startsWith(`cron:${name}:`);
+    const ours = (sessionId: string) => jobOfSession(sessionId) === name;
     const stopPrinting = printToolCalls(runtime.events, ours);
     let last = "";
     runtime.events.on("answer.chunk", (e) => {

@@ -5,6 +5,7 @@ import { CancelToken } from "../agent/cancel.js";
 import type { Job, OverlapPolicy } from "../jobs/types.js";
 import { emptyUsage } from "../providers/types.js";
 import type { StateStore } from "../store/state.js";
+import { runSessionId } from "./session-ids.js";
 import type { FireRequest, RunContext, RunOutcome, RunRecord, RunStatus } from "./types.js";
 
 export interface RunnerOptions {
@@ -391,7 +392,7 @@ export class Runner {
       iterations: 0,
       toolCalls: 0,
       usage: emptyUsage(),
-      sessionId: session === "shared" ? sharedSessionId(job) : `cron:${job}:${id}`,
+      sessionId: runSessionId(job, session, id),
     };
   }
 
@@ -467,11 +468,6 @@ export class Runner {
     if (!lane) this.lanes.set(job, (lane = { running: new Set(), backoff: new Map() }));
     return lane;
   }
-}
-
-/** The one session every run of a `session: shared` job continues; isolated runs add `:<run id>`. */
-export function sharedSessionId(job: string): string {
-  return `cron:${job}`;
 }
 
 /** `20261130T090000Z-3f2a`: sorts by start second, readable in logs and file names. */

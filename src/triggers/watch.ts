@@ -7,6 +7,7 @@ import picomatch from "picomatch";
 import type { EventBus } from "../events.js";
 import type { Job, WatchEvent } from "../jobs/types.js";
 import type { FireRequest } from "../runner/types.js";
+import { jobOfSession } from "../runner/session-ids.js";
 import { isInside, relativeInside } from "../inside.js";
 import { errorText } from "../text.js";
 
@@ -215,9 +216,8 @@ export class WatchTrigger {
     }
   }
 
-  /** Session ids of job runs are `cron:<job>` (shared) or `cron:<job>:<runId>` (isolated). */
   private ownWrite(sessionId: string, path: string): void {
-    const name = /^cron:([^:]+)(?::|$)/.exec(sessionId)?.[1];
+    const name = jobOfSession(sessionId);
     const job = name === undefined ? undefined : this.jobs.get(name);
     if (!job || !job.patterns.some((p) => matches(p, path))) return;
     let writes = this.ownWrites.get(job.name);
