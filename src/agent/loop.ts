@@ -11,13 +11,14 @@ import {
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
 import type { SessionStore } from "../sessions/store.js";
 import { ToolRefusal } from "../tools/paths.js";
+import { errorText, excerpt } from "../text.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../audit/tool-history.js";
 import { CancelToken } from "./cancel.js";
 import type { ContextBuilder } from "./context.js";
 import type { Locale } from "./personalities.js";
 import { limitNotice } from "./prompts.js";
-import { Turn } from "./turn.js";
+import { Iteration } from "./iteration.js";
 
 /** What the loop needs of the context builder: it builds the prompt and shapes every message. */
 export type MessageBuilder = Pick<ContextBuilder, "buildMessages" | "addAssistantMessage" | "addToolResult">;
@@ -48,7 +49,6 @@ export interface ProcessOptions {
   /** Image paths attached to the message. */
   media?: string[];
   channel?: string;
-  chatId?: string;
   cancelToken?: CancelToken;
 }
 
@@ -183,35 +183,35 @@ export class AgentLoop {
         iterations++;
         this.events.emit("iteration", { sessionId, iteration: iterations });
 
-        const turn = new Turn();
+        const iteration = new Iteration();
         const callStarted = performance.now();
         try {
           for await (const event of provider.chatStream(messages, definitions, callOptions)) {
-            const text = turn.accept(event);
+            const text = iteration.accept(event);
             if (text === undefined || cancel.cancelled) continue;
             this.events.emit("answer.chunk", { sessionId, text });
             yield text;
           }
         } catch (err) {
-          // A cancel that aborted the request mid-stream ends the turn quietly; the check below stops the run.
+          // A cancel that aborted the request mid-stream ends the iteration quietly; the check below stops the run.
           if (!cancel.cancelled) {
-            turn.fail(err);
+            iteration.fail(err);
             throw err;
           }
         } finally {
-          addUsage(usage, turn.usage);
-          this.events.emit("llm.finished", turn.report(sessionId, this.model, performance.now() - callStarted, cancel.cancelled));
+          addUsage(usage, iteration.usage);
+          this.events.emit("llm.finished", iteration.report(sessionId, this.model, performance.now() - callStarted, cancel.cancelled));
         }
         if (cancel.cancelled) {
           status = "cancelled";
           break;
         }
 
-        contextBuilder.addAssistantMessage(messages, turn.text || null, turn.calls, turn.reasoning);
+        contextBuilder.addAssistantMessage(messages, iteration.text || null, iteration.calls, iteration.reasoning);
         transcript.push(messages.at(-1)!);
-        if (turn.calls.length === 0) break;
+        if (iteration.calls.length === 0) break;
 
-        for (const call of turn.calls) {
+        for (const call of iteration.calls) {
           let outcome: ToolOutcome;
           if (cancel.cancelled) {
             status = "cancelled";
@@ -283,7 +283,7 @@ export class AgentLoop {
     if (!tool) {
       content = `Error: unknown tool "${call.name}". Available tools: ${tools.names.join(", ") || "none"}.`;
     } else if (!validation) {
-      content = `Error: the arguments for ${call.name} are not valid JSON: ${excerpt(call.rawArguments, 200)}`;
+      content = `Error: the arguments for ${call.name} are not valid JSON: ${excerpt(JSON.stringify(call.rawArguments), 200, ` (${call.rawArguments.length} characters)`)}`;
     } else if (!validation.ok) {
       content = `Error: invalid arguments for ${call.name}:\n${validation.error}`;
     } else {
@@ -332,10 +332,6 @@ export class AgentLoop {
 
 }
 
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 function notRun(content: string): ToolOutcome {
   return { content, isError: true, attempts: 0, durationMs: 0 };
 }
@@ -344,8 +340,4 @@ function notRun(content: string): ToolOutcome {
 function userRecord(message: string, media: string[] | undefined): ChatMessage {
   if (!media || media.length === 0) return { role: "user", content: message };
   return { role: "user", content: `${message}\n\n[attached images: ${media.join(", ")}]` };
-}
-
-function excerpt(text: string, max: number): string {
-  return text.length <= max ? JSON.stringify(text) : `${JSON.stringify(text.slice(0, max))}… (${text.length} characters)`;
 }

@@ -10,9 +10,10 @@ import {
   type ToolCall,
   type Usage,
 } from "../providers/types.js";
+import { errorText } from "../text.js";
 
-/** What one LLM call produced, collected event by event from the provider's stream. */
-export class Turn {
+/** One iteration of the loop: what its LLM call produced, collected event by event from the provider's stream. */
+export class Iteration {
   text = "";
   calls: ToolCall[] = [];
   readonly usage: Usage = emptyUsage();
@@ -76,7 +77,7 @@ export class Turn {
       durationMs,
       finishReason: failed ? "error" : cancelled ? "cancelled" : (this.finishReason ?? "other"),
       attempts: this.attempts,
-      ...(failed ? { error: this.error instanceof Error ? this.error.message : String(this.error) } : {}),
+      ...(failed ? { error: errorText(this.error) } : {}),
     };
   }
 }
