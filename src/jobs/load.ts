@@ -5,7 +5,7 @@ import { escapePath } from "tinyglobby";
 import { isMap, isScalar, type Node } from "yaml";
 import { closeKey, formatProblem, formatProblems, keysAt, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
 import { referenceProblems } from "../delivery/secrets.js";
-import { JOB_NAME, jobFileSchema, type JobFile } from "./schema.js";
+import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
 import { parseAt } from "../triggers/schedule.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
 import type { Job, Schedule } from "./types.js";
@@ -165,7 +165,7 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
   }
 
   const problems = triggerProblems(data);
-  const parsed = jobFileSchema.safeParse(data);
+  const parsed = jobSchema.safeParse(data);
   if (parsed.success) {
     const job = await toJob(parsed.data, absolute, source, ctx, problems);
     if (problems.length > 0) return failed(formatProblems(source, problems), nameAt);
@@ -175,7 +175,7 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
   // The checks across fields still run on the keys that passed, so one round of fixes shows everything.
   const shape = zodProblems(parsed.error, jobFileSchema);
   problems.push(...shape);
-  const passed = jobFileSchema.safeParse(withoutKeys(data, shape));
+  const passed = jobSchema.safeParse(withoutKeys(data, shape));
   if (passed.success) await toJob(passed.data, absolute, source, ctx, problems);
   return failed(formatProblems(source, problems), nameAt);
 }
@@ -272,16 +272,17 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
   }
 
   const timezone = data.timezone ?? ctx.defaultTimezone;
-  problems.push(...placeholderProblems(data.prompt, source));
+  const { settings } = data;
+  problems.push(...placeholderProblems(settings.prompt, source));
   const env = ctx.env === undefined ? process.env : ctx.env;
   problems.push(
-    ...referenceProblems(data.deliver, env, source, ["deliver"], ctx.jobEnv),
-    ...referenceProblems(data.on_failure, env, source, ["on_failure"], ctx.jobEnv),
+    ...referenceProblems(settings.deliver, env, source, ["deliver"], ctx.jobEnv),
+    ...referenceProblems(settings.onFailure, env, source, ["on_failure"], ctx.jobEnv),
   );
 
-  if (ctx.knownTools && data.tools) {
+  if (ctx.knownTools && settings.tools) {
     const known = ctx.knownTools;
-    data.tools.forEach((tool, index) => {
+    settings.tools.forEach((tool, index) => {
       if (!known.includes(tool)) problems.push({ path: ["tools", index], message: `unknown tool "${tool}" (known: ${known.join(", ")})` });
     });
   }
@@ -294,42 +295,13 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
       if (problem) problems.push({ path: ["watch", "paths", index], message: problem });
     });
     watch = {
+      ...data.watch,
       // The workspace is escaped so that a folder name like "[work]" is not read as a glob.
       paths: paths.map((pattern) => (path.isAbsolute(pattern) ? pattern : path.join(escapePath(ctx.workspace), pattern))),
-      events: [...new Set(data.watch.events)],
-      debounceMs: data.watch.debounce,
     };
   }
 
-  const overrides: Job["overrides"] = {
-    ...(data.provider !== undefined ? { provider: data.provider } : {}),
-    ...(data.model !== undefined ? { model: data.model } : {}),
-    ...(data.temperature !== undefined ? { temperature: data.temperature } : {}),
-    ...(data.max_tokens !== undefined ? { maxTokens: data.max_tokens } : {}),
-    ...(data.max_iterations !== undefined ? { maxIterations: data.max_iterations } : {}),
-  };
-  const schedule = toSchedule(data, timezone);
-  return {
-    name,
-    file,
-    ...(data.description !== undefined ? { description: data.description } : {}),
-    enabled: data.enabled,
-    ...(schedule ? { schedule } : {}),
-    ...(watch ? { watch } : {}),
-    timezone,
-    prompt: data.prompt,
-    session: data.session,
-    overrides,
-    ...(data.tools !== undefined ? { tools: data.tools } : {}),
-    timeoutMs: data.timeout,
-    overlap: data.overlap,
-    catchUpMs: data.catch_up,
-    retry: { attempts: data.retry.attempts, backoffMs: data.retry.backoff },
-    deliver: data.deliver,
-    deliverWhen: data.deliver_when,
-    onFailure: data.on_failure,
-    onFailureRepeatMs: data.on_failure_repeat,
-  };
+  return { ...settings, name, file, timezone, schedule: toSchedule(data.trigger, timezone), watch };
 }
 
 /** What loads but may not do what was meant: a one-shot `at:` that has passed. */
@@ -341,10 +313,10 @@ function jobWarnings(job: Job, source: YamlSource): string[] {
   return [formatProblem(source, { path: [], offset: at, message })];
 }
 
-function toSchedule(data: JobFile, timezone: string): Schedule | undefined {
-  if (data.schedule !== undefined) return { kind: "cron", expression: data.schedule };
-  if (data.every !== undefined) return { kind: "every", intervalMs: data.every };
-  if (data.at !== undefined) return { kind: "at", date: parseAt(data.at, timezone) };
+function toSchedule(trigger: JobFile["trigger"], timezone: string): Schedule | undefined {
+  if (trigger.schedule !== undefined) return { kind: "cron", expression: trigger.schedule };
+  if (trigger.every !== undefined) return { kind: "every", intervalMs: trigger.every };
+  if (trigger.at !== undefined) return { kind: "at", date: parseAt(trigger.at, timezone) };
   return undefined;
 }
 

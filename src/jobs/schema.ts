@@ -3,7 +3,7 @@ import { describeKind, describeValue, duration, expected, oneOf, text, timeZone 
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import { AT_FORM, cronProblem, dateExists } from "../triggers/schedule.js";
-import type { DeliverWhen, OverlapPolicy, WatchEvent } from "./types.js";
+import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 
 /**
  * Job names end up in session ids (`cron:<job>:<run>`) and file names, so they stay plain, and
@@ -153,7 +153,37 @@ export const jobFileSchema = z
     description: "One job of the countd daemon (jobs/*.yaml): when it runs, the prompt it gives the agent, and where the answer goes.",
   });
 
-export type JobFile = z.output<typeof jobFileSchema>;
+/**
+ * A job file read into a Job: the camelCase settings, and what load.ts completes from the file's
+ * name and place and the context (the name, the timezone, the schedule, the watched paths).
+ */
+export const jobSchema = jobFileSchema.transform((f) => ({
+  /** Undefined: the file name. */
+  name: f.name,
+  /** Undefined: countd.yaml's. */
+  timezone: f.timezone,
+  trigger: { schedule: f.schedule, every: f.every, at: f.at },
+  /** `paths` as written: relative ones are taken from the workspace. */
+  watch: f.watch && { paths: f.watch.paths, events: [...new Set(f.watch.events)], debounceMs: f.watch.debounce },
+  settings: {
+    description: f.description,
+    enabled: f.enabled,
+    prompt: f.prompt,
+    session: f.session,
+    overrides: { provider: f.provider, model: f.model, temperature: f.temperature, maxTokens: f.max_tokens, maxIterations: f.max_iterations },
+    tools: f.tools,
+    timeoutMs: f.timeout,
+    overlap: f.overlap,
+    catchUpMs: f.catch_up,
+    retry: { attempts: f.retry.attempts, backoffMs: f.retry.backoff },
+    deliver: f.deliver,
+    deliverWhen: f.deliver_when,
+    onFailure: f.on_failure,
+    onFailureRepeatMs: f.on_failure_repeat,
+  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch">,
+}));
+
+export type JobFile = z.output<typeof jobSchema>;
 
 /** The text of schema/job.schema.json: what editors read, so it describes what users write. */
 export function jobJsonSchema(): string {
