@@ -2,6 +2,7 @@ import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { pino, type Logger } from "pino";
 import type { CountdEvents, EventBus } from "../events.js";
+import { excerpt } from "../text.js";
 import { Redactor } from "./redact.js";
 
 export type ToolAuditRecord = CountdEvents["tool.finished"];
@@ -29,9 +30,9 @@ export function localIso(d: Date): string {
   );
 }
 
-function excerpt(text: string): string {
-  if (text.length <= RESULT_EXCERPT_CHARS) return text;
-  return `${text.slice(0, RESULT_EXCERPT_CHARS)}… [truncated: ${text.length} chars in all]`;
+/** A result as the audit line keeps it: cut after RESULT_EXCERPT_CHARS, saying how long it was. */
+function kept(text: string): string {
+  return excerpt(text, RESULT_EXCERPT_CHARS, ` [truncated: ${text.length} chars in all]`);
 }
 
 /**
@@ -92,7 +93,7 @@ export class AuditLog {
       attempts: rec.attempts,
       durationMs: rec.durationMs,
       // Redacted before the cut, so a secret straddling the cut cannot leave a readable prefix.
-      result: excerpt(this.redactor.redact(rec.result)),
+      result: kept(this.redactor.redact(rec.result)),
       error: rec.error,
     });
   }

@@ -2,6 +2,7 @@ import { ConfigError } from "../config/errors.js";
 import type { EventBus } from "../events.js";
 import { LLMError } from "../providers/errors.js";
 import { LockHeld } from "../store/lock.js";
+import { errorText } from "../text.js";
 
 /**
  * Exit codes a person and a service manager can act on: 2 is a usage error (as for the shell's
@@ -37,7 +38,7 @@ export function reportError(err: unknown): number {
     process.stderr.write(`countd: ${err.message}\n`);
     return EXIT.failure;
   }
-  process.stderr.write(`countd: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(`countd: ${errorText(err)}\n`);
   return EXIT.failure;
 }
 

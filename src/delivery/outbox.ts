@@ -1,5 +1,6 @@
 import type { LogFn } from "../log.js";
 import { OutboxStore, type OutboxEntry } from "../store/outbox-store.js";
+import { errorText } from "../text.js";
 import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
 import { GIVE_UP_AFTER_MS, RETRY_DELAYS_MS, retryDelayMs } from "./schedule.js";
@@ -259,7 +260,7 @@ export class Outbox {
       const attempt = this.attempt(entry)
         .catch((err: unknown) => {
           // The outbox file could not be written (disk full?): the next try waits, rather than spinning.
-          this.log("error", `could not record delivery ${entry.id} in ${this.store.file}: ${err instanceof Error ? err.message : String(err)}`);
+          this.log("error", `could not record delivery ${entry.id} in ${this.store.file}: ${errorText(err)}`);
           entry.nextAttemptAt = iso(this.now().getTime() + RETRY_DELAYS_MS[0]);
         })
         .finally(() => {
@@ -311,7 +312,7 @@ export class Outbox {
 
   private async recordFailure(entry: OutboxEntry, err: unknown): Promise<void> {
     const failure = err instanceof DeliveryError ? err : undefined;
-    const reason = err instanceof Error ? err.message : String(err);
+    const reason = errorText(err);
     const now = this.now().getTime();
     const fields = { delivery: entry.id, target: targetKey(entry.target), attempts: entry.attempts, error: reason };
     if (failure?.disableTarget) {

@@ -1,4 +1,5 @@
 import { parentPort } from "node:worker_threads";
+import { errorText } from "../text.js";
 import { markdownToMail, type MailBodies } from "./mail.js";
 import { htmlToReadable, type HtmlFormat } from "./readable.js";
 
@@ -17,7 +18,7 @@ parentPort!.on("message", (request: ConversionRequest) => {
   try {
     reply = { ok: true, result: convert(request) };
   } catch (err) {
-    reply = { ok: false, error: err instanceof Error ? err.message : String(err) };
+    reply = { ok: false, error: errorText(err) };
   }
   parentPort!.postMessage(reply);
 });

@@ -3,6 +3,7 @@ import https from "node:https";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
 import { htmlConverter, HtmlConversionTimeout } from "../html/convert.js";
+import { errorText } from "../text.js";
 import { defineTool, type Tool } from "./registry.js";
 import { frameUntrusted } from "./untrusted.js";
 import { ToolRefusal } from "./paths.js";
@@ -227,7 +228,7 @@ function reason(err: unknown): string {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === "ECONNREFUSED") return "the connection was refused";
   if (code === "ENOTFOUND" || code === "EAI_AGAIN") return `the host name could not be resolved (${code})`;
-  const message = err instanceof Error ? err.message : String(err);
+  const message = errorText(err);
   return code && !message.includes(code) ? `${message} (${code})` : message;
 }
 
