@@ -124,7 +124,7 @@ export const byteSize = () => {
 /** Longer than any IANA name; ICU takes seconds to refuse a name of a few hundred kilobytes. */
 const MAX_TIME_ZONE_LENGTH = 64;
 
-export function isTimeZone(name: string): boolean {
+function isTimeZone(name: string): boolean {
   if (name.length > MAX_TIME_ZONE_LENGTH) return false;
   try {
     new Intl.DateTimeFormat("en", { timeZone: name });

@@ -193,12 +193,11 @@ function timeRange(text: string): { start: number; end: number } {
 
 export type ConfigFile = z.output<typeof configSchema>;
 
+/** The provider section with what load.ts resolves from the preset and the environment: endpoint, key and model. */
 export type ProviderConfig = Omit<ConfigFile["provider"], "model"> & { model: string };
-export type AgentConfig = ConfigFile["agent"];
 export type SmtpConfig = NonNullable<ConfigFile["smtp"]>;
 export type AttachmentLimits = ConfigFile["attachments"];
 export type RetentionConfig = ConfigFile["retention"];
-export type ToolsConfig = ConfigFile["tools"];
 /** `timezone`: countd.yaml's when the heartbeat names none; `checklist`: absolute. */
 export type HeartbeatConfig = Omit<ConfigFile["heartbeat"], "timezone"> & { timezone: string };
 
