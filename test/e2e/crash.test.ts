@@ -226,7 +226,11 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
     // instead of waiting: `countd outbox retry <id>`, with the daemon stopped.
     const deferred = pendingEntries();
     expect(deferred.filter((entry) => entry.status !== "pending"), `deliveries given up (seed ${SEED})`).toEqual([]);
-    for (const entry of deferred) expect(await countd(["outbox", "retry", entry.id]), `countd outbox retry ${entry.id}`).toBe(0);
+    // A retry also sends every other delivery due by then, so each is retried only while still pending.
+    for (const entry of deferred) {
+      if (!pendingEntries().some((left) => left.id === entry.id)) continue;
+      expect(await countd(["outbox", "retry", entry.id]), `countd outbox retry ${entry.id}`).toBe(0);
+    }
     expect(expected.filter((id) => !arrived().has(id)), `deliveries not arrived (seed ${SEED})`).toEqual([]);
     expect(pendingEntries(), "outbox entries left after draining").toEqual([]);
 
