@@ -1,6 +1,7 @@
 import type { Config } from "../config/schema.js";
 import type { RunDispatcher } from "../delivery/dispatch.js";
 import type { Outbox } from "../delivery/outbox.js";
+import { jobDefaults } from "../jobs/defaults.js";
 import type { Job } from "../jobs/types.js";
 import type { Tool } from "../tools/registry.js";
 import type { Runner } from "./runner.js";
@@ -20,19 +21,13 @@ export function heartbeatJob(config: Config): Job {
   return {
     name: HEARTBEAT_JOB,
     file: config.file ?? "countd.yaml",
-    enabled: config.heartbeat.enabled,
     timezone: config.heartbeat.timezone,
     prompt: "",
-    session: "isolated",
-    overrides: {},
+    ...jobDefaults(),
+    enabled: config.heartbeat.enabled,
+    // Its one tool, the reply tool, comes with each fire; the heartbeat's own timer, not a catch-up, decides when it runs.
     tools: [],
-    timeoutMs: 10 * 60_000,
-    overlap: "skip",
     catchUpMs: 0,
-    retry: { attempts: 1, backoffMs: 0 },
-    deliver: [],
-    onFailure: [],
-    deliverWhen: "always",
   };
 }
 

@@ -5,6 +5,8 @@ import { CancelToken } from "../agent/cancel.js";
 import type { Job, OverlapPolicy } from "../jobs/types.js";
 import { emptyUsage } from "../providers/types.js";
 import type { StateStore } from "../store/state.js";
+import { errorText, excerpt } from "../text.js";
+import { LONGEST_TIMER_MS } from "../timers.js";
 import { runSessionId } from "./session-ids.js";
 import type { FireRequest, RunContext, RunOutcome, RunRecord, RunStatus } from "./types.js";
 
@@ -32,10 +34,9 @@ export interface RunnerOptions {
   onRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean }) => void;
 }
 
+/** The most a run record keeps of the answer, the … of a cut one included. */
 export const EXCERPT_CHARS = 500;
 
-/** setTimeout fires at once for delays beyond 2^31-1 ms (about 24.8 days); longer ones are cut to it. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /** A failed record save is tried again after this, then after twice as long each time, up to the max. */
 const SAVE_RETRY_FIRST_MS = 1_000;
 const SAVE_RETRY_MAX_MS = 60_000;
@@ -181,7 +182,7 @@ export class Runner {
 
     const ended = Promise.all(flights.map((flight) => flight.ended));
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([ended, new Promise((resolve) => (timer = setTimeout(resolve, Math.min(graceMs, MAX_TIMER_MS))))]);
+    await Promise.race([ended, new Promise((resolve) => (timer = setTimeout(resolve, Math.min(graceMs, LONGEST_TIMER_MS))))]);
     clearTimeout(timer);
     for (const flight of flights) this.cancelRun(flight, "shutdown");
     await ended;
@@ -282,7 +283,7 @@ export class Runner {
     void this.hook(() => this.opts.onRunStart?.(job, record), job, record);
     this.log("info", "run started", { job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId });
 
-    const timer = job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, MAX_TIMER_MS)) : undefined;
+    const timer = job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, LONGEST_TIMER_MS)) : undefined;
     let outcome: RunOutcome;
     try {
       outcome = await this.opts.execute(job, { id: record.id, sessionId: record.sessionId, request: pending.request, cancel });
@@ -301,7 +302,7 @@ export class Runner {
       iterations: outcome.iterations,
       toolCalls: outcome.toolCalls,
       usage: outcome.usage,
-      ...(outcome.answer ? { resultExcerpt: excerpt(outcome.answer) } : {}),
+      ...(outcome.answer ? { resultExcerpt: excerpt(outcome.answer.trim(), EXCERPT_CHARS - 1) } : {}),
       ...(error ? { error } : {}),
     };
     const current = this.opts.job(job.name) ?? job;
@@ -354,7 +355,7 @@ export class Runner {
     const timer = setTimeout(() => {
       lane.backoff.delete(retry);
       this.enqueue(retry);
-    }, Math.min(job.retry.backoffMs, MAX_TIMER_MS));
+    }, Math.min(job.retry.backoffMs, LONGEST_TIMER_MS));
     lane.backoff.set(retry, timer);
     this.log("info", `retry ${retry.attempt} of ${job.retry.attempts} in ${ms(job.retry.backoffMs)}`, { job: job.name });
   }
@@ -488,13 +489,4 @@ function merge(into: Pending, more: Pending): Pending {
     attempt: 1,
     waiters: [...into.waiters, ...more.waiters],
   };
-}
-
-function excerpt(answer: string): string {
-  const text = answer.trim();
-  return text.length <= EXCERPT_CHARS ? text : `${text.slice(0, EXCERPT_CHARS - 1)}…`;
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

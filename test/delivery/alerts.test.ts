@@ -6,6 +6,7 @@ import { stateStreaks } from "../../src/delivery/alerts.js";
 import { RunDispatcher, sendEntry } from "../../src/delivery/dispatch.js";
 import { createMailer, type Mailer } from "../../src/delivery/email.js";
 import { Outbox } from "../../src/delivery/outbox.js";
+import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import type { RunRecord } from "../../src/runner/types.js";
@@ -54,14 +55,11 @@ async function open() {
 const job = (extra: Partial<Job> = {}): Job => ({
   name: "flaky",
   file: join(dir, "flaky.yaml"),
-  enabled: true,
-  schedule: { kind: "every", intervalMs: 5 * SECOND },
   timezone: "UTC",
   prompt: "check",
-  session: "isolated",
-  overrides: {},
+  ...jobDefaults(),
+  schedule: { kind: "every", intervalMs: 5 * SECOND },
   timeoutMs: 60_000,
-  overlap: "skip",
   catchUpMs: 0,
   retry: { attempts: 1, backoffMs: 0 },
   deliver: [{ kind: "webhook", url: `${receiver.url}/answers`, format: "json", headers: {} }],

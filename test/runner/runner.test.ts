@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
+import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { runAgent } from "../../src/runner/execute.js";
@@ -17,18 +18,12 @@ function makeJob(name: string, overrides: Partial<Job> = {}): Job {
   return {
     name,
     file: `/jobs/${name}.yaml`,
-    enabled: true,
     timezone: "UTC",
     prompt: `run ${name}`,
-    session: "isolated",
-    overrides: {},
+    ...jobDefaults(),
     timeoutMs: 60_000,
-    overlap: "skip",
     catchUpMs: 0,
     retry: { attempts: 1, backoffMs: 0 },
-    deliver: [],
-    onFailure: [],
-    deliverWhen: "always",
     ...overrides,
   };
 }
