@@ -2,6 +2,7 @@ import { cp, mkdtemp, readdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import ms from "ms";
 import { startDaemon } from "../daemon.js";
 import { daemonLogger } from "../log.js";
 import { EXIT } from "./output.js";
@@ -71,7 +72,7 @@ async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs: number
   for (;;) {
     const value = await check();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`the demo waited ${timeoutMs / 1000} s and gave up`);
+    if (Date.now() > deadline) throw new Error(`the demo waited ${ms(timeoutMs, { long: true })} and gave up`);
     await sleep(200);
   }
 }

@@ -1,4 +1,5 @@
 import path from "node:path";
+import ms from "ms";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
 import { listJobFiles, loadJobsDir, validateJobs, type JobContext } from "../jobs/load.js";
@@ -19,8 +20,7 @@ export async function setting(configFile: string | undefined) {
 
 function duration(run: RunRecord): string {
   if (!run.finishedAt) return "-";
-  const ms = Date.parse(run.finishedAt) - Date.parse(run.startedAt);
-  return ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`;
+  return ms(Date.parse(run.finishedAt) - Date.parse(run.startedAt));
 }
 
 /** `countd history [job]`: the newest runs, with status, duration and tokens. */

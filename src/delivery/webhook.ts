@@ -1,3 +1,4 @@
+import ms from "ms";
 import { Webhook } from "standardwebhooks";
 import { retryAfterMs } from "../providers/errors.js";
 import { DeliveryError } from "./errors.js";
@@ -90,7 +91,7 @@ async function post(target: WebhookTarget, request: WebhookRequest, timeoutMs: n
   } catch (err) {
     const name = (err as Error).name;
     if (name === "TimeoutError" || name === "AbortError") {
-      throw new DeliveryError(`no answer from ${origin} within ${formatSeconds(timeoutMs)}`, { permanent: false, cause: err });
+      throw new DeliveryError(`no answer from ${origin} within ${ms(timeoutMs, { long: true })}`, { permanent: false, cause: err });
     }
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
     throw new DeliveryError(`could not reach ${origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}`, { permanent: false, cause: err });
@@ -173,8 +174,4 @@ function redact(text: string, target: WebhookTarget): string {
     ...[...url.searchParams.values()],
   ].filter((value): value is string => value !== undefined && value.length >= 8);
   return secrets.reduce((out, secret) => out.split(secret).join("[redacted]"), text);
-}
-
-function formatSeconds(ms: number): string {
-  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
 }
