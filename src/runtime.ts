@@ -16,7 +16,7 @@ import type { LLMProvider } from "./providers/types.js";
 import { SessionStore } from "./sessions/store.js";
 import { SkillsLoader, skillsDir } from "./skills/loader.js";
 import { builtinTools, selectTools, SUBAGENT_TOOLS } from "./tools/builtin.js";
-import type { Tool } from "./tools/registry.js";
+import type { Tool } from "./tools/types.js";
 import { detectSandbox } from "./tools/sandbox.js";
 import { spawnTool } from "./tools/spawn.js";
 

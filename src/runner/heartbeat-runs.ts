@@ -3,7 +3,7 @@ import type { RunDispatcher } from "../delivery/dispatch.js";
 import type { Outbox } from "../delivery/outbox.js";
 import { jobDefaults } from "../jobs/defaults.js";
 import type { Job } from "../jobs/types.js";
-import type { Tool } from "../tools/registry.js";
+import type { Tool } from "../tools/types.js";
 import type { Runner } from "./runner.js";
 import { HEARTBEAT_JOB, type RunRecord } from "./types.js";
 

@@ -1,7 +1,7 @@
 import type { CancelToken } from "../agent/cancel.js";
 import type { ToolCallReport } from "../agent/loop.js";
 import type { Usage } from "../providers/types.js";
-import type { Tool } from "../tools/registry.js";
+import type { Tool } from "../tools/types.js";
 
 /** The heartbeat's runs are recorded under this name, which no job file can take (a job name starts with a letter or digit). */
 export const HEARTBEAT_JOB = "@heartbeat";

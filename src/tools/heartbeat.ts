@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { defineTool, type Tool } from "./registry.js";
+import { defineTool } from "./registry.js";
+import type { Tool } from "./types.js";
 
 export interface HeartbeatResponse {
   notify: boolean;

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { MemoryEntry, MemoryStore } from "../memory/store.js";
-import { defineTool, type Tool } from "./registry.js";
+import { defineTool } from "./registry.js";
+import type { Tool } from "./types.js";
 
 export function memoryTools(memory: MemoryStore): Tool[] {
   return [memoryWriteTool(memory), memorySearchTool(memory), memoryReadTool(memory)];

@@ -6,7 +6,8 @@ import { z } from "zod";
 import { isInside } from "../inside.js";
 import { checkEnvNames, childEnv } from "./child-env.js";
 import { ToolRefusal, type PathGuard } from "./paths.js";
-import { defineTool, type Tool } from "./registry.js";
+import { defineTool } from "./registry.js";
+import type { Tool } from "./types.js";
 import { bwrapArgs, detectSandbox, hiddenPaths, type SandboxChoice, type SandboxMode } from "./sandbox.js";
 import { ShellPolicy } from "./shell-policy.js";
 

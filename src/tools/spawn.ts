@@ -1,7 +1,8 @@
 import { z } from "zod";
 import type { AgentLoop } from "../agent/loop.js";
 import type { SubagentManager } from "../agent/subagents.js";
-import { defineTool, type Tool } from "./registry.js";
+import { defineTool } from "./registry.js";
+import type { Tool } from "./types.js";
 
 /** `subagent` is the loop each delegated task runs on. */
 export function spawnTool(subagents: SubagentManager, subagent: AgentLoop): Tool {

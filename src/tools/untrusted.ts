@@ -1,4 +1,4 @@
-import type { Tool } from "./registry.js";
+import type { Tool } from "./types.js";
 
 const END_MARK = "[End of external content]";
 

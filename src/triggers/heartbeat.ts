@@ -11,7 +11,7 @@ import type { LogFn } from "../log.js";
 import type { MemoryStore } from "../memory/store.js";
 import type { HeartbeatState, StateStore } from "../store/state.js";
 import { heartbeatRespondTool, HEARTBEAT_RESPOND, type HeartbeatResponse } from "../tools/heartbeat.js";
-import type { Tool } from "../tools/registry.js";
+import type { Tool } from "../tools/types.js";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

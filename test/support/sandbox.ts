@@ -2,7 +2,8 @@ import { mkdir, mkdtemp, readdir, readFile, readlink, realpath, writeFile } from
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { PathGuard } from "../../src/tools/paths.js";
-import { ToolRegistry, type Tool } from "../../src/tools/registry.js";
+import { ToolRegistry } from "../../src/tools/registry.js";
+import type { Tool } from "../../src/tools/types.js";
 import { EXEC_DEFAULTS, execTool, type ExecOptions } from "../../src/tools/shell.js";
 
 export interface Sandbox {

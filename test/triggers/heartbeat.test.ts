@@ -7,7 +7,8 @@ import type { PersonaConfig } from "../../src/agent/personalities.js";
 import type { HeartbeatConfig } from "../../src/config/schema.js";
 import { MemoryStore, type MemoryEntry } from "../../src/memory/store.js";
 import { StateStore, type HeartbeatState } from "../../src/store/state.js";
-import { ToolRegistry, type Tool } from "../../src/tools/registry.js";
+import { ToolRegistry } from "../../src/tools/registry.js";
+import type { Tool } from "../../src/tools/types.js";
 import {
   checklistIsActionable,
   decideHeartbeat,
