@@ -1,5 +1,4 @@
 import path from "node:path";
-import ms from "ms";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
 import { listJobFiles, loadJobsDir, validateJobs, type JobContext } from "../jobs/load.js";
@@ -20,7 +19,9 @@ export async function setting(configFile: string | undefined) {
 
 function duration(run: RunRecord): string {
   if (!run.finishedAt) return "-";
-  return ms(Date.parse(run.finishedAt) - Date.parse(run.startedAt));
+  // Seconds, with a tenth below 10 s: ms() would round 1.5 s to "2s" and 125 s to "2m".
+  const took = Date.parse(run.finishedAt) - Date.parse(run.startedAt);
+  return took < 10_000 ? `${(took / 1000).toFixed(1)}s` : `${Math.round(took / 1000)}s`;
 }
 
 /** `countd history [job]`: the newest runs, with status, duration and tokens. */
