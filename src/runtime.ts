@@ -18,7 +18,7 @@ import { SkillsLoader, skillsDir } from "./skills/loader.js";
 import { builtinTools, selectTools, SUBAGENT_TOOLS } from "./tools/builtin.js";
 import type { Tool } from "./tools/types.js";
 import { detectSandbox } from "./tools/sandbox.js";
-import { spawnTool } from "./tools/spawn.js";
+import { spawnTool } from "./agent/spawn.js";
 
 export interface LoopOptions {
   /** The only tools the run may use; undefined: every enabled tool. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SubagentManager } from "../../src/agent/subagents.js";
-import { spawnTool } from "../../src/tools/spawn.js";
+import { spawnTool } from "../../src/agent/spawn.js";
 import { defineTool, ToolRegistry } from "../../src/tools/registry.js";
 import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";

@@ -1,8 +1,8 @@
 import { z } from "zod";
-import type { AgentLoop } from "../agent/loop.js";
-import type { SubagentManager } from "../agent/subagents.js";
-import { defineTool } from "./registry.js";
-import type { Tool } from "./types.js";
+import type { AgentLoop } from "./loop.js";
+import type { SubagentManager } from "./subagents.js";
+import { defineTool } from "../tools/registry.js";
+import type { Tool } from "../tools/types.js";
 
 /** `subagent` is the loop each delegated task runs on. */
 export function spawnTool(subagents: SubagentManager, subagent: AgentLoop): Tool {
