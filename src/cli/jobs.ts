@@ -9,7 +9,7 @@ import { lastExchange } from "../store/last-exchange.js";
 import { StateStore } from "../store/state.js";
 import { localClock } from "../time.js";
 import { hhmm, nextCheckIn } from "../triggers/heartbeat.js";
-import { nextFires } from "../triggers/schedule.js";
+import { nextFires } from "../jobs/schedule.js";
 import { EXIT, table } from "./output.js";
 import { setting } from "./reports.js";
 

@@ -6,7 +6,7 @@ import { isMap, isScalar, type Node } from "yaml";
 import { closeKey, formatProblem, formatProblems, keysAt, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
-import { parseAt } from "../triggers/schedule.js";
+import { parseAt } from "./schedule.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
 import type { Job, Schedule } from "./types.js";
 import { plural } from "../text.js";

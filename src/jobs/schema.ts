@@ -2,7 +2,7 @@ import { z } from "zod";
 import { describeKind, describeValue, duration, expected, oneOf, text, timeZone } from "../config/fields.js";
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
-import { AT_FORM, cronProblem, dateExists } from "../triggers/schedule.js";
+import { AT_FORM, cronProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 
 /**

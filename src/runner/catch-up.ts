@@ -1,6 +1,6 @@
 import type { Job } from "../jobs/types.js";
 import type { JobState } from "../store/state.js";
-import { previousFire } from "../triggers/schedule.js";
+import { previousFire } from "../jobs/schedule.js";
 import type { FireRequest } from "./types.js";
 
 /**

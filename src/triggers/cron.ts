@@ -2,7 +2,7 @@ import type { LogFn } from "../log.js";
 import type { Job, Schedule } from "../jobs/types.js";
 import type { FireRequest } from "../runner/types.js";
 import type { StateData, StateStore } from "../store/state.js";
-import { nextFires, previousFire } from "./schedule.js";
+import { nextFires, previousFire } from "../jobs/schedule.js";
 import { errorText } from "../text.js";
 
 

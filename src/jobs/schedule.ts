@@ -32,7 +32,7 @@
  */
 import { Cron } from "croner";
 import { describeValue } from "../config/fields.js";
-import type { Schedule } from "../jobs/types.js";
+import type { Schedule } from "./types.js";
 
 /** 5 fields, or 6 with seconds first. croner would also take a 7th (year) field; the issue promises 5 or 6. */
 const CRON_MODE = "5-or-6-parts";

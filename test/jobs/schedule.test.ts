@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Schedule } from "../../src/jobs/types.js";
-import { nextFires, parseCron, previousFire } from "../../src/triggers/schedule.js";
+import { nextFires, parseCron, previousFire } from "../../src/jobs/schedule.js";
 
 const cron = (expression: string): Schedule => ({ kind: "cron", expression });
 const iso = (dates: Date[]) => dates.map((d) => d.toISOString());
