@@ -16,7 +16,7 @@ import { Outbox } from "../src/delivery/outbox.js";
 import type { WebhookTarget } from "../src/delivery/targets.js";
 import { sendWebhook } from "../src/delivery/webhook.js";
 import { emptyUsage } from "../src/providers/types.js";
-import type { RunRecord } from "../src/runner/types.js";
+import type { RunRecord } from "../src/store/run-record.js";
 import { StateStore } from "../src/store/state.js";
 
 export interface DeliveryBenchResult {

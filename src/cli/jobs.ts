@@ -3,7 +3,7 @@ import ms from "ms";
 import type { Config } from "../config/schema.js";
 import { displayPath, listJobFiles, readJobFile, selectJobs } from "../jobs/load.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
-import type { RunRecord } from "../runner/types.js";
+import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
 import { lastExchange } from "../store/last-exchange.js";
 import { StateStore } from "../store/state.js";

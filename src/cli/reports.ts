@@ -4,7 +4,7 @@ import { jobContext } from "../jobs/context.js";
 import { listJobFiles, loadJobsDir, validateJobs, type JobContext } from "../jobs/load.js";
 import { JOB_NAME } from "../jobs/schema.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
-import type { RunRecord } from "../runner/types.js";
+import type { RunRecord } from "../store/run-record.js";
 import { StateStore } from "../store/state.js";
 import { EXIT, table } from "./output.js";
 

@@ -9,7 +9,7 @@ import { daemonLogger, logFn } from "../log.js";
 import { jobExecutor } from "../runner/execute.js";
 import { openPipeline } from "../runner/pipeline.js";
 import { jobOfSession } from "../runner/session-ids.js";
-import type { RunStatus } from "../runner/types.js";
+import type { RunStatus } from "../store/run-record.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
 import { StateStore } from "../store/state.js";

@@ -1,5 +1,5 @@
 import type { Usage } from "../providers/types.js";
-import type { RunReason, RunStatus } from "../runner/types.js";
+import type { RunReason, RunStatus } from "../store/run-record.js";
 
 export type DeliveryKind = "run.completed" | "run.failed" | "run.recovered" | "heartbeat";
 

@@ -3,7 +3,8 @@ import type { AgentLoop } from "../agent/loop.js";
 import { renderPrompt } from "../jobs/template.js";
 import type { Job } from "../jobs/types.js";
 import type { Runtime } from "../runtime.js";
-import type { RunContext, RunOutcome } from "./types.js";
+import type { RunContext } from "./types.js";
+import type { RunOutcome } from "../agent/outcome.js";
 
 /**
  * Runs one job prompt through the agent loop and returns how it ended, with the loop's own

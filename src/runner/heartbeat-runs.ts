@@ -5,7 +5,7 @@ import { jobDefaults } from "../jobs/defaults.js";
 import type { Job } from "../jobs/types.js";
 import type { Tool } from "../tools/types.js";
 import type { Runner } from "./runner.js";
-import { HEARTBEAT_JOB, type RunRecord } from "./types.js";
+import { HEARTBEAT_JOB, type RunRecord } from "../store/run-record.js";
 
 export { HEARTBEAT_JOB };
 

@@ -8,7 +8,9 @@ import type { StateStore } from "../store/state.js";
 import { errorText, excerpt } from "../text.js";
 import { LONGEST_TIMER_MS } from "../timers.js";
 import { runSessionId } from "./session-ids.js";
-import type { FireRequest, RunContext, RunOutcome, RunRecord, RunStatus } from "./types.js";
+import type { FireRequest, RunContext } from "./types.js";
+import type { RunRecord, RunStatus } from "../store/run-record.js";
+import type { RunOutcome } from "../agent/outcome.js";
 
 export interface RunnerOptions {
   /** The job's current definition: looked up at each fire and again when the run starts. */

@@ -6,7 +6,7 @@ import { z } from "zod";
 import type { DeliveryMessage } from "../delivery/message.js";
 import { WEBHOOK_FORMATS, type DeliveryTarget } from "../delivery/targets.js";
 import type { LogFn } from "../log.js";
-import { RUN_REASONS, RUN_STATUSES } from "../runner/types.js";
+import { RUN_REASONS, RUN_STATUSES } from "./run-record.js";
 import { count, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 import { usageShape } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";

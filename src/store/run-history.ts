@@ -3,7 +3,7 @@ import { basename, join } from "node:path";
 import { z } from "zod";
 import { JOB_NAME } from "../jobs/schema.js";
 import type { LogFn } from "../log.js";
-import { HEARTBEAT_JOB, RUN_REASONS, RUN_STATUSES, type RunRecord } from "../runner/types.js";
+import { HEARTBEAT_JOB, RUN_REASONS, RUN_STATUSES, type RunRecord } from "./run-record.js";
 import { appendJsonLines } from "./jsonl.js";
 import { count, fit, isoTime as time, quarantine, type Misfit } from "./quarantine.js";
 

@@ -4,7 +4,7 @@ import { Low } from "lowdb";
 import { JSONFile } from "lowdb/node";
 import { z } from "zod";
 import type { LogFn } from "../log.js";
-import type { RunRecord } from "../runner/types.js";
+import type { RunRecord } from "./run-record.js";
 import { KeyedQueue } from "./keyed-queue.js";
 import { count, fit, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 import { hasHistory, RunHistory, runRecordShape } from "./run-history.js";

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { RunRecord } from "../../src/runner/types.js";
+import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
 import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";

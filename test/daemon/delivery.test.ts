@@ -7,7 +7,7 @@ import { message } from "../../src/delivery/dispatch.js";
 import { Outbox } from "../../src/delivery/outbox.js";
 import { targetKey } from "../../src/delivery/targets.js";
 import { emptyUsage } from "../../src/providers/types.js";
-import type { RunRecord } from "../../src/runner/types.js";
+import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
 import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";

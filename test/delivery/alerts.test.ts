@@ -9,7 +9,7 @@ import { Outbox } from "../../src/delivery/outbox.js";
 import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
-import type { RunRecord } from "../../src/runner/types.js";
+import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ChatCompletionRequest, Fixture, FixtureResponse } from "@copilotkit/aimock";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { RunRecord } from "../../src/runner/types.js";
+import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
 import { allRuns, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startWebhookReceiver, type ReceivedRequest, type WebhookReceiver } from "../support/webhook-receiver.js";

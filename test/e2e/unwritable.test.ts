@@ -3,7 +3,7 @@ import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { RunRecord } from "../../src/runner/types.js";
+import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
 import { allRuns, BIN, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 

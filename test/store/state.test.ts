@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { emptyUsage } from "../../src/providers/types.js";
-import type { RunRecord } from "../../src/runner/types.js";
+import type { RunRecord } from "../../src/store/run-record.js";
 import { RUNS_KEPT_PER_JOB, StateStore } from "../../src/store/state.js";
 
 let dir: string;

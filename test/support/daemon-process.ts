@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { resolve } from "node:path";
 import { StateStore } from "../../src/store/state.js";
-import type { RunRecord } from "../../src/runner/types.js";
+import type { RunRecord } from "../../src/store/run-record.js";
 
 /** The built CLI: tests that spawn it run dist/ (`npm test` builds first). */
 export const BIN = resolve(import.meta.dirname, "../../bin/countd.js");

@@ -1,0 +1,28 @@
+import type { Usage } from "../providers/types.js";
+
+/** The heartbeat's runs are recorded under this name, which no job file can take (a job name starts with a letter or digit). */
+export const HEARTBEAT_JOB = "@heartbeat";
+
+export const RUN_REASONS = ["schedule", "watch", "heartbeat", "manual", "catch-up", "retry"] as const;
+export type RunReason = (typeof RUN_REASONS)[number];
+export const RUN_STATUSES = ["running", "ok", "error", "timeout", "cancelled", "skipped", "interrupted"] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+/** One run as recorded in the state store and shown by `countd history`. */
+export interface RunRecord {
+  id: string;
+  job: string;
+  reason: RunReason;
+  /** ISO 8601. */
+  scheduledAt: string;
+  startedAt: string;
+  finishedAt?: string;
+  status: RunStatus;
+  iterations: number;
+  toolCalls: number;
+  usage: Usage;
+  /** The answer, cut to a few hundred characters. */
+  resultExcerpt?: string;
+  error?: string;
+  sessionId: string;
+}
