@@ -5,6 +5,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { jobDefaults } from "../src/jobs/defaults.js";
 import type { Job } from "../src/jobs/types.js";
 import { StateStore } from "../src/store/state.js";
 import { CronTrigger } from "../src/triggers/cron.js";
@@ -44,19 +45,13 @@ export async function benchFireLateness(): Promise<FireLatenessResult> {
     const jobs: Job[] = Array.from({ length: JOBS }, (_, i) => ({
       name: `job-${i}`,
       file: join(stateDir, `job-${i}.yaml`),
-      enabled: true,
-      schedule: { kind: "cron", expression },
       timezone: "UTC",
       prompt: "Bench.",
-      session: "isolated",
-      overrides: {},
-      timeoutMs: 60_000,
+      ...jobDefaults(),
+      schedule: { kind: "cron", expression },
       overlap: "allow",
       catchUpMs: 0,
       retry: { attempts: 0, backoffMs: 0 },
-      deliver: [],
-      onFailure: [],
-      deliverWhen: "always",
     }));
     trigger.set(jobs);
     const timeout = setTimeout(() => allFired(), slot.getTime() - Date.now() + 10_000);

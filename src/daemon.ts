@@ -86,8 +86,6 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       concurrency: config.runner.concurrency,
       log,
       streaks: stateStreaks(state),
-      onRunStart: (job) => watch.jobStarted(job.name),
-      onRunEnd: (job) => watch.jobFinished(job.name),
     });
     started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");

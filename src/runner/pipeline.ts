@@ -33,8 +33,6 @@ export interface PipelineOptions {
   streaks?: StreakStore;
   /** Instead of the job executor, for a caller that wraps it (`countd run` and its Ctrl-C). */
   execute?: RunnerOptions["execute"];
-  onRunStart?: RunnerOptions["onRunStart"];
-  onRunEnd?: RunnerOptions["onRunEnd"];
 }
 
 /**
@@ -57,8 +55,6 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     concurrency: opts.concurrency,
     log,
     execute: opts.execute ?? jobExecutor(opts.runtime),
-    onRunStart: opts.onRunStart,
-    onRunEnd: opts.onRunEnd,
     beforeRunEnd: (job, run, { willRetry, outcome }) =>
       delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) =>
         log("error", `could not queue the run's deliveries: ${errorText(err)}`, { job: job.name, run: run.id }),

@@ -21,8 +21,6 @@ export interface RunnerOptions {
   concurrency: number;
   now?: () => Date;
   log?: LogFn;
-  /** After the `running` record is saved. */
-  onRunStart?: (job: Job, run: RunRecord) => void;
   /**
    * With the final record, before it is saved, and awaited: what it queues (deliveries) is on
    * disk before the run is recorded as ended, so a crash in between leaves the run `running`
@@ -32,8 +30,6 @@ export interface RunnerOptions {
    * `outcome`: what the executor returned (the answer, the tool calls), which the record only excerpts.
    */
   beforeRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean; outcome: RunOutcome }) => Promise<void>;
-  /** After the final record is saved and the run's slot is free; called when beforeRunEnd is. */
-  onRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean }) => void;
 }
 
 /** The most a run record keeps of the answer, the … of a cut one included. */
@@ -87,7 +83,9 @@ interface Lane {
  * backoff; the overlap policy applies to fires that arrive while it is busy. `replace` cancels
  * what is busy and starts the newer run once the cancelled one has stopped, so runs of a
  * `replace` job never overlap. `allow` on a shared-session job behaves as `queue`: two runs
- * appending to one session at once would interleave its history.
+ * appending to one session at once would interleave its history. A watch fire under `skip` is
+ * queued instead: its files changed after the busy run looked, and no later fire would bring
+ * them again (a skipped cron slot has the next slot).
  */
 export class Runner {
   private readonly queue: Pending[] = [];
@@ -205,7 +203,7 @@ export class Runner {
       this.enqueue(pending);
       return;
     }
-    switch (overlapOf(job)) {
+    switch (overlapOf(job, pending.request)) {
       case "skip":
         void this.settleUnstarted(pending, "skipped", "a run of this job was still in progress (overlap: skip)");
         return;
@@ -282,7 +280,6 @@ export class Runner {
   private async drive(job: Job, pending: Pending, flight: InFlight): Promise<void> {
     const { record, cancel } = flight;
     await this.save(record);
-    void this.hook(() => this.opts.onRunStart?.(job, record), job, record);
     this.log("info", "run started", { job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId });
 
     const timer = job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, LONGEST_TIMER_MS)) : undefined;
@@ -321,7 +318,6 @@ export class Runner {
       durationMs,
       ...(error ? { error } : {}),
     });
-    void this.hook(() => this.opts.onRunEnd?.(job, end, { willRetry }), job, end);
     if (willRetry) this.retryLater(current, pending);
     else for (const resolve of pending.waiters) resolve({ record: end, outcome });
     this.releaseNext(job.name);
@@ -479,8 +475,10 @@ export function runId(startedAt: Date): string {
   return `${stamp}-${randomBytes(2).toString("hex")}`;
 }
 
-function overlapOf(job: Job): OverlapPolicy {
-  return job.overlap === "allow" && job.session === "shared" ? "queue" : job.overlap;
+function overlapOf(job: Job, request: FireRequest): OverlapPolicy {
+  if (job.overlap === "allow" && job.session === "shared") return "queue";
+  if (job.overlap === "skip" && request.reason === "watch") return "queue";
+  return job.overlap;
 }
 
 /** Several fires served by one run: the first one's reason and time, every changed file once. */

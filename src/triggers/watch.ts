@@ -73,8 +73,6 @@ export class WatchTrigger {
   private jobs = new Map<string, WatchedJob>();
   private watchers = new Map<string, RootWatcher>();
   private readonly batches = new Map<string, Batch>();
-  /** Runs in progress per job: while above zero, the job's events wait for the next batch. */
-  private readonly running = new Map<string, number>();
   /** Per job: files its own runs wrote, until chokidar reports that write (or the mark expires). */
   private readonly ownWrites = new Map<string, Map<string, number>>();
   private configuring: Promise<void> = Promise.resolve();
@@ -92,29 +90,6 @@ export class WatchTrigger {
     const applied = this.configuring.then(() => this.apply(jobs));
     this.configuring = applied.catch(() => {});
     return applied;
-  }
-
-  jobStarted(job: string): void {
-    this.running.set(job, (this.running.get(job) ?? 0) + 1);
-    const batch = this.batches.get(job);
-    if (batch) {
-      clearTimeout(batch.timer);
-      batch.timer = undefined;
-    }
-  }
-
-  jobFinished(job: string): void {
-    const left = (this.running.get(job) ?? 0) - 1;
-    if (left > 0) {
-      this.running.set(job, left);
-      return;
-    }
-    this.running.delete(job);
-    const batch = this.batches.get(job);
-    if (!batch || this.closed) return;
-    // Events held during the run get a full debounce from now, not one that ran out mid-run.
-    batch.firstAt = batch.lastAt = Date.now();
-    this.arm(job, batch);
   }
 
   /** Stops watching; batches still waiting are dropped. */
@@ -248,7 +223,7 @@ export class WatchTrigger {
     if (!batch) this.batches.set(job.name, (batch = { files: new Set(), firstAt: now, lastAt: now }));
     batch.files.add(path);
     batch.lastAt = now;
-    if (!this.running.has(job.name)) this.arm(job.name, batch);
+    this.arm(job.name, batch);
   }
 
   /** One timer per batch, re-armed when it wakes early, rather than reset on each of thousands of events. */

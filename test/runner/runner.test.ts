@@ -10,11 +10,11 @@ import { runAgent } from "../../src/runner/execute.js";
 import { Runner, type RunnerOptions } from "../../src/runner/runner.js";
 import type { FireRequest, RunContext } from "../../src/runner/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
-import type { RunOutcome } from "../../src/agent/outcome.js";
 import { StateStore } from "../../src/store/state.js";
 import { defineTool, ToolRegistry } from "../../src/tools/registry.js";
 import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
+import { heldExecutor } from "../support/held-executor.js";
 
 function makeJob(name: string, overrides: Partial<Job> = {}): Job {
   return {
@@ -36,35 +36,6 @@ const fire = (job: string, extra: Partial<FireRequest> = {}): FireRequest => ({
   scheduledAt: new Date("2026-11-30T09:00:00Z"),
   ...extra,
 });
-
-/** One call of the executor, held open until the test finishes it or the runner cancels it. */
-interface Call {
-  job: Job;
-  run: RunContext;
-  finish(outcome?: Partial<RunOutcome>): void;
-}
-
-/** The runner's boundary, under the test's control: records every call and how many ran at once. */
-function heldExecutor() {
-  const calls: Call[] = [];
-  let inFlight = 0;
-  const stats = { maxInFlight: 0 };
-  const execute = (job: Job, run: RunContext) =>
-    new Promise<RunOutcome>((resolve) => {
-      inFlight++;
-      stats.maxInFlight = Math.max(stats.maxInFlight, inFlight);
-      let settled = false;
-      const finish = (outcome: Partial<RunOutcome> = {}) => {
-        if (settled) return;
-        settled = true;
-        inFlight--;
-        resolve({ answer: `${job.name} done`, status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage(), ...outcome });
-      };
-      run.cancel.signal.addEventListener("abort", () => finish({ answer: "", status: "cancelled" }));
-      calls.push({ job, run, finish });
-    });
-  return { calls, execute, stats };
-}
 
 interface LogLine {
   level: string;
@@ -226,7 +197,7 @@ describe("Runner: timeout and retries", () => {
         starts.push(run);
         return { answer: "", status: "error", error: "upstream exploded", iterations: 1, toolCalls: 0, usage: emptyUsage() };
       },
-      { onRunEnd: (_job, _run, { willRetry }) => ends.push(willRetry) },
+      { beforeRunEnd: async (_job, _run, { willRetry }) => void ends.push(willRetry) },
     );
     const last = await runner.run(fire("flaky"));
     expect(last).toMatchObject({ status: "error", reason: "retry", error: "upstream exploded" });
@@ -280,8 +251,7 @@ describe("Runner: records", () => {
       },
       {
         now: clock,
-        onRunStart: (job, run) => hooks.push(`start ${job.name} ${run.status}`),
-        onRunEnd: (job, run, { willRetry }) => hooks.push(`end ${job.name} ${run.status} willRetry=${willRetry}`),
+        beforeRunEnd: async (job, run, { willRetry }) => void hooks.push(`end ${job.name} ${run.status} willRetry=${willRetry}`),
       },
     );
     const record = await runner.run(fire("report", { reason: "manual" }));
@@ -312,7 +282,7 @@ describe("Runner: records", () => {
     });
     expect(saved!.resultExcerpt).toHaveLength(500);
     expect(saved).not.toHaveProperty("error");
-    expect(hooks).toEqual(["start report running", "end report ok willRetry=false"]);
+    expect(hooks).toEqual(["end report ok willRetry=false"]);
     expect(logs).toContainEqual({
       level: "info",
       msg: "run finished",
@@ -340,7 +310,6 @@ describe("Runner: records", () => {
         await held;
         order.push("queued");
       },
-      onRunEnd: (_job, run) => void order.push(`end ${run.status}`),
     });
     const ran = runner.run(fire("report")).then((record) => {
       order.push("run resolved");
@@ -354,7 +323,7 @@ describe("Runner: records", () => {
     release();
     expect(await ran).toMatchObject({ status: "ok" });
     expect((await records("report")).map((r) => r.status)).toEqual(["ok"]);
-    expect(order).toEqual(["before end ok", "queued", "end ok", "run resolved"]);
+    expect(order).toEqual(["before end ok", "queued", "run resolved"]);
   });
 
   it("still records the run when beforeRunEnd fails, and logs why", async () => {

@@ -95,39 +95,6 @@ describe("WatchTrigger", () => {
     expect(fired[0]!.files!.length).toBeGreaterThan(1);
   }, 40_000);
 
-  it("keeps events that arrive during a run for the next batch, fired after the run finishes", async () => {
-    await trigger.set([watchJob("csv", [join(dir, "inbox/*.csv")], 300), probe()]);
-    const a = join(dir, "inbox", "a.csv");
-    await writeFile(a, "a");
-    await vi.waitFor(() => expect(runsOf("csv")).toHaveLength(1), WAIT);
-    trigger.jobStarted("csv");
-
-    const b = join(dir, "inbox", "b.csv");
-    const c = join(dir, "inbox", "c.csv");
-    await writeFile(b, "b");
-    await writeFile(c, "c");
-    await vi.waitFor(() => expect(filesOf("probe")).toEqual(expect.arrayContaining([b, c])), WAIT);
-    expect(runsOf("csv")).toHaveLength(1);
-
-    trigger.jobFinished("csv");
-    await vi.waitFor(() => expect(runsOf("csv")).toHaveLength(2), WAIT);
-    expect(runsOf("csv")[1]!.files).toEqual([b, c]);
-  });
-
-  it("holds a waiting batch while a run of the job that started meanwhile (say, a scheduled one) goes on", async () => {
-    await trigger.set([watchJob("csv", [join(dir, "inbox/*.csv")], 1_000), probe(50, "fast"), probe(2_500, "slow")]);
-    const a = join(dir, "inbox", "a.csv");
-    await writeFile(a, "a");
-    await vi.waitFor(() => expect(filesOf("fast")).toContain(a), WAIT);
-    trigger.jobStarted("csv");
-    await vi.waitFor(() => expect(filesOf("slow")).toContain(a), WAIT);
-    expect(runsOf("csv")).toHaveLength(0);
-
-    trigger.jobFinished("csv");
-    await vi.waitFor(() => expect(runsOf("csv")).toHaveLength(1), WAIT);
-    expect(runsOf("csv")[0]!.files).toEqual([a]);
-  });
-
   it("ignores the files a job's own run wrote, but not a later change by someone else", async () => {
     await trigger.set([watchJob("tidy", [join(dir, "inbox/*.csv")], 300), probe()]);
     const isolated = join(dir, "inbox", "isolated.csv");
