@@ -25,6 +25,15 @@ export function daemonLogger(opts: { pretty?: boolean; level?: string; secrets?:
   return pretty || destination === 1 ? pino(options) : pino(options, pino.destination({ dest: destination, sync: true }));
 }
 
+export type { Logger };
+
+/**
+ * What a component logs to when it is given no logger: nothing. Every component takes a pino
+ * logger and makes a child of it naming itself (`{ component: "runner" }`), so a line says
+ * which part of countd wrote it and carries its values as fields, not spliced into the text.
+ */
+export const silentLogger: Logger = pino({ level: "silent" });
+
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
 /** The (level, message, fields) callback every stage logs through; the daemon points it at pino. */
