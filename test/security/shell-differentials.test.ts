@@ -3,9 +3,7 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { beforeEach, describe, expect, it } from "vitest";
-import { ToolRefusal } from "../../src/tools/paths.js";
-import type { ExecOptions } from "../../src/tools/shell.js";
-import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
+import { execOn, expectRefused, makeSandbox, type Sandbox } from "../support/sandbox.js";
 
 /**
  * Attacks where the shell parser and bash disagree, where text becomes code later (arithmetic,
@@ -24,18 +22,6 @@ beforeEach(async () => {
 });
 
 const signal = () => new AbortController().signal;
-
-async function expectRefused(command: string, message: string | RegExp, overrides: Partial<ExecOptions> = {}) {
-  const before = await sb.snapshot();
-  const err = await execOn(sb.workspace, { timeoutMs: 2_000, ...overrides })
-    .execute({ command }, { sessionId: "attack", workspace: sb.workspace, signal: signal() })
-    .then((out) => new Error(`not refused, ran with output: ${out}`), (e: unknown) => e);
-  expect(err).toBeInstanceOf(ToolRefusal);
-  expect((err as Error).message).toMatch(/^refused: /);
-  if (typeof message === "string") expect((err as Error).message).toContain(message);
-  else expect((err as Error).message).toMatch(message);
-  expect(await sb.snapshot()).toBe(before);
-}
 
 const RM_RF = "rm with -r and -f is on the deny-list";
 const BRACE = "brace expansion holding .. is refused";
@@ -73,7 +59,7 @@ describe("brace expansion holding ..", () => {
     ["a list in the middle of a path", "touch {x,..}/outside/new", BRACE],
     ["a list with .. as an element", "{rm,-rf,..}", BRACE],
   ])("%s", async (_name, attack, message) => {
-    await expectRefused(attack, message);
+    await expectRefused(sb, attack, message);
   });
 
   it("a plain sequence still runs", async () => {
@@ -93,7 +79,7 @@ describe("env options read as GNU env reads them", () => {
     ["an option env does not have", "env -Z rm ../outside/secret.txt", "env -Z is not an option env reads"],
     ["an option decided at run time", "env $OPT rm ../outside/secret.txt", "an option of env decided at run time"],
   ])("%s", async (_name, attack, message) => {
-    await expectRefused(attack, message);
+    await expectRefused(sb, attack, message);
   });
 });
 
@@ -116,7 +102,7 @@ describe("text that arithmetic evaluates as code", () => {
     ["a slice offset read from a file", "read o < f; echo ${x:o}", ARITH_RUNTIME],
     ["a C-style loop on a file's number", "read n < f; for ((i=0; i<n; i++)); do :; done", ARITH_RUNTIME],
   ])("%s", async (_name, attack, message) => {
-    await expectRefused(attack, message);
+    await expectRefused(sb, attack, message);
   });
 
   it("arithmetic on numbers and on variables the line sets itself still runs", async () => {
@@ -134,14 +120,14 @@ describe("here-string and here-document bodies are scanned", () => {
     ["a quoted here-document into cat", "cat <<'E' > s.sh\nrm -rf ../outside\n$(rm -rf ../outside)\nE", RM_RF],
     ["a here-document into mapfile", "mapfile a <<'E'\n`rm -rf ../outside`\nE", RM_RF],
   ])("%s", async (_name, attack, message) => {
-    await expectRefused(attack, message);
+    await expectRefused(sb, attack, message);
   });
 
   it.each([
     ["a quoted here-document holding $(", "cat <<'E'\n$(rm ../outside/secret.txt)\nE", "text holding $( or a backquote is refused"],
     ["a here-string holding a backquote", "cat <<< '`rm ../outside/secret.txt`'", "text holding $( or a backquote is refused"],
   ])("in allow-list mode: %s", async (_name, attack, message) => {
-    await expectRefused(attack, message, { allowList: ["cat", "read"] });
+    await expectRefused(sb, attack, message, { allowList: ["cat", "read"] });
   });
 });
 
@@ -155,7 +141,7 @@ describe("a symbolic link followed by ..", () => {
     ["an absolute path through the link", (ws: string) => `ln -s . l && rm ${ws}/l/../outside/secret.txt`],
     ["cd into the link first", "ln -s . l && cd l/.. && rm outside/secret.txt"],
   ])("%s", async (_name, attack) => {
-    await expectRefused(typeof attack === "string" ? attack : attack(sb.workspace), SYMLINK);
+    await expectRefused(sb, typeof attack === "string" ? attack : attack(sb.workspace), SYMLINK);
   });
 
 });
@@ -169,7 +155,7 @@ describe("file-name patterns that can match ..", () => {
     ["a redirection target", "echo pwned > .*/outside/secret.txt"],
     ["as the last component", "rm -r .*"],
   ])("%s", async (_name, attack) => {
-    await expectRefused(attack, DOT_GLOB);
+    await expectRefused(sb, attack, DOT_GLOB);
   });
 });
 
@@ -186,7 +172,7 @@ describe("shell options, set -o and enable", () => {
     ["enable -n", "enable -n echo; echo", "enable changes which builtins run"],
     ["enable -f", "enable -f ./x.so x", "enable changes which builtins run"],
   ])("%s", async (_name, attack, message) => {
-    await expectRefused(attack, message);
+    await expectRefused(sb, attack, message);
   });
 
   it("the usual set options still run", async () => {
@@ -219,7 +205,7 @@ describe("allow-list mode: variables written without an assignment word", () => 
     ["mapfile -C running a callback", "mapfile -C ls -c 1 a < f", "mapfile -C runs a callback"],
     ["hash -p pointing a name at a workspace file", "hash -p ./ls cat; cat", "hash -p makes a name run another program"],
   ])("%s", async (_name, attack, message) => {
-    await expectRefused(attack, message, { allowList });
+    await expectRefused(sb, attack, message, { allowList });
   });
 });
 
@@ -297,7 +283,7 @@ describe("programs that run programs", () => {
     ["at", "at now <<< 'rm ../outside/secret.txt'", ["at"], "runs commands later or elsewhere"],
   ])("%s", async (_name, attack, allowList, message) => {
     await writeFile(join(sb.workspace, "l"), "");
-    await expectRefused(attack, message, { allowList: allowList as string[] });
+    await expectRefused(sb, attack, message, { allowList: allowList as string[] });
   });
 
   it.each([
@@ -316,7 +302,7 @@ describe("programs that run programs", () => {
     ["sed e", "echo | sed 'e rm -rf ../outside'", "sed's e command runs a shell command"],
     ["awk system()", "awk 'BEGIN{system(\"rm -rf ../outside\")}'", "runs commands (system())"],
   ])("without an allow-list: %s", async (_name, attack, message) => {
-    await expectRefused(attack, message);
+    await expectRefused(sb, attack, message);
   });
 
   it("sed and awk scripts that only edit text still run", async () => {

@@ -2,9 +2,8 @@ import { mkdtemp, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
-import { ToolRefusal } from "../../src/tools/paths.js";
 import type { ExecOptions } from "../../src/tools/shell.js";
-import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
+import { execOn, expectRefused, makeSandbox, type Sandbox } from "../support/sandbox.js";
 
 /**
  * Attacks on the exec tool's command check. The tool runs without a sandbox, so a check that let
@@ -24,18 +23,6 @@ beforeEach(async () => {
 
 function tool(overrides: Partial<ExecOptions> = {}) {
   return execOn(sb.workspace, { timeoutMs: 2_000, ...overrides });
-}
-
-async function expectRefused(command: string, message: string | RegExp, overrides: Partial<ExecOptions> = {}) {
-  const before = await sb.snapshot();
-  const err = await tool(overrides)
-    .execute({ command }, { sessionId: "attack", workspace: sb.workspace, signal: new AbortController().signal })
-    .then((out) => new Error(`not refused, ran with output: ${out}`), (e: unknown) => e);
-  expect(err).toBeInstanceOf(ToolRefusal);
-  expect((err as Error).message).toMatch(/^refused: /);
-  if (typeof message === "string") expect((err as Error).message).toContain(message);
-  else expect((err as Error).message).toMatch(message);
-  expect(await sb.snapshot()).toBe(before);
 }
 
 const RM_RF = "rm with -r and -f is on the deny-list";
@@ -93,7 +80,7 @@ describe("deny-list bypass attempts", () => {
   ];
 
   it.each(cases)("%s", async (_name, attack, message) => {
-    await expectRefused(attack(O), message.replace(O_PLACEHOLDER, O));
+    await expectRefused(sb, attack(O), message.replace(O_PLACEHOLDER, O));
   });
 });
 
@@ -114,7 +101,7 @@ describe("attacks on the machine, run with a PATH that holds no programs", () =>
     ["init 0", "init 0/6 is on the deny-list"],
     ["init 6", "init 0/6 is on the deny-list"],
   ])("%s", async (attack, message) => {
-    await expectRefused(attack, message, { env: { PATH: emptyPath } });
+    await expectRefused(sb, attack, message, { env: { PATH: emptyPath } });
   });
 });
 
@@ -137,7 +124,7 @@ describe("allow-list bypass attempts", () => {
     ["a command name from a variable", () => "X=ls; $X", "the command name is decided at run time"],
   ])("%s", async (_name, attack, message) => {
     await writeFile(join(sb.workspace, "ls"), `#!/bin/sh\nrm ${O}/secret.txt\n`, { mode: 0o755 });
-    await expectRefused(attack(O), message, { allowList });
+    await expectRefused(sb, attack(O), message, { allowList });
   });
 });
 
@@ -163,7 +150,7 @@ describe("path escapes under the workspace restriction", () => {
     ["a path in a string run by bash -c", (o: string) => `bash -c 'rm ${o}/secret.txt'`, "is outside the workspace"],
   ])("%s", async (_name, attack, message) => {
     await symlink(O, join(sb.workspace, "escape"));
-    await expectRefused(attack(O), message);
+    await expectRefused(sb, attack(O), message);
   });
 
   it("takes ~ as the command's HOME, which is the workspace: cp x ~/y lands inside", async () => {

@@ -1,7 +1,8 @@
 import { mkdir, mkdtemp, readdir, readFile, readlink, realpath, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import { PathGuard } from "../../src/tools/paths.js";
+import { expect } from "vitest";
+import { PathGuard, ToolRefusal } from "../../src/tools/paths.js";
 import { ToolRegistry } from "../../src/tools/registry.js";
 import type { Tool } from "../../src/tools/types.js";
 import { EXEC_DEFAULTS, execTool, type ExecOptions } from "../../src/tools/shell.js";
@@ -92,4 +93,21 @@ export function execOn(workspace: string, overrides: Partial<ExecOptions> & { re
     envNames: [],
     ...rest,
   });
+}
+
+/**
+ * Runs `command` through the exec tool (no sandbox, 2 s limit, as `overrides` change it) and
+ * asserts it was refused with `message` and that nothing outside the workspace changed: a check
+ * that let the attack through would have really touched the sentinel.
+ */
+export async function expectRefused(sb: Sandbox, command: string, message: string | RegExp, overrides: Partial<ExecOptions> = {}) {
+  const before = await sb.snapshot();
+  const err = await execOn(sb.workspace, { timeoutMs: 2_000, ...overrides })
+    .execute({ command }, { sessionId: "attack", workspace: sb.workspace, signal: new AbortController().signal })
+    .then((out) => new Error(`not refused, ran with output: ${out}`), (e: unknown) => e);
+  expect(err).toBeInstanceOf(ToolRefusal);
+  expect((err as Error).message).toMatch(/^refused: /);
+  if (typeof message === "string") expect((err as Error).message).toContain(message);
+  else expect((err as Error).message).toMatch(message);
+  expect(await sb.snapshot()).toBe(before);
 }
