@@ -1,6 +1,6 @@
 import { deliveryFailure as failure } from "../support/delivery-error.js";
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { simpleParser } from "mailparser";
@@ -10,6 +10,7 @@ import { createMailer, type Mailer } from "../../src/delivery/email.js";
 import type { DeliveryMessage } from "../../src/delivery/message.js";
 import type { EmailTarget } from "../../src/delivery/targets.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
+import { listenLoopback } from "../support/loopback.js";
 
 const DELIVERY_ID = "daily-report.20260301T233000Z-ab12.email-0123456789ab";
 
@@ -236,8 +237,7 @@ describe("email without SMTP settings", () => {
 
 async function closedPort(): Promise<number> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const port = await listenLoopback(server);
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
 }

@@ -1,11 +1,11 @@
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { deliveryFailure as failure } from "../support/delivery-error.js";
 import { afterEach, describe, expect, it } from "vitest";
 import type { DeliveryMessage } from "../../src/delivery/message.js";
 import type { WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
+import { closeServer, listenLoopback } from "../support/loopback.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const DELIVERY_ID = "daily-report.20260301T090000Z-ab12.webhook-127.0.0.1-0123456789ab";
@@ -178,14 +178,13 @@ describe("sendWebhook: the answer's body is read only as far as an excerpt", () 
         pump();
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = await listenLoopback(server);
     return {
-      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+      url: `http://127.0.0.1:${port}/hook`,
       written: () => written,
       closed,
       close: async () => {
-        server.closeAllConnections();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
+        await closeServer(server);
       },
     };
   }

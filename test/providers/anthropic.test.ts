@@ -1,5 +1,4 @@
 import { createServer } from "node:net";
-import type { AddressInfo } from "node:net";
 import { useAimock } from "../support/aimock.js";
 import { collect, collectFailure } from "../support/streams.js";
 import { beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
@@ -17,6 +16,7 @@ import type {
   ToolDefinition,
 } from "../../src/providers/types.js";
 import { startAnthropicSSE, type AnthropicSSEServer } from "../support/anthropic-sse.js";
+import { listenLoopback } from "../support/loopback.js";
 
 const MODEL = "claude-sonnet-4-6";
 const OPTIONS: ChatOptions = { model: MODEL, temperature: 0.7, maxTokens: 4096 };
@@ -547,8 +547,7 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
 describe("AnthropicProvider without a server", () => {
   it("reports a refused connection as a connection error naming the address", async () => {
     const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-    const { port } = probe.address() as AddressInfo;
+    const port = await listenLoopback(probe);
     await new Promise<void>((resolve) => probe.close(() => resolve()));
     const provider = new AnthropicProvider({ baseURL: `http://127.0.0.1:${port}`, apiKey: API_KEY });
 

@@ -1,10 +1,10 @@
 import { execFile } from "node:child_process";
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ToolRefusal } from "../../src/tools/paths.js";
 import { webFetchTool } from "../../src/tools/web.js";
+import { closeServer, listenLoopback } from "../support/loopback.js";
 
 /**
  * Pages whose HTML the converters handle in far more than linear time. On the main thread the
@@ -32,12 +32,10 @@ const server = createServer((req, res) => {
 });
 
 beforeAll(async () => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = `http://127.0.0.1:${await listenLoopback(server)}`;
 });
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await closeServer(server);
 });
 
 // A time limit well under what the attack pages take, so the test also sees conversions stopped.

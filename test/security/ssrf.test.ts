@@ -1,9 +1,10 @@
 import { createServer } from "node:http";
-import net, { type AddressInfo } from "node:net";
+import net from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { ToolRefusal } from "../../src/tools/paths.js";
 import type { ResolvedAddress } from "../../src/tools/ssrf.js";
 import { webFetchTool, type WebFetchOptions } from "../../src/tools/web.js";
+import { closeServer, listenLoopback } from "../support/loopback.js";
 
 /** The loopback server an attack would like to reach; every request and connection it sees is counted. */
 const received: string[] = [];
@@ -28,8 +29,7 @@ const DIALLABLE = new Set(["127.0.0.1", "public.example", "rebind.example"]);
 const realConnect = net.Socket.prototype.connect;
 
 beforeAll(async () => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  port = (server.address() as AddressInfo).port;
+  port = await listenLoopback(server);
   vi.spyOn(net.Socket.prototype, "connect").mockImplementation(function (this: net.Socket, ...args: unknown[]) {
     const first = Array.isArray(args[0]) ? (args[0][0] as unknown) : args[0];
     const host = typeof first === "object" && first !== null ? String((first as { host?: string }).host) : String(args[1] ?? "localhost");
@@ -40,8 +40,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   vi.restoreAllMocks();
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await closeServer(server);
 });
 beforeEach(() => {
   received.length = 0;

@@ -1,5 +1,5 @@
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenLoopback } from "./loopback.js";
 
 /**
  * A scripted Anthropic Messages endpoint on loopback, for what aimock cannot do: it keeps each raw
@@ -50,8 +50,7 @@ export async function startAnthropicSSE(): Promise<AnthropicSSEServer> {
       }
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const port = await listenLoopback(server);
   return {
     url: `http://127.0.0.1:${port}`,
     bodies,

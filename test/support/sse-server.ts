@@ -4,7 +4,7 @@
  * malformed JSON, `retry-after-ms`, a stream that stalls until the client hangs up.
  */
 import { createServer, type IncomingMessage } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenLoopback } from "./loopback.js";
 
 export interface ScriptedReply {
   /** 200 unless set. */
@@ -51,8 +51,7 @@ export async function startSseServer(replies: ScriptedReply[]): Promise<SseServe
     else if (after === "drop") res.write(text, () => res.destroy());
     else res.write(text);
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const port = await listenLoopback(server);
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     requests,

@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
+import { closeServer, listenLoopback } from "./loopback.js";
 
 /** An HTTP status (answered with an empty body), a full answer, or "hang": never answer. */
 export type ReceiverStep = number | { status: number; headers?: Record<string, string>; body?: string } | "hang";
@@ -69,18 +69,17 @@ export async function startWebhookReceiver(opts: { secret?: string; steps?: Rece
       res.writeHead(answer.status, answer.headers).end(answer.body ?? "");
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = await listenLoopback(server);
 
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    url: `http://127.0.0.1:${port}/hook`,
     requests,
     script: (...steps) => queue.push(...steps),
     acknowledgedIds: () =>
       requests.filter((r) => r.status !== undefined && r.status >= 200 && r.status < 300).map((r) => String(r.headers["webhook-id"])),
     waitFor: (count) => (requests.length >= count ? Promise.resolve() : new Promise((resolve) => waiters.push({ count, resolve }))),
     close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await closeServer(server);
     },
   };
 }

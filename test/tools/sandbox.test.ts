@@ -12,6 +12,7 @@ import { bwrapArgs, detectSandbox, hiddenPaths } from "../../src/tools/sandbox.j
 import type { ExecOptions } from "../../src/tools/shell.js";
 import { execOn, makeSandbox, type Sandbox } from "../support/sandbox.js";
 import { hasSystemPackage } from "../support/system-package.js";
+import { listenLoopback } from "../support/loopback.js";
 
 const bwrapWorks = await hasSystemPackage("bubblewrap", import.meta.filename);
 
@@ -239,8 +240,7 @@ describe.runIf(bwrapWorks)("exec inside bwrap", () => {
     beforeEach(async () => {
       received = [];
       server = createServer((socket) => socket.on("data", (data) => received.push(data.toString())));
-      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-      port = (server.address() as { port: number }).port;
+      port = await listenLoopback(server);
     });
     afterEach(() => new Promise<void>((resolve) => server.close(() => resolve())));
 

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { webFetchTool, type WebFetchOptions } from "../../src/tools/web.js";
+import { closeServer, listenLoopback } from "../support/loopback.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -48,12 +48,10 @@ const server = createServer((req, res) => {
 let requested: string[] = [];
 
 beforeAll(async () => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = `http://127.0.0.1:${await listenLoopback(server)}`;
 });
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await closeServer(server);
 });
 
 function fetchWith(options: Partial<WebFetchOptions> = {}, signal = new AbortController().signal) {
@@ -174,8 +172,7 @@ describe("web_fetch", () => {
 
   it("reports a refused connection in one line", async () => {
     const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
-    const port = (closed.address() as AddressInfo).port;
+    const port = await listenLoopback(closed);
     await new Promise((resolve) => closed.close(resolve));
     await expect(fetch(`http://127.0.0.1:${port}/`)).rejects.toThrow(
       `could not fetch http://127.0.0.1:${port}/: the connection was refused`,
