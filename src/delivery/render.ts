@@ -35,7 +35,8 @@ export function messageTitle(message: DeliveryMessage): string {
     case "run.recovered":
       return `${message.job}: recovered`;
     case "heartbeat":
-      return `${message.job}: check-in`;
+      // Named by its sender, as the mail subject is: "@heartbeat" is a run-history name, not one a reader knows.
+      return `${message.persona ?? "countd"}: check-in`;
   }
 }
 

@@ -31,10 +31,11 @@ afterEach(async () => {
 });
 
 /** Sends through a real receiver and returns what it got. */
-async function deliver(format: WebhookFormat, opts: { secret?: string; result?: string; steps?: ReceiverStep[] } = {}) {
+async function deliver(format: WebhookFormat, opts: { secret?: string; result?: string; steps?: ReceiverStep[]; message?: DeliveryMessage } = {}) {
   peer = await startWebhookReceiver({ steps: opts.steps });
   const target: WebhookTarget = { kind: "webhook", url: `${peer.url}?access_token=t0k3n`, format, headers: {}, ...(opts.secret ? { secret: opts.secret } : {}) };
-  const sent = await sendWebhook(target, { ...message, result: opts.result ?? message.result }, "delivery-1", { now: () => NOW });
+  const sending = opts.message ?? message;
+  const sent = await sendWebhook(target, { ...sending, result: opts.result ?? sending.result }, "delivery-1", { now: () => NOW });
   return { sent, requests: peer.requests.map((r) => ({ url: new URL(r.url, "http://x"), body: JSON.parse(r.body) as Record<string, any> })) };
 }
 
@@ -81,6 +82,12 @@ describe("chat formats: the body each service expects", () => {
       header: { title: { tag: "plain_text", content: "daily-report: completed" } },
       elements: [{ tag: "markdown", content: "Sales are **up 4%**.\nSee the attached sheet." }],
     });
+  });
+
+  it("a heartbeat check-in is headed by its sender's name, as its mail subject is, not by its run-history name", async () => {
+    const checkIn: DeliveryMessage = { ...message, kind: "heartbeat", job: "@heartbeat", persona: "Ava", result: "Two invoices are due." };
+    const { requests } = await deliver("feishu", { message: checkIn });
+    expect(requests[0]!.body.card.header).toEqual({ title: { tag: "plain_text", content: "Ava: check-in" } });
   });
 
   it("feishu: unsigned without a secret, and cut to fit Feishu's 20 KB body limit", async () => {
