@@ -54,7 +54,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
   await ensureWritableDir(config.paths.logs, "logs");
   const log = logFn(logger);
   const release = await acquireLock(config.paths.state, process.pid, {
-    log,
+    log: logger,
     onTaken: (problem) => {
       // Two daemons must never write one state directory: the one that finds itself displaced yields.
       logger.error(`${problem}; stopping`);
@@ -68,7 +68,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
    */
   const started: Array<() => unknown> = [];
   try {
-    const state = await StateStore.open(config.paths.state, { log });
+    const state = await StateStore.open(config.paths.state, { log: logger });
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
@@ -91,7 +91,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
     started.push(() => runner.shutdown(0));
     // countd jobs, in another process, lists what this daemon fires from it.
-    const armed = new ArmedPublisher(config.paths.state, log);
+    const armed = new ArmedPublisher(config.paths.state, logger);
     const checkIns = config.heartbeat.enabled
       ? new HeartbeatService({
           config: config.heartbeat,
@@ -143,7 +143,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         for (const job of jobs.all()) if (job.session === "shared") inUse.add(sharedSessionId(job.name));
         return inUse;
       },
-      log,
+      log: logger,
     });
     retention.start();
     logger.info({ jobs: jobs.all().length, dir: config.paths.jobs }, "countd started");

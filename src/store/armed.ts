@@ -2,7 +2,7 @@ import { readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import type { Job } from "../jobs/types.js";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import { isAlive } from "./lock.js";
 
 /**
@@ -50,11 +50,14 @@ export class ArmedPublisher {
   private heartbeat: Armed["heartbeat"];
   private writing: Promise<void> = Promise.resolve();
   private withdrawn = false;
+  private readonly log: Logger;
 
   constructor(
     private readonly stateDir: string,
-    private readonly log: LogFn,
-  ) {}
+    log: Logger = silentLogger,
+  ) {
+    this.log = log.child({ component: "armed" });
+  }
 
   setJobs(jobs: readonly Job[]): Promise<void> {
     this.jobs = jobs.map(({ name, file, enabled, timezone, schedule, watch }) => ({
@@ -91,7 +94,7 @@ export class ArmedPublisher {
         await rename(`${file}.tmp`, file);
       })
       // Only the listing misses it: never a reason to stop a run or the daemon.
-      .catch((err: unknown) => this.log("warn", `could not write ${file} for countd jobs: ${(err as Error).message}`));
+      .catch((err: unknown) => this.log.warn({ file, error: (err as Error).message }, "could not write the file countd jobs lists from"));
     return this.writing;
   }
 }

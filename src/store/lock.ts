@@ -1,6 +1,6 @@
 import { link, mkdir, open, realpath, rename, stat, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { LogFn } from "../log.js";
+import type { Logger } from "../log.js";
 import { takeKernelLock } from "./kernel-lock.js";
 
 export class LockHeld extends Error {
@@ -11,7 +11,7 @@ export class LockHeld extends Error {
 const WATCH_EVERY_MS = 2_000;
 
 export interface LockWatch {
-  log: LogFn;
+  log: Logger;
   /** Another live process put its pid in the lock file: the holder must stop. Called at most once. */
   onTaken: (problem: string) => void;
 }
@@ -78,6 +78,7 @@ async function takeLockFile(stateDir: string, lock: string, pid: number): Promis
 }
 
 function watchLockFile(stateDir: string, lock: string, pid: number, watch: LockWatch): () => void {
+  const log = watch.log.child({ component: "lock" });
   let looking = false;
   /** What the last look could not do: a state directory that stays unusable is one line, not one every 2 s. */
   let failing: string | undefined;
@@ -92,8 +93,9 @@ function watchLockFile(stateDir: string, lock: string, pid: number, watch: LockW
     // The folder may have gone with the file.
     await mkdir(stateDir, { recursive: true });
     await takeLockFile(stateDir, lock, pid);
-    const what = holder ? `no longer named this countd (pid ${pid})` : "was removed while countd was running";
-    watch.log("warn", `the lock file ${lock} ${what}; this countd still holds the state directory and wrote it again`, { lock });
+    // Not `pid`: pino-pretty hides that field at a terminal.
+    if (holder) log.warn({ lock, daemonPid: pid }, "the lock file no longer named this countd; this countd still holds the state directory and wrote it again");
+    else log.warn({ lock }, "the lock file was removed while countd was running; this countd still holds the state directory and wrote it again");
   };
   const timer = setInterval(() => {
     if (looking) return;
@@ -107,7 +109,7 @@ function watchLockFile(stateDir: string, lock: string, pid: number, watch: LockW
           return;
         }
         const problem = (err as Error).message;
-        if (problem !== failing) watch.log("warn", `could not check the lock file ${lock}: ${problem}`, { lock });
+        if (problem !== failing) log.warn({ lock, error: problem }, "could not check the lock file");
         failing = problem;
       })
       .finally(() => (looking = false));

@@ -5,7 +5,7 @@ import { JSONFile } from "lowdb/node";
 import { z } from "zod";
 import type { DeliveryMessage } from "../delivery/message.js";
 import { WEBHOOK_FORMATS, type DeliveryTarget } from "../delivery/targets.js";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import { RUN_REASONS, RUN_STATUSES } from "./run-record.js";
 import { count, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 import { usageShape } from "./run-history.js";
@@ -141,8 +141,10 @@ export class OutboxStore {
    * `log`: where pieces moved aside and a state directory removed while countd runs (it is
    * created again) are reported. An entry or line that does not fit is moved to the quarantine
    * file, and the others are delivered as usual; a file that is not JSON at all is refused.
+   * The store logs as the outbox that opens it, its only user: `log` is the outbox's child logger,
+   * which names the component already.
    */
-  static async open(stateDir: string, now: Date, log?: LogFn): Promise<OutboxStore> {
+  static async open(stateDir: string, now: Date, log: Logger = silentLogger): Promise<OutboxStore> {
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "outbox.json");
     const read = await readJsonFile(file, "outbox file", "repair it, or move it away (its pending deliveries are then lost)");

@@ -1,7 +1,7 @@
 import { appendFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 
 /** In the state directory: what was found there and could not be used, never read back by countd. */
 export const QUARANTINE_FILE = "quarantine.jsonl";
@@ -25,15 +25,16 @@ export interface Misfit {
  * Moves misfits aside: one JSON line each in <state_dir>/quarantine.jsonl and one warning each.
  * Called before the file they came from is written without them, so a crash in between leaves
  * a piece in both places, never in neither. A state file is then skipped piece by piece, and one
- * bad entry cannot stop countd or the entries beside it.
+ * bad entry cannot stop countd or the entries beside it. `log` is the store's own child logger, not
+ * one naming the quarantine: a line says whose file the piece came from.
  */
-export async function quarantine(stateDir: string, misfits: readonly Misfit[], log?: LogFn): Promise<void> {
+export async function quarantine(stateDir: string, misfits: readonly Misfit[], log: Logger = silentLogger): Promise<void> {
   if (misfits.length === 0) return;
   const file = join(stateDir, QUARANTINE_FILE);
   const at = new Date().toISOString();
   await appendFile(file, misfits.map((misfit) => `${JSON.stringify({ at, ...misfit })}\n`).join(""));
   for (const { file: source, where, problem } of misfits) {
-    log?.("warn", `${source}: ${where} ${problem}; moved aside to ${file} and skipped`, { file: source, where, quarantine: file });
+    log.warn({ file: source, where, problem, quarantine: file }, "a piece of a state file does not fit; moved aside to the quarantine file and skipped");
   }
 }
 

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { localDate } from "../audit/log.js";
 import type { RetentionConfig } from "../config/schema.js";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import { adoptLegacyFile, isLegacyFileName, sessionIdOfFile } from "../sessions/file-names.js";
 
 /** A pass runs at start-up and then this long after the previous one ended. */
@@ -39,7 +39,7 @@ export interface RetentionOptions {
    * however long ago they last ran.
    */
   sessionsInUse: () => ReadonlySet<string>;
-  log: LogFn;
+  log?: Logger;
   now?: () => Date;
 }
 
@@ -56,12 +56,14 @@ interface Folder {
  */
 export class Retention {
   private readonly now: () => Date;
+  private readonly log: Logger;
   private timer: NodeJS.Timeout | undefined;
   private pass: Promise<PruneReport> | undefined;
   private stopping = false;
 
   constructor(private readonly opts: RetentionOptions) {
     this.now = opts.now ?? (() => new Date());
+    this.log = (opts.log ?? silentLogger).child({ component: "retention" });
   }
 
   /** A pass now, then one every PRUNE_EVERY_MS; none of them is awaited by the caller. */
@@ -87,7 +89,7 @@ export class Retention {
     try {
       await this.prune();
     } catch (err) {
-      this.opts.log("error", `retention: pruning failed: ${(err as Error).message}`);
+      this.log.error({ error: (err as Error).message }, "pruning old files failed");
     }
     if (!this.stopping) this.timer = setTimeout(() => void this.scheduled(), PRUNE_EVERY_MS).unref();
   }
@@ -114,9 +116,9 @@ export class Retention {
     }
     const removed = report.sessions + report.toolHistory + report.audit;
     const fields = { ...report, durationMs: this.now().getTime() - started.getTime() };
-    if (report.failed > 0) this.opts.log("warn", `retention: ${report.failed} file(s) could not be pruned, first: ${errors[0]}`, fields);
-    if (removed > 0) this.opts.log("info", `retention: removed ${removed} file(s) older than their retention period`, fields);
-    if (report.renamed > 0) this.opts.log("info", `retention: gave ${report.renamed} file(s) named by an earlier countd their readable names`, fields);
+    if (report.failed > 0) this.log.warn({ ...fields, firstError: errors[0] }, "files could not be pruned");
+    if (removed > 0) this.log.info({ ...fields, removed }, "removed files older than their retention period");
+    if (report.renamed > 0) this.log.info(fields, "gave files named by an earlier countd their readable names");
     return report;
   }
 

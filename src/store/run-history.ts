@@ -1,8 +1,8 @@
 import { readdir, readFile, rename, writeFile } from "node:fs/promises";
-import { basename, join } from "node:path";
+import { join } from "node:path";
 import { z } from "zod";
 import { JOB_NAME } from "../jobs/schema.js";
-import type { LogFn } from "../log.js";
+import type { Logger } from "../log.js";
 import { HEARTBEAT_JOB, RUN_REASONS, RUN_STATUSES, type RunRecord } from "./run-record.js";
 import { appendJsonLines } from "./jsonl.js";
 import { count, fit, isoTime as time, quarantine, type Misfit } from "./quarantine.js";
@@ -62,10 +62,13 @@ export class RunHistory {
   private readonly loaded = new Map<string, JobRuns>();
   private readonly loading = new Map<string, Promise<JobRuns>>();
 
-  /** `stateDir`: where the quarantine file is; `log`: where skipped lines and files are reported. */
+  /**
+   * `stateDir`: where the quarantine file is; `log`: where skipped lines and files are reported,
+   * the state store's child logger (the history is part of that store).
+   */
   constructor(
     private readonly dir: string,
-    private readonly opts: { stateDir: string; log?: LogFn },
+    private readonly opts: { stateDir: string; log?: Logger },
   ) {}
 
   /** The newest RUNS_KEPT_PER_JOB runs of `job`, oldest first. */
@@ -91,7 +94,7 @@ export class RunHistory {
     for (const name of names.filter((file) => file.endsWith(SUFFIX))) {
       const job = name.slice(0, -SUFFIX.length);
       if (hasHistory(job)) jobs.push(job);
-      else this.opts.log?.("warn", `${join(this.dir, name)} is not named after a job; skipped`, { file: join(this.dir, name) });
+      else this.opts.log?.warn({ file: join(this.dir, name) }, "run history file is not named after a job; skipped");
     }
     return jobs;
   }
@@ -160,7 +163,7 @@ export class RunHistory {
       else misfits.push({ file, where, problem: `is a run of "${run.job}", not of "${job}"`, value: run });
     }
     for (const misfit of misfits) {
-      this.opts.log?.("warn", `${basename(file)}: ${misfit.where} ${misfit.problem}; skipped`, { file, where: misfit.where });
+      this.opts.log?.warn({ file, where: misfit.where, problem: misfit.problem }, "run history line cannot be used; skipped");
     }
     return { runs, lines, misfits };
   }

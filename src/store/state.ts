@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Low } from "lowdb";
 import { JSONFile } from "lowdb/node";
 import { z } from "zod";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import type { RunRecord } from "./run-record.js";
 import { KeyedQueue } from "./keyed-queue.js";
 import { count, fit, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
@@ -164,7 +164,7 @@ export class StateStore {
     private readonly dir: string,
     private readonly db: Low<StateData>,
     private readonly history: RunHistory,
-    private readonly log: LogFn | undefined,
+    private readonly log: Logger,
   ) {}
 
   /**
@@ -172,17 +172,18 @@ export class StateStore {
    * again) are reported. Pieces of state.json that do not fit are moved to the quarantine file
    * and the file is written without them; a file that is not JSON at all is refused.
    */
-  static async open(stateDir: string, opts: { log?: LogFn } = {}): Promise<StateStore> {
+  static async open(stateDir: string, opts: { log?: Logger } = {}): Promise<StateStore> {
+    const log = (opts.log ?? silentLogger).child({ component: "state" });
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "state.json");
     const read = await readJsonFile(file, "state file", "repair it, or move it away to start with empty state");
     const { data, misfits } = fitState(read, file);
     const state = new Low<LegacyStateData>(new JSONFile(file), data);
-    await quarantine(stateDir, misfits, opts.log);
+    await quarantine(stateDir, misfits, log);
     if (misfits.length > 0) await state.write();
-    const history = new RunHistory(join(stateDir, "runs"), { stateDir, ...(opts.log ? { log: opts.log } : {}) });
+    const history = new RunHistory(join(stateDir, "runs"), { stateDir, log });
     await migrateRuns(state, history);
-    return new StateStore(stateDir, state, history, opts.log);
+    return new StateStore(stateDir, state, history, log);
   }
 
   get data(): Readonly<StateData> {

@@ -1,6 +1,6 @@
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 
 /**
  * At start-up: `dir` exists (it is created if missing) and a file can be written in it. Checked
@@ -23,15 +23,15 @@ export async function ensureWritableDir(dir: string, what: string): Promise<void
 /**
  * Runs a write in `dir`; if the folder has vanished (removed by hand, a cleanup script), it is
  * created again, the removal logged, and the write tried once more. Other failures are the
- * caller's: they need a person, not a new folder.
+ * caller's: they need a person, not a new folder. `log` is the writing store's child logger.
  */
-export async function inRecreatedDir<T>(dir: string, write: () => Promise<T>, log?: LogFn): Promise<T> {
+export async function inRecreatedDir<T>(dir: string, write: () => Promise<T>, log: Logger = silentLogger): Promise<T> {
   try {
     return await write();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     await mkdir(dir, { recursive: true });
-    log?.("error", `the folder ${dir} was removed while countd was running; created it again`, { dir });
+    log.error({ dir }, "the folder was removed while countd was running; created it again");
     return write();
   }
 }

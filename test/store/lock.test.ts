@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { acquireLock, LockHeld } from "../../src/store/lock.js";
+import { captureLog } from "../support/log-capture.js";
 
 let dir: string;
 let sleeper: ChildProcess | undefined;
@@ -36,6 +37,8 @@ async function deadPid(): Promise<number> {
 }
 
 const lockFile = () => join(dir, "countd.lock");
+const REMOVED = "the lock file was removed while countd was running; this countd still holds the state directory and wrote it again";
+const RENAMED = "the lock file no longer named this countd; this countd still holds the state directory and wrote it again";
 
 describe("acquireLock", () => {
   it("refuses a second daemon while the first is alive, naming its pid and the state directory", async () => {
@@ -119,46 +122,47 @@ describe("acquireLock", () => {
 
 describe("acquireLock with a watch, as the daemon holds it", () => {
   function watcher() {
-    const logged: string[] = [];
+    const { log, lines } = captureLog();
     const taken: string[] = [];
-    return { logged, taken, watch: { log: (level: string, message: string) => logged.push(`${level}: ${message}`), onTaken: (problem: string) => taken.push(problem) } };
+    return { lines, taken, watch: { log, onTaken: (problem: string) => taken.push(problem) } };
   }
 
   it("still refuses a second daemon after the lock file is removed, and writes the file again", async () => {
     const other = await livePid();
-    const { logged, taken, watch } = watcher();
+    const { lines, taken, watch } = watcher();
     const release = await acquireLock(dir, other, watch);
     await rm(lockFile());
     const refusal = await acquireLock(dir).catch((err: unknown) => err);
     expect(refusal).toBeInstanceOf(LockHeld);
     expect((refusal as LockHeld).message).toBe(`another countd (pid ${other}) is already running with the state directory ${dir}`);
     await vi.waitFor(async () => expect(await readFile(lockFile(), "utf8")).toBe(`${other}\n`), { timeout: 10_000, interval: 100 });
-    expect(logged).toEqual([`warn: the lock file ${lockFile()} was removed while countd was running; this countd still holds the state directory and wrote it again`]);
+    expect(lines).toMatchObject([{ level: "warn", msg: REMOVED, fields: { component: "lock", lock: lockFile() } }]);
     expect(taken).toEqual([]);
     await release();
     expect(await readdir(dir)).toEqual([]);
   });
 
   it("writes the file again when it is emptied or names a process that no longer exists", async () => {
-    const { logged, taken, watch } = watcher();
+    const { lines, taken, watch } = watcher();
     const release = await acquireLock(dir, process.pid, watch);
     for (const content of ["", `${await deadPid()}\n`]) {
       await writeFile(lockFile(), content);
       await vi.waitFor(async () => expect(await readFile(lockFile(), "utf8")).toBe(`${process.pid}\n`), { timeout: 10_000, interval: 100 });
     }
-    expect(logged).toEqual(
-      Array.from({ length: 2 }, () => `warn: the lock file ${lockFile()} no longer named this countd (pid ${process.pid}); this countd still holds the state directory and wrote it again`),
+    expect(lines).toMatchObject(
+      Array.from({ length: 2 }, () => ({ level: "warn", msg: RENAMED, fields: { component: "lock", lock: lockFile(), daemonPid: process.pid } })),
     );
     expect(taken).toEqual([]);
     await release();
   });
 
   it("says once that it cannot look while the state directory is unusable, and goes on looking after", async () => {
-    const { logged, taken, watch } = watcher();
+    const { lines, taken, watch } = watcher();
     const release = await acquireLock(dir, process.pid, watch);
     await rename(dir, `${dir}.aside`);
     await writeFile(dir, "");
-    const cannot = () => logged.filter((line) => line.startsWith(`warn: could not check the lock file ${lockFile()}: `));
+    const cannot = () =>
+      lines.filter((line) => line.level === "warn" && line.msg === "could not check the lock file" && line.fields["lock"] === lockFile() && typeof line.fields["error"] === "string");
     await vi.waitFor(() => expect(cannot()).toHaveLength(1), { timeout: 10_000, interval: 100 });
     // A few more looks fail the same way (one every 2 s) and add no line.
     await new Promise((resolve) => setTimeout(resolve, 5_000));
@@ -167,7 +171,7 @@ describe("acquireLock with a watch, as the daemon holds it", () => {
     await rename(`${dir}.aside`, dir);
     await rm(lockFile());
     await vi.waitFor(async () => expect(await readFile(lockFile(), "utf8")).toBe(`${process.pid}\n`), { timeout: 10_000, interval: 100 });
-    expect(logged.at(-1)).toBe(`warn: the lock file ${lockFile()} was removed while countd was running; this countd still holds the state directory and wrote it again`);
+    expect(lines.at(-1)).toMatchObject({ level: "warn", msg: REMOVED, fields: { lock: lockFile() } });
     expect(taken).toEqual([]);
     await release();
   });

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { emptyUsage } from "../../src/providers/types.js";
 import { DELIVERED_KEPT_MS, OutboxStore, type OutboxEntry } from "../../src/store/outbox-store.js";
+import { captureLog } from "../support/log-capture.js";
 
 const T0 = new Date("2026-03-02T08:00:00.000Z");
 const later = (ms: number) => new Date(T0.getTime() + ms);
@@ -66,12 +67,13 @@ describe("OutboxStore", () => {
     for (const [shape, where, kept] of shapes) {
       dir = await mkdtemp(join(tmpdir(), "countd-outbox-store-"));
       await writeFile(join(dir, "outbox.json"), JSON.stringify(shape));
-      const warnings: string[] = [];
-      const store = await OutboxStore.open(dir, T0, (level, message) => level === "warn" && warnings.push(message));
+      const { log, lines } = captureLog();
+      const store = await OutboxStore.open(dir, T0, log);
+      const warnings = lines.filter((line) => line.level === "warn");
       const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8")).trim().split("\n").map((line) => JSON.parse(line) as { where: string });
       expect(quarantined.map((q) => q.where), JSON.stringify(shape)).toEqual(where);
       expect(warnings).toHaveLength(where.length);
-      expect(warnings[0]).toContain(`${join(dir, "outbox.json")}: ${where[0]} `);
+      expect(warnings[0]).toMatchObject({ fields: { file: join(dir, "outbox.json"), where: where[0] } });
       expect(Object.keys(store.data.entries)).toEqual(kept);
       expect(JSON.parse(await readFile(join(dir, "outbox.json"), "utf8"))).toEqual(store.data);
     }

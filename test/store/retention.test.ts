@@ -4,9 +4,9 @@ import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { localDate } from "../../src/audit/log.js";
 import type { RetentionConfig } from "../../src/config/schema.js";
-import type { LogLevel } from "../../src/log.js";
 import { sessionFileName } from "../../src/sessions/file-names.js";
 import { Retention } from "../../src/store/retention.js";
+import { captureLog, type LogLine } from "../support/log-capture.js";
 
 const DAY = 24 * 3_600_000;
 const NOW = new Date();
@@ -15,14 +15,15 @@ const THIRTY_DAYS: RetentionConfig = { sessionsMs: 30 * DAY, toolHistoryMs: 30 *
 let root: string;
 let stateDir: string;
 let logsDir: string;
-let lines: Array<{ level: LogLevel; message: string; fields?: Record<string, unknown> }>;
+let log: ReturnType<typeof captureLog>["log"];
+let lines: LogLine[];
 
 beforeEach(async () => {
   root = await mkdtemp(join(tmpdir(), "countd-retention-"));
   stateDir = join(root, "state");
   logsDir = join(root, "logs");
   await Promise.all([join(stateDir, "sessions"), join(stateDir, "tool-history"), logsDir].map((dir) => mkdir(dir, { recursive: true })));
-  lines = [];
+  ({ log, lines } = captureLog());
 });
 
 /** A file last written `daysAgo` days ago. */
@@ -40,7 +41,7 @@ function retention(opts: { retention?: RetentionConfig; inUse?: string[] } = {})
   return new Retention({
     settings: () => ({ stateDir, logsDir, retention: opts.retention ?? THIRTY_DAYS }),
     sessionsInUse: () => new Set(opts.inUse ?? []),
-    log: (level, message, fields) => lines.push({ level, message, ...(fields ? { fields } : {}) }),
+    log,
     now: () => NOW,
   });
 }
@@ -60,8 +61,8 @@ describe("Retention", () => {
     expect(await list(join(stateDir, "sessions"))).toEqual(["cron+report+20261120T090000Z-bbbb.jsonl"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual([]);
     expect(await list(logsDir)).toEqual(["audit-2026-11-01.jsonl"]);
-    expect(lines).toEqual([
-      expect.objectContaining({ level: "info", message: "retention: removed 4 file(s) older than their retention period" }),
+    expect(lines).toMatchObject([
+      { level: "info", msg: "removed files older than their retention period", fields: { component: "retention", removed: 4 } },
     ]);
   });
 

@@ -5,6 +5,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { emptyUsage } from "../../src/providers/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { RUNS_KEPT_PER_JOB, StateStore } from "../../src/store/state.js";
+import { captureLog } from "../support/log-capture.js";
 
 let dir: string;
 
@@ -249,15 +250,18 @@ describe("StateStore", () => {
         runs: { report: [good], "Not A Job": [record("report", "n1")], other: [record("report", "o1")] },
       }),
     );
-    const warnings: string[] = [];
-    const state = await StateStore.open(dir, { log: (level, message) => level === "warn" && warnings.push(message) });
+    const { log, lines: logged } = captureLog();
+    const state = await StateStore.open(dir, { log });
+    const warnings = logged.filter((line) => line.level === "warn");
     expect((await state.markInterrupted(new Date())).map((r) => r.id)).toEqual(["r1"]);
     expect(await ids(state, "other")).toEqual([]);
     const quarantined = await quarantine();
     expect(quarantined.map((q) => q["where"])).toEqual(["running.../x/1", "running.a/1", "runs.Not A Job", "runs.other.0"]);
     expect(quarantined[0]).toMatchObject({ file: join(dir, "state.json"), value: { job: "../x", id: "1" } });
     expect(warnings).toHaveLength(4);
-    expect(warnings[0]).toContain(`${join(dir, "state.json")}: running.../x/1 does not fit`);
+    expect(warnings[0]).toMatchObject({
+      fields: { component: "state", file: join(dir, "state.json"), where: "running.../x/1", problem: expect.stringMatching(/^does not fit/) },
+    });
     expect(await stateOnDisk()).toEqual({ jobs: {}, heartbeat: { delivered: [] }, running: {} });
   });
 
@@ -265,13 +269,18 @@ describe("StateStore", () => {
     const state = await StateStore.open(dir);
     await state.saveRun(record("busy", "b0"));
     await appendFile(historyFile("busy"), `{"id": 7}\n${JSON.stringify(record("other", "o1"))}\n{"id":"b1","job":"bu`);
-    const warnings: string[] = [];
-    const reopened = await StateStore.open(dir, { log: (level, message) => level === "warn" && warnings.push(message) });
+    const { log, lines: logged } = captureLog();
+    const reopened = await StateStore.open(dir, { log });
     expect(await ids(reopened, "busy")).toEqual(["b0"]);
-    expect(warnings).toEqual([
-      expect.stringMatching(/^busy\.jsonl: line 2 does not fit: at id: /),
-      'busy.jsonl: line 3 is a run of "other", not of "busy"; skipped',
-      "busy.jsonl: line 4 is not JSON (cut short by a crash, or edited by hand); skipped",
+    const skipped = (where: string, problem: unknown) => ({
+      level: "warn",
+      msg: "run history line cannot be used; skipped",
+      fields: { component: "state", file: historyFile("busy"), where, problem },
+    });
+    expect(logged.filter((line) => line.level === "warn")).toMatchObject([
+      skipped("line 2", expect.stringMatching(/^does not fit: at id: /)),
+      skipped("line 3", 'is a run of "other", not of "busy"'),
+      skipped("line 4", "is not JSON (cut short by a crash, or edited by hand)"),
     ]);
     for (let i = 1; i <= 2 * RUNS_KEPT_PER_JOB; i++) await reopened.saveRun(record("busy", `b${i}`));
     expect((await quarantine()).map((q) => [q["file"], q["where"]])).toEqual([

@@ -2,18 +2,18 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
-import type { LogFn } from "../../src/log.js";
 import { OutboxStore } from "../../src/store/outbox-store.js";
 import { StateStore } from "../../src/store/state.js";
 import { ensureWritableDir } from "../../src/store/writable-dir.js";
+import { captureLog, type LogLine } from "../support/log-capture.js";
 
 let root: string;
-let logged: string[];
-const log: LogFn = (level, message) => logged.push(`${level}: ${message}`);
+let log: ReturnType<typeof captureLog>["log"];
+let logged: LogLine[];
 
 beforeEach(async () => {
   root = await mkdtemp(join(tmpdir(), "countd-writable-"));
-  logged = [];
+  ({ log, lines: logged } = captureLog());
 });
 
 describe("ensureWritableDir", () => {
@@ -43,7 +43,7 @@ describe("a state directory removed while countd runs", () => {
     await rm(dir, { recursive: true });
     await state.update((data) => (data.jobs["report"] = { lastScheduledAt: "2026-11-30T10:00:00.000Z" }));
     expect(JSON.parse(await readFile(join(dir, "state.json"), "utf8")).jobs.report.lastScheduledAt).toBe("2026-11-30T10:00:00.000Z");
-    expect(logged).toEqual([`error: the folder ${dir} was removed while countd was running; created it again`]);
+    expect(logged).toMatchObject([{ level: "error", msg: "the folder was removed while countd was running; created it again", fields: { component: "state", dir } }]);
   });
 
   it("StateStore still fails, without recreating anything, when a file stands in the folder's place", async () => {
