@@ -138,13 +138,12 @@ export class OutboxStore {
   ) {}
 
   /**
-   * `log`: where pieces moved aside and a state directory removed while countd runs (it is
-   * created again) are reported. An entry or line that does not fit is moved to the quarantine
-   * file, and the others are delivered as usual; a file that is not JSON at all is refused.
-   * The store logs as the outbox that opens it, its only user: `log` is the outbox's child logger,
-   * which names the component already.
+   * `parent`: the logger whose child reports pieces moved aside and a state directory removed
+   * while countd runs (it is created again). An entry or line that does not fit is moved to the
+   * quarantine file, and the others are delivered as usual; a file that is not JSON at all is refused.
    */
-  static async open(stateDir: string, now: Date, log: Logger = silentLogger): Promise<OutboxStore> {
+  static async open(stateDir: string, now: Date, parent: Logger = silentLogger): Promise<OutboxStore> {
+    const log = parent.child({ component: "outbox-store" });
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "outbox.json");
     const read = await readJsonFile(file, "outbox file", "repair it, or move it away (its pending deliveries are then lost)");

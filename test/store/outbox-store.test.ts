@@ -73,7 +73,7 @@ describe("OutboxStore", () => {
       const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8")).trim().split("\n").map((line) => JSON.parse(line) as { where: string });
       expect(quarantined.map((q) => q.where), JSON.stringify(shape)).toEqual(where);
       expect(warnings).toHaveLength(where.length);
-      expect(warnings[0]).toMatchObject({ fields: { file: join(dir, "outbox.json"), where: where[0] } });
+      expect(warnings[0]).toMatchObject({ fields: { component: "outbox-store", file: join(dir, "outbox.json"), where: where[0] } });
       expect(Object.keys(store.data.entries)).toEqual(kept);
       expect(JSON.parse(await readFile(join(dir, "outbox.json"), "utf8"))).toEqual(store.data);
     }
