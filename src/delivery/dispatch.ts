@@ -1,6 +1,6 @@
 import type { Config } from "../config/schema.js";
 import type { ToolCallReport } from "../agent/loop.js";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import type { Job } from "../jobs/types.js";
 import { HEARTBEAT_JOB, type RunRecord } from "../store/run-record.js";
 import type { RunOutcome } from "../agent/outcome.js";
@@ -42,13 +42,16 @@ export function isEmptyAnswer(answer: string): boolean {
 export class RunDispatcher {
   /** One job's outcomes in turn: two runs ending at once must not both read the same streak. */
   private readonly perJob = new KeyedQueue();
+  private readonly log: Logger;
 
   constructor(
     private readonly outbox: Outbox,
     private readonly workspace: () => string,
     private readonly streaks: StreakStore = memoryStreaks(),
-    private readonly log: LogFn = () => {},
-  ) {}
+    log: Logger = silentLogger,
+  ) {
+    this.log = log.child({ component: "dispatch" });
+  }
 
   async finished(job: Job, run: RunRecord, outcome: Pick<RunOutcome, "answer" | "calls">, willRetry: boolean): Promise<void> {
     if (willRetry) return;
@@ -95,10 +98,10 @@ export class RunDispatcher {
       const { report, next } = failed(this.streaks.get(job.name), new Date(msg.run.finishedAt), repeatMs);
       if (report.kind === "quiet") {
         const due = new Date(Date.parse(next.reportedAt) + repeatMs).toISOString();
-        this.log("info", `job ${job.name} failed again (run ${run.id}, ${next.failures} failures since ${next.since}); on_failure is told again from ${due}`, {
-          job: job.name,
-          run: run.id,
-        });
+        this.log.info(
+          { job: job.name, runId: run.id, failures: next.failures, since: next.since, reportAgainFrom: due },
+          "job failed again; on_failure is told again later",
+        );
       } else {
         const { since, failures, unreported } = report.kind === "still" ? report.streak : next;
         await this.send(job.name, run, job.onFailure, report.kind === "still" ? { ...msg, failing: { since, failures, unreported } } : msg);
@@ -171,7 +174,7 @@ export async function openDelivery(opts: {
   config: Config;
   env: NodeJS.ProcessEnv;
   workspace: () => string;
-  log?: LogFn;
+  log?: Logger;
   /** Where failing streaks are kept; the daemon's job state, so the on_failure throttle survives a restart. */
   streaks?: StreakStore;
 }): Promise<DeliveryStage> {
@@ -181,9 +184,9 @@ export async function openDelivery(opts: {
     stateDir: config.paths.state,
     timezone: config.timezone,
     attachments: config.attachments,
-    ...(opts.log ? { log: opts.log } : {}),
+    log: opts.log,
   });
-  const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, opts.env), ...(opts.log ? { log: opts.log } : {}) });
+  const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, opts.env), log: opts.log });
   return {
     outbox,
     dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log),

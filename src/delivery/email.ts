@@ -7,7 +7,7 @@ import type { Attachment, NodemailerError, SendMailOptions } from "nodemailer";
 import { glob } from "tinyglobby";
 import bytes from "bytes";
 import type { AttachmentLimits, SmtpConfig } from "../config/schema.js";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import { PathGuard, ToolRefusal } from "../tools/paths.js";
 import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
@@ -37,11 +37,11 @@ export interface Mailer {
 /** countd.yaml's `attachments:` defaults. */
 export const DEFAULT_ATTACHMENT_LIMITS: AttachmentLimits = { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 };
 
-export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezone: string; attachments?: AttachmentLimits; log?: LogFn }): Mailer {
+export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezone: string; attachments?: AttachmentLimits; log?: Logger }): Mailer {
   const { smtp } = opts;
   const from = smtp?.from ?? `countd <countd@${hostname()}>`;
   const limits = opts.attachments ?? DEFAULT_ATTACHMENT_LIMITS;
-  const log = opts.log ?? (() => {});
+  const log = (opts.log ?? silentLogger).child({ component: "email" });
   const compose = (target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string) =>
     composeMail(target, message, deliveryId, workspace, { from, timezone: opts.timezone, limits, log });
 
@@ -128,14 +128,11 @@ async function composeMail(
   message: DeliveryMessage,
   deliveryId: string,
   workspace: string,
-  opts: { from: string; timezone: string; limits: AttachmentLimits; log: LogFn },
+  opts: { from: string; timezone: string; limits: AttachmentLimits; log: Logger },
 ): Promise<SendMailOptions> {
   const { attachments, unmatched } = await resolveAttachments(target.attach, workspace, opts.limits);
   for (const pattern of unmatched) {
-    opts.log("warn", `delivery ${deliveryId}: no file in ${workspace} matched the attachment pattern ${JSON.stringify(pattern)}`, {
-      delivery: deliveryId,
-      pattern,
-    });
+    opts.log.warn({ delivery: deliveryId, workspace, pattern }, "no file in the workspace matched an attachment pattern");
   }
   const notes = unmatched.map((pattern) => `_No file in the workspace matched the attachment pattern_ ${codeSpan(pattern)}`);
   const { html, text } = await renderMarkdown([messageMarkdown(message), ...notes].join("\n\n"));

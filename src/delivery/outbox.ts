@@ -1,4 +1,4 @@
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import { OutboxStore, type OutboxEntry } from "../store/outbox-store.js";
 import { errorText } from "../text.js";
 import { DeliveryError } from "./errors.js";
@@ -15,7 +15,7 @@ export interface OutboxOptions {
   stateDir: string;
   send: SendFn;
   now?: () => Date;
-  log?: LogFn;
+  log?: Logger;
   /** In [0, 1), for the retry jitter. */
   random?: () => number;
 }
@@ -58,15 +58,15 @@ export class Outbox {
     private readonly store: OutboxStore,
     private readonly send: SendFn,
     private readonly now: () => Date,
-    private readonly log: LogFn,
+    private readonly log: Logger,
     private readonly random: () => number,
   ) {}
 
   static async open(opts: OutboxOptions): Promise<Outbox> {
     const now = opts.now ?? (() => new Date());
-    const log = opts.log ?? (() => {});
+    const log = opts.log ?? silentLogger;
     const store = await OutboxStore.open(opts.stateDir, now(), log);
-    return new Outbox(store, opts.send, now, log, opts.random ?? Math.random);
+    return new Outbox(store, opts.send, now, log.child({ component: "outbox" }), opts.random ?? Math.random);
   }
 
   /**
@@ -107,7 +107,7 @@ export class Outbox {
       }
     });
     for (const entry of refused) {
-      this.log("warn", `delivery ${entry.id} not sent: ${entry.lastError}`, { delivery: entry.id, target: targetKey(entry.target) });
+      this.log.warn({ delivery: entry.id, target: targetKey(entry.target), error: entry.lastError }, "delivery not sent");
     }
     if (this.started) this.wake();
     return ids;
@@ -211,7 +211,7 @@ export class Outbox {
       for (const key of keys) delete data.disabledTargets[key];
     });
     for (const key of keys) {
-      this.log("info", `delivery target ${key} enabled again (${why}); its dead deliveries are sent again by \`countd outbox retry\``, { target: key });
+      this.log.info({ target: key, why }, "delivery target enabled again; its dead deliveries are sent again by `countd outbox retry`");
     }
     return keys;
   }
@@ -260,7 +260,7 @@ export class Outbox {
       const attempt = this.attempt(entry)
         .catch((err: unknown) => {
           // The outbox file could not be written (disk full?): the next try waits, rather than spinning.
-          this.log("error", `could not record delivery ${entry.id} in ${this.store.file}: ${errorText(err)}`);
+          this.log.error({ delivery: entry.id, file: this.store.file, error: errorText(err) }, "could not record a delivery attempt");
           entry.nextAttemptAt = iso(this.now().getTime() + RETRY_DELAYS_MS[0]);
         })
         .finally(() => {
@@ -307,7 +307,7 @@ export class Outbox {
       return;
     }
     await this.store.markDelivered(entry.id, this.now());
-    this.log("info", `delivered ${entry.id}`, { delivery: entry.id, attempts: entry.attempts });
+    this.log.info({ delivery: entry.id, attempts: entry.attempts }, "delivered");
   }
 
   private async recordFailure(entry: OutboxEntry, err: unknown): Promise<void> {
@@ -325,29 +325,25 @@ export class Outbox {
           if (targetKey(other.target) === key) this.markDead(other, disabled.reason);
         }
       });
-      this.log(
-        "warn",
-        `delivery target ${key} disabled: ${reason}; nothing more is sent to it until its URL changes in the job file, SIGHUP, or \`countd outbox retry\``,
-        fields,
-      );
+      this.log.warn(fields, "delivery target disabled; nothing more is sent to it until its URL changes in the job file, SIGHUP, or `countd outbox retry`");
       return;
     }
     if (failure?.permanent) {
       await this.store.update(() => this.markDead(entry, reason));
-      this.log("warn", `delivery ${entry.id} failed for good: ${reason}`, fields);
+      this.log.warn(fields, "delivery failed for good");
       return;
     }
     const next = now + retryDelayMs(entry.attempts, this.random, failure?.retryAfterMs);
     if (next > Date.parse(entry.giveUpAt)) {
       await this.store.update(() => this.markDead(entry, `gave up after 24 h: ${reason}`));
-      this.log("warn", `delivery ${entry.id} gave up after 24 h: ${reason}`, fields);
+      this.log.warn(fields, "delivery gave up after 24 h");
       return;
     }
     await this.store.update(() => {
       entry.lastError = reason;
       entry.nextAttemptAt = iso(next);
     });
-    this.log("info", `delivery ${entry.id} failed, retrying at ${iso(next)}: ${reason}`, fields);
+    this.log.info({ ...fields, retryAt: iso(next) }, "delivery failed, retrying later");
   }
 
   private markDead(entry: OutboxEntry, reason: string): void {

@@ -2,7 +2,7 @@ import type { Config } from "../config/schema.js";
 import type { StreakStore } from "../delivery/alerts.js";
 import { openDelivery, type RunDispatcher } from "../delivery/dispatch.js";
 import type { Outbox } from "../delivery/outbox.js";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import type { Runtime } from "../runtime.js";
 import type { StateStore } from "../store/state.js";
 import { errorText } from "../text.js";
@@ -28,7 +28,7 @@ export interface PipelineOptions {
   runtime: () => Runtime;
   job: RunnerOptions["job"];
   concurrency: number;
-  log?: LogFn;
+  log?: Logger;
   /** Where failing streaks are kept (in memory when absent). */
   streaks?: StreakStore;
   /** Instead of the job executor, for a caller that wraps it (`countd run` and its Ctrl-C). */
@@ -41,7 +41,7 @@ export interface PipelineOptions {
  * has its deliveries (a crash in between leaves it `running`, reported as interrupted).
  */
 export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
-  const { config, log = () => {} } = opts;
+  const { config, log = silentLogger } = opts;
   const delivery = await openDelivery({
     config,
     env: opts.env,
@@ -49,6 +49,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     log,
     streaks: opts.streaks,
   });
+  const pipelineLog = log.child({ component: "pipeline" });
   const runner = new Runner({
     job: opts.job,
     state: opts.state,
@@ -57,7 +58,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     execute: opts.execute ?? jobExecutor(opts.runtime),
     beforeRunEnd: (job, run, { willRetry, outcome }) =>
       delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) =>
-        log("error", `could not queue the run's deliveries: ${errorText(err)}`, { job: job.name, run: run.id }),
+        pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries"),
       ),
   });
   return { runner, outbox: delivery.outbox, dispatcher: delivery.dispatcher, mailToFiles: delivery.mailToFiles, close: delivery.close };

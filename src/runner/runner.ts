@@ -1,4 +1,4 @@
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import { randomBytes } from "node:crypto";
 import ms from "ms";
 import { CancelToken } from "../agent/cancel.js";
@@ -20,7 +20,7 @@ export interface RunnerOptions {
   /** Runs in progress at once, over all jobs; more wait in arrival order. */
   concurrency: number;
   now?: () => Date;
-  log?: LogFn;
+  log?: Logger;
   /**
    * With the final record, before it is saved, and awaited: what it queues (deliveries) is on
    * disk before the run is recorded as ended, so a crash in between leaves the run `running`
@@ -99,7 +99,7 @@ export class Runner {
   private saveRetryMs = SAVE_RETRY_FIRST_MS;
   private lastSaveError = "";
   private readonly now: () => Date;
-  private readonly log: LogFn;
+  private readonly log: Logger;
   private inFlight = 0;
   private stopping = false;
   private stopped: Promise<void> | undefined;
@@ -107,18 +107,18 @@ export class Runner {
 
   constructor(private readonly opts: RunnerOptions) {
     this.now = opts.now ?? (() => new Date());
-    this.log = opts.log ?? (() => {});
+    this.log = (opts.log ?? silentLogger).child({ component: "runner" });
   }
 
   /** Takes a fire from a trigger; after shutdown began, fires are ignored (and logged). */
   submit(request: FireRequest): void {
     if (this.stopping) {
-      this.log("info", "countd is stopping: fire ignored", { job: request.job, reason: request.reason });
+      this.log.info({ job: request.job, reason: request.reason }, "countd is stopping: fire ignored");
       return;
     }
     const job = this.opts.job(request.job);
     if (!job) {
-      this.log("warn", `no job named "${request.job}": fire ignored`, { job: request.job, reason: request.reason });
+      this.log.warn({ job: request.job, reason: request.reason }, "no job by that name: fire ignored");
       return;
     }
     this.accept(job, { request, attempt: 1, waiters: [] });
@@ -193,7 +193,7 @@ export class Runner {
     if (this.unsaved.size > 0) {
       clearTimeout(this.saveRetry);
       const ids = [...this.unsaved.keys()];
-      this.log("error", `countd stopped with ${ids.length} run record(s) it could not save, now lost: ${ids.join(", ")}`);
+      this.log.error({ records: ids.length, runs: ids }, "countd stopped with run records it could not save, now lost");
     }
   }
 
@@ -216,7 +216,7 @@ export class Runner {
       case "queue":
         break;
     }
-    if (lane.next) this.log("debug", "fire merged into the queued run", { job: job.name, reason: pending.request.reason });
+    if (lane.next) this.log.debug({ job: job.name, reason: pending.request.reason }, "fire merged into the queued run");
     lane.next = lane.next ? merge(lane.next, pending) : pending;
     this.releaseNext(job.name);
   }
@@ -280,7 +280,7 @@ export class Runner {
   private async drive(job: Job, pending: Pending, flight: InFlight): Promise<void> {
     const { record, cancel } = flight;
     await this.save(record);
-    this.log("info", "run started", { job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId });
+    this.log.info({ job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId }, "run started");
 
     const timer = job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, LONGEST_TIMER_MS)) : undefined;
     let outcome: RunOutcome;
@@ -311,13 +311,10 @@ export class Runner {
     this.lane(job.name).running.delete(flight);
     this.inFlight--;
     const durationMs = finishedAt.getTime() - Date.parse(record.startedAt);
-    this.log(status === "error" || status === "timeout" ? "warn" : "info", "run finished", {
-      job: job.name,
-      runId: end.id,
-      status,
-      durationMs,
-      ...(error ? { error } : {}),
-    });
+    this.log[status === "error" || status === "timeout" ? "warn" : "info"](
+      { job: job.name, runId: end.id, status, durationMs, ...(error ? { error } : {}) },
+      "run finished",
+    );
     if (willRetry) this.retryLater(current, pending);
     else for (const resolve of pending.waiters) resolve({ record: end, outcome });
     this.releaseNext(job.name);
@@ -355,7 +352,7 @@ export class Runner {
       this.enqueue(retry);
     }, Math.min(job.retry.backoffMs, LONGEST_TIMER_MS));
     lane.backoff.set(retry, timer);
-    this.log("info", `retry ${retry.attempt} of ${job.retry.attempts} in ${ms(job.retry.backoffMs)}`, { job: job.name });
+    this.log.info({ job: job.name, attempt: retry.attempt, attempts: job.retry.attempts, backoffMs: job.retry.backoffMs }, "retry scheduled");
   }
 
   private cancelRun(flight: InFlight, cause: CancelCause): void {
@@ -373,7 +370,7 @@ export class Runner {
       error,
     };
     record.finishedAt = record.startedAt;
-    this.log("info", `run ${status}`, { job: name, runId: record.id, status, reason: record.reason, error });
+    this.log.info({ job: name, runId: record.id, status, reason: record.reason, error }, status === "skipped" ? "run skipped" : "run cancelled");
     await this.save(record);
     for (const resolve of pending.waiters) resolve({ record });
   }
@@ -424,10 +421,10 @@ export class Runner {
         this.lastSaveError = errorText(err);
         // One line per outage, not per record: with every save failing, a line each would flood the log.
         if (this.saveRetry) return;
-        this.log("error", `could not save the record of run ${record.id}: ${this.lastSaveError}; kept, saved again in ${ms(this.saveRetryMs)}`, {
-          job: record.job,
-          runId: record.id,
-        });
+        this.log.error(
+          { job: record.job, runId: record.id, error: this.lastSaveError, retryInMs: this.saveRetryMs },
+          "could not save a run record; kept, saved again later",
+        );
         this.saveRetry = setTimeout(() => void this.retryUnsaved(), this.saveRetryMs).unref();
       },
     );
@@ -445,11 +442,11 @@ export class Runner {
     this.saveRetry = undefined;
     if (this.unsaved.size > 0) {
       this.saveRetryMs = Math.min(this.saveRetryMs * 2, SAVE_RETRY_MAX_MS);
-      this.log("error", `${this.unsaved.size} run record(s) still not saved: ${this.lastSaveError}; next try in ${ms(this.saveRetryMs)}`);
+      this.log.error({ records: this.unsaved.size, error: this.lastSaveError, retryInMs: this.saveRetryMs }, "run records still not saved");
       this.saveRetry = setTimeout(() => void this.retryUnsaved(), this.saveRetryMs).unref();
     } else {
       this.saveRetryMs = SAVE_RETRY_FIRST_MS;
-      this.log("info", `saved ${records.length} run record(s) that could not be saved before`);
+      this.log.info({ records: records.length }, "saved the run records that could not be saved before");
     }
   }
 
@@ -458,7 +455,7 @@ export class Runner {
       await call();
     } catch (err) {
       // A failing listener must not leave the run's slot taken.
-      this.log("error", `run listener failed: ${errorText(err)}`, { job: job.name, runId: record.id });
+      this.log.error({ job: job.name, runId: record.id, error: errorText(err) }, "run listener failed");
     }
   }
 

@@ -43,7 +43,14 @@ describe("a webhook target disabled by HTTP 410", () => {
     expect(daemon.output()).toContain("until its URL changes in the job file, SIGHUP, or `countd outbox retry`");
 
     daemon.child.kill("SIGHUP");
-    await vi.waitFor(() => expect(daemon!.output()).toContain(`delivery target ${key} enabled again (SIGHUP)`), SLOW);
+    const logLines = () =>
+      daemon!
+        .output()
+        .split("\n")
+        .filter((line) => line.startsWith("{"))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const enabledAgain = expect.objectContaining({ msg: expect.stringContaining("delivery target enabled again"), target: key, why: "SIGHUP" });
+    await vi.waitFor(() => expect(logLines()).toContainEqual(enabledAgain), SLOW);
     expect(await disabled()).toEqual([]);
 
     await job("second");

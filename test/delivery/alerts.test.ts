@@ -11,6 +11,7 @@ import type { Job } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
+import { captureLog, type LogLine } from "../support/log-capture.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /*
@@ -26,7 +27,7 @@ const HOUR = 3_600_000;
 let dir: string;
 let receiver: WebhookReceiver;
 let mailer: Mailer;
-let stage: { outbox: Outbox; dispatcher: RunDispatcher; logs: string[] };
+let stage: { outbox: Outbox; dispatcher: RunDispatcher; logs: LogLine[] };
 let t: number;
 
 beforeEach(async () => {
@@ -45,8 +46,7 @@ afterEach(async () => {
 
 /** Everything as a fresh daemon start would have it, from the files in `dir`. */
 async function open() {
-  const logs: string[] = [];
-  const log = (_level: string, text: string) => void logs.push(text);
+  const { log, lines: logs } = captureLog();
   const outbox = await Outbox.open({ stateDir: dir, send: sendEntry(mailer, {}), now: () => new Date(t) });
   const state = await StateStore.open(dir);
   return { outbox, dispatcher: new RunDispatcher(outbox, () => join(dir, "workspace"), stateStreaks(state), log), logs };
@@ -107,8 +107,15 @@ describe("on_failure for a job that keeps failing", () => {
       t += 5 * SECOND;
     }
     expect(received()).toEqual([["/hook/alerts", "run.failed", failures[0]!.id, undefined]]);
-    expect(stage.logs.filter((line) => line.startsWith("job flaky failed again"))).toEqual(
-      [2, 3, 4, 5].map((n, i) => `job flaky failed again (run ${failures[i + 1]!.id}, ${n} failures since 2026-03-02T08:00:00.000Z); on_failure is told again from 2026-03-02T09:00:00.000Z`),
+    expect(stage.logs.filter((line) => line.msg === "job failed again; on_failure is told again later").map((line) => line.fields)).toEqual(
+      [2, 3, 4, 5].map((n, i) => ({
+        component: "dispatch",
+        job: "flaky",
+        runId: failures[i + 1]!.id,
+        failures: n,
+        since: "2026-03-02T08:00:00.000Z",
+        reportAgainFrom: "2026-03-02T09:00:00.000Z",
+      })),
     );
 
     t = T0 + HOUR;

@@ -9,6 +9,7 @@ import type { SmtpConfig } from "../../src/config/schema.js";
 import { createMailer, type Mailer } from "../../src/delivery/email.js";
 import type { DeliveryMessage } from "../../src/delivery/message.js";
 import type { EmailTarget } from "../../src/delivery/targets.js";
+import { captureLog } from "../support/log-capture.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
 import { listenLoopback } from "../support/loopback.js";
 
@@ -104,15 +105,15 @@ describe("email over SMTP", () => {
   it("logs a warning naming the delivery and the pattern when an attachment pattern matches nothing", async () => {
     await writeFile(join(workspace, "reports", "sales.csv"), "region,total\n");
     peer = await startSmtpPeer();
-    const logged: unknown[][] = [];
-    mailer = createMailer({ smtp: smtpFor(peer.port), stateDir, timezone: "UTC", log: (...line) => logged.push(line) });
+    const { log, lines } = captureLog();
+    mailer = createMailer({ smtp: smtpFor(peer.port), stateDir, timezone: "UTC", log });
     await mailer.send(target({ attach: ["reports/*.csv", "reports/*.pdf", "charts/**"] }), message, DELIVERY_ID, workspace);
-    expect(logged).toEqual(
-      ["reports/*.pdf", "charts/**"].map((pattern) => [
-        "warn",
-        `delivery ${DELIVERY_ID}: no file in ${workspace} matched the attachment pattern ${JSON.stringify(pattern)}`,
-        { delivery: DELIVERY_ID, pattern },
-      ]),
+    expect(lines).toEqual(
+      ["reports/*.pdf", "charts/**"].map((pattern) => ({
+        level: "warn",
+        msg: "no file in the workspace matched an attachment pattern",
+        fields: { component: "email", delivery: DELIVERY_ID, workspace, pattern },
+      })),
     );
     expect(peer.received[0]!.mail.attachments.map((a) => a.filename)).toEqual(["sales.csv"]);
   });

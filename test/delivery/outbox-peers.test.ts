@@ -9,6 +9,7 @@ import { Outbox, type SendFn } from "../../src/delivery/outbox.js";
 import { resolveTarget } from "../../src/delivery/secrets.js";
 import { targetKey, type EmailTarget, type WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
+import { captureLog } from "../support/log-capture.js";
 import { startSmtpPeer, type SmtpPeer, type SmtpStep } from "../support/smtp.js";
 import { startWebhookReceiver, type ReceiverStep, type WebhookReceiver } from "../support/webhook-receiver.js";
 
@@ -220,10 +221,16 @@ describe("the outbox posting to a real webhook receiver", () => {
     await outbox.runDue();
     expect(outbox.disabledTargets()).toEqual([targetKey(gone)]);
 
-    const logs: string[] = [];
-    const reopened = await Outbox.open({ stateDir: dir, send: sendEntry(mailer!, env), now, log: (_level, text) => logs.push(text) });
+    const { log, lines } = captureLog();
+    const reopened = await Outbox.open({ stateDir: dir, send: sendEntry(mailer!, env), now, log });
     expect(await reopened.enableTargets("SIGHUP")).toEqual([targetKey(gone)]);
-    expect(logs).toEqual([`delivery target ${targetKey(gone)} enabled again (SIGHUP); its dead deliveries are sent again by \`countd outbox retry\``]);
+    expect(lines).toEqual([
+      {
+        level: "info",
+        msg: "delivery target enabled again; its dead deliveries are sent again by `countd outbox retry`",
+        fields: { component: "outbox", target: targetKey(gone), why: "SIGHUP" },
+      },
+    ]);
     expect(await reopened.enableTargets("SIGHUP")).toEqual([]);
 
     t += 60_000;

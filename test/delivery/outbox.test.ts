@@ -10,8 +10,10 @@ import { Outbox, type OutboxEntry, type SendFn } from "../../src/delivery/outbox
 import { retryDelayMs } from "../../src/delivery/schedule.js";
 import { targetKey, type DeliveryTarget, type WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
+import type { Logger } from "../../src/log.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { runId } from "../../src/runner/runner.js";
+import { captureLog, type LogLine } from "../support/log-capture.js";
 import { startWebhookReceiver } from "../support/webhook-receiver.js";
 
 const SECOND = 1_000;
@@ -68,16 +70,16 @@ function scripted(...failures: Error[]) {
 
 let dir: string;
 let clock: ReturnType<typeof fakeClock>;
-let logs: Array<{ level: string; message: string }>;
+let log: Logger;
+let logs: LogLine[];
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "countd-outbox-"));
   clock = fakeClock();
-  logs = [];
+  ({ log, lines: logs } = captureLog());
 });
 
-const open = (send: SendFn, random = () => 0.5) =>
-  Outbox.open({ stateDir: dir, send, now: clock.now, random, log: (level, text) => logs.push({ level, message: text }) });
+const open = (send: SendFn, random = () => 0.5) => Outbox.open({ stateDir: dir, send, now: clock.now, random, log });
 
 const onDisk = async (): Promise<Record<string, OutboxEntry>> => JSON.parse(await readFile(join(dir, "outbox.json"), "utf8")).entries;
 
@@ -169,7 +171,11 @@ describe("Outbox", () => {
       pending: [],
       dead: [expect.objectContaining({ id, attempts: 1, lastError: "https://hooks.example.com answered HTTP 400" })],
     });
-    expect(logs).toContainEqual({ level: "warn", message: expect.stringContaining("failed for good: https://hooks.example.com answered HTTP 400") });
+    expect(logs).toContainEqual({
+      level: "warn",
+      msg: "delivery failed for good",
+      fields: expect.objectContaining({ component: "outbox", delivery: id, error: "https://hooks.example.com answered HTTP 400" }),
+    });
   });
 
   it("tells when given deliveries are settled: once every one is acknowledged or dead, not while one is still pending", async () => {
@@ -217,14 +223,22 @@ describe("Outbox", () => {
       expect.objectContaining({ id: waiting, lastError: "target disabled after HTTP 410" }),
       expect.objectContaining({ id: goneId, lastError: "https://gone.example.com answered HTTP 410 (gone)" }),
     ]);
-    expect(logs).toContainEqual({ level: "warn", message: expect.stringContaining(`delivery target ${targetKey(gone)} disabled`) });
+    expect(logs).toContainEqual({
+      level: "warn",
+      msg: expect.stringContaining("delivery target disabled"),
+      fields: expect.objectContaining({ target: targetKey(gone) }),
+    });
 
     const [later] = await outbox.enqueue("run-2", [gone], message, "/ws");
     clock.advance(DAY);
     await outbox.runDue();
     expect(outbox.list().dead).toContainEqual(expect.objectContaining({ id: later, attempts: 0, lastError: "target disabled after HTTP 410" }));
     expect(calls.sort()).toEqual([waiting!, goneId!, otherId!].sort());
-    expect(logs).toContainEqual({ level: "warn", message: `delivery ${later} not sent: target disabled after HTTP 410` });
+    expect(logs).toContainEqual({
+      level: "warn",
+      msg: "delivery not sent",
+      fields: { component: "outbox", delivery: later, target: targetKey(gone), error: "target disabled after HTTP 410" },
+    });
 
     // Stays disabled across a restart.
     const reopened = await open(scripted().send);

@@ -15,6 +15,7 @@ import { defineTool, ToolRegistry } from "../../src/tools/registry.js";
 import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
 import { heldExecutor } from "../support/held-executor.js";
+import { captureLog } from "../support/log-capture.js";
 
 function makeJob(name: string, overrides: Partial<Job> = {}): Job {
   return {
@@ -37,12 +38,6 @@ const fire = (job: string, extra: Partial<FireRequest> = {}): FireRequest => ({
   ...extra,
 });
 
-interface LogLine {
-  level: string;
-  msg: string;
-  fields?: Record<string, unknown>;
-}
-
 let stateDir: string;
 let state: StateStore;
 
@@ -53,13 +48,13 @@ beforeEach(async () => {
 
 function makeRunner(jobs: Job[], execute: RunnerOptions["execute"], extra: Partial<RunnerOptions> = {}) {
   const byName = new Map(jobs.map((job) => [job.name, job]));
-  const logs: LogLine[] = [];
+  const { log, lines: logs } = captureLog();
   const runner = new Runner({
     job: (name) => byName.get(name),
     state,
     execute,
     concurrency: 2,
-    log: (level, msg, fields) => logs.push({ level, msg, fields }),
+    log,
     ...extra,
   });
   return { runner, logs, jobs: byName };
@@ -286,7 +281,7 @@ describe("Runner: records", () => {
     expect(logs).toContainEqual({
       level: "info",
       msg: "run finished",
-      fields: { job: "report", runId: record.id, status: "ok", durationMs: 0 },
+      fields: { component: "runner", job: "report", runId: record.id, status: "ok", durationMs: 0 },
     });
   });
 
@@ -334,14 +329,18 @@ describe("Runner: records", () => {
     });
     const record = await runner.run(fire("report"));
     expect((await records("report")).map((r) => r.status)).toEqual(["ok"]);
-    expect(logs).toContainEqual({ level: "error", msg: "run listener failed: disk full", fields: { job: "report", runId: record.id } });
+    expect(logs).toContainEqual({
+      level: "error",
+      msg: "run listener failed",
+      fields: { component: "runner", job: "report", runId: record.id, error: "disk full" },
+    });
   });
 
   it("refuses to run a job it does not know", async () => {
     const { runner, logs } = makeRunner([], heldExecutor().execute);
     await expect(runner.run(fire("nope"))).rejects.toThrow('no job named "nope"');
     runner.submit(fire("nope"));
-    expect(logs).toContainEqual(expect.objectContaining({ level: "warn", msg: 'no job named "nope": fire ignored' }));
+    expect(logs).toContainEqual(expect.objectContaining({ level: "warn", msg: "no job by that name: fire ignored", fields: expect.objectContaining({ job: "nope" }) }));
   });
 
   it("names the sessions of the runs in progress, which retention must not prune, until each run ends", async () => {

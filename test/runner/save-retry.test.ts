@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { expect, it, vi } from "vitest";
 import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
-import type { LogFn } from "../../src/log.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { Runner } from "../../src/runner/runner.js";
 import { StateStore } from "../../src/store/state.js";
+import { captureLog } from "../support/log-capture.js";
 
 const job: Job = {
   name: "report",
@@ -24,8 +24,7 @@ const job: Job = {
 it("keeps the records it could not save while the state directory is unusable, and saves them once it is back", async () => {
   const dir = join(await mkdtemp(join(tmpdir(), "countd-save-retry-")), "state");
   const state = await StateStore.open(dir);
-  const logged: string[] = [];
-  const log: LogFn = (level, message) => logged.push(`${level}: ${message}`);
+  const { log, lines } = captureLog();
   const runner = new Runner({
     job: () => job,
     state,
@@ -37,12 +36,16 @@ it("keeps the records it could not save while the state directory is unusable, a
   await rename(dir, `${dir}.aside`);
   await writeFile(dir, "");
   const ended = await Promise.all([1, 2, 3].map(() => runner.run({ job: "report", reason: "manual", scheduledAt: new Date() })));
-  expect(logged.filter((line) => line.includes("could not save the record of run"))).toHaveLength(1);
-  expect(logged.join("\n")).toMatch(/^error: could not save the record of run \S+: .*; kept, saved again in 1s$/m);
+  const failures = lines.filter((line) => line.msg === "could not save a run record; kept, saved again later");
+  expect(failures).toHaveLength(1);
+  expect(failures[0]).toMatchObject({
+    level: "error",
+    fields: { component: "runner", job: "report", runId: expect.any(String), error: expect.stringMatching(/./), retryInMs: 1000 },
+  });
 
   await rm(dir);
   await rename(`${dir}.aside`, dir);
-  await vi.waitFor(() => expect(logged.join("\n")).toContain("run record(s) that could not be saved before"), { timeout: 10_000 });
+  await vi.waitFor(() => expect(lines.map((line) => line.msg)).toContain("saved the run records that could not be saved before"), { timeout: 10_000 });
   const saved = await (await StateStore.open(dir)).runs("report");
   expect(saved.map((r) => [r.id, r.status]).sort()).toEqual(ended.map((r) => [r.id, "ok"]).sort());
   await runner.shutdown(0);
@@ -51,47 +54,54 @@ it("keeps the records it could not save while the state directory is unusable, a
 it("says which records are lost when countd stops before the state directory is usable again", async () => {
   const dir = join(await mkdtemp(join(tmpdir(), "countd-save-retry-")), "state");
   const state = await StateStore.open(dir);
-  const logged: string[] = [];
+  const { log, lines } = captureLog();
   const runner = new Runner({
     job: () => job,
     state,
     concurrency: 1,
-    log: (level, message) => logged.push(`${level}: ${message}`),
+    log,
     execute: async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
   });
   await rm(dir, { recursive: true });
   await writeFile(dir, "");
   const run = await runner.run({ job: "report", reason: "manual", scheduledAt: new Date() });
   await runner.shutdown(0);
-  expect(logged.at(-1)).toBe(`error: countd stopped with 1 run record(s) it could not save, now lost: report/${run.id}`);
+  expect(lines.at(-1)).toMatchObject({
+    level: "error",
+    msg: "countd stopped with run records it could not save, now lost",
+    fields: { records: 1, runs: [`report/${run.id}`] },
+  });
 });
 
 it("waits twice as long after each failed try while the outage lasts, and starts again from 1 s after it", async () => {
   const dir = join(await mkdtemp(join(tmpdir(), "countd-save-retry-")), "state");
   const state = await StateStore.open(dir);
-  const logged: string[] = [];
+  const { log, lines } = captureLog();
   const runner = new Runner({
     job: () => job,
     state,
     concurrency: 1,
-    log: (level, message) => logged.push(`${level}: ${message}`),
+    log,
     execute: async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
   });
-  const waits = () => logged.map((line) => /(?:saved again|next try) in (\S+)$/.exec(line)?.[1]).filter((wait) => wait !== undefined);
+  const waits = () => lines.map((line) => line.fields["retryInMs"]).filter((wait) => wait !== undefined);
   const breakDir = async () => {
     await rename(dir, `${dir}.aside`);
     await writeFile(dir, "");
   };
   await breakDir();
   await runner.run({ job: "report", reason: "manual", scheduledAt: new Date() });
-  await vi.waitFor(() => expect(waits()).toEqual(["1s", "2s", "4s"]), { timeout: 15_000, interval: 100 });
+  await vi.waitFor(() => expect(waits()).toEqual([1000, 2000, 4000]), { timeout: 15_000, interval: 100 });
 
   await rm(dir);
   await rename(`${dir}.aside`, dir);
-  await vi.waitFor(() => expect(logged.at(-1)).toBe("info: saved 1 run record(s) that could not be saved before"), { timeout: 15_000, interval: 100 });
+  await vi.waitFor(
+    () => expect(lines.at(-1)).toMatchObject({ level: "info", msg: "saved the run records that could not be saved before", fields: { records: 1 } }),
+    { timeout: 15_000, interval: 100 },
+  );
   await breakDir();
   await runner.run({ job: "report", reason: "manual", scheduledAt: new Date() });
-  expect(waits()).toEqual(["1s", "2s", "4s", "1s"]);
+  expect(waits()).toEqual([1000, 2000, 4000, 1000]);
   await rm(dir);
   await rename(`${dir}.aside`, dir);
   await runner.shutdown(0);
