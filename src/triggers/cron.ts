@@ -1,4 +1,4 @@
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import type { Job, Schedule } from "../jobs/types.js";
 import type { FireRequest } from "../runner/types.js";
 import type { StateData, StateStore } from "../store/state.js";
@@ -10,7 +10,7 @@ export interface CronTriggerOptions {
   fire: (req: FireRequest) => void;
   state: StateStore;
   now?: () => Date;
-  log?: LogFn;
+  log?: Logger;
 }
 
 /**
@@ -67,13 +67,13 @@ export class CronTrigger {
   private readonly fire: (req: FireRequest) => void;
   private readonly state: StateStore;
   private readonly now: () => Date;
-  private readonly log: LogFn;
+  private readonly log: Logger;
 
   constructor(opts: CronTriggerOptions) {
     this.fire = opts.fire;
     this.state = opts.state;
     this.now = opts.now ?? (() => new Date());
-    this.log = opts.log ?? ((level, msg) => (level === "warn" || level === "error" ? console.error(msg) : undefined));
+    this.log = (opts.log ?? silentLogger).child({ component: "cron" });
   }
 
   /**
@@ -89,7 +89,7 @@ export class CronTrigger {
     for (const name of this.armed.keys()) {
       if (wanted.has(name)) continue;
       this.armed.delete(name);
-      this.log("debug", `job ${name}: schedule stopped`);
+      this.log.debug({ job: name }, "schedule stopped");
     }
     for (const job of wanted.values()) {
       const armed = this.armed.get(job.name);
@@ -125,17 +125,17 @@ export class CronTrigger {
       next = nextFires(schedule, job.timezone, now, 1)[0];
     } catch (err) {
       this.armed.delete(job.name);
-      this.log("error", `job ${job.name} (${job.file}): cannot compute its next fire, not scheduled: ${errorText(err)}`);
+      this.log.error({ job: job.name, file: job.file, error: errorText(err) }, "cannot compute the job's next fire, not scheduled");
       return;
     }
     if (!next) {
       this.armed.delete(job.name);
-      if (schedule.kind === "at") this.log("info", `job ${job.name}: at ${schedule.date.toISOString()} has passed, not scheduled`);
-      else this.log("warn", `job ${job.name}: its schedule has no fire after ${now.toISOString()}, not scheduled`);
+      if (schedule.kind === "at") this.log.info({ job: job.name, at: schedule.date.toISOString() }, "the one-shot's time has passed, not scheduled");
+      else this.log.warn({ job: job.name, after: now.toISOString() }, "the schedule has no fire after this time, not scheduled");
       return;
     }
     this.armed.set(job.name, { job, schedule, key: keyOf(job), next });
-    this.log("debug", `job ${job.name}: next fire ${next.toISOString()}`);
+    this.log.debug({ job: job.name, next: next.toISOString() }, "next fire");
   }
 
   private sleepUntilNext(): void {
@@ -176,10 +176,9 @@ export class CronTrigger {
     if (job.catchUpMs > 0 && now.getTime() - latest.getTime() <= job.catchUpMs) {
       return { job: job.name, reason: "catch-up", scheduledAt: latest };
     }
-    this.log(
-      "warn",
-      `job ${job.name}: slot ${next.toISOString()} missed while countd could not run (machine asleep or clock changed); ` +
-        `catch_up ${job.catchUpMs} ms does not reach back to ${latest.toISOString()}, not run`,
+    this.log.warn(
+      { job: job.name, slot: next.toISOString(), catchUpMs: job.catchUpMs, latest: latest.toISOString() },
+      "slot missed while countd could not run (machine asleep or clock changed); catch_up does not reach back to the latest slot, not run",
     );
     return undefined;
   }
@@ -191,11 +190,15 @@ export class CronTrigger {
       });
     } catch (err) {
       const oneShots = fired.filter(({ job }) => job.schedule?.kind === "at").map(({ job }) => job.name);
-      this.log(
-        "error",
-        `could not save the fire of ${fired.map(({ job }) => job.name).join(", ")}: ${errorText(err)}` +
-          (oneShots.length > 0 ? `; one-shot ${oneShots.join(", ")} not run, as it could not be marked done` : ""),
-      );
+      const jobs = fired.map(({ job }) => job.name);
+      if (oneShots.length === 0) {
+        this.log.error({ jobs, error: errorText(err) }, "could not save the fires");
+      } else {
+        this.log.error(
+          { jobs, oneShots, error: errorText(err) },
+          "could not save the fires; the one-shots among them are not run, as they could not be marked done",
+        );
+      }
       return;
     }
     // Handed on even if stop() came meanwhile: the one-shot is saved as done, so now or never.
@@ -206,7 +209,7 @@ export class CronTrigger {
     try {
       this.fire(req);
     } catch (err) {
-      this.log("error", `job ${req.job}: handing on the ${req.reason} fire for ${req.scheduledAt.toISOString()} failed: ${errorText(err)}`);
+      this.log.error({ job: req.job, reason: req.reason, scheduledAt: req.scheduledAt.toISOString(), error: errorText(err) }, "handing on the fire failed");
     }
   }
 }

@@ -9,7 +9,7 @@ import { catchUp } from "../../src/runner/catch-up.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import { StateStore } from "../../src/store/state.js";
 import { CronTrigger } from "../../src/triggers/cron.js";
-import type { LogLevel } from "../../src/log.js";
+import { captureLog } from "../support/log-capture.js";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -34,7 +34,7 @@ async function waitFor(check: () => boolean, timeoutMs = 5_000): Promise<void> {
 let dir: string;
 let state: StateStore;
 let fires: Array<FireRequest & { firedAt: number }>;
-let logs: Array<{ level: LogLevel; msg: string }>;
+let captured: ReturnType<typeof captureLog>;
 const triggers: CronTrigger[] = [];
 
 function trigger(now?: () => Date): CronTrigger {
@@ -42,7 +42,7 @@ function trigger(now?: () => Date): CronTrigger {
     state,
     now,
     fire: (req) => fires.push({ ...req, firedAt: Date.now() }),
-    log: (level, msg) => logs.push({ level, msg }),
+    log: captured.log,
   });
   triggers.push(t);
   return t;
@@ -54,7 +54,7 @@ beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "countd-cron-"));
   state = await StateStore.open(dir);
   fires = [];
-  logs = [];
+  captured = captureLog();
 });
 
 afterEach(async () => {
@@ -102,7 +102,7 @@ describe("CronTrigger with real timers", () => {
         fires.push({ ...req, firedAt: Date.now() });
         doneOnDiskAtFire.push(stateOnDisk().jobs.once?.done);
       },
-      log: (level, msg) => logs.push({ level, msg }),
+      log: captured.log,
     });
     triggers.push(t);
     t.set([job("once", { kind: "at", date })]);
@@ -174,7 +174,11 @@ describe("CronTrigger with real timers", () => {
       job("lost", { kind: "cron", expression: "* * * * * *" }, { timezone: "Mars/Olympus" }),
       job("tick", { kind: "cron", expression: "* * * * * *" }),
     ]);
-    expect(logs).toContainEqual({ level: "error", msg: expect.stringMatching(/job lost \(\/jobs\/lost\.yaml\): .*Mars\/Olympus/) });
+    expect(captured.lines).toContainEqual({
+      level: "error",
+      msg: "cannot compute the job's next fire, not scheduled",
+      fields: { component: "cron", job: "lost", file: "/jobs/lost.yaml", error: expect.stringContaining("Mars/Olympus") },
+    });
     await waitFor(() => fires.length >= 1);
     expect(new Set(fires.map((f) => f.job))).toEqual(new Set(["tick"]));
   });
@@ -206,10 +210,14 @@ describe("a slot missed while countd could not run (machine asleep)", () => {
     const t = trigger(clock.now);
     t.set([job("hourly", { kind: "every", intervalMs: HOUR })]);
     clock.jump(3 * DAY + HOUR / 2);
-    await waitFor(() => logs.some((l) => l.level === "warn"));
+    await waitFor(() => captured.lines.some((l) => l.level === "warn"));
 
     expect(fires).toEqual([]);
-    expect(logs).toContainEqual({ level: "warn", msg: expect.stringMatching(/job hourly: slot .* missed while countd could not run/) });
+    expect(captured.lines).toContainEqual({
+      level: "warn",
+      msg: expect.stringMatching(/^slot missed while countd could not run/),
+      fields: expect.objectContaining({ component: "cron", job: "hourly", slot: new Date(clock.nextHour).toISOString() }),
+    });
     expect(t.nextFires("hourly", 1)).toEqual([new Date(clock.nextHour + 3 * DAY + HOUR)]);
   });
 });
