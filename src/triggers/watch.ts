@@ -1,4 +1,4 @@
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import type { Stats } from "node:fs";
 import { realpath } from "node:fs/promises";
 import { basename, dirname, join, resolve, sep } from "node:path";
@@ -15,7 +15,7 @@ import { errorText } from "../text.js";
 export interface WatchTriggerOptions {
   fire: (req: FireRequest) => void;
   events: EventBus;
-  log?: LogFn;
+  log?: Logger;
   /** How long a file's size must stay unchanged before its event counts (chokidar's awaitWriteFinish). */
   stabilityMs?: number;
 }
@@ -67,7 +67,7 @@ interface RootWatcher {
  */
 export class WatchTrigger {
   private readonly fire: (req: FireRequest) => void;
-  private readonly log: LogFn;
+  private readonly log: Logger;
   private readonly stabilityMs: number;
   private readonly unsubscribe: () => void;
   private jobs = new Map<string, WatchedJob>();
@@ -80,7 +80,7 @@ export class WatchTrigger {
 
   constructor(opts: WatchTriggerOptions) {
     this.fire = opts.fire;
-    this.log = opts.log ?? (() => {});
+    this.log = (opts.log ?? silentLogger).child({ component: "watch" });
     this.stabilityMs = opts.stabilityMs ?? 500;
     this.unsubscribe = opts.events.on("file.written", ({ sessionId, path }) => this.ownWrite(sessionId, path));
   }
@@ -126,7 +126,10 @@ export class WatchTrigger {
     const scan = picomatch.scan(resolve(glob), { unescape: true });
     const { real, missing } = await nearestReal(scan.base);
     if (missing) {
-      this.log("warn", `watch: job ${job}: ${join(real, missing)} of "${glob}" does not exist yet; watching ${real} for it to appear`);
+      this.log.warn(
+        { job, glob, missing: join(real, missing), watching: real },
+        "the folder in front of the glob does not exist yet; watching the nearest existing one for it to appear",
+      );
     }
     return {
       base: join(real, missing),
@@ -165,7 +168,7 @@ export class WatchTrigger {
     const stopped = [...previous].filter(([root, entry]) => current.get(root) !== entry);
     await Promise.all(stopped.map(([, { watcher }]) => watcher.close()));
     if (starting.length > 0 || stopped.length > 0) {
-      this.log("info", `watch: watching ${roots.length} folder(s) for ${this.jobs.size} job(s)${roots.map((r) => `\n  ${r}`).join("")}`);
+      this.log.info({ folders: roots, jobs: this.jobs.size }, "watching folders for watch jobs");
     }
   }
 
@@ -179,7 +182,7 @@ export class WatchTrigger {
     watcher.on("add", (path) => this.fileEvent("add", path));
     watcher.on("change", (path) => this.fileEvent("change", path));
     watcher.on("unlink", (path) => this.fileEvent("unlink", path));
-    watcher.on("error", (err) => this.log("error", `watch: ${root}: ${errorText(err)}`));
+    watcher.on("error", (err) => this.log.error({ folder: root, error: errorText(err) }, "watching a folder failed"));
     return watcher;
   }
 
@@ -243,11 +246,11 @@ export class WatchTrigger {
     }
     this.batches.delete(name);
     const files = [...batch.files].sort();
-    this.log("info", `watch: job ${name} fires for ${files.length} changed file(s)`);
+    this.log.info({ job: name, files: files.length }, "job fires for changed files");
     try {
       this.fire({ job: name, reason: "watch", scheduledAt: new Date(), files });
     } catch (err) {
-      this.log("error", `watch: handing job ${name} to the runner failed: ${errorText(err)}`);
+      this.log.error({ job: name, error: errorText(err) }, "handing the job to the runner failed");
     }
   }
 
