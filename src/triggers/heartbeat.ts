@@ -7,7 +7,7 @@ import { localClock } from "../time.js";
 import { LONGEST_TIMER_MS } from "../timers.js";
 import type { PersonaConfig } from "../agent/personalities.js";
 import type { HeartbeatConfig } from "../config/schema.js";
-import type { LogFn } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import type { MemoryStore } from "../memory/store.js";
 import type { HeartbeatState, StateStore } from "../store/state.js";
 import { heartbeatRespondTool, HEARTBEAT_RESPOND, type HeartbeatResponse } from "../tools/heartbeat.js";
@@ -227,20 +227,20 @@ export interface HeartbeatServiceOptions<Run> {
   /** When the next tick was set for: the daemon publishes it for `countd jobs`. */
   onScheduled?: (at: Date) => void;
   now?: () => Date;
-  log?: LogFn;
+  log?: Logger;
 }
 
 /** Proactive check-ins: decides without the LLM, asks the agent only when it may speak, and remembers what it sent. */
 export class HeartbeatService<Run> {
   private readonly now: () => Date;
-  private readonly log: LogFn;
+  private readonly log: Logger;
   private timer: NodeJS.Timeout | undefined;
   private active = false;
   private running = false;
 
   constructor(private readonly opts: HeartbeatServiceOptions<Run>) {
     this.now = opts.now ?? (() => new Date());
-    this.log = opts.log ?? (() => {});
+    this.log = (opts.log ?? silentLogger).child({ component: "heartbeat" });
   }
 
   async tick(): Promise<HeartbeatOutcome> {
@@ -249,7 +249,7 @@ export class HeartbeatService<Run> {
     const checklist = await readChecklist(config.checklist);
     const decision = decideHeartbeat({ now, config, state: withExchange(state.data.heartbeat, await this.opts.lastExchange?.()), checklist });
     if (!decision.run) {
-      this.log("info", `heartbeat skipped: ${decision.reason}`);
+      this.log.info({ reason: decision.reason }, "heartbeat skipped");
       return { ran: false, reason: decision.reason };
     }
 
@@ -267,15 +267,15 @@ export class HeartbeatService<Run> {
     try {
       agent = await this.opts.runAgent(prompt, [respond.tool]);
     } catch (err) {
-      const reason = `heartbeat agent run failed: ${errorText(err)}`;
-      this.log("error", reason);
-      return { ran: true, delivered: false, reason };
+      const error = errorText(err);
+      this.log.error({ error }, "heartbeat agent run failed");
+      return { ran: true, delivered: false, reason: `heartbeat agent run failed: ${error}` };
     }
 
     const response = respond.result();
     const silence = silenceReason(response, agent.answer);
     if (silence !== undefined) {
-      this.log("info", `heartbeat silent: ${silence}`);
+      this.log.info({ reason: silence }, "heartbeat silent");
       return { ran: true, delivered: false, reason: silence };
     }
     const message = response!.message.trim();
@@ -283,7 +283,7 @@ export class HeartbeatService<Run> {
     const earlier = state.data.heartbeat.delivered.find((d) => d.hash === hash && now.getTime() - Date.parse(d.at) < DEDUPE_WINDOW_MS);
     if (earlier) {
       const reason = `heartbeat suppressed: the same message was delivered at ${earlier.at}`;
-      this.log("info", reason);
+      this.log.info({ deliveredAt: earlier.at }, "heartbeat suppressed: the same message was delivered before");
       return { ran: true, delivered: false, reason, message };
     }
 
@@ -291,9 +291,9 @@ export class HeartbeatService<Run> {
       await this.opts.deliver(message, agent.run);
     } catch (err) {
       // Not recorded: an undelivered check-in must not use up the daily cap or block its retry by the dedupe.
-      const reason = `heartbeat delivery failed: ${errorText(err)}`;
-      this.log("error", reason);
-      return { ran: true, delivered: false, reason, message };
+      const error = errorText(err);
+      this.log.error({ error }, "heartbeat delivery failed");
+      return { ran: true, delivered: false, reason: `heartbeat delivery failed: ${error}`, message };
     }
     const at = this.now();
     await state.update((data) => {
@@ -303,7 +303,7 @@ export class HeartbeatService<Run> {
       // A delivered check-in is contact with the recipient: the idle threshold counts from it.
       hb.lastContactAt = at.toISOString();
     });
-    this.log("info", `heartbeat delivered (${message.length} characters)`);
+    this.log.info({ characters: message.length }, "heartbeat delivered");
     return { ran: true, delivered: true, message };
   }
 
@@ -311,7 +311,7 @@ export class HeartbeatService<Run> {
   start(): void {
     const { enabled, everyMs } = this.opts.config;
     if (!enabled) {
-      this.log("info", "heartbeat disabled (heartbeat.enabled is false)");
+      this.log.info("heartbeat disabled (heartbeat.enabled is false)");
       return;
     }
     if (everyMs > LONGEST_TIMER_MS) {
@@ -337,7 +337,7 @@ export class HeartbeatService<Run> {
       const started = Date.now();
       this.running = true;
       this.tick()
-        .catch((err: unknown) => this.log("error", `heartbeat tick failed: ${errorText(err)}`))
+        .catch((err: unknown) => this.log.error({ error: errorText(err) }, "heartbeat tick failed"))
         .finally(() => {
           this.running = false;
           if (this.active) this.schedule(Math.max(0, this.opts.config.everyMs - (Date.now() - started)));

@@ -15,7 +15,7 @@ import {
   HeartbeatService,
   messageHash,
 } from "../../src/triggers/heartbeat.js";
-import type { LogFn } from "../../src/log.js";
+import { captureLog } from "../support/log-capture.js";
 import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
 
@@ -195,7 +195,7 @@ describe("HeartbeatService with a real agent loop", () => {
   /** The run each delivered message came from, as deliver was handed it. */
   let sentFrom: string[];
   let agentRuns: number;
-  let logs: string[];
+  let captured: ReturnType<typeof captureLog>;
   let failNextDelivery: boolean;
 
   beforeEach(async () => {
@@ -207,7 +207,7 @@ describe("HeartbeatService with a real agent loop", () => {
     sent = [];
     sentFrom = [];
     agentRuns = 0;
-    logs = [];
+    captured = captureLog();
     failNextDelivery = false;
     exchange = undefined;
   });
@@ -226,7 +226,6 @@ describe("HeartbeatService with a real agent loop", () => {
   let exchange: Date | undefined;
   async function service(config: Partial<HeartbeatConfig> = {}, state?: StateStore) {
     const memory = new MemoryStore(workspace);
-    const log: LogFn = (level, msg) => logs.push(`${level}: ${msg}`);
     return new HeartbeatService({
       config: heartbeatConfig({ checklist: join(workspace, "HEARTBEAT.md"), ...config }),
       state: state ?? (await StateStore.open(stateDir)),
@@ -243,7 +242,7 @@ describe("HeartbeatService with a real agent loop", () => {
       },
       lastExchange: async () => exchange,
       now: () => clock,
-      log,
+      log: captured.log,
     });
   }
 
@@ -324,7 +323,9 @@ describe("HeartbeatService with a real agent loop", () => {
       expect(outcome).toEqual({ ran: false, reason: expect.stringMatching(reason) });
       expect(mock.getRequests()).toEqual([]);
       expect(sent).toEqual([]);
-      expect(logs).toEqual([`info: heartbeat skipped: ${outcome.ran ? "" : outcome.reason}`]);
+      expect(captured.lines).toEqual([
+        { level: "info", msg: "heartbeat skipped", fields: { component: "heartbeat", reason: outcome.ran ? "" : outcome.reason } },
+      ]);
     });
   });
 
@@ -436,7 +437,11 @@ describe("HeartbeatService with a real agent loop", () => {
       reason: "heartbeat delivery failed: SMTP 451 try again later",
       message: "Water the plants today.",
     });
-    expect(logs).toContain("error: heartbeat delivery failed: SMTP 451 try again later");
+    expect(captured.lines).toContainEqual({
+      level: "error",
+      msg: "heartbeat delivery failed",
+      fields: { component: "heartbeat", error: "SMTP 451 try again later" },
+    });
     expect((await StateStore.open(stateDir)).data.heartbeat).toEqual({ delivered: [] });
 
     // Neither the cap, the dedupe nor the idle threshold saw the failed attempt.
@@ -493,7 +498,7 @@ describe("HeartbeatService with a real agent loop", () => {
     const hb = await service({ everyMs: 5 });
     const twoTicks = new Promise<void>((resolve) => {
       const check = setInterval(() => {
-        if (logs.length >= 2) {
+        if (captured.lines.length >= 2) {
           clearInterval(check);
           resolve();
         }
@@ -502,10 +507,12 @@ describe("HeartbeatService with a real agent loop", () => {
     hb.start();
     await twoTicks;
     hb.stop();
-    expect(logs.slice(0, 2)).toEqual([
-      "info: heartbeat skipped: outside active hours 08:00-21:00 (now 22:00 Asia/Shanghai)",
-      "info: heartbeat skipped: outside active hours 08:00-21:00 (now 22:00 Asia/Shanghai)",
-    ]);
+    const skipped = {
+      level: "info",
+      msg: "heartbeat skipped",
+      fields: { component: "heartbeat", reason: "outside active hours 08:00-21:00 (now 22:00 Asia/Shanghai)" },
+    };
+    expect(captured.lines.slice(0, 2)).toEqual([skipped, skipped]);
     expect(mock.getRequests()).toEqual([]);
   });
 
@@ -513,6 +520,6 @@ describe("HeartbeatService with a real agent loop", () => {
     const hb = await service({ enabled: false });
     hb.start();
     hb.stop();
-    expect(logs).toEqual(["info: heartbeat disabled (heartbeat.enabled is false)"]);
+    expect(captured.lines).toEqual([{ level: "info", msg: "heartbeat disabled (heartbeat.enabled is false)", fields: { component: "heartbeat" } }]);
   });
 });
