@@ -6,6 +6,18 @@ import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 
 const DAY = 24 * 3_600_000;
 
+/** The daemon's JSON log lines with this message; a line still being written is left out. */
+function linesWith(output: string, msg: string): Record<string, unknown>[] {
+  return output.split("\n").flatMap((line) => {
+    try {
+      const parsed = JSON.parse(line) as Record<string, unknown>;
+      return parsed["msg"] === msg ? [parsed] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
 async function written(path: string, daysAgo: number): Promise<void> {
   await writeFile(path, '{"role":"user","content":"hi"}\n');
   const at = new Date(Date.now() - daysAgo * DAY);
@@ -45,11 +57,16 @@ describe("countd start: retention", () => {
 
     const daemon = spawnDaemon(dir, { OPENAI_API_KEY: "sk-retention-test", OPENAI_BASE_URL: "http://127.0.0.1:9/v1" });
     daemons.push(daemon);
-    await vi.waitFor(() => expect(daemon.output()).toContain("retention: removed 4 file(s) older than their retention period"), {
-      timeout: 10_000,
-      interval: 100,
-    });
-    expect(daemon.output()).toContain("retention: gave 2 file(s) named by an earlier countd their readable names");
+    await vi.waitFor(
+      () =>
+        expect(linesWith(daemon.output(), "removed files older than their retention period")).toEqual([
+          expect.objectContaining({ level: 30, component: "retention", removed: 4 }),
+        ]),
+      { timeout: 10_000, interval: 100 },
+    );
+    expect(linesWith(daemon.output(), "gave files named by an earlier countd their readable names")).toEqual([
+      expect.objectContaining({ level: 30, component: "retention", renamed: 2 }),
+    ]);
 
     expect((await readdir(sessions)).sort()).toEqual(["cron+digest.jsonl", "cron+report+20261125T090000Z-cccc.jsonl"]);
     expect(await readdir(toolHistory)).toEqual(["cron+report+20261126T090000Z-dddd.jsonl"]);
