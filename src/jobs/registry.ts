@@ -1,7 +1,8 @@
-import type { LogFn, LogLevel } from "../log.js";
+import { silentLogger, type Logger } from "../log.js";
 import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { watch, type FSWatcher } from "chokidar";
+import { errorText } from "../text.js";
 import { displayPath, isJobFileName, listJobFiles, readJobFile, selectJobs, type JobContext, type JobFileResult } from "./load.js";
 import type { Job } from "./types.js";
 
@@ -11,8 +12,17 @@ export interface JobRegistryOptions {
   ctx: JobContext;
   /** Called with every job after each change that altered the list (not after load()). */
   onChange?: (jobs: Job[]) => void;
-  log: LogFn;
+  log?: Logger;
 }
+
+/** A line about the folder's current state, logged when it first appears. */
+interface Line {
+  level: "error" | "warn";
+  msg: string;
+  fields: Record<string, string>;
+}
+
+const keyOf = (line: Line) => `${line.msg}\0${JSON.stringify(line.fields)}`;
 
 /**
  * The jobs of a folder, kept current while the daemon runs: a file that turns invalid keeps its
@@ -22,12 +32,12 @@ export class JobRegistry {
   private readonly dir: string;
   private ctx: JobContext;
   private readonly onChange: JobRegistryOptions["onChange"];
-  private readonly log: JobRegistryOptions["log"];
+  private readonly log: Logger;
   /** By file, so a change re-reads one file and the rest stay as loaded. */
   private results = new Map<string, JobFileResult>();
   private jobs: Job[] = [];
   private byName = new Map<string, Job>();
-  /** Lines logged for the current state: a problem that persists is logged once, not on every change. */
+  /** Keys of the lines logged for the current state: a problem that persists is logged once, not on every change. */
   private reported = new Set<string>();
   /** Problems with the folder itself (missing, unreadable), from the last full scan. */
   private dirProblems: string[] = [];
@@ -40,7 +50,7 @@ export class JobRegistry {
     this.dir = path.resolve(opts.dir);
     this.ctx = opts.ctx;
     this.onChange = opts.onChange;
-    this.log = opts.log;
+    this.log = (opts.log ?? silentLogger).child({ component: "jobs" });
   }
 
   /** Reads every job file. The problems are returned for the caller to report, and not logged again later. */
@@ -73,7 +83,7 @@ export class JobRegistry {
       .on("unlink", (file) => this.enqueue(file, "removed"))
       .on("addDir", () => void this.reload())
       .on("unlinkDir", () => void this.reload())
-      .on("error", (err) => this.log("error", `${displayPath(this.dir)}: watching job files failed: ${(err as Error).message}`));
+      .on("error", (err) => this.log.error({ dir: displayPath(this.dir), error: errorText(err) }, "watching job files failed"));
     await new Promise<void>((resolve) => watcher.once("ready", resolve));
   }
 
@@ -108,7 +118,7 @@ export class JobRegistry {
   private serially(task: () => Promise<unknown>): Promise<void> {
     const run = this.queue.then(task).then(
       () => undefined,
-      (err: unknown) => this.log("error", `${displayPath(this.dir)}: reloading jobs failed: ${(err as Error).message}`),
+      (err: unknown) => this.log.error({ dir: displayPath(this.dir), error: errorText(err) }, "reloading jobs failed"),
     );
     this.queue = run;
     return run;
@@ -145,38 +155,48 @@ export class JobRegistry {
     const { jobs, kept } = selected;
     const problems = [...this.dirProblems, ...selected.problems];
 
-    const lines: [LogLevel, string][] = [
-      ...problems.map((line): [LogLevel, string] => ["error", line]),
-      ...kept.map((job): [LogLevel, string] => ["warn", `${displayPath(job.file)}: job "${job.name}" keeps running its last good version until the file is fixed`]),
+    const lines: Line[] = [
+      ...problems.map((problem): Line => ({ level: "error", fields: { problem }, msg: "problem in the jobs folder" })),
+      ...kept.map(
+        (job): Line => ({
+          level: "warn",
+          fields: { file: displayPath(job.file), job: job.name },
+          msg: "job keeps running its last good version until the file is fixed",
+        }),
+      ),
     ];
-    if (announce) for (const [level, line] of lines) if (!this.reported.has(line)) this.log(level, line);
-    this.reported = new Set(lines.map(([, line]) => line));
+    if (announce) for (const line of lines) if (!this.reported.has(keyOf(line))) this.log[line.level](line.fields, line.msg);
+    this.reported = new Set(lines.map(keyOf));
     // Its problems were logged; without this line the log would never say they are gone.
     const fixed = jobs.filter((job) => (this.results.get(job.file)?.problems.length ?? 0) > 0 && results.get(job.file)?.problems.length === 0);
-    if (announce) for (const job of fixed) this.log("info", `${displayPath(job.file)}: valid again; job "${job.name}" runs as the file now says`);
+    if (announce) {
+      for (const job of fixed) this.log.info({ file: displayPath(job.file), job: job.name }, "job file valid again; the job runs as the file now says");
+    }
 
     const before = this.jobs;
     this.results = results;
     this.jobs = jobs;
     this.byName = new Map(jobs.map((job) => [job.name, job]));
     if (announce && !isDeepStrictEqual(before, jobs)) {
-      this.log("info", describeChange(before, jobs));
+      const change = describeChange(before, jobs);
+      this.log.info(change.fields, change.msg);
       this.onChange?.(this.all());
     }
     return problems;
   }
 }
 
-function describeChange(before: readonly Job[], after: readonly Job[]): string {
+function describeChange(before: readonly Job[], after: readonly Job[]): { msg: string; fields: Record<string, unknown> } {
   const old = new Map(before.map((job) => [job.name, job]));
   const now = new Map(after.map((job) => [job.name, job]));
   const added = after.filter((job) => !old.has(job.name)).map((job) => job.name);
   const removed = before.filter((job) => !now.has(job.name)).map((job) => job.name);
   const changed = after.filter((job) => old.has(job.name) && !isDeepStrictEqual(old.get(job.name), job)).map((job) => job.name);
-  const parts = [
-    ...(added.length > 0 ? [`added ${added.join(", ")}`] : []),
-    ...(changed.length > 0 ? [`changed ${changed.join(", ")}`] : []),
-    ...(removed.length > 0 ? [`removed ${removed.join(", ")}`] : []),
-  ];
-  return `jobs: ${parts.length > 0 ? parts.join("; ") : "reordered"} (${after.length} loaded)`;
+  const fields = {
+    ...(added.length > 0 ? { added } : {}),
+    ...(changed.length > 0 ? { changed } : {}),
+    ...(removed.length > 0 ? { removed } : {}),
+    loaded: after.length,
+  };
+  return { msg: added.length + changed.length + removed.length > 0 ? "job list changed" : "job list reordered", fields };
 }

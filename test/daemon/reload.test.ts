@@ -4,6 +4,18 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 
+/** The daemon's JSON log lines with this message; a line still being written is left out. */
+function linesWith(output: string, msg: string): Record<string, unknown>[] {
+  return output.split("\n").flatMap((line) => {
+    try {
+      const parsed = JSON.parse(line) as Record<string, unknown>;
+      return parsed["msg"] === msg ? [parsed] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
 describe("reload feedback", () => {
   let dir: string;
   let daemon: DaemonProcess | undefined;
@@ -43,8 +55,20 @@ describe("reload feedback", () => {
     await writeFile(join(dir, "jobs", "report.yaml"), "prompt: report\n");
     const running = await started();
     await writeFile(join(dir, "jobs", "report.yaml"), "prompt: report\nevery: often\n");
-    await vi.waitFor(() => expect(running.output()).toContain('job \\"report\\" keeps running its last good version'), { timeout: 10_000 });
+    await vi.waitFor(
+      () =>
+        expect(linesWith(running.output(), "job keeps running its last good version until the file is fixed")).toContainEqual(
+          expect.objectContaining({ component: "jobs", job: "report" }),
+        ),
+      { timeout: 10_000 },
+    );
     await writeFile(join(dir, "jobs", "report.yaml"), "prompt: report, fixed\n");
-    await vi.waitFor(() => expect(running.output()).toContain('jobs/report.yaml: valid again; job \\"report\\" runs as the file now says'), { timeout: 10_000 });
+    await vi.waitFor(
+      () =>
+        expect(linesWith(running.output(), "job file valid again; the job runs as the file now says")).toContainEqual(
+          expect.objectContaining({ component: "jobs", job: "report", file: expect.stringMatching(/jobs\/report\.yaml$/) }),
+        ),
+      { timeout: 10_000 },
+    );
   });
 });

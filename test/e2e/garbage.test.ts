@@ -20,6 +20,9 @@ const VALID_JOBS = ["a-steady-1", "a-steady-2"];
 interface LogLine {
   level: number;
   msg: string;
+  /** The job registry's: a problem it found in a job file, and the jobs a change of the list added. */
+  problem?: string;
+  added?: string[];
 }
 
 describe("garbage in: mutated job files written while the daemon runs", () => {
@@ -67,10 +70,9 @@ describe("garbage in: mutated job files written while the daemon runs", () => {
         const log = logLines(daemon.output());
         const reported = new Set<string>();
         const loaded = new Set<string>();
-        for (const { level, msg } of log) {
-          for (const match of msg.matchAll(/jobs\/(m-\d{4})\.yaml:\d+:\d+: /g)) if (level >= 50) reported.add(match[1]!);
-          const added = /^jobs: added ([^;(]+)/.exec(msg);
-          if (added) for (const name of added[1]!.trim().split(", ")) loaded.add(name);
+        for (const { level, problem, added } of log) {
+          for (const match of (problem ?? "").matchAll(/jobs\/(m-\d{4})\.yaml:\d+:\d+: /g)) if (level >= 50) reported.add(match[1]!);
+          for (const name of added ?? []) loaded.add(name);
         }
         return { reported, loaded, missing: [...files.keys()].filter((name) => !reported.has(name) && !loaded.has(name)) };
       };
@@ -95,7 +97,7 @@ describe("garbage in: mutated job files written while the daemon runs", () => {
       expect(await daemon.exited).toBe(0);
 
       const { reported, loaded } = unaccounted();
-      const problemLines = logLines(daemon.output()).filter(({ level, msg }) => level >= 50 && /jobs\/m-\d{4}\.yaml:\d+:\d+: /.test(msg)).length;
+      const problemLines = logLines(daemon.output()).filter(({ level, problem }) => level >= 50 && /jobs\/m-\d{4}\.yaml:\d+:\d+: /.test(problem ?? "")).length;
       let maxGap = 0;
       for (const job of VALID_JOBS) {
         const starts = (await okRuns(job)).map((run) => Date.parse(run.startedAt)).sort((a, b) => a - b);
@@ -129,7 +131,8 @@ function logLines(output: string): LogLine[] {
   return output.split("\n").flatMap((line) => {
     try {
       const parsed = JSON.parse(line) as Partial<LogLine>;
-      return typeof parsed.level === "number" && typeof parsed.msg === "string" ? [{ level: parsed.level, msg: parsed.msg }] : [];
+      if (typeof parsed.level !== "number" || typeof parsed.msg !== "string") return [];
+      return [{ level: parsed.level, msg: parsed.msg, problem: parsed.problem, added: parsed.added }];
     } catch {
       return [];
     }

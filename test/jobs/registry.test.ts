@@ -4,8 +4,8 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { JobContext } from "../../src/jobs/load.js";
 import { JobRegistry } from "../../src/jobs/registry.js";
-import type { LogLevel } from "../../src/log.js";
 import type { Job } from "../../src/jobs/types.js";
+import { captureLog, type LogLine } from "../support/log-capture.js";
 
 /** The issue's promise: an added, changed or removed job file takes effect within 2 s. */
 const TAKES_EFFECT = { timeout: 2000, interval: 20 };
@@ -14,7 +14,7 @@ let root: string;
 let jobsDir: string;
 let ctx: JobContext;
 let registry: JobRegistry | undefined;
-let logged: [LogLevel, string][];
+let captured: ReturnType<typeof captureLog>;
 let changes: Job[][];
 
 beforeEach(async () => {
@@ -22,7 +22,7 @@ beforeEach(async () => {
   jobsDir = path.join(root, "jobs");
   await mkdir(jobsDir);
   ctx = { workspace: path.join(root, "workspace"), defaultTimezone: "UTC", jobEnv: [] };
-  logged = [];
+  captured = captureLog();
   changes = [];
 });
 
@@ -37,7 +37,7 @@ async function start(dir = jobsDir): Promise<{ registry: JobRegistry; problems: 
     dir,
     ctx,
     onChange: (jobs) => changes.push(jobs),
-    log: (level, message) => logged.push([level, message]),
+    log: captured.log,
   });
   const { problems } = await registry.load();
   await registry.watch();
@@ -46,6 +46,12 @@ async function start(dir = jobsDir): Promise<{ registry: JobRegistry; problems: 
 
 const write = (name: string, text: string) => writeFile(path.join(jobsDir, name), text);
 const prompts = (jobs: readonly Job[]) => jobs.map((job) => `${job.name}=${job.prompt}`);
+const line = (level: LogLine["level"], msg: string, fields: Record<string, unknown>): LogLine => ({ level, msg, fields: { component: "jobs", ...fields } });
+const problem = (text: string) => line("error", "problem in the jobs folder", { problem: text });
+const kept = (file: string, job: string) => line("warn", "job keeps running its last good version until the file is fixed", { file, job });
+const VALID_AGAIN = "job file valid again; the job runs as the file now says";
+const validAgain = (file: string, job: string) => line("info", VALID_AGAIN, { file, job });
+const listChanged = (fields: Record<string, unknown>) => line("info", "job list changed", fields);
 
 describe("JobRegistry", () => {
   it("loads the folder and returns the problems without logging them", async () => {
@@ -58,7 +64,7 @@ describe("JobRegistry", () => {
     expect(problems).toEqual([
       `${path.join(jobsDir, "b.yaml")}:2:10: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"`,
     ]);
-    expect(logged).toEqual([]);
+    expect(captured.lines).toEqual([]);
     expect(changes).toEqual([]);
   });
 
@@ -69,7 +75,7 @@ describe("JobRegistry", () => {
     await write("b.yaml", "prompt: second\n");
     await vi.waitFor(() => expect(prompts(registry.all())).toEqual(["a=first", "b=second"]), TAKES_EFFECT);
     expect(prompts(changes.at(-1)!)).toEqual(["a=first", "b=second"]);
-    expect(logged).toContainEqual(["info", "jobs: added b (2 loaded)"]);
+    expect(captured.lines).toContainEqual(listChanged({ added: ["b"], loaded: 2 }));
 
     await write("b.yaml", "prompt: second, revised\n");
     await vi.waitFor(() => expect(registry.get("b")?.prompt).toBe("second, revised"), TAKES_EFFECT);
@@ -78,8 +84,8 @@ describe("JobRegistry", () => {
     const changesBefore = changes.length;
     await write("b.yaml", "prompt: second, broken\nschedule: '99 * * * *'\n");
     const error = `${path.join(jobsDir, "b.yaml")}:2:11: schedule: invalid cron expression "99 * * * *": Invalid value for minute: 99`;
-    await vi.waitFor(() => expect(logged).toContainEqual(["error", error]), TAKES_EFFECT);
-    expect(logged).toContainEqual(["warn", `${path.join(jobsDir, "b.yaml")}: job "b" keeps running its last good version until the file is fixed`]);
+    await vi.waitFor(() => expect(captured.lines).toContainEqual(problem(error)), TAKES_EFFECT);
+    expect(captured.lines).toContainEqual(kept(path.join(jobsDir, "b.yaml"), "b"));
     expect(registry.get("b")?.prompt).toBe("second, revised");
     expect(changes).toHaveLength(changesBefore);
 
@@ -89,7 +95,7 @@ describe("JobRegistry", () => {
     await unlink(path.join(jobsDir, "a.yaml"));
     await vi.waitFor(() => expect(registry.get("a")).toBeUndefined(), TAKES_EFFECT);
     expect(prompts(changes.at(-1)!)).toEqual(["b=second, fixed"]);
-    expect(logged).toContainEqual(["info", "jobs: removed a (1 loaded)"]);
+    expect(captured.lines).toContainEqual(listChanged({ removed: ["a"], loaded: 1 }));
   });
 
   it("logs that a file is valid again, once, whether it kept its last good version or was skipped", async () => {
@@ -97,36 +103,33 @@ describe("JobRegistry", () => {
     await write("skipped.yaml", "prompt: skipped\nevery: often\n");
     const { registry } = await start();
     await write("kept.yaml", "prompt: kept\nevery: often\n");
-    await vi.waitFor(() => expect(logged.some(([level, message]) => level === "warn" && message.includes('job "kept" keeps running'))).toBe(true), TAKES_EFFECT);
+    await vi.waitFor(() => expect(captured.lines).toContainEqual(kept(path.join(jobsDir, "kept.yaml"), "kept")), TAKES_EFFECT);
 
     await write("kept.yaml", "prompt: kept, fixed\n");
     await write("skipped.yaml", "prompt: skipped, fixed\n");
     await vi.waitFor(() => expect(registry.get("skipped")?.prompt).toBe("skipped, fixed"), TAKES_EFFECT);
     await vi.waitFor(() => expect(registry.get("kept")?.prompt).toBe("kept, fixed"), TAKES_EFFECT);
-    const back = logged.filter(([, message]) => message.includes("valid again"));
+    const back = captured.lines.filter((l) => l.msg === VALID_AGAIN);
     expect(back).toEqual(
-      expect.arrayContaining([
-        ["info", `${path.join(jobsDir, "kept.yaml")}: valid again; job "kept" runs as the file now says`],
-        ["info", `${path.join(jobsDir, "skipped.yaml")}: valid again; job "skipped" runs as the file now says`],
-      ]),
+      expect.arrayContaining([validAgain(path.join(jobsDir, "kept.yaml"), "kept"), validAgain(path.join(jobsDir, "skipped.yaml"), "skipped")]),
     );
     expect(back).toHaveLength(2);
 
     await write("kept.yaml", "prompt: kept, changed\n");
     await vi.waitFor(() => expect(registry.get("kept")?.prompt).toBe("kept, changed"), TAKES_EFFECT);
-    expect(logged.filter(([, message]) => message.includes("valid again"))).toHaveLength(2);
+    expect(captured.lines.filter((l) => l.msg === VALID_AGAIN)).toHaveLength(2);
   });
 
   it("skips a new file that is invalid from the start and logs its problem once", async () => {
     const { registry } = await start();
     await write("bad.yaml", "schedule: '0 9 * * *'\n");
     const error = `${path.join(jobsDir, "bad.yaml")}:1:1: prompt: required: the message the agent is given on each run`;
-    await vi.waitFor(() => expect(logged).toContainEqual(["error", error]), TAKES_EFFECT);
+    await vi.waitFor(() => expect(captured.lines).toContainEqual(problem(error)), TAKES_EFFECT);
 
     // Another file's change re-applies the folder; the problem that persists is not logged again.
     await write("good.yaml", "prompt: ok\n");
     await vi.waitFor(() => expect(registry.get("good")).toBeDefined(), TAKES_EFFECT);
-    expect(logged.filter(([, message]) => message === error)).toHaveLength(1);
+    expect(captured.lines.filter((l) => l.fields["problem"] === error)).toHaveLength(1);
     expect(registry.get("bad")).toBeUndefined();
   });
 
@@ -136,10 +139,9 @@ describe("JobRegistry", () => {
     await write("b.yaml", "name: report\nprompt: second\n");
     await vi.waitFor(
       () =>
-        expect(logged).toContainEqual([
-          "error",
-          `${path.join(jobsDir, "b.yaml")}:1:7: name: "report" is already the name of the job in ${path.join(jobsDir, "a.yaml")}`,
-        ]),
+        expect(captured.lines).toContainEqual(
+          problem(`${path.join(jobsDir, "b.yaml")}:1:7: name: "report" is already the name of the job in ${path.join(jobsDir, "a.yaml")}`),
+        ),
       TAKES_EFFECT,
     );
     expect(prompts(registry.all())).toEqual(["report=first"]);
@@ -151,7 +153,7 @@ describe("JobRegistry", () => {
     await write(".b.yaml.swp", "editor swap");
     await write("c.yaml", "prompt: a job\n");
     await vi.waitFor(() => expect(prompts(registry.all())).toEqual(["c=a job"]), TAKES_EFFECT);
-    expect(logged.filter(([level]) => level !== "info")).toEqual([]);
+    expect(captured.lines.filter((l) => l.level !== "info")).toEqual([]);
   });
 
   it("follows a jobs folder that is created after start-up", async () => {
@@ -172,6 +174,6 @@ describe("JobRegistry", () => {
     await registry.reload({ ...ctx, defaultTimezone: "Europe/Berlin" });
     expect(registry.all().map((job) => job.timezone)).toEqual(["Europe/Berlin", "Asia/Tokyo"]);
     expect(changes.at(-1)?.map((job) => job.timezone)).toEqual(["Europe/Berlin", "Asia/Tokyo"]);
-    expect(logged).toContainEqual(["info", "jobs: changed a (2 loaded)"]);
+    expect(captured.lines).toContainEqual(listChanged({ changed: ["a"], loaded: 2 }));
   });
 });
