@@ -12,7 +12,6 @@ import { openPipeline } from "./runner/pipeline.js";
 import type { FireRequest } from "./runner/types.js";
 import { openRuntime } from "./runtime.js";
 import { acquireLock } from "./store/lock.js";
-import { logFn } from "./log.js";
 import { lastExchange } from "./store/last-exchange.js";
 import { Retention } from "./store/retention.js";
 import { StateStore } from "./store/state.js";
@@ -52,7 +51,6 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
   let config = await loadConfig({ file: configFile, env });
   await ensureWritableDir(config.paths.state, "state");
   await ensureWritableDir(config.paths.logs, "logs");
-  const log = logFn(logger);
   const release = await acquireLock(config.paths.state, process.pid, {
     log: logger,
     onTaken: (problem) => {
@@ -84,7 +82,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       runtime: () => runtime,
       job: withHeartbeat((name) => jobs.get(name), () => runtime.config),
       concurrency: config.runner.concurrency,
-      log,
+      log: logger,
       streaks: stateStreaks(state),
     });
     started.push(closeDelivery);
@@ -102,12 +100,12 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           deliver: (text, run) => deliverCheckIn(dispatcher, outbox, config, text, run),
           lastExchange: () => lastExchange(config.paths.state),
           onScheduled: (at) => void armed.setHeartbeat(at, config.heartbeat.everyMs),
-          log,
+          log: logger,
         })
       : undefined;
     const fire = (req: FireRequest) => runner.submit(req);
-    const cron = new CronTrigger({ fire, state, log });
-    const watch = new WatchTrigger({ fire, events: runtime.events, log });
+    const cron = new CronTrigger({ fire, state, log: logger });
+    const watch = new WatchTrigger({ fire, events: runtime.events, log: logger });
     started.push(() => armed.withdraw(), () => watch.close(), () => cron.stop(), () => checkIns?.stop());
     const arm = async (all: Job[]) => {
       cron.set(all);
@@ -117,7 +115,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
       ctx: jobContext(config, env),
-      log,
+      log: logger,
       onChange: (all) => {
         arm(all).catch((err: unknown) => logger.error({ err }, "could not apply the changed jobs"));
       },

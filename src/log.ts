@@ -33,12 +33,3 @@ export type { Logger };
  * which part of countd wrote it and carries its values as fields, not spliced into the text.
  */
 export const silentLogger: Logger = pino({ level: "silent" });
-
-export type LogLevel = "debug" | "info" | "warn" | "error";
-
-/** The (level, message, fields) callback every stage logs through; the daemon points it at pino. */
-export type LogFn = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
-
-export function logFn(logger: Logger): LogFn {
-  return (level, message, fields) => logger[level](fields ?? {}, message);
-}

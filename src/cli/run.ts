@@ -5,7 +5,7 @@ import { jobContext } from "../jobs/context.js";
 import { displayPath, listJobFiles } from "../jobs/load.js";
 import { JobRegistry } from "../jobs/registry.js";
 import type { Job } from "../jobs/types.js";
-import { daemonLogger, logFn } from "../log.js";
+import { daemonLogger } from "../log.js";
 import { jobExecutor } from "../runner/execute.js";
 import { openPipeline } from "../runner/pipeline.js";
 import { jobOfSession } from "../runner/session-ids.js";
@@ -35,7 +35,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
       ctx: jobContext(config, process.env),
-      log: logFn(logger),
+      log: logger,
     });
     const { problems } = await jobs.load();
     const job = jobs.get(name);
@@ -58,7 +58,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       runtime: () => runtime,
       job: (jobName) => jobs.get(jobName),
       concurrency: 1,
-      log: logFn(logger),
+      log: logger,
       execute: async (j, run) => {
         current = run.cancel;
         if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
