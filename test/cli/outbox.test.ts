@@ -7,6 +7,7 @@ import { createMailer } from "../../src/delivery/email.js";
 import { Outbox } from "../../src/delivery/outbox.js";
 import { runCountd } from "../support/daemon-process.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
+import { completedMessage } from "../support/delivery-message.js";
 
 
 const countd = (args: string[], cwd: string) => runCountd(args, { cwd });
@@ -31,12 +32,7 @@ describe("countd outbox", () => {
     const [id] = await outbox.enqueue(
       "report.20261130T090000Z-ab12",
       [{ kind: "webhook", url: receiver.url, format: "json", headers: {} }],
-      {
-        kind: "run.completed",
-        job: "report",
-        run: { id: "20261130T090000Z-ab12", reason: "manual", status: "ok", startedAt: now, finishedAt: now, durationMs: 0, usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 } },
-        result: "all good",
-      },
+      completedMessage({ job: "report", runId: "20261130T090000Z-ab12", reason: "manual", startedAt: now, durationMs: 0, result: "all good" }),
       join(dir, "workspace"),
     );
     await outbox.runDue();
@@ -64,12 +60,7 @@ describe("countd outbox", () => {
     await outbox.enqueue(
       "report.20261130T090000Z-ab12",
       tokens.map((token, i) => ({ kind: "webhook" as const, url: `${origin}/services/team-${i}/${token}`, format: "slack" as const, headers: {} })),
-      {
-        kind: "run.completed",
-        job: "report",
-        run: { id: "20261130T090000Z-ab12", reason: "manual", status: "ok", startedAt: now, finishedAt: now, durationMs: 0, usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 } },
-        result: "all good",
-      },
+      completedMessage({ job: "report", runId: "20261130T090000Z-ab12", reason: "manual", startedAt: now, durationMs: 0, result: "all good" }),
       join(dir, "workspace"),
     );
     await outbox.runDue();

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { targetKey } from "../../src/delivery/targets.js";
 import { useAimock } from "../support/aimock.js";
-import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
+import { spawnDaemon, type DaemonProcess, logLines } from "../support/daemon-process.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /* The built daemon (dist/, `npm run build` first): a webhook gone with 410 and back again. */
@@ -43,14 +43,8 @@ describe("a webhook target disabled by HTTP 410", () => {
     expect(daemon.output()).toContain("until its URL changes in the job file, SIGHUP, or `countd outbox retry`");
 
     daemon.child.kill("SIGHUP");
-    const logLines = () =>
-      daemon!
-        .output()
-        .split("\n")
-        .filter((line) => line.startsWith("{"))
-        .map((line) => JSON.parse(line) as Record<string, unknown>);
     const enabledAgain = expect.objectContaining({ msg: expect.stringContaining("delivery target enabled again"), target: key, why: "SIGHUP" });
-    await vi.waitFor(() => expect(logLines()).toContainEqual(enabledAgain), SLOW);
+    await vi.waitFor(() => expect(logLines(daemon!.output())).toContainEqual(enabledAgain), SLOW);
     expect(await disabled()).toEqual([]);
 
     await job("second");

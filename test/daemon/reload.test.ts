@@ -2,19 +2,7 @@ import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
-
-/** The daemon's JSON log lines with this message; a line still being written is left out. */
-function linesWith(output: string, msg: string): Record<string, unknown>[] {
-  return output.split("\n").flatMap((line) => {
-    try {
-      const parsed = JSON.parse(line) as Record<string, unknown>;
-      return parsed["msg"] === msg ? [parsed] : [];
-    } catch {
-      return [];
-    }
-  });
-}
+import { spawnDaemon, type DaemonProcess, logLines } from "../support/daemon-process.js";
 
 describe("reload feedback", () => {
   let dir: string;
@@ -57,7 +45,7 @@ describe("reload feedback", () => {
     await writeFile(join(dir, "jobs", "report.yaml"), "prompt: report\nevery: often\n");
     await vi.waitFor(
       () =>
-        expect(linesWith(running.output(), "job keeps running its last good version until the file is fixed")).toContainEqual(
+        expect(logLines(running.output(), "job keeps running its last good version until the file is fixed")).toContainEqual(
           expect.objectContaining({ component: "jobs", job: "report" }),
         ),
       { timeout: 10_000 },
@@ -65,7 +53,7 @@ describe("reload feedback", () => {
     await writeFile(join(dir, "jobs", "report.yaml"), "prompt: report, fixed\n");
     await vi.waitFor(
       () =>
-        expect(linesWith(running.output(), "job file valid again; the job runs as the file now says")).toContainEqual(
+        expect(logLines(running.output(), "job file valid again; the job runs as the file now says")).toContainEqual(
           expect.objectContaining({ component: "jobs", job: "report", file: expect.stringMatching(/jobs\/report\.yaml$/) }),
         ),
       { timeout: 10_000 },

@@ -2,21 +2,9 @@ import { mkdir, mkdtemp, readdir, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
+import { spawnDaemon, type DaemonProcess, logLines } from "../support/daemon-process.js";
 
 const DAY = 24 * 3_600_000;
-
-/** The daemon's JSON log lines with this message; a line still being written is left out. */
-function linesWith(output: string, msg: string): Record<string, unknown>[] {
-  return output.split("\n").flatMap((line) => {
-    try {
-      const parsed = JSON.parse(line) as Record<string, unknown>;
-      return parsed["msg"] === msg ? [parsed] : [];
-    } catch {
-      return [];
-    }
-  });
-}
 
 async function written(path: string, daysAgo: number): Promise<void> {
   await writeFile(path, '{"role":"user","content":"hi"}\n');
@@ -59,12 +47,12 @@ describe("countd start: retention", () => {
     daemons.push(daemon);
     await vi.waitFor(
       () =>
-        expect(linesWith(daemon.output(), "removed files older than their retention period")).toEqual([
+        expect(logLines(daemon.output(), "removed files older than their retention period")).toEqual([
           expect.objectContaining({ level: 30, component: "retention", removed: 4 }),
         ]),
       { timeout: 10_000, interval: 100 },
     );
-    expect(linesWith(daemon.output(), "gave files named by an earlier countd their readable names")).toEqual([
+    expect(logLines(daemon.output(), "gave files named by an earlier countd their readable names")).toEqual([
       expect.objectContaining({ level: 30, component: "retention", renamed: 2 }),
     ]);
 

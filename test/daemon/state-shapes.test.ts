@@ -3,23 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { useAimock } from "../support/aimock.js";
-import { allRuns, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
+import { allRuns, spawnDaemon, type DaemonProcess, logLines } from "../support/daemon-process.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /** A daemon that failed to start must be gone soon after, not merely have said so. */
 const EXIT_WITHIN_MS = 15_000;
-
-/** The daemon's JSON log lines with this message; a line still being written is left out. */
-function linesWith(output: string, msg: string): Record<string, unknown>[] {
-  return output.split("\n").flatMap((line) => {
-    try {
-      const parsed = JSON.parse(line) as Record<string, unknown>;
-      return parsed["msg"] === msg ? [parsed] : [];
-    } catch {
-      return [];
-    }
-  });
-}
 
 const MOVED_ASIDE = "a piece of a state file does not fit; moved aside to the quarantine file and skipped";
 
@@ -85,7 +73,7 @@ describe("countd start with state files of the wrong shape", () => {
     // A run stopped by SIGTERM after its answer was queued is delivered at the next start.
     expect(ok.filter((id) => !delivered.has(id)).length).toBeLessThanOrEqual(1);
     expect(daemon.output()).not.toContain("could not queue");
-    expect(linesWith(daemon.output(), MOVED_ASIDE)).toContainEqual(
+    expect(logLines(daemon.output(), MOVED_ASIDE)).toContainEqual(
       expect.objectContaining({ file: join(state, "outbox.json"), where: "entries.x", problem: expect.stringMatching(/^does not fit/) }),
     );
     expect(await quarantined()).toEqual([expect.objectContaining({ file: join(state, "outbox.json"), where: "entries.x", value: null })]);
@@ -106,7 +94,7 @@ describe("countd start with state files of the wrong shape", () => {
       await vi.waitFor(() => expect(daemon.output()).toContain('"msg":"run finished"'), { timeout: 15_000, interval: 100 });
       daemon.child.kill("SIGTERM");
       expect(await exitCode(daemon), daemon.output()).toBe(0);
-      expect(linesWith(daemon.output(), MOVED_ASIDE), JSON.stringify(shape)).toContainEqual(
+      expect(logLines(daemon.output(), MOVED_ASIDE), JSON.stringify(shape)).toContainEqual(
         expect.objectContaining({ file: join(state, "state.json"), where, problem: expect.stringMatching(/^does not fit/) }),
       );
       expect(await quarantined()).toContainEqual(expect.objectContaining({ file: join(state, "state.json"), where, value }));

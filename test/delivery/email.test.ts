@@ -7,28 +7,20 @@ import { simpleParser } from "mailparser";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { SmtpConfig } from "../../src/config/schema.js";
 import { createMailer, type Mailer } from "../../src/delivery/email.js";
-import type { DeliveryMessage } from "../../src/delivery/message.js";
 import type { EmailTarget } from "../../src/delivery/targets.js";
 import { captureLog } from "../support/log-capture.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
 import { listenLoopback } from "../support/loopback.js";
+import { completedMessage } from "../support/delivery-message.js";
 
 const DELIVERY_ID = "daily-report.20260301T233000Z-ab12.email-0123456789ab";
 
-const message: DeliveryMessage = {
-  kind: "run.completed",
+const message = completedMessage({
   job: "daily-report",
-  run: {
-    id: "20260301T233000Z-ab12",
-    reason: "schedule",
-    status: "ok",
-    startedAt: "2026-03-01T23:30:00.000Z",
-    finishedAt: "2026-03-01T23:31:00.000Z",
-    durationMs: 60_000,
-    usage: { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0 },
-  },
+  runId: "20260301T233000Z-ab12",
+  startedAt: "2026-03-01T23:30:00.000Z",
   result: "# Sales\n\n| region | total |\n|---|---|\n| north | 12 |\n\nAll good <script>alert(1)</script>",
-};
+});
 
 const target = (extra: Partial<EmailTarget> = {}): EmailTarget => ({ kind: "email", to: ["ops@example.com"], cc: [], bcc: [], attach: [], ...extra });
 

@@ -6,23 +6,17 @@ import type { DeliveryMessage } from "../../src/delivery/message.js";
 import type { WebhookFormat, WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
 import { startWebhookReceiver, type ReceiverStep, type WebhookReceiver } from "../support/webhook-receiver.js";
+import { completedMessage } from "../support/delivery-message.js";
 
 const NOW = new Date("2026-03-01T09:02:00.123Z");
 
-const message: DeliveryMessage = {
-  kind: "run.completed",
+const message = completedMessage({
   job: "daily-report",
-  run: {
-    id: "20260301T090000Z-ab12",
-    reason: "schedule",
-    status: "ok",
-    startedAt: "2026-03-01T09:00:00.000Z",
-    finishedAt: "2026-03-01T09:01:30.000Z",
-    durationMs: 90_000,
-    usage: { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0 },
-  },
+  runId: "20260301T090000Z-ab12",
+  startedAt: "2026-03-01T09:00:00.000Z",
+  durationMs: 90_000,
   result: "Sales are **up 4%**.\nSee the attached sheet.",
-};
+});
 
 let peer: WebhookReceiver | undefined;
 afterEach(async () => {

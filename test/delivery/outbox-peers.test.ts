@@ -4,7 +4,6 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { sendEntry } from "../../src/delivery/dispatch.js";
 import { createMailer, type Mailer } from "../../src/delivery/email.js";
-import type { DeliveryMessage } from "../../src/delivery/message.js";
 import { Outbox, type SendFn } from "../../src/delivery/outbox.js";
 import { resolveTarget } from "../../src/delivery/secrets.js";
 import { targetKey, type EmailTarget, type WebhookTarget } from "../../src/delivery/targets.js";
@@ -12,6 +11,7 @@ import { sendWebhook } from "../../src/delivery/webhook.js";
 import { captureLog } from "../support/log-capture.js";
 import { startSmtpPeer, type SmtpPeer, type SmtpStep } from "../support/smtp.js";
 import { startWebhookReceiver, type ReceiverStep, type WebhookReceiver } from "../support/webhook-receiver.js";
+import { completedMessage } from "../support/delivery-message.js";
 
 /*
  * The outbox with the senders the daemon uses (sendEntry over createMailer and sendWebhook)
@@ -24,20 +24,7 @@ const env = { HOOK_SECRET: SECRET };
 const DAY = 24 * 3_600_000;
 const WORKSPACE = "/srv/countd/workspace";
 
-const message: DeliveryMessage = {
-  kind: "run.completed",
-  job: "daily-report",
-  run: {
-    id: "20260302T080000Z-ab12",
-    reason: "schedule",
-    status: "ok",
-    startedAt: "2026-03-02T07:59:00.000Z",
-    finishedAt: "2026-03-02T08:00:00.000Z",
-    durationMs: 60_000,
-    usage: { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0 },
-  },
-  result: "# Orders\n\nAll 3 shipped.",
-};
+const message = completedMessage({ job: "daily-report", runId: "20260302T080000Z-ab12", startedAt: "2026-03-02T07:59:00.000Z", result: "# Orders\n\nAll 3 shipped." });
 const RUN_KEY = `daily-report.${message.run.id}`;
 
 const mailTo: EmailTarget = { kind: "email", to: ["ops@example.com"], cc: [], bcc: [], attach: [], subject: "Report {{job.name}} {{status}}" };

@@ -5,7 +5,6 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { simpleParser } from "mailparser";
 import { createMailer, messageIdLocalPart } from "../../src/delivery/email.js";
 import { DeliveryError } from "../../src/delivery/errors.js";
-import type { DeliveryMessage } from "../../src/delivery/message.js";
 import { Outbox, type OutboxEntry, type SendFn } from "../../src/delivery/outbox.js";
 import { retryDelayMs } from "../../src/delivery/schedule.js";
 import { targetKey, type DeliveryTarget, type WebhookTarget } from "../../src/delivery/targets.js";
@@ -15,6 +14,7 @@ import { emptyUsage } from "../../src/providers/types.js";
 import { runId } from "../../src/runner/runner.js";
 import { captureLog, type LogLine } from "../support/log-capture.js";
 import { startWebhookReceiver } from "../support/webhook-receiver.js";
+import { completedMessage } from "../support/delivery-message.js";
 
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
@@ -24,20 +24,7 @@ const DAY = 24 * HOUR;
 const hook = (host = "hooks.example.com"): WebhookTarget => ({ kind: "webhook", url: `https://${host}/countd`, format: "json", headers: {} });
 const mail: DeliveryTarget = { kind: "email", to: ["ops@example.com"], cc: [], bcc: [], attach: [] };
 
-const message: DeliveryMessage = {
-  kind: "run.completed",
-  job: "daily-report",
-  run: {
-    id: "run-1",
-    reason: "schedule",
-    status: "ok",
-    startedAt: "2026-03-02T07:59:00.000Z",
-    finishedAt: "2026-03-02T08:00:00.000Z",
-    durationMs: 60_000,
-    usage: emptyUsage(),
-  },
-  result: "All green.",
-};
+const message = completedMessage({ job: "daily-report", runId: "run-1", startedAt: "2026-03-02T07:59:00.000Z", result: "All green.", usage: emptyUsage() });
 
 const httpError = (status: number, opts: { retryAfterMs?: number } = {}) =>
   new DeliveryError(`https://hooks.example.com answered HTTP ${status}`, {

@@ -4,13 +4,13 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { DeliveryError } from "../../src/delivery/errors.js";
-import type { DeliveryMessage } from "../../src/delivery/message.js";
 import { Outbox } from "../../src/delivery/outbox.js";
 import { resolveTarget, unresolvedVariables } from "../../src/delivery/secrets.js";
 import { parseDeliveryTargets, type DeliveryTarget, type WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
+import { completedMessage } from "../support/delivery-message.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const TOKEN = "tok-9f8e7d6c5b4a";
@@ -112,12 +112,7 @@ describe("secrets in the outbox", () => {
         if (entry.target.kind === "webhook") await sendWebhook(resolveTarget(entry.target, env), entry.message, entry.id);
       },
     });
-    const message: DeliveryMessage = {
-      kind: "run.completed",
-      job: "daily-report",
-      run: { id: "20260302T080000Z-1a2b", reason: "schedule", status: "ok", startedAt: "2026-03-02T08:00:00.000Z", finishedAt: "2026-03-02T08:01:00.000Z", durationMs: 60_000, usage: emptyUsage() },
-      result: "All green.",
-    };
+    const message = completedMessage({ job: "daily-report", runId: "20260302T080000Z-1a2b", startedAt: "2026-03-02T08:00:00.000Z", result: "All green.", usage: emptyUsage() });
     const [id] = await outbox.enqueue("daily-report.20260302T080000Z-1a2b", targets, message, stateDir);
 
     const onDisk = await readFile(join(stateDir, "outbox.json"), "utf8");

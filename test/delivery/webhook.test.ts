@@ -1,29 +1,22 @@
 import { createServer } from "node:http";
 import { deliveryFailure as failure } from "../support/delivery-error.js";
 import { afterEach, describe, expect, it } from "vitest";
-import type { DeliveryMessage } from "../../src/delivery/message.js";
 import type { WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 import { closeServer, listenLoopback } from "../support/loopback.js";
+import { completedMessage } from "../support/delivery-message.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const DELIVERY_ID = "daily-report.20260301T090000Z-ab12.webhook-127.0.0.1-0123456789ab";
 
-const message: DeliveryMessage = {
-  kind: "run.completed",
+const message = completedMessage({
   job: "daily-report",
-  run: {
-    id: "20260301T090000Z-ab12",
-    reason: "schedule",
-    status: "ok",
-    startedAt: "2026-03-01T09:00:00.000Z",
-    finishedAt: "2026-03-01T09:01:30.000Z",
-    durationMs: 90_000,
-    usage: { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0 },
-  },
+  runId: "20260301T090000Z-ab12",
+  startedAt: "2026-03-01T09:00:00.000Z",
+  durationMs: 90_000,
   result: "# Sales\n\nUp 4% on last week.",
-};
+});
 
 let receivers: WebhookReceiver[] = [];
 async function receiver(opts: Parameters<typeof startWebhookReceiver>[0] = {}): Promise<WebhookReceiver> {

@@ -23,6 +23,18 @@ export function spawnDaemon(cwd: string, env: Record<string, string>): DaemonPro
   return { child, output: () => output, exited };
 }
 
+/** The daemon's JSON log lines (with this message, if given); a line still being written is left out. */
+export function logLines(output: string, msg?: string): Record<string, unknown>[] {
+  return output.split("\n").flatMap((line) => {
+    try {
+      const parsed = JSON.parse(line) as Record<string, unknown>;
+      return msg === undefined || parsed["msg"] === msg ? [parsed] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /** Every run record under a state directory, read the way countd reads them. */
 export async function allRuns(stateDir: string): Promise<RunRecord[]> {
   return (await StateStore.open(stateDir)).allRuns();

@@ -1,0 +1,33 @@
+import type { DeliveryMessage } from "../../src/delivery/message.js";
+import type { Usage } from "../../src/providers/types.js";
+import type { RunReason } from "../../src/store/run-record.js";
+
+/**
+ * The message of a completed run, as the dispatcher builds it: what tests hand the outbox and the
+ * senders. Only what a test looks at is given; the run ended `durationMs` after it started.
+ */
+export function completedMessage(opts: {
+  job: string;
+  runId: string;
+  startedAt: string;
+  result: string;
+  durationMs?: number;
+  reason?: RunReason;
+  usage?: Usage;
+}): DeliveryMessage {
+  const durationMs = opts.durationMs ?? 60_000;
+  return {
+    kind: "run.completed",
+    job: opts.job,
+    run: {
+      id: opts.runId,
+      reason: opts.reason ?? "schedule",
+      status: "ok",
+      startedAt: opts.startedAt,
+      finishedAt: new Date(Date.parse(opts.startedAt) + durationMs).toISOString(),
+      durationMs,
+      usage: opts.usage ?? { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0 },
+    },
+    result: opts.result,
+  };
+}
