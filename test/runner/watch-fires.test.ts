@@ -3,13 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EventBus } from "../../src/events.js";
-import { jobDefaults } from "../../src/jobs/defaults.js";
-import type { Job, OverlapPolicy } from "../../src/jobs/types.js";
+import type { Job } from "../../src/jobs/types.js";
 import { Runner } from "../../src/runner/runner.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import { StateStore } from "../../src/store/state.js";
 import { WatchTrigger } from "../../src/triggers/watch.js";
 import { heldExecutor } from "../support/held-executor.js";
+import { probeJob, watchJob } from "../support/watch-jobs.js";
 
 /*
  * What happens to file changes that arrive while their job runs is the runner's overlap rule,
@@ -17,20 +17,6 @@ import { heldExecutor } from "../support/held-executor.js";
  */
 
 const WAIT = { timeout: 15_000, interval: 20 };
-
-function watchJob(name: string, glob: string, debounceMs: number, overlap: OverlapPolicy = "skip"): Job {
-  return {
-    name,
-    file: `/jobs/${name}.yaml`,
-    timezone: "UTC",
-    prompt: "Look at {{files}}",
-    ...jobDefaults(),
-    watch: { paths: [glob], events: ["add", "change", "unlink"], debounceMs },
-    overlap,
-    catchUpMs: 0,
-    retry: { attempts: 0, backoffMs: 0 },
-  };
-}
 
 let dir: string;
 let stateDir: string;
@@ -56,9 +42,7 @@ async function start(jobs: Job[]): Promise<void> {
 
 const runsOf = (job: string) => held.calls.filter((call) => call.job.name === job);
 const filesOf = (job: string) => fired.filter((req) => req.job === job).flatMap((req) => req.files ?? []);
-/** A job that sees every file event, with a longer debounce than the job under test: once it has
- *  fired for a file, the job under test would have fired for it too, had it been going to. */
-const probe = (debounceMs = 800, name = "probe") => watchJob(name, join(dir, "**"), debounceMs, "allow");
+const probe = (debounceMs?: number, name?: string) => probeJob(dir, debounceMs, name);
 
 beforeEach(async () => {
   dir = await realpath(await mkdtemp(join(tmpdir(), "countd-watch-fires-")));
@@ -78,7 +62,7 @@ afterEach(async () => {
 
 describe("watch fires while their job runs", () => {
   it("keeps events that arrive during a run for the next run, started after the run finishes (overlap: skip)", async () => {
-    await start([watchJob("csv", join(dir, "inbox/*.csv"), 300), probe()]);
+    await start([watchJob("csv", [join(dir, "inbox/*.csv")], 300), probe()]);
     const a = join(dir, "inbox", "a.csv");
     await writeFile(a, "a");
     await vi.waitFor(() => expect(runsOf("csv")).toHaveLength(1), WAIT);
@@ -97,7 +81,7 @@ describe("watch fires while their job runs", () => {
   });
 
   it("holds a waiting batch while a run of the job that started meanwhile (say, a scheduled one) goes on", async () => {
-    await start([watchJob("csv", join(dir, "inbox/*.csv"), 1_000), probe(50, "fast"), probe(2_500, "slow")]);
+    await start([watchJob("csv", [join(dir, "inbox/*.csv")], 1_000), probe(50, "fast"), probe(2_500, "slow")]);
     const a = join(dir, "inbox", "a.csv");
     await writeFile(a, "a");
     await vi.waitFor(() => expect(filesOf("fast")).toContain(a), WAIT);
@@ -112,7 +96,7 @@ describe("watch fires while their job runs", () => {
   });
 
   it("replace: a change during a run cancels it, and the next run lists the new file", async () => {
-    await start([watchJob("csv", join(dir, "inbox/*.csv"), 300, "replace")]);
+    await start([watchJob("csv", [join(dir, "inbox/*.csv")], 300, { overlap: "replace" })]);
     const a = join(dir, "inbox", "a.csv");
     await writeFile(a, "a");
     await vi.waitFor(() => expect(runsOf("csv")).toHaveLength(1), WAIT);
@@ -125,7 +109,7 @@ describe("watch fires while their job runs", () => {
   });
 
   it("allow: a change during a run starts a second run beside it", async () => {
-    await start([watchJob("csv", join(dir, "inbox/*.csv"), 300, "allow")]);
+    await start([watchJob("csv", [join(dir, "inbox/*.csv")], 300, { overlap: "allow" })]);
     await writeFile(join(dir, "inbox", "a.csv"), "a");
     await vi.waitFor(() => expect(runsOf("csv")).toHaveLength(1), WAIT);
 

@@ -3,26 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EventBus } from "../../src/events.js";
-import { jobDefaults } from "../../src/jobs/defaults.js";
-import type { Job, WatchEvent } from "../../src/jobs/types.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import { WatchTrigger } from "../../src/triggers/watch.js";
+import { probeJob, watchJob } from "../support/watch-jobs.js";
 
 const WAIT = { timeout: 15_000, interval: 20 };
-
-function watchJob(name: string, paths: string[], debounceMs: number, events: WatchEvent[] = ["add", "change"]): Job {
-  return {
-    name,
-    file: `/jobs/${name}.yaml`,
-    timezone: "UTC",
-    prompt: "Look at {{files}}",
-    ...jobDefaults(),
-    watch: { paths, events, debounceMs },
-    timeoutMs: 60_000,
-    catchUpMs: 0,
-    retry: { attempts: 0, backoffMs: 0 },
-  };
-}
 
 let dir: string;
 let bus: EventBus;
@@ -31,9 +16,7 @@ let trigger: WatchTrigger;
 
 const runsOf = (job: string) => fired.filter((req) => req.job === job);
 const filesOf = (job: string) => runsOf(job).flatMap((req) => req.files ?? []);
-/** A job that sees every file event, with a longer debounce than the job under test: once it has
- *  fired for a file, the job under test would have fired for it too, had it been going to. */
-const probe = (debounceMs = 800, name = "probe") => watchJob(name, [join(dir, "**")], debounceMs, ["add", "change", "unlink"]);
+const probe = (debounceMs?: number, name?: string) => probeJob(dir, debounceMs, name);
 
 beforeEach(async () => {
   dir = await realpath(await mkdtemp(join(tmpdir(), "countd-watch-")));
@@ -125,7 +108,7 @@ describe("WatchTrigger", () => {
     await writeFile(doomed, "old");
     await trigger.set([
       watchJob("adds", [join(dir, "inbox/*.csv")], 200),
-      watchJob("removals", [join(dir, "inbox/*.csv")], 800, ["unlink"]),
+      watchJob("removals", [join(dir, "inbox/*.csv")], 800, { events: ["unlink"] }),
     ]);
     await unlink(doomed);
     await vi.waitFor(() => expect(runsOf("removals")).toHaveLength(1), WAIT);
