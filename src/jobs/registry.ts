@@ -1,9 +1,9 @@
 import { silentLogger, type Logger } from "../log.js";
 import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
-import { watch, type FSWatcher } from "chokidar";
 import { errorText } from "../text.js";
 import { displayPath, isJobFileName, listJobFiles, readJobFile, selectJobs, type JobContext, type JobFileResult } from "./load.js";
+import { FolderWatch } from "./folder-watch.js";
 import type { Job } from "./types.js";
 
 export interface JobRegistryOptions {
@@ -41,7 +41,7 @@ export class JobRegistry {
   private reported = new Set<string>();
   /** Problems with the folder itself (missing, unreadable), from the last full scan. */
   private dirProblems: string[] = [];
-  private watcher: FSWatcher | undefined;
+  private watcher: FolderWatch | undefined;
   /** Files changed or removed since the last batch was applied; the latest event per file counts. */
   private pending = new Map<string, "changed" | "removed">();
   private queue: Promise<void> = Promise.resolve();
@@ -59,32 +59,19 @@ export class JobRegistry {
   }
 
   /**
-   * Watches the folder; resolves once the watcher is ready, so a change made after that is seen.
-   * The watch sits on the parent folder, so the jobs folder may be created, or deleted and made
-   * again (a checkout), and is still followed.
+   * Watches the folder; resolves once the watch is set up, so a change made after that is seen.
+   * The folder may be created later, or deleted and made again (a checkout), and is still followed.
    */
   async watch(): Promise<void> {
     if (this.watcher) return;
-    const parent = path.dirname(this.dir);
-    const watcher = watch(parent, {
-      ignoreInitial: true,
-      depth: 1,
-      ignored: (entry) => {
-        const file = path.resolve(entry);
-        return !(file === parent || file === this.dir || (path.dirname(file) === this.dir && isJobFileName(file)));
-      },
-      // Editors write in several steps; reading the file half-written would log a bogus error.
-      awaitWriteFinish: { stabilityThreshold: 100, pollInterval: 20 },
+    this.watcher = new FolderWatch({
+      dir: this.dir,
+      accept: isJobFileName,
+      onFile: (file, event) => this.enqueue(file, event),
+      onFolder: () => void this.reload(),
+      onError: (err) => this.log.error({ dir: displayPath(this.dir), error: errorText(err) }, "watching job files failed"),
     });
-    this.watcher = watcher;
-    watcher
-      .on("add", (file) => this.enqueue(file, "changed"))
-      .on("change", (file) => this.enqueue(file, "changed"))
-      .on("unlink", (file) => this.enqueue(file, "removed"))
-      .on("addDir", () => void this.reload())
-      .on("unlinkDir", () => void this.reload())
-      .on("error", (err) => this.log.error({ dir: displayPath(this.dir), error: errorText(err) }, "watching job files failed"));
-    await new Promise<void>((resolve) => watcher.once("ready", resolve));
+    this.watcher.start();
   }
 
   /** Re-reads every job file (SIGHUP), with a new context when the configuration changed. */
@@ -105,7 +92,7 @@ export class JobRegistry {
   }
 
   async close(): Promise<void> {
-    await this.watcher?.close();
+    this.watcher?.close();
     this.watcher = undefined;
     await this.queue;
   }

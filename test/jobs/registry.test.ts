@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, unlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -52,6 +52,18 @@ const kept = (file: string, job: string) => line("warn", "job keeps running its 
 const VALID_AGAIN = "job file valid again; the job runs as the file now says";
 const validAgain = (file: string, job: string) => line("info", VALID_AGAIN, { file, job });
 const listChanged = (fields: Record<string, unknown>) => line("info", "job list changed", fields);
+
+/** This process's inotify watches, as the kernel counts them against fs.inotify.max_user_watches. */
+async function inotifyWatches(): Promise<number> {
+  let watches = 0;
+  for (const fd of await readdir("/proc/self/fd")) {
+    const target = await readlink(`/proc/self/fd/${fd}`).catch(() => "");
+    if (target !== "anon_inode:inotify") continue;
+    const info = await readFile(`/proc/self/fdinfo/${fd}`, "utf8").catch(() => "");
+    watches += info.split("\n").filter((line) => line.startsWith("inotify wd:")).length;
+  }
+  return watches;
+}
 
 describe("JobRegistry", () => {
   it("loads the folder and returns the problems without logging them", async () => {
@@ -163,6 +175,33 @@ describe("JobRegistry", () => {
     await mkdir(later);
     await writeFile(path.join(later, "a.yaml"), "prompt: arrived\n");
     await vi.waitFor(() => expect(registry.get("a")?.prompt).toBe("arrived"), TAKES_EFFECT);
+  });
+
+  it("follows a jobs folder that is removed and made again (a checkout), and one that is removed for good", async () => {
+    await write("a.yaml", "prompt: before\n");
+    const { registry } = await start();
+    await rm(jobsDir, { recursive: true });
+    await mkdir(jobsDir);
+    await write("a.yaml", "prompt: after the checkout\n");
+    await vi.waitFor(() => expect(registry.get("a")?.prompt).toBe("after the checkout"), TAKES_EFFECT);
+    await write("b.yaml", "prompt: added later\n");
+    await vi.waitFor(() => expect(registry.get("b")?.prompt).toBe("added later"), TAKES_EFFECT);
+
+    await rm(jobsDir, { recursive: true });
+    await vi.waitFor(() => expect(registry.all()).toEqual([]), TAKES_EFFECT);
+    await mkdir(jobsDir);
+    await write("c.yaml", "prompt: back\n");
+    await vi.waitFor(() => expect(registry.all().map((job) => job.name)).toEqual(["c"]), TAKES_EFFECT);
+  });
+
+  it("puts one inotify watch on the jobs folder however many job files it holds", async () => {
+    for (let i = 0; i < 300; i++) await write(`job-${i}.yaml`, `prompt: job ${i}\n`);
+    const before = await inotifyWatches();
+    const { registry } = await start();
+    expect(registry.all()).toHaveLength(300);
+    expect((await inotifyWatches()) - before).toBe(1);
+    await write("job-0.yaml", "prompt: still seen\n");
+    await vi.waitFor(() => expect(registry.get("job-0")?.prompt).toBe("still seen"), TAKES_EFFECT);
   });
 
   it("re-reads every file with the new settings on reload (SIGHUP)", async () => {
