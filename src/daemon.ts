@@ -181,6 +181,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await retention.stop();
           await Promise.all([watch.close(), jobs.close()]);
           await runner.shutdown(config.runner.shutdownGraceMs);
+          await state.close();
           await closeDelivery();
           await runtime.close();
           await armed.withdraw();

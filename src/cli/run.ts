@@ -95,6 +95,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       process.off("SIGINT", onSigint);
       stopPrinting();
       await runner.shutdown(0);
+      await state.close();
       await closeDelivery();
       await jobs.close();
       await runtime.close();

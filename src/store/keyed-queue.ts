@@ -11,4 +11,9 @@ export class KeyedQueue {
     result.then(forget, forget);
     return result;
   }
+
+  /** Resolves once every task queued so far, and any queued while waiting, has settled. */
+  async idle(): Promise<void> {
+    while (this.tails.size > 0) await Promise.allSettled([...this.tails.values()]);
+  }
 }

@@ -1,7 +1,6 @@
 import { appendFile, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Low } from "lowdb";
-import { JSONFile } from "lowdb/node";
 import { z } from "zod";
 import type { DeliveryMessage } from "../delivery/message.js";
 import { WEBHOOK_FORMATS, type DeliveryTarget } from "../delivery/targets.js";
@@ -10,6 +9,7 @@ import { RUN_REASONS, RUN_STATUSES } from "./run-record.js";
 import { count, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 import { usageShape } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";
+import { DurableJSONFile } from "./durable.js";
 
 /** How long an acknowledged delivery's id is remembered, so the same delivery is not queued again. */
 export const DELIVERED_KEPT_MS = 7 * 24 * 3_600_000;
@@ -119,7 +119,7 @@ function fitOutbox(read: { value: unknown } | undefined, file: string): { data: 
 
 /**
  * The outbox on disk, in two files of the state directory:
- * - outbox.json (lowdb, rewritten atomically on each change) holds only what is still in play,
+ * - outbox.json (lowdb, rewritten and synced on each change, DurableJSONFile) holds only what is still in play,
  *   pending and dead deliveries and disabled targets, so it stays small however many runs there were;
  * - outbox-delivered.jsonl, appended to once per acknowledged delivery, is what makes an
  *   acknowledgement final: an id in it is never sent or queued again for DELIVERED_KEPT_MS.
@@ -148,7 +148,7 @@ export class OutboxStore {
     const file = join(stateDir, "outbox.json");
     const read = await readJsonFile(file, "outbox file", "repair it, or move it away (its pending deliveries are then lost)");
     const { data, misfits } = fitOutbox(read, file);
-    const db = new Low(new JSONFile<OutboxData>(file), data);
+    const db = new Low(new DurableJSONFile<OutboxData>(file), data);
     await quarantine(stateDir, misfits, log);
     const inStateDir = <T>(write: () => Promise<T>) => inRecreatedDir(stateDir, write, log);
     const delivered = await DeliveredLog.open(join(stateDir, "outbox-delivered.jsonl"), now, inStateDir, (lines) => quarantine(stateDir, lines, log));
@@ -182,7 +182,7 @@ export class OutboxStore {
   }
 
   /**
-   * One write at a time, and changes made during a write share the next one: JSONFile serialises
+   * One write at a time, and changes made during a write share the next one: the adapter serialises
    * the whole file on every call, so a burst of deliveries would otherwise serialise it once per
    * change rather than once per write.
    */

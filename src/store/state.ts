@@ -1,7 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { Low } from "lowdb";
-import { JSONFile } from "lowdb/node";
 import { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
 import type { RunRecord } from "./run-record.js";
@@ -9,6 +8,7 @@ import { KeyedQueue } from "./keyed-queue.js";
 import { count, fit, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 import { hasHistory, RunHistory, runRecordShape } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";
+import { DurableJSONFile } from "./durable.js";
 
 export { RUNS_KEPT_PER_JOB } from "./run-history.js";
 
@@ -148,11 +148,11 @@ function fitLegacyRuns(value: unknown, file: string, misfits: Misfit[]): Record<
 }
 
 /**
- * The daemon's state in the state directory: state.json (lowdb, written atomically) holds what
- * stays small, job and heartbeat state and the runs in progress; run history is appended to
- * runs/<job>.jsonl (RunHistory), so a saved run costs the same however many runs came before.
- * Constructed with JSONFile directly: lowdb's presets switch to memory under NODE_ENV=test, and
- * here persistence is the point.
+ * The daemon's state in the state directory: state.json (lowdb, written and synced through
+ * DurableJSONFile, so a power cut leaves the old file or the new one) holds what stays small, job
+ * and heartbeat state and the runs in progress; run history is appended to runs/<job>.jsonl
+ * (RunHistory), so a saved run costs the same however many runs came before. Not one of lowdb's
+ * presets: they switch to memory under NODE_ENV=test, and here persistence is the point.
  */
 export class StateStore {
   /** Saves of one job in call order: a run's end must not overtake its start. */
@@ -178,7 +178,7 @@ export class StateStore {
     const file = join(stateDir, "state.json");
     const read = await readJsonFile(file, "state file", "repair it, or move it away to start with empty state");
     const { data, misfits } = fitState(read, file);
-    const state = new Low<LegacyStateData>(new JSONFile(file), data);
+    const state = new Low<LegacyStateData>(new DurableJSONFile(file), data);
     await quarantine(stateDir, misfits, log);
     if (misfits.length > 0) await state.write();
     const history = new RunHistory(join(stateDir, "runs"), { stateDir, log });
@@ -247,6 +247,11 @@ export class StateStore {
       this.saving.run(run.job, () => saved.then(unindex)).catch(() => {});
     }
     return saved;
+  }
+
+  /** Resolves once every save handed to the store so far is on disk, the unwaited ones included. */
+  close(): Promise<void> {
+    return this.saving.idle();
   }
 
   /** At start-up: a run still `running` was cut short by a crash. Returns those runs, now `interrupted`. */

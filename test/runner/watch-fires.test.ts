@@ -23,12 +23,14 @@ let stateDir: string;
 let fired: FireRequest[];
 let trigger: WatchTrigger;
 let runner: Runner;
+let state: StateStore;
 let held: ReturnType<typeof heldExecutor>;
 
 /** Starts the trigger and runner over these jobs; every fire is kept, then handed to the runner. */
 async function start(jobs: Job[]): Promise<void> {
   const byName = new Map(jobs.map((job) => [job.name, job]));
-  runner = new Runner({ job: (name) => byName.get(name), state: await StateStore.open(stateDir), execute: held.execute, concurrency: 4 });
+  state = await StateStore.open(stateDir);
+  runner = new Runner({ job: (name) => byName.get(name), state, execute: held.execute, concurrency: 4 });
   trigger = new WatchTrigger({
     fire: (req) => {
       fired.push(req);
@@ -56,6 +58,7 @@ afterEach(async () => {
   await trigger.close();
   for (const call of held.calls) call.finish();
   await runner.shutdown(0);
+  await state.close();
   await rm(dir, { recursive: true, force: true });
   await rm(stateDir, { recursive: true, force: true });
 });

@@ -192,6 +192,15 @@ describe("StateStore", () => {
     expect((await reopened.runs("x"))[0]!.status).toBe("ok");
   });
 
+  it("close() resolves once every save is on disk, the running index's cleanup that saveRun does not wait for included", async () => {
+    const state = await StateStore.open(dir);
+    await state.saveRun(record("x", "x1", "running"));
+    expect((await stateOnDisk())["running"]).toEqual({ "x/x1": { job: "x", id: "x1" } });
+    await state.saveRun(record("x", "x1", "ok"));
+    await state.close();
+    expect((await stateOnDisk())["running"]).toEqual({});
+  });
+
   it("knows the id of a run from the moment it is handed to saveRun", async () => {
     const state = await StateStore.open(dir);
     const saving = state.saveRun(record("x", "x1"));

@@ -20,6 +20,12 @@ export const SYSTEM_PACKAGES = {
       () => undefined,
       () => "systemd-analyze not found",
     ),
+  // Installed is not enough: the container must allow ptrace.
+  strace: () =>
+    promisify(execFile)("strace", ["-f", "-o", "/dev/null", "true"]).then(
+      () => undefined,
+      (err: NodeJS.ErrnoException & { stderr?: string }) => (err.code === "ENOENT" ? "strace not found" : `strace cannot trace here: ${err.stderr?.trim() ?? err.message}`),
+    ),
 } satisfies Record<string, () => Promise<string | undefined>>;
 
 export type SystemPackage = keyof typeof SYSTEM_PACKAGES;

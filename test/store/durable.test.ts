@@ -1,0 +1,79 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { DurableJSONFile, writeFileDurably } from "../../src/store/durable.js";
+import { hasSystemPackage } from "../support/system-package.js";
+
+const run = promisify(execFile);
+const straceWorks = await hasSystemPackage("strace", import.meta.filename);
+const DIST = resolve(import.meta.dirname, "../../dist");
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "countd-durable-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/**
+ * Runs `script` (an ES module body with `dir` and `dist` in scope) in a child Node under strace
+ * and returns the file system calls that make a write durable, with the paths of their file
+ * descriptors (-y): what reached the kernel, in order.
+ */
+async function traced(script: string): Promise<string[]> {
+  const out = join(dir, "strace.out");
+  const body = `const dir = ${JSON.stringify(dir)}; const dist = ${JSON.stringify(DIST)};\n${script}`;
+  await run("strace", ["-f", "-y", "-qq", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2", "-o", out, process.execPath, "--input-type=module", "-e", body]);
+  return (await readFile(out, "utf8")).split("\n").filter((line) => /(fsync|fdatasync|rename)/.test(line) && !line.includes("resumed>"));
+}
+
+/** The index of the first line after `from` that matches. */
+const find = (lines: string[], pattern: RegExp, from = 0) => lines.findIndex((line, i) => i >= from && pattern.test(line));
+
+describe.skipIf(!straceWorks)("what a power cut cannot undo", () => {
+  for (const [name, file, script] of [
+    ["state.json", "state.json", `const { StateStore } = await import(dist + "/store/state.js"); const state = await StateStore.open(dir); await state.update((data) => { data.jobs.report = {}; });`],
+    ["outbox.json", "outbox.json", `const { OutboxStore } = await import(dist + "/store/outbox-store.js"); const outbox = await OutboxStore.open(dir, new Date()); await outbox.update((data) => { data.disabledTargets.x = { at: new Date().toISOString(), reason: "test" }; });`],
+  ] as const) {
+    it(`${name}: the new file's data is synced before the rename, and the folder after it`, async () => {
+      const calls = await traced(script);
+      const escaped = file.replace(".", "\\.");
+      const rename = find(calls, new RegExp(`rename\\w*\\(.*${escaped}\\.\\d+-\\d+\\.tmp".*${escaped}"`));
+      expect(rename, calls.join("\n")).toBeGreaterThan(0);
+      const dataSync = calls.slice(0, rename).some((line) => new RegExp(`f(data)?sync\\(\\d+<[^>]*${escaped}\\.\\d+-\\d+\\.tmp>`).test(line));
+      expect(dataSync, calls.join("\n")).toBe(true);
+      expect(find(calls, new RegExp(`fsync\\(\\d+<${dir.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}>\\)`), rename), calls.join("\n")).toBeGreaterThan(rename);
+      expect(JSON.parse(await readFile(join(dir, file), "utf8"))).toBeTruthy();
+    });
+  }
+});
+
+describe("DurableJSONFile", () => {
+  it("ends with the newest of a burst of writes, each resolving once data at least as new is on disk", async () => {
+    const file = new DurableJSONFile<{ n: number }>(join(dir, "data.json"));
+    const onDisk: number[] = [];
+    await Promise.all(
+      Array.from({ length: 20 }, (_, n) =>
+        file.write({ n }).then(async () => onDisk.push(JSON.parse(await readFile(join(dir, "data.json"), "utf8")).n)),
+      ),
+    );
+    expect(await file.read()).toEqual({ n: 19 });
+    onDisk.forEach((n, i) => expect(n).toBeGreaterThanOrEqual(i === 0 ? 0 : onDisk[i - 1]!));
+    expect(await readdir(dir)).toEqual(["data.json"]);
+  });
+
+  it("leaves no temporary file behind when a write fails, and the old file whole", async () => {
+    await writeFileDurably(join(dir, "kept.json"), "old\n");
+    await expect(writeFileDurably(join(dir, "missing-folder", "kept.json"), "new\n")).rejects.toThrow(/ENOENT/);
+    expect(await readFile(join(dir, "kept.json"), "utf8")).toBe("old\n");
+    expect(await readdir(dir)).toEqual(["kept.json"]);
+  });
+
+  it("reads nothing from a file that does not exist", async () => {
+    expect(await new DurableJSONFile(join(dir, "none.json")).read()).toBeNull();
+  });
+});
