@@ -6,7 +6,7 @@ import { isMap, isScalar, type Node } from "yaml";
 import { closeKey, formatProblem, formatProblems, keysAt, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
-import { parseAt } from "./schedule.js";
+import { cronProblem, parseAt } from "./schedule.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
 import type { Job, Schedule } from "./types.js";
 import { plural } from "../text.js";
@@ -272,6 +272,10 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
   }
 
   const timezone = data.timezone ?? ctx.defaultTimezone;
+  if (data.trigger.schedule !== undefined) {
+    const problem = cronProblem(data.trigger.schedule, timezone, new Date());
+    if (problem) problems.push({ path: ["schedule"], message: problem });
+  }
   const { settings } = data;
   problems.push(...placeholderProblems(settings.prompt, source));
   const env = ctx.env === undefined ? process.env : ctx.env;

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { describeKind, describeValue, duration, expected, oneOf, text, timeZone } from "../config/fields.js";
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
-import { AT_FORM, cronProblem, dateExists } from "./schedule.js";
+import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 
 /**
@@ -80,9 +80,10 @@ export const jobFileSchema = z
         .describe("Unique job name; defaults to the file name without .yaml. Lowercase letters, digits, '.', '_' and '-'."),
       description: text().optional().describe("What the job is for; shown by `countd jobs` and available as {{job.description}}."),
       enabled: flag().default(true).describe("false keeps the job loaded but never fires it."),
+      // Parsed and checked by the loader once the timezone is known (cronProblem).
       schedule: text()
         .superRefine((expression, ctx) => {
-          const problem = cronProblem(expression);
+          const problem = cronLengthProblem(expression);
           if (problem) ctx.addIssue({ code: "custom", message: problem });
         })
         .optional()

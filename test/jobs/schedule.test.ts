@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Schedule } from "../../src/jobs/types.js";
-import { nextFires, parseCron, previousFire } from "../../src/jobs/schedule.js";
+import { cronProblem, nextFires, parseCron, previousFire } from "../../src/jobs/schedule.js";
 
 const cron = (expression: string): Schedule => ({ kind: "cron", expression });
 const iso = (dates: Date[]) => dates.map((d) => d.toISOString());
@@ -40,6 +40,25 @@ describe("nextFires across the 2026 DST changes", () => {
       ["2026-10-25T00:00:00.000Z", "2026-10-25T01:00:00.000Z", "2026-10-25T02:00:00.000Z"]],
   ])("%s: %s in %s after %s", (_what, expression, timezone, from, expected) => {
     expect(iso(nextFires(cron(expression), timezone, new Date(from), expected.length))).toEqual(expected);
+  });
+});
+
+describe("the next fire the loader found, used again when the job is armed", () => {
+  it("is the one croner gives from any instant, also from before it was found and once it has passed", () => {
+    const expression = "0 30 9 * * *";
+    const timezone = "Asia/Tokyo";
+    const found = new Date("2026-12-01T12:00:00Z");
+    expect(cronProblem(expression, timezone, found)).toBeUndefined();
+    for (const from of ["2026-12-01T12:00:00Z", "2026-12-01T23:00:00Z", "2026-12-02T00:29:59Z", "2026-12-02T00:30:00Z", "2026-12-01T00:00:00Z", "2026-12-05T03:00:00Z"]) {
+      expect(iso(nextFires(cron(expression), timezone, new Date(from), 1)), from).toEqual([parseCron(expression, timezone).nextRun(new Date(from))!.toISOString()]);
+    }
+  });
+
+  it("is kept apart per timezone", () => {
+    const from = new Date("2026-12-01T12:00:00Z");
+    expect(cronProblem("0 9 * * *", "UTC", from)).toBeUndefined();
+    expect(iso(nextFires(cron("0 9 * * *"), "Europe/Berlin", from, 1))).toEqual(["2026-12-02T08:00:00.000Z"]);
+    expect(iso(nextFires(cron("0 9 * * *"), "UTC", from, 1))).toEqual(["2026-12-02T09:00:00.000Z"]);
   });
 });
 
