@@ -1,14 +1,14 @@
 /**
  * The built daemon (`node bin/countd.js start`) as a user runs it, in a temp dir holding
- * countd.yaml and 1,000 job files of which none is due while it is measured; the LLM endpoint is
+ * countd.yaml and 1,000 or 10,000 job files of which none is due while it is measured; the LLM endpoint is
  * an aimock server on loopback, which idle jobs never call (checked in its request journal).
  * (a) Start-up: from spawn to the "countd started" log line, beside the same daemon with no job
  *     files, the two interleaved start by start so machine noise hits both.
- * (b) Idle: RSS and CPU time from /proc over a minute, once start-up has settled.
+ * (b) Idle: RSS, CPU time and inotify watches from /proc over a minute, once start-up has settled.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -240,8 +240,22 @@ async function memoryMb(pid: number): Promise<{ rss: number; peak: number }> {
   return { rss: field("VmRSS"), peak: field("VmHWM") };
 }
 
+/** The inotify watches `pid` holds, as the kernel counts them against fs.inotify.max_user_watches. */
+async function inotifyWatches(pid: number): Promise<number> {
+  let watches = 0;
+  for (const fd of await readdir(`/proc/${pid}/fd`)) {
+    const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => "");
+    if (target !== "anon_inode:inotify") continue;
+    const info = await readFile(`/proc/${pid}/fdinfo/${fd}`, "utf8").catch(() => "");
+    watches += info.split("\n").filter((line) => line.startsWith("inotify wd:")).length;
+  }
+  return watches;
+}
+
 export interface IdleResult {
   jobs: number;
+  /** The daemon's inotify watches: with no watch jobs, those on the jobs folder. */
+  inotifyWatches: number;
   /** At the end of the window. */
   rssMb: number;
   /** The highest RSS since the daemon started, start-up included. */
@@ -274,8 +288,9 @@ export async function benchIdle(
       const ticks1 = await cpuTicks(pid);
       const elapsedS = (performance.now() - t0) / 1000;
       const memory = await memoryMb(pid);
+      const watches = await inotifyWatches(pid);
       await stopCountd(started);
-      return { jobs, rssMb: memory.rss, peakRssMb: memory.peak, cpuPercent: ((ticks1 - ticks0) / ticksPerSecond / elapsedS) * 100, seconds: elapsedS };
+      return { jobs, inotifyWatches: watches, rssMb: memory.rss, peakRssMb: memory.peak, cpuPercent: ((ticks1 - ticks0) / ticksPerSecond / elapsedS) * 100, seconds: elapsedS };
     });
   } finally {
     await rm(home, { recursive: true, force: true });
