@@ -50,11 +50,6 @@ export class FolderWatch {
     this.settling.clear();
   }
 
-  /** Whether a watch is on the folder now (false while it is missing). */
-  get watching(): boolean {
-    return this.watcher !== undefined;
-  }
-
   private attach(): boolean {
     try {
       const watcher = watch(this.opts.dir);
