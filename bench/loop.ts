@@ -3,6 +3,8 @@
  *     loop doing the same provider and tool calls with none of the agent's bookkeeping.
  * (b) Time to the first answer chunk through AgentLoop.processMessage beside the bare `openai`
  *     SDK reading the same aimock stream, interleaved run by run so machine noise hits both.
+ * (c) A whole exchange of five tool calls and an answer (bench/exchange.ts): the bare SDK, AgentLoop
+ *     alone, the loop as the daemon wires it, the Vercel AI SDK and OpenAI Agents JS, interleaved.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -19,6 +21,7 @@ import { withRetry } from "../src/providers/retry.js";
 import type { ChatMessage, LLMProvider, StreamEvent } from "../src/providers/types.js";
 import { SkillsLoader } from "../src/skills/loader.js";
 import { defineTool, ToolRegistry } from "../src/tools/registry.js";
+import { benchExchange, type ExchangeBenchResult } from "./exchange.js";
 
 export interface LoopBenchResult {
   iterationMs: number;
@@ -27,6 +30,7 @@ export interface LoopBenchResult {
   firstChunkLoopMs: number;
   firstChunkSdkMs: number;
   firstChunkRatio: number;
+  exchange: ExchangeBenchResult;
 }
 
 /** Answers every turn with one tool call, at once: all time measured is the consumer's. */
@@ -167,6 +171,7 @@ export async function benchLoop(): Promise<LoopBenchResult> {
       overheadMs: cost.iterationMs - cost.bareIterationMs,
       ...first,
       firstChunkRatio: first.firstChunkLoopMs / first.firstChunkSdkMs,
+      exchange: await benchExchange(),
     };
   } finally {
     await rm(workspace, { recursive: true, force: true });

@@ -20,6 +20,17 @@ console.log(
   `  (b) first chunk: AgentLoop ${fmt(loop.firstChunkLoopMs)}, bare openai SDK ${fmt(loop.firstChunkSdkMs)}, ` +
     `ratio ${loop.firstChunkRatio.toFixed(3)}x (target <= 1.05x) ${verdict(loop.firstChunkRatio <= 1.05)}`,
 );
+const exchange = loop.exchange.ms;
+const toSdk = (ms: number) => `${fmt(ms)}, ${(ms / exchange.sdk).toFixed(3)}x`;
+console.log(`  (c) 5 tool calls and an answer (6 streamed requests), per exchange, beside the bare openai SDK ${fmt(exchange.sdk)}:`);
+console.log(`      AgentLoop alone ${toSdk(exchange.loop)} (target <= 1.05x) ${verdict(exchange.loop <= 1.05 * exchange.sdk)}`);
+console.log(
+  `      as the daemon wires it (openRuntime: audit log, sessions, tool history) ${toSdk(exchange.daemon)} ` +
+    `(target <= 1.15x) ${verdict(exchange.daemon <= 1.15 * exchange.sdk)}`,
+);
+for (const [name, ms] of [["Vercel AI SDK 6", exchange.vercel], ["OpenAI Agents JS 0.14", exchange.agents]] as const) {
+  console.log(`      ${name} ${toSdk(ms)} (target: slower than countd as the daemon wires it) ${verdict(exchange.daemon < ms)}`);
+}
 
 const lateness = await benchFireLateness();
 console.log("bench/scheduler");
