@@ -1,7 +1,7 @@
 import path from "node:path";
 import ms from "ms";
 import type { Config } from "../config/schema.js";
-import { displayPath, listJobFiles, readJobFile, selectJobs } from "../jobs/load.js";
+import { displayPath, listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
@@ -23,7 +23,7 @@ const HEADER = ["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN", "PROBLEM
 export async function listJobs(opts: { config?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
   const listed = await listJobFiles(config.paths.jobs);
-  const results = await Promise.all(("files" in listed ? listed.files : []).map((file) => readJobFile(file, ctx)));
+  const results = await readJobFiles("files" in listed ? listed.files : [], ctx);
   const selected = selectJobs(results);
   const problems = [...("problem" in listed ? [listed.problem] : []), ...selected.problems];
   const state = await StateStore.open(config.paths.state);

@@ -2,7 +2,7 @@ import { silentLogger, type Logger } from "../log.js";
 import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { errorText } from "../text.js";
-import { displayPath, isJobFileName, listJobFiles, readJobFile, selectJobs, type JobContext, type JobFileResult } from "./load.js";
+import { displayPath, isJobFileName, listJobFiles, readJobFiles, selectJobs, type JobContext, type JobFileResult } from "./load.js";
 import { FolderWatch } from "./folder-watch.js";
 import type { Job } from "./types.js";
 
@@ -119,14 +119,14 @@ export class JobRegistry {
     const next = new Map(this.results);
     for (const [file] of batch.filter(([, event]) => event === "removed")) next.delete(file);
     const changed = batch.filter(([, event]) => event === "changed").map(([file]) => file);
-    for (const result of await Promise.all(changed.map((file) => readJobFile(file, this.ctx)))) next.set(result.file, result);
+    for (const result of await readJobFiles(changed, this.ctx)) next.set(result.file, result);
     this.apply(next, true);
   }
 
   private async rescan(announce: boolean): Promise<string[]> {
     const listed = await listJobFiles(this.dir);
     const files = "files" in listed ? listed.files : [];
-    const results = await Promise.all(files.map((file) => readJobFile(file, this.ctx)));
+    const results = await readJobFiles(files, this.ctx);
     this.dirProblems = "problem" in listed ? [listed.problem] : [];
     return this.apply(new Map(results.map((result) => [result.file, result])), announce);
   }
