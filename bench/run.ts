@@ -70,7 +70,11 @@ const delivery = await benchDelivery();
 const writes = delivery.stateWriteMs;
 const flat = writes.at(-1)!.ms <= 2 * writes[0]!.ms;
 console.log("bench/delivery");
-console.log(`  ${delivery.runs} runs through the outbox to a loopback receiver: ${delivery.deliveriesPerSecond.toFixed(0)} deliveries/s`);
+const deliveryRatio = delivery.deliveriesPerSecond / delivery.bareFetchPerSecond;
+console.log(
+  `  ${delivery.runs} deliveries queued at once to a loopback receiver: outbox ${delivery.deliveriesPerSecond.toFixed(0)}/s, ` +
+    `every state change synced; bare fetch loop ${delivery.bareFetchPerSecond.toFixed(0)}/s; ratio ${deliveryRatio.toFixed(3)}x (target >= 0.8x) ${verdict(deliveryRatio >= 0.8)}`,
+);
 console.log(
   `  state write (a run record and a delivery) as history grows: ` +
     `${writes.map((w) => `${w.runs} runs ${fmt(w.ms)}`).join(", ")} (target: flat, last <= 2x first) ${verdict(flat)}`,

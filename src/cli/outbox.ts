@@ -1,22 +1,17 @@
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { loadConfig } from "../config/load.js";
 import { sendEntry } from "../delivery/dispatch.js";
 import { createMailer } from "../delivery/email.js";
 import { Outbox } from "../delivery/outbox.js";
 import { describeTarget, targetKey } from "../delivery/targets.js";
-import type { OutboxData, OutboxEntry } from "../store/outbox-store.js";
+import { OutboxStore, type OutboxEntry } from "../store/outbox-store.js";
 import { acquireLock } from "../store/lock.js";
 import { EXIT, table } from "./output.js";
 
 /** `countd outbox`: reads the file only, so it works beside a running daemon. */
 export async function listOutbox(opts: { config?: string; json?: boolean }): Promise<number> {
   const config = await loadConfig({ file: opts.config, needs: [] });
-  const text = await readFile(join(config.paths.state, "outbox.json"), "utf8").catch(() => "{}");
-  const data = JSON.parse(text) as Partial<OutboxData>;
-  const entries = Object.values(data.entries ?? {}).sort((a, b) =>
-    a.createdAt.localeCompare(b.createdAt),
-  );
+  const data = await OutboxStore.read(config.paths.state, new Date());
+  const entries = Object.values(data.entries).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   if (opts.json) {
     process.stdout.write(`${JSON.stringify(entries, null, 2)}\n`);
     return EXIT.ok;
@@ -30,7 +25,7 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
     entry.lastError ?? "",
   ]);
   process.stdout.write(table(["ID", "STATUS", "TARGET", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR"], rows));
-  const disabled = Object.entries(data.disabledTargets ?? {});
+  const disabled = Object.entries(data.disabledTargets);
   if (disabled.length > 0) {
     const shown = new Map(entries.map((entry) => [targetKey(entry.target), describeTarget(entry.target)]));
     process.stdout.write(
@@ -57,18 +52,21 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
   const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone, attachments: config.attachments });
   try {
     const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, process.env) });
-    if (change === "purge") {
-      process.stdout.write(`${await outbox.purge()} dead deliveries removed\n`);
+    try {
+      if (change === "purge") {
+        process.stdout.write(`${await outbox.purge()} dead deliveries removed\n`);
+        return EXIT.ok;
+      }
+      const which = opts.dead ? "dead" : opts.id;
+      if (!which) throw new Error("name a delivery id, or --dead for every dead delivery");
+      const count = await outbox.retry(which);
+      await outbox.runDue();
+      const { pending, dead } = outbox.list();
+      process.stdout.write(`${count} queued again; now ${pending.length} pending, ${dead.length} dead\n`);
       return EXIT.ok;
+    } finally {
+      await outbox.close();
     }
-    const which = opts.dead ? "dead" : opts.id;
-    if (!which) throw new Error("name a delivery id, or --dead for every dead delivery");
-    const count = await outbox.retry(which);
-    await outbox.runDue();
-    await outbox.stop();
-    const { pending, dead } = outbox.list();
-    process.stdout.write(`${count} queued again; now ${pending.length} pending, ${dead.length} dead\n`);
-    return EXIT.ok;
   } finally {
     mailer.close();
     await release();

@@ -192,7 +192,7 @@ export async function openDelivery(opts: {
     dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log),
     mailToFiles: mailer.usesFiles,
     async close() {
-      await outbox.stop();
+      await outbox.close();
       mailer.close();
     },
   };

@@ -1,5 +1,7 @@
 import { silentLogger, type Logger } from "../log.js";
-import { OutboxStore, type OutboxEntry } from "../store/outbox-store.js";
+import pLimit from "p-limit";
+import TinyQueue from "tinyqueue";
+import { OutboxStore, type OutboxEntry, type OutboxRecord } from "../store/outbox-store.js";
 import { errorText } from "../text.js";
 import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
@@ -35,6 +37,8 @@ export type Settled = { id: string; delivered: true } | { id: string; delivered:
 
 interface SettleWaiter {
   ids: readonly string[];
+  /** ids before it are settled: deliveries settle roughly in the order queued, so each check starts where the last stopped. */
+  next: number;
   resolve: (settled: Settled[]) => void;
 }
 
@@ -48,9 +52,20 @@ export function deliveryId(runKey: string, target: DeliveryTarget): string {
   return `${runKey}.${targetKey(target)}`;
 }
 
+interface Due {
+  at: number;
+  entry: OutboxEntry;
+}
+
 export class Outbox {
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly settleWaiters = new Set<SettleWaiter>();
+  /** Pending entries by their next attempt, earliest first; an entry whose time changed is pushed again, and the old item skipped. */
+  private readonly due = new TinyQueue<Due>([], (a, b) => a.at - b.at);
+  /** Sends in flight at once: CONCURRENCY. */
+  private readonly sendLimit = pLimit(CONCURRENCY);
+  /** Attempts started whose send has not finished: the attempt record of the next ones is synced while these send. */
+  private unsent = 0;
   private started = false;
   private timer: NodeJS.Timeout | undefined;
 
@@ -60,7 +75,9 @@ export class Outbox {
     private readonly now: () => Date,
     private readonly log: Logger,
     private readonly random: () => number,
-  ) {}
+  ) {
+    for (const entry of Object.values(store.data.entries)) this.schedule(entry);
+  }
 
   static async open(opts: OutboxOptions): Promise<Outbox> {
     const now = opts.now ?? (() => new Date());
@@ -82,33 +99,29 @@ export class Outbox {
   async enqueue(runKey: string, targets: readonly DeliveryTarget[], message: DeliveryMessage, workspace: string): Promise<string[]> {
     const now = this.now().getTime();
     const ids: string[] = [];
-    const refused: OutboxEntry[] = [];
-    await this.store.update((data) => {
-      for (const target of targets) {
-        const key = targetKey(target);
-        const id = deliveryId(runKey, target);
-        ids.push(id);
-        if (data.entries[id] || this.store.deliveredAt(id)) continue;
-        const disabled = data.disabledTargets[key];
-        const entry: OutboxEntry = {
-          id,
-          target,
-          message,
-          workspace,
-          createdAt: iso(now),
-          giveUpAt: iso(now + GIVE_UP_AFTER_MS),
-          attempts: 0,
-          nextAttemptAt: iso(now),
-          status: disabled ? "dead" : "pending",
-          ...(disabled ? { lastError: disabled.reason } : {}),
-        };
-        data.entries[id] = entry;
-        if (disabled) refused.push(entry);
-      }
-    });
-    for (const entry of refused) {
-      this.log.warn({ delivery: entry.id, target: targetKey(entry.target), error: entry.lastError }, "delivery not sent");
+    const written: Promise<void>[] = [];
+    for (const target of targets) {
+      const id = deliveryId(runKey, target);
+      ids.push(id);
+      if (this.store.data.entries[id] || this.store.isDelivered(id)) continue;
+      const disabled = this.store.data.disabledTargets[targetKey(target)];
+      const entry: OutboxEntry = {
+        id,
+        target,
+        message,
+        workspace,
+        createdAt: iso(now),
+        giveUpAt: iso(now + GIVE_UP_AFTER_MS),
+        attempts: 0,
+        nextAttemptAt: iso(now),
+        status: disabled ? "dead" : "pending",
+        ...(disabled ? { lastError: disabled.reason } : {}),
+      };
+      written.push(this.store.record({ op: "queued", entry }));
+      if (disabled) this.log.warn({ delivery: id, target: targetKey(target), error: disabled.reason }, "delivery not sent");
+      else this.schedule(entry);
     }
+    await Promise.all(written);
     if (this.started) this.wake();
     return ids;
   }
@@ -124,6 +137,12 @@ export class Outbox {
     this.started = false;
     clearTimeout(this.timer);
     while (this.inFlight.size > 0) await Promise.all(this.inFlight.values());
+  }
+
+  /** Stops, then closes the journal once every change is synced. */
+  async close(): Promise<void> {
+    await this.stop();
+    await this.store.close();
   }
 
   /**
@@ -144,7 +163,7 @@ export class Outbox {
    */
   settled(ids: readonly string[]): Promise<Settled[]> {
     return new Promise((resolve) => {
-      const waiter = { ids, resolve };
+      const waiter = { ids, next: 0, resolve };
       this.settleWaiters.add(waiter);
       this.notifySettled();
     });
@@ -168,31 +187,20 @@ export class Outbox {
   async retry(which: string): Promise<number> {
     const chosen = which === "dead" ? this.list().dead : [this.entry(which)];
     const now = this.now().getTime();
-    await this.store.update((data) => {
-      for (const { id } of chosen) {
-        const entry = data.entries[id]!;
-        entry.status = "pending";
-        entry.attempts = 0;
-        entry.nextAttemptAt = iso(now);
-        entry.giveUpAt = iso(now + GIVE_UP_AFTER_MS);
-        delete data.disabledTargets[targetKey(entry.target)];
-      }
-    });
+    const records: OutboxRecord[] = chosen.map(({ id }) => ({ op: "retried", id, at: iso(now), giveUpAt: iso(now + GIVE_UP_AFTER_MS) }));
+    const targets = new Set(chosen.map((entry) => targetKey(entry.target)));
+    for (const target of targets) if (this.store.data.disabledTargets[target]) records.push({ op: "enabled", target });
+    await this.store.record(...records);
+    for (const { id } of chosen) this.schedule(this.store.data.entries[id]!);
     if (this.started) this.wake();
     return chosen.length;
   }
 
   /** Forgets dead deliveries; returns how many. */
   async purge(): Promise<number> {
-    let count = 0;
-    await this.store.update((data) => {
-      for (const entry of Object.values(data.entries)) {
-        if (entry.status !== "dead") continue;
-        delete data.entries[entry.id];
-        count++;
-      }
-    });
-    return count;
+    const dead = this.list().dead;
+    if (dead.length > 0) await this.store.record(...dead.map(({ id }): OutboxRecord => ({ op: "purged", id })));
+    return dead.length;
   }
 
   /** Keys (targetKey) of targets that answered HTTP 410: nothing is sent to them until a retry. */
@@ -207,9 +215,7 @@ export class Outbox {
   async enableTargets(why: string): Promise<string[]> {
     const keys = this.disabledTargets();
     if (keys.length === 0) return keys;
-    await this.store.update((data) => {
-      for (const key of keys) delete data.disabledTargets[key];
-    });
+    await this.store.record(...keys.map((target): OutboxRecord => ({ op: "enabled", target })));
     for (const key of keys) {
       this.log.info({ target: key, why }, "delivery target enabled again; its dead deliveries are sent again by `countd outbox retry`");
     }
@@ -232,8 +238,14 @@ export class Outbox {
 
   private notifySettled(): void {
     for (const waiter of this.settleWaiters) {
+      while (waiter.next < waiter.ids.length && this.settledAs(waiter.ids[waiter.next]!)) waiter.next++;
+      if (waiter.next < waiter.ids.length) continue;
       const settled = waiter.ids.map((id) => this.settledAs(id));
-      if (settled.some((s) => s === undefined)) continue;
+      // One retried since it settled: wait for it again.
+      if (settled.some((s) => s === undefined)) {
+        waiter.next = 0;
+        continue;
+      }
       this.settleWaiters.delete(waiter);
       waiter.resolve(settled as Settled[]);
     }
@@ -241,22 +253,37 @@ export class Outbox {
 
   /** Undefined while the delivery is still pending. */
   private settledAs(id: string): Settled | undefined {
-    if (this.store.deliveredAt(id)) return { id, delivered: true };
+    if (this.store.isDelivered(id)) return this.inFlight.has(id) ? undefined : { id, delivered: true };
     const entry = this.store.data.entries[id];
     if (entry?.status === "pending") return undefined;
     return { id, delivered: false, error: entry?.lastError ?? (entry ? "dead" : `no delivery with id "${id}"`) };
   }
 
-  /** Starts attempts for due entries, oldest due first, up to CONCURRENCY in flight. */
+  private schedule(entry: OutboxEntry): void {
+    if (entry.status === "pending") this.due.push({ at: Date.parse(entry.nextAttemptAt), entry });
+  }
+
+  /** The earliest pending entry not in flight, dropping items whose entry moved on since they were pushed. */
+  private peek(): Due | undefined {
+    for (let item = this.due.peek(); item; item = this.due.peek()) {
+      const { entry, at } = item;
+      const current = this.store.data.entries[entry.id] === entry && entry.status === "pending" && Date.parse(entry.nextAttemptAt) === at;
+      if (current && !this.inFlight.has(entry.id)) return item;
+      this.due.pop();
+    }
+    return undefined;
+  }
+
+  /**
+   * Starts attempts for due entries, oldest due first: CONCURRENCY sending, and as many again
+   * whose attempt is being recorded meanwhile, so that sends do not wait for the journal's sync.
+   */
   private fill(): void {
-    const free = CONCURRENCY - this.inFlight.size;
-    if (free <= 0) return;
     const now = this.now().getTime();
-    const due = this.waiting()
-      .filter((entry) => Date.parse(entry.nextAttemptAt) <= now)
-      .sort((a, b) => Date.parse(a.nextAttemptAt) - Date.parse(b.nextAttemptAt))
-      .slice(0, free);
-    for (const entry of due) {
+    for (let item = this.peek(); item && item.at <= now && this.unsent < 2 * CONCURRENCY; item = this.peek()) {
+      this.due.pop();
+      const { entry } = item;
+      this.unsent += 1;
       const attempt = this.attempt(entry)
         .catch((err: unknown) => {
           // The outbox file could not be written (disk full?): the next try waits, rather than spinning.
@@ -265,6 +292,7 @@ export class Outbox {
         })
         .finally(() => {
           this.inFlight.delete(entry.id);
+          this.schedule(entry);
           if (this.started) this.wake();
           else this.notifySettled();
         });
@@ -276,37 +304,35 @@ export class Outbox {
   private arm(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (!this.started || this.inFlight.size >= CONCURRENCY) return;
-    const next = this.waiting().reduce((earliest, entry) => Math.min(earliest, Date.parse(entry.nextAttemptAt)), Infinity);
-    if (next === Infinity) return;
+    if (!this.started || this.unsent >= 2 * CONCURRENCY) return;
+    const next = this.peek()?.at;
+    if (next === undefined) return;
     this.timer = setTimeout(() => this.wake(), Math.min(Math.max(next - this.now().getTime(), 0), MAX_SLEEP_MS));
     // The daemon's other work keeps the process alive; a one-off command may exit with deliveries pending.
     this.timer.unref();
   }
 
-  private waiting(): OutboxEntry[] {
-    return Object.values(this.store.data.entries).filter((entry) => entry.status === "pending" && !this.inFlight.has(entry.id));
-  }
-
   private async attempt(entry: OutboxEntry): Promise<void> {
-    const disabled = this.store.data.disabledTargets[targetKey(entry.target)];
-    if (disabled) {
-      await this.store.update(() => this.markDead(entry, disabled.reason));
-      return;
-    }
-    // Counted on disk before sending: after a crash mid-send the entry is sent again with the same
-    // id, and the receiver can drop the duplicate.
-    await this.store.update(() => {
-      entry.attempts += 1;
-      entry.lastAttemptAt = this.now().toISOString();
-    });
+    let failure: { err: unknown } | undefined;
     try {
-      await this.send(entry);
-    } catch (err) {
-      await this.recordFailure(entry, err);
+      const disabled = this.store.data.disabledTargets[targetKey(entry.target)];
+      if (disabled) {
+        await this.store.record({ op: "dead", id: entry.id, error: disabled.reason });
+        return;
+      }
+      // Synced before sending: after a crash mid-send the entry is sent again with the same id,
+      // and the receiver can drop the duplicate.
+      await this.store.record({ op: "attempt", id: entry.id, at: this.now().toISOString() });
+      await this.sendLimit(() => this.send(entry).catch((err: unknown) => void (failure = { err })));
+    } finally {
+      this.unsent -= 1;
+      if (this.started) this.fill();
+    }
+    if (failure) {
+      await this.recordFailure(entry, failure.err);
       return;
     }
-    await this.store.markDelivered(entry.id, this.now());
+    await this.store.record({ op: "delivered", id: entry.id, at: this.now().toISOString() });
     this.log.info({ delivery: entry.id, attempts: entry.attempts }, "delivered");
   }
 
@@ -318,36 +344,29 @@ export class Outbox {
     if (failure?.disableTarget) {
       const key = targetKey(entry.target);
       const disabled = { at: iso(now), reason: `target disabled after HTTP ${failure.status ?? 410}` };
-      await this.store.update((data) => {
-        data.disabledTargets[key] = disabled;
-        this.markDead(entry, reason);
-        for (const other of this.waiting()) {
-          if (targetKey(other.target) === key) this.markDead(other, disabled.reason);
-        }
-      });
+      const others = Object.values(this.store.data.entries).filter(
+        (other) => other !== entry && other.status === "pending" && !this.inFlight.has(other.id) && targetKey(other.target) === key,
+      );
+      await this.store.record(
+        { op: "disabled", target: key, ...disabled },
+        { op: "dead", id: entry.id, error: reason },
+        ...others.map((other): OutboxRecord => ({ op: "dead", id: other.id, error: disabled.reason })),
+      );
       this.log.warn(fields, "delivery target disabled; nothing more is sent to it until its URL changes in the job file, SIGHUP, or `countd outbox retry`");
       return;
     }
     if (failure?.permanent) {
-      await this.store.update(() => this.markDead(entry, reason));
+      await this.store.record({ op: "dead", id: entry.id, error: reason });
       this.log.warn(fields, "delivery failed for good");
       return;
     }
     const next = now + retryDelayMs(entry.attempts, this.random, failure?.retryAfterMs);
     if (next > Date.parse(entry.giveUpAt)) {
-      await this.store.update(() => this.markDead(entry, `gave up after 24 h: ${reason}`));
+      await this.store.record({ op: "dead", id: entry.id, error: `gave up after 24 h: ${reason}` });
       this.log.warn(fields, "delivery gave up after 24 h");
       return;
     }
-    await this.store.update(() => {
-      entry.lastError = reason;
-      entry.nextAttemptAt = iso(next);
-    });
+    await this.store.record({ op: "failed", id: entry.id, error: reason, retryAt: iso(next) });
     this.log.info({ ...fields, retryAt: iso(next) }, "delivery failed, retrying later");
-  }
-
-  private markDead(entry: OutboxEntry, reason: string): void {
-    entry.status = "dead";
-    entry.lastError = reason;
   }
 }

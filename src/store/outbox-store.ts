@@ -1,294 +1,208 @@
-import { appendFile, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { Low } from "lowdb";
-import { z } from "zod";
-import type { DeliveryMessage } from "../delivery/message.js";
-import { WEBHOOK_FORMATS, type DeliveryTarget } from "../delivery/targets.js";
 import { silentLogger, type Logger } from "../log.js";
-import { RUN_REASONS, RUN_STATUSES } from "./run-record.js";
-import { count, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
-import { usageShape } from "./run-history.js";
-import { inRecreatedDir } from "./writable-dir.js";
-import { DurableJSONFile } from "./durable.js";
+import { Journal, readJournal, type JournalLine } from "./journal.js";
+import { migrateLegacyOutbox } from "./outbox-legacy.js";
+import { DELIVERED_KEPT_MS, emptyOutbox, OUTBOX_FILE, recordShape, type OutboxData, type OutboxRecord } from "./outbox-shapes.js";
+import { problemOf, quarantine, type Misfit } from "./quarantine.js";
 
-/** How long an acknowledged delivery's id is remembered, so the same delivery is not queued again. */
-export const DELIVERED_KEPT_MS = 7 * 24 * 3_600_000;
+export { DELIVERED_KEPT_MS, OUTBOX_FILE, type DisabledTarget, type OutboxData, type OutboxEntry, type OutboxRecord } from "./outbox-shapes.js";
 
-/** One message to one target, from the moment it is queued until it is acknowledged or given up. */
-export interface OutboxEntry {
-  /** `<run id>:<target key>`: the idempotency key; the senders derive webhook-id and Message-ID from it. */
-  id: string;
-  target: DeliveryTarget;
-  message: DeliveryMessage;
-  /** Where the run's workspace is, for attachments resolved at send time. */
-  workspace: string;
-  /** ISO 8601, as are all times here. */
-  createdAt: string;
-  /** 24 h after creation, or after `countd outbox retry`; a failure past it is final. */
-  giveUpAt: string;
-  /** Counted on disk before each send, so an attempt cut short by a crash still counts. */
-  attempts: number;
-  lastAttemptAt?: string;
-  nextAttemptAt: string;
-  status: "pending" | "dead";
-  lastError?: string;
-}
+/** Compaction waits for at least this many superseded records, so a small outbox is not rewritten over and over. */
+const COMPACT_AFTER = 1_000;
 
-export interface DisabledTarget {
-  at: string;
-  /** What a delivery to it is marked dead with, e.g. "target disabled after HTTP 410". */
-  reason: string;
-}
+/** The outbox as its records add up: entries in play, disabled targets, and acknowledged ids (id → epoch ms, in order). */
+class OutboxState {
+  readonly data = emptyOutbox();
+  readonly delivered = new Map<string, number>();
+  /** Object.keys(data.entries).length, kept as it changes: counting them per record would make a burst quadratic. */
+  private entries = 0;
 
-export interface OutboxData {
-  /** Pending and dead deliveries by id; acknowledged ones move to the delivered log. */
-  entries: Record<string, OutboxEntry>;
-  /** By target key. */
-  disabledTargets: Record<string, DisabledTarget>;
-}
-
-const empty = (): OutboxData => ({ entries: {}, disabledTargets: {} });
-
-const strings = z.array(z.string());
-const targetShape = z.discriminatedUnion("kind", [
-  z.looseObject({ kind: z.literal("email"), to: strings, cc: strings, bcc: strings, subject: z.string().optional(), attach: strings }),
-  z.looseObject({
-    kind: z.literal("webhook"),
-    url: z.string(),
-    secret: z.string().optional(),
-    format: z.enum(WEBHOOK_FORMATS),
-    headers: z.record(z.string(), z.string()),
-  }),
-]) satisfies z.ZodType<DeliveryTarget>;
-const messageShape = z.looseObject({
-  kind: z.enum(["run.completed", "run.failed", "run.recovered", "heartbeat"]),
-  job: z.string(),
-  run: z.looseObject({
-    id: z.string(),
-    reason: z.enum(RUN_REASONS),
-    status: z.enum(RUN_STATUSES),
-    startedAt: time,
-    finishedAt: time,
-    durationMs: z.number(),
-    usage: usageShape,
-  }),
-  result: z.string(),
-  error: z.string().optional(),
-  lastToolCalls: z.array(z.looseObject({ name: z.string(), status: z.enum(["ok", "error"]), summary: z.string() })).optional(),
-  failing: z.looseObject({ since: time, failures: z.number().int().nonnegative(), unreported: z.number().int().nonnegative() }).optional(),
-}) satisfies z.ZodType<DeliveryMessage>;
-/** An entry as the outbox writes it: every field the senders and the retry schedule read. */
-const entryShape = z.looseObject({
-  id: z.string().min(1),
-  target: targetShape,
-  message: messageShape,
-  workspace: z.string(),
-  createdAt: time,
-  giveUpAt: time,
-  attempts: count,
-  lastAttemptAt: time.optional(),
-  nextAttemptAt: time,
-  status: z.enum(["pending", "dead"]),
-  lastError: z.string().optional(),
-}) satisfies z.ZodType<OutboxEntry>;
-const disabledShape = z.looseObject({ at: time, reason: z.string() }) satisfies z.ZodType<DisabledTarget>;
-
-/** outbox.json's content as the outbox can use it; each entry and disabled target checked on its own. */
-function fitOutbox(read: { value: unknown } | undefined, file: string): { data: OutboxData; misfits: Misfit[] } {
-  const data = empty();
-  const misfits: Misfit[] = [];
-  if (read === undefined) return { data, misfits };
-  if (!isPlainObject(read.value)) {
-    misfits.push({ file, where: "the whole file", problem: `does not fit: expected an object of deliveries, got ${kind(read.value)}`, value: read.value });
-    return { data, misfits };
+  /** Applies one record; says why when it does not apply (a record about a delivery it does not know). */
+  apply(record: OutboxRecord): string | undefined {
+    if (record.op === "queued") {
+      if (!this.data.entries[record.entry.id]) this.entries++;
+      this.data.entries[record.entry.id] = record.entry;
+      return undefined;
+    }
+    if (record.op === "disabled") {
+      this.data.disabledTargets[record.target] = { at: record.at, reason: record.reason };
+      return undefined;
+    }
+    if (record.op === "enabled") {
+      delete this.data.disabledTargets[record.target];
+      return undefined;
+    }
+    if (record.op === "delivered") {
+      if (this.data.entries[record.id]) this.entries--;
+      delete this.data.entries[record.id];
+      this.delivered.delete(record.id);
+      this.delivered.set(record.id, Date.parse(record.at));
+      return undefined;
+    }
+    const entry = this.data.entries[record.id];
+    if (!entry) return `is about delivery "${record.id}", which is not in the outbox`;
+    switch (record.op) {
+      case "attempt":
+        entry.attempts += 1;
+        entry.lastAttemptAt = record.at;
+        break;
+      case "failed":
+        entry.lastError = record.error;
+        entry.nextAttemptAt = record.retryAt;
+        break;
+      case "dead":
+        entry.status = "dead";
+        entry.lastError = record.error;
+        break;
+      case "retried":
+        entry.status = "pending";
+        entry.attempts = 0;
+        entry.nextAttemptAt = record.at;
+        entry.giveUpAt = record.giveUpAt;
+        break;
+      case "purged":
+        delete this.data.entries[record.id];
+        this.entries--;
+        break;
+    }
+    return undefined;
   }
-  for (const [key, value] of Object.entries(read.value)) {
-    if (key === "entries") {
-      for (const [id, entry] of Object.entries(fitEach(entryShape, value, file, key, misfits))) {
-        if (entry.id === id) data.entries[id] = entry;
-        else misfits.push({ file, where: `entries.${id}`, problem: `does not fit: its id is "${entry.id}"`, value: entry });
-      }
-    } else if (key === "disabledTargets") {
-      data.disabledTargets = fitEach(disabledShape, value, file, key, misfits);
-    } else {
-      misfits.push({ file, where: key, problem: "is not a part of the outbox", value });
+
+  /** Forgets acknowledgements older than DELIVERED_KEPT_MS before `now`. */
+  expire(now: number): void {
+    for (const [keptId, at] of this.delivered) {
+      if (at >= now - DELIVERED_KEPT_MS) break;
+      this.delivered.delete(keptId);
     }
   }
-  return { data, misfits };
+
+  /** The records a compaction writes: one for each thing still in play. */
+  records(): OutboxRecord[] {
+    return [
+      ...Object.entries(this.data.disabledTargets).map(([target, { at, reason }]): OutboxRecord => ({ op: "disabled", target, at, reason })),
+      ...[...this.delivered].map(([keptId, at]): OutboxRecord => ({ op: "delivered", id: keptId, at: new Date(at).toISOString() })),
+      ...Object.values(this.data.entries).map((entry): OutboxRecord => ({ op: "queued", entry })),
+    ];
+  }
+
+  get live(): number {
+    return this.entries + Object.keys(this.data.disabledTargets).length + this.delivered.size;
+  }
+
+  /** Replays the journal's lines; those that are no record, or do not apply, are returned. */
+  static replay(file: string, lines: readonly JournalLine[], now: number): { state: OutboxState; misfits: Misfit[] } {
+    const state = new OutboxState();
+    const misfits: Misfit[] = [];
+    for (const line of lines) {
+      const where = `line ${line.line}`;
+      if ("broken" in line) {
+        misfits.push({ file, where, problem: "is not JSON", value: line.broken });
+        continue;
+      }
+      const parsed = recordShape.safeParse(line.value);
+      const problem = parsed.success ? state.apply(parsed.data) : `is no outbox record: ${problemOf(parsed.error)}`;
+      if (problem !== undefined) misfits.push({ file, where, problem, value: line.value });
+    }
+    state.expire(now);
+    return { state, misfits };
+  }
 }
 
+const serialise = (records: readonly OutboxRecord[]) => records.map((record) => `${JSON.stringify(record)}\n`).join("");
+
 /**
- * The outbox on disk, in two files of the state directory:
- * - outbox.json (lowdb, rewritten and synced on each change, DurableJSONFile) holds only what is still in play,
- *   pending and dead deliveries and disabled targets, so it stays small however many runs there were;
- * - outbox-delivered.jsonl, appended to once per acknowledged delivery, is what makes an
- *   acknowledgement final: an id in it is never sent or queued again for DELIVERED_KEPT_MS.
- * A crash between the two writes leaves an acknowledged entry in outbox.json; opening drops it.
+ * The outbox on disk: outbox.jsonl in the state directory, an append-only journal of OutboxRecords,
+ * each change synced before it is acted on (group-committed: one fdatasync covers every change
+ * made while the previous one was in flight). It is compacted when the records superseded by
+ * later ones outnumber those still in play (and COMPACT_AFTER), so it stays in proportion to what
+ * is pending, dead and acknowledged in the last DELIVERED_KEPT_MS, however many runs there were.
  */
 export class OutboxStore {
-  /** The write on its way to disk, and the one queued behind it that every change meanwhile shares. */
-  private writing: Promise<void> = Promise.resolve();
-  private queued: Promise<void> | undefined;
+  /** Records in the file since it was last written whole. */
+  private records: number;
 
   private constructor(
     readonly file: string,
-    private readonly db: Low<OutboxData>,
-    private readonly delivered: DeliveredLog,
-    private readonly inStateDir: <T>(write: () => Promise<T>) => Promise<T>,
-  ) {}
+    private readonly state: OutboxState,
+    private readonly journal: Journal,
+    records: number,
+  ) {
+    this.records = records;
+  }
 
   /**
-   * `parent`: the logger whose child reports pieces moved aside and a state directory removed
-   * while countd runs (it is created again). An entry or line that does not fit is moved to the
-   * quarantine file, and the others are delivered as usual; a file that is not JSON at all is refused.
+   * `parent`: the logger whose child reports records moved aside and a state directory removed
+   * while countd runs (it is created again). A line that is no record, or does not apply, is moved
+   * to the quarantine file and the others are delivered as usual. The outbox.json and
+   * outbox-delivered.jsonl of countd before the journal are read into it once, then removed.
    */
   static async open(stateDir: string, now: Date, parent: Logger = silentLogger): Promise<OutboxStore> {
     const log = parent.child({ component: "outbox-store" });
-    await mkdir(stateDir, { recursive: true });
-    const file = join(stateDir, "outbox.json");
-    const read = await readJsonFile(file, "outbox file", "repair it, or move it away (its pending deliveries are then lost)");
-    const { data, misfits } = fitOutbox(read, file);
-    const db = new Low(new DurableJSONFile<OutboxData>(file), data);
-    await quarantine(stateDir, misfits, log);
-    const inStateDir = <T>(write: () => Promise<T>) => inRecreatedDir(stateDir, write, log);
-    const delivered = await DeliveredLog.open(join(stateDir, "outbox-delivered.jsonl"), now, inStateDir, (lines) => quarantine(stateDir, lines, log));
-    const acknowledged = Object.keys(db.data.entries).filter((id) => delivered.at(id) !== undefined);
-    for (const id of acknowledged) delete db.data.entries[id];
-    if (acknowledged.length > 0 || misfits.length > 0) await db.write();
-    return new OutboxStore(file, db, delivered, inStateDir);
+    const file = join(stateDir, OUTBOX_FILE);
+    await migrateLegacyOutbox(stateDir, file, (data, delivered) => serialise(OutboxStore.recordsOf(data, delivered)), log);
+    let state: OutboxState | undefined;
+    const { journal, lines } = await Journal.open(file, () => serialise(state!.records()), log);
+    const replayed = OutboxState.replay(file, lines, now.getTime());
+    state = replayed.state;
+    await quarantine(stateDir, replayed.misfits, log);
+    const store = new OutboxStore(file, state, journal, lines.length);
+    if (replayed.misfits.length > 0 || store.superseded()) {
+      await journal.compact();
+      store.records = state.live;
+    }
+    return store;
+  }
+
+  /** What the journal in `stateDir` adds up to, read without writing: for `countd outbox` beside a running daemon. */
+  static async read(stateDir: string, now: Date): Promise<OutboxData> {
+    const file = join(stateDir, OUTBOX_FILE);
+    return OutboxState.replay(file, (await readJournal(file)).lines, now.getTime()).state.data;
   }
 
   get data(): Readonly<OutboxData> {
-    return this.db.data;
+    return this.state.data;
   }
 
-  /** Changes and saves; resolves once the change is on disk. */
-  async update(change: (data: OutboxData) => void): Promise<void> {
-    change(this.db.data);
-    await this.save();
+  isDelivered(id: string): boolean {
+    return this.state.delivered.has(id);
   }
 
   /** When `id` was acknowledged, if within DELIVERED_KEPT_MS. */
   deliveredAt(id: string): Date | undefined {
-    const at = this.delivered.at(id);
+    const at = this.state.delivered.get(id);
     return at === undefined ? undefined : new Date(at);
   }
 
-  /** Records the acknowledgement first, then drops the entry from outbox.json. */
-  async markDelivered(id: string, now: Date): Promise<void> {
-    delete this.db.data.entries[id];
-    await this.delivered.record(id, now);
-    await this.save();
-  }
-
   /**
-   * One write at a time, and changes made during a write share the next one: the adapter serialises
-   * the whole file on every call, so a burst of deliveries would otherwise serialise it once per
-   * change rather than once per write.
+   * Applies the records at once (so the outbox reads them from now on) and resolves once they are
+   * synced. A record that does not apply is a bug in the caller, and throws before anything is written.
    */
-  private save(): Promise<void> {
-    this.queued ??= this.writing
-      .catch(() => {})
-      .then(() => {
-        this.queued = undefined;
-        this.writing = this.inStateDir(() => this.db.write());
-        return this.writing;
-      });
-    return this.queued;
-  }
-}
-
-/**
- * Acknowledged ids, one JSON line each. Appending keeps the cost of a delivery flat; the file is
- * rewritten with only the ids still kept once it holds more expired lines than kept ones, which
- * spreads that cost over as many deliveries as the rewrite keeps.
- */
-class DeliveredLog {
-  /** Operations on the file, in order: an append must not land in a file being replaced. */
-  private queue: Promise<void> = Promise.resolve();
-
-  private constructor(
-    private readonly file: string,
-    /** id → epoch ms, in the order of acknowledgement (a Map keeps insertion order). */
-    private readonly kept: Map<string, number>,
-    private lines: number,
-    private readonly inStateDir: <T>(write: () => Promise<T>) => Promise<T>,
-  ) {}
-
-  /** `moveAside`: where the lines that are no acknowledgement go, before the rewrite that drops them. */
-  static async open(
-    file: string,
-    now: Date,
-    inStateDir: <T>(write: () => Promise<T>) => Promise<T>,
-    moveAside: (misfits: Misfit[]) => Promise<void>,
-  ): Promise<DeliveredLog> {
-    let text = "";
-    try {
-      text = await readFile(file, "utf8");
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  record(...records: OutboxRecord[]): Promise<void> {
+    for (const record of records) {
+      const problem = this.state.apply(record);
+      if (problem !== undefined) throw new Error(`outbox record ${JSON.stringify(record.op)} ${problem}`);
+      if (record.op === "delivered") this.state.expire(Date.parse(record.at));
     }
-    const kept = new Map<string, number>();
-    const cutoff = now.getTime() - DELIVERED_KEPT_MS;
-    let lines = 0;
-    const misfits: Misfit[] = [];
-    for (const [index, line] of text.split("\n").entries()) {
-      if (line === "") continue;
-      lines++;
-      const record = parseLine(line);
-      // A crash mid-append cuts the last line short: that acknowledgement never reached the disk,
-      // so the entry is still pending and is sent again with the same id.
-      if (!record) misfits.push({ file, where: `line ${index + 1}`, problem: "is no acknowledgement ({id, at})", value: line });
-      else if (record.at >= cutoff) kept.set(record.id, record.at);
-    }
-    const log = new DeliveredLog(file, kept, lines, inStateDir);
-    await moveAside(misfits);
-    // Rewritten now if a cut-short line would otherwise swallow the next append.
-    if (misfits.length > 0 || lines > kept.size) await log.enqueue(() => log.rewrite());
-    return log;
+    this.records += records.length;
+    if (!this.superseded()) return this.journal.append(records);
+    this.records = this.state.live;
+    return this.journal.compact();
   }
 
-  at(id: string): number | undefined {
-    return this.kept.get(id);
+  /** Waits for the writes in flight and closes the journal. */
+  close(): Promise<void> {
+    return this.journal.close();
   }
 
-  record(id: string, now: Date): Promise<void> {
-    const at = now.getTime();
-    this.kept.set(id, at);
-    for (const [keptId, keptAt] of this.kept) {
-      if (keptAt >= at - DELIVERED_KEPT_MS) break;
-      this.kept.delete(keptId);
-    }
-    return this.enqueue(async () => {
-      await this.inStateDir(() => appendFile(this.file, `${JSON.stringify({ id, at: new Date(at).toISOString() })}\n`));
-      this.lines++;
-      if (this.lines - this.kept.size > this.kept.size) await this.rewrite();
-    });
+  private superseded(): boolean {
+    const live = this.state.live;
+    return this.records - live > Math.max(live, COMPACT_AFTER);
   }
 
-  private enqueue(operation: () => Promise<void>): Promise<void> {
-    const done = this.queue.then(operation);
-    this.queue = done.catch(() => {});
-    return done;
-  }
-
-  private async rewrite(): Promise<void> {
-    const text = [...this.kept].map(([id, at]) => `${JSON.stringify({ id, at: new Date(at).toISOString() })}\n`).join("");
-    const temp = `${this.file}.tmp`;
-    await this.inStateDir(() => writeFile(temp, text));
-    await rename(temp, this.file);
-    this.lines = this.kept.size;
-  }
-}
-
-function parseLine(line: string): { id: string; at: number } | undefined {
-  try {
-    const value: unknown = JSON.parse(line);
-    if (typeof value !== "object" || value === null) return undefined;
-    const { id, at } = value as Record<string, unknown>;
-    const time = typeof at === "string" ? Date.parse(at) : NaN;
-    return typeof id === "string" && !Number.isNaN(time) ? { id, at: time } : undefined;
-  } catch {
-    return undefined;
+  private static recordsOf(data: OutboxData, delivered: Map<string, number>): OutboxRecord[] {
+    const state = new OutboxState();
+    Object.assign(state.data, data);
+    for (const [keptId, at] of delivered) state.delivered.set(keptId, at);
+    return state.records();
   }
 }

@@ -1,8 +1,9 @@
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { targetKey } from "../../src/delivery/targets.js";
+import { OutboxStore } from "../../src/store/outbox-store.js";
 import { useAimock } from "../support/aimock.js";
 import { spawnDaemon, type DaemonProcess, logLines } from "../support/daemon-process.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
@@ -31,7 +32,7 @@ describe("a webhook target disabled by HTTP 410", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const disabled = async () => Object.keys((JSON.parse(await readFile(join(dir, "state", "outbox.json"), "utf8")) as { disabledTargets: object }).disabledTargets);
+  const disabled = async () => Object.keys((await OutboxStore.read(join(dir, "state"), new Date())).disabledTargets);
   const job = (name: string) => writeFile(join(dir, "jobs", `${name}.yaml`), `at: "${soon()}"\nprompt: say hi\ndeliver:\n  - webhook: { url: "${hooks.url}" }\n`);
 
   it("is sent to again after SIGHUP", async () => {

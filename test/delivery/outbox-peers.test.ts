@@ -146,7 +146,7 @@ describe("the outbox posting to a real webhook receiver", () => {
     await outbox.runDue();
     expect(outbox.list().pending).toEqual([expect.objectContaining({ id, attempts: 1, lastError: `${origin()} answered HTTP 500` })]);
     // The secret is filled in when sending; on disk the target keeps the reference.
-    expect(await readFile(join(dir, "outbox.json"), "utf8")).not.toContain(SECRET);
+    expect(await readFile(join(dir, "outbox.jsonl"), "utf8")).not.toContain(SECRET);
     await nextAttempt(outbox);
     expect(outbox.list().pending).toEqual([expect.objectContaining({ id, attempts: 2 })]);
     await nextAttempt(outbox);

@@ -6,6 +6,7 @@ import { simpleParser } from "mailparser";
 import { createMailer, messageIdLocalPart } from "../../src/delivery/email.js";
 import { DeliveryError } from "../../src/delivery/errors.js";
 import { Outbox, type OutboxEntry, type SendFn } from "../../src/delivery/outbox.js";
+import { OutboxStore } from "../../src/store/outbox-store.js";
 import { retryDelayMs } from "../../src/delivery/schedule.js";
 import { targetKey, type DeliveryTarget, type WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
@@ -68,7 +69,7 @@ beforeEach(async () => {
 
 const open = (send: SendFn, random = () => 0.5) => Outbox.open({ stateDir: dir, send, now: clock.now, random, log });
 
-const onDisk = async (): Promise<Record<string, OutboxEntry>> => JSON.parse(await readFile(join(dir, "outbox.json"), "utf8")).entries;
+const onDisk = async (): Promise<Record<string, OutboxEntry>> => (await OutboxStore.read(dir, clock.now())).entries;
 
 describe("Outbox", () => {
   it("writes a delivery to disk before its first attempt, which starts at once, and removes it once acknowledged", async () => {
@@ -349,7 +350,6 @@ describe("Outbox", () => {
     clock.advance(2 * MINUTE);
     const later = await open(send);
     expect(later.deliveredAt(id!)).toBeUndefined();
-    expect(await readFile(join(dir, "outbox-delivered.jsonl"), "utf8")).not.toContain(id);
     // Forgotten, so queueing the same run again is a new delivery.
     await later.enqueue("run-1", [hook()], message, "/ws");
     await later.runDue();
@@ -387,7 +387,7 @@ describe("Outbox", () => {
     expect(other.list()).toEqual({ pending: [], dead: [] });
     expect((await open(send)).list()).toEqual({ pending: [], dead: [] });
 
-    await expect(other.retry("nope")).rejects.toThrow(`no pending or dead delivery with id "nope" in ${join(dir, "outbox.json")}`);
+    await expect(other.retry("nope")).rejects.toThrow(`no pending or dead delivery with id "nope" in ${join(dir, "outbox.jsonl")}`);
   });
 
   it("loses no delivery when many are queued at once, and queues the same run and target only once", async () => {

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { DeliveryError } from "../../src/delivery/errors.js";
 import { Outbox } from "../../src/delivery/outbox.js";
+import { OutboxStore } from "../../src/store/outbox-store.js";
 import { resolveTarget, unresolvedVariables } from "../../src/delivery/secrets.js";
 import { parseDeliveryTargets, type DeliveryTarget, type WebhookTarget } from "../../src/delivery/targets.js";
 import { sendWebhook } from "../../src/delivery/webhook.js";
@@ -115,8 +116,8 @@ describe("secrets in the outbox", () => {
     const message = completedMessage({ job: "daily-report", runId: "20260302T080000Z-1a2b", startedAt: "2026-03-02T08:00:00.000Z", result: "All green.", usage: emptyUsage() });
     const [id] = await outbox.enqueue("daily-report.20260302T080000Z-1a2b", targets, message, stateDir);
 
-    const onDisk = await readFile(join(stateDir, "outbox.json"), "utf8");
-    expect(JSON.parse(onDisk).entries[id!].target).toEqual({
+    const onDisk = await readFile(join(stateDir, "outbox.jsonl"), "utf8");
+    expect((await OutboxStore.read(stateDir, new Date())).entries[id!]!.target).toEqual({
       kind: "webhook",
       url: "${HOOK_URL}",
       secret: "${COUNTD_WEBHOOK_SECRET}",

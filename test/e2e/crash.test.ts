@@ -1,13 +1,13 @@
 import { seededRandom } from "../support/mutate.js";
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { CONCURRENCY as OUTBOX_CONCURRENCY } from "../../src/delivery/outbox.js";
 import { targetKey } from "../../src/delivery/targets.js";
-import type { OutboxData, OutboxEntry } from "../../src/store/outbox-store.js";
+import { readJournal } from "../../src/store/journal.js";
+import { OUTBOX_FILE, OutboxStore, type OutboxEntry, type OutboxRecord } from "../../src/store/outbox-store.js";
 import { useAimock } from "../support/aimock.js";
 import { allRuns, BIN, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
@@ -42,6 +42,20 @@ interface Arrival {
   acknowledged: boolean;
 }
 
+/** The outbox journal after a kill: every line parses as JSON but the last, which the kill may have cut short. */
+async function journalParses(file: string): Promise<void> {
+  const lines = (await readFile(file, "utf8").catch(() => "")).split("\n");
+  const broken = lines.slice(0, -1).filter((line) => {
+    try {
+      JSON.parse(line);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  expect(broken, `${file} after a SIGKILL (seed ${SEED})`).toEqual([]);
+}
+
 /** What the files must look like after a kill: each one present parses as JSON. */
 async function parsesIfPresent(file: string): Promise<boolean> {
   let text: string;
@@ -55,16 +69,12 @@ async function parsesIfPresent(file: string): Promise<boolean> {
   return true;
 }
 
-/** Ids outbox-delivered.jsonl records as acknowledged; a line cut short by the kill does not count. */
+/** Ids the outbox journal records as acknowledged; a line cut short by the kill does not count. */
 async function recordedAcknowledged(stateDir: string): Promise<Set<string>> {
-  const text = await readFile(join(stateDir, "outbox-delivered.jsonl"), "utf8").catch(() => "");
+  const { lines } = await readJournal(join(stateDir, OUTBOX_FILE));
   const ids = new Set<string>();
-  for (const line of text.split("\n")) {
-    try {
-      ids.add((JSON.parse(line) as { id: string }).id);
-    } catch {
-      // empty or torn
-    }
+  for (const line of lines) {
+    if ("value" in line && (line.value as OutboxRecord).op === "delivered") ids.add((line.value as { id: string }).id);
   }
   return ids;
 }
@@ -130,10 +140,10 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
     return { hooks: hookArrivals, mails: mailArrivals };
   }
 
-  /** outbox.json's entries, each also named as `expected` names it (a mail by its run alone). */
-  function pendingEntries(): Array<OutboxEntry & { as: string }> {
-    const data = JSON.parse(readFileSync(join(stateDir, "outbox.json"), "utf8")) as Partial<OutboxData>;
-    return Object.values(data.entries ?? {}).map((entry) => ({
+  /** The outbox's entries as its journal holds them, each also named as `expected` names it (a mail by its run alone). */
+  async function pendingEntries(): Promise<Array<OutboxEntry & { as: string }>> {
+    const data = await OutboxStore.read(stateDir, new Date());
+    return Object.values(data.entries).map((entry) => ({
       ...entry,
       as: entry.target.kind === "email" ? `${entry.message.job}.${entry.message.run.id}.mail` : entry.id,
     }));
@@ -177,7 +187,7 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
       daemon = undefined;
 
       await parsesIfPresent(join(stateDir, "state.json"));
-      await parsesIfPresent(join(stateDir, "outbox.json"));
+      await journalParses(join(stateDir, OUTBOX_FILE));
       const runs = await allRuns(stateDir);
       // markInterrupted runs before "countd started" is logged: a daemon that got that far left none of the runs before it running.
       if (output.includes("countd started")) {
@@ -211,9 +221,9 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
       return new Set([...hookArrivals.filter((a) => a.acknowledged).map((a) => a.id), ...mails.map((a) => `beta.${a.runId}.mail`)]);
     };
     // Every expected delivery arrives, or waits in the outbox for a retry that is not due yet.
-    await vi.waitFor(() => {
+    await vi.waitFor(async () => {
       const now = Date.now();
-      const waiting = pendingEntries();
+      const waiting = await pendingEntries();
       expect(waiting.filter((entry) => Date.parse(entry.nextAttemptAt) <= now), "deliveries due and not yet sent").toEqual([]);
       const taken = arrived();
       const missing = expected.filter((id) => !taken.has(id) && !waiting.some((entry) => entry.as === id));
@@ -224,15 +234,15 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
     daemon = undefined;
     // A 503 after attempts cut short by kills puts the next try minutes away; what a user would do
     // instead of waiting: `countd outbox retry <id>`, with the daemon stopped.
-    const deferred = pendingEntries();
+    const deferred = await pendingEntries();
     expect(deferred.filter((entry) => entry.status !== "pending"), `deliveries given up (seed ${SEED})`).toEqual([]);
     // A retry also sends every other delivery due by then, so each is retried only while still pending.
     for (const entry of deferred) {
-      if (!pendingEntries().some((left) => left.id === entry.id)) continue;
+      if (!(await pendingEntries()).some((left) => left.id === entry.id)) continue;
       expect(await countd(["outbox", "retry", entry.id]), `countd outbox retry ${entry.id}`).toBe(0);
     }
     expect(expected.filter((id) => !arrived().has(id)), `deliveries not arrived (seed ${SEED})`).toEqual([]);
-    expect(pendingEntries(), "outbox entries left after draining").toEqual([]);
+    expect(await pendingEntries(), "outbox entries left after draining").toEqual([]);
 
     const { hooks: hookArrivals, mails } = arrivals();
     const all = [...hookArrivals, ...mails];

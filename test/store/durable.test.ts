@@ -37,7 +37,6 @@ const find = (lines: string[], pattern: RegExp, from = 0) => lines.findIndex((li
 describe.skipIf(!straceWorks)("what a power cut cannot undo", () => {
   for (const [name, file, script] of [
     ["state.json", "state.json", `const { StateStore } = await import(dist + "/store/state.js"); const state = await StateStore.open(dir); await state.update((data) => { data.jobs.report = {}; });`],
-    ["outbox.json", "outbox.json", `const { OutboxStore } = await import(dist + "/store/outbox-store.js"); const outbox = await OutboxStore.open(dir, new Date()); await outbox.update((data) => { data.disabledTargets.x = { at: new Date().toISOString(), reason: "test" }; });`],
   ] as const) {
     it(`${name}: the new file's data is synced before the rename, and the folder after it`, async () => {
       const calls = await traced(script);
@@ -50,6 +49,27 @@ describe.skipIf(!straceWorks)("what a power cut cannot undo", () => {
       expect(JSON.parse(await readFile(join(dir, file), "utf8"))).toBeTruthy();
     });
   }
+});
+
+describe.skipIf(!straceWorks)("the outbox journal", () => {
+  it("syncs every change before it resolves, one fdatasync for all the changes made while the last was in flight", async () => {
+    const out = join(dir, "strace.out");
+    const body = `const { OutboxStore } = await import(${JSON.stringify(DIST)} + "/store/outbox-store.js");
+      const store = await OutboxStore.open(${JSON.stringify(dir)}, new Date());
+      const at = new Date().toISOString();
+      const disabled = (n) => ({ op: "disabled", target: "webhook-" + n, at, reason: "test" });
+      await Promise.all(Array.from({ length: 100 }, (_, n) => store.record(disabled(n))));
+      await store.record(disabled(100));
+      await store.close();`;
+    await run("strace", ["-f", "-y", "-qq", "-e", "trace=write,writev,pwrite64,pwritev,fsync,fdatasync", "-o", out, process.execPath, "--input-type=module", "-e", body]);
+    const calls = (await readFile(out, "utf8"))
+      .split("\n")
+      .filter((line) => line.includes("outbox.jsonl>") && !line.includes("resumed>"))
+      .map((line) => /(\w+)\(/.exec(line.replace(/^\d+\s+/, ""))![1]);
+    expect(calls.map((call) => (call === "fdatasync" || call === "fsync" ? "sync" : "write"))).toEqual(["write", "sync", "write", "sync"]);
+    const { OutboxStore } = await import("../../src/store/outbox-store.js");
+    expect(Object.keys((await OutboxStore.read(dir, new Date())).disabledTargets)).toHaveLength(101);
+  });
 });
 
 describe("DurableJSONFile", () => {

@@ -1,9 +1,9 @@
-import { appendFile, copyFile, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { appendFile, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { emptyUsage } from "../../src/providers/types.js";
-import { DELIVERED_KEPT_MS, OutboxStore, type OutboxEntry } from "../../src/store/outbox-store.js";
+import { DELIVERED_KEPT_MS, OutboxStore, type OutboxEntry, type OutboxRecord } from "../../src/store/outbox-store.js";
 import { captureLog } from "../support/log-capture.js";
 
 const T0 = new Date("2026-03-02T08:00:00.000Z");
@@ -29,32 +29,147 @@ function entry(id: string): OutboxEntry {
 }
 
 let dir: string;
-const deliveredLog = () => join(dir, "outbox-delivered.jsonl");
+const journal = () => join(dir, "outbox.jsonl");
+const lines = async () => (await readFile(journal(), "utf8")).split("\n").filter((line) => line !== "");
+const queued = (id: string): OutboxRecord => ({ op: "queued", entry: entry(id) });
+const delivered = (id: string, at = T0): OutboxRecord => ({ op: "delivered", id, at: at.toISOString() });
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "countd-outbox-store-"));
 });
 
 describe("OutboxStore", () => {
-  it("keeps pending entries and disabled targets across a reopen", async () => {
+  it("keeps pending entries, their attempts and disabled targets across a reopen, one journal line per change", async () => {
     const store = await OutboxStore.open(dir, T0);
-    await store.update((data) => {
-      data.entries["run-1:a"] = entry("run-1:a");
-      data.disabledTargets["webhook-x"] = { at: T0.toISOString(), reason: "target disabled after HTTP 410" };
-    });
+    await store.record(queued("run-1:a"), { op: "disabled", target: "webhook-x", at: T0.toISOString(), reason: "target disabled after HTTP 410" });
+    await store.record({ op: "attempt", id: "run-1:a", at: later(1_000).toISOString() });
+    await store.record({ op: "failed", id: "run-1:a", error: "HTTP 500", retryAt: later(31_000).toISOString() });
+    expect(await lines()).toHaveLength(4);
     const reopened = await OutboxStore.open(dir, T0);
     expect(reopened.data).toEqual({
-      entries: { "run-1:a": entry("run-1:a") },
+      entries: {
+        "run-1:a": { ...entry("run-1:a"), attempts: 1, lastAttemptAt: later(1_000).toISOString(), lastError: "HTTP 500", nextAttemptAt: later(31_000).toISOString() },
+      },
       disabledTargets: { "webhook-x": { at: T0.toISOString(), reason: "target disabled after HTTP 410" } },
     });
   });
 
-  it("names the file when outbox.json is not valid JSON", async () => {
+  it("drops an acknowledged entry and remembers its id across a reopen", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    await store.record(queued("run-1:a"), queued("run-2:a"));
+    await store.record(delivered("run-1:a", later(1_000)));
+
+    const reopened = await OutboxStore.open(dir, later(2_000));
+    expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
+    expect(reopened.deliveredAt("run-1:a")).toEqual(later(1_000));
+  });
+
+  it("drops a last record cut short by a crash, with a logged line, and the next record is not swallowed by it", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    await store.record(queued("run-1:a"), queued("run-2:a"));
+    await store.record(delivered("run-1:a"));
+    await appendFile(journal(), '{"op":"delivered","id":"run-2:a","at":"2026-03-');
+
+    const { log, lines: logged } = captureLog();
+    const reopened = await OutboxStore.open(dir, T0, log);
+    expect(logged.filter((line) => line.level === "warn")).toEqual([
+      expect.objectContaining({ msg: expect.stringMatching(/^dropped a record cut short by a crash/), fields: expect.objectContaining({ file: journal(), line: 4 }) }),
+    ]);
+    expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
+    await reopened.record(delivered("run-2:a"));
+    const third = await OutboxStore.open(dir, T0);
+    expect(third.data.entries).toEqual({});
+    expect(["run-1:a", "run-2:a"].map((id) => third.deliveredAt(id) !== undefined)).toEqual([true, true]);
+    expect(await lines()).toHaveLength(4);
+  });
+
+  it("moves a line that is no record, or about a delivery it does not know, aside and keeps the records around it", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    await store.record(queued("run-1:a"));
+    await appendFile(journal(), `[1, 2]\n{"op":"attempt","id":"run-9:a","at":"${T0.toISOString()}"}\n{"op":"attempt","id":"run-1:a"}\n`);
+    await appendFile(journal(), `${JSON.stringify(delivered("run-3:a"))}\n`);
+
+    const { log, lines: logged } = captureLog();
+    const reopened = await OutboxStore.open(dir, T0, log);
+    expect(Object.keys(reopened.data.entries)).toEqual(["run-1:a"]);
+    expect(reopened.data.entries["run-1:a"]!.attempts).toBe(0);
+    expect(reopened.deliveredAt("run-3:a")).toEqual(T0);
+    const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8")).trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(quarantined.map(({ file, where }) => [file, where])).toEqual([
+      [journal(), "line 2"],
+      [journal(), "line 3"],
+      [journal(), "line 4"],
+    ]);
+    expect(quarantined[1]).toMatchObject({ problem: 'is about delivery "run-9:a", which is not in the outbox' });
+    expect(logged.filter((line) => line.level === "warn")).toHaveLength(3);
+    // Rewritten without them, so they are not moved aside again at the next start.
+    expect(await lines()).toHaveLength(2);
+  });
+
+  it("compacts the journal when superseded records outnumber the live ones, keeping every delivery's state", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    for (let i = 0; i < 1_500; i++) {
+      const id = `run-${i}:a`;
+      await store.record(queued(id));
+      await store.record({ op: "attempt", id, at: T0.toISOString() });
+      if (i % 3 > 0) await store.record(delivered(id));
+    }
+    const live = 500 + 1_000;
+    expect((await lines()).length).toBeLessThanOrEqual(2 * live + 1_000 + 3);
+    const reopened = await OutboxStore.open(dir, T0);
+    expect(Object.keys(reopened.data.entries)).toHaveLength(500);
+    expect(reopened.data.entries["run-0:a"]).toMatchObject({ attempts: 1 });
+    expect(reopened.deliveredAt("run-1:a")).toEqual(T0);
+    expect((await readdir(dir)).filter((name) => name.endsWith(".tmp"))).toEqual([]);
+  });
+
+  it("forgets acknowledgements older than 7 days, and a compaction leaves them out", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    for (let i = 0; i < 1_100; i++) await store.record(delivered(`run-${i}:a`));
+    await store.record(delivered("run-late:a", later(DELIVERED_KEPT_MS + 1)));
+    expect(store.deliveredAt("run-0:a")).toBeUndefined();
+    expect(store.deliveredAt("run-late:a")).toEqual(later(DELIVERED_KEPT_MS + 1));
+    expect(await lines()).toEqual([JSON.stringify(delivered("run-late:a", later(DELIVERED_KEPT_MS + 1)))]);
+  });
+
+  it("writes the whole outbox again when the state directory is removed while it runs", async () => {
+    const { log, lines: logged } = captureLog();
+    const store = await OutboxStore.open(dir, T0, log);
+    await store.record(queued("run-1:a"));
+    await rm(dir, { recursive: true });
+    await store.record(queued("run-2:a"));
+    expect(Object.keys((await OutboxStore.read(dir, T0)).entries)).toEqual(["run-1:a", "run-2:a"]);
+    expect(logged.some((line) => line.level === "error" && /folder was removed/.test(line.msg))).toBe(true);
+    await store.record(delivered("run-1:a"));
+    expect(Object.keys((await OutboxStore.read(dir, T0)).entries)).toEqual(["run-2:a"]);
+  });
+
+  it("names the file when an old outbox.json is not valid JSON", async () => {
     await writeFile(join(dir, "outbox.json"), "{ entries: ");
     await expect(OutboxStore.open(dir, T0)).rejects.toThrow(`the outbox file ${join(dir, "outbox.json")} is not valid JSON`);
   });
 
-  it("moves entries that do not fit aside, with a warning, and keeps every entry that does", async () => {
+  it("moves the outbox.json and outbox-delivered.jsonl of an older countd into the journal, then removes them", async () => {
+    await writeFile(join(dir, "outbox.json"), JSON.stringify({ entries: { "run-1:a": entry("run-1:a"), "run-2:a": entry("run-2:a") }, disabledTargets: {} }));
+    // run-1 was acknowledged and a crash kept outbox.json from being rewritten.
+    await writeFile(join(dir, "outbox-delivered.jsonl"), `${JSON.stringify({ id: "run-1:a", at: T0.toISOString() })}\n{"id":"run-0:a","at":"2026-03-`);
+    const store = await OutboxStore.open(dir, T0);
+    expect(Object.keys(store.data.entries)).toEqual(["run-2:a"]);
+    expect(store.deliveredAt("run-1:a")).toEqual(T0);
+    expect((await readdir(dir)).filter((name) => name.startsWith("outbox"))).toEqual(["outbox.jsonl"]);
+    expect((await OutboxStore.open(dir, T0)).data).toEqual(store.data);
+  });
+
+  it("removes old outbox files left by a move cut short after the journal was written, without reading them", async () => {
+    const store = await OutboxStore.open(dir, T0);
+    await store.record(queued("run-2:a"));
+    await writeFile(join(dir, "outbox.json"), JSON.stringify({ entries: { "run-1:a": entry("run-1:a") }, disabledTargets: {} }));
+    const reopened = await OutboxStore.open(dir, T0);
+    expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
+    expect(await readdir(dir)).not.toContain("outbox.json");
+  });
+
+  it("moves the entries of an old outbox.json that do not fit aside, with a warning, and keeps every entry that does", async () => {
     const shapes: Array<[unknown, string[], string[]]> = [
       [{ entries: { x: null, "run-1:a": entry("run-1:a") } }, ["entries.x"], ["run-1:a"]],
       [{ entries: { "run-1:a": entry("run-1:a"), y: { id: "y" }, "run-2:a": entry("run-3:a") } }, ["entries.y", "entries.run-2:a"], ["run-1:a"]],
@@ -75,73 +190,9 @@ describe("OutboxStore", () => {
       expect(warnings).toHaveLength(where.length);
       expect(warnings[0]).toMatchObject({ fields: { component: "outbox-store", file: join(dir, "outbox.json"), where: where[0] } });
       expect(Object.keys(store.data.entries)).toEqual(kept);
-      expect(JSON.parse(await readFile(join(dir, "outbox.json"), "utf8"))).toEqual(store.data);
+      expect(await OutboxStore.read(dir, T0)).toEqual(store.data);
+      expect(await readdir(dir)).not.toContain("outbox.json");
     }
   });
 
-  it("moves a delivered-log line that is no acknowledgement aside, and keeps the ids around it", async () => {
-    const store = await OutboxStore.open(dir, T0);
-    await store.markDelivered("run-1:a", T0);
-    await appendFile(deliveredLog(), `[1, 2]\n{"id": "run-2:a"}\n`);
-    await store.markDelivered("run-3:a", T0);
-    const reopened = await OutboxStore.open(dir, T0);
-    expect(["run-1:a", "run-2:a", "run-3:a"].map((id) => reopened.deliveredAt(id) !== undefined)).toEqual([true, false, true]);
-    const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8")).trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
-    expect(quarantined).toEqual([
-      expect.objectContaining({ file: deliveredLog(), where: "line 2", value: "[1, 2]" }),
-      expect.objectContaining({ file: deliveredLog(), where: "line 3", value: '{"id": "run-2:a"}' }),
-    ]);
-    expect((await readFile(deliveredLog(), "utf8")).trim().split("\n")).toHaveLength(2);
-  });
-
-  it("moves an acknowledged entry out of outbox.json and remembers its id across a reopen", async () => {
-    const store = await OutboxStore.open(dir, T0);
-    await store.update((data) => {
-      data.entries["run-1:a"] = entry("run-1:a");
-      data.entries["run-2:a"] = entry("run-2:a");
-    });
-    await store.markDelivered("run-1:a", later(1_000));
-
-    const reopened = await OutboxStore.open(dir, later(2_000));
-    expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
-    expect(reopened.deliveredAt("run-1:a")).toEqual(later(1_000));
-    expect(JSON.parse(await readFile(join(dir, "outbox.json"), "utf8")).entries).not.toHaveProperty("run-1:a");
-  });
-
-  it("drops an entry left in outbox.json by a crash right after its acknowledgement was logged", async () => {
-    const store = await OutboxStore.open(dir, T0);
-    await store.update((data) => void (data.entries["run-1:a"] = entry("run-1:a")));
-    await copyFile(join(dir, "outbox.json"), join(dir, "before.json"));
-    await store.markDelivered("run-1:a", T0);
-    // The crash: the delivered log has the id, outbox.json was never rewritten.
-    await copyFile(join(dir, "before.json"), join(dir, "outbox.json"));
-
-    const reopened = await OutboxStore.open(dir, T0);
-    expect(reopened.data.entries).toEqual({});
-    expect(JSON.parse(await readFile(join(dir, "outbox.json"), "utf8")).entries).toEqual({});
-  });
-
-  it("survives a delivered-log line cut short by a crash, and the next acknowledgement is not swallowed by it", async () => {
-    const store = await OutboxStore.open(dir, T0);
-    await store.markDelivered("run-1:a", T0);
-    await appendFile(deliveredLog(), '{"id":"run-2:a","at":"2026-03-');
-
-    const reopened = await OutboxStore.open(dir, T0);
-    await reopened.markDelivered("run-3:a", T0);
-    const third = await OutboxStore.open(dir, T0);
-    expect(["run-1:a", "run-2:a", "run-3:a"].map((id) => third.deliveredAt(id) !== undefined)).toEqual([true, false, true]);
-  });
-
-  it("keeps the delivered log to the last 7 days: older ids are forgotten and the file shrinks", async () => {
-    const store = await OutboxStore.open(dir, T0);
-    for (let i = 0; i < 100; i++) await store.markDelivered(`run-${i}:a`, T0);
-    expect((await readFile(deliveredLog(), "utf8")).trim().split("\n")).toHaveLength(100);
-
-    await store.markDelivered("run-late:a", later(DELIVERED_KEPT_MS + 1));
-    expect(store.deliveredAt("run-0:a")).toBeUndefined();
-    expect(store.deliveredAt("run-late:a")).toEqual(later(DELIVERED_KEPT_MS + 1));
-    expect((await readFile(deliveredLog(), "utf8")).trim().split("\n")).toEqual([
-      JSON.stringify({ id: "run-late:a", at: later(DELIVERED_KEPT_MS + 1).toISOString() }),
-    ]);
-  });
 });

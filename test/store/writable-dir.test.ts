@@ -59,9 +59,9 @@ describe("a state directory removed while countd runs", () => {
     const dir = join(root, "state");
     const outbox = await OutboxStore.open(dir, new Date(), log);
     await rm(dir, { recursive: true });
-    await outbox.update((data) => (data.disabledTargets["webhook:x"] = { at: "2026-11-30T09:00:00.000Z", reason: "HTTP 410" }));
+    await outbox.record({ op: "disabled", target: "webhook:x", at: "2026-11-30T09:00:00.000Z", reason: "HTTP 410" });
     await rm(dir, { recursive: true });
-    await outbox.markDelivered("run-1.webhook", new Date());
+    await outbox.record({ op: "delivered", id: "run-1.webhook", at: new Date().toISOString() });
     const reopened = await OutboxStore.open(dir, new Date());
     expect(reopened.deliveredAt("run-1.webhook")).toBeInstanceOf(Date);
     expect(reopened.data.disabledTargets["webhook:x"]?.reason).toBe("HTTP 410");

@@ -1,0 +1,189 @@
+import { mkdir, open, readFile, stat, type FileHandle } from "node:fs/promises";
+import { dirname } from "node:path";
+import { silentLogger, type Logger } from "../log.js";
+import { writeFileDurably } from "./durable.js";
+
+/** One line of the journal as read back: its JSON value, or the text of a line that is no JSON. */
+export type JournalLine = { line: number; value: unknown } | { line: number; broken: string };
+
+interface Waiter {
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+export interface JournalRead {
+  lines: JournalLine[];
+  bytes: number;
+  /** Where the whole lines end: short of `bytes` when the last line was cut short. */
+  wholeBytes: number;
+  /** The last line is whole but has no newline. */
+  unterminated: boolean;
+  /** The last line, cut short by a crash: not in `lines`. */
+  torn?: { line: number; bytes: number };
+}
+
+/** Reads a journal's lines; a missing file has none. A last line that is no JSON was cut short by a crash. */
+export async function readJournal(file: string): Promise<JournalRead> {
+  let buffer: Buffer;
+  try {
+    buffer = await readFile(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    buffer = Buffer.alloc(0);
+  }
+  const read: JournalRead = { lines: [], bytes: buffer.length, wholeBytes: 0, unterminated: false };
+  let start = 0;
+  for (let number = 1; start < buffer.length; number++) {
+    const newline = buffer.indexOf(10, start);
+    const end = newline === -1 ? buffer.length : newline;
+    const text = buffer.toString("utf8", start, end);
+    const lineStart = start;
+    const last = newline === -1;
+    start = last ? buffer.length : newline + 1;
+    if (text === "") {
+      read.wholeBytes = start;
+      continue;
+    }
+    let line: JournalLine;
+    try {
+      line = { line: number, value: JSON.parse(text) };
+    } catch {
+      line = { line: number, broken: text };
+    }
+    if (last && "broken" in line) {
+      read.torn = { line: number, bytes: end - lineStart };
+      break;
+    }
+    read.lines.push(line);
+    read.wholeBytes = start;
+    read.unterminated = last;
+  }
+  return read;
+}
+
+/**
+ * An append-only file of JSON lines, kept open, whose appends are group-committed: every line
+ * appended while one fdatasync is in flight goes to disk with the next one, so a burst of changes
+ * costs one sync per batch rather than one per change. `compact` replaces the whole file with a
+ * snapshot (written and synced beside it, renamed, folder synced), after which appends go on in the new file.
+ *
+ * A crash can cut the last line short (its append was not yet synced, so it was never promised):
+ * opening drops it, truncates the file to the last whole line and logs it. A write that fails
+ * (disk full) leaves the file in doubt, and a file or folder removed while countd runs holds
+ * nothing any more: both are repaired by a compaction on the next write, from what is in memory.
+ */
+export class Journal {
+  private pending: string[] = [];
+  private waiters: Waiter[] = [];
+  /** The flush loop while it runs. */
+  private flushing: Promise<void> | undefined;
+  /** A snapshot is written instead of the pending lines: asked for, or the file is in doubt. */
+  private compactWanted = false;
+
+  private constructor(
+    readonly file: string,
+    private handle: FileHandle,
+    private inode: number,
+    private readonly snapshot: () => string,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Opens (creating if missing) and reads `file`. `snapshot` gives the whole file's content as the
+   * owner's state holds it now, for compactions.
+   */
+  static async open(file: string, snapshot: () => string, parent: Logger = silentLogger): Promise<{ journal: Journal; lines: JournalLine[] }> {
+    const log = parent.child({ component: "journal", file });
+    await mkdir(dirname(file), { recursive: true });
+    const read = await readJournal(file);
+    if (read.torn) log.warn(read.torn, "dropped a record cut short by a crash: it was never synced, so nothing it said was promised");
+    const handle = await open(file, "a");
+    if (read.wholeBytes < read.bytes) {
+      await handle.truncate(read.wholeBytes);
+      await handle.datasync();
+    } else if (read.unterminated) {
+      // A last record whole but for its newline: the next append must not run into it.
+      await handle.write("\n");
+      await handle.datasync();
+    }
+    const journal = new Journal(file, handle, (await handle.stat()).ino, snapshot, log);
+    return { journal, lines: read.lines };
+  }
+
+  /** Appends one JSON line per record; resolves once they are synced. */
+  append(records: readonly unknown[]): Promise<void> {
+    for (const record of records) this.pending.push(`${JSON.stringify(record)}\n`);
+    return this.enqueue();
+  }
+
+  /** Replaces the file with the owner's snapshot; resolves once it is synced. */
+  compact(): Promise<void> {
+    this.compactWanted = true;
+    return this.enqueue();
+  }
+
+  /** Waits for every write asked for so far, then closes the file. */
+  async close(): Promise<void> {
+    await this.flushing;
+    await this.handle.close();
+  }
+
+  private enqueue(): Promise<void> {
+    const done = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
+    // Started on the next microtask, so that changes made in the same turn share the first sync.
+    this.flushing ??= Promise.resolve().then(() => this.flush());
+    return done;
+  }
+
+  private async flush(): Promise<void> {
+    while (this.waiters.length > 0) {
+      const text = this.pending.join("");
+      const waiters = this.waiters;
+      this.pending = [];
+      this.waiters = [];
+      try {
+        if (this.compactWanted) await this.rewrite();
+        else {
+          await this.handle.write(text);
+          await this.handle.datasync();
+          if (await this.gone()) await this.rewrite();
+        }
+        for (const waiter of waiters) waiter.resolve();
+      } catch (err) {
+        this.compactWanted = true;
+        for (const waiter of waiters) waiter.reject(err);
+      }
+    }
+    this.flushing = undefined;
+  }
+
+  /** Whether the file this handle writes is no longer the one at its path (removed, replaced). */
+  private async gone(): Promise<boolean> {
+    try {
+      return (await stat(this.file)).ino !== this.inode;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return true;
+      throw err;
+    }
+  }
+
+  private async rewrite(): Promise<void> {
+    const dir = dirname(this.file);
+    try {
+      await stat(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+      await mkdir(dir, { recursive: true });
+      this.log.error({ dir }, "the folder was removed while countd was running; created it again");
+    }
+    // Taken now, after every change so far: the lines pending until now are in it.
+    const text = this.snapshot();
+    this.pending = [];
+    await writeFileDurably(this.file, text);
+    const handle = await open(this.file, "a");
+    await this.handle.close().catch(() => {});
+    this.handle = handle;
+    this.inode = (await handle.stat()).ino;
+    this.compactWanted = false;
+  }
+}
