@@ -77,6 +77,19 @@ describe("previousFire", () => {
     expect(previousFire(everySecond, "UTC", new Date("2026-05-01T12:00:00.000Z"))?.toISOString()).toBe("2026-05-01T11:59:59.000Z");
     expect(previousFire(everySecond, "UTC", new Date("2026-05-01T12:00:00.001Z"))?.toISOString()).toBe("2026-05-01T12:00:00.000Z");
   });
+
+  it("gives each instant its own latest fire, whatever was asked before", () => {
+    const hourly = cron("0 * * * *");
+    const asked = ["12:30:00", "12:10:00", "11:50:00", "12:00:00", "12:00:00.001", "13:00:00.001"];
+    expect(asked.map((time) => previousFire(hourly, "UTC", new Date(`2026-05-01T${time}Z`))?.toISOString().slice(11, 16))).toEqual([
+      "12:00",
+      "12:00",
+      "11:00",
+      "11:00",
+      "12:00",
+      "13:00",
+    ]);
+  });
 });
 
 describe("every", () => {
