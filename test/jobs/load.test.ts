@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { glob } from "tinyglobby";
@@ -474,6 +475,18 @@ describe("hostile job files", () => {
     const text = `prompt: "${"x".repeat(MAX_JOB_FILE_BYTES)}"\n`;
     expect(await problems(text)).toEqual([
       `job.yaml:1:1: ${Buffer.byteLength(text)} bytes; a job file may hold at most ${MAX_JOB_FILE_BYTES} bytes (256 KiB)`,
+    ]);
+  });
+
+  it("loads the other jobs past a FIFO and a link to an endless device named like job files, without waiting on either", async () => {
+    await writeJob("good.yaml", "prompt: x\n");
+    execFileSync("mkfifo", [path.join(jobsDir, "pipe.yaml")]);
+    await symlink("/dev/zero", path.join(jobsDir, "zero.yaml"));
+    const { jobs, problems } = await loadJobsDir(jobsDir, ctx);
+    expect(jobs.map((job) => job.name)).toEqual(["good"]);
+    expect(problems).toEqual([
+      `${displayPath(path.join(jobsDir, "pipe.yaml"))}: cannot read: ESPIPE: invalid seek, read`,
+      `${displayPath(path.join(jobsDir, "zero.yaml"))}:1:1: more than ${MAX_JOB_FILE_BYTES} bytes; a job file may hold at most ${MAX_JOB_FILE_BYTES} bytes (256 KiB)`,
     ]);
   });
 
