@@ -2,7 +2,7 @@
  * (a) Deliveries per second: 2,000 runs queued in the outbox at once and sent by the real webhook
  *     sender to a loopback receiver, from the first enqueue until the last acknowledgement is
  *     synced, beside a bare `fetch` loop posting the same payloads with the same concurrency (4);
- *     three rounds of each, interleaved, medians compared (target >= 0.8x).
+ *     five rounds of each after a warm-up of each, interleaved, medians compared (target >= 0.8x).
  * (b) State write time per run (StateStore.saveRun + Outbox.enqueue) as the run history grows to
  *     100,000 runs, every run delivered so the delivered log grows with it. It must stay flat:
  *     a run record is one appended line (runs/<job>.jsonl, compacted to RUNS_KEPT_PER_JOB runs),
@@ -30,7 +30,7 @@ export interface DeliveryBenchResult {
 
 const THROUGHPUT_RUNS = 2_000;
 /** Rounds of each, interleaved; the medians are compared. */
-const ROUNDS = 3;
+const ROUNDS = 5;
 /** Each job's history holds at most RUNS_KEPT_PER_JOB runs; that bound is reached before the first sample. */
 const JOBS = 5;
 const SAMPLE_AT = [1_000, 10_000, 50_000, 100_000];
@@ -132,12 +132,14 @@ async function bareRound(url: string): Promise<number> {
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
-export async function throughput(): Promise<{ outbox: number; bare: number }> {
+async function throughput(): Promise<{ outbox: number; bare: number }> {
   const { url, close } = await receiver();
   const outbox: number[] = [];
   const bare: number[] = [];
   try {
-    await bareRound(url); // warm-up: connections, JIT
+    // Warm-up for both: connections, JIT.
+    await bareRound(url);
+    await outboxRound(url);
     for (let round = 0; round < ROUNDS; round++) {
       bare.push(await bareRound(url));
       outbox.push(await outboxRound(url));

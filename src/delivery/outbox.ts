@@ -62,7 +62,10 @@ export class Outbox {
   private readonly settleWaiters = new Set<SettleWaiter>();
   /** Pending entries by their next attempt, earliest first; an entry whose time changed is pushed again, and the old item skipped. */
   private readonly due = new TinyQueue<Due>([], (a, b) => a.at - b.at);
-  /** Sends in flight at once: CONCURRENCY. */
+  /**
+   * Sends in flight at once: CONCURRENCY, each holding its slot until its acknowledgement is synced,
+   * so a crash can make countd send again (under the same ids) at most CONCURRENCY acknowledged deliveries.
+   */
   private readonly sendLimit = pLimit(CONCURRENCY);
   /** Attempts started whose send has not finished: the attempt record of the next ones is synced while these send. */
   private unsent = 0;
@@ -276,7 +279,7 @@ export class Outbox {
 
   /**
    * Starts attempts for due entries, oldest due first: CONCURRENCY sending, and as many again
-   * whose attempt is being recorded meanwhile, so that sends do not wait for the journal's sync.
+   * whose attempt is being recorded meanwhile, so that a freed slot does not wait for the journal's sync.
    */
   private fill(): void {
     const now = this.now().getTime();
@@ -323,7 +326,15 @@ export class Outbox {
       // Synced before sending: after a crash mid-send the entry is sent again with the same id,
       // and the receiver can drop the duplicate.
       await this.store.record({ op: "attempt", id: entry.id, at: this.now().toISOString() });
-      await this.sendLimit(() => this.send(entry).catch((err: unknown) => void (failure = { err })));
+      await this.sendLimit(async () => {
+        try {
+          await this.send(entry);
+        } catch (err) {
+          failure = { err };
+          return;
+        }
+        await this.store.record({ op: "delivered", id: entry.id, at: this.now().toISOString() });
+      });
     } finally {
       this.unsent -= 1;
       if (this.started) this.fill();
@@ -332,7 +343,6 @@ export class Outbox {
       await this.recordFailure(entry, failure.err);
       return;
     }
-    await this.store.record({ op: "delivered", id: entry.id, at: this.now().toISOString() });
     this.log.info({ delivery: entry.id, attempts: entry.attempts }, "delivered");
   }
 
