@@ -14,6 +14,8 @@
  * Each round runs every contender for a batch of exchanges, in a fresh random order, so machine
  * noise and the server's own cost fall on all of them alike; a batch's mean keeps what a
  * contender pays now and then (a flush, a GC), the median over rounds drops the noisy rounds.
+ * Ratios are taken within each round, then their median, so a machine that slows down for a
+ * while (other processes on its two cores) moves the contenders of a round together.
  */
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -49,6 +51,8 @@ export interface ExchangeBenchResult {
   exchanges: number;
   /** Median over rounds of each round's mean time per exchange. */
   ms: Record<Contender, number>;
+  /** Median over rounds of the round's time per exchange over the bare SDK's. */
+  ratio: Record<Contender, number>;
 }
 
 const MODEL = "gpt-4o-mini";
@@ -248,8 +252,12 @@ export async function benchExchange(rounds = 60, batch = 5, warmupRounds = 6): P
         if (round >= warmupRounds) perRound[name].push((performance.now() - t0) / batch);
       }
     }
-    const ms = Object.fromEntries(CONTENDERS.map((name) => [name, median(perRound[name])])) as Record<Contender, number>;
-    return { exchanges: rounds * batch, ms };
+    const each = (figure: (name: Contender) => number) => Object.fromEntries(CONTENDERS.map((name) => [name, figure(name)])) as Record<Contender, number>;
+    return {
+      exchanges: rounds * batch,
+      ms: each((name) => median(perRound[name])),
+      ratio: each((name) => median(perRound[name].map((ms, round) => ms / perRound.sdk[round]!))),
+    };
   } finally {
     await close();
   }
