@@ -62,6 +62,14 @@ describe("the next fire the loader found, used again when the job is armed", () 
   });
 });
 
+describe("UTC", () => {
+  it.each(["0 9 * * 1-5", "*/7 * * * *", "30 2 * * *", "0 0 29 2 *", "15 30 */5 * * *"])("fires %s at the same instants as Etc/UTC", (expression) => {
+    const from = new Date("2026-02-27T23:58:00Z");
+    expect(iso(nextFires(cron(expression), "UTC", from, 5))).toEqual(iso(nextFires(cron(expression), "Etc/UTC", from, 5)));
+    expect(previousFire(cron(expression), "UTC", from)?.toISOString()).toBe(previousFire(cron(expression), "Etc/UTC", from)?.toISOString());
+  });
+});
+
 describe("previousFire", () => {
   it.each([
     ["30 2 * * *", "Europe/Berlin", "2026-10-25T03:00:00Z", "2026-10-25T00:30:00.000Z"],
