@@ -112,7 +112,7 @@ const serialise = (records: readonly OutboxRecord[]) => records.map((record) => 
 
 /**
  * The outbox on disk: outbox.jsonl in the state directory, an append-only journal of OutboxRecords,
- * each change synced before it is acted on (group-committed: one fdatasync covers every change
+ * each change synced before it is acted on (group-committed: one synced write carries every change
  * made while the previous one was in flight). It is compacted when the records superseded by
  * later ones outnumber those still in play (and COMPACT_AFTER), so it stays in proportion to what
  * is pending, dead and acknowledged in the last DELIVERED_KEPT_MS, however many runs there were.

@@ -24,15 +24,18 @@ afterEach(async () => {
  * and returns the file system calls that make a write durable, with the paths of their file
  * descriptors (-y): what reached the kernel, in order.
  */
-async function traced(script: string): Promise<string[]> {
+async function traced(script: string, also: string[] = []): Promise<string[]> {
   const out = join(dir, "strace.out");
   const body = `const dir = ${JSON.stringify(dir)}; const dist = ${JSON.stringify(DIST)};\n${script}`;
-  await run("strace", ["-f", "-y", "-qq", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2", "-o", out, process.execPath, "--input-type=module", "-e", body]);
-  return (await readFile(out, "utf8")).split("\n").filter((line) => /(fsync|fdatasync|rename)/.test(line) && !line.includes("resumed>"));
+  const calls = ["fsync", "fdatasync", "rename", "renameat", "renameat2", ...also];
+  await run("strace", ["-f", "-y", "-qq", "-e", `trace=${calls.join(",")}`, "-o", out, process.execPath, "--input-type=module", "-e", body]);
+  const wanted = new RegExp(`\\b(${calls.join("|")})\\(`);
+  return (await readFile(out, "utf8")).split("\n").filter((line) => wanted.test(line) && !line.includes("resumed>"));
 }
 
 /** The index of the first line after `from` that matches. */
 const find = (lines: string[], pattern: RegExp, from = 0) => lines.findIndex((line, i) => i >= from && pattern.test(line));
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 describe.skipIf(!straceWorks)("what a power cut cannot undo", () => {
   for (const [name, file, script] of [
@@ -45,14 +48,14 @@ describe.skipIf(!straceWorks)("what a power cut cannot undo", () => {
       expect(rename, calls.join("\n")).toBeGreaterThan(0);
       const dataSync = calls.slice(0, rename).some((line) => new RegExp(`f(data)?sync\\(\\d+<[^>]*${escaped}\\.\\d+-\\d+\\.tmp>`).test(line));
       expect(dataSync, calls.join("\n")).toBe(true);
-      expect(find(calls, new RegExp(`fsync\\(\\d+<${dir.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}>\\)`), rename), calls.join("\n")).toBeGreaterThan(rename);
+      expect(find(calls, new RegExp(`fsync\\(\\d+<${escape(dir)}>\\)`), rename), calls.join("\n")).toBeGreaterThan(rename);
       expect(JSON.parse(await readFile(join(dir, file), "utf8"))).toBeTruthy();
     });
   }
 });
 
 describe.skipIf(!straceWorks)("the outbox journal", () => {
-  it("syncs every change before it resolves, one fdatasync for all the changes made while the last was in flight", async () => {
+  it("appends through O_DSYNC, so each write returns synced, and writes once for all the changes made while the last write was in flight", async () => {
     const out = join(dir, "strace.out");
     const body = `const { OutboxStore } = await import(${JSON.stringify(DIST)} + "/store/outbox-store.js");
       const store = await OutboxStore.open(${JSON.stringify(dir)}, new Date());
@@ -61,12 +64,13 @@ describe.skipIf(!straceWorks)("the outbox journal", () => {
       await Promise.all(Array.from({ length: 100 }, (_, n) => store.record(disabled(n))));
       await store.record(disabled(100));
       await store.close();`;
-    await run("strace", ["-f", "-y", "-qq", "-e", "trace=write,writev,pwrite64,pwritev,fsync,fdatasync", "-o", out, process.execPath, "--input-type=module", "-e", body]);
-    const calls = (await readFile(out, "utf8"))
-      .split("\n")
-      .filter((line) => line.includes("outbox.jsonl>") && !line.includes("resumed>"))
-      .map((line) => /(\w+)\(/.exec(line.replace(/^\d+\s+/, ""))![1]);
-    expect(calls.map((call) => (call === "fdatasync" || call === "fsync" ? "sync" : "write"))).toEqual(["write", "sync", "write", "sync"]);
+    await run("strace", ["-f", "-y", "-qq", "-e", "trace=openat,write,writev,pwrite64,pwritev,fsync,fdatasync", "-o", out, process.execPath, "--input-type=module", "-e", body]);
+    const journal = (await readFile(out, "utf8")).split("\n").filter((line) => line.includes("outbox.jsonl") && !line.includes("resumed>"));
+    const opened = journal.filter((line) => /openat\(/.test(line) && !/O_RDONLY/.test(line));
+    expect(opened, journal.join("\n")).toHaveLength(1);
+    expect(opened[0]).toMatch(/O_DSYNC/);
+    const writes = journal.filter((line) => /\b(write|writev|pwrite64|pwritev)\(\d+<[^>]*outbox\.jsonl>/.test(line));
+    expect(writes, journal.join("\n")).toHaveLength(2);
     const { OutboxStore } = await import("../../src/store/outbox-store.js");
     expect(Object.keys((await OutboxStore.read(dir, new Date())).disabledTargets)).toHaveLength(101);
   });
