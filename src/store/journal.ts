@@ -35,7 +35,7 @@ export async function readJournal(file: string): Promise<JournalRead> {
   try {
     buffer = await readFile(file);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
     buffer = Buffer.alloc(0);
   }
   const read: JournalRead = { lines: [], bytes: buffer.length, wholeBytes: 0, unterminated: false };

@@ -108,6 +108,7 @@ describe("countd start with state files of the wrong shape", () => {
     const failures: Array<[() => Promise<void>, string]> = [
       [() => writeFile(join(state, "state.json"), '{"jobs": {'), `the state file ${join(state, "state.json")} is not valid JSON`],
       [() => mkdir(join(state, "outbox.json")), `cannot read the outbox file ${join(state, "outbox.json")}: EISDIR`],
+      [() => mkdir(join(state, "outbox.jsonl")), `cannot read ${join(state, "outbox.jsonl")}: EISDIR`],
       [
         () => writeFile(join(dir, "countd.yaml"), `runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\nheartbeat:\n  enabled: true\n  every: 30d\n  deliver:\n    - webhook: { url: "${receiver.url}" }\n`),
         "heartbeat.every is 2592000000 ms",
