@@ -6,7 +6,7 @@ import type { Adapter } from "lowdb";
 let written = 0;
 
 /** Syncs a folder's entries: a file renamed into it survives a power cut only once its folder is synced. */
-async function syncFolder(dir: string): Promise<void> {
+export async function syncFolder(dir: string): Promise<void> {
   const handle = await open(dir, "r");
   try {
     await handle.sync();

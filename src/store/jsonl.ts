@@ -1,5 +1,6 @@
-import { mkdir, open, readFile } from "node:fs/promises";
+import { mkdir, open, readFile, type FileHandle } from "node:fs/promises";
 import { dirname } from "node:path";
+import { syncFolder } from "./durable.js";
 
 /**
  * The parsed lines of an append-only JSONL file (none if it does not exist). A line that does not
@@ -29,11 +30,16 @@ export async function readJsonLines(path: string): Promise<unknown[]> {
  * Appends one line per record. When the file ends mid-line (a crash during the last write), a
  * newline goes first, so the torn line stays alone and the new records parse. Callers serialise
  * appends to one file (KeyedQueue): the end-of-file check and the write are not atomic together.
+ *
+ * A missing folder is created (also one removed while countd runs). `sync`: when this resolves the
+ * records are on disk through a power cut: the data is synced (fdatasync), and so are the folders
+ * holding the names of a file or folder the append may have created, since a new file is only as
+ * durable as its name. "if new" syncs only an append that may have created the file, so that a
+ * later synced append to it (which syncs the data alone) finds its name durable already.
  */
-export async function appendJsonLines(path: string, records: unknown[]): Promise<void> {
+export async function appendJsonLines(path: string, records: unknown[], opts: { sync?: "always" | "if new" } = {}): Promise<void> {
   const lines = records.map((r) => JSON.stringify(r) + "\n").join("");
-  await mkdir(dirname(path), { recursive: true });
-  const file = await open(path, "a+");
+  const { file, created } = await openAppending(path);
   try {
     const { size } = await file.stat();
     let torn = false;
@@ -43,7 +49,34 @@ export async function appendJsonLines(path: string, records: unknown[]): Promise
       torn = last[0] !== 0x0a;
     }
     await file.appendFile(torn ? "\n" + lines : lines);
+    if (opts.sync === "always" || (opts.sync === "if new" && size === 0)) {
+      await file.datasync();
+      if (size === 0) await syncFolders(dirname(path), created === undefined ? dirname(path) : dirname(created));
+    }
   } finally {
     await file.close();
+  }
+}
+
+/**
+ * Opens `path` to append, creating its folder only when the open finds it missing: nearly every
+ * append goes to a folder that exists, and a mkdir per append was a file operation for nothing.
+ * `created`: the outermost folder made, whose own name its parent folder holds.
+ */
+async function openAppending(path: string): Promise<{ file: FileHandle; created?: string }> {
+  try {
+    return { file: await open(path, "a+") };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    const created = await mkdir(dirname(path), { recursive: true });
+    return { file: await open(path, "a+"), created };
+  }
+}
+
+/** Syncs `from` and each folder above it up to `top`: each holds the name of the one below. */
+async function syncFolders(from: string, top: string): Promise<void> {
+  for (let dir = from; ; dir = dirname(dir)) {
+    await syncFolder(dir);
+    if (dir === top || dir === dirname(dir)) return;
   }
 }

@@ -1,9 +1,10 @@
-import { readdir, readFile, rename, writeFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { JOB_NAME } from "../jobs/schema.js";
 import type { Logger } from "../log.js";
 import { HEARTBEAT_JOB, RUN_REASONS, RUN_STATUSES, type RunRecord } from "./run-record.js";
+import { writeFileDurably } from "./durable.js";
 import { appendJsonLines } from "./jsonl.js";
 import { count, fit, isoTime as time, quarantine, type Misfit } from "./quarantine.js";
 
@@ -102,10 +103,14 @@ export class RunHistory {
   /**
    * Appends runs of `job` in one write. Callers serialise saves of one job (KeyedQueue): an
    * append must not land in a file being replaced, nor race another append's end-of-line check.
+   * A run's final record is synced before this resolves, so a power cut cannot take back how a
+   * run ended once countd said so. A `running` record is not, since after a crash markInterrupted
+   * finishes the run from state.json's index whether or not that record made it to disk; but one
+   * that creates the file is, with its folder, so that the final record's sync covers the file's name.
    */
   async save(job: string, runs: readonly RunRecord[]): Promise<void> {
     const history = await this.load(job);
-    await appendJsonLines(this.file(job), [...runs]);
+    await appendJsonLines(this.file(job), [...runs], { sync: runs.some((run) => run.status !== "running") ? "always" : "if new" });
     for (const run of runs) keep(history.runs, run);
     history.lines += runs.length;
     if (history.lines > 2 * RUNS_KEPT_PER_JOB) await this.rewrite(job, history);
@@ -169,16 +174,14 @@ export class RunHistory {
   }
 
   /**
-   * Temp file and rename: a crash leaves the old file or the new one, never half of one. The
-   * lines that did not fit go to the quarantine file first, so no line is ever only dropped.
+   * Written durably (writeFileDurably): a crash or a power cut leaves the old file or the new
+   * one, never half of one, and the kept runs' synced records stay synced. The lines that did not
+   * fit go to the quarantine file first, so no line is ever only dropped.
    */
   private async rewrite(job: string, history: JobRuns): Promise<void> {
-    const file = this.file(job);
-    const temp = `${file}.tmp`;
     await quarantine(this.opts.stateDir, history.misfits, this.opts.log);
     history.misfits = [];
-    await writeFile(temp, [...history.runs.values()].map((run) => JSON.stringify(run) + "\n").join(""));
-    await rename(temp, file);
+    await writeFileDurably(this.file(job), [...history.runs.values()].map((run) => JSON.stringify(run) + "\n").join(""));
     history.lines = history.runs.size;
   }
 }

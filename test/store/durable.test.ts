@@ -76,6 +76,36 @@ describe.skipIf(!straceWorks)("the outbox journal", () => {
   });
 });
 
+describe.skipIf(!straceWorks)("a run's final record", () => {
+  it("is synced once written; a run's first record only when it creates the history file, with the folders holding the new names", async () => {
+    const calls = await traced(
+      `const { StateStore } = await import(dist + "/store/state.js");
+      const state = await StateStore.open(dir);
+      const run = (id) => ({ id, job: "report", reason: "manual", scheduledAt: new Date().toISOString(), startedAt: new Date().toISOString(), status: "running", iterations: 0, toolCalls: 0, usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }, sessionId: "cron:report:" + id });
+      for (const id of ["r1", "r2"]) {
+        await state.saveRun(run(id));
+        await state.saveRun({ ...run(id), status: "ok", finishedAt: new Date().toISOString() });
+      }
+      await state.close();`,
+      ["write"],
+    );
+    const history = escape(join(dir, "runs", "report.jsonl"));
+    const lines = (pattern: string) => calls.flatMap((line, i) => (new RegExp(pattern).test(line) ? [i] : []));
+    const writes = lines(`^\\d+ +write\\(\\d+<${history}>`);
+    const syncs = lines(`f(data)?sync\\(\\d+<${history}>`);
+    expect(writes, calls.join("\n")).toHaveLength(4);
+    // r1's first record created the file; r2's first record is not waited for; both final records are.
+    expect(syncs, calls.join("\n")).toHaveLength(3);
+    expect([syncs[0]! > writes[0]!, syncs[1]! > writes[1]!, syncs[2]! > writes[3]!, syncs[1]! < writes[2]!]).toEqual([true, true, true, true]);
+    // runs/ and the file were new: runs/ holds the file's name and the state folder runs/'s.
+    const folderSyncs = (folder: string) => lines(`fsync\\(\\d+<${escape(folder)}>\\)`).filter((i) => i > syncs[0]! && i < syncs[1]!);
+    expect(folderSyncs(join(dir, "runs")), calls.join("\n")).toHaveLength(1);
+    expect(folderSyncs(dir), calls.join("\n")).toHaveLength(1);
+    const statuses = (await readFile(join(dir, "runs", "report.jsonl"), "utf8")).trim().split("\n").map((line) => (JSON.parse(line) as { status: string }).status);
+    expect(statuses).toEqual(["running", "ok", "running", "ok"]);
+  });
+});
+
 describe("DurableJSONFile", () => {
   it("ends with the newest of a burst of writes, each resolving once data at least as new is on disk", async () => {
     const file = new DurableJSONFile<{ n: number }>(join(dir, "data.json"));

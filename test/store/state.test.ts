@@ -345,6 +345,15 @@ describe("StateStore", () => {
     await expect(StateStore.open(dir)).rejects.toThrow(`the state file ${join(dir, "state.json")} is not valid JSON`);
   });
 
+  it("records a run's end in a history folder created again after it was removed while the run went on", async () => {
+    const state = await StateStore.open(dir);
+    await state.saveRun(record("x", "x1", "running"));
+    await rm(join(dir, "runs"), { recursive: true });
+    await state.saveRun(record("x", "x1", "ok"));
+    await state.close();
+    expect((await (await StateStore.open(dir)).runs("x")).map((r) => r.status)).toEqual(["ok"]);
+  });
+
   it("creates the state directory when it does not exist yet", async () => {
     const nested = join(dir, "a", "b");
     const state = await StateStore.open(nested);
