@@ -347,6 +347,12 @@ export class Runner {
       attempt: failed.attempt + 1,
       waiters: failed.waiters,
     };
+    // Shutdown began while the failed try's record was being saved, after it took the backoffs:
+    // a timer set now would hold the retry's caller for the whole backoff.
+    if (this.stopping) {
+      void this.settleUnstarted(retry, "cancelled", STOPPED_BEFORE_START);
+      return;
+    }
     const timer = setTimeout(() => {
       lane.backoff.delete(retry);
       this.enqueue(retry);
