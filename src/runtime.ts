@@ -60,6 +60,7 @@ export async function openRuntime(
   const audit = new AuditLog({ dir: paths.logs, secrets: config.secrets });
   const detach = audit.attach(events);
   const memory = new MemoryStore(paths.workspace);
+  const toolHistory = new ToolHistory(paths.state, new Redactor(config.secrets));
   const sandbox = config.tools.exec.enabled ? await detectSandbox(config.tools.exec.sandbox) : undefined;
   const tools = builtinTools(config, memory, sandbox);
   const subagents = new SubagentManager({ maxConcurrent: config.tools.spawn.maxConcurrent, timeoutMs: config.tools.spawn.timeoutMs });
@@ -73,7 +74,7 @@ export async function openRuntime(
       timezone: config.timezone,
     }),
     sessions: new SessionStore(paths.state),
-    toolHistory: new ToolHistory(paths.state, new Redactor(config.secrets)),
+    toolHistory,
     events,
     maxRetries: config.agent.maxRetries,
     retryDelayMs: config.agent.retryDelayMs,
@@ -134,9 +135,11 @@ export async function openRuntime(
         ? [`tools.writable_skills is true: the agent's tools may write ${skillsDir(config.paths.workspace)}, and a skill it writes becomes a standing instruction of every later run`]
         : []),
     ],
+    /** Writes what is held in memory (tool history, audit lines); one failing does not keep the other in memory. */
     async close() {
       detach();
-      await audit.close();
+      const closed = await Promise.allSettled([toolHistory.close(), audit.close()]);
+      for (const result of closed) if (result.status === "rejected") throw result.reason;
     },
   };
 }

@@ -31,7 +31,7 @@ export interface AgentLoopOptions {
   sessions?: SessionStore;
   /** Where summaries of history beyond maxHistory go (the workspace's MEMORY.md). */
   memory?: MemorySink;
-  toolHistory?: Pick<ToolHistory, "record">;
+  toolHistory?: Pick<ToolHistory, "record" | "flush">;
   events?: EventBus;
   model: string;
   maxIterations?: number;
@@ -242,7 +242,11 @@ export class AgentLoop {
       failure = err;
     } finally {
       // Also when the caller stops reading early: what was said is kept and watchers hear the end.
-      if (sessions && transcript.length > 0) await sessions.append(sessionId, transcript);
+      // Both are written once per message, side by side, not once per call.
+      await Promise.all([
+        sessions && transcript.length > 0 ? sessions.append(sessionId, transcript) : undefined,
+        this.opts.toolHistory?.flush(sessionId),
+      ]);
       figures = {
         status,
         iterations,
@@ -319,7 +323,7 @@ export class AgentLoop {
       attempts,
       ...(isError ? { error: content } : {}),
     });
-    await toolHistory?.record({
+    toolHistory?.record({
       sessionId: ctx.sessionId,
       toolName: call.name,
       arguments: call.arguments ?? call.rawArguments,

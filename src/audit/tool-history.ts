@@ -19,10 +19,17 @@ export interface ToolHistoryInput extends Omit<ToolHistoryRecord, "at"> {
   at?: Date;
 }
 
-/** The tool-conversation history: append-only JSONL per session under `<stateDir>/tool-history/`, redacted. */
+/**
+ * The tool-conversation history: append-only JSONL per session under `<stateDir>/tool-history/`,
+ * redacted. Records are kept in memory until their session is flushed, which the agent loop does
+ * when a message ends, and close() at shutdown: one append per run instead of one per tool call.
+ * A crash loses the records of the runs in progress, as it loses their session transcripts.
+ */
 export class ToolHistory {
   readonly dir: string;
   private readonly queue = new KeyedQueue();
+  /** Redacted records not yet flushed, by session. */
+  private readonly pending = new Map<string, object[]>();
 
   constructor(
     stateDir: string,
@@ -31,17 +38,39 @@ export class ToolHistory {
     this.dir = join(stateDir, "tool-history");
   }
 
-  record(rec: ToolHistoryInput): Promise<void> {
+  record(rec: ToolHistoryInput): void {
     const { at = new Date(), ...rest } = rec;
-    const line = this.redactor.redactValue({ at: at.toISOString(), ...rest });
-    return this.queue.run(rec.sessionId, async () => {
-      await adoptLegacyFile(this.dir, rec.sessionId);
-      await appendJsonLines(this.fileOf(rec.sessionId), [line]);
+    const line = this.redactor.redactValue({ at: at.toISOString(), ...rest }) as object;
+    const pending = this.pending.get(rec.sessionId);
+    if (pending) pending.push(line);
+    else this.pending.set(rec.sessionId, [line]);
+  }
+
+  /** Appends the session's records so far in one write; resolves once they are in its file. */
+  flush(sessionId: string): Promise<void> {
+    return this.queue.run(sessionId, async () => {
+      const lines = this.pending.get(sessionId);
+      if (!lines) return;
+      this.pending.delete(sessionId);
+      try {
+        await adoptLegacyFile(this.dir, sessionId);
+        await appendJsonLines(this.fileOf(sessionId), lines);
+      } catch (err) {
+        // Kept for the next flush, ahead of anything recorded meanwhile, so order holds.
+        this.pending.set(sessionId, [...lines, ...(this.pending.get(sessionId) ?? [])]);
+        throw err;
+      }
     });
   }
 
+  /** Flushes every session: at shutdown, so no record is left in memory. */
+  async close(): Promise<void> {
+    await Promise.all([...this.pending.keys()].map((sessionId) => this.flush(sessionId)));
+  }
+
   /** Oldest first, including every record() already called. */
-  read(sessionId: string): Promise<ToolHistoryRecord[]> {
+  async read(sessionId: string): Promise<ToolHistoryRecord[]> {
+    await this.flush(sessionId);
     return this.queue.run(sessionId, async () => {
       await adoptLegacyFile(this.dir, sessionId);
       return (await readJsonLines(this.fileOf(sessionId))) as ToolHistoryRecord[];

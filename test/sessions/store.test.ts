@@ -1,4 +1,4 @@
-import { appendFile, mkdir, mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -119,6 +119,14 @@ describe("SessionStore", () => {
     await store.append(id, [assistant("after the upgrade")]);
     expect(await readdir(sessions)).toEqual(["cron+daily-report+20261130T090000Z-3f2a.jsonl"]);
     expect(await new SessionStore(stateDir).load(id)).toEqual([user("from before"), assistant("after the upgrade")]);
+  });
+
+  it("creates its folder again when it was removed while countd runs, and appends there", async () => {
+    const store = new SessionStore(stateDir);
+    await store.append("cli", [user("before")]);
+    await rm(store.dir, { recursive: true });
+    await store.append("cli", [user("after")]);
+    expect(await new SessionStore(stateDir).load("cli")).toEqual([user("after")]);
   });
 
   it("refuses an empty session id", async () => {
