@@ -26,6 +26,7 @@ it("recreates its folder when it was removed while countd runs, and keeps the li
   audit.message(message("cron:a"));
   await rm(dir, { recursive: true });
   audit.message(message("cron:b"));
+  await audit.close();
   const text = await readFile(join(dir, `audit-${localDate(new Date())}.jsonl`), "utf8");
   expect(text).toContain('"session":"cron:b"');
   expect(stderr).toEqual([`countd: the audit log folder ${dir} was removed while countd was running; created it again\n`]);
@@ -42,6 +43,7 @@ it("reports a line it cannot write, and writes again once the folder can be used
   expect(stderr.join("")).toMatch(new RegExp(`^countd: audit log write in ${dir} failed: `));
   await rm(dir);
   bus.emit("message.finished", message("cron:c"));
+  await audit.close();
   const text = await readFile(join(dir, `audit-${localDate(new Date())}.jsonl`), "utf8");
   expect(text).toContain('"session":"cron:c"');
 });

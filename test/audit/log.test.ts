@@ -1,8 +1,10 @@
+import { execFile } from "node:child_process";
 import { mkdtemp, readFile, readdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { AuditLog } from "../../src/audit/log.js";
+import { AuditLog, localDate } from "../../src/audit/log.js";
 import { EventBus } from "../../src/events.js";
 
 const API_KEY = "sk-live-9f8e7d6c5b4a";
@@ -22,7 +24,11 @@ beforeEach(async () => {
   log.attach(bus);
 });
 
-const fileText = (day: string) => readFile(join(dir, `audit-${day}.jsonl`), "utf8");
+/** Lines are written off the main thread; close() resolves once they are all in their files. */
+const fileText = async (day: string) => {
+  await log.close();
+  return readFile(join(dir, `audit-${day}.jsonl`), "utf8");
+};
 const lines = async (day: string) =>
   (await fileText(day))
     .trim()
@@ -146,6 +152,7 @@ describe("AuditLog", () => {
     runTool("c1", {}, "before midnight");
     clock = new Date(2026, 11, 1, 0, 0, 1);
     runTool("c2", {}, "after midnight");
+    await log.close();
     expect((await readdir(dir)).sort()).toEqual(["audit-2026-11-30.jsonl", "audit-2026-12-01.jsonl"]);
     expect((await lines("2026-11-30")).map((l) => l.result)).toEqual(["before midnight"]);
     expect((await lines("2026-12-01")).map((l) => [l.result, l.time])).toEqual([
@@ -175,5 +182,22 @@ describe("AuditLog", () => {
     } finally {
       stderr.mockRestore();
     }
+  });
+});
+
+describe("AuditLog in a process that exits without closing it", () => {
+  it("has every line written before process.exit() in the file (a second SIGTERM, an uncaught error)", async () => {
+    const dist = resolve(import.meta.dirname, "../../dist");
+    const script = `const { AuditLog } = await import(${JSON.stringify(dist + "/audit/log.js")});
+      const log = new AuditLog({ dir: ${JSON.stringify(dir)}, secrets: [] });
+      const usage = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 };
+      // Messages that ended, their lines handed to the file, then a run still under way.
+      for (let i = 0; i < 300; i++) log.message({ sessionId: "cron:exit:" + i, status: "ok", iterations: 1, toolCalls: 0, usage, durationMs: 1 });
+      for (let i = 300; i < 500; i++) log.toolCall({ sessionId: "cron:exit:" + i, callId: "c" + i, name: "ls", arguments: {}, result: "a.txt", durationMs: 1, attempts: 1 });
+      process.exit(3);`;
+    await expect(promisify(execFile)(process.execPath, ["--input-type=module", "-e", script])).rejects.toMatchObject({ code: 3 });
+    const text = await readFile(join(dir, `audit-${localDate(new Date())}.jsonl`), "utf8");
+    const sessions = text.trim().split("\n").map((line) => (JSON.parse(line) as { session: string }).session);
+    expect(sessions).toEqual(Array.from({ length: 500 }, (_, i) => `cron:exit:${i}`));
   });
 });
