@@ -1,5 +1,6 @@
-import { rename, stat } from "node:fs/promises";
+import { rename } from "node:fs/promises";
 import { join } from "node:path";
+import { fileExists } from "./files.js";
 
 const SUFFIX = ".jsonl";
 
@@ -64,19 +65,11 @@ export async function adoptLegacyFile(dir: string, sessionId: string): Promise<b
   const legacy = legacyFileName(sessionId);
   const current = sessionFileName(sessionId);
   if (legacy === current) return false;
-  if (!(await exists(join(dir, legacy))) || (await exists(join(dir, current)))) return false;
+  // Looked for on the main thread: this runs before every first use of a session, and the old
+  // name is nearly never there.
+  if (!fileExists(join(dir, legacy)) || fileExists(join(dir, current))) return false;
   try {
     await rename(join(dir, legacy), join(dir, current));
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
-    throw err;
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
     return true;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;

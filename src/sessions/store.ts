@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import type { ChatMessage } from "../providers/types.js";
 import { adoptLegacyFile, sessionFileName } from "./file-names.js";
-import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
+import { appendLines, fileExists } from "./files.js";
+import { readJsonLines } from "../store/jsonl.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 
 /** A line saying "the oldest n live messages are gone"; replayed in order on load. */
@@ -51,7 +52,7 @@ export class SessionStore {
     if (messages.length === 0) return Promise.resolve();
     return this.queue.run(sessionId, async () => {
       const live = await this.messages(sessionId);
-      await appendJsonLines(this.fileOf(sessionId), messages);
+      await appendLines(this.fileOf(sessionId), messages);
       live.push(...messages);
     });
   }
@@ -62,7 +63,7 @@ export class SessionStore {
       const n = Math.min(Math.max(0, Math.floor(count)), live.length);
       if (n === 0) return;
       const marker: DropMarker = { dropOldest: n, at: new Date().toISOString() };
-      await appendJsonLines(this.fileOf(sessionId), [marker]);
+      await appendLines(this.fileOf(sessionId), [marker]);
       live.splice(0, n);
     });
   }
@@ -72,7 +73,9 @@ export class SessionStore {
     if (!live) {
       live = [];
       await adoptLegacyFile(this.dir, sessionId);
-      for (const value of await readJsonLines(this.fileOf(sessionId))) {
+      // Every isolated run starts a session whose file is not there yet: no read for those.
+      const file = this.fileOf(sessionId);
+      for (const value of fileExists(file) ? await readJsonLines(file) : []) {
         if (isMessage(value)) live.push(value);
         else if (isDropMarker(value)) live.splice(0, value.dropOldest);
       }
