@@ -7,6 +7,22 @@ export function defineTool<S extends z.ZodType>(tool: Tool<S>): Tool<S> {
   return tool;
 }
 
+/**
+ * Kept by tool, not by registry: the daemon builds a registry for every run (its job's tools), and
+ * would otherwise turn each tool's zod schema into JSON Schema again for each run. A tool's schema
+ * does not change once defined; callers only read the definitions.
+ */
+const definitions = new WeakMap<Tool, ToolDefinition>();
+
+function definitionOf(tool: Tool): ToolDefinition {
+  let definition = definitions.get(tool);
+  if (!definition) {
+    const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>;
+    definitions.set(tool, (definition = { type: "function", function: { name: tool.name, description: tool.description, parameters } }));
+  }
+  return definition;
+}
+
 export type ValidationResult = { ok: true; args: unknown } | { ok: false; error: string };
 
 export class ToolRegistry {
@@ -50,10 +66,7 @@ export class ToolRegistry {
 
   /** OpenAI function-calling form; computed once, since the loop asks every iteration. */
   getDefinitions(): ToolDefinition[] {
-    this.definitions ??= [...this.tools.values()].map((tool) => {
-      const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>;
-      return { type: "function", function: { name: tool.name, description: tool.description, parameters } };
-    });
+    this.definitions ??= [...this.tools.values()].map(definitionOf);
     return this.definitions;
   }
 
