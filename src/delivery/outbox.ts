@@ -1,5 +1,4 @@
 import { silentLogger, type Logger } from "../log.js";
-import pLimit from "p-limit";
 import TinyQueue from "tinyqueue";
 import { OutboxStore, type OutboxEntry, type OutboxRecord } from "../store/outbox-store.js";
 import { errorText } from "../text.js";
@@ -62,13 +61,6 @@ export class Outbox {
   private readonly settleWaiters = new Set<SettleWaiter>();
   /** Pending entries by their next attempt, earliest first; an entry whose time changed is pushed again, and the old item skipped. */
   private readonly due = new TinyQueue<Due>([], (a, b) => a.at - b.at);
-  /**
-   * Sends in flight at once: CONCURRENCY, each holding its slot until its acknowledgement is synced,
-   * so a crash can make countd send again (under the same ids) at most CONCURRENCY acknowledged deliveries.
-   */
-  private readonly sendLimit = pLimit(CONCURRENCY);
-  /** Attempts started whose send has not finished: the attempt record of the next ones is synced while these send. */
-  private unsent = 0;
   private started = false;
   private timer: NodeJS.Timeout | undefined;
 
@@ -278,15 +270,15 @@ export class Outbox {
   }
 
   /**
-   * Starts attempts for due entries, oldest due first: CONCURRENCY sending, and as many again
-   * whose attempt is being recorded meanwhile, so that a freed slot does not wait for the journal's sync.
+   * Starts attempts for due entries, oldest due first, up to CONCURRENCY in flight. An attempt holds
+   * its slot until its outcome is synced, so a crash can make countd send again (under the same
+   * ids) at most CONCURRENCY deliveries the receivers had already taken.
    */
   private fill(): void {
     const now = this.now().getTime();
-    for (let item = this.peek(); item && item.at <= now && this.unsent < 2 * CONCURRENCY; item = this.peek()) {
+    for (let item = this.peek(); item && item.at <= now && this.inFlight.size < CONCURRENCY; item = this.peek()) {
       this.due.pop();
       const { entry } = item;
-      this.unsent += 1;
       const attempt = this.attempt(entry)
         .catch((err: unknown) => {
           // The outbox file could not be written (disk full?): the next try waits, rather than spinning.
@@ -307,7 +299,7 @@ export class Outbox {
   private arm(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (!this.started || this.unsent >= 2 * CONCURRENCY) return;
+    if (!this.started || this.inFlight.size >= CONCURRENCY) return;
     const next = this.peek()?.at;
     if (next === undefined) return;
     this.timer = setTimeout(() => this.wake(), Math.min(Math.max(next - this.now().getTime(), 0), MAX_SLEEP_MS));
@@ -316,33 +308,25 @@ export class Outbox {
   }
 
   private async attempt(entry: OutboxEntry): Promise<void> {
-    let failure: { err: unknown } | undefined;
-    try {
-      const disabled = this.store.data.disabledTargets[targetKey(entry.target)];
-      if (disabled) {
-        await this.store.record({ op: "dead", id: entry.id, error: disabled.reason });
-        return;
-      }
-      // Synced before sending: after a crash mid-send the entry is sent again with the same id,
-      // and the receiver can drop the duplicate.
-      await this.store.record({ op: "attempt", id: entry.id, at: this.now().toISOString() });
-      await this.sendLimit(async () => {
-        try {
-          await this.send(entry);
-        } catch (err) {
-          failure = { err };
-          return;
-        }
-        await this.store.record({ op: "delivered", id: entry.id, at: this.now().toISOString() });
-      });
-    } finally {
-      this.unsent -= 1;
-      if (this.started) this.fill();
-    }
-    if (failure) {
-      await this.recordFailure(entry, failure.err);
+    const disabled = this.store.data.disabledTargets[targetKey(entry.target)];
+    if (disabled) {
+      await this.store.record({ op: "dead", id: entry.id, error: disabled.reason });
       return;
     }
+    // Journalled as the send starts and synced with its outcome, in the same write as the other
+    // attempts' outcomes: one sync per delivery or fewer. Waited for first only while the
+    // journal cannot be written (a full disk), so that sends stop rather than repeat unrecorded.
+    const counted = this.store.record({ op: "attempt", id: entry.id, at: this.now().toISOString() });
+    counted.catch(() => {});
+    if (this.store.inDoubt) await counted;
+    try {
+      await this.send(entry);
+    } catch (err) {
+      await counted;
+      await this.recordFailure(entry, err);
+      return;
+    }
+    await Promise.all([counted, this.store.record({ op: "delivered", id: entry.id, at: this.now().toISOString() })]);
     this.log.info({ delivery: entry.id, attempts: entry.attempts }, "delivered");
   }
 

@@ -86,6 +86,8 @@ export class Journal {
   private flushing: Promise<void> | undefined;
   /** A snapshot is written instead of the pending lines: asked for, or the file is in doubt. */
   private compactWanted = false;
+  /** The last write failed. */
+  private failed = false;
 
   private constructor(
     readonly file: string,
@@ -114,6 +116,11 @@ export class Journal {
     }
     const journal = new Journal(file, handle, (await handle.stat()).ino, snapshot, log);
     return { journal, lines: read.lines };
+  }
+
+  /** The last write failed, and the next is a compaction from the owner's state. */
+  get inDoubt(): boolean {
+    return this.failed;
   }
 
   /** Appends one JSON line per record; resolves once they are synced. */
@@ -150,12 +157,15 @@ export class Journal {
       try {
         if (this.compactWanted) await this.rewrite();
         else {
+          // Looked at beside the write: what a removed file took is rewritten from memory at once.
           const [, gone] = await Promise.all([this.handle.write(text), this.gone()]);
           if (gone) await this.rewrite();
         }
+        this.failed = false;
         for (const waiter of waiters) waiter.resolve();
       } catch (err) {
         this.compactWanted = true;
+        this.failed = true;
         for (const waiter of waiters) waiter.reject(err);
       }
     }

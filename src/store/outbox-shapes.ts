@@ -20,7 +20,7 @@ export interface OutboxEntry {
   createdAt: string;
   /** 24 h after creation, or after `countd outbox retry`; a failure past it is final. */
   giveUpAt: string;
-  /** Counted on disk before each send, so an attempt cut short by a crash still counts. */
+  /** Journalled as each send starts and synced with its outcome: a crash can leave one attempt uncounted. */
   attempts: number;
   lastAttemptAt?: string;
   nextAttemptAt: string;
@@ -53,7 +53,7 @@ export const OUTBOX_FILE = "outbox.jsonl";
  */
 export type OutboxRecord =
   | { op: "queued"; entry: OutboxEntry }
-  /** Recorded before the send it counts, so an attempt cut short by a crash still counts. */
+  /** Appended as the send it counts starts; synced with the attempt's outcome. */
   | { op: "attempt"; id: string; at: string }
   /** The acknowledgement: the entry leaves the outbox and its id is never queued or sent again for DELIVERED_KEPT_MS. */
   | { op: "delivered"; id: string; at: string }

@@ -8,7 +8,7 @@ import { problemOf, quarantine, type Misfit } from "./quarantine.js";
 export { DELIVERED_KEPT_MS, OUTBOX_FILE, type DisabledTarget, type OutboxData, type OutboxEntry, type OutboxRecord } from "./outbox-shapes.js";
 
 /** Compaction waits for at least this many superseded records, so a small outbox is not rewritten over and over. */
-const COMPACT_AFTER = 1_000;
+const COMPACT_AFTER = 10_000;
 
 /** The outbox as its records add up: entries in play, disabled targets, and acknowledged ids (id → epoch ms, in order). */
 class OutboxState {
@@ -187,6 +187,11 @@ export class OutboxStore {
     if (!this.superseded()) return this.journal.append(records);
     this.records = this.state.live;
     return this.journal.compact();
+  }
+
+  /** The journal's last write failed: what is in memory is not all on disk. */
+  get inDoubt(): boolean {
+    return this.journal.inDoubt;
   }
 
   /** Waits for the writes in flight and closes the journal. */

@@ -106,18 +106,21 @@ describe("OutboxStore", () => {
     expect(await lines()).toHaveLength(2);
   });
 
-  it("compacts the journal when superseded records outnumber the live ones, keeping every delivery's state", async () => {
+  it("compacts the journal when superseded records outnumber the live ones and 10,000, keeping every delivery's state", async () => {
     const store = await OutboxStore.open(dir, T0);
-    for (let i = 0; i < 1_500; i++) {
-      const id = `run-${i}:a`;
-      await store.record(queued(id));
-      await store.record({ op: "attempt", id, at: T0.toISOString() });
-      if (i % 3 > 0) await store.record(delivered(id));
+    const batch = (ids: string[], record: (id: string) => OutboxRecord) => Promise.all(ids.map((id) => store.record(record(id))));
+    for (let from = 0; from < 9_000; from += 300) {
+      const ids = Array.from({ length: 300 }, (_, k) => `run-${from + k}:a`);
+      await batch(ids, queued);
+      await batch(ids, (id) => ({ op: "attempt", id, at: T0.toISOString() }));
+      await batch(ids.filter((_, k) => k % 3 > 0), (id) => delivered(id));
     }
-    const live = 500 + 1_000;
-    expect((await lines()).length).toBeLessThanOrEqual(2 * live + 1_000 + 3);
+    const live = 3_000 + 6_000;
+    const written = await lines();
+    expect(written.length).toBeLessThan(9_000 + 9_000 + 6_000);
+    expect(written.length).toBeLessThanOrEqual(live + 10_000 + 300);
     const reopened = await OutboxStore.open(dir, T0);
-    expect(Object.keys(reopened.data.entries)).toHaveLength(500);
+    expect(Object.keys(reopened.data.entries)).toHaveLength(3_000);
     expect(reopened.data.entries["run-0:a"]).toMatchObject({ attempts: 1 });
     expect(reopened.deliveredAt("run-1:a")).toEqual(T0);
     expect((await readdir(dir)).filter((name) => name.endsWith(".tmp"))).toEqual([]);
@@ -125,7 +128,7 @@ describe("OutboxStore", () => {
 
   it("forgets acknowledgements older than 7 days, and a compaction leaves them out", async () => {
     const store = await OutboxStore.open(dir, T0);
-    for (let i = 0; i < 1_100; i++) await store.record(delivered(`run-${i}:a`));
+    await Promise.all(Array.from({ length: 10_100 }, (_, i) => store.record(delivered(`run-${i}:a`))));
     await store.record(delivered("run-late:a", later(DELIVERED_KEPT_MS + 1)));
     expect(store.deliveredAt("run-0:a")).toBeUndefined();
     expect(store.deliveredAt("run-late:a")).toEqual(later(DELIVERED_KEPT_MS + 1));
