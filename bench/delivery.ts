@@ -182,7 +182,8 @@ async function stateWrites(): Promise<Array<{ runs: number; ms: number }>> {
     }
     return samples;
   } finally {
-    await outbox.stop();
+    await outbox.close();
+    await state.close();
     await rm(stateDir, { recursive: true, force: true });
   }
 }
