@@ -1,7 +1,6 @@
 import { join } from "node:path";
 import { adoptLegacyFile, sessionFileName } from "../sessions/file-names.js";
-import { appendLines } from "../sessions/files.js";
-import { readJsonLines } from "../store/jsonl.js";
+import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 import type { Redactor } from "./redact.js";
 
@@ -55,7 +54,7 @@ export class ToolHistory {
       this.pending.delete(sessionId);
       try {
         await adoptLegacyFile(this.dir, sessionId);
-        await appendLines(this.fileOf(sessionId), lines);
+        await appendJsonLines(this.fileOf(sessionId), lines);
       } catch (err) {
         // Kept for the next flush, ahead of anything recorded meanwhile, so order holds.
         this.pending.set(sessionId, [...lines, ...(this.pending.get(sessionId) ?? [])]);

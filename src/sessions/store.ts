@@ -1,8 +1,8 @@
 import { join } from "node:path";
 import type { ChatMessage } from "../providers/types.js";
 import { adoptLegacyFile, sessionFileName } from "./file-names.js";
-import { appendLines, fileExists } from "./files.js";
-import { readJsonLines } from "../store/jsonl.js";
+import { fileExists } from "./files.js";
+import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 
 /** A line saying "the oldest n live messages are gone"; replayed in order on load. */
@@ -52,7 +52,7 @@ export class SessionStore {
     if (messages.length === 0) return Promise.resolve();
     return this.queue.run(sessionId, async () => {
       const live = await this.messages(sessionId);
-      await appendLines(this.fileOf(sessionId), messages);
+      await appendJsonLines(this.fileOf(sessionId), messages);
       live.push(...messages);
     });
   }
@@ -63,7 +63,7 @@ export class SessionStore {
       const n = Math.min(Math.max(0, Math.floor(count)), live.length);
       if (n === 0) return;
       const marker: DropMarker = { dropOldest: n, at: new Date().toISOString() };
-      await appendLines(this.fileOf(sessionId), [marker]);
+      await appendJsonLines(this.fileOf(sessionId), [marker]);
       live.splice(0, n);
     });
   }

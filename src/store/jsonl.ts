@@ -1,5 +1,7 @@
-import { mkdir, open, readFile, type FileHandle } from "node:fs/promises";
+import { closeSync, fdatasync as fdatasyncCallback, fstatSync, open, readSync, writeSync } from "node:fs";
+import { mkdir, readFile } from "node:fs/promises";
 import { dirname } from "node:path";
+import { promisify } from "node:util";
 import { syncFolder } from "./durable.js";
 
 /**
@@ -26,10 +28,21 @@ export async function readJsonLines(path: string): Promise<unknown[]> {
   return values;
 }
 
+/** Records as JSON Lines: one line each, every line ended by a newline. */
+export function toJsonLines(records: readonly unknown[]): string {
+  return records.map((record) => `${JSON.stringify(record)}\n`).join("");
+}
+
 /**
  * Appends one line per record. When the file ends mid-line (a crash during the last write), a
  * newline goes first, so the torn line stays alone and the new records parse. Callers serialise
  * appends to one file (KeyedQueue): the end-of-file check and the write are not atomic together.
+ *
+ * Only the open (and a sync) goes through libuv's thread pool; the look at the last byte, the
+ * write and the close are done on the main thread, where a small append takes microseconds,
+ * while each step handed to the pool waited its turn there (0.1-0.2 ms apiece on a loaded 2-core
+ * machine). Creating a file can take 0.15-0.3 ms of the file system's time, which the pool keeps
+ * off the main thread, and lets a run's transcript and tool history be created side by side.
  *
  * A missing folder is created (also one removed while countd runs). `sync`: when this resolves the
  * records are on disk through a power cut: the data is synced (fdatasync), and so are the folders
@@ -37,39 +50,43 @@ export async function readJsonLines(path: string): Promise<unknown[]> {
  * durable as its name. "if new" syncs only an append that may have created the file, so that a
  * later synced append to it (which syncs the data alone) finds its name durable already.
  */
-export async function appendJsonLines(path: string, records: unknown[], opts: { sync?: "always" | "if new" } = {}): Promise<void> {
-  const lines = records.map((r) => JSON.stringify(r) + "\n").join("");
-  const { file, created } = await openAppending(path);
+export async function appendJsonLines(path: string, records: readonly unknown[], opts: { sync?: "always" | "if new" } = {}): Promise<void> {
+  const lines = toJsonLines(records);
+  const { fd, created } = await openAppending(path);
   try {
-    const { size } = await file.stat();
+    const { size } = fstatSync(fd);
     let torn = false;
     if (size > 0) {
       const last = Buffer.alloc(1);
-      await file.read(last, 0, 1, size - 1);
+      readSync(fd, last, 0, 1, size - 1);
       torn = last[0] !== 0x0a;
     }
-    await file.appendFile(torn ? "\n" + lines : lines);
+    const data = Buffer.from(torn ? "\n" + lines : lines);
+    for (let written = 0; written < data.length; ) written += writeSync(fd, data, written);
     if (opts.sync === "always" || (opts.sync === "if new" && size === 0)) {
-      await file.datasync();
+      await fdatasync(fd);
       if (size === 0) await syncFolders(dirname(path), created === undefined ? dirname(path) : dirname(created));
     }
   } finally {
-    await file.close();
+    closeSync(fd);
   }
 }
+
+const openFd = promisify(open);
+const fdatasync = promisify(fdatasyncCallback);
 
 /**
  * Opens `path` to append, creating its folder only when the open finds it missing: nearly every
  * append goes to a folder that exists, and a mkdir per append was a file operation for nothing.
  * `created`: the outermost folder made, whose own name its parent folder holds.
  */
-async function openAppending(path: string): Promise<{ file: FileHandle; created?: string }> {
+async function openAppending(path: string): Promise<{ fd: number; created?: string }> {
   try {
-    return { file: await open(path, "a+") };
+    return { fd: await openFd(path, "a+") };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     const created = await mkdir(dirname(path), { recursive: true });
-    return { file: await open(path, "a+"), created };
+    return { fd: await openFd(path, "a+"), created };
   }
 }
 
