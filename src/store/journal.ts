@@ -3,6 +3,8 @@ import { mkdir, open, readFile, stat, type FileHandle } from "node:fs/promises";
 import { dirname } from "node:path";
 import { silentLogger, type Logger } from "../log.js";
 import { writeFileDurably } from "./durable.js";
+import { toJsonLines } from "./jsonl.js";
+import { inRecreatedDir } from "./writable-dir.js";
 
 /**
  * Appending with O_DSYNC makes each write return once its data is on disk: one system call per
@@ -93,15 +95,15 @@ export class Journal {
     readonly file: string,
     private handle: FileHandle,
     private inode: number,
-    private readonly snapshot: () => string,
+    private readonly snapshot: () => readonly unknown[],
     private readonly log: Logger,
   ) {}
 
   /**
-   * Opens (creating if missing) and reads `file`. `snapshot` gives the whole file's content as the
-   * owner's state holds it now, for compactions.
+   * Opens (creating if missing) and reads `file`. `snapshot` gives the records the whole file holds
+   * as the owner's state has them now, for compactions.
    */
-  static async open(file: string, snapshot: () => string, parent: Logger = silentLogger): Promise<{ journal: Journal; lines: JournalLine[] }> {
+  static async open(file: string, snapshot: () => readonly unknown[], parent: Logger = silentLogger): Promise<{ journal: Journal; lines: JournalLine[] }> {
     const log = parent.child({ component: "journal", file });
     await mkdir(dirname(file), { recursive: true });
     const read = await readJournal(file);
@@ -125,7 +127,7 @@ export class Journal {
 
   /** Appends one JSON line per record; resolves once they are synced. */
   append(records: readonly unknown[]): Promise<void> {
-    for (const record of records) this.pending.push(`${JSON.stringify(record)}\n`);
+    this.pending.push(toJsonLines(records));
     return this.enqueue();
   }
 
@@ -183,18 +185,10 @@ export class Journal {
   }
 
   private async rewrite(): Promise<void> {
-    const dir = dirname(this.file);
-    try {
-      await stat(dir);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
-      await mkdir(dir, { recursive: true });
-      this.log.error({ dir }, "the folder was removed while countd was running; created it again");
-    }
     // Taken now, after every change so far: the lines pending until now are in it.
-    const text = this.snapshot();
+    const text = toJsonLines(this.snapshot());
     this.pending = [];
-    await writeFileDurably(this.file, text);
+    await inRecreatedDir(dirname(this.file), () => writeFileDurably(this.file, text), this.log);
     const handle = await open(this.file, APPEND_SYNCED);
     await this.handle.close().catch(() => {});
     this.handle = handle;

@@ -2,6 +2,7 @@ import { access, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../log.js";
 import { writeFileDurably } from "./durable.js";
+import { toJsonLines } from "./jsonl.js";
 import { disabledShape, emptyOutbox, entryShape, type OutboxData } from "./outbox-shapes.js";
 import { fitEach, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 
@@ -14,7 +15,7 @@ import { fitEach, isPlainObject, kind, quarantine, readJsonFile, type Misfit } f
 export async function migrateLegacyOutbox(
   stateDir: string,
   journal: string,
-  serialise: (data: OutboxData, delivered: Map<string, number>) => string,
+  recordsOf: (data: OutboxData, delivered: Map<string, number>) => readonly unknown[],
   log: Logger,
 ): Promise<void> {
   const files = [join(stateDir, "outbox.json"), join(stateDir, "outbox-delivered.jsonl")] as const;
@@ -27,7 +28,7 @@ export async function migrateLegacyOutbox(
     const delivered = await readDelivered(files[1], misfits);
     for (const id of delivered.keys()) delete data.entries[id];
     await quarantine(stateDir, misfits, log);
-    await writeFileDurably(journal, serialise(data, delivered));
+    await writeFileDurably(journal, toJsonLines(recordsOf(data, delivered)));
     log.info({ from: files, to: journal }, "the outbox moved to its journal");
   }
   for (const file of files) await unlink(file).catch(() => {});

@@ -108,8 +108,6 @@ class OutboxState {
   }
 }
 
-const serialise = (records: readonly OutboxRecord[]) => records.map((record) => `${JSON.stringify(record)}\n`).join("");
-
 /**
  * The outbox on disk: outbox.jsonl in the state directory, an append-only journal of OutboxRecords,
  * each change synced before it is acted on (group-committed: one synced write carries every change
@@ -139,9 +137,9 @@ export class OutboxStore {
   static async open(stateDir: string, now: Date, parent: Logger = silentLogger): Promise<OutboxStore> {
     const log = parent.child({ component: "outbox-store" });
     const file = join(stateDir, OUTBOX_FILE);
-    await migrateLegacyOutbox(stateDir, file, (data, delivered) => serialise(OutboxStore.recordsOf(data, delivered)), log);
+    await migrateLegacyOutbox(stateDir, file, (data, delivered) => OutboxStore.recordsOf(data, delivered), log);
     let state: OutboxState | undefined;
-    const { journal, lines } = await Journal.open(file, () => serialise(state!.records()), log);
+    const { journal, lines } = await Journal.open(file, () => state!.records(), log);
     const replayed = OutboxState.replay(file, lines, now.getTime());
     state = replayed.state;
     await quarantine(stateDir, replayed.misfits, log);
