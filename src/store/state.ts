@@ -157,6 +157,8 @@ function fitLegacyRuns(value: unknown, file: string, misfits: Misfit[]): Record<
 export class StateStore {
   /** Saves of one job in call order: a run's end must not overtake its start. */
   private readonly saving = new KeyedQueue();
+  /** state.json writes in flight, which close() waits for: a caller need not await an update. */
+  private readonly writing = new Set<Promise<void>>();
   /** Runs handed to saveRun and not saved yet, by key, so knownRunIds sees them at once. */
   private readonly queued = new Map<string, RunningRun>();
 
@@ -193,7 +195,13 @@ export class StateStore {
   /** Changes and saves; lowdb writes one file at a time, so concurrent updates do not interleave. */
   async update(change: (data: StateData) => void): Promise<void> {
     change(this.db.data);
-    await inRecreatedDir(this.dir, () => this.db.write(), this.log);
+    const write = inRecreatedDir(this.dir, () => this.db.write(), this.log);
+    this.writing.add(write);
+    try {
+      await write;
+    } finally {
+      this.writing.delete(write);
+    }
   }
 
   job(name: string): JobState {
@@ -249,9 +257,10 @@ export class StateStore {
     return saved;
   }
 
-  /** Resolves once every save handed to the store so far is on disk, the unwaited ones included. */
-  close(): Promise<void> {
-    return this.saving.idle();
+  /** Resolves once every save and update handed to the store so far is on disk, the unwaited ones included. */
+  async close(): Promise<void> {
+    await this.saving.idle();
+    await Promise.allSettled([...this.writing]);
   }
 
   /** At start-up: a run still `running` was cut short by a crash. Returns those runs, now `interrupted`. */

@@ -201,6 +201,14 @@ describe("StateStore", () => {
     expect((await stateOnDisk())["running"]).toEqual({});
   });
 
+  it("close() also waits for an update nobody awaited (a fire's last slot), so the folder can be removed after it", async () => {
+    const state = await StateStore.open(dir);
+    void state.update((data) => void (data.jobs["report"] = { lastScheduledAt: "2026-03-02T08:00:00.000Z" }));
+    await state.close();
+    expect((await stateOnDisk())["jobs"]).toEqual({ report: { lastScheduledAt: "2026-03-02T08:00:00.000Z" } });
+    await rm(dir, { recursive: true });
+  });
+
   it("knows the id of a run from the moment it is handed to saveRun", async () => {
     const state = await StateStore.open(dir);
     const saving = state.saveRun(record("x", "x1"));

@@ -59,6 +59,8 @@ beforeEach(async () => {
 
 afterEach(async () => {
   for (const t of triggers.splice(0)) t.stop();
+  // A fire's state write may still be on its way: removing the folder under it fails with ENOTEMPTY.
+  await state.close();
   await rm(dir, { recursive: true, force: true });
 });
 
