@@ -12,8 +12,8 @@ import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-r
 
 /*
  * The outbox journal under SIGKILL: a process queues DELIVERIES webhook deliveries, 100 at a
- * time as runs finishing would, and sends them to a loopback receiver; it is killed at a random
- * moment, round after round, and after some kills half a record is appended to its journal, as
+ * time as runs finishing would, and sends them to a loopback receiver; it is killed after a random
+ * number of requests, round after round, and after some kills half a record is appended to its journal, as
  * a power cut mid-append would leave it. Then a last process drains the outbox. Nothing queued
  * may be lost, and a delivery sent twice must carry the same webhook-id both times.
  */
@@ -92,7 +92,12 @@ describe(`the outbox journal killed with SIGKILL ${KILLS} times during ${DELIVER
     let queued = 0;
     for (let kill = 1; kill <= KILLS; kill++) {
       const life = sender(queued);
-      await new Promise((done) => setTimeout(done, 300 + Math.floor(random() * 1_500)));
+      // The kill waits for a random number of requests rather than a random time: on a loaded
+      // machine a process can take longer than any fixed delay to start sending, and a kill that
+      // lands before the first send or after the last tests nothing.
+      const span = Math.floor(DELIVERIES / (KILLS + 1));
+      const due = hooks.requests.length + 20 + Math.floor(random() * span);
+      await Promise.race([hooks.waitFor(due), life.exited, new Promise((done) => setTimeout(done, 30_000))]);
       life.kill();
       await life.exited;
       kills.push({ requests: hooks.requests.length, recorded: await recorded() });
