@@ -19,6 +19,8 @@ export interface JobState {
   done?: boolean;
   /** The job's failures since its last success, as reported to on_failure (delivery/alerts.ts). */
   failing?: FailingStreak;
+  /** ISO 8601: when the job was paused; its fires, but for those asked for by hand, are recorded skipped. */
+  pausedAt?: string;
 }
 
 export interface FailingStreak {
@@ -49,6 +51,8 @@ export interface StateData {
   heartbeat: HeartbeatState;
   /** Runs in progress by `<job>/<id>`: after a crash, the only runs markInterrupted has to look at. */
   running: Record<string, RunningRun>;
+  /** ISO 8601: when every job was paused at once (the kill switch), whatever each job's own pausedAt. */
+  pausedAllAt?: string;
 }
 
 /** How state.json held run history before it moved to one JSONL file per job. */
@@ -61,7 +65,12 @@ const empty = (): StateData => ({ jobs: {}, heartbeat: { delivered: [] }, runnin
 const runKey = (run: RunningRun): string => `${run.job}/${run.id}`;
 
 const failingShape = z.looseObject({ since: time, failures: count, reportedAt: time, unreported: count });
-const jobStateShape = z.looseObject({ lastScheduledAt: time.optional(), done: z.boolean().optional(), failing: failingShape.optional() }) satisfies z.ZodType<JobState>;
+const jobStateShape = z.looseObject({
+  lastScheduledAt: time.optional(),
+  done: z.boolean().optional(),
+  failing: failingShape.optional(),
+  pausedAt: time.optional(),
+}) satisfies z.ZodType<JobState>;
 const deliveredShape = z.looseObject({ at: time, hash: z.string() });
 const runningShape = z.looseObject({ job: z.string().refine(hasHistory, "expected a job name"), id: z.string().min(1) });
 
@@ -97,6 +106,11 @@ function fitState(read: { value: unknown } | undefined, file: string): { data: L
       case "runs":
         data.runs = fitLegacyRuns(value, file, misfits);
         break;
+      case "pausedAllAt": {
+        const at = fit(time, value, file, key, misfits);
+        if (at !== undefined) data.pausedAllAt = at;
+        break;
+      }
       default:
         misfits.push({ file, where: key, problem: "is not a part of countd's state", value });
     }
@@ -206,6 +220,42 @@ export class StateStore {
 
   job(name: string): JobState {
     return this.db.data.jobs[name] ?? {};
+  }
+
+  /** True when the job is paused, on its own or with every job. */
+  isPaused(job: string): boolean {
+    return this.db.data.pausedAllAt !== undefined || this.job(job).pausedAt !== undefined;
+  }
+
+  /** When every job was paused at once, if they are. */
+  pausedAll(): string | undefined {
+    return this.db.data.pausedAllAt;
+  }
+
+  /** Pauses one job, or every job (null); what is already paused keeps the time it was paused first. */
+  pause(job: string | null, at: Date = new Date()): Promise<void> {
+    return this.update((data) => {
+      if (job === null) data.pausedAllAt ??= at.toISOString();
+      else (data.jobs[job] ??= {}).pausedAt ??= at.toISOString();
+    });
+  }
+
+  /**
+   * Resumes one job, or every job (null: the switch that paused them all and each job's own pause).
+   * A job resumed while every job is paused loses only its own pause: it stays paused until the
+   * switch is resumed too.
+   */
+  resume(job: string | null): Promise<void> {
+    return this.update((data) => {
+      if (job === null) delete data.pausedAllAt;
+      for (const name of job === null ? Object.keys(data.jobs) : [job]) {
+        const state = data.jobs[name];
+        if (state?.pausedAt === undefined) continue;
+        delete state.pausedAt;
+        // A job that was only paused leaves no trace in state.json.
+        if (Object.keys(state).length === 0) delete data.jobs[name];
+      }
+    });
   }
 
   /** The job's newest RUNS_KEPT_PER_JOB runs, oldest first; reads its file on first use. */
