@@ -1,9 +1,10 @@
 import { EventEmitter } from "node:events";
 import type { FinishReason, Usage } from "./providers/types.js";
+import type { RunRecord } from "./store/run-record.js";
 
 /**
- * What happens inside a run, as it happens: the CLI prints from it, and later a web page
- * streams it. Listeners must not throw; the loop does not wait for them.
+ * What happens inside a run, as it happens, and to runs and deliveries: the CLI prints from it,
+ * the web console streams it. Listeners must not throw; the loop does not wait for them.
  */
 export interface CountdEvents {
   "iteration": { sessionId: string; iteration: number };
@@ -40,6 +41,25 @@ export interface CountdEvents {
     usage: Usage;
     durationMs: number;
     error?: string;
+  };
+  /** A run began: its record, running (a copy). */
+  "run.started": { run: RunRecord };
+  /**
+   * A run's final record (a copy), for every attempt that ran, and for a fire recorded without
+   * running (skipped, cancelled while it waited).
+   */
+  "run.finished": { run: RunRecord };
+  /** A delivery changed, once the outbox has recorded it. */
+  "delivery": {
+    id: string;
+    status: "queued" | "sending" | "delivered" | "failed" | "dead" | "retried" | "purged";
+    attempts: number;
+    /** The target's key (delivery/targets.ts targetKey). */
+    target: string;
+    kind: "email" | "webhook";
+    error?: string;
+    /** For "failed" and "retried": when it is attempted next. */
+    nextAttemptAt?: string;
   };
 }
 

@@ -33,6 +33,8 @@ export interface PipelineOptions {
   streaks?: StreakStore;
   /** Instead of the job executor, for a caller that wraps it (`countd run` and its Ctrl-C). */
   execute?: RunnerOptions["execute"];
+  /** Whether a job is paused (the state store's pauses); its scheduled and watched fires are recorded skipped. */
+  paused?: RunnerOptions["paused"];
 }
 
 /**
@@ -48,6 +50,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     workspace: () => opts.runtime().config.paths.workspace,
     log,
     streaks: opts.streaks,
+    events: opts.runtime().events,
   });
   const pipelineLog = log.child({ component: "pipeline" });
   const runner = new Runner({
@@ -55,6 +58,8 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     state: opts.state,
     concurrency: opts.concurrency,
     log,
+    paused: opts.paused,
+    events: opts.runtime().events,
     execute: opts.execute ?? jobExecutor(opts.runtime),
     beforeRunEnd: (job, run, { willRetry, outcome }) =>
       delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) =>

@@ -2,6 +2,7 @@ import { silentLogger, type Logger } from "../log.js";
 import { randomBytes } from "node:crypto";
 import ms from "ms";
 import { CancelToken } from "../agent/cancel.js";
+import type { CountdEvents, EventBus } from "../events.js";
 import type { Job, OverlapPolicy } from "../jobs/types.js";
 import { emptyUsage } from "../providers/types.js";
 import type { StateStore } from "../store/state.js";
@@ -9,7 +10,7 @@ import { errorText, excerpt } from "../text.js";
 import { LONGEST_TIMER_MS } from "../timers.js";
 import { runSessionId } from "./session-ids.js";
 import type { FireRequest, RunContext } from "./types.js";
-import type { RunRecord, RunStatus } from "../store/run-record.js";
+import type { RunReason, RunRecord, RunStatus } from "../store/run-record.js";
 import type { RunOutcome } from "../agent/outcome.js";
 
 export interface RunnerOptions {
@@ -30,6 +31,14 @@ export interface RunnerOptions {
    * `outcome`: what the executor returned (the answer, the tool calls), which the record only excerpts.
    */
   beforeRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean; outcome: RunOutcome }) => Promise<void>;
+  /**
+   * Whether the job is paused, asked as a fire arrives and again as it would start: a paused job's
+   * fires are recorded skipped ("paused"), so its history shows every slot. A fire asked for by
+   * hand (manual, and the retries of a manual run) runs anyway.
+   */
+  paused?: (job: string) => boolean;
+  /** Where run.started and run.finished go, each with a copy of the record. */
+  events?: EventBus;
 }
 
 /** The most a run record keeps of the answer, the … of a cut one included. */
@@ -40,11 +49,37 @@ const SAVE_RETRY_FIRST_MS = 1_000;
 const SAVE_RETRY_MAX_MS = 60_000;
 const REPLACED = "replaced by a newer run";
 const STOPPED_BEFORE_START = "countd stopped before this run started";
+const PAUSED = "paused";
 
 /** How a fire ended: the final record and, for a run that started, what the executor returned. */
 export interface RunEnd {
   record: RunRecord;
   outcome?: RunOutcome;
+}
+
+/** What became of a fire at once, with how it starts and how it ends (Runner.request). */
+export interface Requested {
+  /**
+   * "started": a run began (`run` is its record, running); "queued": it waits for a slot, for the
+   * job's run in progress, or was merged into a run already waiting; "skipped": overlap skip or a
+   * paused job (`run` is the skipped record).
+   */
+  decision: "started" | "queued" | "skipped";
+  run?: RunRecord;
+  /** The running record once it starts; undefined if it never does (skipped, cancelled). */
+  started: Promise<RunRecord | undefined>;
+  /** Like runToEnd: after the last retry. */
+  ended: Promise<RunEnd>;
+}
+
+/** A fire waiting for a slot, for its job's lane, or for its retry's backoff to end. */
+export interface QueuedFire {
+  job: string;
+  reason: RunReason;
+  /** ISO 8601; for a retry, when its backoff ends. */
+  scheduledAt: string;
+  /** For a retry waiting out its backoff: the id of the attempt that failed, which Runner.cancel takes. */
+  retryOf?: string;
 }
 
 /** A fire on its way to becoming a run, with the `run()` callers waiting for how it ends. */
@@ -53,15 +88,24 @@ interface Pending {
   /** 1 for the first try; retries count up to job.retry.attempts. */
   attempt: number;
   waiters: Array<(end: RunEnd) => void>;
+  /** Called once, with the running record as it starts, or with the final record of a fire that never starts. */
+  starts: Array<(record: RunRecord) => void>;
+  /** Asked for by hand (a manual fire, one merged with it, its retries): runs while the job is paused. */
+  manual: boolean;
+  /** For a retry: the id of the attempt that failed. */
+  retryOf?: string;
 }
 
-type CancelCause = "timeout" | "replaced" | "shutdown";
+/** A user's cancel carries their reason, which the record shows. */
+type CancelCause = "timeout" | "replaced" | "shutdown" | { user: string };
 
 interface InFlight {
   record: RunRecord;
   cancel: CancelToken;
-  /** Why the runner cancelled it; the first cause wins. */
+  /** Why it was cancelled; the first cause wins. */
   cause?: CancelCause;
+  /** The executor returned: a cancel now would not change how the run ended. */
+  returned: boolean;
   /** Settles once the final record is saved. */
   ended: Promise<void>;
 }
@@ -121,7 +165,7 @@ export class Runner {
       this.log.warn({ job: request.job, reason: request.reason }, "no job by that name: fire ignored");
       return;
     }
-    this.accept(job, { request, attempt: 1, waiters: [] });
+    this.accept(job, pending(request, [], []));
   }
 
   /**
@@ -134,10 +178,74 @@ export class Runner {
 
   /** Like run, with the executor's outcome beside the record: the answer a caller acts on. */
   runToEnd(request: FireRequest): Promise<RunEnd> {
-    if (this.stopping) return Promise.reject(new Error(`countd is stopping: job "${request.job}" was not run`));
+    try {
+      return this.request(request).ended;
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
+  /**
+   * Like runToEnd, also saying at once what became of the fire, for a caller that answers before
+   * the run ends (the console). Throws when countd is stopping or the job is unknown.
+   */
+  request(request: FireRequest): Requested {
+    if (this.stopping) throw new Error(`countd is stopping: job "${request.job}" was not run`);
     const job = this.opts.job(request.job);
-    if (!job) return Promise.reject(new Error(`no job named "${request.job}"`));
-    return new Promise((resolve) => this.accept(job, { request, attempt: 1, waiters: [resolve] }));
+    if (!job) throw new Error(`no job named "${request.job}"`);
+    let first: RunRecord | undefined;
+    let started!: (run: RunRecord | undefined) => void;
+    const starting = new Promise<RunRecord | undefined>((resolve) => (started = resolve));
+    const ended = new Promise<RunEnd>((resolve) => {
+      const onStart = (record: RunRecord) => {
+        first = record;
+        started(record.status === "running" ? record : undefined);
+      };
+      this.accept(job, pending(request, [resolve], [onStart]));
+    });
+    // Listeners run synchronously: a fire that started or was skipped has said so by now.
+    if (first === undefined) return { decision: "queued", started: starting, ended };
+    return { decision: first.status === "running" ? "started" : "skipped", run: first, started: starting, ended };
+  }
+
+  /**
+   * Cancels a run in progress, or the retry waiting out its backoff after the attempt with this id;
+   * its record says `why`. "not found" for an id that is neither (unknown, or ended).
+   */
+  cancel(runId: string, why: string): "cancelled" | "not found" {
+    for (const [name, lane] of this.lanes) {
+      for (const flight of lane.running) {
+        if (flight.record.id !== runId || flight.returned) continue;
+        this.cancelRun(flight, { user: why });
+        return "cancelled";
+      }
+      for (const [retry, timer] of lane.backoff) {
+        if (retry.retryOf !== runId) continue;
+        clearTimeout(timer);
+        lane.backoff.delete(retry);
+        this.settleUnstarted(retry, "cancelled", why);
+        this.releaseNext(name);
+        return "cancelled";
+      }
+    }
+    return "not found";
+  }
+
+  /** Copies of the records of the runs in progress, of every job. */
+  running(): RunRecord[] {
+    return [...this.lanes.values()].flatMap((lane) => [...lane.running].map((flight) => copy(flight.record)));
+  }
+
+  /** Fires waiting: for a slot (in arrival order), for their job's run in progress, then retries waiting out their backoff. */
+  queued(): QueuedFire[] {
+    const lanes = [...this.lanes.values()];
+    const waiting = [...this.queue, ...lanes.flatMap((lane) => (lane.next ? [lane.next] : [])), ...lanes.flatMap((lane) => [...lane.backoff.keys()])];
+    return waiting.map(({ request, retryOf }) => ({
+      job: request.job,
+      reason: request.reason,
+      scheduledAt: request.scheduledAt.toISOString(),
+      ...(retryOf !== undefined ? { retryOf } : {}),
+    }));
   }
 
   /** The sessions of runs started and not yet ended: their files are being written. */
@@ -178,7 +286,7 @@ export class Runner {
       lane.next = undefined;
       flights.push(...lane.running);
     }
-    for (const pending of notStarted) void this.settleUnstarted(pending, "cancelled", STOPPED_BEFORE_START);
+    for (const pending of notStarted) this.settleUnstarted(pending, "cancelled", STOPPED_BEFORE_START);
 
     const ended = Promise.all(flights.map((flight) => flight.ended));
     let timer: NodeJS.Timeout | undefined;
@@ -198,6 +306,10 @@ export class Runner {
   }
 
   private accept(job: Job, pending: Pending): void {
+    if (this.isPaused(pending)) {
+      this.settleUnstarted(pending, "skipped", PAUSED);
+      return;
+    }
     const lane = this.lane(job.name);
     if (!this.busy(job.name)) {
       this.enqueue(pending);
@@ -205,7 +317,7 @@ export class Runner {
     }
     switch (overlapOf(job, pending.request)) {
       case "skip":
-        void this.settleUnstarted(pending, "skipped", "a run of this job was still in progress (overlap: skip)");
+        this.settleUnstarted(pending, "skipped", "a run of this job was still in progress (overlap: skip)");
         return;
       case "allow":
         this.enqueue(pending);
@@ -227,14 +339,18 @@ export class Runner {
     for (const flight of lane.running) this.cancelRun(flight, "replaced");
     for (const [pending, timer] of lane.backoff) {
       clearTimeout(timer);
-      void this.settleUnstarted(pending, "cancelled", REPLACED);
+      this.settleUnstarted(pending, "cancelled", REPLACED);
     }
     lane.backoff.clear();
     for (let i = this.queue.length - 1; i >= 0; i--) {
       if (this.queue[i]!.request.job !== job) continue;
       const [pending] = this.queue.splice(i, 1);
-      void this.settleUnstarted(pending!, "cancelled", REPLACED);
+      this.settleUnstarted(pending!, "cancelled", REPLACED);
     }
+  }
+
+  private isPaused(pending: Pending): boolean {
+    return !pending.manual && (this.opts.paused?.(pending.request.job) ?? false);
   }
 
   private busy(job: string): boolean {
@@ -262,19 +378,24 @@ export class Runner {
   private start(pending: Pending): void {
     const name = pending.request.job;
     const job = this.opts.job(name);
-    if (!job) {
-      void this.settleUnstarted(pending, "skipped", `job "${name}" was removed before this run started`);
+    // Paused while it waited: for a slot, for the job's run, or out a retry's backoff.
+    const unstarted = !job ? `job "${name}" was removed before this run started` : this.isPaused(pending) ? PAUSED : undefined;
+    if (!job || unstarted) {
+      this.settleUnstarted(pending, "skipped", unstarted!);
       this.releaseNext(name);
       return;
     }
     const flight: InFlight = {
       record: this.newRecord(name, job.session, pending.request, "running"),
       cancel: new CancelToken(),
+      returned: false,
       ended: Promise.resolve(),
     };
     this.lane(name).running.add(flight);
     this.inFlight++;
     flight.ended = this.drive(job, pending, flight);
+    this.announce("run.started", { run: copy(flight.record) });
+    for (const started of pending.starts) started(copy(flight.record));
   }
 
   private async drive(job: Job, pending: Pending, flight: InFlight): Promise<void> {
@@ -290,6 +411,7 @@ export class Runner {
       outcome = { answer: "", status: "error", error: errorText(err), iterations: 0, toolCalls: 0, usage: emptyUsage() };
     } finally {
       clearTimeout(timer);
+      flight.returned = true;
     }
 
     const { status, error } = this.judge(job, flight, outcome);
@@ -315,7 +437,8 @@ export class Runner {
       { job: job.name, runId: end.id, status, durationMs, ...(error ? { error } : {}) },
       "run finished",
     );
-    if (willRetry) this.retryLater(current, pending);
+    this.announce("run.finished", { run: copy(end) });
+    if (willRetry) this.retryLater(current, pending, end.id);
     else for (const resolve of pending.waiters) resolve({ record: end, outcome });
     this.releaseNext(job.name);
     this.pump();
@@ -324,6 +447,7 @@ export class Runner {
   /** The record's status and error: a cancel the runner caused is named by its cause. */
   private judge(job: Job, flight: InFlight, outcome: RunOutcome): { status: RunStatus; error?: string } {
     if (outcome.status === "ok") return { status: "ok" };
+    if (typeof flight.cause === "object") return { status: "cancelled", error: flight.cause.user };
     switch (flight.cause) {
       case "timeout":
         return { status: "timeout", error: `timed out after ${ms(job.timeoutMs, { long: true })}` };
@@ -339,18 +463,21 @@ export class Runner {
     }
   }
 
-  private retryLater(job: Job, failed: Pending): void {
+  private retryLater(job: Job, failed: Pending, failedId: string): void {
     const lane = this.lane(job.name);
     const scheduledAt = new Date(this.now().getTime() + job.retry.backoffMs);
     const retry: Pending = {
       request: { ...failed.request, reason: "retry", scheduledAt },
       attempt: failed.attempt + 1,
       waiters: failed.waiters,
+      starts: [],
+      manual: failed.manual,
+      retryOf: failedId,
     };
     // Shutdown began while the failed try's record was being saved, after it took the backoffs:
     // a timer set now would hold the retry's caller for the whole backoff.
     if (this.stopping) {
-      void this.settleUnstarted(retry, "cancelled", STOPPED_BEFORE_START);
+      this.settleUnstarted(retry, "cancelled", STOPPED_BEFORE_START);
       return;
     }
     const timer = setTimeout(() => {
@@ -364,11 +491,14 @@ export class Runner {
   private cancelRun(flight: InFlight, cause: CancelCause): void {
     if (!this.lane(flight.record.job).running.has(flight)) return;
     flight.cause ??= cause;
-    flight.cancel.cancel(cause);
+    flight.cancel.cancel(typeof cause === "object" ? "user" : cause);
   }
 
-  /** Records a fire that never became a run (skipped, dropped at shutdown, replaced while waiting). */
-  private async settleUnstarted(pending: Pending, status: "skipped" | "cancelled", error: string): Promise<void> {
+  /**
+   * Records a fire that never became a run (skipped, paused, dropped at shutdown, replaced or
+   * cancelled while waiting); its start listeners hear of it at once, its waiters once it is saved.
+   */
+  private settleUnstarted(pending: Pending, status: "skipped" | "cancelled", error: string): void {
     const name = pending.request.job;
     const session = this.opts.job(name)?.session ?? "isolated";
     const record: RunRecord = {
@@ -377,8 +507,21 @@ export class Runner {
     };
     record.finishedAt = record.startedAt;
     this.log.info({ job: name, runId: record.id, status, reason: record.reason, error }, status === "skipped" ? "run skipped" : "run cancelled");
-    await this.save(record);
-    for (const resolve of pending.waiters) resolve({ record });
+    const saved = this.save(record);
+    for (const started of pending.starts) started(copy(record));
+    void saved.then(() => {
+      this.announce("run.finished", { run: copy(record) });
+      for (const resolve of pending.waiters) resolve({ record });
+    });
+  }
+
+  /** A listener that throws must not leave the runner half way through a start or an end. */
+  private announce<K extends "run.started" | "run.finished">(name: K, payload: CountdEvents[K]): void {
+    try {
+      this.opts.events?.emit(name, payload);
+    } catch (err) {
+      this.log.error({ event: name, runId: payload.run.id, error: errorText(err) }, "event listener failed");
+    }
   }
 
   private newRecord(job: string, session: Job["session"], request: FireRequest, status: RunStatus): RunRecord {
@@ -484,6 +627,10 @@ function overlapOf(job: Job, request: FireRequest): OverlapPolicy {
   return job.overlap;
 }
 
+function pending(request: FireRequest, waiters: Pending["waiters"], starts: Pending["starts"]): Pending {
+  return { request, attempt: 1, waiters, starts, manual: request.reason === "manual" };
+}
+
 /** Several fires served by one run: the first one's reason and time, every changed file once. */
 function merge(into: Pending, more: Pending): Pending {
   const files = [...new Set([...(into.request.files ?? []), ...(more.request.files ?? [])])];
@@ -491,5 +638,12 @@ function merge(into: Pending, more: Pending): Pending {
     request: { ...into.request, ...(files.length > 0 ? { files } : {}) },
     attempt: 1,
     waiters: [...into.waiters, ...more.waiters],
+    starts: [...into.starts, ...more.starts],
+    manual: into.manual || more.manual,
   };
+}
+
+/** What the runner hands out, so no listener or caller can change the record it keeps. */
+function copy(record: RunRecord): RunRecord {
+  return { ...record, usage: { ...record.usage } };
 }
