@@ -1,3 +1,4 @@
+import type { EventBus } from "../events.js";
 import type { Config } from "../config/schema.js";
 import type { ToolCallReport } from "../agent/loop.js";
 import { silentLogger, type Logger } from "../log.js";
@@ -177,6 +178,8 @@ export async function openDelivery(opts: {
   log?: Logger;
   /** Where failing streaks are kept; the daemon's job state, so the on_failure throttle survives a restart. */
   streaks?: StreakStore;
+  /** Where the outbox tells each change to a delivery. */
+  events?: EventBus;
 }): Promise<DeliveryStage> {
   const { config } = opts;
   const mailer = createMailer({
@@ -186,7 +189,7 @@ export async function openDelivery(opts: {
     attachments: config.attachments,
     log: opts.log,
   });
-  const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, opts.env), log: opts.log });
+  const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, opts.env), log: opts.log, events: opts.events });
   return {
     outbox,
     dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log),

@@ -1,3 +1,4 @@
+import type { CountdEvents, EventBus } from "../events.js";
 import { silentLogger, type Logger } from "../log.js";
 import TinyQueue from "tinyqueue";
 import { OutboxStore, type OutboxEntry, type OutboxRecord } from "../store/outbox-store.js";
@@ -19,6 +20,8 @@ export interface OutboxOptions {
   log?: Logger;
   /** In [0, 1), for the retry jitter. */
   random?: () => number;
+  /** Where each change to a delivery is told, once the journal holds it (the console's live view). */
+  events?: EventBus;
 }
 
 /** Attempts in flight at once, across all targets; a single entry never has two. */
@@ -70,6 +73,7 @@ export class Outbox {
     private readonly now: () => Date,
     private readonly log: Logger,
     private readonly random: () => number,
+    private readonly events: EventBus | undefined,
   ) {
     for (const entry of Object.values(store.data.entries)) this.schedule(entry);
   }
@@ -78,7 +82,7 @@ export class Outbox {
     const now = opts.now ?? (() => new Date());
     const log = opts.log ?? silentLogger;
     const store = await OutboxStore.open(opts.stateDir, now(), log);
-    return new Outbox(store, opts.send, now, log.child({ component: "outbox" }), opts.random ?? Math.random);
+    return new Outbox(store, opts.send, now, log.child({ component: "outbox" }), opts.random ?? Math.random, opts.events);
   }
 
   /**
@@ -112,7 +116,7 @@ export class Outbox {
         status: disabled ? "dead" : "pending",
         ...(disabled ? { lastError: disabled.reason } : {}),
       };
-      written.push(this.store.record({ op: "queued", entry }));
+      written.push(this.record({ op: "queued", entry }));
       if (disabled) this.log.warn({ delivery: id, target: targetKey(target), error: disabled.reason }, "delivery not sent");
       else this.schedule(entry);
     }
@@ -185,7 +189,7 @@ export class Outbox {
     const records: OutboxRecord[] = chosen.map(({ id }) => ({ op: "retried", id, at: iso(now), giveUpAt: iso(now + GIVE_UP_AFTER_MS) }));
     const targets = new Set(chosen.map((entry) => targetKey(entry.target)));
     for (const target of targets) if (this.store.data.disabledTargets[target]) records.push({ op: "enabled", target });
-    await this.store.record(...records);
+    await this.record(...records);
     for (const { id } of chosen) this.schedule(this.store.data.entries[id]!);
     if (this.started) this.wake();
     return chosen.length;
@@ -194,7 +198,7 @@ export class Outbox {
   /** Forgets dead deliveries; returns how many. */
   async purge(): Promise<number> {
     const dead = this.list().dead;
-    if (dead.length > 0) await this.store.record(...dead.map(({ id }): OutboxRecord => ({ op: "purged", id })));
+    if (dead.length > 0) await this.record(...dead.map(({ id }): OutboxRecord => ({ op: "purged", id })));
     return dead.length;
   }
 
@@ -210,7 +214,7 @@ export class Outbox {
   async enableTargets(why: string): Promise<string[]> {
     const keys = this.disabledTargets();
     if (keys.length === 0) return keys;
-    await this.store.record(...keys.map((target): OutboxRecord => ({ op: "enabled", target })));
+    await this.record(...keys.map((target): OutboxRecord => ({ op: "enabled", target })));
     for (const key of keys) {
       this.log.info({ target: key, why }, "delivery target enabled again; its dead deliveries are sent again by `countd outbox retry`");
     }
@@ -223,6 +227,23 @@ export class Outbox {
     const deliveredAt = this.store.deliveredAt(id);
     if (deliveredAt) throw new Error(`delivery ${id} was acknowledged at ${deliveredAt.toISOString()}; a delivered message is not sent again`);
     throw new Error(`no pending or dead delivery with id "${id}" in ${this.store.file}`);
+  }
+
+  /** Acknowledged deliveries whose id starts with `prefix` (a run's `<job>.<run id>.`), with when; those of the last DELIVERED_KEPT_MS only. */
+  deliveredIds(prefix: string): Array<{ id: string; at: string }> {
+    return this.store.deliveredWith(prefix).map(({ id, at }) => ({ id, at: at.toISOString() }));
+  }
+
+  /** Writes through the store, then tells the bus of each delivery the records changed. */
+  private async record(...records: OutboxRecord[]): Promise<void> {
+    const before = records.map((record) => (record.op === "queued" ? record.entry : "id" in record ? this.store.data.entries[record.id] : undefined));
+    const written = this.store.record(...records);
+    if (!this.events) return written;
+    await written;
+    records.forEach((record, i) => {
+      const entry = "id" in record ? (this.store.data.entries[record.id] ?? before[i]) : before[i];
+      if (entry) this.events!.emit("delivery", deliveryEvent(record, entry));
+    });
   }
 
   private wake(): void {
@@ -310,13 +331,13 @@ export class Outbox {
   private async attempt(entry: OutboxEntry): Promise<void> {
     const disabled = this.store.data.disabledTargets[targetKey(entry.target)];
     if (disabled) {
-      await this.store.record({ op: "dead", id: entry.id, error: disabled.reason });
+      await this.record({ op: "dead", id: entry.id, error: disabled.reason });
       return;
     }
     // Journalled as the send starts and synced with its outcome, in the same write as the other
     // attempts' outcomes: one sync per delivery or fewer. Waited for first only while the
     // journal cannot be written (a full disk), so that sends stop rather than repeat unrecorded.
-    const counted = this.store.record({ op: "attempt", id: entry.id, at: this.now().toISOString() });
+    const counted = this.record({ op: "attempt", id: entry.id, at: this.now().toISOString() });
     counted.catch(() => {});
     if (this.store.inDoubt) await counted;
     try {
@@ -326,7 +347,7 @@ export class Outbox {
       await this.recordFailure(entry, err);
       return;
     }
-    await Promise.all([counted, this.store.record({ op: "delivered", id: entry.id, at: this.now().toISOString() })]);
+    await Promise.all([counted, this.record({ op: "delivered", id: entry.id, at: this.now().toISOString() })]);
     this.log.info({ delivery: entry.id, attempts: entry.attempts }, "delivered");
   }
 
@@ -341,7 +362,7 @@ export class Outbox {
       const others = Object.values(this.store.data.entries).filter(
         (other) => other !== entry && other.status === "pending" && !this.inFlight.has(other.id) && targetKey(other.target) === key,
       );
-      await this.store.record(
+      await this.record(
         { op: "disabled", target: key, ...disabled },
         { op: "dead", id: entry.id, error: reason },
         ...others.map((other): OutboxRecord => ({ op: "dead", id: other.id, error: disabled.reason })),
@@ -350,17 +371,31 @@ export class Outbox {
       return;
     }
     if (failure?.permanent) {
-      await this.store.record({ op: "dead", id: entry.id, error: reason });
+      await this.record({ op: "dead", id: entry.id, error: reason });
       this.log.warn(fields, "delivery failed for good");
       return;
     }
     const next = now + retryDelayMs(entry.attempts, this.random, failure?.retryAfterMs);
     if (next > Date.parse(entry.giveUpAt)) {
-      await this.store.record({ op: "dead", id: entry.id, error: `gave up after 24 h: ${reason}` });
+      await this.record({ op: "dead", id: entry.id, error: `gave up after 24 h: ${reason}` });
       this.log.warn(fields, "delivery gave up after 24 h");
       return;
     }
-    await this.store.record({ op: "failed", id: entry.id, error: reason, retryAt: iso(next) });
+    await this.record({ op: "failed", id: entry.id, error: reason, retryAt: iso(next) });
     this.log.info({ ...fields, retryAt: iso(next) }, "delivery failed, retrying later");
   }
+}
+
+/** What the bus hears of one record about one delivery. */
+function deliveryEvent(record: OutboxRecord, entry: Readonly<OutboxEntry>): CountdEvents["delivery"] {
+  const status = record.op === "queued" ? (entry.status === "dead" ? "dead" : "queued") : record.op === "attempt" ? "sending" : record.op;
+  return {
+    id: entry.id,
+    status: status as CountdEvents["delivery"]["status"],
+    attempts: entry.attempts,
+    target: targetKey(entry.target),
+    kind: entry.target.kind,
+    ...(entry.lastError !== undefined && (status === "failed" || status === "dead") ? { error: entry.lastError } : {}),
+    ...(status === "failed" || status === "retried" ? { nextAttemptAt: entry.nextAttemptAt } : {}),
+  };
 }

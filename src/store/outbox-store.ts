@@ -171,6 +171,13 @@ export class OutboxStore {
     return at === undefined ? undefined : new Date(at);
   }
 
+  /** The acknowledged ids starting with `prefix`, with when, oldest first. */
+  deliveredWith(prefix: string): Array<{ id: string; at: Date }> {
+    const found: Array<{ id: string; at: Date }> = [];
+    for (const [id, at] of this.state.delivered) if (id.startsWith(prefix)) found.push({ id, at: new Date(at) });
+    return found;
+  }
+
   /**
    * Applies the records at once (so the outbox reads them from now on) and resolves once they are
    * synced. A record that does not apply is a bug in the caller, and throws before anything is written.
