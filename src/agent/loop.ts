@@ -50,6 +50,8 @@ export interface ProcessOptions {
   media?: string[];
   channel?: string;
   cancelToken?: CancelToken;
+  /** The run this message is, marked in the session file so a shared session's runs can be told apart. */
+  runId?: string;
 }
 
 export interface ToolOutcome {
@@ -244,7 +246,7 @@ export class AgentLoop {
       // Also when the caller stops reading early: what was said is kept and watchers hear the end.
       // Both are written once per message, side by side, not once per call.
       await Promise.all([
-        sessions && transcript.length > 0 ? sessions.append(sessionId, transcript) : undefined,
+        sessions && transcript.length > 0 ? sessions.append(sessionId, transcript, options.runId) : undefined,
         this.opts.toolHistory?.flush(sessionId),
       ]);
       figures = {

@@ -11,8 +11,8 @@ import type { RunOutcome } from "../agent/outcome.js";
  * report: its counts are right also when the run fails. A run that hit the iteration or
  * tool-call limit is `ok`: its answer ends with the limit notice.
  */
-export async function runAgent(loop: AgentLoop, prompt: string, sessionId: string, cancel: CancelToken): Promise<RunOutcome> {
-  const { answer, report } = await loop.settle(prompt, sessionId, { channel: "cron", cancelToken: cancel });
+export async function runAgent(loop: AgentLoop, prompt: string, sessionId: string, cancel: CancelToken, runId?: string): Promise<RunOutcome> {
+  const { answer, report } = await loop.settle(prompt, sessionId, { channel: "cron", cancelToken: cancel, ...(runId ? { runId } : {}) });
   const { iterations, toolCalls, usage, calls } = report;
   const counts = { iterations, toolCalls, usage, calls };
   if (report.status === "error") {
@@ -32,6 +32,7 @@ export function jobExecutor(runtime: () => Pick<Runtime, "loop">): (job: Job, ru
       prompt ?? renderPrompt(job.prompt, { now: new Date(), timezone: job.timezone, job, runId: run.id, ...(files ? { files } : {}) }),
       run.sessionId,
       run.cancel,
+      run.id,
     );
   };
 }

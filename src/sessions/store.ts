@@ -11,6 +11,12 @@ interface DropMarker {
   at: string;
 }
 
+/** A line saying "the messages up to the next marker are this run's"; loading skips it. */
+export interface RunMarker {
+  run: string;
+  at: string;
+}
+
 const ROLES = new Set(["system", "user", "assistant", "tool"]);
 
 function isMessage(v: unknown): v is ChatMessage {
@@ -48,11 +54,13 @@ export class SessionStore {
     return this.queue.run(sessionId, async () => [...(await this.messages(sessionId))]);
   }
 
-  append(sessionId: string, messages: ChatMessage[]): Promise<void> {
+  /** `runId`: the messages are that run's; a marker line before them says so (RunMarker). */
+  append(sessionId: string, messages: ChatMessage[], runId?: string): Promise<void> {
     if (messages.length === 0) return Promise.resolve();
     return this.queue.run(sessionId, async () => {
       const live = await this.messages(sessionId);
-      await appendJsonLines(this.fileOf(sessionId), messages);
+      const marker: RunMarker[] = runId === undefined ? [] : [{ run: runId, at: new Date().toISOString() }];
+      await appendJsonLines(this.fileOf(sessionId), [...marker, ...messages]);
       live.push(...messages);
     });
   }
