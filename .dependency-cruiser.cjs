@@ -3,7 +3,7 @@
  * ("Layers") says the same in prose. Only src/ is cruised: tests and benches may import anything.
  *
  * The stages, top to bottom; each may import the stages below it, never one above:
- *   cli → daemon → triggers → runner → runtime → delivery → agent → tools → providers
+ *   cli → daemon → console → triggers → runner → runtime → delivery → agent → tools → providers
  * Below them all lies the foundation (configuration, jobs, state on disk, sessions, audit, memory,
  * skills, the HTML worker and the small shared modules), which any stage may import. The
  * foundation never imports the stages that orchestrate a run (cli, daemon, triggers, runner, runtime):
@@ -13,6 +13,7 @@
 const stages = [
   { name: "cli", path: "^src/(cli/|cli\\.ts$)" },
   { name: "daemon", path: "^src/daemon\\.ts$" },
+  { name: "console", path: "^src/console/" },
   { name: "triggers", path: "^src/triggers/" },
   { name: "runner", path: "^src/runner/" },
   { name: "runtime", path: "^src/runtime\\.ts$" },
@@ -22,12 +23,12 @@ const stages = [
   { name: "providers", path: "^src/providers/" },
 ];
 
-const orchestration = ["cli", "daemon", "triggers", "runner", "runtime"].map(
+const orchestration = ["cli", "daemon", "console", "triggers", "runner", "runtime"].map(
   (name) => stages.find((stage) => stage.name === name).path,
 );
 
 const foundation =
-  "^src/(config|jobs|store|sessions|audit|memory|skills|html|types)/|^src/(text|time|timers|log|events|inside)\\.ts$";
+  "^src/(config|jobs|store|sessions|audit|memory|skills|html|types)/|^src/(text|time|timers|log|events|inside|package)\\.ts$";
 
 const upward = stages.slice(1).map((stage, index) => ({
   name: `${stage.name}-imports-upward`,

@@ -4,7 +4,7 @@ import { start } from "./cli/start.js";
 import { demo } from "./cli/demo.js";
 import { nonEmpty, positiveInteger } from "./cli/arguments.js";
 import { EXIT, reportError } from "./cli/output.js";
-import { VERSION } from "./cli/package.js";
+import { VERSION } from "./package.js";
 import { changeOutbox, listOutbox } from "./cli/outbox.js";
 import { listJobs } from "./cli/jobs.js";
 import { history, validate } from "./cli/reports.js";

@@ -24,6 +24,10 @@ import { deliverCheckIn, runCheckIn, withHeartbeat } from "./runner/heartbeat-ru
 import { stateStreaks } from "./delivery/alerts.js";
 import type { Outbox } from "./delivery/outbox.js";
 import { join } from "node:path";
+import { Redactor } from "./audit/redact.js";
+import { VERSION } from "./package.js";
+import { LiveHub } from "./console/live.js";
+import { startConsole, type ConsoleServer } from "./console/server.js";
 
 export interface Daemon {
   config: Config;
@@ -32,6 +36,8 @@ export interface Daemon {
   jobs: JobRegistry;
   runner: Runner;
   cron: CronTrigger;
+  /** Where the console and the control socket listen. */
+  console: ConsoleServer;
   /** SIGHUP: the configuration is read again (kept if invalid) and every job file re-read. */
   reload(): Promise<void>;
   /** SIGTERM/SIGINT: triggers stop, running jobs get the grace period, then are cancelled. */
@@ -84,6 +90,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       concurrency: config.runner.concurrency,
       log: logger,
       streaks: stateStreaks(state),
+      paused: (name) => state.isPaused(name),
     });
     started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
@@ -123,6 +130,15 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
 
     const { problems } = await jobs.load();
     problems.forEach((problem) => logger.error(problem));
+    // Listening before any run starts, so the live stream misses none; a port in use stops the start here.
+    let redactor = new Redactor(config.secrets);
+    const live = new LiveHub(runtime.events, () => redactor);
+    started.push(() => live.close());
+    const consoleServer = await startConsole(
+      { config: () => config, state, runner, jobs, outbox, cron, live, redactor: () => redactor, startedAt: new Date(), version: VERSION },
+      logger,
+    );
+    started.push(() => consoleServer.close());
     // Watching before arming: a job file changed meanwhile is applied, not missed.
     await jobs.watch();
     started.push(() => jobs.close());
@@ -156,6 +172,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       jobs,
       runner,
       cron,
+      console: consoleServer,
       async reload() {
         try {
           const next = await loadConfig({ file: configFile, env });
@@ -163,6 +180,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           const previous = runtime;
           config = next;
           runtime = nextRuntime;
+          redactor = new Redactor(config.secrets);
           await previous.close();
           logger.info("configuration reloaded");
         } catch (err) {
@@ -181,6 +199,9 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await retention.stop();
           await Promise.all([watch.close(), jobs.close()]);
           await runner.shutdown(config.runner.shutdownGraceMs);
+          // After the runs: a client watching one sees it end.
+          await consoleServer.close();
+          live.close();
           await state.close();
           await closeDelivery();
           await runtime.close();

@@ -6,7 +6,7 @@ import ms from "ms";
 import { startDaemon } from "../daemon.js";
 import { daemonLogger } from "../log.js";
 import { EXIT } from "./output.js";
-import { PACKAGE_DIR } from "./package.js";
+import { PACKAGE_DIR } from "../package.js";
 import { history } from "./reports.js";
 
 

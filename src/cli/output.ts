@@ -2,6 +2,7 @@ import { ConfigError } from "../config/errors.js";
 import type { EventBus } from "../events.js";
 import { LLMError } from "../providers/errors.js";
 import { LockHeld } from "../store/lock.js";
+import { ConsoleListenError } from "../console/server.js";
 import { errorText } from "../text.js";
 
 /**
@@ -33,6 +34,10 @@ export function reportError(err: unknown): number {
     const tries = err.attempts > 1 ? ` after ${err.attempts} attempts` : "";
     process.stderr.write(`countd: LLM request failed${tries}: ${err.message}\n`);
     return EXIT.failure;
+  }
+  if (err instanceof ConsoleListenError) {
+    process.stderr.write(`countd: ${err.message}\n`);
+    return EXIT.config;
   }
   if (err instanceof LockHeld) {
     process.stderr.write(`countd: ${err.message}\n`);

@@ -131,6 +131,22 @@ export const configSchema = section({
     /** Where check-ins go; never empty when enabled. `${VAR}` references stay unresolved (see delivery/secrets.ts). */
     deliver: h.deliver,
   })),
+  /** The web console and its API, served by the daemon (src/console/). */
+  console: section({
+    enabled: bool().default(true),
+    listen: z
+      .string(expected('a host and port like "127.0.0.1:7420"'))
+      .regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:\[\]]+):\d{1,5}$/, expected('a host and port like "127.0.0.1:7420" or "[::1]:7420"'))
+      .refine((v) => Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, expected("a port from 0 to 65535"))
+      .default("127.0.0.1:7420")
+      .transform(listenAddress),
+    allow_remote: bool().default(false),
+  })
+    .refine((c) => c.allow_remote || isLoopback(c.listen.host), {
+      path: ["listen"],
+      message: "is not a loopback address; the console serves the daemon's controls, so set console.allow_remote: true to listen beyond this machine (behind a TLS reverse proxy)",
+    })
+    .transform((c) => ({ enabled: c.enabled, listen: c.listen, allowRemote: c.allow_remote })),
   secrets: list(envName(), "environment variable names"),
   job_env: list(envName(), "environment variable names"),
   tools: section({
@@ -182,6 +198,17 @@ export const configSchema = section({
   jobEnv: job_env,
 }));
 
+/** "127.0.0.1:7420" or "[::1]:0" as a host (without brackets) and a port; 0 picks a free port. */
+function listenAddress(text: string): { host: string; port: number } {
+  const colon = text.lastIndexOf(":");
+  return { host: text.slice(0, colon).replace(/^\[(.*)\]$/, "$1"), port: Number(text.slice(colon + 1)) };
+}
+
+/** Only addresses of this machine: a console on another interface needs console.allow_remote. */
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
 /** "08:00-21:00" as minutes after midnight; the regular expression before it has checked the form. */
 function timeRange(text: string): { start: number; end: number } {
   const [start, end] = text.split("-").map((hhmm) => {
@@ -198,6 +225,7 @@ export type ProviderConfig = Omit<ConfigFile["provider"], "model"> & { model: st
 export type SmtpConfig = NonNullable<ConfigFile["smtp"]>;
 export type AttachmentLimits = ConfigFile["attachments"];
 export type RetentionConfig = ConfigFile["retention"];
+export type ConsoleConfig = ConfigFile["console"];
 /** `timezone`: countd.yaml's when the heartbeat names none; `checklist`: absolute. */
 export type HeartbeatConfig = Omit<ConfigFile["heartbeat"], "timezone"> & { timezone: string };
 

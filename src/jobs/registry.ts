@@ -91,6 +91,20 @@ export class JobRegistry {
     return [...this.jobs];
   }
 
+  /**
+   * Every job file as last read, with its problems now: a file whose job still runs its last good
+   * version, and one that loaded no job, show their problems where the job is looked for.
+   */
+  files(): Array<{ file: string; job?: Job; problems: string[] }> {
+    const byFile = new Map(this.jobs.map((job) => [job.file, job]));
+    return [...this.results.values()].map((result) => ({ file: result.file, job: byFile.get(result.file), problems: result.problems }));
+  }
+
+  /** Problems with the folder itself (missing, unreadable). */
+  folderProblems(): string[] {
+    return [...this.dirProblems];
+  }
+
   async close(): Promise<void> {
     this.watcher?.close();
     this.watcher = undefined;

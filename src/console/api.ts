@@ -1,0 +1,334 @@
+import { Hono, type Context } from "hono";
+import type { HttpBindings } from "@hono/node-server";
+import type { Redactor } from "../audit/redact.js";
+import type { Config } from "../config/schema.js";
+import type { Outbox } from "../delivery/outbox.js";
+import type { JobRegistry } from "../jobs/registry.js";
+import { displayPath } from "../jobs/load.js";
+import type { Runner } from "../runner/runner.js";
+import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
+import type { StateStore } from "../store/state.js";
+import { readTranscript } from "../store/transcript.js";
+import type { CronTrigger } from "../triggers/cron.js";
+import { errorText } from "../text.js";
+import { emptyUsage, addUsage } from "../providers/types.js";
+import { COOKIE, type Credential, type Guard } from "./guard.js";
+import type { LiveHub } from "./live.js";
+import type { JobView, RunNowAnswer, RunView, StatusView } from "./protocol.js";
+import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView } from "./views.js";
+import type { Asset } from "./assets.js";
+
+/** What the console reads and steers: the running daemon's parts, handed over by the composition root. */
+export interface ConsoleDeps {
+  config: () => Config;
+  state: StateStore;
+  runner: Runner;
+  jobs: JobRegistry;
+  outbox: Outbox;
+  cron: CronTrigger;
+  live: LiveHub;
+  redactor: () => Redactor;
+  startedAt: Date;
+  version: string;
+}
+
+type Env = { Bindings: HttpBindings; Variables: { credential: Credential } };
+
+/** A page of runs at most; the default page is smaller. */
+const MAX_PAGE = 500;
+const DEFAULT_PAGE = 50;
+/** The longest span the charts ask for. */
+const MAX_DAYS = 90;
+const FAILED: ReadonlySet<RunStatus> = new Set(["error", "timeout", "interrupted"]);
+
+class ApiError extends Error {
+  constructor(
+    readonly status: 400 | 401 | 403 | 404 | 409 | 503,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The console's HTTP side: the page's files, the JSON API under /api/ and sign-in. Every request
+ * passes the Host check; everything but the page's files needs the token (bearer or cookie), and
+ * every change a CSRF proof when it comes with the cookie.
+ */
+export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<string, Asset>): Hono<Env> {
+  const app = new Hono<Env>();
+
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return c.json({ error: err.message }, err.status);
+    return c.json({ error: `countd could not answer: ${errorText(err)}` }, 500);
+  });
+  app.notFound((c) => c.json({ error: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404));
+
+  app.use("*", async (c, next) => {
+    if (!guard.hostAllowed(c.req.header("host"))) return c.json({ error: "this Host is not the console's: open it by the address countd console prints" }, 403);
+    await next();
+    c.header("X-Content-Type-Options", "nosniff");
+    c.header("Referrer-Policy", "no-referrer");
+    c.header("X-Frame-Options", "DENY");
+  });
+
+  app.get("/", async (c) => {
+    const given = c.req.query("token");
+    if (given !== undefined) {
+      if (!guard.validToken(given)) return refuse(c, guard, "the token in this address is not the console's token: run countd console for the current one");
+      guard.succeeded(address(c));
+      // The token leaves the address bar (and the history) at once; the cookie carries it from now on.
+      c.header("Set-Cookie", `${COOKIE}=${encodeURIComponent(given)}; Path=/; HttpOnly; SameSite=Strict`);
+      return c.redirect("/", 303);
+    }
+    return page(c, assets.get("/")!);
+  });
+  for (const [path, asset] of assets) if (path !== "/") app.get(path, (c) => page(c, asset));
+
+  app.use("/api/*", async (c, next) => {
+    const credential = guard.credential(c.req.raw.headers);
+    if (!credential) return refuse(c, guard, "sign in first: open the address countd console prints, or send Authorization: Bearer <token>");
+    if (c.req.method !== "GET" && c.req.method !== "HEAD" && !guard.changeAllowed(credential, c.req.raw.headers, c.req.header("host"))) {
+      return c.json({ error: "refused: a change must come from the console's own page (CSRF check failed)" }, 403);
+    }
+    c.set("credential", credential);
+    c.header("Cache-Control", "no-store");
+    await next();
+  });
+
+  app.get("/api/session", (c) => c.json({ csrf: guard.csrf, version: deps.version }));
+  app.get("/api/status", async (c) => c.json(await status(deps)));
+  app.get("/api/config", (c) => c.json(deps.redactor().redactValue(shownConfig(deps.config()))));
+
+  app.get("/api/jobs", async (c) => c.json({ jobs: await jobViews(deps) }));
+  app.get("/api/jobs/:name", async (c) => {
+    const name = c.req.param("name");
+    const job = deps.jobs.get(name);
+    const view = (await jobViews(deps)).find((v) => v.name === name);
+    if (!view) throw new ApiError(404, `no job named "${name}"`);
+    return c.json(job ? jobDetail(view, job) : view);
+  });
+  app.post("/api/jobs/:name/run", async (c) => {
+    const name = c.req.param("name");
+    if (!deps.jobs.get(name)) throw new ApiError(404, `no job named "${name}"`);
+    const fire = (() => {
+      try {
+        return deps.runner.request({ job: name, reason: "manual", scheduledAt: new Date() });
+      } catch (err) {
+        throw new ApiError(503, errorText(err));
+      }
+    })();
+    if (fire.decision === "skipped") {
+      const answer: RunNowAnswer = { status: "skipped", run_id: fire.run!.id, message: fire.run!.error ?? "skipped" };
+      return c.json(answer, 409);
+    }
+    if (fire.decision === "queued" && c.req.query("wait") === "start") {
+      const started = await fire.started;
+      if (!started) {
+        const end = await fire.ended;
+        return c.json({ status: "skipped", run_id: end.record.id, message: end.record.error ?? end.record.status } satisfies RunNowAnswer, 409);
+      }
+      return c.json({ status: "started", run_id: started.id } satisfies RunNowAnswer, 202);
+    }
+    const answer: RunNowAnswer =
+      fire.decision === "started"
+        ? { status: "started", run_id: fire.run!.id }
+        : { status: "queued", message: "queued: it starts when a run slot is free and the job's running run has ended (its overlap policy)" };
+    return c.json(answer, 202);
+  });
+  app.post("/api/jobs/:name/pause", async (c) => {
+    const name = c.req.param("name");
+    if (!deps.jobs.get(name)) throw new ApiError(404, `no job named "${name}"`);
+    await deps.state.pause(name);
+    return c.json({ job: name, paused: true });
+  });
+  app.post("/api/jobs/:name/resume", async (c) => {
+    const name = c.req.param("name");
+    if (!deps.jobs.get(name)) throw new ApiError(404, `no job named "${name}"`);
+    await deps.state.resume(name);
+    return c.json({ job: name, paused: deps.state.isPaused(name) });
+  });
+  app.post("/api/pause", async (c) => {
+    await deps.state.pause(null);
+    return c.json({ paused_all: true });
+  });
+  app.post("/api/resume", async (c) => {
+    await deps.state.resume(null);
+    return c.json({ paused_all: false });
+  });
+
+  app.get("/api/runs", async (c) => {
+    const job = c.req.query("job");
+    const statusFilter = c.req.query("status");
+    if (statusFilter !== undefined && !(RUN_STATUSES as readonly string[]).includes(statusFilter)) {
+      throw new ApiError(400, `status must be one of ${RUN_STATUSES.join(", ")}, got "${statusFilter}"`);
+    }
+    const limit = pageSize(c.req.query("limit"));
+    const before = c.req.query("before");
+    let runs = job !== undefined ? [...(await deps.state.runs(job))] : await deps.state.allRuns();
+    if (statusFilter) runs = runs.filter((run) => run.status === statusFilter);
+    runs.sort(newestFirst);
+    if (before) runs = runs.filter((run) => cursor(run) < before);
+    const page = runs.slice(0, limit);
+    return c.json({ runs: page, ...(runs.length > limit ? { next: cursor(page.at(-1)!) } : {}) });
+  });
+  app.get("/api/runs/:id", async (c) => {
+    const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
+    const config = deps.config();
+    const transcript = await readTranscript({ state: config.paths.state, logs: config.paths.logs }, run);
+    const view: RunView = {
+      run,
+      transcript: deps.redactor().redactValue(transcript) as RunView["transcript"],
+      deliveries: runDeliveries(deps.outbox, run),
+      running: deps.live.isRunning(run.id, run.job),
+    };
+    return c.json(view);
+  });
+  app.post("/api/runs/:id/cancel", async (c) => {
+    const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
+    const result = deps.runner.cancel(run.id, `cancelled from the console (${c.get("credential") === "socket" ? "countd cancel" : "console"})`);
+    if (result === "not found") throw new ApiError(409, `run ${run.id} of ${run.job} is not in progress (${run.status})`);
+    return c.json({ run_id: run.id, job: run.job, status: "cancelling" });
+  });
+
+  app.get("/api/stats", async (c) => {
+    const job = c.req.query("job");
+    const text = c.req.query("days") ?? "14";
+    const days = Number(text);
+    if (!Number.isInteger(days) || days < 1 || days > MAX_DAYS) throw new ApiError(400, `days must be a whole number from 1 to ${MAX_DAYS}, got "${text}"`);
+    let timezone = deps.config().timezone;
+    if (job !== undefined) {
+      const found = deps.jobs.get(job);
+      if (!found) throw new ApiError(404, `no job named "${job}"`);
+      timezone = found.timezone;
+    }
+    const runs = job !== undefined ? await deps.state.runs(job) : await deps.state.allRuns();
+    return c.json(statsView(runs, days, timezone, new Date()));
+  });
+
+  app.get("/api/outbox", (c) => {
+    const { pending, dead } = deps.outbox.list();
+    return c.json({ pending: pending.map(deliveryView), dead: dead.map(deliveryView), disabled_targets: deps.outbox.disabledTargets() });
+  });
+  app.post("/api/outbox/:id/retry", async (c) => {
+    const id = c.req.param("id");
+    try {
+      const count = await deps.outbox.retry(id);
+      return c.json({ id, retried: count });
+    } catch (err) {
+      throw new ApiError(/acknowledged/.test(errorText(err)) ? 409 : 404, errorText(err));
+    }
+  });
+
+  return app;
+}
+
+function page(c: Context, asset: Asset): Response {
+  c.header("Content-Type", asset.type);
+  c.header("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'");
+  return c.body(new Uint8Array(asset.body));
+}
+
+/** A refused credential: 401 after the slowdown the guard asks for. */
+async function refuse(c: Context<Env>, guard: Guard, message: string): Promise<Response> {
+  const wait = guard.failed(address(c));
+  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+  return c.json({ error: message }, 401);
+}
+
+function address(c: Context<Env>): string {
+  return c.env.incoming.socket.remoteAddress ?? "local";
+}
+
+function pageSize(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_PAGE;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new ApiError(400, `limit must be a whole number from 1 to ${MAX_PAGE}, got "${text}"`);
+  return Math.min(n, MAX_PAGE);
+}
+
+const cursor = (run: RunRecord) => `${run.startedAt}|${run.job}|${run.id}`;
+const newestFirst = (a: RunRecord, b: RunRecord) => (cursor(a) < cursor(b) ? 1 : cursor(a) > cursor(b) ? -1 : 0);
+
+/** A run by id, searched in every job's history unless the job is named (ids are unique within a job only). */
+async function findRun(deps: ConsoleDeps, id: string, job: string | undefined): Promise<RunRecord> {
+  const candidates = job !== undefined ? await deps.state.runs(job) : await deps.state.allRuns();
+  const found = candidates.filter((run) => run.id === id);
+  if (found.length === 0) throw new ApiError(404, `no run with id "${id}"${job !== undefined ? ` in job "${job}"` : ""}`);
+  if (found.length > 1) throw new ApiError(409, `run id "${id}" is in several jobs (${found.map((run) => run.job).join(", ")}): add ?job=<name>`);
+  return found[0]!;
+}
+
+function runDeliveries(outbox: Outbox, run: RunRecord): RunView["deliveries"] {
+  const prefix = `${run.job}.${run.id}.`;
+  const { pending, dead } = outbox.list();
+  const open = [...pending, ...dead].filter((entry) => entry.id.startsWith(prefix)).map((entry) => {
+    const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
+    return view;
+  });
+  const delivered = outbox.deliveredIds(prefix).map(({ id, at }) => ({ id, kind: id.slice(prefix.length).split("-", 1)[0]!, to: id.slice(prefix.length), status: "delivered" as const, delivered_at: at }));
+  return [...open, ...delivered];
+}
+
+export async function jobViews(deps: ConsoleDeps): Promise<JobView[]> {
+  const pausedAll = deps.state.pausedAll() !== undefined;
+  const views: JobView[] = [];
+  for (const file of deps.jobs.files()) {
+    const problems = file.problems;
+    const job = file.job;
+    if (!job) {
+      views.push(invalidFileView(displayPath(file.file), problems, deps.config().timezone));
+      continue;
+    }
+    const runs = await deps.state.runs(job.name);
+    views.push(
+      jobView(job, {
+        nextFires: job.enabled ? deps.cron.nextFires(job.name, 3) : [],
+        lastRun: runs.at(-1),
+        pausedAt: deps.state.job(job.name).pausedAt,
+        pausedAll,
+        problems,
+      }),
+    );
+  }
+  return views.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+export async function status(deps: ConsoleDeps): Promise<StatusView> {
+  const now = new Date();
+  const views = await jobViews(deps);
+  const { pending, dead } = deps.outbox.list();
+  const next = views
+    .flatMap((view) => view.next_fires.slice(0, 1).map((at) => ({ job: view.name, at })))
+    .sort((a, b) => Date.parse(a.at) - Date.parse(b.at))
+    .slice(0, 5);
+  const midnight = new Date(now);
+  midnight.setHours(0, 0, 0, 0);
+  const today = { runs: 0, failures: 0, tokens: emptyUsage(), by_status: {} as Partial<Record<RunStatus, number>> };
+  for (const run of await deps.state.allRuns()) {
+    if (Date.parse(run.startedAt) < midnight.getTime()) continue;
+    today.runs++;
+    if (FAILED.has(run.status)) today.failures++;
+    today.by_status[run.status] = (today.by_status[run.status] ?? 0) + 1;
+    addUsage(today.tokens, run.usage);
+  }
+  return {
+    up: true,
+    pid: process.pid,
+    version: deps.version,
+    started_at: deps.startedAt.toISOString(),
+    uptime_s: Math.round((now.getTime() - deps.startedAt.getTime()) / 1000),
+    jobs: {
+      loaded: views.filter((v) => v.loaded).length,
+      invalid: views.filter((v) => v.problems.length > 0).length,
+      paused: views.filter((v) => v.loaded && v.paused).length,
+      paused_all: deps.state.pausedAll() !== undefined,
+    },
+    running: deps.live.active(),
+    queued: deps.runner.queued().length,
+    outbox: { pending: pending.length, dead: dead.length },
+    next_fires: next,
+    today,
+  };
+}
+

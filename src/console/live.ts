@@ -1,0 +1,207 @@
+import type { Redactor } from "../audit/redact.js";
+import type { EventBus } from "../events.js";
+import { addUsage, emptyUsage, type Usage } from "../providers/types.js";
+import type { RunRecord } from "../store/run-record.js";
+import { excerpt } from "../text.js";
+import type { ActiveRun, LiveMessage, Subscription } from "./protocol.js";
+
+/** A tool result on the wire is cut here: the whole result is in the transcript. */
+export const LIVE_RESULT_CHARS = 16_000;
+/** What one run keeps for clients that connect mid-run; past it, answer text and results are no longer kept (still sent live). */
+export const REPLAY_BYTES_PER_RUN = 1_000_000;
+/** A client this far behind is dropped: the daemon does not hold a slow reader's backlog. */
+export const SLOW_CLIENT_BYTES = 4_000_000;
+
+/** The side of a WebSocket the hub needs; `ws`'s WebSocket fits it. */
+export interface LiveSocket {
+  readonly bufferedAmount: number;
+  send(text: string): void;
+  close(code: number, reason: string): void;
+}
+
+interface RunState {
+  record: RunRecord;
+  iteration: number;
+  usage: Usage;
+  replay: LiveMessage[];
+  replayBytes: number;
+}
+
+interface Client {
+  socket: LiveSocket;
+  filter: Omit<Subscription, "type">;
+}
+
+/**
+ * The live stream: turns the event bus's events into the console's messages, keeps what each run
+ * in progress has produced so far (for a client that connects mid-run), and sends each message to
+ * the clients that asked for it. Runs are told apart by their session id, which the runner's
+ * `run.started` names; events of sessions that are no run (subagents, `countd ask`) are not sent.
+ */
+export class LiveHub {
+  private readonly runs = new Map<string, RunState>();
+  private readonly bySession = new Map<string, RunState>();
+  private readonly clients = new Set<Client>();
+  private readonly detach: Array<() => void> = [];
+
+  constructor(
+    events: EventBus,
+    private readonly redactor: () => Redactor,
+  ) {
+    this.detach.push(
+      events.on("run.started", ({ run }) => this.started(run)),
+      events.on("iteration", (e) => this.forSession(e.sessionId, (state) => {
+        state.iteration = e.iteration;
+        return { type: "iteration", run_id: state.record.id, job: state.record.job, iteration: e.iteration };
+      })),
+      events.on("answer.chunk", (e) => this.forSession(e.sessionId, (state) => ({ type: "stream", run_id: state.record.id, job: state.record.job, content: e.text }))),
+      events.on("tool.started", (e) =>
+        this.forSession(e.sessionId, (state) => ({ type: "tool_start", run_id: state.record.id, job: state.record.job, call_id: e.callId, name: e.name, arguments: e.arguments })),
+      ),
+      events.on("tool.finished", (e) =>
+        this.forSession(e.sessionId, (state) => ({
+          type: "tool_result",
+          run_id: state.record.id,
+          job: state.record.job,
+          call_id: e.callId,
+          name: e.name,
+          result: excerpt(e.result, LIVE_RESULT_CHARS, ` [cut: ${e.result.length} characters in all; the transcript has the whole result]`),
+          duration_ms: Math.round(e.durationMs),
+          attempts: e.attempts,
+          ...(e.error !== undefined ? { error: excerpt(e.error, LIVE_RESULT_CHARS) } : {}),
+        })),
+      ),
+      events.on("llm.finished", (e) =>
+        this.forSession(e.sessionId, (state) => {
+          addUsage(state.usage, e.usage);
+          return { type: "llm", run_id: state.record.id, job: state.record.job, model: e.model, usage: e.usage, duration_ms: Math.round(e.durationMs), ...(e.error ? { error: e.error } : {}) };
+        }),
+      ),
+      events.on("run.finished", ({ run }) => this.finished(run)),
+      events.on("delivery", (e) => {
+        const owner = /^(.+)\.(\d{8}T\d{6}Z-[0-9a-f]+)\./.exec(e.id);
+        this.broadcast({
+          type: "delivery",
+          id: e.id,
+          ...(owner ? { job: owner[1]!, run_id: owner[2]! } : {}),
+          status: e.status,
+          attempts: e.attempts,
+          target: e.target,
+          kind: e.kind,
+          ...(e.error !== undefined ? { error: e.error } : {}),
+          ...(e.nextAttemptAt !== undefined ? { next_attempt_at: e.nextAttemptAt } : {}),
+        });
+      }),
+    );
+  }
+
+  /** Runs in progress with how far they got: for the status and the overview. */
+  active(): ActiveRun[] {
+    return [...this.runs.values()].map((state) => ({
+      id: state.record.id,
+      job: state.record.job,
+      reason: state.record.reason,
+      started_at: state.record.startedAt,
+      iteration: state.iteration,
+      usage: { ...state.usage },
+    }));
+  }
+
+  isRunning(runId: string, job: string): boolean {
+    return this.runs.get(key(job, runId)) !== undefined;
+  }
+
+  /** A new client: it receives what the runs it asked for have produced so far, then `live`, then everything as it happens. */
+  connect(socket: LiveSocket, filter: Omit<Subscription, "type"> = {}): { subscribe(filter: Omit<Subscription, "type">): void; close(): void } {
+    const client: Client = { socket, filter };
+    this.clients.add(client);
+    this.replay(client);
+    return {
+      subscribe: (next) => {
+        client.filter = { ...(next.run ? { run: next.run } : {}), ...(next.job ? { job: next.job } : {}) };
+        this.replay(client);
+      },
+      close: () => this.clients.delete(client),
+    };
+  }
+
+  clientCount(): number {
+    return this.clients.size;
+  }
+
+  close(): void {
+    this.detach.forEach((off) => off());
+    for (const client of this.clients) client.socket.close(1001, "countd is stopping");
+    this.clients.clear();
+  }
+
+  private started(run: RunRecord): void {
+    const state: RunState = { record: run, iteration: 0, usage: emptyUsage(), replay: [], replayBytes: 0 };
+    this.runs.set(key(run.job, run.id), state);
+    this.bySession.set(run.sessionId, state);
+    this.emit(state, { type: "run_started", run_id: run.id, job: run.job, run });
+  }
+
+  private finished(run: RunRecord): void {
+    const state = this.runs.get(key(run.job, run.id));
+    this.runs.delete(key(run.job, run.id));
+    if (state && this.bySession.get(run.sessionId) === state) this.bySession.delete(run.sessionId);
+    this.broadcast({ type: "run_finished", run_id: run.id, job: run.job, status: run.status, usage: run.usage, ...(run.error ? { error: run.error } : {}), run });
+  }
+
+  private forSession(sessionId: string, make: (state: RunState) => LiveMessage): void {
+    const state = this.bySession.get(sessionId);
+    if (state) this.emit(state, make(state));
+  }
+
+  private emit(state: RunState, message: LiveMessage): void {
+    const safe = this.redactor().redactValue(message) as LiveMessage;
+    const text = JSON.stringify(safe);
+    if (state.replayBytes + text.length <= REPLAY_BYTES_PER_RUN) {
+      const last = state.replay.at(-1);
+      // Chunks kept one by one would cost a message each on replay; joined, they read the same.
+      if (safe.type === "stream" && last?.type === "stream") last.content += safe.content;
+      else state.replay.push(safe);
+      state.replayBytes += text.length;
+    }
+    this.send(safe, text);
+  }
+
+  private broadcast(message: LiveMessage): void {
+    const safe = this.redactor().redactValue(message) as LiveMessage;
+    this.send(safe, JSON.stringify(safe));
+  }
+
+  private send(message: LiveMessage, text: string): void {
+    for (const client of this.clients) if (wants(client.filter, message)) this.deliver(client, text);
+  }
+
+  private replay(client: Client): void {
+    for (const state of this.runs.values()) {
+      if (!wants(client.filter, { type: "run_started", run_id: state.record.id, job: state.record.job } as LiveMessage)) continue;
+      for (const message of state.replay) this.deliver(client, JSON.stringify(message));
+    }
+    this.deliver(client, JSON.stringify({ type: "live" } satisfies LiveMessage));
+  }
+
+  private deliver(client: Client, text: string): void {
+    if (!this.clients.has(client)) return;
+    if (client.socket.bufferedAmount > SLOW_CLIENT_BYTES) {
+      this.clients.delete(client);
+      client.socket.close(1013, "too slow: the messages waiting for this client passed the limit");
+      return;
+    }
+    client.socket.send(text);
+  }
+}
+
+const key = (job: string, id: string) => `${job}/${id}`;
+
+function wants(filter: Omit<Subscription, "type">, message: LiveMessage): boolean {
+  if (message.type === "live") return true;
+  const job = "job" in message ? message.job : undefined;
+  const run = "run_id" in message ? message.run_id : undefined;
+  if (filter.run !== undefined && filter.run !== run) return false;
+  if (filter.job !== undefined && filter.job !== job) return false;
+  return true;
+}

@@ -1,0 +1,134 @@
+import type { Usage } from "../providers/types.js";
+import type { RunReason, RunRecord, RunStatus } from "../store/run-record.js";
+
+/**
+ * What the console's API and WebSocket hand to their clients (the page, `countd` commands talking
+ * to the daemon, scripts): the one place their shapes are written down. Field names are
+ * snake_case on the wire, as the original design's `{"type": "stream", "content": chunk}` is.
+ */
+
+/** One message on `/api/ws`, in the order things happened. */
+export type LiveMessage =
+  | { type: "run_started"; run_id: string; job: string; run: RunRecord }
+  | { type: "iteration"; run_id: string; job: string; iteration: number }
+  | { type: "stream"; run_id: string; job: string; content: string }
+  | { type: "tool_start"; run_id: string; job: string; call_id: string; name: string; arguments: unknown }
+  | {
+      type: "tool_result";
+      run_id: string;
+      job: string;
+      call_id: string;
+      name: string;
+      result: string;
+      duration_ms: number;
+      attempts: number;
+      error?: string;
+    }
+  | { type: "llm"; run_id: string; job: string; model: string; usage: Usage; duration_ms: number; error?: string }
+  | { type: "run_finished"; run_id: string; job: string; status: RunStatus; usage: Usage; error?: string; run: RunRecord }
+  | {
+      type: "delivery";
+      id: string;
+      job?: string;
+      run_id?: string;
+      status: string;
+      attempts: number;
+      target: string;
+      kind: string;
+      error?: string;
+      next_attempt_at?: string;
+    }
+  /** Sent once after a (re)subscription's replay: what follows is live. */
+  | { type: "live" };
+
+/** What a client may send on `/api/ws` to narrow what it receives; `{}` is everything. */
+export interface Subscription {
+  type: "subscribe";
+  run?: string;
+  job?: string;
+}
+
+export type { Transcript, TranscriptStep, RunDelivery } from "../store/transcript.js";
+import type { Transcript, RunDelivery } from "../store/transcript.js";
+
+export interface RunView {
+  run: RunRecord;
+  transcript: Transcript;
+  deliveries: RunDelivery[];
+  /** Set while the run is in progress: its live messages so far are on the WebSocket. */
+  running: boolean;
+}
+
+export interface JobView {
+  name: string;
+  file: string;
+  description?: string;
+  enabled: boolean;
+  /** "cron 0 9 * * *", "every 1h", "at …", "watch 2 paths", joined by " + "; "manual" with neither. */
+  trigger: string;
+  timezone: string;
+  /** ISO 8601 with the job's offset, e.g. 2026-12-03T09:00:00+01:00. */
+  next_fires: string[];
+  last_run?: Pick<RunRecord, "id" | "status" | "reason" | "startedAt" | "finishedAt" | "error">;
+  paused: boolean;
+  paused_at?: string;
+  /** Problems of its file now (the job keeps its last good version), or of a file that loaded no job. */
+  problems: string[];
+  /** False for a file that is invalid and loaded no job: it has no runs, no fires and cannot be run. */
+  loaded: boolean;
+}
+
+export interface JobDetail extends JobView {
+  settings: {
+    prompt: string;
+    session: "isolated" | "shared";
+    overlap: string;
+    timeout_ms: number;
+    catch_up_ms: number;
+    retry: { attempts: number; backoff_ms: number };
+    tools?: string[];
+    deliver: string[];
+    on_failure: string[];
+    deliver_when: string;
+    watch?: { paths: string[] };
+  };
+}
+
+export interface ActiveRun {
+  id: string;
+  job: string;
+  reason: RunReason;
+  started_at: string;
+  iteration: number;
+  usage: Usage;
+}
+
+export interface StatusView {
+  up: true;
+  pid: number;
+  version: string;
+  started_at: string;
+  uptime_s: number;
+  jobs: { loaded: number; invalid: number; paused: number; paused_all: boolean };
+  running: ActiveRun[];
+  queued: number;
+  outbox: { pending: number; dead: number };
+  next_fires: Array<{ job: string; at: string }>;
+  today: { runs: number; failures: number; tokens: Usage; by_status: Partial<Record<RunStatus, number>> };
+}
+
+/** The answer to "run now": what became of the fire. */
+export type RunNowAnswer =
+  | { status: "started"; run_id: string }
+  | { status: "queued"; message: string }
+  | { status: "skipped"; run_id: string; message: string };
+
+/** What the charts draw (GET /api/stats): runs per day by status, and each recent run's duration and tokens. */
+export interface StatsView {
+  /** The zone the days are counted in: the job's, or countd.yaml's for all jobs. */
+  timezone: string;
+  /** Oldest first, one per day (YYYY-MM-DD), days without runs included. */
+  days: Array<{ date: string; by_status: Partial<Record<RunStatus, number>> }>;
+  /** Finished runs that started within the days, oldest first. */
+  runs: Array<{ id: string; job: string; started_at: string; status: RunStatus; duration_ms: number; tokens: number }>;
+}

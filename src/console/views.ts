@@ -1,0 +1,139 @@
+import ms from "ms";
+import type { Config } from "../config/schema.js";
+import type { OutboxEntry } from "../delivery/outbox.js";
+import { describeTarget } from "../delivery/targets.js";
+import { displayPath } from "../jobs/load.js";
+import type { Job } from "../jobs/types.js";
+import type { RunRecord, RunStatus } from "../store/run-record.js";
+import { localClock } from "../time.js";
+import type { JobDetail, JobView, RunDelivery, StatsView } from "./protocol.js";
+
+/** How the console shows a job's trigger: what `countd jobs` shows, one phrase. */
+export function triggerText(job: Pick<Job, "schedule" | "watch" | "timezone">): string {
+  const parts: string[] = [];
+  const { schedule, watch } = job;
+  if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
+  if (schedule?.kind === "every") parts.push(`every ${ms(schedule.intervalMs)}`);
+  if (schedule?.kind === "at") parts.push(`at ${zoned(schedule.date, job.timezone)}`);
+  if (watch) parts.push(`watch ${watch.paths.length === 1 ? "1 path" : `${watch.paths.length} paths`}`);
+  return parts.join(" + ") || "manual";
+}
+
+/** ISO 8601 in the job's zone with its offset: the time its owner reads on their clock. */
+export function zoned(at: Date, timezone: string): string {
+  return localClock(at, timezone).datetime;
+}
+
+export function jobView(job: Job, extra: { nextFires: Date[]; lastRun?: RunRecord; pausedAt?: string; pausedAll: boolean; problems: string[] }): JobView {
+  const last = extra.lastRun;
+  return {
+    name: job.name,
+    file: displayPath(job.file),
+    ...(job.description ? { description: job.description } : {}),
+    enabled: job.enabled,
+    trigger: triggerText(job),
+    timezone: job.timezone,
+    next_fires: extra.nextFires.map((at) => zoned(at, job.timezone)),
+    ...(last
+      ? { last_run: { id: last.id, status: last.status, reason: last.reason, startedAt: last.startedAt, ...(last.finishedAt ? { finishedAt: last.finishedAt } : {}), ...(last.error ? { error: last.error } : {}) } }
+      : {}),
+    paused: extra.pausedAt !== undefined || extra.pausedAll,
+    ...(extra.pausedAt ? { paused_at: extra.pausedAt } : {}),
+    problems: extra.problems,
+    loaded: true,
+  };
+}
+
+/** A file in the jobs folder that loaded no job: shown with its problems, so a typo is seen where the job should be. */
+export function invalidFileView(file: string, problems: string[], timezone: string): JobView {
+  return {
+    name: file.replace(/^.*\//, "").replace(/\.ya?ml$/, ""),
+    file,
+    enabled: false,
+    trigger: "-",
+    timezone,
+    next_fires: [],
+    paused: false,
+    problems,
+    loaded: false,
+  };
+}
+
+export function jobDetail(view: JobView, job: Job): JobDetail {
+  return {
+    ...view,
+    settings: {
+      prompt: job.prompt,
+      session: job.session,
+      overlap: job.overlap,
+      timeout_ms: job.timeoutMs,
+      catch_up_ms: job.catchUpMs,
+      retry: { attempts: job.retry.attempts, backoff_ms: job.retry.backoffMs },
+      ...(job.tools ? { tools: job.tools } : {}),
+      deliver: job.deliver.map(describeTarget),
+      on_failure: job.onFailure.map(describeTarget),
+      deliver_when: job.deliverWhen,
+      ...(job.watch ? { watch: { paths: job.watch.paths } } : {}),
+    },
+  };
+}
+
+/** A delivery as the console shows it: where it goes, never the target's secret, headers or the message body. */
+export function deliveryView(entry: Readonly<OutboxEntry>): RunDelivery & { job?: string; run_id?: string; created_at: string } {
+  const owner = deliveryOwner(entry.id);
+  return {
+    id: entry.id,
+    kind: entry.target.kind,
+    to: describeTarget(entry.target),
+    status: entry.status,
+    attempts: entry.attempts,
+    ...(entry.lastError ? { last_error: entry.lastError } : {}),
+    ...(entry.status === "pending" ? { next_attempt_at: entry.nextAttemptAt } : {}),
+    ...owner,
+    created_at: entry.createdAt,
+  };
+}
+
+/** A run's deliveries have ids `<job>.<run id>.<target key>` (delivery/outbox.ts). */
+export function deliveryOwner(id: string): { job?: string; run_id?: string } {
+  const match = /^(.+)\.(\d{8}T\d{6}Z-[0-9a-f]+)\./.exec(id);
+  return match ? { job: match[1]!, run_id: match[2]! } : {};
+}
+
+/**
+ * The configuration as the console shows it: paths, limits and schedules, without the provider's
+ * key, smtp's password or any target's secret (which the redactor's names and values catch too).
+ */
+export function shownConfig(config: Config): Record<string, unknown> {
+  const { secrets: _secrets, provider, smtp, heartbeat, ...rest } = config;
+  return {
+    ...rest,
+    provider: { ...provider, apiKey: provider.apiKey ? "[REDACTED]" : undefined },
+    ...(smtp ? { smtp: { ...smtp, password: smtp.password ? "[REDACTED]" : undefined } } : {}),
+    heartbeat: { ...heartbeat, deliver: heartbeat.deliver.map(describeTarget) },
+  };
+}
+
+/** Runs per local day by status over the last `days` days, and each finished run's duration and tokens. */
+export function statsView(runs: readonly RunRecord[], days: number, timezone: string, now: Date): StatsView {
+  const dates: string[] = [];
+  for (let i = days - 1; i >= 0; i--) dates.push(localClock(new Date(now.getTime() - i * 86_400_000), timezone).date);
+  const byDate = new Map(dates.map((date) => [date, {} as Partial<Record<RunStatus, number>>]));
+  const shown: StatsView["runs"] = [];
+  for (const run of runs) {
+    const counts = byDate.get(localClock(new Date(run.startedAt), timezone).date);
+    if (!counts) continue;
+    counts[run.status] = (counts[run.status] ?? 0) + 1;
+    if (!run.finishedAt || run.status === "skipped") continue;
+    shown.push({
+      id: run.id,
+      job: run.job,
+      started_at: run.startedAt,
+      status: run.status,
+      duration_ms: Date.parse(run.finishedAt) - Date.parse(run.startedAt),
+      tokens: run.usage.inputTokens + run.usage.outputTokens,
+    });
+  }
+  shown.sort((a, b) => Date.parse(a.started_at) - Date.parse(b.started_at));
+  return { timezone, days: dates.map((date) => ({ date, by_status: byDate.get(date)! })), runs: shown };
+}
