@@ -3,6 +3,9 @@ import { relative } from "node:path";
 import { promisify } from "node:util";
 import { detectSandbox } from "../../src/tools/sandbox.js";
 
+/** Where Debian's chromium package puts the browser. */
+export const CHROMIUM = "/usr/bin/chromium";
+
 /**
  * The Debian packages some tests need, each with how to tell that it works on this machine: the
  * reason it does not, or undefined. `.ci/run` installs every package named here.
@@ -25,6 +28,12 @@ export const SYSTEM_PACKAGES = {
     promisify(execFile)("strace", ["-f", "-o", "/dev/null", "true"]).then(
       () => undefined,
       (err: NodeJS.ErrnoException & { stderr?: string }) => (err.code === "ENOENT" ? "strace not found" : `strace cannot trace here: ${err.stderr?.trim() ?? err.message}`),
+    ),
+  // Debian's Chromium, which the console's browser tests drive through playwright-core (never a downloaded browser).
+  chromium: () =>
+    promisify(execFile)(CHROMIUM, ["--version"]).then(
+      () => undefined,
+      (err: NodeJS.ErrnoException) => (err.code === "ENOENT" ? `${CHROMIUM} not found` : `${CHROMIUM} does not start: ${err.message}`),
     ),
 } satisfies Record<string, () => Promise<string | undefined>>;
 
