@@ -8,7 +8,8 @@ import { displayPath } from "../jobs/load.js";
 import type { Runner } from "../runner/runner.js";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
-import { readTranscript } from "../store/transcript.js";
+import { readTranscript, type Transcript } from "../store/transcript.js";
+import { renderMarkdown } from "../delivery/render.js";
 import type { CronTrigger } from "../triggers/cron.js";
 import { errorText } from "../text.js";
 import { emptyUsage, addUsage } from "../providers/types.js";
@@ -175,10 +176,12 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   app.get("/api/runs/:id", async (c) => {
     const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
     const config = deps.config();
-    const transcript = await readTranscript({ state: config.paths.state, logs: config.paths.logs }, run);
+    const transcript = deps.redactor().redactValue(await readTranscript({ state: config.paths.state, logs: config.paths.logs }, run)) as Transcript;
+    // The agent's text is untrusted: the page shows it only as HTML sanitised here (no script, no handlers, no javascript: links).
+    for (const step of transcript.steps) if (step.kind === "text") step.html = (await renderMarkdown(step.text)).html;
     const view: RunView = {
       run,
-      transcript: deps.redactor().redactValue(transcript) as RunView["transcript"],
+      transcript,
       deliveries: runDeliveries(deps.outbox, run),
       running: deps.live.isRunning(run.id, run.job),
     };

@@ -18,7 +18,8 @@ export interface Transcript {
 }
 
 export type TranscriptStep =
-  | { kind: "text"; text: string }
+  /** `html`: the text's Markdown as sanitised HTML, added by the console for its page. */
+  | { kind: "text"; text: string; html?: string }
   | {
       kind: "tool";
       call_id: string;
