@@ -134,7 +134,7 @@ async function startCountd(home: string, jobs: number, baseURL: string): Promise
   const t0 = performance.now();
   const child = spawn(process.execPath, [BIN, "start"], {
     cwd: home,
-    env: { ...process.env, OPENAI_API_KEY: "sk-unused", OPENAI_BASE_URL: baseURL, COUNTD_LOG_LEVEL: "info" },
+    env: { ...process.env, OPENAI_API_KEY: "sk-unused", OPENAI_BASE_URL: baseURL, COUNTD_LOG_LEVEL: "info", COUNTD_CONSOLE_LISTEN: "127.0.0.1:0" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   daemons.add(child);

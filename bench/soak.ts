@@ -83,7 +83,7 @@ async function countdHome(): Promise<string> {
 async function startCountd(home: string, baseURL: string): Promise<{ child: ChildProcess; output: () => string }> {
   const child = spawn(process.execPath, [BIN, "start"], {
     cwd: home,
-    env: { PATH: process.env["PATH"] ?? "", OPENAI_API_KEY: "sk-soak", OPENAI_BASE_URL: baseURL, COUNTD_LOG_LEVEL: "info" },
+    env: { PATH: process.env["PATH"] ?? "", OPENAI_API_KEY: "sk-soak", OPENAI_BASE_URL: baseURL, COUNTD_LOG_LEVEL: "info", COUNTD_CONSOLE_LISTEN: "127.0.0.1:0" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

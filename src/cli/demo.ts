@@ -34,7 +34,8 @@ export async function demo(): Promise<number> {
 
   await writeFile(
     join(dir, "countd.yaml"),
-    `provider:\n  preset: custom\n  base_url: ${simulator.url}/v1\n  model: demo-simulator\n  attempts: 1\n`,
+    // A free port for the console: the demo must not fail, or take 7420, beside a real daemon.
+    `provider:\n  preset: custom\n  base_url: ${simulator.url}/v1\n  model: demo-simulator\n  attempts: 1\nconsole:\n  listen: "127.0.0.1:0"\n`,
   );
   const logger = daemonLogger({ level: "info", destination: logFile });
   const daemon = await startDaemon({ configFile: join(dir, "countd.yaml"), logger });

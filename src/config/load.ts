@@ -8,7 +8,7 @@ import { ConfigError } from "./errors.js";
 import { interpolateEnv } from "./interpolate.js";
 import { placementProblems } from "./placement.js";
 import { describeValue, httpURL } from "./fields.js";
-import { configSchema, type Config, type ConfigFile, type ProviderConfig } from "./schema.js";
+import { configSchema, isLoopback, listenSchema, type Config, type ConfigFile, type ProviderConfig } from "./schema.js";
 import { formatPath, formatProblems, parseYaml, zodProblems, type Problem, type YamlPath, type YamlSource } from "./yaml-errors.js";
 
 export const DEFAULT_CONFIG_FILE = "countd.yaml";
@@ -164,6 +164,8 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
     if (keyNames.has(name)) problems.push({ path: ["job_env", index], message: `${name} holds a provider's key, which job files must never reach` });
   });
 
+  const consoleSettings = consoleWithOverride(data.console, env, envProblems);
+
   const secretValues = [provider.apiKey, data.smtp?.password, ...[...secretNames].map((name) => env[name])];
   const { secretNames: _names, ...settings } = data;
   return {
@@ -171,6 +173,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
       ...settings,
       provider,
       paths,
+      console: consoleSettings,
       heartbeat: {
         ...data.heartbeat,
         timezone: data.heartbeat.timezone ?? data.timezone,
@@ -239,6 +242,25 @@ function resolveProvider(
 
   const apiKey = own.apiKey || firstSet(env, defaults.apiKeyEnv)?.value;
   return { ...file, preset, baseURL, apiKey, model: model ?? "" };
+}
+
+/**
+ * COUNTD_CONSOLE_LISTEN replaces console.listen, as COUNTD_MODEL replaces the model: a second
+ * daemon on the machine, or a test suite, picks another port without editing countd.yaml.
+ */
+function consoleWithOverride(settings: ConfigFile["console"], env: NodeJS.ProcessEnv, envProblems: string[]): ConfigFile["console"] {
+  const override = env.COUNTD_CONSOLE_LISTEN || undefined;
+  if (override === undefined) return settings;
+  const parsed = listenSchema.safeParse(override);
+  if (!parsed.success) {
+    envProblems.push(`COUNTD_CONSOLE_LISTEN: expected a host and port like "127.0.0.1:7420", got ${describeValue(override)}`);
+    return settings;
+  }
+  if (!settings.allowRemote && !isLoopback(parsed.data.host)) {
+    envProblems.push(`COUNTD_CONSOLE_LISTEN: ${override} is not a loopback address; set console.allow_remote: true to listen beyond this machine (behind a TLS reverse proxy)`);
+    return settings;
+  }
+  return { ...settings, listen: parsed.data };
 }
 
 function isPresetName(name: string): name is PresetName {

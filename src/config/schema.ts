@@ -10,6 +10,13 @@ const LOCALES = ["zh", "en"] as const satisfies readonly Locale[];
 export const SANDBOX_MODES = ["auto", "bwrap", "none"] as const;
 const PERSONALITIES = [...PERSONALITY_PRESETS, "custom"] as const;
 
+/** A host and port to listen on, as the console's address (also from COUNTD_CONSOLE_LISTEN). */
+export const listenSchema = z
+  .string(expected('a host and port like "127.0.0.1:7420"'))
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:\[\]]+):\d{1,5}$/, expected('a host and port like "127.0.0.1:7420" or "[::1]:7420"'))
+  .refine((v) => Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, expected("a port from 0 to 65535"))
+  .transform(listenAddress);
+
 /**
  * countd.yaml as written (snake_case), read into the camelCase value the daemon uses, with
  * defaults applied, durations in milliseconds and sizes in bytes. What depends on where the file
@@ -134,15 +141,11 @@ export const configSchema = section({
   /** The web console and its API, served by the daemon (src/console/). */
   console: section({
     enabled: bool().default(true),
-    listen: z
-      .string(expected('a host and port like "127.0.0.1:7420"'))
-      .regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:\[\]]+):\d{1,5}$/, expected('a host and port like "127.0.0.1:7420" or "[::1]:7420"'))
-      .refine((v) => Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, expected("a port from 0 to 65535"))
-      .default("127.0.0.1:7420")
-      .transform(listenAddress),
+    listen: listenSchema.prefault("127.0.0.1:7420"),
     allow_remote: bool().default(false),
   })
-    .refine((c) => c.allow_remote || isLoopback(c.listen.host), {
+    // A listen value that failed its own check has been reported already.
+    .refine((c) => typeof c.listen !== "object" || c.allow_remote || isLoopback(c.listen.host), {
       path: ["listen"],
       message: "is not a loopback address; the console serves the daemon's controls, so set console.allow_remote: true to listen beyond this machine (behind a TLS reverse proxy)",
     })

@@ -93,6 +93,7 @@ describe("loadConfig", () => {
       retention: { sessionsMs: 30 * DAY_MS, toolHistoryMs: 30 * DAY_MS, auditMs: 30 * DAY_MS },
       attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: defaultHeartbeat(path.join(dir, "workspace")),
+      console: { enabled: true, listen: { host: "127.0.0.1", port: 7420 }, allowRemote: false },
     });
   });
 
@@ -130,6 +131,10 @@ state_dir: st
 logs_dir: lg
 secrets: [SMTP_PASSWORD]
 job_env: [REPORT_HOOK_URL, SMTP_PASSWORD]
+console:
+  enabled: false
+  listen: "[::1]:0"
+  allow_remote: true
 `,
       { SMTP_PASSWORD: "hunter2" },
     );
@@ -156,7 +161,20 @@ job_env: [REPORT_HOOK_URL, SMTP_PASSWORD]
       retention: { sessionsMs: 30 * DAY_MS, toolHistoryMs: 30 * DAY_MS, auditMs: 30 * DAY_MS },
       attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: { ...defaultHeartbeat(path.join(dir, "ws")), timezone: "Asia/Shanghai" },
+      console: { enabled: false, listen: { host: "::1", port: 0 }, allowRemote: true },
     });
+  });
+
+  it("refuses a console address beyond this machine unless allow_remote, and takes COUNTD_CONSOLE_LISTEN in place of console.listen", async () => {
+    expect(await problems('console:\n  listen: "0.0.0.0:7420"\n')).toEqual([
+      expect.stringMatching(/^countd\.yaml:2:11: console\.listen: is not a loopback address; the console serves the daemon's controls, so set console\.allow_remote: true/),
+    ]);
+    expect(await problems('console:\n  listen: "127.0.0.1:70000"\n')).toEqual([expect.stringMatching(/^countd\.yaml:2:11: console\.listen: .*a port from 0 to 65535/)]);
+    expect((await load('console:\n  listen: "0.0.0.0:7420"\n  allow_remote: true\n')).console.listen).toEqual({ host: "0.0.0.0", port: 7420 });
+
+    expect((await load("", { COUNTD_CONSOLE_LISTEN: "127.0.0.1:0" })).console.listen).toEqual({ host: "127.0.0.1", port: 0 });
+    await expect(load("", { COUNTD_CONSOLE_LISTEN: "0.0.0.0:80" })).rejects.toThrow(/COUNTD_CONSOLE_LISTEN: 0\.0\.0\.0:80 is not a loopback address/);
+    await expect(load("", { COUNTD_CONSOLE_LISTEN: "7420" })).rejects.toThrow('COUNTD_CONSOLE_LISTEN: expected a host and port like "127.0.0.1:7420", got "7420"');
   });
 
   it("reads attachment limits as sizes, and names a bad one at file:line:col", async () => {

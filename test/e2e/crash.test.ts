@@ -9,7 +9,7 @@ import { targetKey } from "../../src/delivery/targets.js";
 import { readJournal } from "../../src/store/journal.js";
 import { OUTBOX_FILE, OutboxStore, type OutboxEntry, type OutboxRecord } from "../../src/store/outbox-store.js";
 import { useAimock } from "../support/aimock.js";
-import { allRuns, BIN, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
+import { allRuns, ANY_CONSOLE_PORT, BIN, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
 import { startWebhookReceiver, type ReceiverStep, type WebhookReceiver } from "../support/webhook-receiver.js";
 
@@ -151,7 +151,7 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
 
   /** A one-off countd command in the test's directory; resolves with its exit code. */
   async function countd(args: string[]): Promise<number | null> {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { PATH: process.env["PATH"] ?? "", ...env() }, stdio: "ignore" });
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { PATH: process.env["PATH"] ?? "", ...ANY_CONSOLE_PORT, ...env() }, stdio: "ignore" });
     return new Promise((resolve) => child.on("exit", resolve));
   }
 

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
-import { allRuns, BIN, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
+import { allRuns, ANY_CONSOLE_PORT, BIN, type DaemonProcess, spawnDaemon } from "../support/daemon-process.js";
 
 /*
  * Scenario 4 of the fault suite: the state or logs directory cannot be written, at start-up or
@@ -129,7 +129,7 @@ describe("scenario 4: unwritable state and logs directories", () => {
   function spawnDaemonAsNobody(): DaemonProcess {
     const child = spawn("setpriv", [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", process.execPath, BIN, "start"], {
       cwd: dir,
-      env: { PATH: process.env["PATH"] ?? "", ...env },
+      env: { PATH: process.env["PATH"] ?? "", ...ANY_CONSOLE_PORT, ...env },
     });
     let output = "";
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));

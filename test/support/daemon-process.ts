@@ -13,9 +13,15 @@ export interface DaemonProcess {
   exited: Promise<number | null>;
 }
 
+/**
+ * Every daemon a test starts takes a free port for its console: tests run side by side, and the
+ * default 7420 may be a real daemon's. A test of the default passes COUNTD_CONSOLE_LISTEN: "".
+ */
+export const ANY_CONSOLE_PORT = { COUNTD_CONSOLE_LISTEN: "127.0.0.1:0" };
+
 /** `countd start` as a child process in `cwd`, with only the environment given. */
 export function spawnDaemon(cwd: string, env: Record<string, string>): DaemonProcess {
-  const child = spawn(process.execPath, [BIN, "start"], { cwd, env: { PATH: process.env["PATH"] ?? "", ...env } });
+  const child = spawn(process.execPath, [BIN, "start"], { cwd, env: { PATH: process.env["PATH"] ?? "", ...ANY_CONSOLE_PORT, ...env } });
   let output = "";
   child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
   child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
@@ -55,7 +61,7 @@ export function runCountd(
   opts: { cwd: string; env?: Record<string, string>; onStdout?: (text: string, interrupt: () => void) => void },
 ): Promise<CliRun> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd, env: { PATH: process.env["PATH"] ?? "", ...opts.env } });
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd, env: { PATH: process.env["PATH"] ?? "", ...ANY_CONSOLE_PORT, ...opts.env } });
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
