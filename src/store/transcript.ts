@@ -63,9 +63,6 @@ interface AuditLine {
   finishReason?: string;
 }
 
-/** Audit lines are stamped as written, a little after the run's record says it started or ended. */
-const SLACK_MS = 5_000;
-
 /**
  * Puts a run's transcript together from the two places that hold it: the session file (every
  * message, whole tool results) and the day's audit log (each LLM call's model, tokens and time, each
@@ -102,10 +99,15 @@ async function runMessages(file: string, run: RunRecord): Promise<ChatMessage[] 
   return mine.length > 0 ? mine : undefined;
 }
 
-/** The audit lines of the run's session written while it ran, oldest first. */
+/**
+ * The audit lines of the run's session written while it ran, oldest first. A line is stamped as the
+ * loop reports the call (not when the file is written), so a run's lines lie between its record's
+ * start and end; no slack beyond them, which would take in the lines of the run before or after
+ * it in a shared session.
+ */
 async function auditLines(dir: string, run: RunRecord): Promise<AuditLine[]> {
-  const from = Date.parse(run.startedAt) - SLACK_MS;
-  const to = Date.parse(run.finishedAt ?? new Date().toISOString()) + SLACK_MS;
+  const from = Date.parse(run.startedAt);
+  const to = Date.parse(run.finishedAt ?? new Date().toISOString());
   const needle = `"session":${JSON.stringify(run.sessionId)}`;
   const found: AuditLine[] = [];
   for (const day of localDays(from, to)) {
