@@ -69,6 +69,37 @@ describe("SessionStore", () => {
     expect(await new SessionStore(stateDir).load("cli")).toEqual([user("3"), assistant("4")]);
   });
 
+  it("writes a marker line naming the run before a run's messages; loading skips it, before and after a restart", async () => {
+    const store = new SessionStore(stateDir);
+    await store.append("cron:diary", [user("q1"), assistant("a1")], "20261130T090000Z-aaaa");
+    await store.append("cron:diary", [user("q2"), assistant("a2")], "20261201T090000Z-bbbb");
+    await store.append("cron:diary", [user("no run")]);
+    await store.append("cron:diary", [], "20261202T090000Z-cccc");
+
+    const lines = (await readFile(store.fileOf("cron:diary"), "utf8"))
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as unknown);
+    expect(lines).toEqual([
+      { run: "20261130T090000Z-aaaa", at: expect.any(String) },
+      user("q1"),
+      assistant("a1"),
+      { run: "20261201T090000Z-bbbb", at: expect.any(String) },
+      user("q2"),
+      assistant("a2"),
+      user("no run"),
+    ]);
+    expect(new Date((lines[0] as { at: string }).at).toISOString()).toBe((lines[0] as { at: string }).at);
+    const history = [user("q1"), assistant("a1"), user("q2"), assistant("a2"), user("no run")];
+    expect(await store.load("cron:diary")).toEqual(history);
+    expect(await new SessionStore(stateDir).load("cron:diary")).toEqual(history);
+
+    // Dropping counts messages, never markers: also after a restart.
+    await store.dropOldest("cron:diary", 3);
+    expect(await store.load("cron:diary")).toEqual([assistant("a2"), user("no run")]);
+    expect(await new SessionStore(stateDir).load("cron:diary")).toEqual([assistant("a2"), user("no run")]);
+  });
+
   it("skips a line torn by a crash, and later appends start on a fresh line", async () => {
     const store = new SessionStore(stateDir);
     await store.append("cli", [user("before crash")]);
