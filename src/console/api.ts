@@ -11,6 +11,8 @@ import type { StateStore } from "../store/state.js";
 import { readTranscript, type Transcript } from "../store/transcript.js";
 import { renderMarkdown } from "../delivery/render.js";
 import type { CronTrigger } from "../triggers/cron.js";
+import type { Job } from "../jobs/types.js";
+import { describeTarget, targetKey } from "../delivery/targets.js";
 import { errorText } from "../text.js";
 import { emptyUsage, addUsage } from "../providers/types.js";
 import { COOKIE, type Credential, type Guard } from "./guard.js";
@@ -120,6 +122,8 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
       }
     })();
     if (fire.decision === "skipped") {
+      // Once its record is saved: the run id answered is then found in the history.
+      await fire.ended;
       const answer: RunNowAnswer = { status: "skipped", run_id: fire.run!.id, message: fire.run!.error ?? "skipped" };
       return c.json(answer, 409);
     }
@@ -182,7 +186,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     const view: RunView = {
       run,
       transcript,
-      deliveries: runDeliveries(deps.outbox, run),
+      deliveries: runDeliveries(deps.outbox, run, deps.jobs.get(run.job)),
       running: deps.live.isRunning(run.id, run.job),
     };
     return c.json(view);
@@ -255,22 +259,31 @@ const newestFirst = (a: RunRecord, b: RunRecord) => (cursor(a) < cursor(b) ? 1 :
 
 /** A run by id, searched in every job's history unless the job is named (ids are unique within a job only). */
 async function findRun(deps: ConsoleDeps, id: string, job: string | undefined): Promise<RunRecord> {
-  const candidates = job !== undefined ? await deps.state.runs(job) : await deps.state.allRuns();
-  const found = candidates.filter((run) => run.id === id);
+  const saved = job !== undefined ? await deps.state.runs(job) : await deps.state.allRuns();
+  // A run just started may not be saved yet: "run now" answers its id at once, and the page asks for it.
+  const running = deps.runner.running().filter((run) => (job === undefined || run.job === job) && !saved.some((s) => s.id === run.id && s.job === run.job));
+  const found = [...saved, ...running].filter((run) => run.id === id);
   if (found.length === 0) throw new ApiError(404, `no run with id "${id}"${job !== undefined ? ` in job "${job}"` : ""}`);
   if (found.length > 1) throw new ApiError(409, `run id "${id}" is in several jobs (${found.map((run) => run.job).join(", ")}): add ?job=<name>`);
   return found[0]!;
 }
 
-function runDeliveries(outbox: Outbox, run: RunRecord): RunView["deliveries"] {
+function runDeliveries(outbox: Outbox, run: RunRecord, job: Job | undefined): RunView["deliveries"] {
   const prefix = `${run.job}.${run.id}.`;
+  // The outbox keeps only the id of a delivered message: its target is found by key among the job's (ids end in the target's key).
+  const targets = job ? [...job.deliver, ...job.onFailure].map((target) => ({ target, key: targetKey(target) })) : [];
+  const delivered = (id: string) => {
+    const rest = id.slice(prefix.length);
+    const found = targets.find(({ key }) => rest === key || rest.endsWith(`.${key}`));
+    return found ? { kind: found.target.kind, to: describeTarget(found.target) } : { kind: /(?:^|\.)(email|webhook)-/.exec(rest)?.[1] ?? rest, to: rest };
+  };
   const { pending, dead } = outbox.list();
   const open = [...pending, ...dead].filter((entry) => entry.id.startsWith(prefix)).map((entry) => {
     const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
     return view;
   });
-  const delivered = outbox.deliveredIds(prefix).map(({ id, at }) => ({ id, kind: id.slice(prefix.length).split("-", 1)[0]!, to: id.slice(prefix.length), status: "delivered" as const, delivered_at: at }));
-  return [...open, ...delivered];
+  const done = outbox.deliveredIds(prefix).map(({ id, at }) => ({ id, ...delivered(id), status: "delivered" as const, delivered_at: at }));
+  return [...open, ...done];
 }
 
 export async function jobViews(deps: ConsoleDeps): Promise<JobView[]> {
