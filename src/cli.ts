@@ -11,6 +11,10 @@ import { history, validate } from "./cli/reports.js";
 import { runJob } from "./cli/run.js";
 import { loadCredentials } from "./config/credentials.js";
 import { status } from "./cli/status.js";
+import { consoleAddress } from "./cli/console.js";
+import { cancelRun, steerJobs } from "./cli/steer.js";
+import { showRun } from "./cli/show.js";
+import { follow } from "./cli/follow.js";
 
 const program = new Command()
   .name("countd")
@@ -45,14 +49,54 @@ program
 
 program
   .command("run")
-  .description("Run one job now in the foreground, streaming its answer; the exit code reflects its status.")
+  .description("Run one job now, streaming its answer (inside the daemon when it runs, else here); the exit code reflects its status.")
   .argument("<job>", "job name")
   .action(action((job: string) => runJob(job, { config: configFile() })));
 
 program
   .command("status")
-  .description("Say whether the daemon is running, how many jobs there are, and whether exec runs sandboxed (and if not, why).")
-  .action(action(() => status({ config: configFile() })));
+  .description("Say whether the daemon is running and what it is doing, how many jobs there are, and whether exec runs sandboxed (and if not, why); exits 3 when it is not running.")
+  .option("--json", "print the running daemon's status as JSON")
+  .action(action((opts: { json?: boolean }) => status({ config: configFile(), ...opts })));
+
+program
+  .command("console")
+  .description("Print the address that signs a browser in to the running daemon's console.")
+  .action(action(() => consoleAddress({ config: configFile() })));
+
+for (const change of ["pause", "resume"] as const) {
+  program
+    .command(change)
+    .description(
+      change === "pause"
+        ? "Pause a job, or every job: its fires are recorded skipped until resumed; kept across restarts."
+        : "Resume a paused job, or every job.",
+    )
+    .argument("[job]", "job name")
+    .option("--all", change === "pause" ? "every job (the kill switch)" : "every job, and the switch that paused them all")
+    .action(action((job: string | undefined, opts: { all?: boolean }) => steerJobs(change, job, { config: configFile(), ...opts })));
+}
+
+program
+  .command("cancel")
+  .description("Cancel a run in progress in the daemon.")
+  .argument("<run-id>", "the run's id (countd status and countd history show it)")
+  .option("--job <job>", "the run's job, when the id is in several jobs")
+  .action(action((runId: string, opts: { job?: string }) => cancelRun(runId, { config: configFile(), ...opts })));
+
+program
+  .command("show")
+  .description("Show a run's transcript: its prompt, each LLM call, text and tool call, and its deliveries.")
+  .argument("<run-id>", "the run's id (countd history shows it)")
+  .option("--job <job>", "the run's job, when the id is in several jobs")
+  .option("--json", "print the run, its transcript and deliveries as JSON")
+  .action(action((runId: string, opts: { job?: string; json?: boolean }) => showRun(runId, { config: configFile(), ...opts })));
+
+program
+  .command("follow")
+  .description("Follow every run in the daemon (or one job's) live: starts, answers, tool calls, ends, deliveries, until Ctrl-C.")
+  .argument("[job]", "only this job's runs")
+  .action(action((job: string | undefined) => follow(job, { config: configFile() })));
 
 program
   .command("jobs")

@@ -7,10 +7,9 @@ import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
 import { lastExchange } from "../store/last-exchange.js";
 import { StateStore } from "../store/state.js";
-import { localClock } from "../time.js";
 import { hhmm, nextCheckIn } from "../triggers/heartbeat.js";
 import { nextFires } from "../jobs/schedule.js";
-import { EXIT, table } from "./output.js";
+import { EXIT, table, when } from "./output.js";
 import { setting } from "./reports.js";
 
 const HEADER = ["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN", "PROBLEM"];
@@ -19,6 +18,7 @@ const HEADER = ["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN", "PROBLEM
  * `countd jobs`: every job file's job with its trigger, timezone, next three fires and last run,
  * then the heartbeat. A file that is invalid now is listed too, marked: with the last good version
  * the running daemon still fires (it publishes what it fires in armed.json), or as not loaded.
+ * A paused job is marked: its fires are recorded skipped.
  */
 export async function listJobs(opts: { config?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
@@ -47,7 +47,7 @@ export async function listJobs(opts: { config?: string }): Promise<number> {
     const last = (await state.runs(job.name)).at(-1);
     const seconds = hasSeconds([...next, ...(job.schedule?.kind === "at" ? [job.schedule.date] : [])]);
     rows.push([
-      job.name + (job.enabled ? "" : " (disabled)"),
+      job.name + (job.enabled ? "" : " (disabled)") + (state.isPaused(job.name) ? " (paused)" : ""),
       trigger(job, seconds),
       job.timezone,
       next.map((date) => when(date, job.timezone, seconds)).join(", ") || (done ? "done" : "-"),
@@ -114,10 +114,4 @@ function lastRun(run: RunRecord | undefined, timezone: string, seconds: boolean)
 /** Seconds are shown when a time needs them: `*\/10 * * * * *` is otherwise three identical minutes. */
 function hasSeconds(dates: readonly Date[]): boolean {
   return dates.some((date) => date.getUTCSeconds() !== 0 || date.getUTCMilliseconds() !== 0);
-}
-
-/** Every time the listing shows: `2026-12-01 09:00 +01:00`, local to the zone, with its offset. */
-function when(date: Date, timezone: string, seconds: boolean): string {
-  const clock = localClock(date, timezone);
-  return `${clock.date} ${seconds ? clock.datetime.slice(11, 19) : clock.time} ${clock.offset}`;
 }

@@ -3,20 +3,33 @@ import type { EventBus } from "../events.js";
 import { LLMError } from "../providers/errors.js";
 import { LockHeld } from "../store/lock.js";
 import { ConsoleListenError } from "../console/server.js";
+import type { Usage } from "../providers/types.js";
+import type { RunStatus } from "../store/run-record.js";
+import { localClock } from "../time.js";
 import { errorText } from "../text.js";
+import { NotRunning } from "./control.js";
 
 /**
  * Exit codes a person and a service manager can act on: 2 is a usage error (as for the shell's
- * builtins), 78 (EX_CONFIG) tells systemd not to restart in a loop, 124 is timeout(1)'s, 130 is
- * Ctrl-C's.
+ * builtins), 3 is "not running" (as `systemctl status` says of a stopped unit), 78 (EX_CONFIG)
+ * tells systemd not to restart in a loop, 124 is timeout(1)'s, 130 is Ctrl-C's.
  */
-export const EXIT = { ok: 0, failure: 1, usage: 2, timeout: 124, config: 78, interrupted: 130 } as const;
+export const EXIT = { ok: 0, failure: 1, usage: 2, notRunning: 3, timeout: 124, config: 78, interrupted: 130 } as const;
+
+/** `countd run`'s exit code for how the run ended, whether it ran here or in the daemon. */
+export function exitForStatus(status: RunStatus): number {
+  return status === "ok" ? EXIT.ok : status === "timeout" ? EXIT.timeout : status === "cancelled" ? EXIT.interrupted : EXIT.failure;
+}
 
 /** One line per tool call on stderr, for the runs whose session `belongs` accepts. */
 export function printToolCalls(events: EventBus, belongs: (sessionId: string) => boolean): () => void {
   return events.on("tool.finished", (e) => {
-    if (belongs(e.sessionId)) process.stderr.write(`[tool] ${e.name} ${shortArgs(e.arguments)} ${e.error ? "error" : "ok"} ${Math.round(e.durationMs)}ms\n`);
+    if (belongs(e.sessionId)) process.stderr.write(`${toolLine(e.name, e.arguments, Boolean(e.error), e.durationMs)}\n`);
   });
+}
+
+export function toolLine(name: string, args: unknown, failed: boolean, durationMs: number): string {
+  return `[tool] ${name} ${shortArgs(args)} ${failed ? "error" : "ok"} ${Math.round(durationMs)}ms`;
 }
 
 function shortArgs(args: unknown): string {
@@ -39,12 +52,42 @@ export function reportError(err: unknown): number {
     process.stderr.write(`countd: ${err.message}\n`);
     return EXIT.config;
   }
+  if (err instanceof NotRunning) {
+    process.stderr.write(`countd: ${err.message}\n`);
+    return EXIT.notRunning;
+  }
   if (err instanceof LockHeld) {
     process.stderr.write(`countd: ${err.message}\n`);
     return EXIT.failure;
   }
   process.stderr.write(`countd: ${errorText(err)}\n`);
   return EXIT.failure;
+}
+
+/** Every time the CLI shows: `2026-12-01 09:00 +01:00`, local to the zone, with its offset. */
+export function when(date: Date, timezone: string, seconds: boolean): string {
+  const clock = localClock(date, timezone);
+  return `${clock.date} ${seconds ? clock.datetime.slice(11, 19) : clock.time} ${clock.offset}`;
+}
+
+/** Tokens as the CLI shows them: in (cached) / out. */
+export function tokensText(usage: Usage): string {
+  return `${usage.inputTokens} in${usage.cachedInputTokens > 0 ? ` (${usage.cachedInputTokens} cached)` : ""} / ${usage.outputTokens} out`;
+}
+
+/** A span of time: `850ms`, `4.2s`, `75s`, `3m 20s`, `2h 5m`, `3d 4h`. */
+export function span(milliseconds: number): string {
+  if (milliseconds < 1_000) return `${Math.round(milliseconds)}ms`;
+  const seconds = milliseconds / 1_000;
+  if (seconds < 10) return `${seconds.toFixed(1)}s`;
+  if (seconds < 100) return `${Math.round(seconds)}s`;
+  const units: Array<[string, number]> = [["d", 86_400], ["h", 3_600], ["m", 60], ["s", 1]];
+  const whole = Math.round(seconds);
+  const first = units.findIndex(([, size]) => whole >= size);
+  return units
+    .slice(first, first + 2)
+    .map(([unit, size], i) => `${i === 0 ? Math.floor(whole / size) : Math.floor((whole % units[first]![1]) / size)}${unit}`)
+    .join(" ");
 }
 
 /** A plain text table: columns padded to their widest cell. */

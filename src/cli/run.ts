@@ -9,21 +9,24 @@ import { daemonLogger } from "../log.js";
 import { jobExecutor } from "../runner/execute.js";
 import { openPipeline } from "../runner/pipeline.js";
 import { jobOfSession } from "../runner/session-ids.js";
-import type { RunStatus } from "../store/run-record.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
 import { StateStore } from "../store/state.js";
-import { EXIT, printToolCalls } from "./output.js";
+import { findDaemon } from "./control.js";
+import { EXIT, exitForStatus, printToolCalls } from "./output.js";
+import { runInDaemon } from "./run-daemon.js";
 
 const CANCELLED_BY_USER = "cancelled by the user (Ctrl-C)";
 
-const EXIT_BY_STATUS: Partial<Record<RunStatus, number>> = { ok: EXIT.ok, timeout: EXIT.timeout, cancelled: EXIT.interrupted };
-
 /**
- * `countd run <job>`: one run now, in the foreground, recorded like any other. It takes the
- * state lock, so it refuses to run beside a daemon on the same state directory.
+ * `countd run <job>`: one run now, in the foreground, recorded like any other. With a daemon on
+ * the same state directory the run happens inside it (runInDaemon); without one, here, under the
+ * state lock.
  */
 export async function runJob(name: string, opts: { config?: string }): Promise<number> {
+  // The daemon holds the secrets it runs with: a command that only asks it to run needs none.
+  const daemon = await findDaemon((await loadConfig({ file: opts.config, needs: [] })).paths.state);
+  if (daemon) return runInDaemon(daemon, name);
   const config = await loadConfig({ file: opts.config });
   const release = await acquireLock(config.paths.state);
   // stdout carries the answer only, whatever the run's status: a script pipes it on.
@@ -90,7 +93,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       const mine = (entry: { id: string }) => entry.id.startsWith(`${name}.${record.id}.`);
       if (pending.some(mine)) process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
       dead.filter(mine).forEach((entry) => process.stderr.write(`countd: delivery ${entry.id} failed: ${entry.lastError ?? ""}\n`));
-      return EXIT_BY_STATUS[record.status] ?? EXIT.failure;
+      return exitForStatus(record.status);
     } finally {
       process.off("SIGINT", onSigint);
       stopPrinting();

@@ -2,35 +2,67 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
+import type { StatusView } from "../console/protocol.js";
 import { jobContext } from "../jobs/context.js";
 import { loadJobsDir } from "../jobs/load.js";
 import { isAlive } from "../store/lock.js";
+import { plural } from "../text.js";
 import { detectSandbox } from "../tools/sandbox.js";
-import { EXIT } from "./output.js";
+import { findDaemon } from "./control.js";
+import { EXIT, span, tokensText, when } from "./output.js";
 
 /**
- * `countd status`: whether a daemon holds the state directory, how many jobs it has, and whether
- * exec runs sandboxed, and if not, why and how to fix it. Reads only, so it works beside the daemon.
+ * `countd status`: whether a daemon holds the state directory, how many jobs there are, whether
+ * exec runs sandboxed (and if not, why and how to fix it), and, from the running daemon, what it
+ * is doing. Exits 0 when the daemon runs, 3 when it does not, as `systemctl status` does.
  */
-export async function status(opts: { config?: string }): Promise<number> {
+export async function status(opts: { config?: string; json?: boolean }): Promise<number> {
   const config = await loadConfig({ file: opts.config, needs: [] });
+  const daemon = await findDaemon(config.paths.state);
+  const view = daemon ? await daemon.call<StatusView>("GET", "/api/status") : undefined;
+  const lock = await lockHolder(config.paths.state);
+  const running = view !== undefined || lock.pid !== undefined;
+  if (opts.json) {
+    process.stdout.write(`${JSON.stringify(view ?? { up: running, ...(lock.pid ? { pid: lock.pid } : {}) }, null, 2)}\n`);
+    return running ? EXIT.ok : EXIT.notRunning;
+  }
   const { jobs, problems } = await loadJobsDir(config.paths.jobs, jobContext(config, null));
   const disabled = jobs.filter((job) => !job.enabled).length;
   const notes = [...(disabled > 0 ? [`${disabled} disabled`] : []), ...(problems.length > 0 ? [`${problems.length} problem(s): see countd validate`] : [])];
   const lines = [
-    ["daemon", await daemonState(config.paths.state)],
+    ["daemon", view ? `running (pid ${view.pid})` : lock.text],
     ["jobs", `${jobs.length} in ${config.paths.jobs}${notes.length > 0 ? ` (${notes.join("; ")})` : ""}`],
     ["sandbox", await sandboxState(config)],
+    ...(view ? daemonLines(view, config.timezone) : lock.pid ? [["console", "the daemon does not answer on its control socket or console yet (starting, or console.enabled: false with a state path too long for a socket)"]] : []),
   ];
-  process.stdout.write(lines.map(([name, value]) => `${`${name}:`.padEnd(9)}${value}\n`).join(""));
-  return EXIT.ok;
+  process.stdout.write(lines.map(([name, value]) => `${name ? `${name}:` : ""}`.padEnd(9) + `${value}\n`).join(""));
+  return running ? EXIT.ok : EXIT.notRunning;
 }
 
-async function daemonState(stateDir: string): Promise<string> {
+/** What only the running daemon knows; lines without a name continue the one above. */
+function daemonLines(view: StatusView, timezone: string): string[][] {
+  const { jobs, today } = view;
+  const paused = jobs.paused_all ? `all paused (countd resume --all)` : `${jobs.paused} paused`;
+  const time = (iso: string) => when(new Date(iso), timezone, true);
+  const running = view.running.map((run) => ["", `${run.job}  ${run.id}  since ${time(run.started_at)}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}`]);
+  const next = view.next_fires.map((fire, i) => [i === 0 ? "next" : "", `${fire.job}  ${fire.at.replace("T", " ").replace(/([+-]\d\d:\d\d|Z)$/, " $1")}`]);
+  return [
+    ["version", `${view.version}, up ${span(view.uptime_s * 1_000)} (since ${time(view.started_at)})`],
+    ["loaded", `${plural(jobs.loaded, "job")}, ${jobs.invalid} invalid, ${paused}`],
+    ["running", `${view.running.length === 0 ? "no run" : plural(view.running.length, "run")}${view.queued > 0 ? `, ${view.queued} queued` : ""}`],
+    ...running,
+    ["outbox", `${view.outbox.pending} pending, ${view.outbox.dead} dead`],
+    ...(next.length > 0 ? next : [["next", "no fire scheduled"]]),
+    ["today", `${plural(today.runs, "run")}, ${plural(today.failures, "failure")}, tokens ${tokensText(today.tokens)}`],
+  ];
+}
+
+/** The lock file's pid when that process is alive, and the daemon line to show otherwise. */
+async function lockHolder(stateDir: string): Promise<{ pid?: number; text: string }> {
   const lock = join(stateDir, "countd.lock");
   const pid = Number.parseInt(await readFile(lock, "utf8").catch(() => ""), 10);
-  if (!(pid > 0)) return `not running (no lock in ${stateDir})`;
-  return isAlive(pid) ? `running (pid ${pid})` : `not running (the lock ${lock} names pid ${pid}, which has exited)`;
+  if (!(pid > 0)) return { text: `not running (no lock in ${stateDir})` };
+  return isAlive(pid) ? { pid, text: `running (pid ${pid})` } : { text: `not running (the lock ${lock} names pid ${pid}, which has exited)` };
 }
 
 async function sandboxState(config: Config): Promise<string> {

@@ -27,7 +27,8 @@ describe("countd status", () => {
   it("with sandbox: auto and no working bwrap says exec is not offered, why, and how to fix it", async () => {
     const dir = await setup("provider: {preset: openai}\n");
     const run = await runCountd(["status"], { cwd: dir, env: NO_BWRAP });
-    expect(run.code).toBe(0);
+    // 3 when no daemon runs, as systemctl status says of a stopped unit (the console issue's requirement).
+    expect(run.code).toBe(3);
     expect(run.stdout).toContain("daemon:  not running");
     expect(run.stdout).toContain(`jobs:    2 in ${join(dir, "jobs")} (1 disabled)\n`);
     expect(run.stdout).toContain(
@@ -43,7 +44,8 @@ describe("countd status", () => {
   });
 
   it("names the running daemon, started with its API key read from a systemd credential only", async () => {
-    const dir = await setup("tools: {exec: {sandbox: none}}\n");
+    // A free port for the console: tests running at once must not compete for 7420.
+    const dir = await setup("tools: {exec: {sandbox: none}}\nconsole: {listen: '127.0.0.1:0'}\n");
     const credentials = join(dir, "credentials");
     await mkdir(credentials);
     await writeFile(join(credentials, "OPENAI_API_KEY"), "sk-from-a-credential-file\n");
@@ -55,6 +57,7 @@ describe("countd status", () => {
     expect(await readFile(`/proc/${daemon.child.pid}/environ`, "utf8")).not.toContain("sk-from-a-credential-file");
 
     const run = await runCountd(["status"], { cwd: dir, env: NO_BWRAP });
+    expect(run.code).toBe(0);
     expect(run.stdout).toContain(`daemon:  running (pid ${daemon.child.pid})`);
   });
 

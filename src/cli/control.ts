@@ -1,0 +1,158 @@
+import { readFile } from "node:fs/promises";
+import { request } from "node:http";
+import { connect } from "node:net";
+import { join } from "node:path";
+import WebSocket from "ws";
+import type { LiveMessage, Subscription } from "../console/protocol.js";
+import { ADDRESS_FILE, readToken, SOCKET_FILE } from "../console/token.js";
+import { isAlive } from "../store/lock.js";
+
+/** A daemon that does not answer within this is treated as an error, not waited for forever. */
+const PROBE_TIMEOUT_MS = 10_000;
+
+/** No daemon answers on the state directory: exit 3, as `systemctl status` does for a stopped unit. */
+export class NotRunning extends Error {}
+
+/** The daemon answered with an error: its `{error}` message, with the HTTP status and body for callers that act on them. */
+export class DaemonRefused extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+  ) {
+    const message = (body as { error?: unknown } | undefined)?.error;
+    super(typeof message === "string" ? message : `the daemon answered HTTP ${status}`);
+  }
+}
+
+/** What console.json says: the running daemon's pid and where it listens. */
+export interface DaemonAddress {
+  pid: number;
+  url?: string;
+  socket?: string;
+}
+
+type Endpoint = { socket: string } | { url: URL; token: string };
+
+/** The running daemon, reached through its control socket or, failing that, its console's address and token. */
+export interface Daemon {
+  /** The socket's path or the console's address, for messages. */
+  readonly via: string;
+  /** Resolves with the answer's JSON; an answer of 400 or more throws DaemonRefused. */
+  call<T>(method: "GET" | "POST", path: string): Promise<T>;
+  /** The live stream narrowed by `filter`, open once its replay is over (`live` received); every message goes to `onMessage`. */
+  live(filter: Omit<Subscription, "type">, onMessage: (message: LiveMessage) => void): Promise<LiveStream>;
+}
+
+export interface LiveStream {
+  /** Resolves when the stream ends: closed here, or the daemon went away (the close's code and reason). */
+  closed: Promise<{ code: number; reason: string }>;
+  close(): void;
+}
+
+/**
+ * The daemon running on `stateDir`, if one answers. The Unix socket comes first: only the state
+ * directory's owner can open it and it needs no token. A socket or console.json left by a daemon
+ * that was killed refuses connections, which says "not running".
+ */
+export async function findDaemon(stateDir: string): Promise<Daemon | undefined> {
+  const socket = join(stateDir, SOCKET_FILE);
+  if (await answers({ socket })) return daemonAt({ socket }, socket);
+  const address = await readAddress(stateDir);
+  if (!address?.url || !isAlive(address.pid)) return undefined;
+  const token = await readToken(stateDir);
+  if (!token) throw new Error(`the daemon (pid ${address.pid}) serves its console at ${address.url}, but ${join(stateDir, "console.token")} cannot be read: run countd as the daemon's user`);
+  const endpoint = { url: new URL(address.url), token };
+  return (await answers(endpoint)) ? daemonAt(endpoint, address.url) : undefined;
+}
+
+/** The running daemon, or NotRunning naming what needed it. */
+export async function requireDaemon(stateDir: string, what: string): Promise<Daemon> {
+  const daemon = await findDaemon(stateDir);
+  if (!daemon) throw new NotRunning(`countd is not running with the state directory ${stateDir}: ${what} needs the daemon (countd start)`);
+  return daemon;
+}
+
+export async function readAddress(stateDir: string): Promise<DaemonAddress | undefined> {
+  try {
+    const address = JSON.parse(await readFile(join(stateDir, ADDRESS_FILE), "utf8")) as DaemonAddress;
+    return typeof address.pid === "number" ? address : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function daemonAt(endpoint: Endpoint, via: string): Daemon {
+  return {
+    via,
+    call: async <T>(method: "GET" | "POST", path: string) => {
+      const { status, body } = await send(endpoint, method, path);
+      if (status >= 400) throw new DaemonRefused(status, body);
+      if (body === undefined) throw new Error(`${via} answered ${method} ${path} with no JSON (HTTP ${status}): is it countd?`);
+      return body as T;
+    },
+    live: (filter, onMessage) => openLive(endpoint, filter, onMessage),
+  };
+}
+
+/** Whether a daemon answers there; a socket file that is another user's is said so rather than taken for no daemon. */
+async function answers(endpoint: Endpoint): Promise<boolean> {
+  try {
+    const { status, body } = await send(endpoint, "GET", "/api/session", PROBE_TIMEOUT_MS);
+    if (status === 401 && body !== undefined) throw new DaemonRefused(status, body);
+    return status === 200 && body !== undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ECONNREFUSED" || code === "ENOENT") return false;
+    if (code === "EACCES" && "socket" in endpoint) {
+      throw new Error(`cannot open the control socket ${endpoint.socket}: permission denied (it is the daemon's user's alone: run countd as that user)`);
+    }
+    throw err;
+  }
+}
+
+function send(endpoint: Endpoint, method: string, path: string, timeoutMs?: number): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const target =
+      "socket" in endpoint
+        ? { socketPath: endpoint.socket }
+        : { host: endpoint.url.hostname.replace(/^\[|\]$/g, ""), port: endpoint.url.port, headers: { authorization: `Bearer ${endpoint.token}` } };
+    const req = request({ ...target, method, path, ...(timeoutMs ? { timeout: timeoutMs } : {}) }, (res) => {
+      let text = "";
+      res.setEncoding("utf8").on("data", (chunk: string) => (text += chunk));
+      res.on("error", reject);
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: parseJson(text) }));
+    });
+    req.on("timeout", () => req.destroy(new Error(`the daemon did not answer ${method} ${path} within ${timeoutMs! / 1000} s`)));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function openLive(endpoint: Endpoint, filter: Omit<Subscription, "type">, onMessage: (message: LiveMessage) => void): Promise<LiveStream> {
+  const query = new URLSearchParams(Object.entries(filter).filter((entry): entry is [string, string] => typeof entry[1] === "string")).toString();
+  const path = `/api/ws${query ? `?${query}` : ""}`;
+  const ws =
+    "socket" in endpoint
+      ? // Not a ws+unix: URL, which would keep a space in the state directory's path percent-encoded.
+        new WebSocket(`ws://localhost${path}`, { createConnection: () => connect(endpoint.socket) })
+      : new WebSocket(new URL(path, endpoint.url.href.replace(/^http/, "ws")), { headers: { authorization: `Bearer ${endpoint.token}` } });
+  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+  return new Promise((resolve, reject) => {
+    ws.on("error", reject);
+    ws.on("message", (data) => {
+      const message = JSON.parse(data.toString()) as LiveMessage;
+      if (message.type === "live") resolve({ closed, close: () => ws.close() });
+      else onMessage(message);
+    });
+    // Closed before `live`: the daemon stopped while the stream opened.
+    void closed.then(({ code, reason }) => reject(new Error(`the daemon closed the live stream (${code}${reason ? `: ${reason}` : ""})`)));
+  });
+}

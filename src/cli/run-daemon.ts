@@ -1,0 +1,73 @@
+import type { LiveMessage, RunNowAnswer } from "../console/protocol.js";
+import { DaemonRefused, type Daemon } from "./control.js";
+import { EXIT, exitForStatus, toolLine } from "./output.js";
+
+type Finished = Extract<LiveMessage, { type: "run_finished" }>;
+
+/**
+ * `countd run <job>` beside a running daemon: the daemon runs it (reason manual, through its
+ * runner, so its concurrency limit and the job's overlap policy apply) and this command shows it
+ * as a local run would: the answer on stdout, a line per tool call on stderr, the same exit codes.
+ * Ctrl-C cancels the run; a second one leaves at once and lets the daemon finish cancelling.
+ */
+export async function runInDaemon(daemon: Daemon, job: string): Promise<number> {
+  let runId: string | undefined;
+  const early: LiveMessage[] = [];
+  const args = new Map<string, unknown>();
+  let last = "";
+  let finish: (message: Finished) => void = () => {};
+  const finished = new Promise<Finished>((resolve) => (finish = resolve));
+
+  const show = (message: LiveMessage) => {
+    if (!("run_id" in message) || message.run_id !== runId) return;
+    if (message.type === "stream") {
+      process.stdout.write(message.content);
+      last = message.content;
+    } else if (message.type === "tool_start") args.set(message.call_id, message.arguments);
+    else if (message.type === "tool_result") process.stderr.write(`${toolLine(message.name, args.get(message.call_id), Boolean(message.error), message.duration_ms)}\n`);
+    else if (message.type === "run_finished") finish(message);
+  };
+  // Subscribed to the job before asking for the run: its messages may come before the answer naming it.
+  const live = await daemon.live({ job }, (message) => (runId === undefined ? early.push(message) : show(message)));
+
+  let interrupted = false;
+  const cancel = () => {
+    daemon.call("POST", `/api/runs/${encodeURIComponent(runId!)}/cancel?job=${encodeURIComponent(job)}`).catch((err: unknown) => {
+      // Refused when it ended meanwhile: run_finished says how.
+      if (!(err instanceof DaemonRefused && err.status === 409)) process.stderr.write(`countd: could not cancel run ${runId}: ${(err as Error).message}\n`);
+    });
+  };
+  const onSigint = () => {
+    if (interrupted) process.exit(EXIT.interrupted);
+    interrupted = true;
+    if (runId !== undefined) cancel();
+  };
+  process.on("SIGINT", onSigint);
+  try {
+    let answer: RunNowAnswer;
+    try {
+      answer = await daemon.call<RunNowAnswer>("POST", `/api/jobs/${encodeURIComponent(job)}/run?wait=start`);
+    } catch (err) {
+      if (!(err instanceof DaemonRefused && err.status === 409)) throw err;
+      answer = err.body as RunNowAnswer;
+    }
+    if (answer.status === "skipped") {
+      process.stderr.write(`countd: run ${answer.run_id} skipped: ${answer.message}\n`);
+      return EXIT.failure;
+    }
+    if (answer.status !== "started") throw new Error(`the daemon did not start the run: ${answer.message}`);
+    runId = answer.run_id;
+    early.splice(0).forEach(show);
+    if (interrupted) cancel();
+    const gone = live.closed.then(({ reason }) => {
+      throw new Error(`the daemon closed the live stream before run ${runId} ended${reason ? ` (${reason})` : ""}; countd history shows how it ended`);
+    });
+    const end = await Promise.race([finished, gone]);
+    if (last && !last.endsWith("\n")) process.stdout.write("\n");
+    if (end.error) process.stderr.write(`countd: run ${end.run_id} ${end.status}: ${end.error}\n`);
+    return exitForStatus(end.status);
+  } finally {
+    process.off("SIGINT", onSigint);
+    live.close();
+  }
+}

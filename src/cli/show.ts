@@ -1,0 +1,44 @@
+import { Redactor } from "../audit/redact.js";
+import { loadConfig } from "../config/load.js";
+import type { Config } from "../config/schema.js";
+import type { RunView, Transcript } from "../console/protocol.js";
+import { deliveryView } from "../console/views.js";
+import { OutboxStore } from "../store/outbox-store.js";
+import { StateStore } from "../store/state.js";
+import { readTranscript } from "../store/transcript.js";
+import { findDaemon } from "./control.js";
+import { EXIT } from "./output.js";
+import { formatRun } from "./transcript-format.js";
+
+/**
+ * `countd show <run-id>`: one run's transcript. The running daemon answers it (with the live
+ * state of a run in progress); without one it is put together here from the same files.
+ */
+export async function showRun(runId: string, opts: { config?: string; job?: string; json?: boolean }): Promise<number> {
+  const config = await loadConfig({ file: opts.config, needs: [] });
+  const daemon = await findDaemon(config.paths.state);
+  const query = opts.job !== undefined ? `?job=${encodeURIComponent(opts.job)}` : "";
+  const view = daemon ? await daemon.call<RunView>("GET", `/api/runs/${encodeURIComponent(runId)}${query}`) : await readRunView(config, runId, opts.job);
+  process.stdout.write(opts.json ? `${JSON.stringify(view, null, 2)}\n` : formatRun(view, config.timezone, !daemon));
+  return EXIT.ok;
+}
+
+/** What GET /api/runs/<id> answers, read from the state directory; delivered ids are not known offline, so only pending and dead deliveries are listed. */
+async function readRunView(config: Config, runId: string, job: string | undefined): Promise<RunView> {
+  const state = await StateStore.open(config.paths.state);
+  const candidates = job !== undefined ? await state.runs(job) : await state.allRuns();
+  const found = candidates.filter((run) => run.id === runId);
+  if (found.length === 0) throw new Error(`no run with id "${runId}"${job !== undefined ? ` in job "${job}"` : ""} (countd history lists the runs)`);
+  if (found.length > 1) throw new Error(`run id "${runId}" is in several jobs (${found.map((run) => run.job).join(", ")}): add --job <name>`);
+  const run = found[0]!;
+  const transcript = new Redactor(config.secrets).redactValue(await readTranscript({ state: config.paths.state, logs: config.paths.logs }, run)) as Transcript;
+  const prefix = `${run.job}.${run.id}.`;
+  const outbox = await OutboxStore.read(config.paths.state, new Date());
+  const deliveries = Object.values(outbox.entries)
+    .filter((entry) => entry.id.startsWith(prefix))
+    .map((entry) => {
+      const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
+      return view;
+    });
+  return { run, transcript, deliveries, running: false };
+}

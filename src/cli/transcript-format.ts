@@ -1,0 +1,99 @@
+import type { RunDelivery, RunView, TranscriptStep } from "../console/protocol.js";
+import { plural } from "../text.js";
+import { span, tokensText, when } from "./output.js";
+
+/** A tool result longer than this is cut in the terminal; `--json` has it whole. */
+export const RESULT_CHARS = 2_000;
+export const RESULT_LINES = 40;
+
+/**
+ * Control characters in the agent's or a tool's text would be obeyed by the terminal (escape
+ * sequences move the cursor, rewrite the title, hide lines; a carriage return overwrites): they
+ * are shown as U+FFFD, so what is printed is what was said. Newlines and tabs stay.
+ */
+export function inert(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, "\ufffd");
+}
+
+/**
+ * `countd show`: a run's transcript for a terminal, from header to deliveries. `offline`: read
+ * without the daemon, which alone knows the deliveries already acknowledged.
+ */
+export function formatRun(view: RunView, timezone: string, offline = false): string {
+  const { run, transcript } = view;
+  const time = (iso: string | undefined) => (iso ? when(new Date(iso), timezone, true) : "-");
+  const header: Array<[string, string]> = [
+    ["reason", run.reason],
+    ["status", view.running ? "running (countd follow shows it live)" : run.status],
+    ["scheduled", time(run.scheduledAt)],
+    ["started", time(run.startedAt)],
+    ["finished", time(run.finishedAt)],
+    ["duration", run.finishedAt ? span(Date.parse(run.finishedAt) - Date.parse(run.startedAt)) : "-"],
+    ["tokens", `${tokensText(run.usage)} (${plural(run.iterations, "iteration")}, ${plural(run.toolCalls, "tool call")})`],
+    ...(run.error ? [["error", inert(run.error)] as [string, string]] : []),
+  ];
+  const out = [`${run.job}  run ${run.id}`, ...header.map(([name, value]) => `  ${name.padEnd(10)} ${value}`), ""];
+  out.push("Prompt", indent(inert(transcript.prompt ?? "(not recorded)"), "  "), "");
+  out.push("Steps");
+  if (transcript.steps.length === 0) out.push("  (none)");
+  for (const step of transcript.steps) out.push(...stepLines(step));
+  if (transcript.incomplete) out.push(`  (incomplete: ${transcript.incomplete})`);
+  out.push("", "Deliveries");
+  if (view.deliveries.length === 0) out.push(offline ? "  (none pending or dead)" : "  (none)");
+  for (const delivery of view.deliveries) out.push(`  ${deliveryLine(delivery, time)}`);
+  if (offline) out.push("  (acknowledged deliveries are listed while countd runs)");
+  return `${out.join("\n")}\n`;
+}
+
+function stepLines(step: TranscriptStep): string[] {
+  if (step.kind === "llm") {
+    const end = step.error ? `  error: ${inert(step.error)}` : step.finish_reason ? `  (${step.finish_reason})` : "";
+    return [`  LLM ${step.model}  ${tokensText(step.usage)}  ${span(step.duration_ms)}${end}`];
+  }
+  if (step.kind === "text") return [indent(inert(step.text), "    ")];
+  const facts = [
+    step.is_error ? "error" : "ok",
+    ...(step.duration_ms !== undefined ? [span(step.duration_ms)] : []),
+    ...(step.attempts !== undefined && step.attempts > 1 ? [plural(step.attempts, "attempt")] : []),
+  ];
+  const lines = [`  tool ${step.name}  ${facts.join("  ")}`, `    arguments  ${firstIndented(inert(cut(argumentsText(step.arguments))), 15)}`];
+  if (step.result !== undefined) lines.push(`    result     ${firstIndented(inert(cut(step.result)), 15)}`);
+  return lines;
+}
+
+function argumentsText(args: unknown): string {
+  if (typeof args === "string") return args;
+  const compact = JSON.stringify(args ?? {});
+  return compact.length <= 100 ? compact : JSON.stringify(args, null, 2);
+}
+
+/** Text cut to RESULT_LINES lines and RESULT_CHARS characters, with what was left out said. */
+export function cut(text: string): string {
+  const lines = text.split("\n");
+  let shown = lines.slice(0, RESULT_LINES).join("\n");
+  if (shown.length > RESULT_CHARS) shown = shown.slice(0, RESULT_CHARS);
+  if (shown.length === text.length) return text;
+  return `${shown}…\n[cut: ${plural(text.length, "character")}, ${plural(lines.length, "line")} in all; --json shows the whole]`;
+}
+
+function deliveryLine(delivery: RunDelivery, time: (iso: string | undefined) => string): string {
+  const parts = [delivery.kind, delivery.to, delivery.status];
+  if (delivery.status === "delivered") parts.push(time(delivery.delivered_at));
+  if (delivery.attempts !== undefined) parts.push(plural(delivery.attempts, "attempt"));
+  if (delivery.next_attempt_at) parts.push(`next ${time(delivery.next_attempt_at)}`);
+  if (delivery.last_error) parts.push(`last error: ${inert(delivery.last_error)}`);
+  return parts.join("  ");
+}
+
+function indent(text: string, prefix: string): string {
+  return text
+    .split("\n")
+    .map((line) => (line ? prefix + line : line))
+    .join("\n");
+}
+
+/** The first line as it is (after a label `width` wide), the others indented under it. */
+function firstIndented(text: string, width: number): string {
+  const [first, ...rest] = text.split("\n");
+  return [first, ...rest.map((line) => (line ? " ".repeat(width) + line : line))].join("\n");
+}
