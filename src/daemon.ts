@@ -1,3 +1,5 @@
+import { EventBus } from "./events.js";
+import { errorText } from "./text.js";
 import type { Logger } from "pino";
 import { ConfigError } from "./config/errors.js";
 import { loadConfig } from "./config/load.js";
@@ -76,7 +78,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
-    let runtime = await openRuntime(config, env);
+    let runtime = await openRuntime(config, env, new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")));
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
 

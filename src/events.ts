@@ -4,7 +4,7 @@ import type { RunRecord } from "./store/run-record.js";
 
 /**
  * What happens inside a run, as it happens, and to runs and deliveries: the CLI prints from it,
- * the web console streams it. Listeners must not throw; the loop does not wait for them.
+ * the web console streams it. The loop does not wait for listeners.
  */
 export interface CountdEvents {
   "iteration": { sessionId: string; iteration: number };
@@ -65,8 +65,15 @@ export interface CountdEvents {
 
 export type EventName = keyof CountdEvents;
 
+/**
+ * Each listener is called on its own: one that throws neither reaches the emitter (a run, the
+ * runner, the outbox) nor keeps the listeners after it from hearing the event; it is reported to
+ * `onListenerError` (the daemon logs it; by default a process warning).
+ */
 export class EventBus {
   private readonly emitter = new EventEmitter();
+
+  constructor(private readonly onListenerError: (event: EventName, error: unknown) => void = warn) {}
 
   emit<K extends EventName>(name: K, payload: CountdEvents[K]): void {
     this.emitter.emit(name, payload);
@@ -74,7 +81,18 @@ export class EventBus {
 
   /** Returns a function that removes the listener. */
   on<K extends EventName>(name: K, listener: (payload: CountdEvents[K]) => void): () => void {
-    this.emitter.on(name, listener);
-    return () => this.emitter.off(name, listener);
+    const guarded = (payload: CountdEvents[K]) => {
+      try {
+        listener(payload);
+      } catch (err) {
+        this.onListenerError(name, err);
+      }
+    };
+    this.emitter.on(name, guarded);
+    return () => this.emitter.off(name, guarded);
   }
+}
+
+function warn(event: EventName, error: unknown): void {
+  process.emitWarning(`a listener of "${event}" failed: ${error instanceof Error ? error.message : String(error)}`);
 }

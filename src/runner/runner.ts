@@ -515,13 +515,8 @@ export class Runner {
     });
   }
 
-  /** A listener that throws must not leave the runner half way through a start or an end. */
   private announce<K extends "run.started" | "run.finished">(name: K, payload: CountdEvents[K]): void {
-    try {
-      this.opts.events?.emit(name, payload);
-    } catch (err) {
-      this.log.error({ event: name, runId: payload.run.id, error: errorText(err) }, "event listener failed");
-    }
+    this.opts.events?.emit(name, payload);
   }
 
   private newRecord(job: string, session: Job["session"], request: FireRequest, status: RunStatus): RunRecord {
