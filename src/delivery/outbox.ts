@@ -2,6 +2,7 @@ import type { CountdEvents, EventBus } from "../events.js";
 import { silentLogger, type Logger } from "../log.js";
 import TinyQueue from "tinyqueue";
 import { OutboxStore, type OutboxEntry, type OutboxRecord } from "../store/outbox-store.js";
+import { DELIVERED_KEPT_MS } from "../store/outbox-shapes.js";
 import { errorText } from "../text.js";
 import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
@@ -231,7 +232,12 @@ export class Outbox {
 
   /** Acknowledged deliveries whose id starts with `prefix` (a run's `<job>.<run id>.`), with when; those of the last DELIVERED_KEPT_MS only. */
   deliveredIds(prefix: string): Array<{ id: string; at: string }> {
-    return this.store.deliveredWith(prefix).map(({ id, at }) => ({ id, at: at.toISOString() }));
+    // Expired ids leave the store only as it records or reopens: a quiet outbox still holds them.
+    const since = this.now().getTime() - DELIVERED_KEPT_MS;
+    return this.store
+      .deliveredWith(prefix)
+      .filter(({ at }) => at.getTime() >= since)
+      .map(({ id, at }) => ({ id, at: at.toISOString() }));
   }
 
   /** Writes through the store, then tells the bus of each delivery the records changed. */
