@@ -26,7 +26,10 @@ export function heldExecutor() {
         inFlight--;
         resolve({ answer: `${job.name} done`, status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage(), ...outcome });
       };
-      run.cancel.signal.addEventListener("abort", () => finish({ answer: "", status: "cancelled" }));
+      // A run cancelled before it reached the executor (shutdown while its first record was saved)
+      // never hears "abort": the loop it stands for checks the token before its first step.
+      if (run.cancel.cancelled) finish({ answer: "", status: "cancelled" });
+      else run.cancel.signal.addEventListener("abort", () => finish({ answer: "", status: "cancelled" }));
       calls.push({ job, run, finish });
     });
   return { calls, execute, stats };
