@@ -77,7 +77,7 @@ export function cut(text: string): string {
 }
 
 function deliveryLine(delivery: RunDelivery, time: (iso: string | undefined) => string): string {
-  const parts = [delivery.kind, delivery.to, delivery.status];
+  const parts = [delivery.to, delivery.status];
   if (delivery.status === "delivered") parts.push(time(delivery.delivered_at));
   if (delivery.attempts !== undefined) parts.push(plural(delivery.attempts, "attempt"));
   if (delivery.next_attempt_at) parts.push(`next ${time(delivery.next_attempt_at)}`);
