@@ -14,6 +14,8 @@ const PAGE_DIR = join(PACKAGE_DIR, "console");
 const TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
   ".js": "text/javascript; charset=utf-8",
+  // Preact ships its ES modules as .mjs: a browser runs a module script only with a JavaScript type.
+  ".mjs": "text/javascript; charset=utf-8",
   ".css": "text/css; charset=utf-8",
   ".svg": "image/svg+xml",
 };
@@ -21,8 +23,16 @@ const TYPES: Record<string, string> = {
 /** The page's files and the libraries it imports, by URL path: served from the package, so the console works with no network. The page imports them by these paths. */
 const PAGE_FILES: Record<string, string> = {
   "/": "index.html",
-  "/assets/app.js": "app.js",
   "/assets/style.css": "style.css",
+  "/assets/app.js": "app.js",
+  "/assets/api.js": "api.js",
+  "/assets/live.js": "live.js",
+  "/assets/ui.js": "ui.js",
+  "/assets/charts.js": "charts.js",
+  "/assets/overview.js": "overview.js",
+  "/assets/job.js": "job.js",
+  "/assets/run.js": "run.js",
+  "/assets/outbox.js": "outbox.js",
 };
 
 const require = createRequire(import.meta.url);

@@ -1,0 +1,137 @@
+import { render } from "/assets/vendor/preact.js";
+import { useEffect, useState } from "/assets/vendor/preact-hooks.js";
+import { onSignedOut, startSession } from "./api.js";
+import { JobPage } from "./job.js";
+import { startLive, stopLive, useLiveState } from "./live.js";
+import { OutboxPage } from "./outbox.js";
+import { Overview } from "./overview.js";
+import { RunPage } from "./run.js";
+import { html } from "./ui.js";
+
+/** `#/`, `#/jobs/<name>`, `#/runs/<job>/<id>`, `#/outbox`: the screen for an address. */
+function route(hash) {
+  const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts.length === 0) return { screen: "overview", title: "Overview" };
+  if (parts[0] === "jobs" && parts.length === 2) return { screen: "job", name: parts[1], title: parts[1] };
+  if (parts[0] === "runs" && parts.length === 3) return { screen: "run", job: parts[1], id: parts[2], title: `${parts[1]} run ${parts[2]}` };
+  if (parts[0] === "outbox" && parts.length === 1) return { screen: "outbox", title: "Outbox" };
+  return { screen: "missing", title: "Not found" };
+}
+
+function useRoute() {
+  const [hash, setHash] = useState(location.hash);
+  useEffect(() => {
+    const changed = () => setHash(location.hash);
+    addEventListener("hashchange", changed);
+    // The address may have changed between the first render and now.
+    changed();
+    return () => removeEventListener("hashchange", changed);
+  }, []);
+  return { key: hash, ...route(hash) };
+}
+
+function App() {
+  const [session, setSession] = useState({ state: "loading" });
+  useEffect(() => {
+    onSignedOut(() => {
+      stopLive();
+      setSession({ state: "signed-out" });
+    });
+    startSession().then(
+      (answer) => {
+        setSession({ state: "ready", version: answer.version });
+        startLive();
+      },
+      (error) => setSession((previous) => (previous.state === "signed-out" ? previous : { state: "error", error })),
+    );
+  }, []);
+  if (session.state === "loading") return html`<p class="boot">Loading the console…</p>`;
+  if (session.state === "signed-out") return html`<${SignIn} />`;
+  if (session.state === "error") return html`<main class="signin"><h1>countd console</h1><p class="error-text">${session.error.message}</p><p><button type="button" onClick=${() => location.reload()}>Try again</button></p></main>`;
+  return html`<${Shell} version=${session.version} />`;
+}
+
+function SignIn() {
+  useEffect(() => {
+    document.title = "Sign in · countd";
+  }, []);
+  return html`<main class="signin" id="main">
+    <h1>Sign in to the countd console</h1>
+    <p>This browser is not signed in, or the daemon's token has changed.</p>
+    <p>On the machine that runs countd, run</p>
+    <pre class="command">countd console</pre>
+    <p>and open the address it prints (<span class="mono">http://127.0.0.1:7420/?token=…</span>). The token leaves the address bar at once; a cookie keeps you signed in.</p>
+  </main>`;
+}
+
+function Shell({ version }) {
+  const page = useRoute();
+  const connection = useLiveState();
+  useGoShortcuts();
+  // A new screen: its title, the top of the page, and the keyboard focus on its heading, as a page load would.
+  useEffect(() => {
+    document.title = `${page.title} · countd`;
+    scrollTo(0, 0);
+    document.querySelector("#main h1")?.focus();
+  }, [page.key]);
+  return html`
+    <a class="skip" href="#main" onClick=${skipToMain}>Skip to content</a>
+    <header class="top">
+      <a class="brand" href="#/">countd</a>
+      <nav aria-label="Sections">
+        <a href="#/" aria-current=${page.screen === "overview" ? "page" : undefined}>Overview</a>
+        <a href="#/outbox" aria-current=${page.screen === "outbox" ? "page" : undefined}>Outbox</a>
+      </nav>
+      <span class=${`connection connection-${connection}`} role="status">
+        <span class="dot" aria-hidden="true"></span>${connection === "live" ? "live" : connection === "reconnecting" ? "reconnecting…" : "connecting…"}
+      </span>
+    </header>
+    <main id="main" tabindex="-1">${screen(page)}</main>
+    <footer class="foot muted small">countd ${version} · keys: <kbd>g</kbd> <kbd>o</kbd> overview, <kbd>g</kbd> <kbd>b</kbd> outbox</footer>
+  `;
+}
+
+function screen(page) {
+  switch (page.screen) {
+    case "overview":
+      return html`<${Overview} />`;
+    case "job":
+      return html`<${JobPage} key=${page.name} name=${page.name} />`;
+    case "run":
+      return html`<${RunPage} key=${`${page.job}/${page.id}`} job=${page.job} id=${page.id} />`;
+    case "outbox":
+      return html`<${OutboxPage} />`;
+    default:
+      return html`<h1 tabindex="-1">Not found</h1><p>No page at this address. <a href="#/">Back to the overview</a></p>`;
+  }
+}
+
+/** The skip link moves focus without touching the address: the hash is the router's. */
+function skipToMain(event) {
+  event.preventDefault();
+  document.getElementById("main").focus();
+}
+
+const GO = { o: "#/", b: "#/outbox" };
+/** A second key within this of `g` completes a shortcut. */
+const CHORD_MS = 1500;
+
+function useGoShortcuts() {
+  useEffect(() => {
+    let pressedG = 0;
+    const keydown = (event) => {
+      if (event.ctrlKey || event.metaKey || event.altKey || event.target.closest?.("input, textarea, select, [contenteditable]")) return;
+      if (pressedG && event.timeStamp - pressedG < CHORD_MS && GO[event.key]) {
+        event.preventDefault();
+        location.hash = GO[event.key];
+        pressedG = 0;
+        return;
+      }
+      pressedG = event.key === "g" ? event.timeStamp : 0;
+    };
+    addEventListener("keydown", keydown);
+    return () => removeEventListener("keydown", keydown);
+  }, []);
+}
+
+render(html`<${App} />`, document.getElementById("app"));

@@ -1,0 +1,111 @@
+import uPlot from "/assets/vendor/uplot.js";
+import { useEffect, useRef } from "/assets/vendor/preact-hooks.js";
+import { clock, count, duration, html } from "./ui.js";
+
+/** Statuses from the bottom of a day's bar to its top: the good news first. */
+const STACK = ["ok", "error", "timeout", "interrupted", "cancelled", "skipped", "running"];
+const HEIGHT = 220;
+
+const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+const dayFormat = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
+const dayLabel = (date) => (date ? dayFormat.format(Date.parse(`${date}T12:00:00Z`)) : "");
+
+/** Whole numbers only: runs and tokens come in ones. */
+const WHOLE = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7];
+
+/**
+ * A uPlot chart that fills its box's width, drawn again only when `source` (the API's answer) is a
+ * new one, not on every render of a screen that streams. Canvas colours cannot follow CSS by
+ * themselves, so it is also drawn again when the colour scheme changes; `make()` reads them each time.
+ */
+function Chart({ make, data, label, source }) {
+  const box = useRef();
+  useEffect(() => {
+    const element = box.current;
+    let plot;
+    const size = () => ({ width: Math.max(element.clientWidth, 200), height: HEIGHT });
+    const draw = () => {
+      plot?.destroy();
+      plot = new uPlot({ ...make(), ...size() }, data, element);
+    };
+    draw();
+    const resize = new ResizeObserver(() => plot.setSize(size()));
+    resize.observe(element);
+    const scheme = matchMedia("(prefers-color-scheme: dark)");
+    scheme.addEventListener("change", draw);
+    return () => {
+      resize.disconnect();
+      scheme.removeEventListener("change", draw);
+      plot.destroy();
+    };
+  }, [source]);
+  return html`<div class="chart" ref=${box} role="img" aria-label=${label}></div>`;
+}
+
+const axis = (extra) => ({ stroke: css("--muted"), grid: { stroke: css("--grid"), width: 1 }, ticks: { show: false }, ...extra });
+
+/** Runs per day by status (GET /api/stats), as stacked bars. */
+export function RunsPerDay({ stats }) {
+  const { days } = stats;
+  const shown = STACK.filter((status) => days.some((day) => day.by_status[status]));
+  if (shown.length === 0) return html`<p class="empty">No runs in the last ${days.length} days.</p>`;
+  // uPlot has no stacking: each series is the running total up to its status, and the tallest is drawn first so the others paint over it.
+  const totals = [];
+  const raw = {};
+  let below = days.map(() => 0);
+  for (const status of shown) {
+    raw[status] = days.map((day) => day.by_status[status] ?? 0);
+    below = below.map((sum, i) => sum + raw[status][i]);
+    totals.push([status, below]);
+  }
+  totals.reverse();
+  // A zero would still draw a hairline bar.
+  const data = [days.map((_, i) => i), ...totals.map(([, values]) => values.map((v) => v || null))];
+  const sum = (status) => raw[status].reduce((a, b) => a + b, 0);
+  const sums = shown.map((status) => `${count(sum(status))} ${status}`).join(", ");
+  const make = () => ({
+    scales: { x: { time: false, range: (_u, min, max) => [min - 0.5, max + 0.5] }, y: { range: (_u, _min, max) => [0, Math.max(2, Math.ceil(max * 1.1))] } },
+    axes: [axis({ grid: { show: false }, incrs: [1, 2, 7, 14, 30], values: (_u, splits) => splits.map((i) => dayLabel(days[i]?.date)) }), axis({ incrs: WHOLE, size: 40 })],
+    series: [
+      // Away from the bars the legend gives the totals over all the days.
+      { label: "Day", value: (_u, i) => (i === null ? `all ${days.length}` : days[i]?.date ?? "") },
+      ...totals.map(([status]) => ({
+        label: status,
+        fill: css(`--status-${status}`),
+        stroke: css(`--status-${status}`),
+        paths: uPlot.paths.bars({ size: [0.7, 48] }),
+        points: { show: false },
+        value: (_u, _v, _s, i) => count(i === null ? sum(status) : raw[status][i]),
+      })),
+    ],
+    cursor: { points: { show: false } },
+  });
+  return html`<${Chart} source=${stats} make=${make} data=${data} label=${`Runs per day over the last ${days.length} days (${stats.timezone}): ${sums}`} />`;
+}
+
+/** One value of each finished run over time: its duration or its tokens. */
+export function RunTrend({ runs, field }) {
+  if (runs.length === 0) return html`<p class="empty">No finished runs yet.</p>`;
+  const isDuration = field === "duration_ms";
+  const format = isDuration ? duration : count;
+  const data = [runs.map((run) => Date.parse(run.started_at) / 1000), runs.map((run) => run[field])];
+  const last = runs.length - 1;
+  const make = () => ({
+    scales: { y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.15 : 1] } },
+    axes: [axis({ grid: { show: false }, space: 90 }), axis({ size: 64, values: (_u, splits) => splits.map(format), ...(isDuration ? {} : { incrs: WHOLE }) })],
+    // Away from the points the legend shows the latest run.
+    series: [
+      { label: "Run", value: (_u, _v, _s, i) => clock(runs[i ?? last].started_at) },
+      {
+        label: isDuration ? "Duration" : "Tokens",
+        stroke: css("--accent"),
+        width: 2,
+        points: { show: true, size: 6, fill: css("--accent") },
+        value: (_u, _v, _s, i) => format(runs[i ?? last][field]),
+      },
+    ],
+  });
+  const values = runs.map((run) => run[field]);
+  const label = `${isDuration ? "Duration" : "Tokens"} of the last ${runs.length} finished runs: from ${format(Math.min(...values))} to ${format(Math.max(...values))}`;
+  return html`<${Chart} source=${runs} make=${make} data=${data} label=${label} />`;
+}

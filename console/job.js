@@ -1,0 +1,179 @@
+import { useCallback, useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
+import { enc, get, post } from "./api.js";
+import { RunTrend } from "./charts.js";
+import { useLive } from "./live.js";
+import { ActionButton, count, duration, fireText, html, Notice, runDuration, runHref, Status, Time, tokens, useDebounced, useResource } from "./ui.js";
+
+const PAGE = 50;
+
+export function JobPage({ name }) {
+  const job = useResource(() => get(`/api/jobs/${enc(name)}`), [name]);
+  const history = useHistory(name);
+  const stats = useResource(() => get(`/api/stats?job=${enc(name)}&days=30`), [name]);
+  const [notice, setNotice] = useState();
+  const refresh = useDebounced(() => {
+    job.reload();
+    history.reload();
+    stats.reload();
+  }, 300);
+  useLive({ job: name }, (m) => {
+    if (m.type === "run_started" || m.type === "run_finished" || (m.type === "reset" && m.reconnected)) refresh();
+  });
+
+  const j = job.data;
+  const runNow = async () => {
+    try {
+      return await post(`/api/jobs/${enc(name)}/run`);
+    } catch (error) {
+      // 409: the job's overlap policy skipped the fire; the answer says why.
+      if (error.status === 409 && error.body?.status === "skipped") return error.body;
+      throw error;
+    }
+  };
+  const ranNow = ({ ok, value, error }) => {
+    if (!ok) return setNotice({ kind: "error", text: `Run now: ${error.message}` });
+    if (value.status === "started") location.hash = runHref(name, value.run_id);
+    else setNotice({ kind: value.status === "skipped" ? "warn" : "info", text: `Run now: ${value.status}: ${value.message}` });
+    history.reload();
+  };
+  const toggled = ({ ok, error }) => {
+    if (!ok) setNotice({ kind: "error", text: error.message });
+    job.reload();
+  };
+  return html`
+    <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Overview</a> / <span>Job</span></nav>
+    <div class="heading">
+      <h1 tabindex="-1">${name}</h1>
+      ${j?.loaded &&
+      html`<div class="actions">
+        <${ActionButton} class="primary" act=${runNow} onDone=${ranNow}>Run now<//>
+        <${ActionButton} act=${() => post(`/api/jobs/${enc(name)}/${j.paused_at ? "resume" : "pause"}`)} onDone=${toggled}>${j.paused_at ? "Resume" : "Pause"}<//>
+      </div>`}
+    </div>
+    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
+    ${job.error && html`<${Notice} kind="error">${job.error.message}<//>`}
+    ${j && html`<${JobState} job=${j} />`}
+    ${j?.settings && html`<${Settings} job=${j} />`}
+    ${j?.loaded &&
+    html`<section aria-labelledby="trend-title">
+      <h2 id="trend-title">Finished runs, last 30 days</h2>
+      ${stats.error && html`<${Notice} kind="error">Charts: ${stats.error.message}<//>`}
+      ${stats.data &&
+      html`<div class="charts">
+        <figure><figcaption>Duration</figcaption><${RunTrend} runs=${stats.data.runs} field="duration_ms" /></figure>
+        <figure><figcaption>Tokens</figcaption><${RunTrend} runs=${stats.data.runs} field="tokens" /></figure>
+      </div>`}
+    </section>`}
+    ${j?.loaded && html`<${History} job=${name} history=${history} />`}
+  `;
+}
+
+function JobState({ job }) {
+  return html`
+    ${job.description && html`<p class="lead">${job.description}</p>`}
+    <p class="badges">
+      ${!job.loaded && html`<span class="badge badge-bad">invalid: no job loaded</span>`}
+      ${job.loaded && !job.enabled && html`<span class="badge">disabled</span>`}
+      ${job.paused && html`<span class="badge badge-warn">paused</span>`}
+      ${job.paused && (job.paused_at ? html` <span class="muted">since <${Time} at=${job.paused_at} />: its fires are recorded as skipped</span>` : html` <span class="muted">all jobs are paused (Resume all on the overview)</span>`)}
+    </p>
+    ${job.problems.length > 0 &&
+    html`<${Notice} kind=${job.loaded ? "warn" : "error"}>
+      ${job.loaded ? `${job.file} has problems; the job keeps its last good version:` : `${job.file} is invalid:`}
+      <ul class="problems">${job.problems.map((problem) => html`<li>${problem}</li>`)}</ul>
+    <//>`}
+  `;
+}
+
+function Settings({ job }) {
+  const s = job.settings;
+  const list = (items) => (items.length ? html`<ul class="plain">${items.map((item) => html`<li>${item}</li>`)}</ul>` : html`<span class="muted">none</span>`);
+  return html`<section aria-labelledby="settings-title">
+    <h2 id="settings-title">Settings <span class="muted small">${job.file}</span></h2>
+    <dl class="settings">
+      <dt>Trigger</dt><dd>${job.trigger}</dd>
+      <dt>Time zone</dt><dd>${job.timezone}</dd>
+      <dt>Next fires</dt><dd>${list(job.next_fires.map((at) => html`<time datetime=${at}>${fireText(at)}</time>`))}</dd>
+      ${s.watch && html`<dt>Watches</dt><dd>${list(s.watch.paths)}</dd>`}
+      <dt>Session</dt><dd>${s.session}</dd>
+      <dt>Overlap</dt><dd>${s.overlap}</dd>
+      <dt>Timeout</dt><dd>${duration(s.timeout_ms)}</dd>
+      <dt>Catch up</dt><dd>${s.catch_up_ms ? `within ${duration(s.catch_up_ms)}` : "no"}</dd>
+      <dt>Retry</dt><dd>${s.retry.attempts > 1 ? `${s.retry.attempts} attempts, ${duration(s.retry.backoff_ms)} apart` : "no"}</dd>
+      <dt>Tools</dt><dd>${s.tools ? list(s.tools) : html`<span class="muted">the default set</span>`}</dd>
+      <dt>Deliver</dt><dd>${list(s.deliver)}${s.deliver.length > 0 && html`<span class="muted small">${s.deliver_when === "always" ? "every answer" : "only a non-empty answer"}</span>`}</dd>
+      <dt>On failure</dt><dd>${list(s.on_failure)}</dd>
+      <dt>Prompt</dt><dd><pre class="prompt">${s.prompt}</pre></dd>
+    </dl>
+  </section>`;
+}
+
+/**
+ * The job's runs, newest first, a page at a time: "Older runs" follows the API's cursor. A reload
+ * (a run started or ended) merges the newest page into what is shown, so older pages stay and no
+ * run falls between two pages.
+ */
+function useHistory(name) {
+  const [history, setHistory] = useState({ runs: undefined });
+  const current = useRef(name);
+  current.current = name;
+  const load = useCallback(
+    async (before) => {
+      try {
+        const page = await get(`/api/runs?job=${enc(name)}&limit=${PAGE}${before ? `&before=${enc(before)}` : ""}`);
+        if (current.current !== name) return;
+        setHistory((previous) => ({
+          runs: mergeRuns(previous.runs ?? [], page.runs),
+          // Once an older page is shown, the cursor is the oldest page's: the newest page's would fetch it again.
+          next: before || !previous.older ? page.next : previous.next,
+          older: previous.older || Boolean(before),
+        }));
+      } catch (error) {
+        if (current.current === name) setHistory((previous) => ({ ...previous, error }));
+      }
+    },
+    [name],
+  );
+  useEffect(() => {
+    setHistory({ runs: undefined });
+    load();
+  }, [load]);
+  return { ...history, more: () => load(history.next), reload: () => load() };
+}
+
+function mergeRuns(shown, page) {
+  const byId = new Map(shown.map((run) => [run.id, run]));
+  for (const run of page) byId.set(run.id, run);
+  return [...byId.values()].sort((a, b) => (a.startedAt === b.startedAt ? (a.id < b.id ? 1 : -1) : a.startedAt < b.startedAt ? 1 : -1));
+}
+
+function History({ job, history }) {
+  return html`<section aria-labelledby="history-title">
+    <h2 id="history-title">Runs</h2>
+    ${history.error && html`<${Notice} kind="error">Runs: ${history.error.message}<//>`}
+    ${history.runs?.length === 0 && html`<p class="empty">This job has not run yet.</p>`}
+    ${history.runs?.length > 0 &&
+    html`<div class="table-wrap"><table class="runs">
+      <thead>
+        <tr>
+          <th scope="col">Run</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">Scheduled</th><th scope="col">Started</th>
+          <th scope="col" class="num">Duration</th><th scope="col" class="num">Tokens</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${history.runs.map(
+          (run) => html`<tr key=${run.id}>
+            <th scope="row"><a href=${runHref(job, run.id)} class="mono">${run.id}</a></th>
+            <td><${Status} status=${run.status} />${run.error && html`<div class="muted small clip" title=${run.error}>${run.error}</div>`}</td>
+            <td>${run.reason}</td>
+            <td><${Time} at=${run.scheduledAt} /></td>
+            <td><${Time} at=${run.startedAt} /></td>
+            <td class="num">${run.status === "running" ? "running…" : duration(runDuration(run))}</td>
+            <td class="num">${count(tokens(run.usage))}</td>
+          </tr>`,
+        )}
+      </tbody>
+    </table></div>`}
+    ${history.next && html`<p><button type="button" onClick=${history.more}>Older runs</button></p>`}
+  </section>`;
+}

@@ -1,0 +1,198 @@
+import { useEffect, useState } from "/assets/vendor/preact-hooks.js";
+import { get, post } from "./api.js";
+import { RunsPerDay } from "./charts.js";
+import { useLive } from "./live.js";
+import { ActionButton, ago, count, duration, fireText, html, jobHref, Notice, runHref, Status, Time, tokens, useDebounced, useResource } from "./ui.js";
+
+/** The last characters of a run's answer shown on the overview: enough to see it move. */
+const TAIL_CHARS = 600;
+const STATUS_EVERY_MS = 30_000;
+
+export function Overview() {
+  const status = useResource(() => get("/api/status"), []);
+  const jobs = useResource(() => get("/api/jobs"), []);
+  const stats = useResource(() => get("/api/stats?days=14"), []);
+  const running = useRunsInProgress(() => {
+    status.reload();
+    jobs.reload();
+    stats.reload();
+  });
+  const [notice, setNotice] = useState();
+
+  // Uptime, next fires and the runs a schedule started: the overview stays current while left open.
+  useEffect(() => {
+    const timer = setInterval(() => {
+      status.reload();
+      jobs.reload();
+    }, STATUS_EVERY_MS);
+    return () => clearInterval(timer);
+  }, []);
+
+  const s = status.data;
+  const toggleAll = ({ ok, error }) => {
+    if (!ok) setNotice({ kind: "error", text: error.message });
+    status.reload();
+    jobs.reload();
+  };
+  return html`
+    <div class="heading">
+      <h1 tabindex="-1">Overview</h1>
+      ${s &&
+      html`<${ActionButton}
+        class=${s.jobs.paused_all ? "primary" : "danger"}
+        act=${() => post(s.jobs.paused_all ? "/api/resume" : "/api/pause")}
+        onDone=${toggleAll}
+        >${s.jobs.paused_all ? "Resume all" : "Pause all"}<//
+      >`}
+    </div>
+    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
+    ${status.error && html`<${Notice} kind="error">Status: ${status.error.message}<//>`}
+    ${s?.jobs.paused_all &&
+    html`<${Notice} kind="warn"><strong>All jobs are paused.</strong> No scheduled or watched run starts until you resume them; their slots are recorded as skipped.<//>`}
+    ${s && html`<${StatusPanel} status=${s} />`}
+    <section aria-labelledby="in-progress">
+      <h2 id="in-progress">Runs in progress</h2>
+      <${RunsInProgress} runs=${running} />
+    </section>
+    <section aria-labelledby="jobs-title">
+      <h2 id="jobs-title">Jobs</h2>
+      ${jobs.error && html`<${Notice} kind="error">Jobs: ${jobs.error.message}<//>`}
+      ${jobs.data && html`<${JobsTable} jobs=${jobs.data.jobs} />`}
+    </section>
+    <section aria-labelledby="chart-title">
+      <h2 id="chart-title">Runs per day${stats.data && html` <span class="muted">(last ${stats.data.days.length} days, ${stats.data.timezone})</span>`}</h2>
+      ${stats.error && html`<${Notice} kind="error">Charts: ${stats.error.message}<//>`}
+      ${stats.data && html`<${RunsPerDay} stats=${stats.data} />`}
+    </section>
+  `;
+}
+
+function StatusPanel({ status: s }) {
+  const failures = s.today.failures;
+  return html`
+    <p class="daemon">
+      <span class="dot dot-up" aria-hidden="true"></span>
+      countd ${s.version} is up: pid ${s.pid}, started <${Time} at=${s.started_at} />, up ${duration(s.uptime_s * 1000)}
+    </p>
+    <dl class="tiles">
+      <div><dt>Runs today</dt><dd>${count(s.today.runs)}</dd></div>
+      <div class=${failures > 0 ? "bad" : ""}><dt>Failures today</dt><dd>${count(failures)}</dd></div>
+      <div><dt>Tokens today</dt><dd>${count(tokens(s.today.tokens))}</dd></div>
+      <div><dt>Running / queued</dt><dd>${s.running.length} / ${s.queued}</dd></div>
+      <div><dt>Jobs</dt><dd>${s.jobs.loaded}<small> loaded${s.jobs.paused ? `, ${s.jobs.paused} paused` : ""}${s.jobs.invalid ? `, ${s.jobs.invalid} invalid` : ""}</small></dd></div>
+      <div>
+        <dt><a href="#/outbox">Outbox</a></dt>
+        <dd>${s.outbox.pending}<small> pending</small> · <span class=${s.outbox.dead > 0 ? "error-text" : ""}>${s.outbox.dead}</span><small> dead</small></dd>
+      </div>
+    </dl>
+  `;
+}
+
+/**
+ * Runs in progress, built from the live messages alone: the replay after each (re)subscription
+ * holds everything a run produced so far. `onChange` is told when runs start or end, and when the
+ * outbox changes, for the counts that come from the API.
+ */
+function useRunsInProgress(onChange) {
+  const [runs, setRuns] = useState(new Map());
+  const changed = useDebounced(onChange, 300);
+  useLive({}, (m) => {
+    if (m.type === "reset") {
+      setRuns(new Map());
+      if (m.reconnected) changed();
+      return;
+    }
+    if (m.type === "delivery" || m.type === "run_finished" || m.type === "run_started") changed();
+    if (m.type === "live" || m.type === "delivery") return;
+    setRuns((previous) => {
+      const next = new Map(previous);
+      const run = next.get(m.run_id);
+      if (m.type === "run_started") next.set(m.run_id, { id: m.run_id, job: m.job, reason: m.run.reason, started_at: m.run.startedAt, iteration: 0, tokens: 0, text: "" });
+      else if (m.type === "run_finished") next.delete(m.run_id);
+      else if (run) next.set(m.run_id, progress(run, m));
+      return next;
+    });
+  });
+  return [...runs.values()];
+}
+
+function progress(run, m) {
+  switch (m.type) {
+    case "iteration":
+      return { ...run, iteration: m.iteration, text: "" };
+    case "stream":
+      return { ...run, text: (run.text + m.content).slice(-TAIL_CHARS) };
+    case "tool_start":
+      return { ...run, tool: m.name };
+    case "tool_result":
+      return { ...run, tool: undefined, lastTool: `${m.name} ${m.error ? "failed" : "done"} in ${duration(m.duration_ms)}` };
+    case "llm":
+      return { ...run, tokens: run.tokens + tokens(m.usage) };
+    default:
+      return run;
+  }
+}
+
+function RunsInProgress({ runs }) {
+  if (runs.length === 0) return html`<p class="empty">No run in progress.</p>`;
+  return html`<ul class="live-runs">
+    ${runs.map(
+      (run) => html`<li key=${run.id} class="live-run">
+        <div class="live-run-head">
+          <span class="dot dot-running" aria-hidden="true"></span>
+          <a href=${jobHref(run.job)}>${run.job}</a>
+          <a href=${runHref(run.job, run.id)} class="mono">${run.id}</a>
+          <span class="muted">${run.reason}, started <${Time} at=${run.started_at} />, iteration ${run.iteration}, ${count(run.tokens)} tokens</span>
+        </div>
+        <div class="live-run-tool muted" aria-live="polite">${run.tool ? `calling ${run.tool}…` : run.lastTool ?? ""}</div>
+        ${run.text && html`<div class="answer live">${run.text}</div>`}
+      </li>`,
+    )}
+  </ul>`;
+}
+
+function JobsTable({ jobs }) {
+  if (jobs.length === 0) return html`<p class="empty">No job files in the jobs folder.</p>`;
+  return html`<div class="table-wrap"><table class="jobs">
+    <thead>
+      <tr><th scope="col">Job</th><th scope="col">Trigger</th><th scope="col">Time zone</th><th scope="col">Next fires</th><th scope="col">Last run</th><th scope="col">State</th></tr>
+    </thead>
+    <tbody>
+      ${jobs.map((job) => html`<${JobRow} key=${job.file} job=${job} />`)}
+    </tbody>
+  </table></div>`;
+}
+
+function JobRow({ job }) {
+  const last = job.last_run;
+  return html`
+    <tr class=${job.problems.length ? "has-problems" : ""}>
+      <th scope="row">
+        <a href=${jobHref(job.name)}>${job.name}</a>
+        ${job.description && html`<div class="muted small description">${job.description}</div>`}
+      </th>
+      <td>${job.trigger}</td>
+      <td>${job.timezone}</td>
+      <td>
+        ${job.next_fires.length === 0
+          ? html`<span class="muted">–</span>`
+          : html`<ul class="fires">${job.next_fires.map((at) => html`<li><time datetime=${at}>${fireText(at)}</time></li>`)}</ul>`}
+      </td>
+      <td>
+        ${last
+          ? html`<a href=${runHref(job.name, last.id)}><${Status} status=${last.status} /></a> <span class="muted small" title=${last.startedAt}>${ago(last.startedAt)}</span>`
+          : html`<span class="muted">never</span>`}
+      </td>
+      <td>
+        ${!job.loaded ? html`<span class="badge badge-bad">invalid</span>` : job.paused ? html`<span class="badge badge-warn">paused</span>` : job.enabled ? html`<span class="badge">active</span>` : html`<span class="badge">disabled</span>`}
+      </td>
+    </tr>
+    ${job.problems.length > 0 &&
+    html`<tr class="problems-row">
+      <td colspan="6">
+        <strong>${job.loaded ? `${job.file} has problems (the job keeps its last good version):` : `${job.file} is invalid and loaded no job:`}</strong>
+        <ul class="problems">${job.problems.map((problem) => html`<li>${problem}</li>`)}</ul>
+      </td>
+    </tr>`}
+  `;
+}

@@ -1,0 +1,208 @@
+import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
+import { enc, get, post } from "./api.js";
+import { useLive } from "./live.js";
+import { ActionButton, count, duration, html, jobHref, Notice, runDuration, Status, Time, tokens, useResource } from "./ui.js";
+
+/**
+ * A run: its record, its transcript and its deliveries. While it runs, what it does comes from the
+ * live stream and is shown as it arrives, the answer as plain text (it is Markdown from an
+ * untrusted agent, half written); once it ends the page loads the transcript, whose text steps the
+ * daemon has rendered and sanitised.
+ */
+export function RunPage({ job, id }) {
+  const view = useResource(() => get(`/api/runs/${enc(id)}?job=${enc(job)}`), [job, id]);
+  const live = useLiveRun(job, id, view);
+  const [notice, setNotice] = useState();
+  const v = view.data;
+  // Until the finished run is loaded, its live steps stay on show; only the cancel goes at once.
+  const running = v?.running;
+  const cancellable = running && !live.finished;
+  const cancelled = ({ ok, value, error }) => setNotice(ok ? { kind: "info", text: `Cancel: ${value.status}…` } : { kind: "error", text: `Cancel: ${error.message}` });
+
+  return html`
+    <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Overview</a> / <a href=${jobHref(job)}>${job}</a> / <span>Run</span></nav>
+    <div class="heading">
+      <h1 tabindex="-1"><span class="mono">${id}</span></h1>
+      ${cancellable && html`<${ActionButton} class="danger" act=${() => post(`/api/runs/${enc(id)}/cancel?job=${enc(job)}`)} onDone=${cancelled}>Cancel run<//>`}
+    </div>
+    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
+    ${view.error && html`<${Notice} kind="error">${view.error.message}<//>`}
+    ${v && html`<${RunFacts} run=${v.run} running=${running} live=${live} />`}
+    ${v?.transcript.prompt !== undefined && html`<details class="prompt-box"><summary>Prompt</summary><pre class="prompt">${v.transcript.prompt}</pre></details>`}
+    ${v &&
+    html`<section aria-labelledby="transcript-title">
+      <h2 id="transcript-title">${running ? html`Transcript <span class="live-badge"><span class="dot dot-running" aria-hidden="true"></span>live</span>` : "Transcript"}</h2>
+      ${running ? html`<${LiveSteps} steps=${live.steps} />` : html`<${Steps} transcript=${v.transcript} />`}
+    </section>`}
+    ${v && html`<${Deliveries} deliveries=${v.deliveries} />`}
+  `;
+}
+
+/**
+ * The run's live messages, subscribed to for as long as the page shows it. The replay after the
+ * subscription holds everything so far; a run that ended before it has none, so the page then
+ * loads the finished run.
+ */
+function useLiveRun(job, id, view) {
+  const [live, setLive] = useState({ steps: [], usage: { inputTokens: 0, outputTokens: 0 }, iteration: 0 });
+  const seen = useRef({ started: false, replayed: false });
+  useLive({ run: id }, (m) => {
+    if (m.type === "reset") {
+      seen.current = { started: false, replayed: false };
+      setLive({ steps: [], usage: { inputTokens: 0, outputTokens: 0 }, iteration: 0 });
+      if (m.reconnected) view.reload();
+      return;
+    }
+    if (m.type === "live") {
+      seen.current.replayed = true;
+      if (!seen.current.started && view.data?.running) view.reload();
+      return;
+    }
+    if (m.job !== job || m.run_id !== id) return;
+    if (m.type === "run_started") seen.current.started = true;
+    if (m.type === "run_finished") {
+      setLive((previous) => ({ ...previous, finished: true }));
+      view.reload();
+      return;
+    }
+    setLive((previous) => liveStep(previous, m));
+  });
+  // The view may arrive after the replay ended: the same check, the other way round.
+  useEffect(() => {
+    if (view.data?.running && seen.current.replayed && !seen.current.started) view.reload();
+  }, [view.data]);
+  return live;
+}
+
+function liveStep(live, m) {
+  const steps = live.steps;
+  switch (m.type) {
+    case "iteration":
+      return { ...live, iteration: m.iteration, steps: [...steps, { kind: "iteration", iteration: m.iteration }] };
+    case "stream": {
+      const last = steps.at(-1);
+      if (last?.kind === "text") return { ...live, steps: [...steps.slice(0, -1), { kind: "text", text: last.text + m.content }] };
+      return { ...live, steps: [...steps, { kind: "text", text: m.content }] };
+    }
+    case "tool_start":
+      return { ...live, steps: [...steps, { kind: "tool", call_id: m.call_id, name: m.name, arguments: m.arguments, pending: true }] };
+    case "tool_result":
+      return {
+        ...live,
+        steps: steps.map((step) =>
+          step.kind === "tool" && step.call_id === m.call_id
+            ? { ...step, pending: false, result: m.error ?? m.result, is_error: m.error !== undefined, duration_ms: m.duration_ms, attempts: m.attempts }
+            : step,
+        ),
+      };
+    case "llm":
+      return {
+        ...live,
+        usage: { inputTokens: live.usage.inputTokens + m.usage.inputTokens, outputTokens: live.usage.outputTokens + m.usage.outputTokens },
+        steps: m.error ? [...steps, { kind: "llm", model: m.model, usage: m.usage, duration_ms: m.duration_ms, error: m.error }] : steps,
+      };
+    default:
+      return live;
+  }
+}
+
+function RunFacts({ run, running, live }) {
+  const usage = running ? live.usage : run.usage;
+  return html`<dl class="facts">
+    <div><dt>Status</dt><dd><${Status} status=${running ? "running" : run.status} /></dd></div>
+    <div><dt>Reason</dt><dd>${run.reason}</dd></div>
+    <div><dt>Scheduled</dt><dd><${Time} at=${run.scheduledAt} /></dd></div>
+    <div><dt>Started</dt><dd><${Time} at=${run.startedAt} /></dd></div>
+    <div><dt>Duration</dt><dd>${running ? "running…" : duration(runDuration(run))}</dd></div>
+    <div><dt>Iterations</dt><dd>${running ? live.iteration : run.iterations}</dd></div>
+    <div><dt>Tokens</dt><dd>${count(tokens(usage))} <small class="muted">(${count(usage.inputTokens)} in, ${count(usage.outputTokens)} out)</small></dd></div>
+  </dl>
+  ${!running && run.error && html`<${Notice} kind="error">${run.error}<//>`}`;
+}
+
+function LiveSteps({ steps }) {
+  if (steps.length === 0) return html`<p class="empty">Waiting for the model…</p>`;
+  return html`<ol class="steps">
+    ${steps.map((step, i) =>
+      step.kind === "iteration"
+        ? html`<li key=${i} class="step step-call"><span class="call-label">Iteration ${step.iteration}</span></li>`
+        : html`<${Step} key=${i} step=${step} />`,
+    )}
+  </ol>`;
+}
+
+function Steps({ transcript }) {
+  let call = 0;
+  return html`
+    ${transcript.incomplete && html`<${Notice} kind="warn">${transcript.incomplete}<//>`}
+    ${transcript.steps.length === 0 && !transcript.incomplete && html`<p class="empty">The run took no step.</p>`}
+    <ol class="steps">
+      ${transcript.steps.map((step, i) => html`<${Step} key=${i} step=${step} call=${step.kind === "llm" ? ++call : undefined} />`)}
+    </ol>
+  `;
+}
+
+function Step({ step, call }) {
+  if (step.kind === "llm") {
+    return html`<li class=${`step step-call${step.error ? " step-error" : ""}`}>
+      <span class="call-label">${call ? `Call ${call}` : "Call"}</span>
+      <span class="muted small">
+        ${step.model} · ${count(step.usage.inputTokens)} in, ${count(step.usage.outputTokens)} out · ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
+      </span>
+      ${step.error && html`<div class="error-text">${step.error}</div>`}
+    </li>`;
+  }
+  if (step.kind === "text") {
+    // Only the daemon's sanitised rendering is ever HTML; a live or unrendered answer is text.
+    return step.html !== undefined
+      ? html`<li class="step step-text"><div class="answer md" dangerouslySetInnerHTML=${{ __html: step.html }}></div></li>`
+      : html`<li class="step step-text"><div class="answer live">${step.text}</div></li>`;
+  }
+  const state = step.pending ? "running…" : [step.duration_ms !== undefined && duration(step.duration_ms), step.attempts > 1 && `${step.attempts} attempts`].filter(Boolean).join(" · ");
+  return html`<li class="step step-tool">
+    <details class=${`tool${step.is_error ? " tool-error" : ""}`}>
+      <summary>
+        <span class="tool-name mono">${step.name}</span>
+        <span class="tool-args mono">${argumentsLine(step.arguments)}</span>
+        <span class="muted small">${state}</span>
+        ${step.is_error && html`<span class="badge badge-bad">error</span>`}
+      </summary>
+      <h3>Arguments</h3>
+      <pre>${JSON.stringify(step.arguments, null, 2) ?? ""}</pre>
+      <h3>${step.is_error ? "Error" : "Result"}</h3>
+      ${step.pending ? html`<p class="muted">running…</p>` : html`<pre>${step.result ?? "(no result recorded)"}</pre>`}
+    </details>
+  </li>`;
+}
+
+/** A tool call's arguments on one line, for the summary: the whole of them is inside. */
+function argumentsLine(args) {
+  const text = typeof args === "string" ? args : JSON.stringify(args) ?? "";
+  return text.length > 120 ? `${text.slice(0, 119)}…` : text;
+}
+
+function Deliveries({ deliveries }) {
+  return html`<section aria-labelledby="deliveries-title">
+    <h2 id="deliveries-title">Deliveries</h2>
+    ${deliveries.length === 0
+      ? html`<p class="empty">None: this run delivered nothing (yet).</p>`
+      : html`<div class="table-wrap"><table>
+          <thead><tr><th scope="col">Target</th><th scope="col">Status</th><th scope="col" class="num">Attempts</th><th scope="col">When / last error</th></tr></thead>
+          <tbody>
+            ${deliveries.map(
+              (d) => html`<tr key=${d.id}>
+                <td><span class="badge">${d.kind}</span> ${d.to}</td>
+                <td><${Status} status=${d.status} /></td>
+                <td class="num">${d.attempts ?? "–"}</td>
+                <td>
+                  ${d.delivered_at && html`delivered <${Time} at=${d.delivered_at} />`}
+                  ${d.next_attempt_at && html`next attempt <${Time} at=${d.next_attempt_at} />`}
+                  ${d.last_error && html`<div class="error-text">${d.last_error}</div>`}
+                  ${d.status === "dead" && html`<div><a href="#/outbox">Retry it in the outbox</a></div>`}
+                </td>
+              </tr>`,
+            )}
+          </tbody>
+        </table></div>`}
+  </section>`;
+}

@@ -1,0 +1,135 @@
+import { h } from "/assets/vendor/preact.js";
+import { useCallback, useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
+import htm from "/assets/vendor/htm.js";
+
+/**
+ * What every screen shares: htm bound to Preact, the formats of times, durations and tokens, and a
+ * few small components. Every string from the daemon is rendered as text (Preact makes text nodes),
+ * so agent output can only become HTML where a screen asks for the server's sanitised `html`.
+ */
+export const html = htm.bind(h);
+
+export const jobHref = (job) => `#/jobs/${encodeURIComponent(job)}`;
+export const runHref = (job, id) => `#/runs/${encodeURIComponent(job)}/${encodeURIComponent(id)}`;
+
+const clockFormat = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
+const yearClockFormat = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+const number = new Intl.NumberFormat();
+
+/** An instant in the browser's zone; the year only when it is not this one. */
+export function clock(iso) {
+  const date = new Date(iso);
+  return (date.getFullYear() === new Date().getFullYear() ? clockFormat : yearClockFormat).format(date);
+}
+
+/** "3 min ago", "in 2 h". */
+export function ago(iso, now = Date.now()) {
+  const seconds = (Date.parse(iso) - now) / 1000;
+  const abs = Math.abs(seconds);
+  if (abs < 45) return relative.format(Math.round(seconds), "second");
+  if (abs < 2700) return relative.format(Math.round(seconds / 60), "minute");
+  if (abs < 129_600) return relative.format(Math.round(seconds / 3600), "hour");
+  return relative.format(Math.round(seconds / 86_400), "day");
+}
+
+/** A fire as the daemon gives it, in the job's zone with its offset: "2026-12-07 09:00 +01:00". */
+export function fireText(iso) {
+  const match = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(:\d{2}(?:\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.exec(iso);
+  if (!match) return iso;
+  const seconds = match[3] && match[3] !== ":00" ? match[3] : "";
+  return `${match[1]} ${match[2]}${seconds} ${match[4] === "Z" ? "+00:00" : match[4]}`;
+}
+
+export function duration(ms) {
+  if (ms === undefined || ms === null || Number.isNaN(ms)) return "–";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s < 10 ? s.toFixed(1) : Math.round(s)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return both(m, "min", Math.round(s % 60), "s");
+  const hours = Math.floor(m / 60);
+  if (hours < 48) return both(hours, "h", m % 60, "min");
+  return both(Math.floor(hours / 24), "d", hours % 24, "h");
+}
+
+/** "2 min 5 s", and "10 min" rather than "10 min 0 s". */
+const both = (big, bigUnit, small, smallUnit) => (small ? `${big} ${bigUnit} ${small} ${smallUnit}` : `${big} ${bigUnit}`);
+
+export const count = (n) => number.format(n ?? 0);
+
+export const tokens = (usage) => (usage ? usage.inputTokens + usage.outputTokens : 0);
+
+export function runDuration(run) {
+  return run.finishedAt ? Date.parse(run.finishedAt) - Date.parse(run.startedAt) : undefined;
+}
+
+export function Time({ at }) {
+  if (!at) return "–";
+  return html`<time datetime=${at} title=${at}>${clock(at)}</time>`;
+}
+
+/** A run's or a delivery's status: a word, coloured, never colour alone. */
+export function Status({ status }) {
+  return html`<span class=${`status status-${status}`}>${status}</span>`;
+}
+
+/** What an action answered, or why a load failed; `role` lets screen readers hear it. */
+export function Notice({ kind = "info", children, onClose }) {
+  return html`<div class=${`notice notice-${kind}`} role=${kind === "error" ? "alert" : "status"}>
+    <span>${children}</span>
+    ${onClose && html`<button type="button" class="link" onClick=${onClose} aria-label="Dismiss">×</button>`}
+  </div>`;
+}
+
+/**
+ * Data from the API for a screen: loaded when `deps` change, again on `reload()`. An answer that
+ * arrives after a newer request was made (the user moved on) is dropped.
+ */
+export function useResource(load, deps) {
+  const [result, setResult] = useState({});
+  const generation = useRef(0);
+  const reload = useCallback(() => {
+    const mine = ++generation.current;
+    return load().then(
+      (data) => mine === generation.current && setResult({ data }),
+      (error) => mine === generation.current && setResult((previous) => ({ data: previous.data, error })),
+    );
+  }, deps);
+  useEffect(() => {
+    setResult({});
+    reload();
+  }, [reload]);
+  return { ...result, reload };
+}
+
+/** Calls `fn` once, `ms` after the last of a burst of calls: live messages come many at a time. */
+export function useDebounced(fn, ms) {
+  const latest = useRef(fn);
+  latest.current = fn;
+  const timer = useRef();
+  useEffect(() => () => clearTimeout(timer.current), []);
+  return useCallback(() => {
+    clearTimeout(timer.current);
+    timer.current = setTimeout(() => latest.current(), ms);
+  }, [ms]);
+}
+
+/**
+ * A button that POSTs: disabled while its request is out, so a double click is one change. `act`
+ * returns what to tell the user, or throws.
+ */
+export function ActionButton({ act, onDone, class: className = "", children, label }) {
+  const [busy, setBusy] = useState(false);
+  const click = async () => {
+    setBusy(true);
+    try {
+      onDone?.({ ok: true, value: await act() });
+    } catch (error) {
+      onDone?.({ ok: false, error });
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<button type="button" class=${className} onClick=${click} disabled=${busy} aria-busy=${busy} aria-label=${label}>${children}</button>`;
+}
