@@ -8,7 +8,7 @@ import { displayPath } from "../jobs/load.js";
 import type { Runner } from "../runner/runner.js";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
-import { readTranscript, type Transcript } from "../store/transcript.js";
+import { readTranscript } from "../store/transcript.js";
 import { renderMarkdown } from "../delivery/render.js";
 import type { CronTrigger } from "../triggers/cron.js";
 import type { Job } from "../jobs/types.js";
@@ -60,6 +60,11 @@ class ApiError extends Error {
  */
 export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<string, Asset>): Hono<Env> {
   const app = new Hono<Env>();
+  /**
+   * Every answer goes out redacted: a run's answer excerpt or error, a delivery's last error, may
+   * quote a secret the agent or a peer saw; the state store keeps them as they were.
+   */
+  const safe = <T>(value: T): T => deps.redactor().redactValue(value) as T;
 
   app.onError((err, c) => {
     if (err instanceof ApiError) return c.json({ error: err.message }, err.status);
@@ -100,16 +105,16 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   });
 
   app.get("/api/session", (c) => c.json({ csrf: guard.csrf, version: deps.version }));
-  app.get("/api/status", async (c) => c.json(await status(deps)));
-  app.get("/api/config", (c) => c.json(deps.redactor().redactValue(shownConfig(deps.config()))));
+  app.get("/api/status", async (c) => c.json(safe(await status(deps))));
+  app.get("/api/config", (c) => c.json(safe(shownConfig(deps.config()))));
 
-  app.get("/api/jobs", async (c) => c.json({ jobs: await jobViews(deps) }));
+  app.get("/api/jobs", async (c) => c.json(safe({ jobs: await jobViews(deps) })));
   app.get("/api/jobs/:name", async (c) => {
     const name = c.req.param("name");
     const job = deps.jobs.get(name);
     const view = (await jobViews(deps)).find((v) => v.name === name);
     if (!view) throw new ApiError(404, `no job named "${name}"`);
-    return c.json(job ? jobDetail(view, job) : view);
+    return c.json(safe(job ? jobDetail(view, job) : view));
   });
   app.post("/api/jobs/:name/run", async (c) => {
     const name = c.req.param("name");
@@ -175,18 +180,18 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     runs.sort(newestFirst);
     if (before) runs = runs.filter((run) => cursor(run) < before);
     const page = runs.slice(0, limit);
-    return c.json({ runs: page, ...(runs.length > limit ? { next: cursor(page.at(-1)!) } : {}) });
+    return c.json(safe({ runs: page, ...(runs.length > limit ? { next: cursor(page.at(-1)!) } : {}) }));
   });
   app.get("/api/runs/:id", async (c) => {
     const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
     const config = deps.config();
-    const transcript = deps.redactor().redactValue(await readTranscript({ state: config.paths.state, logs: config.paths.logs }, run)) as Transcript;
+    const transcript = safe(await readTranscript({ state: config.paths.state, logs: config.paths.logs }, run));
     // The agent's text is untrusted: the page shows it only as HTML sanitised here (no script, no handlers, no javascript: links).
     for (const step of transcript.steps) if (step.kind === "text") step.html = (await renderMarkdown(step.text)).html;
     const view: RunView = {
-      run,
+      run: safe(run),
       transcript,
-      deliveries: runDeliveries(deps.outbox, run, deps.jobs.get(run.job)),
+      deliveries: safe(runDeliveries(deps.outbox, run, deps.jobs.get(run.job))),
       running: deps.live.isRunning(run.id, run.job),
     };
     return c.json(view);
@@ -215,7 +220,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
 
   app.get("/api/outbox", (c) => {
     const { pending, dead } = deps.outbox.list();
-    return c.json({ pending: pending.map(deliveryView), dead: dead.map(deliveryView), disabled_targets: deps.outbox.disabledTargets() });
+    return c.json(safe({ pending: pending.map(deliveryView), dead: dead.map(deliveryView), disabled_targets: deps.outbox.disabledTargets() }));
   });
   app.post("/api/outbox/:id/retry", async (c) => {
     const id = c.req.param("id");

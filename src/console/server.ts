@@ -49,7 +49,16 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
   const serve = (trusted: boolean) => {
     const guard = new Guard({ token, trusted, allowRemote: config.console.allowRemote, port: () => port });
     const server = createServer(getRequestListener(consoleApp(deps, guard, assets).fetch));
-    server.on("upgrade", (req, socket, head) => upgrade(req, socket, head, guard));
+    server.on("upgrade", (req, socket, head) => {
+      // Nothing else listens for errors on a socket handed over for an upgrade: a client that resets mid-handshake would stop the daemon.
+      socket.on("error", () => socket.destroy());
+      try {
+        upgrade(req, socket, head, guard);
+      } catch {
+        // A request line no URL can be made of (GET http://[ …): an answer, not an exception that stops the daemon.
+        refuseUpgrade(socket, 400, "Bad Request");
+      }
+    });
     servers.push(server);
     return server;
   };
@@ -57,13 +66,17 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, guard: Guard) => {
     const url = new URL(req.url ?? "/", "http://console");
     const host = req.headers.host;
-    const refuse = (status: number, why: string) => {
-      socket.end(`HTTP/1.1 ${status} ${why}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-    };
+    const refuse = (status: number, why: string) => refuseUpgrade(socket, status, why);
     if (url.pathname !== "/api/ws") return refuse(404, "Not Found");
     if (!guard.hostAllowed(host)) return refuse(403, "Forbidden");
     const credential = guard.credential(req.headers);
-    if (!credential) return refuse(401, "Unauthorized");
+    if (!credential) {
+      // Slowed down like a wrong token on the API: the WebSocket is no way around it.
+      const wait = guard.failed(req.socket.remoteAddress ?? "local");
+      if (wait > 0) setTimeout(() => refuse(401, "Unauthorized"), wait);
+      else refuse(401, "Unauthorized");
+      return;
+    }
     // Cross-site WebSocket hijacking: a page elsewhere can open a socket that carries the cookie, but not with our Origin.
     if (!guard.originAllowed(req.headers.origin, host, credential === "cookie")) return refuse(403, "Forbidden");
     sockets.handleUpgrade(req, socket, head, (ws) => attach(ws, { ...(url.searchParams.get("run") ? { run: url.searchParams.get("run")! } : {}), ...(url.searchParams.get("job") ? { job: url.searchParams.get("job")! } : {}) }));
@@ -137,6 +150,10 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
     if (result.socket) await rm(result.socket, { force: true });
   };
   return result;
+}
+
+function refuseUpgrade(socket: Duplex, status: number, why: string): void {
+  if (!socket.destroyed) socket.end(`HTTP/1.1 ${status} ${why}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
 }
 
 function listen(server: Server, start: () => void): Promise<void> {

@@ -120,11 +120,20 @@ export interface RawAnswer {
 }
 
 /** One HTTP request through node:http, which sends the Host header as given, over TCP or the Unix socket. */
-export function raw(opts: { port?: number; socketPath?: string; method?: string; path: string; headers?: Record<string, string>; body?: string }): Promise<RawAnswer> {
+export function raw(opts: {
+  port?: number;
+  socketPath?: string;
+  method?: string;
+  path: string;
+  headers?: Record<string, string>;
+  body?: string;
+  /** Another loopback address to send from (127.0.0.0/8): the console counts failed tokens per address. */
+  localAddress?: string;
+}): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
       {
-        ...(opts.socketPath ? { socketPath: opts.socketPath } : { host: "127.0.0.1", port: opts.port }),
+        ...(opts.socketPath ? { socketPath: opts.socketPath } : { host: "127.0.0.1", port: opts.port, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) }),
         method: opts.method ?? "GET",
         path: opts.path,
         headers: opts.headers,
