@@ -1,6 +1,5 @@
 import { loadConfig } from "../config/load.js";
 import type { LiveMessage } from "../console/protocol.js";
-import { plural } from "../text.js";
 import { requireDaemon } from "./control.js";
 import { EXIT, span, tokensText, toolLine } from "./output.js";
 import { inert } from "./transcript-format.js";
@@ -77,7 +76,7 @@ function printer(): ((message: LiveMessage) => void) & { end(): void } {
         return line(message.job, `run ${message.run_id} ${message.status} (${took}tokens ${tokensText(message.usage)})${message.error ? `: ${message.error}` : ""}`);
       }
       case "delivery": {
-        const attempts = message.attempts > 0 ? `, ${plural(message.attempts, "attempt")}` : "";
+        const attempts = message.attempts > 0 ? ` (attempt ${message.attempts})` : "";
         return line(message.job, `delivery ${message.target} ${message.status}${attempts}${message.error ? `: ${message.error}` : ""}`);
       }
     }
