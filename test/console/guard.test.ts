@@ -66,7 +66,7 @@ describe("Guard.credential", () => {
 
   it("refuses a wrong, partial, empty or misplaced token", () => {
     const g = guard();
-    for (const init of [
+    const refused: Array<Record<string, string>> = [
       {},
       { authorization: `Bearer ${TOKEN}x` },
       { authorization: `Bearer ${TOKEN.slice(0, -1)}` },
@@ -78,7 +78,8 @@ describe("Guard.credential", () => {
       { cookie: `x${COOKIE}=${TOKEN}` },
       { cookie: `other=${TOKEN}` },
       { "x-countd-token": TOKEN },
-    ]) {
+    ];
+    for (const init of refused) {
       expect(g.credential(headers(init)), JSON.stringify(init)).toBeUndefined();
     }
   });

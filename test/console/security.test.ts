@@ -87,7 +87,7 @@ describe("the console's security", () => {
     const console = await start();
     let sender = 0;
     for (const [method, path] of ENDPOINTS) {
-      for (const headers of [{}, { authorization: "Bearer not-the-token" }, { cookie: "countd_console=not-the-token" }, { cookie: "countd_console=%" }]) {
+      for (const headers of [{}, { authorization: "Bearer not-the-token" }, { cookie: "countd_console=not-the-token" }, { cookie: "countd_console=%" }] as Array<Record<string, string>>) {
         // Each from its own loopback address, so that the slowdown of repeated failures (tested below) does not set in.
         const localAddress = `127.0.${Math.floor(++sender / 4) + 10}.${(sender % 4) + 1}`;
         const answer = await raw({ port: console.port, method, path, headers: { host: console.host, ...headers }, localAddress });
@@ -206,7 +206,8 @@ describe("the console's security", () => {
     expect(await openLive(url, { headers: { cookie: "countd_console=%E0%A4%A" }, origin: console.origin })).toEqual({ ok: false, status: 401 });
     expect(await openLive(`ws://${console.host}/api/elsewhere`, { headers: { authorization: `Bearer ${console.token}` } })).toEqual({ ok: false, status: 404 });
 
-    for (const options of [{ headers: { cookie }, origin: console.origin }, { headers: { authorization: `Bearer ${console.token}` } }]) {
+    const accepted: Array<Parameters<typeof openLive>[1]> = [{ headers: { cookie }, origin: console.origin }, { headers: { authorization: `Bearer ${console.token}` } }];
+    for (const options of accepted) {
       const opened = await openLive(url, options);
       expect(opened.ok).toBe(true);
       if (!opened.ok) continue;
