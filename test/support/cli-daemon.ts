@@ -7,12 +7,12 @@ import { BIN, runCountd, spawnDaemon, type CliRun, type DaemonProcess } from "./
 
 /**
  * A countd folder for the commands that talk to a running daemon: countd.yaml (exec unsandboxed,
- * the console on a free port, then `yaml`) and jobs/ with `jobs` (file name without .yaml →
- * its text). The state directory is `<dir>/state`.
+ * the console as `console` says, by default on a free port so tests at once do not compete for
+ * 7420) and jobs/ with `jobs` (file name without .yaml → its text). The state directory is `<dir>/state`.
  */
-export async function countdFolder(jobs: Record<string, string>, yaml = ""): Promise<string> {
+export async function countdFolder(jobs: Record<string, string>, console = '{ listen: "127.0.0.1:0" }'): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "countd-cli-"));
-  await writeFile(join(dir, "countd.yaml"), `tools:\n  exec:\n    sandbox: none\nconsole:\n  listen: "127.0.0.1:0"\n${yaml}`);
+  await writeFile(join(dir, "countd.yaml"), `tools:\n  exec:\n    sandbox: none\nconsole: ${console}\n`);
   await mkdir(join(dir, "jobs"));
   for (const [name, text] of Object.entries(jobs)) await writeFile(join(dir, "jobs", `${name}.yaml`), text);
   return dir;
