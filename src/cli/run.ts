@@ -2,7 +2,7 @@ import path from "node:path";
 import type { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
-import { displayPath, listJobFiles } from "../jobs/load.js";
+import { displayPath, listJobFiles, loadJobsDir } from "../jobs/load.js";
 import { JobRegistry } from "../jobs/registry.js";
 import type { Job } from "../jobs/types.js";
 import { daemonLogger } from "../log.js";
@@ -12,7 +12,7 @@ import { jobOfSession } from "../runner/session-ids.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
 import { StateStore } from "../store/state.js";
-import { findDaemon } from "./control.js";
+import { DaemonRefused, findDaemon } from "./control.js";
 import { EXIT, exitForStatus, printToolCalls } from "./output.js";
 import { runInDaemon } from "./run-daemon.js";
 
@@ -25,8 +25,16 @@ const CANCELLED_BY_USER = "cancelled by the user (Ctrl-C)";
  */
 export async function runJob(name: string, opts: { config?: string }): Promise<number> {
   // The daemon holds the secrets it runs with: a command that only asks it to run needs none.
-  const daemon = await findDaemon((await loadConfig({ file: opts.config, needs: [] })).paths.state);
-  if (daemon) return runInDaemon(daemon, name);
+  const located = await loadConfig({ file: opts.config, needs: [] });
+  const daemon = await findDaemon(located.paths.state);
+  if (daemon) {
+    return runInDaemon(daemon, name).catch(async (err: unknown) => {
+      if (!(err instanceof DaemonRefused && err.status === 404)) throw err;
+      // Said as a run here says it: the job's own invalid file, or the jobs there are.
+      const { jobs, problems } = await loadJobsDir(located.paths.jobs, jobContext(located, null));
+      throw await notRunnable(name, located.paths.jobs, jobs, problems);
+    });
+  }
   const config = await loadConfig({ file: opts.config });
   const release = await acquireLock(config.paths.state);
   // stdout carries the answer only, whatever the run's status: a script pipes it on.

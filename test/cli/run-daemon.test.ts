@@ -61,9 +61,9 @@ describe("countd run beside a running daemon", () => {
     expect(run.stderr).toMatch(new RegExp(`^countd: run ${record!.id} cancelled: `, "m"));
   });
 
-  it("a run the job's overlap policy skips says so and exits 1; an unknown job is named", async () => {
+  it("a run the job's overlap policy skips says so and exits 1; an unknown job and an invalid job file are named", async () => {
     mock.onMessage("slow report", { content: "Finally." }, { latency: 60_000 });
-    const { dir, env, countd } = await setup({ slow: "prompt: slow report\n" });
+    const { dir, env, countd } = await setup({ slow: "prompt: slow report\n", broken: "prompt: broken\ntimeout: soon\n" });
     const first = spawnCountd(dir, env, ["run", "slow"]);
     await vi.waitFor(async () => expect((JSON.parse((await countd(["status", "--json"])).stdout) as StatusView).running).toHaveLength(1), { timeout: 15_000, interval: 200 });
 
@@ -73,7 +73,9 @@ describe("countd run beside a running daemon", () => {
     expect(second.stderr).toMatch(/^countd: run \S+ skipped: /m);
 
     const unknown = await countd(["run", "nope"]);
-    expect(unknown).toMatchObject({ code: 1, stderr: expect.stringContaining('countd: no job named "nope"') });
+    expect(unknown).toMatchObject({ code: 1, stderr: expect.stringContaining('countd: no job named "nope" in jobs (jobs: slow); 1 job file is invalid: jobs/broken.yaml') });
+    const invalid = await countd(["run", "broken"]);
+    expect(invalid).toMatchObject({ code: 1, stderr: expect.stringMatching(/^countd: jobs\/broken\.yaml is invalid:\njobs\/broken\.yaml:2:10: timeout: /m) });
     first.child.kill("SIGINT");
     expect(await first.closed).toBe(130);
   });
