@@ -263,8 +263,14 @@ describe("the console's security", () => {
     expect((await console.get<JobView>("/api/jobs/hello")).paused).toBe(false);
     expect((await console.get("/api/status")).jobs.paused_all).toBe(false);
 
-    // Reading needs no CSRF proof: a cross-site page cannot read the answer anyway.
+    // Reading needs no CSRF proof: a cross-site page cannot read the answer, which grants no other origin (no CORS).
     expect((await fetch(`${console.origin}/api/jobs`, { headers: { cookie } })).status).toBe(200);
+    const crossRead = await fetch(`${console.origin}/api/session`, { headers: { cookie, origin: "http://evil.example" } });
+    expect(crossRead.headers.get("access-control-allow-origin")).toBeNull();
+    expect(crossRead.headers.get("access-control-allow-credentials")).toBeNull();
+    const preflight = await fetch(`${console.origin}/api/jobs/hello/pause`, { method: "OPTIONS", headers: { origin: "http://evil.example", "access-control-request-method": "POST", "access-control-request-headers": "x-countd-csrf" } });
+    expect(preflight.headers.get("access-control-allow-origin")).toBeNull();
+    expect(preflight.headers.get("access-control-allow-headers")).toBeNull();
     const paused = await fetch(`${console.origin}/api/jobs/hello/pause`, { method: "POST", headers: { cookie, origin: console.origin, "x-countd-csrf": csrf } });
     expect(paused.status).toBe(200);
     expect((await console.get<JobView>("/api/jobs/hello")).paused).toBe(true);
