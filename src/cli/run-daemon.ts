@@ -4,11 +4,16 @@ import { EXIT, exitForStatus, toolLine } from "./output.js";
 
 type Finished = Extract<LiveMessage, { type: "run_finished" }>;
 
+/** A delivery's statuses once its first attempt is over: sent, to be retried, or given up. */
+const ATTEMPTED: ReadonlySet<string> = new Set(["delivered", "failed", "dead"]);
+
 /**
  * `countd run <job>` beside a running daemon: the daemon runs it (reason manual, through its
  * runner, so its concurrency limit and the job's overlap policy apply) and this command shows it
  * as a local run would: the answer on stdout, a line per tool call on stderr, the same exit codes.
- * Ctrl-C cancels the run; a second one leaves at once and lets the daemon finish cancelling.
+ * Like a local run it returns once each of the run's deliveries had its first attempt, and says
+ * which failed. Ctrl-C cancels the run (or stops waiting for its deliveries); a second one leaves
+ * at once and lets the daemon finish cancelling.
  */
 export async function runInDaemon(daemon: Daemon, job: string): Promise<number> {
   let runId: string | undefined;
@@ -17,6 +22,8 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
   let last = "";
   let finish: (message: Finished) => void = () => {};
   const finished = new Promise<Finished>((resolve) => (finish = resolve));
+  const deliveries = deliveryWatch();
+  let ended = false;
 
   const show = (message: LiveMessage) => {
     if (!("run_id" in message) || message.run_id !== runId) return;
@@ -26,6 +33,7 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
     } else if (message.type === "tool_start") args.set(message.call_id, message.arguments);
     else if (message.type === "tool_result") process.stderr.write(`${toolLine(message.name, args.get(message.call_id), Boolean(message.error), message.duration_ms)}\n`);
     else if (message.type === "run_finished") finish(message);
+    else if (message.type === "delivery") deliveries.note(message);
   };
   // Subscribed to the job before asking for the run: its messages may come before the answer naming it.
   const live = await daemon.live({ job }, (message) => (runId === undefined ? early.push(message) : show(message)));
@@ -37,10 +45,13 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
       if (!(err instanceof DaemonRefused && err.status === 409)) process.stderr.write(`countd: could not cancel run ${runId}: ${(err as Error).message}\n`);
     });
   };
+  let stopWaiting = () => {};
+  const waitStopped = new Promise<void>((resolve) => (stopWaiting = resolve));
   const onSigint = () => {
     if (interrupted) process.exit(EXIT.interrupted);
     interrupted = true;
-    if (runId !== undefined) cancel();
+    if (ended) stopWaiting();
+    else if (runId !== undefined) cancel();
   };
   process.on("SIGINT", onSigint);
   try {
@@ -63,11 +74,40 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
       throw new Error(`the daemon closed the live stream before run ${runId} ended${reason ? ` (${reason})` : ""}; countd history shows how it ended`);
     });
     const end = await Promise.race([finished, gone]);
+    ended = true;
     if (last && !last.endsWith("\n")) process.stdout.write("\n");
     if (end.error) process.stderr.write(`countd: run ${end.run_id} ${end.status}: ${end.error}\n`);
+    await deliveries.attempted(Promise.race([waitStopped, live.closed]));
+    deliveries.report();
     return exitForStatus(end.status);
   } finally {
     process.off("SIGINT", onSigint);
     live.close();
   }
+}
+
+/** A run's deliveries as the live stream tells of them: all are queued before the run's end is told. */
+function deliveryWatch() {
+  const states = new Map<string, { status: string; error?: string }>();
+  let changed = () => {};
+  return {
+    note(message: Extract<LiveMessage, { type: "delivery" }>): void {
+      states.set(message.id, { status: message.status, ...(message.error !== undefined ? { error: message.error } : {}) });
+      changed();
+    },
+    /** Resolves once each delivery had its first attempt, or when `stop` resolves. */
+    attempted(stop: Promise<unknown>): Promise<void> {
+      return new Promise((resolve) => {
+        changed = () => [...states.values()].every((state) => ATTEMPTED.has(state.status)) && resolve();
+        changed();
+        void stop.then(() => resolve());
+      });
+    },
+    /** What a local run says of its deliveries, on stderr. */
+    report(): void {
+      const all = [...states];
+      if (all.some(([, state]) => state.status === "failed")) process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
+      for (const [id, state] of all) if (state.status === "dead") process.stderr.write(`countd: delivery ${id} failed: ${state.error ?? ""}\n`);
+    },
+  };
 }

@@ -1,3 +1,5 @@
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { StatusView } from "../../src/console/protocol.js";
 import type { RunRecord } from "../../src/store/run-record.js";
@@ -36,6 +38,19 @@ describe("countd run beside a running daemon", () => {
     // The daemon ran it: its log has the run, and the command did not take the state lock from it.
     expect(logLines(daemon!.output(), "run started")).toEqual([expect.objectContaining({ job: "weekly", runId: record!.id, reason: "manual" })]);
     expect(daemon!.child.exitCode).toBeNull();
+  });
+
+  it("returns once the run's deliveries had their first attempt, as a local run does: the mail is written, a webhook that failed is said to be retried", async () => {
+    mock.onMessage("weekly numbers", { content: "Revenue is up 4 %." });
+    const { dir, countd } = await setup({
+      weekly: "prompt: Report the weekly numbers.\ndeliver:\n  - email: { to: [boss@example.com] }\n  - webhook: { url: 'http://127.0.0.1:9/hook' }\n",
+    });
+    const run = await countd(["run", "weekly"]);
+    expect(run).toMatchObject({ code: 0, stdout: "Revenue is up 4 %.\n" });
+    expect(run.stderr).toContain("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
+    const [record] = await history(countd, "weekly");
+    const mail = await readdir(join(dir, "state", "mail"));
+    expect(mail).toEqual([expect.stringMatching(new RegExp(`^weekly\\.${record!.id}\\.`))]);
   });
 
   it("Ctrl-C cancels the run in the daemon: exit 130, the answer so far on stdout, recorded cancelled", async () => {
