@@ -27,6 +27,8 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 /** Removes known secret values (from the environment and config) from anything about to be written. */
 export class Redactor {
   private readonly pattern: RegExp | undefined;
+  /** Every form a secret is replaced in, longest first. */
+  private readonly forms: string[];
 
   constructor(secrets: string[]) {
     const forms = new Set<string>();
@@ -37,8 +39,30 @@ export class Redactor {
       forms.add(JSON.stringify(secret).slice(1, -1));
     }
     // Longest first, so a secret that contains another is replaced whole.
-    const alternatives = [...forms].sort((a, b) => b.length - a.length).map(escapeRegExp);
-    this.pattern = alternatives.length > 0 ? new RegExp(alternatives.join("|"), "g") : undefined;
+    this.forms = [...forms].sort((a, b) => b.length - a.length);
+    this.pattern = this.forms.length > 0 ? new RegExp(this.forms.map(escapeRegExp).join("|"), "g") : undefined;
+  }
+
+  /**
+   * For text that arrives in pieces (a streamed answer), redacted piece by piece: `ready` is the
+   * part that can be shown now, redacted; `held` is the end that could be the start of a secret the
+   * next piece completes, to be put before that piece (or shown, redacted, when no piece follows).
+   * Each piece redacted alone would let a secret split across two pieces through in halves.
+   */
+  redactStreamed(text: string): { ready: string; held: string } {
+    if (!this.pattern) return { ready: text, held: "" };
+    let afterLast = 0;
+    for (const match of text.matchAll(this.pattern)) afterLast = match.index + match[0].length;
+    const longest = this.forms[0]!.length;
+    let cut = text.length;
+    for (let start = Math.max(afterLast, text.length - longest + 1); start < text.length; start++) {
+      const tail = text.slice(start);
+      if (this.forms.some((form) => form.startsWith(tail))) {
+        cut = start;
+        break;
+      }
+    }
+    return { ready: this.redact(text.slice(0, cut)), held: text.slice(cut) };
   }
 
   redact(text: string): string {

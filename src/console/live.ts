@@ -25,6 +25,8 @@ interface RunState {
   usage: Usage;
   replay: LiveMessage[];
   replayBytes: number;
+  /** The answer's end not yet sent: it could be the start of a secret that the next chunk completes. */
+  held: string;
 }
 
 interface Client {
@@ -54,7 +56,13 @@ export class LiveHub {
         state.iteration = e.iteration;
         return { type: "iteration", run_id: state.record.id, job: state.record.job, iteration: e.iteration };
       })),
-      events.on("answer.chunk", (e) => this.forSession(e.sessionId, (state) => ({ type: "stream", run_id: state.record.id, job: state.record.job, content: e.text }))),
+      events.on("answer.chunk", (e) => {
+        const state = this.bySession.get(e.sessionId);
+        if (!state) return;
+        const { ready, held } = this.redactor().redactStreamed(state.held + e.text);
+        state.held = held;
+        if (ready !== "") this.emit(state, { type: "stream", run_id: state.record.id, job: state.record.job, content: ready });
+      }),
       events.on("tool.started", (e) =>
         this.forSession(e.sessionId, (state) => ({ type: "tool_start", run_id: state.record.id, job: state.record.job, call_id: e.callId, name: e.name, arguments: e.arguments })),
       ),
@@ -136,7 +144,7 @@ export class LiveHub {
   }
 
   private started(run: RunRecord): void {
-    const state: RunState = { record: run, iteration: 0, usage: emptyUsage(), replay: [], replayBytes: 0 };
+    const state: RunState = { record: run, iteration: 0, usage: emptyUsage(), replay: [], replayBytes: 0, held: "" };
     this.runs.set(key(run.job, run.id), state);
     this.bySession.set(run.sessionId, state);
     this.emit(state, { type: "run_started", run_id: run.id, job: run.job, run });
@@ -144,14 +152,25 @@ export class LiveHub {
 
   private finished(run: RunRecord): void {
     const state = this.runs.get(key(run.job, run.id));
+    if (state) this.release(state);
     this.runs.delete(key(run.job, run.id));
     if (state && this.bySession.get(run.sessionId) === state) this.bySession.delete(run.sessionId);
     this.broadcast({ type: "run_finished", run_id: run.id, job: run.job, status: run.status, usage: run.usage, ...(run.error ? { error: run.error } : {}), run });
   }
 
+  /** Any other event of a run ends the answer text before it: what was held back is sent first. */
   private forSession(sessionId: string, make: (state: RunState) => LiveMessage): void {
     const state = this.bySession.get(sessionId);
-    if (state) this.emit(state, make(state));
+    if (!state) return;
+    this.release(state);
+    this.emit(state, make(state));
+  }
+
+  private release(state: RunState): void {
+    if (state.held === "") return;
+    const content = state.held;
+    state.held = "";
+    this.emit(state, { type: "stream", run_id: state.record.id, job: state.record.job, content });
   }
 
   private emit(state: RunState, message: LiveMessage): void {

@@ -307,6 +307,29 @@ describe("LiveHub", () => {
     expect(socket.messages.filter((m) => m.type === "stream").map((m) => (m as { content: string }).content)).toEqual(["token-after-reload-1234", "[REDACTED]"]);
   });
 
+  it("never sends a secret split across answer chunks, live or on replay; an end that only looked like one is sent when the answer ends", () => {
+    const { events, live } = hub();
+    const early = new FakeSocket();
+    live.connect(early);
+    events.emit("run.started", { run: RUN_A });
+    // The key in three pieces, then a piece that starts like the key but never becomes it.
+    for (const text of ["the key is ", API_KEY.slice(0, 10), API_KEY.slice(10, 20), `${API_KEY.slice(20)}. Also sk-live`]) {
+      events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text });
+    }
+    const late = new FakeSocket();
+    live.connect(late);
+    events.emit("tool.started", { sessionId: RUN_A.sessionId, callId: "c", name: "list_dir", arguments: {} });
+    events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text: "Done: sk-" });
+    events.emit("run.finished", { run: { ...RUN_A, status: "ok", finishedAt: "2026-12-02T09:00:05.000Z" } });
+
+    const streamed = (socket: FakeSocket) => socket.messages.flatMap((m) => (m.type === "stream" ? [m.content] : []));
+    expect(streamed(early).join("")).toBe("the key is [REDACTED]. Also sk-liveDone: sk-");
+    expect(streamed(late).join("")).toBe("the key is [REDACTED]. Also sk-liveDone: sk-");
+    for (const socket of [early, late]) for (const piece of [API_KEY.slice(0, 10), API_KEY.slice(10, 20)]) expect(socket.texts.join("")).not.toContain(piece);
+    // The held end goes out before the message that ended the text.
+    expect(early.types.slice(-5)).toEqual(["stream", "tool_start", "stream", "stream", "run_finished"]);
+  });
+
   it("drops a client that falls behind by more than 4 MB with close code 1013, and keeps serving the others", () => {
     const { events, live } = hub();
     const slow = new FakeSocket();
