@@ -4,7 +4,8 @@ import type { RunRecord } from "../../src/store/run-record.js";
 import { countdFolder, countdIn, llmEnv, spawnCountd, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import { chunk, startSseServer, type SseServer } from "../support/sse-server.js";
 
-describe("countd cancel", () => {
+// Every step is a countd process of its own, as a user runs it: slow on a loaded machine.
+describe("countd cancel", { timeout: 90_000 }, () => {
   let daemon: DaemonProcess | undefined;
   let llm: SseServer | undefined;
   afterEach(async () => {

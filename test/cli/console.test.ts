@@ -19,7 +19,8 @@ function get(url: string, headers: Record<string, string> = {}): Promise<{ statu
   });
 }
 
-describe("countd console", () => {
+// Every step is a countd process of its own, as a user runs it: slow on a loaded machine.
+describe("countd console", { timeout: 90_000 }, () => {
   const mock = useAimock();
   let daemon: DaemonProcess | undefined;
   afterEach(async () => {

@@ -14,7 +14,8 @@ const JOBS = {
   broken: "prompt: broken\ntimeout: soon\n",
 };
 
-describe("countd status and the control channel", () => {
+// Every step is a countd process of its own, as a user runs it: slow on a loaded machine.
+describe("countd status and the control channel", { timeout: 90_000 }, () => {
   const mock = useAimock();
   let daemon: DaemonProcess | undefined;
   afterEach(async () => {

@@ -4,7 +4,8 @@ import { useAimock } from "../support/aimock.js";
 import { chunk, startSseServer } from "../support/sse-server.js";
 import { countdFolder, countdIn, llmEnv, spawnCountd, startDaemon, stopDaemon, type CountdProcess, type DaemonProcess } from "../support/cli-daemon.js";
 
-describe("countd follow", () => {
+// Every step is a countd process of its own, as a user runs it: slow on a loaded machine.
+describe("countd follow", { timeout: 90_000 }, () => {
   const mock = useAimock();
   let daemon: DaemonProcess | undefined;
   const followers: CountdProcess[] = [];

@@ -6,7 +6,8 @@ import { countdFolder, countdIn, llmEnv, startDaemon, stopDaemon, type DaemonPro
 /** Fires every second, so a paused slot is seen within moments. */
 const TICK = { tick: "prompt: tick\nschedule: '* * * * * *'\n" };
 
-describe("countd pause and resume", () => {
+// Every step is a countd process of its own, as a user runs it: slow on a loaded machine.
+describe("countd pause and resume", { timeout: 90_000 }, () => {
   const mock = useAimock();
   let daemon: DaemonProcess | undefined;
   afterEach(async () => {

@@ -7,7 +7,8 @@ import { useAimock } from "../support/aimock.js";
 import { countdFolder, countdIn, llmEnv, spawnCountd, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import { logLines, runCountd } from "../support/daemon-process.js";
 
-describe("countd run beside a running daemon", () => {
+// Every step is a countd process of its own, as a user runs it: slow on a loaded machine.
+describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
   const mock = useAimock();
   let daemon: DaemonProcess | undefined;
   afterEach(async () => {

@@ -8,7 +8,8 @@ import { countdFolder, countdIn, llmEnv, startDaemon, stopDaemon, type DaemonPro
 
 const NOTES = Array.from({ length: 100 }, (_, i) => `line ${i + 1} of the notes`).join("\n");
 
-describe("countd show", () => {
+// Every step is a countd process of its own, as a user runs it: slow on a loaded machine.
+describe("countd show", { timeout: 90_000 }, () => {
   const mock = useAimock();
   let daemon: DaemonProcess | undefined;
   afterEach(async () => {
