@@ -1,5 +1,5 @@
 import { render } from "/assets/vendor/preact.js";
-import { useEffect, useState } from "/assets/vendor/preact-hooks.js";
+import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
 import { onSignedOut, startSession } from "./api.js";
 import { JobPage } from "./job.js";
 import { startLive, stopLive, useLiveState } from "./live.js";
@@ -68,9 +68,15 @@ function Shell({ version }) {
   const page = useRoute();
   const connection = useLiveState();
   useGoShortcuts();
-  // A new screen: its title, the top of the page, and the keyboard focus on its heading, as a page load would.
+  // A new screen: its title, the top of the page, and the keyboard focus on its heading, as a page
+  // load would put it at the top; on the first screen it stays there, before the skip link.
+  const first = useRef(true);
   useEffect(() => {
     document.title = `${page.title} · countd`;
+    if (first.current) {
+      first.current = false;
+      return;
+    }
     scrollTo(0, 0);
     document.querySelector("#main h1")?.focus();
   }, [page.key]);

@@ -144,7 +144,7 @@ function RunsInProgress({ runs }) {
           <a href=${runHref(run.job, run.id)} class="mono">${run.id}</a>
           <span class="muted">${run.reason}, started <${Time} at=${run.started_at} />, iteration ${run.iteration}, ${count(run.tokens)} tokens</span>
         </div>
-        <div class="live-run-tool muted" aria-live="polite">${run.tool ? `calling ${run.tool}…` : run.lastTool ?? ""}</div>
+        ${(run.tool || run.lastTool) && html`<div class="live-run-tool muted">${run.tool ? `calling ${run.tool}…` : run.lastTool}</div>`}
         ${run.text && html`<div class="answer live">${run.text}</div>`}
       </li>`,
     )}

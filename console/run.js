@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
 import { enc, get, post } from "./api.js";
 import { useLive } from "./live.js";
-import { ActionButton, count, duration, html, jobHref, Notice, runDuration, Status, Time, tokens, useResource } from "./ui.js";
+import { ActionButton, count, duration, html, jobHref, Notice, runDuration, Status, Time, tokens, useDebounced, useResource } from "./ui.js";
 
 /**
  * A run: its record, its transcript and its deliveries. While it runs, what it does comes from the
@@ -46,6 +46,7 @@ export function RunPage({ job, id }) {
 function useLiveRun(job, id, view) {
   const [live, setLive] = useState({ steps: [], usage: { inputTokens: 0, outputTokens: 0 }, iteration: 0 });
   const seen = useRef({ started: false, replayed: false });
+  const deliveryChanged = useDebounced(view.reload, 200);
   useLive({ run: id }, (m) => {
     if (m.type === "reset") {
       seen.current = { started: false, replayed: false };
@@ -59,6 +60,7 @@ function useLiveRun(job, id, view) {
       return;
     }
     if (m.job !== job || m.run_id !== id) return;
+    if (m.type === "delivery") return deliveryChanged();
     if (m.type === "run_started") seen.current.started = true;
     if (m.type === "run_finished") {
       setLive((previous) => ({ ...previous, finished: true }));

@@ -1,0 +1,367 @@
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { closeServer, listenLoopback } from "../support/loopback.js";
+import { runCountd, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
+import { startHeldLlm, type HeldLlm, type HeldRequest } from "../support/held-llm.js";
+import { CHROMIUM, hasSystemPackage } from "../support/system-package.js";
+import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
+
+/*
+ * The console as its user sees it: Debian's Chromium, driven through playwright-core, against the
+ * built daemon (dist/) started as `countd start` in a folder of its own, with an LLM on loopback
+ * whose answers each test writes chunk by chunk, so the page is looked at after each one.
+ */
+
+const SCREENSHOTS = resolve(import.meta.dirname, "../../docs/screenshots");
+/** For anything the page must come to show: a daemon, a browser and the test share two cores. */
+const WAIT_MS = 30_000;
+const TEST_MS = 120_000;
+
+const hasChromium = await hasSystemPackage("chromium", import.meta.filename);
+
+/** What an untrusted agent might answer, in three ways of running script: an HTML block, inline HTML and a Markdown link. */
+const HOSTILE = ["Here you go.\n\n", "<script>window.pwned=1</script>\n\n", 'Look: <img src=x onerror="window.pwned=2"> and ', "[click](javascript:window.pwned=3)", " to see. Done."];
+
+describe.skipIf(!hasChromium)("the console in Chromium", () => {
+  let dir: string;
+  let llm: HeldLlm;
+  let hooks: WebhookReceiver;
+  let daemon: DaemonProcess;
+  let env: Record<string, string>;
+  let browser: Browser;
+  let signInUrl: string;
+  let origin: string;
+  const contexts: BrowserContext[] = [];
+
+  beforeAll(async () => {
+    await mkdir(SCREENSHOTS, { recursive: true });
+    dir = await mkdtemp(join(tmpdir(), "countd-browser-"));
+    llm = await startHeldLlm();
+    // The first delivery is refused for good (400): it goes dead until someone retries it.
+    hooks = await startWebhookReceiver({ steps: [400] });
+    await mkdir(join(dir, "jobs"));
+    await writeFile(join(dir, "countd.yaml"), "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\n");
+    const jobs: Record<string, string> = {
+      report: "description: The weekly numbers\nprompt: Write the weekly report.\ntools: [list_dir]\n",
+      hostile: "prompt: Answer the hostile question.\n",
+      slow: "prompt: Think slowly about it.\n",
+      notify: `prompt: Send the notification.\ndeliver:\n  - webhook:\n      url: ${hooks.url}\n`,
+      morning: 'description: Good morning, Tokyo\nschedule: "0 9 * * *"\ntimezone: Asia/Tokyo\nprompt: Say good morning.\n',
+      broken: "prompt: Never runs.\nschedule: every monday\n",
+    };
+    for (const [name, yaml] of Object.entries(jobs)) await writeFile(join(dir, "jobs", `${name}.yaml`), yaml);
+    // A fixed free port, so the daemon restarted in the last test serves the page at the same address.
+    env = { OPENAI_BASE_URL: llm.baseURL, OPENAI_API_KEY: "sk-browser-test-key", COUNTD_CONSOLE_LISTEN: `127.0.0.1:${await freePort()}` };
+    daemon = await startDaemon();
+    signInUrl = await consoleAddress();
+    origin = new URL(signInUrl).origin;
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox"] });
+  }, TEST_MS);
+
+  afterEach(async () => {
+    await Promise.all(contexts.splice(0).map((context) => context.close()));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    if (daemon && daemon.child.exitCode === null) {
+      daemon.child.kill("SIGTERM");
+      await daemon.exited;
+    }
+    await llm?.close();
+    await hooks?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  }, TEST_MS);
+
+  async function startDaemon(): Promise<DaemonProcess> {
+    const started = spawnDaemon(dir, env);
+    await vi.waitFor(() => expect(started.output()).toContain("console listening"), { timeout: WAIT_MS, interval: 100 });
+    return started;
+  }
+
+  /** The address `countd console` prints, as its user would copy it. */
+  async function consoleAddress(): Promise<string> {
+    const printed = await runCountd(["console"], { cwd: dir, env });
+    expect(printed).toMatchObject({ code: 0, stderr: "" });
+    expect(printed.stdout).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=\S+\n$/);
+    return printed.stdout.trim();
+  }
+
+  /**
+   * A fresh browser profile at 1280x800. It records every Content-Security-Policy violation: a
+   * page that tried to run injected script would show one even though the policy stopped it.
+   */
+  async function newPage(): Promise<Page> {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    contexts.push(context);
+    context.setDefaultTimeout(WAIT_MS);
+    await context.addInitScript(() => {
+      const w = window as unknown as { violations: string[] };
+      w.violations = [];
+      document.addEventListener("securitypolicyviolation", (event) => w.violations.push(`${event.violatedDirective}: ${event.sample || event.blockedURI}`));
+    });
+    return context.newPage();
+  }
+
+  async function signedIn(): Promise<Page> {
+    const page = await newPage();
+    await page.goto(signInUrl);
+    await page.locator("h1", { hasText: "Overview" }).waitFor();
+    return page;
+  }
+
+  const heading = (page: Page) => page.locator("main h1");
+  const text = async (page: Page, selector: string) => (await page.locator(selector).textContent()) ?? "";
+
+  /** Presses Run now on the job's page and follows it to the run's page; the LLM's request for it is taken. */
+  async function runNow(page: Page, job: string, prompt: string): Promise<{ runId: string; request: HeldRequest }> {
+    await page.goto(`${origin}/#/jobs/${job}`);
+    await page.getByRole("button", { name: "Run now" }).click();
+    await page.waitForURL(new RegExp(`#/runs/${job}/[^/]+$`));
+    const runId = decodeURIComponent(new URL(page.url()).hash.split("/").at(-1)!);
+    await page.locator(".live-badge").waitFor();
+    return { runId, request: await llm.take(prompt) };
+  }
+
+  /** The element comes to hold exactly this text: what the agent wrote so far, markup included, as characters. */
+  async function expectShown(element: Locator, expected: string): Promise<void> {
+    await expect.poll(() => element.textContent(), { timeout: WAIT_MS, interval: 50 }).toBe(expected);
+  }
+
+  /** Nothing the agent wrote became markup that runs: no script, no handler, no javascript: link, no CSP violation. */
+  async function expectInert(page: Page): Promise<void> {
+    const found = await page.evaluate(() => ({
+      pwned: (window as unknown as { pwned?: unknown }).pwned,
+      scripts: [...document.querySelectorAll("script")].filter((script) => !script.src.endsWith("/assets/app.js")).length,
+      images: document.querySelectorAll("main img").length,
+      handlers: [...document.querySelectorAll("*")].filter((element) => [...element.attributes].some((attribute) => attribute.name.startsWith("on"))).length,
+      javascriptLinks: [...document.querySelectorAll("[href], [src]")].filter((element) =>
+        /^\s*javascript:/i.test(element.getAttribute("href") ?? element.getAttribute("src") ?? ""),
+      ).length,
+      violations: (window as unknown as { violations: string[] }).violations,
+    }));
+    expect(found).toEqual({ pwned: undefined, scripts: 0, images: 0, handlers: 0, javascriptLinks: 0, violations: [] });
+  }
+
+  it("signs in with the address countd console prints, keeps the token out of the address bar, and lists the jobs with an invalid file's problem", { timeout: TEST_MS }, async () => {
+    const stranger = await newPage();
+    await stranger.goto(`${origin}/`);
+    await stranger.locator("h1", { hasText: "Sign in" }).waitFor();
+    expect(await text(stranger, "main")).toContain("countd console");
+
+    const page = await newPage();
+    await page.goto(signInUrl);
+    await heading(page).filter({ hasText: "Overview" }).waitFor();
+    expect(page.url()).toBe(`${origin}/`);
+    expect(await page.evaluate(() => document.cookie)).toBe("");
+    expect(await page.title()).toBe("Overview · countd");
+
+    await page.locator("table.jobs").waitFor();
+    const row = (name: string) => page.locator("table.jobs tbody tr", { has: page.getByRole("link", { name, exact: true }) });
+    expect(await row("report").textContent()).toContain("manual");
+    const morning = (await row("morning").textContent()) ?? "";
+    expect(morning).toContain("cron 0 9 * * *");
+    expect(morning).toContain("Asia/Tokyo");
+    expect(morning).toMatch(/\d{4}-\d{2}-\d{2} 09:00 \+09:00/);
+    expect(await row("broken").textContent()).toContain("invalid");
+    expect(await text(page, "tr.problems-row")).toMatch(/jobs\/broken\.yaml is invalid[\s\S]*every monday/);
+    expect(await text(page, ".tiles")).toMatch(/Jobs5 loaded, 1 invalid/);
+    await page.locator(".connection", { hasText: "live" }).waitFor();
+
+    // The keyboard alone: the skip link comes first, then g b and g o move between screens.
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content");
+    await page.keyboard.press("Enter");
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("main");
+    await page.keyboard.press("g");
+    await page.keyboard.press("b");
+    await heading(page).filter({ hasText: "Outbox" }).waitFor();
+    await page.keyboard.press("g");
+    await page.keyboard.press("o");
+    await heading(page).filter({ hasText: "Overview" }).waitFor();
+    await expectInert(page);
+  });
+
+  it("Run now streams the answer in as it is written and the tool call as it happens, then shows the transcript", { timeout: TEST_MS }, async () => {
+    const page = await signedIn();
+    const first = await runNow(page, "report", "weekly report");
+    await first.request.toolCall("call_1", "list_dir", { path: "." });
+
+    const tool = page.locator(".step-tool").first();
+    await tool.locator("summary", { hasText: "list_dir" }).waitFor();
+    const answer = await llm.take("weekly report");
+    await tool.locator("summary").click();
+    await tool.locator("pre").nth(1).filter({ hasText: "list_dir" }).waitFor();
+    expect(await tool.locator("pre").first().textContent()).toBe('{\n  "path": "."\n}');
+
+    const chunks = ["## Weekly report\n\n", "Revenue is **up 4 %** this week.\n\n", "- 12 orders shipped\n", "- 3 orders waiting for stock\n\n", "Nothing else to report."];
+    let sent = "";
+    for (const [i, chunk] of chunks.entries()) {
+      await answer.text(chunk);
+      sent += chunk;
+      // Each chunk on the page before the next is written: the answer is seen growing, as plain text.
+      await expectShown(page.locator(".answer.live"), sent);
+      if (i === 2) await page.screenshot({ path: join(SCREENSHOTS, "console-live-run.png") });
+    }
+    expect(await page.locator(".answer.md").count()).toBe(0);
+    await answer.end({ prompt_tokens: 900, completion_tokens: 40 });
+
+    await page.locator(".answer.md strong", { hasText: "up 4 %" }).waitFor();
+    expect(await page.locator(".live-badge").count()).toBe(0);
+    expect(await text(page, ".answer.md h2")).toBe("Weekly report");
+    expect(await page.locator(".answer.md li").allTextContents()).toEqual(["12 orders shipped", "3 orders waiting for stock"]);
+    const facts = await text(page, ".facts");
+    expect(facts).toContain("ok");
+    expect(facts).toContain("manual");
+    expect(await page.locator(".step-call .call-label").allTextContents()).toEqual(["Call 1", "Call 2"]);
+    await page.locator(".step-tool summary").click();
+    await page.locator(".step-tool pre").nth(1).filter({ hasText: "list_dir" }).waitFor();
+    await page.screenshot({ path: join(SCREENSHOTS, "console-transcript.png") });
+
+    // The job's history has the run, by reason and with its tokens.
+    await page.getByRole("link", { name: "report", exact: true }).click();
+    const run = page.locator("table.runs tbody tr", { hasText: first.runId });
+    await run.waitFor();
+    expect(await run.textContent()).toMatch(/okmanual.*1,\d{3}$/);
+  });
+
+  it("renders an agent's script, image handler and javascript: link inert, while it streams and in the transcript", { timeout: TEST_MS }, async () => {
+    const page = await signedIn();
+    const { runId, request } = await runNow(page, "hostile", "hostile question");
+    // The overview streams the same answer beside it.
+    const overview = await page.context().newPage();
+    await overview.goto(`${origin}/`);
+    await overview.locator(".live-run", { hasText: runId }).waitFor();
+
+    let sent = "";
+    for (const chunk of HOSTILE) {
+      await request.text(chunk);
+      sent += chunk;
+      await expectShown(page.locator(".answer.live"), sent);
+      await expectShown(overview.locator(".live-run .answer"), sent);
+      await expectInert(page);
+      await expectInert(overview);
+    }
+    await request.end();
+
+    await page.locator(".answer.md").waitFor();
+    await expectInert(page);
+    const shown = await text(page, ".answer.md");
+    expect(shown).toContain("Here you go.");
+    expect(shown).toContain("Done.");
+    expect(shown).not.toContain("pwned=1");
+    expect(shown).toContain("click");
+    const addresses = await page.locator(".answer.md a").evaluateAll((links) => links.map((link) => link.getAttribute("href")));
+    expect(addresses.filter((address) => address !== null && !/^https?:/.test(address))).toEqual([]);
+    await overview.locator(".live-runs .live-run", { hasText: runId }).waitFor({ state: "detached" });
+    await expectInert(overview);
+  });
+
+  it("pauses and resumes a job, and every job with the kill switch, and shows it everywhere", { timeout: TEST_MS }, async () => {
+    const page = await signedIn();
+    await page.goto(`${origin}/#/jobs/morning`);
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.locator(".badges .badge", { hasText: "paused" }).waitFor();
+    await page.getByRole("button", { name: "Resume" }).waitFor();
+
+    // Paused is the daemon's state, not the page's: a reload and the overview show it too.
+    await page.reload();
+    await page.locator(".badges .badge", { hasText: "paused" }).waitFor();
+    await page.getByRole("link", { name: "Overview" }).first().click();
+    const morning = page.locator("table.jobs tbody tr", { has: page.getByRole("link", { name: "morning", exact: true }) });
+    await morning.locator(".badge", { hasText: "paused" }).waitFor();
+    expect(await text(page, ".tiles")).toContain("1 paused");
+
+    await page.goto(`${origin}/#/jobs/morning`);
+    await page.getByRole("button", { name: "Resume" }).click();
+    await page.getByRole("button", { name: "Pause" }).waitFor();
+    expect(await page.locator(".badges .badge", { hasText: "paused" }).count()).toBe(0);
+
+    await page.goto(`${origin}/`);
+    await page.getByRole("button", { name: "Pause all" }).click();
+    await page.locator(".notice", { hasText: "All jobs are paused" }).waitFor();
+    await page.getByRole("button", { name: "Resume all" }).waitFor();
+    expect(await page.locator("table.jobs .badge", { hasText: "paused" }).count()).toBe(5);
+    await page.getByRole("button", { name: "Resume all" }).click();
+    await page.getByRole("button", { name: "Pause all" }).waitFor();
+    await expect.poll(() => page.locator("table.jobs .badge", { hasText: "paused" }).count(), { timeout: WAIT_MS }).toBe(0);
+    expect(await page.locator(".notice", { hasText: "All jobs are paused" }).count()).toBe(0);
+  });
+
+  it("retries a dead delivery from the outbox, and the run then shows it delivered", { timeout: TEST_MS }, async () => {
+    const page = await signedIn();
+    const { runId, request } = await runNow(page, "notify", "notification");
+    await request.text("All systems normal.");
+    await request.end();
+    await hooks.waitFor(1);
+
+    const delivery = page.locator("section", { has: page.locator("h2", { hasText: "Deliveries" }) }).locator("tbody tr");
+    await delivery.filter({ hasText: "dead" }).waitFor();
+    expect(await delivery.textContent()).toContain("answered HTTP 400");
+    await page.getByRole("link", { name: "Retry it in the outbox" }).click();
+
+    await heading(page).filter({ hasText: "Outbox" }).waitFor();
+    const dead = page.locator("section", { has: page.locator("h2", { hasText: "Dead" }) });
+    const entry = dead.locator("tbody tr", { hasText: runId });
+    expect(await entry.textContent()).toMatch(/notify.*webhook.*dead.*answered HTTP 400/);
+    await entry.getByRole("button", { name: /^Retry/ }).click();
+    await hooks.waitFor(2);
+    // The delivery's live message takes it off the list, with no reload by the user.
+    await entry.waitFor({ state: "detached" });
+    await dead.getByText("No dead delivery.").waitFor();
+
+    await page.goBack();
+    await heading(page).filter({ hasText: runId }).waitFor();
+    await delivery.filter({ hasText: "delivered" }).waitFor();
+  });
+
+  it("cancels a run whose answer is still coming, after watching it on the overview", { timeout: TEST_MS }, async () => {
+    const page = await signedIn();
+    const { runId, request } = await runNow(page, "slow", "Think slowly");
+    await request.text("Let me think about this step by step. ");
+    await page.waitForFunction(() => document.querySelector(".answer.live")?.textContent?.includes("step by step"));
+
+    await page.getByRole("link", { name: "Overview" }).first().click();
+    const live = page.locator(".live-run", { hasText: runId });
+    await live.locator(".answer", { hasText: "step by step" }).waitFor();
+    await request.text("First, the orders of the week: 12 shipped, 3 waiting for stock. Then the returns…");
+    await live.locator(".answer", { hasText: "waiting for stock" }).waitFor();
+    expect(await text(page, ".tiles")).toMatch(/Running \/ queued1 \/ 0/);
+    await page.screenshot({ path: join(SCREENSHOTS, "console-overview.png") });
+
+    await live.getByRole("link", { name: runId }).click();
+    await page.locator(".answer.live", { hasText: "waiting for stock" }).waitFor();
+    await page.getByRole("button", { name: "Cancel run" }).click();
+    await request.hungUp;
+    await page.locator(".facts .status", { hasText: "cancelled" }).waitFor();
+    expect(await text(page, "main")).toContain("cancelled from the console");
+    expect(await page.getByRole("button", { name: "Cancel run" }).count()).toBe(0);
+  });
+
+  it("says it is reconnecting while the daemon is away, and is live again once it is back", { timeout: TEST_MS }, async () => {
+    const page = await signedIn();
+    await page.locator(".connection", { hasText: "live" }).waitFor();
+    const before = await text(page, ".daemon");
+    daemon.child.kill("SIGTERM");
+    expect(await daemon.exited).toBe(0);
+    await page.locator(".connection", { hasText: "reconnecting" }).waitFor();
+
+    daemon = await startDaemon();
+    await page.locator(".connection", { hasText: "live" }).waitFor();
+    // What the overview shows is the new daemon's, reloaded on reconnection.
+    await expect.poll(() => text(page, ".daemon"), { timeout: WAIT_MS }).toContain(`pid ${daemon.child.pid}`);
+    expect(before).not.toContain(`pid ${daemon.child.pid}`);
+  });
+});
+
+/** A port free on 127.0.0.1 now. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  const port = await listenLoopback(server);
+  await closeServer(server);
+  return port;
+}
