@@ -24,7 +24,7 @@ export function zoned(at: Date, timezone: string): string {
   return localClock(at, timezone).datetime;
 }
 
-export function jobView(job: Job, extra: { nextFires: Date[]; lastRun?: RunRecord; pausedAt?: string; pausedAll: boolean; problems: string[] }): JobView {
+export function jobView(job: Job, extra: { nextFires: string[]; lastRun?: RunRecord; pausedAt?: string; pausedAll: boolean; problems: string[] }): JobView {
   const last = extra.lastRun;
   return {
     name: job.name,
@@ -33,7 +33,7 @@ export function jobView(job: Job, extra: { nextFires: Date[]; lastRun?: RunRecor
     enabled: job.enabled,
     trigger: triggerText(job),
     timezone: job.timezone,
-    next_fires: extra.nextFires.map((at) => zoned(at, job.timezone)),
+    next_fires: extra.nextFires,
     ...(last
       ? { last_run: { id: last.id, status: last.status, reason: last.reason, startedAt: last.startedAt, ...(last.finishedAt ? { finishedAt: last.finishedAt } : {}), ...(last.error ? { error: last.error } : {}) } }
       : {}),
