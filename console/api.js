@@ -19,7 +19,6 @@ export class ApiError extends Error {
 /** Called once the daemon answers 401: the cookie is gone or the token changed. */
 export function onSignedOut(listener) {
   signedOutListeners.add(listener);
-  return () => signedOutListeners.delete(listener);
 }
 
 export async function startSession() {

@@ -4,7 +4,7 @@ import { clock, count, duration, html } from "./ui.js";
 
 /** Statuses from the bottom of a day's bar to its top: the good news first. */
 const STACK = ["ok", "error", "timeout", "interrupted", "cancelled", "skipped", "running"];
-const HEIGHT = 220;
+const HEIGHT = 200;
 
 const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 const dayFormat = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
@@ -18,12 +18,12 @@ const WHOLE = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4,
  * new one, not on every render of a screen that streams. Canvas colours cannot follow CSS by
  * themselves, so it is also drawn again when the colour scheme changes; `make()` reads them each time.
  */
-function Chart({ make, data, label, source }) {
+function Chart({ make, data, label, source, height = HEIGHT }) {
   const box = useRef();
   useEffect(() => {
     const element = box.current;
     let plot;
-    const size = () => ({ width: Math.max(element.clientWidth, 200), height: HEIGHT });
+    const size = () => ({ width: Math.max(element.clientWidth, 200), height });
     const draw = () => {
       plot?.destroy();
       plot = new uPlot({ ...make(), ...size() }, data, element);
@@ -45,7 +45,7 @@ function Chart({ make, data, label, source }) {
 const axis = (extra) => ({ stroke: css("--muted"), grid: { stroke: css("--grid"), width: 1 }, ticks: { show: false }, ...extra });
 
 /** Runs per day by status (GET /api/stats), as stacked bars. */
-export function RunsPerDay({ stats }) {
+export function RunsPerDay({ stats, height }) {
   const { days } = stats;
   const shown = STACK.filter((status) => days.some((day) => day.by_status[status]));
   if (shown.length === 0) return html`<p class="empty">No runs in the last ${days.length} days.</p>`;
@@ -80,7 +80,7 @@ export function RunsPerDay({ stats }) {
     ],
     cursor: { points: { show: false } },
   });
-  return html`<${Chart} source=${stats} make=${make} data=${data} label=${`Runs per day over the last ${days.length} days (${stats.timezone}): ${sums}`} />`;
+  return html`<${Chart} source=${stats} height=${height} make=${make} data=${data} label=${`Runs per day over the last ${days.length} days (${stats.timezone}): ${sums}`} />`;
 }
 
 /** One value of each finished run over time: its duration or its tokens. */

@@ -49,7 +49,14 @@ export function Overview() {
     ${status.error && html`<${Notice} kind="error">Status: ${status.error.message}<//>`}
     ${s?.jobs.paused_all &&
     html`<${Notice} kind="warn"><strong>All jobs are paused.</strong> No scheduled or watched run starts until you resume them; their slots are recorded as skipped.<//>`}
-    ${s && html`<${StatusPanel} status=${s} />`}
+    <div class="overview-top">
+      ${s ? html`<${StatusPanel} status=${s} />` : html`<div></div>`}
+      <figure>
+        <figcaption>Runs per day${stats.data && html`, last ${stats.data.days.length} days (${stats.data.timezone})`}</figcaption>
+        ${stats.error && html`<${Notice} kind="error">${stats.error.message}<//>`}
+        ${stats.data && html`<${RunsPerDay} stats=${stats.data} height=${170} />`}
+      </figure>
+    </div>
     <section aria-labelledby="in-progress">
       <h2 id="in-progress">Runs in progress</h2>
       <${RunsInProgress} runs=${running} />
@@ -59,17 +66,12 @@ export function Overview() {
       ${jobs.error && html`<${Notice} kind="error">Jobs: ${jobs.error.message}<//>`}
       ${jobs.data && html`<${JobsTable} jobs=${jobs.data.jobs} />`}
     </section>
-    <section aria-labelledby="chart-title">
-      <h2 id="chart-title">Runs per day${stats.data && html` <span class="muted">(last ${stats.data.days.length} days, ${stats.data.timezone})</span>`}</h2>
-      ${stats.error && html`<${Notice} kind="error">Charts: ${stats.error.message}<//>`}
-      ${stats.data && html`<${RunsPerDay} stats=${stats.data} />`}
-    </section>
   `;
 }
 
 function StatusPanel({ status: s }) {
   const failures = s.today.failures;
-  return html`
+  return html`<div>
     <p class="daemon">
       <span class="dot dot-up" aria-hidden="true"></span>
       countd ${s.version} is up: pid ${s.pid}, started <${Time} at=${s.started_at} />, up ${duration(s.uptime_s * 1000)}
@@ -85,7 +87,7 @@ function StatusPanel({ status: s }) {
         <dd>${s.outbox.pending}<small> pending</small> · <span class=${s.outbox.dead > 0 ? "error-text" : ""}>${s.outbox.dead}</span><small> dead</small></dd>
       </div>
     </dl>
-  `;
+  </div>`;
 }
 
 /**

@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import type { RunRecord } from "../../src/store/run-record.js";
+import { StateStore } from "../../src/store/state.js";
 import { closeServer, listenLoopback } from "../support/loopback.js";
 import { runCountd, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startHeldLlm, type HeldLlm, type HeldRequest } from "../support/held-llm.js";
@@ -51,9 +53,11 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
       slow: "prompt: Think slowly about it.\n",
       notify: `prompt: Send the notification.\ndeliver:\n  - webhook:\n      url: ${hooks.url}\n`,
       morning: 'description: Good morning, Tokyo\nschedule: "0 9 * * *"\ntimezone: Asia/Tokyo\nprompt: Say good morning.\n',
+      history: "description: Ran twelve days on its own\nprompt: Tell the history.\n",
       broken: "prompt: Never runs.\nschedule: every monday\n",
     };
     for (const [name, yaml] of Object.entries(jobs)) await writeFile(join(dir, "jobs", `${name}.yaml`), yaml);
+    await seedHistory(join(dir, "state"));
     // A fixed free port, so the daemon restarted in the last test serves the page at the same address.
     env = { OPENAI_BASE_URL: llm.baseURL, OPENAI_API_KEY: "sk-browser-test-key", COUNTD_CONSOLE_LISTEN: `127.0.0.1:${await freePort()}` };
     daemon = await startDaemon();
@@ -169,7 +173,7 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     expect(morning).toMatch(/\d{4}-\d{2}-\d{2} 09:00 \+09:00/);
     expect(await row("broken").textContent()).toContain("invalid");
     expect(await text(page, "tr.problems-row")).toMatch(/jobs\/broken\.yaml is invalid[\s\S]*every monday/);
-    expect(await text(page, ".tiles")).toMatch(/Jobs5 loaded, 1 invalid/);
+    expect(await text(page, ".tiles")).toMatch(/Jobs6 loaded, 1 invalid/);
     await page.locator(".connection", { hasText: "live" }).waitFor();
 
     // The keyboard alone: the skip link comes first, then g b and g o move between screens.
@@ -184,6 +188,32 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     await page.keyboard.press("o");
     await heading(page).filter({ hasText: "Overview" }).waitFor();
     await expectInert(page);
+  });
+
+  it("pages through a job's older runs and charts their duration and tokens, and the overview charts runs per day by status", { timeout: TEST_MS }, async () => {
+    const page = await signedIn();
+    const legend = page.locator("figure", { has: page.locator("figcaption", { hasText: "Runs per day" }) }).locator(".u-legend");
+    await legend.waitFor();
+    for (const status of ["ok", "error", "timeout"]) expect(await legend.textContent()).toContain(status);
+
+    await page.getByRole("link", { name: "history", exact: true }).click();
+    const rows = page.locator("table.runs tbody tr");
+    await expect.poll(() => rows.count(), { timeout: WAIT_MS }).toBe(50);
+    expect(await rows.first().textContent()).toContain(SEEDED.at(-1)!.id);
+    await page.getByRole("button", { name: "Older runs" }).click();
+    await expect.poll(() => rows.count(), { timeout: WAIT_MS }).toBe(SEEDED.length);
+    expect(await rows.last().textContent()).toContain(SEEDED[0]!.id);
+    expect(await rows.allTextContents()).toEqual([...SEEDED].reverse().map((run) => expect.stringContaining(run.id)));
+    expect(await page.getByRole("button", { name: "Older runs" }).count()).toBe(0);
+    expect(await rows.filter({ hasText: "timeout" }).count()).toBe(SEEDED.filter((run) => run.status === "timeout").length);
+
+    const charts = page.locator("figure .chart");
+    const tokens = SEEDED.map((run) => run.usage.inputTokens + run.usage.outputTokens);
+    expect(await charts.evaluateAll((boxes) => boxes.map((box) => box.getAttribute("aria-label")))).toEqual([
+      "Duration of the last 60 finished runs: from 20 s to 50 s",
+      `Tokens of the last 60 finished runs: from ${Math.min(...tokens).toLocaleString("en-US")} to ${Math.max(...tokens).toLocaleString("en-US")}`,
+    ]);
+    expect(await page.locator("figure .chart canvas").count()).toBe(2);
   });
 
   it("Run now streams the answer in as it is written and the tool call as it happens, then shows the transcript", { timeout: TEST_MS }, async () => {
@@ -285,7 +315,7 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     await page.getByRole("button", { name: "Pause all" }).click();
     await page.locator(".notice", { hasText: "All jobs are paused" }).waitFor();
     await page.getByRole("button", { name: "Resume all" }).waitFor();
-    expect(await page.locator("table.jobs .badge", { hasText: "paused" }).count()).toBe(5);
+    expect(await page.locator("table.jobs .badge", { hasText: "paused" }).count()).toBe(6);
     await page.getByRole("button", { name: "Resume all" }).click();
     await page.getByRole("button", { name: "Pause all" }).waitFor();
     await expect.poll(() => page.locator("table.jobs .badge", { hasText: "paused" }).count(), { timeout: WAIT_MS }).toBe(0);
@@ -357,6 +387,34 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     expect(before).not.toContain(`pid ${daemon.child.pid}`);
   });
 });
+
+/** Sixty finished runs of the job "history" over the last twelve days, newest last, some failed. */
+const SEEDED: RunRecord[] = Array.from({ length: 60 }, (_, i) => {
+  const started = new Date(Date.now() - (60 - i) * 4.8 * 3_600_000);
+  const status = i % 10 === 3 ? "error" : i % 15 === 7 ? "timeout" : "ok";
+  const tokens = 1_500 + ((i * 37) % 900);
+  return {
+    id: `${started.toISOString().replace(/[-:]|\.\d+/g, "")}-${i.toString(16).padStart(4, "0")}`,
+    job: "history",
+    reason: i % 4 === 0 ? "manual" : "schedule",
+    scheduledAt: started.toISOString(),
+    startedAt: started.toISOString(),
+    finishedAt: new Date(started.getTime() + 20_000 + (i % 7) * 5_000).toISOString(),
+    status,
+    iterations: 2,
+    toolCalls: 1,
+    usage: { inputTokens: tokens - 100, outputTokens: 100, cachedInputTokens: 0 },
+    ...(status === "error" ? { error: "the model answered 500" } : status === "timeout" ? { error: "timed out after 1 minute" } : {}),
+    sessionId: `cron:history:${i}`,
+  };
+});
+
+/** The history an earlier daemon left in the state directory, written as countd writes it. */
+async function seedHistory(stateDir: string): Promise<void> {
+  const state = await StateStore.open(stateDir);
+  for (const run of SEEDED) await state.saveRun(run);
+  await state.close();
+}
 
 /** A port free on 127.0.0.1 now. */
 async function freePort(): Promise<number> {
