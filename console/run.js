@@ -45,19 +45,25 @@ export function RunPage({ job, id }) {
  */
 function useLiveRun(job, id, view) {
   const [live, setLive] = useState({ steps: [], usage: { inputTokens: 0, outputTokens: 0 }, iteration: 0 });
-  const seen = useRef({ started: false, replayed: false });
+  const seen = useRef({});
   const deliveryChanged = useDebounced(view.reload, 200);
+  // Once per replay: the view said running, the replay had no start, so the view is out of date.
+  const endedUnseen = () => {
+    const s = seen.current;
+    if (!s.replayed || s.started || s.reloaded || !view.data?.running) return;
+    s.reloaded = true;
+    view.reload();
+  };
   useLive({ run: id }, (m) => {
     if (m.type === "reset") {
-      seen.current = { started: false, replayed: false };
+      seen.current = {};
       setLive({ steps: [], usage: { inputTokens: 0, outputTokens: 0 }, iteration: 0 });
       if (m.reconnected) view.reload();
       return;
     }
     if (m.type === "live") {
       seen.current.replayed = true;
-      if (!seen.current.started && view.data?.running) view.reload();
-      return;
+      return endedUnseen();
     }
     if (m.job !== job || m.run_id !== id) return;
     if (m.type === "delivery") return deliveryChanged();
@@ -69,10 +75,8 @@ function useLiveRun(job, id, view) {
     }
     setLive((previous) => liveStep(previous, m));
   });
-  // The view may arrive after the replay ended: the same check, the other way round.
-  useEffect(() => {
-    if (view.data?.running && seen.current.replayed && !seen.current.started) view.reload();
-  }, [view.data]);
+  // The view may arrive after the replay ended.
+  useEffect(endedUnseen, [view.data]);
   return live;
 }
 
