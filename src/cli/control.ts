@@ -4,7 +4,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import WebSocket from "ws";
 import type { LiveMessage, Subscription } from "../console/protocol.js";
-import { ADDRESS_FILE, readToken, SOCKET_FILE } from "../console/token.js";
+import { ADDRESS_FILE, readToken, SOCKET_FILE, tokenPath } from "../console/token.js";
 import { isAlive } from "../store/lock.js";
 
 /** A daemon that does not answer within this is treated as an error, not waited for forever. */
@@ -35,8 +35,6 @@ type Endpoint = { socket: string } | { url: URL; token: string };
 
 /** The running daemon, reached through its control socket or, failing that, its console's address and token. */
 export interface Daemon {
-  /** The socket's path or the console's address, for messages. */
-  readonly via: string;
   /** Resolves with the answer's JSON; an answer of 400 or more throws DaemonRefused. */
   call<T>(method: "GET" | "POST", path: string): Promise<T>;
   /** The live stream narrowed by `filter`, open once its replay is over (`live` received); every message goes to `onMessage`. */
@@ -60,7 +58,7 @@ export async function findDaemon(stateDir: string): Promise<Daemon | undefined> 
   const address = await readAddress(stateDir);
   if (!address?.url || !isAlive(address.pid)) return undefined;
   const token = await readToken(stateDir);
-  if (!token) throw new Error(`the daemon (pid ${address.pid}) serves its console at ${address.url}, but ${join(stateDir, "console.token")} cannot be read: run countd as the daemon's user`);
+  if (!token) throw new Error(`the daemon (pid ${address.pid}) serves its console at ${address.url}, but ${tokenPath(stateDir)} cannot be read: run countd as the daemon's user`);
   const endpoint = { url: new URL(address.url), token };
   return (await answers(endpoint)) ? daemonAt(endpoint, address.url) : undefined;
 }
@@ -81,9 +79,9 @@ export async function readAddress(stateDir: string): Promise<DaemonAddress | und
   }
 }
 
+/** `via`: the socket's path or the console's address, for messages. */
 function daemonAt(endpoint: Endpoint, via: string): Daemon {
   return {
-    via,
     call: async <T>(method: "GET" | "POST", path: string) => {
       const { status, body } = await send(endpoint, method, path);
       if (status >= 400) throw new DaemonRefused(status, body);
