@@ -9,7 +9,9 @@ const PAGE = 50;
 export function JobPage({ name }) {
   const job = useResource(() => get(`/api/jobs/${enc(name)}`), [name]);
   const history = useHistory(name);
-  const stats = useResource(() => get(`/api/stats?job=${enc(name)}&days=30`), [name]);
+  // A file that loaded no job has no runs to chart: the API would answer 404.
+  const loaded = Boolean(job.data?.loaded);
+  const stats = useResource(() => (loaded ? get(`/api/stats?job=${enc(name)}&days=30`) : Promise.resolve()), [name, loaded]);
   const [notice, setNotice] = useState();
   const refresh = useDebounced(() => {
     job.reload();
