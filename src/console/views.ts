@@ -115,25 +115,40 @@ export function shownConfig(config: Config): Record<string, unknown> {
 }
 
 /** Runs per local day by status over the last `days` days, and each finished run's duration and tokens. */
+/** Every time zone's offset, and so every local midnight, falls on a whole quarter hour of UTC. */
+const QUARTER_HOUR_MS = 15 * 60_000;
+
 export function statsView(runs: readonly RunRecord[], days: number, timezone: string, now: Date): StatsView {
   const dates: string[] = [];
   for (let i = days - 1; i >= 0; i--) dates.push(localClock(new Date(now.getTime() - i * 86_400_000), timezone).date);
   const byDate = new Map(dates.map((date) => [date, {} as Partial<Record<RunStatus, number>>]));
-  const shown: StatsView["runs"] = [];
+  // One Intl call per quarter hour rather than per run: with 10,000 runs, the calls were most of the request's 300 ms.
+  const quarterDates = new Map<number, string>();
+  const localDate = (at: number) => {
+    const quarter = Math.floor(at / QUARTER_HOUR_MS);
+    let date = quarterDates.get(quarter);
+    if (date === undefined) quarterDates.set(quarter, (date = localClock(new Date(quarter * QUARTER_HOUR_MS), timezone).date));
+    return date;
+  };
+  const shown: Array<{ at: number; view: StatsView["runs"][number] }> = [];
   for (const run of runs) {
-    const counts = byDate.get(localClock(new Date(run.startedAt), timezone).date);
+    const at = Date.parse(run.startedAt);
+    const counts = byDate.get(localDate(at));
     if (!counts) continue;
     counts[run.status] = (counts[run.status] ?? 0) + 1;
     if (!run.finishedAt || run.status === "skipped") continue;
     shown.push({
-      id: run.id,
-      job: run.job,
-      started_at: run.startedAt,
-      status: run.status,
-      duration_ms: Date.parse(run.finishedAt) - Date.parse(run.startedAt),
-      tokens: run.usage.inputTokens + run.usage.outputTokens,
+      at,
+      view: {
+        id: run.id,
+        job: run.job,
+        started_at: run.startedAt,
+        status: run.status,
+        duration_ms: Date.parse(run.finishedAt) - at,
+        tokens: run.usage.inputTokens + run.usage.outputTokens,
+      },
     });
   }
-  shown.sort((a, b) => Date.parse(a.started_at) - Date.parse(b.started_at));
-  return { timezone, days: dates.map((date) => ({ date, by_status: byDate.get(date)! })), runs: shown };
+  shown.sort((a, b) => a.at - b.at);
+  return { timezone, days: dates.map((date) => ({ date, by_status: byDate.get(date)! })), runs: shown.map(({ view }) => view) };
 }
