@@ -98,6 +98,11 @@ export interface LatencyFigures {
   p50Ms: number;
   p99Ms: number;
   maxMs: number;
+  /**
+   * How long the bus's listeners took per chunk, the console's sends to every client among them:
+   * the daemon's own share of the latency; the rest is the kernel, the client and the scheduler.
+   */
+  listenersP99Ms: number;
 }
 
 export interface ConsoleLatencyResult extends ClientsOptions {
@@ -108,14 +113,14 @@ export interface ConsoleLatencyResult extends ClientsOptions {
  * The daemon does not hand out its event bus: its emit is where a chunk leaves the loop, so the
  * time is taken there, before any listener (the console's among them) runs.
  */
-function noteChunks(emitted: Map<number, number>): () => void {
+function noteChunks(emitted: Map<number, number>, listenersMs: number[]): () => void {
   const emit = EventBus.prototype.emit;
   EventBus.prototype.emit = function <K extends EventName>(this: EventBus, name: K, payload: CountdEvents[K]) {
-    if (name === "answer.chunk") {
-      const at = hrtimeMs();
-      for (const [, n] of (payload as CountdEvents["answer.chunk"]).text.matchAll(CHUNK_NUMBER)) emitted.set(Number(n), at);
-    }
+    if (name !== "answer.chunk") return emit.call(this, name, payload);
+    const at = hrtimeMs();
+    for (const [, n] of (payload as CountdEvents["answer.chunk"]).text.matchAll(CHUNK_NUMBER)) emitted.set(Number(n), at);
     emit.call(this, name, payload);
+    listenersMs.push(hrtimeMs() - at);
   };
   return () => {
     EventBus.prototype.emit = emit;
@@ -153,7 +158,8 @@ export async function benchConsoleLatency(): Promise<ConsoleLatencyResult> {
   await writeFile(join(home, "jobs", "stream.yaml"), "prompt: Tell the story.\ntools: []\n");
   const clients = await startClients();
   const emitted = new Map<number, number>();
-  const restore = noteChunks(emitted);
+  const listenersMs: number[] = [];
+  const restore = noteChunks(emitted, listenersMs);
   try {
     const { baseURL } = await clients.ask(undefined, "ready");
     const daemon = await startDaemon({
@@ -164,9 +170,10 @@ export async function benchConsoleLatency(): Promise<ConsoleLatencyResult> {
     try {
       const url = daemon.console.url!;
       const token = (await readFile(join(daemon.config.paths.state, "console.token"), "utf8")).trim();
-      const phase = async (count: number): Promise<number[]> => {
+      const phase = async (count: number): Promise<{ latencies: number[]; listeners: number[] }> => {
         await clients.ask({ type: "clients", url, token, count }, "clients");
         emitted.clear();
+        listenersMs.length = 0;
         for (let i = 0; i < RUNS_PER_PHASE; i++) {
           const run = await daemon.runner.run({ job: "stream", reason: "manual", scheduledAt: new Date() });
           if (run.status !== "ok") throw new Error(`bench/console: the streaming run ended ${run.status}: ${run.error}`);
@@ -179,18 +186,29 @@ export async function benchConsoleLatency(): Promise<ConsoleLatencyResult> {
         }
         // A chunk read before it was emitted would mean the two processes' clocks disagree, and every figure with them.
         if (latencies.some((ms) => ms < 0)) throw new Error("bench/console: a client read a chunk before the bus emitted it; CLOCK_MONOTONIC is not shared");
-        return latencies;
+        return { latencies, listeners: [...listenersMs] };
       };
       // Warm-up: the first run compiles the loop's, the console's and ws's paths.
       await phase(1);
-      const all = new Map<number, number[]>(CLIENT_COUNTS.map((count) => [count, []]));
+      const all = new Map(CLIENT_COUNTS.map((count) => [count, { latencies: [] as number[], listeners: [] as number[] }]));
       for (let round = 0; round < LIVE_ROUNDS; round++) {
         // Alternating which goes first, so neither always runs right after connecting the clients.
-        for (const count of round % 2 === 0 ? CLIENT_COUNTS : [...CLIENT_COUNTS].reverse()) all.get(count)!.push(...(await phase(count)));
+        for (const count of round % 2 === 0 ? CLIENT_COUNTS : [...CLIENT_COUNTS].reverse()) {
+          const { latencies, listeners } = await phase(count);
+          all.get(count)!.latencies.push(...latencies);
+          all.get(count)!.listeners.push(...listeners);
+        }
       }
-      const byClients = [...all].map(([count, latencies]) => {
+      const byClients = [...all].map(([count, { latencies, listeners }]): LatencyFigures => {
         const sorted = latencies.sort((a, b) => a - b);
-        return { clients: count, samples: sorted.length, p50Ms: percentile(sorted, 0.5), p99Ms: percentile(sorted, 0.99), maxMs: sorted.at(-1)! };
+        return {
+          clients: count,
+          samples: sorted.length,
+          p50Ms: percentile(sorted, 0.5),
+          p99Ms: percentile(sorted, 0.99),
+          maxMs: sorted.at(-1)!,
+          listenersP99Ms: percentile(listeners.sort((a, b) => a - b), 0.99),
+        };
       });
       return { ...LIVE, byClients };
     } finally {
@@ -469,7 +487,8 @@ export async function benchConsoleOverview(): Promise<ConsoleOverviewResult> {
     daemon = await startCountd(home, OVERVIEW_JOBS);
     const { url } = JSON.parse(await readFile(join(home, "state", "console.json"), "utf8")) as { url: string };
     const token = (await readFile(join(home, "state", "console.token"), "utf8")).trim();
-    const paths = ["/api/jobs", "/api/status", "/api/runs"];
+    // What the overview asks for, and the first page of the run history.
+    const paths = ["/api/jobs", "/api/status", "/api/stats?days=14", "/api/runs"];
     const first = await timed(new URL(paths[0]!, url).href, token);
     const samples = new Map(paths.map((path) => [path, [] as Array<{ ms: number; bytes: number }>]));
     for (let i = 0; i < REQUESTS; i++) for (const path of paths) samples.get(path)!.push(await timed(new URL(path, url).href, token));

@@ -115,7 +115,10 @@ if (wanted("console")) {
   console.log(`  (a) answer chunk emitted on the daemon's event bus to a WebSocket client reading it, ${live.chunksPerAnswer}-chunk answers at a chunk every ${live.chunkEveryMs} ms:`);
   for (const f of live.byClients) {
     const target = f.clients === 50 ? ` (target p99 <= 20 ms) ${verdict(f.p99Ms <= 20)}` : "";
-    console.log(`      ${f.clients} ${f.clients === 1 ? "client" : "clients"}: p50 ${fmt(f.p50Ms)}, p99 ${fmt(f.p99Ms)}, max ${fmt(f.maxMs)} over ${f.samples} chunks read${target}`);
+    console.log(
+      `      ${f.clients} ${f.clients === 1 ? "client" : "clients"}: p50 ${fmt(f.p50Ms)}, p99 ${fmt(f.p99Ms)}, max ${fmt(f.maxMs)} over ${f.samples} chunks read${target}; ` +
+        `the daemon's share, the event bus's listeners (the console's sends among them) per chunk: p99 ${fmt(f.listenersP99Ms)}`,
+    );
   }
   const idleConsole = await benchConsoleIdle();
   const moreRss = idleConsole.enabled.rssMb - idleConsole.disabled.rssMb;
