@@ -52,12 +52,15 @@ function App() {
 }
 
 function SignIn() {
+  // The server answers an address with a wrong token with this page: the token is not kept in the address bar either.
+  const [wrongToken] = useState(() => new URLSearchParams(location.search).has("token"));
   useEffect(() => {
     document.title = "Sign in · countd";
+    if (wrongToken) history.replaceState(null, "", "/");
   }, []);
   return html`<main class="signin" id="main">
     <h1>Sign in to the countd console</h1>
-    <p>This browser is not signed in, or the daemon's token has changed.</p>
+    <p>${wrongToken ? "The token in that address is not the console's token (it changes when console.token is removed)." : "This browser is not signed in, or the daemon's token has changed."}</p>
     <p>On the machine that runs countd, run</p>
     <pre class="command">countd console</pre>
     <p>and open the address it prints (<span class="mono">http://127.0.0.1:7420/?token=…</span>). The token leaves the address bar at once; a cookie keeps you signed in.</p>

@@ -9,6 +9,9 @@ import { localClock } from "../time.js";
 import { errorText } from "../text.js";
 import { NotRunning } from "./control.js";
 
+/** What a run cancelled with Ctrl-C in `countd run` is recorded with, run here or in the daemon. */
+export const CANCELLED_BY_USER = "cancelled by the user (Ctrl-C)";
+
 /**
  * Exit codes a person and a service manager can act on: 2 is a usage error (as for the shell's
  * builtins), 3 is "not running" (as `systemctl status` says of a stopped unit), 78 (EX_CONFIG)

@@ -1,6 +1,6 @@
 import type { LiveMessage, RunNowAnswer } from "../console/protocol.js";
 import { DaemonRefused, type Daemon } from "./control.js";
-import { EXIT, exitForStatus, toolLine } from "./output.js";
+import { CANCELLED_BY_USER, EXIT, exitForStatus, toolLine } from "./output.js";
 
 type Finished = Extract<LiveMessage, { type: "run_finished" }>;
 
@@ -40,7 +40,7 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
 
   let interrupted = false;
   const cancel = () => {
-    daemon.call("POST", `/api/runs/${encodeURIComponent(runId!)}/cancel?job=${encodeURIComponent(job)}`).catch((err: unknown) => {
+    daemon.call("POST", `/api/runs/${encodeURIComponent(runId!)}/cancel?job=${encodeURIComponent(job)}&reason=${encodeURIComponent(CANCELLED_BY_USER)}`).catch((err: unknown) => {
       // Refused when it ended meanwhile: run_finished says how.
       if (!(err instanceof DaemonRefused && err.status === 409)) process.stderr.write(`countd: could not cancel run ${runId}: ${(err as Error).message}\n`);
     });

@@ -13,10 +13,9 @@ import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
 import { StateStore } from "../store/state.js";
 import { DaemonRefused, findDaemon } from "./control.js";
-import { EXIT, exitForStatus, printToolCalls } from "./output.js";
+import { CANCELLED_BY_USER, EXIT, exitForStatus, printToolCalls } from "./output.js";
 import { runInDaemon } from "./run-daemon.js";
 
-const CANCELLED_BY_USER = "cancelled by the user (Ctrl-C)";
 
 /**
  * `countd run <job>`: one run now, in the foreground, recorded like any other. With a daemon on

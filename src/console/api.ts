@@ -83,7 +83,11 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   app.get("/", async (c) => {
     const given = c.req.query("token");
     if (given !== undefined) {
-      if (!guard.validToken(given)) return refuse(c, guard, "the token in this address is not the console's token: run countd console for the current one");
+      // A person opened this address: the page tells them how to sign in, after the slowdown a script gets.
+      if (!guard.validToken(given)) {
+        await slowDown(c, guard);
+        return page(c, assets.get("/")!, 401);
+      }
       guard.succeeded(address(c));
       // The token leaves the address bar (and the history) at once; the cookie carries it from now on.
       c.header("Set-Cookie", `${COOKIE}=${encodeURIComponent(given)}; Path=/; HttpOnly; SameSite=Strict`);
@@ -198,7 +202,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   });
   app.post("/api/runs/:id/cancel", async (c) => {
     const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
-    const result = deps.runner.cancel(run.id, `cancelled from the console (${c.get("credential") === "socket" ? "countd cancel" : "console"})`);
+    const result = deps.runner.cancel(run.id, cancelReason(c.req.query("reason"), c.get("credential")));
     if (result === "not found") throw new ApiError(409, `run ${run.id} of ${run.job} is not in progress (${run.status})`);
     return c.json({ run_id: run.id, job: run.job, status: "cancelling" });
   });
@@ -235,21 +239,37 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   return app;
 }
 
-function page(c: Context, asset: Asset): Response {
+function page(c: Context, asset: Asset, status: 200 | 401 = 200): Response {
   c.header("Content-Type", asset.type);
   c.header("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'");
-  return c.body(new Uint8Array(asset.body));
+  return c.body(new Uint8Array(asset.body), status);
 }
 
 /** A refused credential: 401 after the slowdown the guard asks for. */
 async function refuse(c: Context<Env>, guard: Guard, message: string): Promise<Response> {
+  await slowDown(c, guard);
+  return c.json({ error: message }, 401);
+}
+
+/** Counts a failed credential and waits as long as the guard asks. */
+async function slowDown(c: Context<Env>, guard: Guard): Promise<void> {
   const wait = guard.failed(address(c));
   if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-  return c.json({ error: message }, 401);
 }
 
 function address(c: Context<Env>): string {
   return c.env.incoming.socket.remoteAddress ?? "local";
+}
+
+/** The longest reason a client may give for a cancel; the run's record keeps it. */
+const MAX_REASON = 200;
+
+/** What a cancelled run's record says: the client's reason (countd run's Ctrl-C says so), else where the cancel came from. */
+function cancelReason(given: string | undefined, credential: Credential): string {
+  // Control characters would reach terminals that show the record (countd history, show).
+  const reason = given?.replace(/[\u0000-\u001f\u007f-\u009f]/g, " ").trim().slice(0, MAX_REASON);
+  if (reason) return reason;
+  return credential === "socket" ? "cancelled with countd cancel" : "cancelled from the console";
 }
 
 function pageSize(text: string | undefined): number {

@@ -73,7 +73,7 @@ describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
     expect(answer.startsWith(run.stdout.trimEnd())).toBe(true);
     expect(run.stdout.trimEnd().length).toBeLessThan(answer.length);
     const [record] = await history(countd, "long");
-    expect(record).toMatchObject({ reason: "manual", status: "cancelled" });
+    expect(record).toMatchObject({ reason: "manual", status: "cancelled", error: "cancelled by the user (Ctrl-C)" });
     expect(run.stderr).toMatch(new RegExp(`^countd: run ${record!.id} cancelled: `, "m"));
   });
 

@@ -201,7 +201,7 @@ describe("the console API", () => {
     const cancel = await console.post(`/api/runs/${body.run_id}/cancel`);
     expect(cancel).toEqual({ status: 200, body: { run_id: body.run_id, job: "long", status: "cancelling" } });
     const run = await endedRun(console, body.run_id);
-    expect(run).toMatchObject({ status: "cancelled", error: "cancelled from the console (console)" });
+    expect(run).toMatchObject({ status: "cancelled", error: "cancelled from the console" });
 
     const again = await console.post(`/api/runs/${body.run_id}/cancel`);
     expect(again).toEqual({ status: 409, body: { error: `run ${body.run_id} of long is not in progress (cancelled)` } });

@@ -156,6 +156,10 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     await stranger.goto(`${origin}/`);
     await stranger.locator("h1", { hasText: "Sign in" }).waitFor();
     expect(await text(stranger, "main")).toContain("countd console");
+    // An address with a wrong token: the same screen saying so, and the token gone from the address bar.
+    await stranger.goto(`${origin}/?token=not-the-token`);
+    await stranger.locator("main", { hasText: "not the console's token" }).waitFor();
+    expect(stranger.url()).toBe(`${origin}/`);
 
     const page = await newPage();
     await page.goto(signInUrl);

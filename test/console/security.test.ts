@@ -143,7 +143,9 @@ describe("the console's security", () => {
     const wrong = await fetch(`${console.origin}/?token=not-the-token`, { redirect: "manual" });
     expect(wrong.status).toBe(401);
     expect(wrong.headers.get("set-cookie")).toBeNull();
-    expect(((await wrong.json()) as { error: string }).error).toContain("run countd console");
+    // A person opened it: the page, which tells them to sign in with the address countd console prints.
+    expect(wrong.headers.get("content-type")).toContain("text/html");
+    expect(await wrong.text()).toContain('<script type="module"');
   });
 
   it("slows down repeated wrong tokens, on the sign-in address, the API and the WebSocket alike", async () => {
@@ -370,7 +372,7 @@ describe("the console's security", () => {
     const cancel = await raw({ socketPath: console.socket, method: "POST", path: `/api/runs/${run.json.run_id}/cancel` });
     expect(cancel.status).toBe(200);
     const finished = await opened.client.next((message) => message.type === "run_finished", "run_finished");
-    expect(finished).toMatchObject({ status: "cancelled", error: "cancelled from the console (countd cancel)" });
+    expect(finished).toMatchObject({ status: "cancelled", error: "cancelled with countd cancel" });
     opened.client.close();
 
     await console.stop();

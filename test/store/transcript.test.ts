@@ -238,6 +238,8 @@ describe("readTranscript", () => {
     await close();
 
     expect(await readTranscript(paths(), record)).toEqual({ steps: [] });
+    // Nor is a run in progress, whose messages are written when it ends.
+    expect(await readTranscript(paths(), { ...record, status: "running", iterations: 1 })).toEqual({ steps: [] });
   });
 });
 
