@@ -32,7 +32,7 @@ export async function steerJobs(change: "pause" | "resume", job: string | undefi
       }
       const state = await StateStore.open(config.paths.state);
       await state[change](job ?? null);
-      stillPaused = job !== undefined && state.isPaused(job);
+      stillPaused = change === "resume" && job !== undefined && state.isPaused(job);
       await state.close();
     } finally {
       await release();

@@ -65,7 +65,10 @@ describe("countd pause and resume", { timeout: 90_000 }, () => {
   it("without a daemon the pause is kept in state.json and holds from the daemon's first fire", async () => {
     const { dir, env, countd } = await setup();
     const paused = await countd(["pause", "tick"]);
-    expect(paused).toMatchObject({ code: 0, stdout: expect.stringContaining("(countd is not running: kept in state.json for its next start)\n") });
+    expect(paused).toMatchObject({
+      code: 0,
+      stdout: 'paused tick: fires are recorded skipped ("paused") until countd resume tick (countd is not running: kept in state.json for its next start)\n',
+    });
     daemon = await startDaemon(dir, env);
     const started = Date.now();
     await vi.waitFor(async () => expect(await runsSince(countd, started)).not.toEqual([]), { timeout: 15_000, interval: 300 });
