@@ -117,7 +117,7 @@ if (wanted("console")) {
     const target = f.clients === 50 ? ` (target p99 <= 20 ms) ${verdict(f.p99Ms <= 20)}` : "";
     console.log(
       `      ${f.clients} ${f.clients === 1 ? "client" : "clients"}: p50 ${fmt(f.p50Ms)}, p99 ${fmt(f.p99Ms)}, max ${fmt(f.maxMs)} over ${f.samples} chunks read${target}; ` +
-        `the daemon's share, the event bus's listeners (the console's sends among them) per chunk: p99 ${fmt(f.listenersP99Ms)}`,
+        `the daemon's share, the event bus's listeners (the console's sends among them) per chunk: p50 ${fmt(f.listenersP50Ms)}, p99 ${fmt(f.listenersP99Ms)}`,
     );
   }
   const idleConsole = await benchConsoleIdle();
