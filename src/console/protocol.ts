@@ -129,6 +129,6 @@ export interface StatsView {
   timezone: string;
   /** Oldest first, one per day (YYYY-MM-DD), days without runs included. */
   days: Array<{ date: string; by_status: Partial<Record<RunStatus, number>> }>;
-  /** Finished runs that started within the days, oldest first. */
+  /** Finished runs that started within the days, oldest first; only for one job (`?job=`), else empty. */
   runs: Array<{ id: string; job: string; started_at: string; status: RunStatus; duration_ms: number; tokens: number }>;
 }

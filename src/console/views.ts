@@ -118,9 +118,12 @@ export function shownConfig(config: Config): Record<string, unknown> {
 /** Every time zone's offset, and so every local midnight, falls on a whole quarter hour of UTC. */
 const QUARTER_HOUR_MS = 15 * 60_000;
 
-export function statsView(runs: readonly RunRecord[], days: number, timezone: string, now: Date): StatsView {
+/** `points`: each run's duration and tokens too (a job's charts); without, the days alone (the overview's). */
+export function statsView(runs: readonly RunRecord[], days: number, timezone: string, now: Date, points = true): StatsView {
+  // Counted back on the calendar, not in steps of 24 h, which skip a day after a 23-hour one.
+  const [year, month, day] = localClock(now, timezone).date.split("-").map(Number) as [number, number, number];
   const dates: string[] = [];
-  for (let i = days - 1; i >= 0; i--) dates.push(localClock(new Date(now.getTime() - i * 86_400_000), timezone).date);
+  for (let i = days - 1; i >= 0; i--) dates.push(new Date(Date.UTC(year, month - 1, day - i)).toISOString().slice(0, 10));
   const byDate = new Map(dates.map((date) => [date, {} as Partial<Record<RunStatus, number>>]));
   // One Intl call per quarter hour rather than per run: with 10,000 runs, the calls were most of the request's 300 ms.
   const quarterDates = new Map<number, string>();
@@ -136,7 +139,7 @@ export function statsView(runs: readonly RunRecord[], days: number, timezone: st
     const counts = byDate.get(localDate(at));
     if (!counts) continue;
     counts[run.status] = (counts[run.status] ?? 0) + 1;
-    if (!run.finishedAt || run.status === "skipped") continue;
+    if (!points || !run.finishedAt || run.status === "skipped") continue;
     shown.push({
       at,
       view: {

@@ -320,9 +320,13 @@ describe("the console API", () => {
     expect(missing.status).toBe(404);
     expect(await missing.json()).toEqual({ error: 'no run with id "20200101T000000Z-abcd"' });
 
-    const stats = await console.get<{ timezone: string; days: unknown[]; runs: Array<{ id: string; status: string }> }>("/api/stats?days=7");
+    const stats = await console.get<{ timezone: string; days: Array<{ date: string; by_status: object }>; runs: Array<{ id: string; status: string }> }>("/api/stats?days=7");
     expect(stats.days).toHaveLength(7);
-    expect(stats.runs.map((run) => run.id).sort()).toEqual([...ids, failed.body.run_id].sort());
+    expect(stats.days.at(-1)).toEqual({ date: expect.any(String), by_status: { ok: 3, error: 1 } });
+    // Each run's point only for one job's charts.
+    expect(stats.runs).toEqual([]);
+    const hello = await console.get<{ runs: Array<{ id: string; status: string }> }>("/api/stats?job=hello&days=7");
+    expect(hello.runs.map((run) => run.id)).toEqual(ids);
     expect((await console.api("/api/stats?days=0")).status).toBe(400);
     expect(await (await console.api("/api/stats?days=many")).json()).toEqual({ error: 'days must be a whole number from 1 to 90, got "many"' });
     expect((await console.api("/api/stats?job=nope")).status).toBe(404);
