@@ -3,13 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EventBus } from "../../src/events.js";
-import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
 import { Runner, type RunnerOptions } from "../../src/runner/runner.js";
-import type { FireRequest } from "../../src/runner/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
 import { heldExecutor } from "../support/held-executor.js";
+import { fire, makeJob } from "../support/runner-jobs.js";
 import { captureLog } from "../support/log-capture.js";
 
 /*
@@ -18,26 +17,6 @@ import { captureLog } from "../support/log-capture.js";
  * of each run's start and end. Jobs are paused in the real state store, as the daemon does.
  */
 
-function makeJob(name: string, overrides: Partial<Job> = {}): Job {
-  return {
-    name,
-    file: `/jobs/${name}.yaml`,
-    timezone: "UTC",
-    prompt: `run ${name}`,
-    ...jobDefaults(),
-    timeoutMs: 60_000,
-    catchUpMs: 0,
-    retry: { attempts: 1, backoffMs: 0 },
-    ...overrides,
-  };
-}
-
-const fire = (job: string, extra: Partial<FireRequest> = {}): FireRequest => ({
-  job,
-  reason: "schedule",
-  scheduledAt: new Date("2026-11-30T09:00:00Z"),
-  ...extra,
-});
 
 let stateDir: string;
 let state: StateStore;

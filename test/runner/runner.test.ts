@@ -3,40 +3,20 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
-import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { runAgent } from "../../src/runner/execute.js";
 import { Runner, type RunnerOptions } from "../../src/runner/runner.js";
-import type { FireRequest, RunContext } from "../../src/runner/types.js";
+import type { RunContext } from "../../src/runner/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
 import { defineTool, ToolRegistry } from "../../src/tools/registry.js";
 import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
 import { heldExecutor } from "../support/held-executor.js";
+import { fire, makeJob } from "../support/runner-jobs.js";
 import { captureLog } from "../support/log-capture.js";
 
-function makeJob(name: string, overrides: Partial<Job> = {}): Job {
-  return {
-    name,
-    file: `/jobs/${name}.yaml`,
-    timezone: "UTC",
-    prompt: `run ${name}`,
-    ...jobDefaults(),
-    timeoutMs: 60_000,
-    catchUpMs: 0,
-    retry: { attempts: 1, backoffMs: 0 },
-    ...overrides,
-  };
-}
-
-const fire = (job: string, extra: Partial<FireRequest> = {}): FireRequest => ({
-  job,
-  reason: "schedule",
-  scheduledAt: new Date("2026-11-30T09:00:00Z"),
-  ...extra,
-});
 
 let stateDir: string;
 let state: StateStore;

@@ -1,0 +1,26 @@
+import { jobDefaults } from "../../src/jobs/defaults.js";
+import type { Job } from "../../src/jobs/types.js";
+import type { FireRequest } from "../../src/runner/types.js";
+
+/** A job as the runner tests hand it over: no catch-up, one attempt, a minute to run. */
+export function makeJob(name: string, overrides: Partial<Job> = {}): Job {
+  return {
+    name,
+    file: `/jobs/${name}.yaml`,
+    timezone: "UTC",
+    prompt: `run ${name}`,
+    ...jobDefaults(),
+    timeoutMs: 60_000,
+    catchUpMs: 0,
+    retry: { attempts: 1, backoffMs: 0 },
+    ...overrides,
+  };
+}
+
+/** A scheduled fire of `job`, at a fixed slot. */
+export const fire = (job: string, extra: Partial<FireRequest> = {}): FireRequest => ({
+  job,
+  reason: "schedule",
+  scheduledAt: new Date("2026-11-30T09:00:00Z"),
+  ...extra,
+});
