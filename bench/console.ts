@@ -27,13 +27,13 @@ import { startDaemon } from "../src/daemon.js";
 import { EventBus, type CountdEvents, type EventName } from "../src/events.js";
 import { silentLogger } from "../src/log.js";
 import type { RunRecord, RunStatus } from "../src/store/run-record.js";
+import { stopCountd } from "./daemon.js";
 import { CHUNK_NUMBER, hrtimeMs, type ClientsOptions, type FromClients, type ToClients } from "./console-clients.js";
 
 const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
 const CLIENTS = fileURLToPath(new URL("./console-clients.ts", import.meta.url));
 const CHROMIUM = "/usr/bin/chromium";
 const START_TIMEOUT_MS = 60_000;
-const STOP_TIMEOUT_MS = 10_000;
 /** countd logs "countd started" before it installs its SIGTERM handler (src/cli/start.ts). */
 const BEFORE_SIGTERM_MS = 250;
 
@@ -264,29 +264,12 @@ async function startCountd(home: string, jobs: number, nodeArgs: string[] = []):
       reject(new Error(`countd exited (${signal ?? `code ${code}`}) before it started:\n${output}`));
     });
   }).catch(async (err: unknown) => {
-    await stopCountd({ child, home, output: () => output, lastOutputAt: () => lastOutputAt }).catch(() => {});
+    await stopCountd({ child, output: () => output }).catch(() => {});
     throw err;
   });
   return { child, home, output: () => output, lastOutputAt: () => lastOutputAt };
 }
 
-/** SIGTERM, as systemd stops it; one that does not exit cleanly in time is killed and reported. */
-async function stopCountd({ child, output }: Started): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, "exit") as Promise<[number | null, NodeJS.Signals | null]>;
-  child.kill("SIGTERM");
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(resolve, STOP_TIMEOUT_MS, "timeout")));
-  const result = await Promise.race([exited, timeout]);
-  clearTimeout(timer);
-  if (result === "timeout") {
-    child.kill("SIGKILL");
-    await exited;
-    throw new Error(`countd (pid ${child.pid}) did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM; killed. It logged:\n${output()}`);
-  }
-  const [code, signal] = result;
-  if (code !== 0) throw new Error(`countd (pid ${child.pid}) exited with ${signal ?? `code ${code}`} on SIGTERM. It logged:\n${output()}`);
-}
 
 /** utime + stime of `pid`, in clock ticks (proc(5): fields 14 and 15; the name in field 2 may hold spaces). */
 async function cpuTicks(pid: number): Promise<number> {

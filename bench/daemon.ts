@@ -168,7 +168,7 @@ async function startCountd(home: string, jobs: number, baseURL: string): Promise
 }
 
 /** SIGTERM, as systemd stops it; a daemon that does not exit cleanly in time is killed and reported. */
-async function stopCountd({ child, output }: Pick<Started, "child" | "output">): Promise<void> {
+export async function stopCountd({ child, output }: Pick<Started, "child" | "output">): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, "exit") as Promise<[number | null, NodeJS.Signals | null]>;
   child.kill("SIGTERM");
