@@ -143,13 +143,14 @@ export const configSchema = section({
     enabled: bool().default(true),
     listen: listenSchema.prefault("127.0.0.1:7420"),
     allow_remote: bool().default(false),
+    metrics_public: bool().default(false),
   })
     // A listen value that failed its own check has been reported already.
     .refine((c) => typeof c.listen !== "object" || c.allow_remote || isLoopback(c.listen.host), {
       path: ["listen"],
       message: "is not a loopback address; the console serves the daemon's controls, so set console.allow_remote: true to listen beyond this machine (behind a TLS reverse proxy)",
     })
-    .transform((c) => ({ enabled: c.enabled, listen: c.listen, allowRemote: c.allow_remote })),
+    .transform((c) => ({ enabled: c.enabled, listen: c.listen, allowRemote: c.allow_remote, metricsPublic: c.metrics_public })),
   secrets: list(envName(), "environment variable names"),
   job_env: list(envName(), "environment variable names"),
   tools: section({

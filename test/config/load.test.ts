@@ -93,7 +93,7 @@ describe("loadConfig", () => {
       retention: { sessionsMs: 30 * DAY_MS, toolHistoryMs: 30 * DAY_MS, auditMs: 30 * DAY_MS },
       attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: defaultHeartbeat(path.join(dir, "workspace")),
-      console: { enabled: true, listen: { host: "127.0.0.1", port: 7420 }, allowRemote: false },
+      console: { enabled: true, listen: { host: "127.0.0.1", port: 7420 }, allowRemote: false, metricsPublic: false },
     });
   });
 
@@ -135,6 +135,7 @@ console:
   enabled: false
   listen: "[::1]:0"
   allow_remote: true
+  metrics_public: true
 `,
       { SMTP_PASSWORD: "hunter2" },
     );
@@ -161,7 +162,7 @@ console:
       retention: { sessionsMs: 30 * DAY_MS, toolHistoryMs: 30 * DAY_MS, auditMs: 30 * DAY_MS },
       attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: { ...defaultHeartbeat(path.join(dir, "ws")), timezone: "Asia/Shanghai" },
-      console: { enabled: false, listen: { host: "::1", port: 0 }, allowRemote: true },
+      console: { enabled: false, listen: { host: "::1", port: 0 }, allowRemote: true, metricsPublic: true },
     });
   });
 

@@ -407,7 +407,7 @@ describe("the console's security", () => {
       await expect(startDaemon({ configFile: join(dir, "countd.yaml"), env, logger: captureLog().log })).rejects.toThrow(/console\.listen: is not a loopback address/);
     }
     const allowed = await consoleFolder({ console: '  listen: "0.0.0.0:7420"\n  allow_remote: true\n' });
-    expect((await loadConfig({ file: join(allowed, "countd.yaml"), env })).console).toEqual({ enabled: true, listen: { host: "0.0.0.0", port: 7420 }, allowRemote: true });
+    expect((await loadConfig({ file: join(allowed, "countd.yaml"), env })).console).toEqual({ enabled: true, listen: { host: "0.0.0.0", port: 7420 }, allowRemote: true, metricsPublic: false });
   });
 
   it("with allow_remote the daemon warns to put a TLS reverse proxy in front, and leaves the Host to the proxy", async () => {
