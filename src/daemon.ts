@@ -109,6 +109,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           deliver: (text, run) => deliverCheckIn(dispatcher, outbox, config, text, run),
           lastExchange: () => lastExchange(config.paths.state),
           onScheduled: (at) => void armed.setHeartbeat(at, config.heartbeat.everyMs),
+          events: runtime.events,
           log: logger,
         })
       : undefined;

@@ -2,6 +2,9 @@ import { EventEmitter } from "node:events";
 import type { FinishReason, Usage } from "./providers/types.js";
 import type { RunRecord } from "./store/run-record.js";
 
+/** Why the heartbeat did not ask the agent: one per rule of decideHeartbeat, so a metric's labels stay few. */
+export type HeartbeatSkip = "outside_active_hours" | "daily_cap" | "recent_contact" | "nothing_to_do";
+
 /**
  * What happens inside a run, as it happens, and to runs and deliveries: the CLI prints from it,
  * the web console streams it. The loop does not wait for listeners.
@@ -61,6 +64,12 @@ export interface CountdEvents {
     /** For "failed" and "retried": when it is attempted next. */
     nextAttemptAt?: string;
   };
+  /**
+   * A heartbeat tick's end: skipped without the LLM, silent (the agent had nothing to say),
+   * duplicate (the same message was delivered within a day), failed (the run or its delivery),
+   * or sent.
+   */
+  "heartbeat.decision": { outcome: "skipped"; reason: HeartbeatSkip } | { outcome: "silent" | "duplicate" | "failed" | "sent" };
 }
 
 export type EventName = keyof CountdEvents;

@@ -6,6 +6,7 @@ import { errorText } from "../text.js";
 import { localClock } from "../time.js";
 import { LONGEST_TIMER_MS } from "../timers.js";
 import type { PersonaConfig } from "../agent/personalities.js";
+import type { CountdEvents, EventBus, HeartbeatSkip } from "../events.js";
 import type { HeartbeatConfig } from "../config/schema.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { MemoryStore } from "../memory/store.js";
@@ -22,7 +23,7 @@ const DELIVERED_KEPT_MS = 2 * DAY;
 /** Memory entries shown to the heartbeat agent. */
 const MEMORY_ENTRIES = 5;
 
-export type HeartbeatDecision = { run: true } | { run: false; reason: string };
+export type HeartbeatDecision = { run: true } | { run: false; skip: HeartbeatSkip; reason: string };
 
 export type HeartbeatOutcome =
   | { ran: false; reason: string }
@@ -130,12 +131,13 @@ export function decideHeartbeat(input: {
   const clock = localClock(now, config.timezone);
   const { start, end } = config.activeHours;
   if (!insideActiveHours(clock.minutes, config.activeHours)) {
-    return { run: false, reason: `outside active hours ${hhmm(start)}-${hhmm(end)} (now ${clock.time} ${config.timezone})` };
+    return { run: false, skip: "outside_active_hours", reason: `outside active hours ${hhmm(start)}-${hhmm(end)} (now ${clock.time} ${config.timezone})` };
   }
   const today = deliveredToday(state, now, config.timezone);
   if (today >= config.maxPerDay) {
     return {
       run: false,
+      skip: "daily_cap",
       reason: `daily cap reached: ${today} of ${config.maxPerDay} check-ins delivered today (${clock.date} ${config.timezone})`,
     };
   }
@@ -143,13 +145,14 @@ export function decideHeartbeat(input: {
   if (idle !== undefined && idle < config.idleThresholdMs) {
     return {
       run: false,
+      skip: "recent_contact",
       reason: `user in contact recently: last contact ${duration(idle)} ago, idle threshold ${duration(config.idleThresholdMs)}`,
     };
   }
   if (checklistIsActionable(checklist)) return { run: true };
   if (today === 0) return { run: true };
   const why = checklist === undefined ? "no checklist file" : "no open item in the checklist";
-  return { run: false, reason: `nothing to do: ${why}, and a check-in was already delivered today (${clock.date} ${config.timezone})` };
+  return { run: false, skip: "nothing_to_do", reason: `nothing to do: ${why}, and a check-in was already delivered today (${clock.date} ${config.timezone})` };
 }
 
 /** Whitespace differences do not make a different message. */
@@ -226,6 +229,8 @@ export interface HeartbeatServiceOptions<Run> {
   lastExchange?: () => Promise<Date | undefined>;
   /** When the next tick was set for: the daemon publishes it for `countd jobs`. */
   onScheduled?: (at: Date) => void;
+  /** Told how each tick ended (the console's metrics count them). */
+  events?: EventBus;
   now?: () => Date;
   log?: Logger;
 }
@@ -249,6 +254,7 @@ export class HeartbeatService<Run> {
     const checklist = await readChecklist(config.checklist);
     const decision = decideHeartbeat({ now, config, state: withExchange(state.data.heartbeat, await this.opts.lastExchange?.()), checklist });
     if (!decision.run) {
+      this.decided({ outcome: "skipped", reason: decision.skip });
       this.log.info({ reason: decision.reason }, "heartbeat skipped");
       return { ran: false, reason: decision.reason };
     }
@@ -268,6 +274,7 @@ export class HeartbeatService<Run> {
       agent = await this.opts.runAgent(prompt, [respond.tool]);
     } catch (err) {
       const error = errorText(err);
+      this.decided({ outcome: "failed" });
       this.log.error({ error }, "heartbeat agent run failed");
       return { ran: true, delivered: false, reason: `heartbeat agent run failed: ${error}` };
     }
@@ -275,6 +282,7 @@ export class HeartbeatService<Run> {
     const response = respond.result();
     const silence = silenceReason(response, agent.answer);
     if (silence !== undefined) {
+      this.decided({ outcome: "silent" });
       this.log.info({ reason: silence }, "heartbeat silent");
       return { ran: true, delivered: false, reason: silence };
     }
@@ -283,6 +291,7 @@ export class HeartbeatService<Run> {
     const earlier = state.data.heartbeat.delivered.find((d) => d.hash === hash && now.getTime() - Date.parse(d.at) < DEDUPE_WINDOW_MS);
     if (earlier) {
       const reason = `heartbeat suppressed: the same message was delivered at ${earlier.at}`;
+      this.decided({ outcome: "duplicate" });
       this.log.info({ deliveredAt: earlier.at }, "heartbeat suppressed: the same message was delivered before");
       return { ran: true, delivered: false, reason, message };
     }
@@ -292,6 +301,7 @@ export class HeartbeatService<Run> {
     } catch (err) {
       // Not recorded: an undelivered check-in must not use up the daily cap or block its retry by the dedupe.
       const error = errorText(err);
+      this.decided({ outcome: "failed" });
       this.log.error({ error }, "heartbeat delivery failed");
       return { ran: true, delivered: false, reason: `heartbeat delivery failed: ${error}`, message };
     }
@@ -303,8 +313,13 @@ export class HeartbeatService<Run> {
       // A delivered check-in is contact with the recipient: the idle threshold counts from it.
       hb.lastContactAt = at.toISOString();
     });
+    this.decided({ outcome: "sent" });
     this.log.info({ characters: message.length }, "heartbeat delivered");
     return { ran: true, delivered: true, message };
+  }
+
+  private decided(decision: CountdEvents["heartbeat.decision"]): void {
+    this.opts.events?.emit("heartbeat.decision", decision);
   }
 
   /** Ticks every `everyMs`, measured from the start of the previous tick; a slow tick is never overlapped by the next. */

@@ -8,6 +8,7 @@ import type { HeartbeatConfig } from "../../src/config/schema.js";
 import { MemoryStore, type MemoryEntry } from "../../src/memory/store.js";
 import { StateStore, type HeartbeatState } from "../../src/store/state.js";
 import { ToolRegistry } from "../../src/tools/registry.js";
+import { EventBus, type CountdEvents } from "../../src/events.js";
 import type { Tool } from "../../src/tools/types.js";
 import {
   checklistIsActionable,
@@ -61,6 +62,16 @@ describe("checklistIsActionable", () => {
     expect(checklistIsActionable(text)).toBe(expected);
   });
 });
+
+/** Each rule's one skip code, by the start of its reason. */
+const SKIP_OF_RULE: Record<string, string> = {
+  "outside active hours": "outside_active_hours",
+  "daily cap reached": "daily_cap",
+  "user in contact recently": "recent_contact",
+  "nothing to do": "nothing_to_do",
+};
+
+const skipOfRule = (reason: string) => Object.entries(SKIP_OF_RULE).find(([start]) => reason.startsWith(start))?.[1];
 
 describe("decideHeartbeat", () => {
   const empty: HeartbeatState = { delivered: [] };
@@ -121,7 +132,7 @@ describe("decideHeartbeat", () => {
     ["a greeting is due: nothing delivered today and idle", { now: "2026-03-05T08:00:00Z", state: delivered("2026-03-04T08:00:00Z"), checklist: DONE_CHECKLIST }, undefined],
   ])("%s", (_what, { now, config, state = empty, checklist }, reason) => {
     const decision = decideHeartbeat({ now: new Date(now), config: heartbeatConfig(config), state, checklist });
-    expect(decision).toEqual(reason === undefined ? { run: true } : { run: false, reason });
+    expect(decision).toEqual(reason === undefined ? { run: true } : { run: false, skip: skipOfRule(reason), reason });
   });
 });
 
@@ -197,6 +208,7 @@ describe("HeartbeatService with a real agent loop", () => {
   let agentRuns: number;
   let captured: ReturnType<typeof captureLog>;
   let failNextDelivery: boolean;
+  let decisions: Array<CountdEvents["heartbeat.decision"]>;
 
   beforeEach(async () => {
     const root = await mkdtemp(join(tmpdir(), "countd-heartbeat-"));
@@ -210,6 +222,7 @@ describe("HeartbeatService with a real agent loop", () => {
     captured = captureLog();
     failNextDelivery = false;
     exchange = undefined;
+    decisions = [];
   });
 
   const advance = (ms: number) => {
@@ -224,6 +237,12 @@ describe("HeartbeatService with a real agent loop", () => {
   }
 
   let exchange: Date | undefined;
+  function bus(): EventBus {
+    const events = new EventBus();
+    events.on("heartbeat.decision", (decision) => decisions.push(decision));
+    return events;
+  }
+
   async function service(config: Partial<HeartbeatConfig> = {}, state?: StateStore) {
     const memory = new MemoryStore(workspace);
     return new HeartbeatService({
@@ -241,6 +260,7 @@ describe("HeartbeatService with a real agent loop", () => {
         sentFrom.push(run);
       },
       lastExchange: async () => exchange,
+      events: bus(),
       now: () => clock,
       log: captured.log,
     });
@@ -263,7 +283,7 @@ describe("HeartbeatService with a real agent loop", () => {
   }
 
   describe("every skip path makes zero LLM requests", () => {
-    it.each<[string, () => Promise<Partial<HeartbeatConfig>>, RegExp]>([
+    it.each<[string, () => Promise<Partial<HeartbeatConfig>>, RegExp, string]>([
       [
         "outside active hours",
         async () => {
@@ -271,6 +291,7 @@ describe("HeartbeatService with a real agent loop", () => {
           return {};
         },
         /^outside active hours 08:00-21:00 \(now 22:00 Asia\/Shanghai\)$/,
+        "outside_active_hours",
       ],
       [
         "daily cap",
@@ -282,6 +303,7 @@ describe("HeartbeatService with a real agent loop", () => {
           return {};
         },
         /^daily cap reached: 2 of 2/,
+        "daily_cap",
       ],
       [
         "inside the idle threshold",
@@ -293,6 +315,7 @@ describe("HeartbeatService with a real agent loop", () => {
           return {};
         },
         /^user in contact recently: last contact 1h ago, idle threshold 4h$/,
+        "recent_contact",
       ],
       [
         "inside the idle threshold after a countd ask exchange",
@@ -301,6 +324,7 @@ describe("HeartbeatService with a real agent loop", () => {
           return {};
         },
         /^user in contact recently: last contact 30m ago, idle threshold 4h$/,
+        "recent_contact",
       ],
       [
         "nothing actionable and no greeting due",
@@ -313,8 +337,9 @@ describe("HeartbeatService with a real agent loop", () => {
           return {};
         },
         /^nothing to do: no open item in the checklist/,
+        "nothing_to_do",
       ],
-    ])("%s", async (_what, arrange, reason) => {
+    ])("%s", async (_what, arrange, reason, skip) => {
       await writeChecklist(OPEN_CHECKLIST);
       const config = await arrange();
       agentReplies({ notify: true, message: "Water the plants today." });
@@ -323,6 +348,7 @@ describe("HeartbeatService with a real agent loop", () => {
       expect(outcome).toEqual({ ran: false, reason: expect.stringMatching(reason) });
       expect(mock.getRequests()).toEqual([]);
       expect(sent).toEqual([]);
+      expect(decisions).toEqual([{ outcome: "skipped", reason: skip }]);
       expect(captured.lines).toEqual([
         { level: "info", msg: "heartbeat skipped", fields: { component: "heartbeat", reason: outcome.ran ? "" : outcome.reason } },
       ]);
@@ -358,6 +384,7 @@ describe("HeartbeatService with a real agent loop", () => {
     const hb = await service();
 
     expect(await hb.tick()).toEqual({ ran: true, delivered: false, reason: "the agent chose not to notify" });
+    expect(decisions).toEqual([{ outcome: "silent" }]);
     expect(mock.getRequests()).toHaveLength(2);
     expect(sent).toEqual([]);
     expect((await StateStore.open(stateDir)).data.heartbeat).toEqual({ delivered: [] });
@@ -405,6 +432,7 @@ describe("HeartbeatService with a real agent loop", () => {
     agentReplies({ notify: true, message: "Water the plants today." });
     expect(await hb.tick()).toMatchObject({ delivered: true });
     expect(sent).toEqual(["Water the plants today.", "Water the plants today."]);
+    expect(decisions).toEqual([{ outcome: "sent" }, { outcome: "duplicate" }, { outcome: "sent" }]);
   });
 
   it("skips the third tick without the LLM once two check-ins were delivered today", async () => {
@@ -437,6 +465,7 @@ describe("HeartbeatService with a real agent loop", () => {
       reason: "heartbeat delivery failed: SMTP 451 try again later",
       message: "Water the plants today.",
     });
+    expect(decisions).toEqual([{ outcome: "failed" }]);
     expect(captured.lines).toContainEqual({
       level: "error",
       msg: "heartbeat delivery failed",
