@@ -66,10 +66,13 @@ describe("countd start, stopped by SIGTERM while jobs run", () => {
       expect(audit.filter((line) => line.kind === "llm" && line.session === run.sessionId), context).toHaveLength(run.iterations);
       const toolHistory = await readFile(join(dir, "state", "tool-history", sessionFileName(run.sessionId)), "utf8").catch(() => "");
       expect(toolHistory.split("\n").filter(Boolean), context).toHaveLength(run.toolCalls);
-      const transcript = (await readFile(join(dir, "state", "sessions", sessionFileName(run.sessionId)), "utf8"))
+      const [marker, ...messages] = (await readFile(join(dir, "state", "sessions", sessionFileName(run.sessionId)), "utf8"))
         .split("\n")
         .filter(Boolean)
-        .map((line) => (JSON.parse(line) as { role: string }).role);
+        .map((line) => JSON.parse(line) as { role?: string; run?: string });
+      // The run's messages follow the line that marks them as this run's.
+      expect(marker, context).toEqual({ run: run.id, at: expect.any(String) });
+      const transcript = messages.map((message) => message.role);
       expect(transcript[0], context).toBe("user");
       expect(transcript.filter((role) => role === "tool"), context).toHaveLength(run.toolCalls);
     }
