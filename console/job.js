@@ -97,6 +97,7 @@ function Settings({ job }) {
       <dt>Time zone</dt><dd>${job.timezone}</dd>
       <dt>Next fires</dt><dd>${list(job.next_fires.map((at) => html`<time datetime=${at}>${fireText(at)}</time>`))}</dd>
       ${s.watch && html`<dt>Watches</dt><dd>${list(s.watch.paths)}</dd>`}
+      ${s.webhook && html`<dt>Webhook</dt><dd><code>POST ${s.webhook.path}</code>, signed; bodies up to ${count(s.webhook.max_body)} bytes, ${s.webhook.rate} a minute</dd>`}
       <dt>Session</dt><dd>${s.session}</dd>
       <dt>Overlap</dt><dd>${s.overlap}</dd>
       <dt>Timeout</dt><dd>${duration(s.timeout_ms)}</dd>

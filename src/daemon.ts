@@ -30,6 +30,8 @@ import { Redactor } from "./audit/redact.js";
 import { VERSION } from "./package.js";
 import { LiveHub } from "./console/live.js";
 import { startConsole, type ConsoleServer } from "./console/server.js";
+import { WebhookTrigger } from "./triggers/webhook.js";
+import { WebhookIds } from "./store/webhook-ids.js";
 
 export interface Daemon {
   config: Config;
@@ -137,8 +139,9 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     let redactor = new Redactor(config.secrets);
     const live = new LiveHub(runtime.events, () => redactor);
     started.push(() => live.close());
+    const hooks = new WebhookTrigger({ job: (name) => jobs.get(name), runner, ids: await WebhookIds.open(config.paths.state), env, log: logger });
     const consoleServer = await startConsole(
-      { config: () => config, state, runner, jobs, outbox, cron, live, redactor: () => redactor, startedAt: new Date(), version: VERSION },
+      { config: () => config, state, runner, jobs, outbox, cron, live, hooks, redactor: () => redactor, startedAt: new Date(), version: VERSION },
       logger,
     );
     started.push(() => consoleServer.close());

@@ -99,11 +99,12 @@ async function lastExchangeOf(config: Config): Promise<{ lastExchange?: Date }> 
 
 function trigger(job: ArmedJob, seconds: boolean): string {
   const parts: string[] = [];
-  const { schedule, watch } = job;
+  const { schedule, watch, webhook } = job;
   if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
   if (schedule?.kind === "every") parts.push(`every ${ms(schedule.intervalMs)}`);
   if (schedule?.kind === "at") parts.push(`at ${when(schedule.date, job.timezone, seconds)}`);
   if (watch) parts.push(`watch ${watch.paths.length === 1 ? "1 path" : `${watch.paths.length} paths`}`);
+  if (webhook) parts.push("webhook");
   return parts.join(" + ") || "manual";
 }
 

@@ -167,7 +167,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
   const consoleSettings = consoleWithOverride(data.console, env, envProblems);
 
   const secretValues = [provider.apiKey, data.smtp?.password, ...[...secretNames].map((name) => env[name])];
-  const { secretNames: _names, ...settings } = data;
+  const settings = data;
   return {
     config: {
       ...settings,

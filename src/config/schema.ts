@@ -234,7 +234,7 @@ export type ConsoleConfig = ConfigFile["console"];
 export type HeartbeatConfig = Omit<ConfigFile["heartbeat"], "timezone"> & { timezone: string };
 
 /** The file's value with what load.ts resolves: `paths` and `tools.readOnlyRoots` absolute. */
-export interface Config extends Omit<ConfigFile, "provider" | "heartbeat" | "secretNames"> {
+export interface Config extends Omit<ConfigFile, "provider" | "heartbeat"> {
   /** Absolute path of the file read; undefined when running on defaults. */
   file?: string;
   provider: ProviderConfig;

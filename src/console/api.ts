@@ -21,6 +21,8 @@ import type { LiveHub } from "./live.js";
 import type { JobView, RunNowAnswer, RunView, StatusView } from "./protocol.js";
 import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView, zoned } from "./views.js";
 import type { Asset } from "./assets.js";
+import { mountHooks } from "./hooks.js";
+import type { WebhookTrigger } from "../triggers/webhook.js";
 
 /** What the console reads and steers: the running daemon's parts, handed over by the composition root. */
 export interface ConsoleDeps {
@@ -31,6 +33,7 @@ export interface ConsoleDeps {
   outbox: Outbox;
   cron: CronTrigger;
   live: LiveHub;
+  hooks: WebhookTrigger;
   redactor: () => Redactor;
   startedAt: Date;
   version: string;
@@ -99,6 +102,9 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     return page(c, assets.get("/")!);
   });
   for (const [path, asset] of assets) if (path !== "/") app.get(path, (c) => page(c, asset));
+
+  // Before the token check: the signature is this endpoint's credential.
+  mountHooks(app, deps.hooks);
 
   app.use("/api/*", async (c, next) => {
     const credential = guard.credential(c.req.raw.headers);

@@ -64,7 +64,7 @@ export interface JobView {
   file: string;
   description?: string;
   enabled: boolean;
-  /** "cron 0 9 * * *", "every 1h", "at …", "watch 2 paths", joined by " + "; "manual" with neither. */
+  /** "cron 0 9 * * *", "every 1h", "at …", "watch 2 paths", "webhook", joined by " + "; "manual" with neither. */
   trigger: string;
   timezone: string;
   /** ISO 8601 with the job's offset, e.g. 2026-12-03T09:00:00+01:00. */
@@ -91,6 +91,8 @@ export interface JobDetail extends JobView {
     on_failure: string[];
     deliver_when: string;
     watch?: { paths: string[] };
+    /** Where it is fired, and its limits; never its secret. */
+    webhook?: { path: string; max_body: number; rate: number };
   };
 }
 

@@ -9,13 +9,14 @@ import { localClock } from "../time.js";
 import type { JobDetail, JobView, RunDelivery, StatsView } from "./protocol.js";
 
 /** How the console shows a job's trigger: what `countd jobs` shows, one phrase. */
-export function triggerText(job: Pick<Job, "schedule" | "watch" | "timezone">): string {
+export function triggerText(job: Pick<Job, "schedule" | "watch" | "webhook" | "timezone">): string {
   const parts: string[] = [];
-  const { schedule, watch } = job;
+  const { schedule, watch, webhook } = job;
   if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
   if (schedule?.kind === "every") parts.push(`every ${ms(schedule.intervalMs)}`);
   if (schedule?.kind === "at") parts.push(`at ${zoned(schedule.date, job.timezone)}`);
   if (watch) parts.push(`watch ${watch.paths.length === 1 ? "1 path" : `${watch.paths.length} paths`}`);
+  if (webhook) parts.push("webhook");
   return parts.join(" + ") || "manual";
 }
 
@@ -74,6 +75,7 @@ export function jobDetail(view: JobView, job: Job): JobDetail {
       on_failure: job.onFailure.map(describeTarget),
       deliver_when: job.deliverWhen,
       ...(job.watch ? { watch: { paths: job.watch.paths } } : {}),
+      ...(job.webhook ? { webhook: { path: `/hooks/${job.name}`, max_body: job.webhook.maxBody, rate: job.webhook.rate } } : {}),
     },
   };
 }

@@ -125,19 +125,40 @@ export function referenceProblems(
   declared?: readonly string[],
 ): Problem[] {
   return targets.flatMap((target, index) =>
-    referring(target).flatMap((field) => {
-      const path = [...at, index, target.kind, ...field.path];
-      const node = source.doc.getIn(path, true);
-      const [start, end] = isScalar(node) && node.range ? node.range : [undefined, undefined];
-      const raw = start !== undefined ? source.text.slice(start, end) : "";
-      let from = 0;
-      return fill(field, formatOf(target), env, declared).problems.map((problem): Problem => {
-        const found = problem.reference !== undefined && start !== undefined ? raw.indexOf(problem.reference, from) : -1;
-        if (found >= 0) from = found + problem.reference!.length;
-        return { path, message: problem.message, ...(found >= 0 ? { offset: start! + found } : {}) };
-      });
-    }),
+    referring(target).flatMap((field) => placed(field, formatOf(target), env, source, [...at, index, target.kind, ...field.path], declared)),
   );
+}
+
+/**
+ * referenceProblems for one value outside a delivery target (a webhook trigger's secret, at
+ * `path`), checked as a Standard Webhooks secret once filled in; also a literal's form.
+ */
+export function secretReferenceProblems(value: string, env: NodeJS.ProcessEnv | null, source: YamlSource, path: YamlPath, declared: readonly string[]): Problem[] {
+  if (!value.includes("${")) {
+    const problem = filledInProblem("secret", value, "json");
+    return problem ? [{ path, message: `${problem} (the value is not shown here)` }] : [];
+  }
+  return placed({ path: [], field: "secret", value }, "json", env, source, path, declared);
+}
+
+/** A Standard Webhooks secret with its references filled in from `env`, or why it cannot be: an unset variable or an empty value. */
+export function resolveSecret(value: string, env: NodeJS.ProcessEnv): { secret: string } | { problem: string } {
+  const filled = fill({ path: [], field: "secret", value }, "json", env);
+  if (filled.problems.length > 0) return { problem: filled.problems.map((problem) => problem.message).join("; ") };
+  return filled.value === "" ? { problem: "the secret is empty" } : { secret: filled.value };
+}
+
+/** `field`'s problems, each placed on its reference in `source` when the source shows it, else on the value at `path`. */
+function placed(field: Field, format: WebhookFormat, env: NodeJS.ProcessEnv | null, source: YamlSource, path: YamlPath, declared?: readonly string[]): Problem[] {
+  const node = source.doc.getIn(path, true);
+  const [start, end] = isScalar(node) && node.range ? node.range : [undefined, undefined];
+  const raw = start !== undefined ? source.text.slice(start, end) : "";
+  let from = 0;
+  return fill(field, format, env, declared).problems.map((problem): Problem => {
+    const found = problem.reference !== undefined && start !== undefined ? raw.indexOf(problem.reference, from) : -1;
+    if (found >= 0) from = found + problem.reference!.length;
+    return { path: [...path], message: problem.message, ...(found >= 0 ? { offset: start! + found } : {}) };
+  });
 }
 
 function setIn(target: DeliveryTarget, path: readonly (string | number)[], value: string): void {

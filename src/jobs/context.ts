@@ -14,5 +14,6 @@ export function jobContext(config: Config, env: NodeJS.ProcessEnv | null = proce
     knownTools: toolNames(config),
     env,
     jobEnv: config.jobEnv,
+    secretNames: config.secretNames,
   };
 }

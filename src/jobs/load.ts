@@ -6,7 +6,7 @@ import picomatch from "picomatch";
 import { escapePath } from "tinyglobby";
 import { isMap, isScalar, type Node } from "yaml";
 import { closeKey, formatProblem, formatProblems, keysAt, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
-import { referenceProblems } from "../delivery/secrets.js";
+import { referenceProblems, secretReferenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
 import { cronProblem, parseAt } from "./schedule.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
@@ -31,6 +31,11 @@ export interface JobContext {
    * to write could otherwise send any of the daemon's variables (the provider key) to a webhook.
    */
   jobEnv: readonly string[];
+  /**
+   * countd.yaml's secrets: a webhook trigger's secret must name one of them, so that its value is
+   * redacted from every log and never reaches a tool. Undefined: not checked.
+   */
+  secretNames?: readonly string[];
 }
 
 /** Far above any real job; keeps a pasted log or a generated bomb from stalling the parser. */
@@ -335,6 +340,8 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
     ...referenceProblems(settings.onFailure, env, source, ["on_failure"], ctx.jobEnv),
   );
 
+  if (data.webhook) problems.push(...webhookSecretProblems(data.webhook.secret, env, source, ctx));
+
   if (ctx.knownTools && settings.tools) {
     const known = ctx.knownTools;
     settings.tools.forEach((tool, index) => {
@@ -356,16 +363,41 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
     };
   }
 
-  return { ...settings, name, file, timezone, schedule: toSchedule(data.trigger, timezone), watch };
+  return { ...settings, name, file, timezone, schedule: toSchedule(data.trigger, timezone), watch, ...(data.webhook ? { webhook: data.webhook } : {}) };
 }
 
-/** What loads but may not do what was meant: a one-shot `at:` that has passed. */
+const SECRET_NAME = /\$\{([A-Za-z_][A-Za-z0-9_]*)/g;
+
+/** The secret's references checked as a delivery secret's are, and each variable must be one of countd.yaml's secrets. */
+function webhookSecretProblems(secret: string, env: NodeJS.ProcessEnv | null, source: YamlSource, ctx: JobContext): Problem[] {
+  const at = ["webhook", "secret"];
+  const problems = secretReferenceProblems(secret, env, source, at, ctx.jobEnv);
+  if (problems.length > 0 || !ctx.secretNames) return problems;
+  const secretNames = ctx.secretNames;
+  return [...secret.matchAll(SECRET_NAME)]
+    .map((match) => match[1]!)
+    .filter((name) => !secretNames.includes(name))
+    .map((name) => ({
+      path: at,
+      message: `environment variable ${name} is not listed in secrets (countd.yaml): list it there, so that its value is redacted from logs and never reaches a tool`,
+    }));
+}
+
+/** What loads but may not do what was meant: a one-shot `at:` that has passed; a webhook secret written in the file. */
 function jobWarnings(job: Job, source: YamlSource): string[] {
+  const warnings: string[] = [];
   const { schedule } = job;
-  if (schedule?.kind !== "at" || schedule.date.getTime() > Date.now()) return [];
-  const at = (source.doc.get("at", true) as Node | undefined)?.range?.[0] ?? 0;
-  const message = `warning: at: ${schedule.date.toISOString()} is in the past: the job fires only as a catch-up run, if countd starts within catch_up of it`;
-  return [formatProblem(source, { path: [], offset: at, message })];
+  if (schedule?.kind === "at" && schedule.date.getTime() <= Date.now()) {
+    const at = (source.doc.get("at", true) as Node | undefined)?.range?.[0] ?? 0;
+    const message = `warning: at: ${schedule.date.toISOString()} is in the past: the job fires only as a catch-up run, if countd starts within catch_up of it`;
+    warnings.push(formatProblem(source, { path: [], offset: at, message }));
+  }
+  if (job.webhook && !job.webhook.secret.includes("${")) {
+    const at = (source.doc.getIn(["webhook", "secret"], true) as Node | undefined)?.range?.[0] ?? 0;
+    const message = "warning: webhook.secret is written in the job file, where secrets do not belong: write ${VAR} and list VAR in job_env and secrets (countd.yaml)";
+    warnings.push(formatProblem(source, { path: [], offset: at, message }));
+  }
+  return warnings;
 }
 
 function toSchedule(trigger: JobFile["trigger"], timezone: string): Schedule | undefined {

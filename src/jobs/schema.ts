@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { describeKind, describeValue, duration, expected, oneOf, text, timeZone } from "../config/fields.js";
+import { byteSize, describeKind, describeValue, duration, expected, oneOf, text, timeZone } from "../config/fields.js";
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
@@ -55,6 +55,25 @@ const watchSchema = z
   )
   .describe("Run when files change; alone or beside a schedule.");
 
+/** Far above any real event; a bigger body would only be held in memory while it is checked. */
+export const MAX_WEBHOOK_BODY = 64 * 1024 * 1024;
+
+const webhookSchema = z
+  .strictObject(
+    {
+      secret: text().describe(
+        'The Standard Webhooks signing secret (whsec_…) the sender signs with, as a ${VAR} reference listed in job_env and secrets (countd.yaml): secrets do not belong in job files.',
+      ),
+      max_body: byteSize()
+        .refine((size) => size <= MAX_WEBHOOK_BODY, { error: `expected a size of at most ${MAX_WEBHOOK_BODY / 1024 / 1024}MB` })
+        .prefault("1MB")
+        .describe("The largest request body taken; a bigger one is refused (413)."),
+      rate: positiveInt().default(60).describe("Requests a minute this job's hook takes; past it, 429 with Retry-After."),
+    },
+    expected("a mapping with secret: and optionally max_body:, rate:"),
+  )
+  .describe("Run when a signed POST arrives at the console's /hooks/<job>; alone or beside a schedule or watch.");
+
 const retrySchema = z
   .strictObject(
     {
@@ -100,6 +119,7 @@ export const jobFileSchema = z
         .describe("Run once at this date and time, e.g. 2026-12-01T09:00:00+08:00; without an offset, in the job's timezone. Not with schedule: or every:."),
       timezone: timeZone().optional().describe("IANA time zone for the schedule and the prompt's {{date}}; defaults to countd.yaml's."),
       watch: watchSchema.optional(),
+      webhook: webhookSchema.optional(),
       prompt: z
         .string({
           error: (issue) =>
@@ -109,7 +129,7 @@ export const jobFileSchema = z
         })
         .min(1, expected("a non-empty string"))
         .describe(
-          "The message given to the agent on each run. Placeholders: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}}.",
+          "The message given to the agent on each run. Placeholders: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}}, {{payload}} (a webhook's body, framed as untrusted data).",
         ),
       session: oneOf(["isolated", "shared"] as const)
         .default("isolated")
@@ -166,6 +186,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
   trigger: { schedule: f.schedule, every: f.every, at: f.at },
   /** `paths` as written: relative ones are taken from the workspace. */
   watch: f.watch && { paths: f.watch.paths, events: [...new Set(f.watch.events)], debounceMs: f.watch.debounce },
+  webhook: f.webhook && { secret: f.webhook.secret, maxBody: f.webhook.max_body, rate: f.webhook.rate },
   settings: {
     description: f.description,
     enabled: f.enabled,
@@ -181,7 +202,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     deliverWhen: f.deliver_when,
     onFailure: f.on_failure,
     onFailureRepeatMs: f.on_failure_repeat,
-  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch">,
+  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook">,
 }));
 
 export type JobFile = z.output<typeof jobSchema>;

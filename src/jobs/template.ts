@@ -9,12 +9,14 @@ export interface PromptVars {
   runId: string;
   /** Changed paths of a watch-triggered run, as the trigger gives them. */
   files?: string[];
+  /** A webhook-triggered run's body, already framed as untrusted data. */
+  payload?: string;
 }
 
 /** More names than this would crowd out the prompt; the count still tells the agent how many. */
 export const MAX_LISTED_FILES = 100;
 
-export const PLACEHOLDERS = ["date", "time", "datetime", "job.name", "job.description", "run.id", "files"] as const;
+export const PLACEHOLDERS = ["date", "time", "datetime", "job.name", "job.description", "run.id", "files", "payload"] as const;
 type Placeholder = (typeof PLACEHOLDERS)[number];
 
 /** `{{name}}`, spaces inside the braces allowed. */
@@ -38,6 +40,7 @@ export function renderPrompt(template: string, vars: PromptVars): string {
     "job.description": () => vars.job.description ?? "",
     "run.id": () => vars.runId,
     files: () => listFiles(vars.files ?? []),
+    payload: () => vars.payload ?? "(none)",
   };
   return template.replace(PLACEHOLDER, (whole, name: string) => (isPlaceholder(name) ? values[name]() : whole));
 }

@@ -16,6 +16,16 @@ export interface WatchSpec {
   debounceMs: number;
 }
 
+/** What a job's `webhook:` asks for; triggers/webhook.ts acts on it. */
+export interface WebhookSpec {
+  /** As written: a `${VAR}` reference, filled in from the environment at each request (delivery/secrets.ts). */
+  secret: string;
+  /** Bytes. */
+  maxBody: number;
+  /** Requests a minute. */
+  rate: number;
+}
+
 export type OverlapPolicy = "skip" | "queue" | "replace" | "allow";
 
 /** always: every answer is delivered; non_empty: not an empty answer, nor one that is exactly NO_REPLY. */
@@ -37,6 +47,7 @@ export interface Job {
   enabled: boolean;
   schedule?: Schedule;
   watch?: WatchSpec;
+  webhook?: WebhookSpec;
   /** IANA name: the job's own, else countd.yaml's, else the system's. */
   timezone: string;
   /** Template: {{date}}, {{time}}, {{job.name}}, {{files}}, … are filled in per run. */

@@ -5,6 +5,7 @@ import type { Job } from "../jobs/types.js";
 import type { Runtime } from "../runtime.js";
 import type { RunContext } from "./types.js";
 import type { RunOutcome } from "../agent/outcome.js";
+import { frameUntrusted } from "../tools/untrusted.js";
 
 /**
  * Runs one job prompt through the agent loop and returns how it ended, with the loop's own
@@ -26,13 +27,18 @@ export async function runAgent(loop: AgentLoop, prompt: string, sessionId: strin
 /** How the runner runs a job: the job's own loop (tools, overrides) on its rendered prompt, or on the prompt the fire brought. */
 export function jobExecutor(runtime: () => Pick<Runtime, "loop">): (job: Job, run: RunContext) => Promise<RunOutcome> {
   return (job, run) => {
-    const { prompt, extraTools, files } = run.request;
+    const { prompt, extraTools, files, payload } = run.request;
     return runAgent(
       runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools }),
-      prompt ?? renderPrompt(job.prompt, { now: new Date(), timezone: job.timezone, job, runId: run.id, ...(files ? { files } : {}) }),
+      prompt ?? renderPrompt(job.prompt, { now: new Date(), timezone: job.timezone, job, runId: run.id, ...(files ? { files } : {}), ...(payload !== undefined ? { payload: framedPayload(payload) } : {}) }),
       run.sessionId,
       run.cancel,
       run.id,
     );
   };
+}
+
+/** Whoever can sign a request wrote the body, not the job's owner: it is data, never instructions. */
+function framedPayload(payload: string): string {
+  return frameUntrusted("the webhook request that fired this run", payload);
 }

@@ -9,6 +9,8 @@ export interface FireRequest {
   scheduledAt: Date;
   /** Changed paths, for watch-triggered runs. */
   files?: string[];
+  /** A webhook-triggered run's request body, as it came (UTF-8 text, bounded by the job's max_body). */
+  payload?: string;
   /** A run that is no job file's (the heartbeat's) brings its prompt, used instead of the job's. */
   prompt?: string;
   /** Tools only this run has, such as the heartbeat's reply tool. */

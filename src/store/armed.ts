@@ -11,7 +11,7 @@ import { isAlive } from "./lock.js";
  * keeps its last good version there, which the job files alone cannot tell) and the heartbeat's
  * next tick. Only what the listing shows is written: no prompt, no delivery target.
  */
-export type ArmedJob = Pick<Job, "name" | "file" | "enabled" | "timezone" | "schedule"> & { watch?: { paths: string[] } };
+export type ArmedJob = Pick<Job, "name" | "file" | "enabled" | "timezone" | "schedule"> & { watch?: { paths: string[] }; webhook?: object };
 
 export interface Armed {
   /** The daemon that wrote it; a file left by one that is gone is not read. */
@@ -39,6 +39,7 @@ const armedShape = z.object({
         ])
         .optional(),
       watch: z.object({ paths: z.array(z.string()) }).optional(),
+      webhook: z.object({}).optional(),
     }),
   ),
   heartbeat: z.object({ nextTickAt: time, everyMs: z.number().nonnegative() }).optional(),
@@ -60,13 +61,15 @@ export class ArmedPublisher {
   }
 
   setJobs(jobs: readonly Job[]): Promise<void> {
-    this.jobs = jobs.map(({ name, file, enabled, timezone, schedule, watch }) => ({
+    this.jobs = jobs.map(({ name, file, enabled, timezone, schedule, watch, webhook }) => ({
       name,
       file,
       enabled,
       timezone,
       ...(schedule ? { schedule } : {}),
       ...(watch ? { watch: { paths: watch.paths } } : {}),
+      // Whether there is one, not its secret's reference nor its limits.
+      ...(webhook ? { webhook: {} } : {}),
     }));
     return this.write();
   }

@@ -3,7 +3,7 @@ import type { Usage } from "../providers/types.js";
 /** The heartbeat's runs are recorded under this name, which no job file can take (a job name starts with a letter or digit). */
 export const HEARTBEAT_JOB = "@heartbeat";
 
-export const RUN_REASONS = ["schedule", "watch", "heartbeat", "manual", "catch-up", "retry"] as const;
+export const RUN_REASONS = ["schedule", "watch", "webhook", "heartbeat", "manual", "catch-up", "retry"] as const;
 export type RunReason = (typeof RUN_REASONS)[number];
 export const RUN_STATUSES = ["running", "ok", "error", "timeout", "cancelled", "skipped", "interrupted"] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
