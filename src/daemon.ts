@@ -29,6 +29,7 @@ import { join } from "node:path";
 import { Redactor } from "./audit/redact.js";
 import { VERSION } from "./package.js";
 import { LiveHub } from "./console/live.js";
+import { Metrics } from "./console/metrics.js";
 import { startConsole, type ConsoleServer } from "./console/server.js";
 import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
@@ -139,9 +140,11 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     let redactor = new Redactor(config.secrets);
     const live = new LiveHub(runtime.events, () => redactor);
     started.push(() => live.close());
+    const metrics = new Metrics({ events: runtime.events, outbox, jobs, state });
+    started.push(() => metrics.close());
     const hooks = new WebhookTrigger({ job: (name) => jobs.get(name), runner, ids: await WebhookIds.open(config.paths.state), env, log: logger });
     const consoleServer = await startConsole(
-      { config: () => config, state, runner, jobs, outbox, cron, live, hooks, redactor: () => redactor, startedAt: new Date(), version: VERSION },
+      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, redactor: () => redactor, startedAt: new Date(), version: VERSION },
       logger,
     );
     started.push(() => consoleServer.close());
@@ -208,6 +211,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           // After the runs: a client watching one sees it end.
           await consoleServer.close();
           live.close();
+          metrics.close();
           await state.close();
           await closeDelivery();
           await runtime.close();

@@ -18,6 +18,7 @@ import { errorText } from "../text.js";
 import { emptyUsage, addUsage } from "../providers/types.js";
 import { COOKIE, type Credential, type Guard } from "./guard.js";
 import type { LiveHub } from "./live.js";
+import type { Metrics } from "./metrics.js";
 import type { JobView, RunNowAnswer, RunView, StatusView } from "./protocol.js";
 import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView, zoned } from "./views.js";
 import type { Asset } from "./assets.js";
@@ -33,6 +34,7 @@ export interface ConsoleDeps {
   outbox: Outbox;
   cron: CronTrigger;
   live: LiveHub;
+  metrics: Metrics;
   hooks: WebhookTrigger;
   redactor: () => Redactor;
   startedAt: Date;
@@ -105,6 +107,15 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
 
   // Before the token check: the signature is this endpoint's credential.
   mountHooks(app, deps.hooks);
+
+  // Beside /api/, where scrapers look for it; console.metrics_public opens it to a scraper that holds no token.
+  app.get("/metrics", async (c) => {
+    if (!deps.config().console.metricsPublic && !guard.credential(c.req.raw.headers)) {
+      return refuse(c, guard, "/metrics needs the console's token (Authorization: Bearer <token>), or console.metrics_public: true");
+    }
+    c.header("Cache-Control", "no-store");
+    return c.body(await deps.metrics.scrape(), 200, { "Content-Type": deps.metrics.contentType });
+  });
 
   app.use("/api/*", async (c, next) => {
     const credential = guard.credential(c.req.raw.headers);
