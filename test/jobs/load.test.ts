@@ -289,7 +289,7 @@ describe("job file problems", () => {
   it("points at an unknown placeholder inside a block prompt", async () => {
     const text = "prompt: |\n  Report for {{date}}.\n  Owner: {{ owner }} and {{job.name}}\n";
     expect(await problems(text)).toEqual([
-      "job.yaml:3:10: prompt: unknown placeholder {{ owner }} (known: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}})",
+      "job.yaml:3:10: prompt: unknown placeholder {{ owner }} (known: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}}, {{payload}})",
     ]);
   });
 
@@ -332,7 +332,7 @@ describe("job file problems", () => {
       'job.yaml:3:11: timezone: expected an IANA time zone name like "Asia/Shanghai", got "Mars/Base"',
       `job.yaml:4:18: watch.paths[0]: the folder ${workspace}/nowhere does not exist`,
       'job.yaml:5:20: tools[1]: unknown tool "nope" (known: read_file, list_dir, write_file)',
-      "job.yaml:6:12: prompt: unknown placeholder {{nobody}} (known: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}})",
+      "job.yaml:6:12: prompt: unknown placeholder {{nobody}} (known: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}}, {{payload}})",
       "job.yaml:7:1: bogus: unknown key",
     ]);
   });
