@@ -1,5 +1,6 @@
 /** `npm run bench`: every benchmark prints its figures side by side with its target. */
 import { benchConsoleIdle, benchConsoleLatency, benchConsoleOverview } from "./console.js";
+import { benchConsoleWebhook } from "./console-webhook.js";
 import { benchIdle, benchStartup } from "./daemon.js";
 import { benchDelivery } from "./delivery.js";
 import { benchHtml } from "./html.js";
@@ -146,6 +147,17 @@ if (wanted("console")) {
       : render.rendered
         ? `      rendered in headless Chromium, sign-in address to ${render.rows} job rows shown: ${render.ms.toFixed(0)} ms (median of ${render.renders})`
         : `      rendered in headless Chromium: the page showed ${render.rows} job rows, not ${overview.jobs}, within ${render.timeoutMs / 1000} s`,
+  );
+  const hooks = await benchConsoleWebhook();
+  const odd = Object.entries(hooks.unexpected).map(([status, count]) => `${count} answered ${status}`);
+  console.log(
+    `  (d) POST /hooks/<job> on loopback, ${hooks.clients} keep-alive clients: valid signature ${hooks.acceptedPerSecond.toFixed(0)}/s answered 202 (fired, synced webhook-id), ` +
+      `bad signature ${hooks.refusedPerSecond.toFixed(0)}/s answered 401 (reported, no target)${odd.length > 0 ? `; unexpected: ${odd.join(", ")}` : ""}`,
+  );
+  console.log(
+    `      fire lateness of the cron jobs firing every second, p99: quiet ${hooks.quiet.p99Ms} ms (${hooks.quiet.fires} fires), ` +
+      `with ${hooks.flooded.refusedPerSecond.toFixed(0)} bad-signature requests a second ${hooks.flooded.p99Ms} ms (${hooks.flooded.fires} fires) ` +
+      `(target: unchanged, within 5 ms) ${verdict(hooks.flooded.p99Ms <= hooks.quiet.p99Ms + 5)}`,
   );
 }
 
