@@ -22,7 +22,6 @@ import type { Metrics } from "./metrics.js";
 import type { JobView, RunNowAnswer, RunView, StatusView } from "./protocol.js";
 import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView, zoned } from "./views.js";
 import type { Asset } from "./assets.js";
-import { mountHooks } from "./hooks.js";
 import type { WebhookTrigger } from "../triggers/webhook.js";
 
 /** What the console reads and steers: the running daemon's parts, handed over by the composition root. */
@@ -104,9 +103,6 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     return page(c, assets.get("/")!);
   });
   for (const [path, asset] of assets) if (path !== "/") app.get(path, (c) => page(c, asset));
-
-  // Before the token check: the signature is this endpoint's credential.
-  mountHooks(app, deps.hooks);
 
   // Beside /api/, where scrapers look for it; console.metrics_public opens it to a scraper that holds no token.
   app.get("/metrics", async (c) => {
@@ -385,7 +381,10 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
   const midnight = new Date(now);
   midnight.setHours(0, 0, 0, 0);
   const today = { runs: 0, failures: 0, tokens: emptyUsage(), by_status: {} as Partial<Record<RunStatus, number>> };
-  for (const run of await deps.state.allRuns()) {
+  // A run just started may not be in its history file yet: the runner's own record counts for it.
+  const running = new Map(deps.runner.running().map((run) => [`${run.job}/${run.id}`, run]));
+  const saved = (await deps.state.allRuns()).filter((run) => !running.has(`${run.job}/${run.id}`));
+  for (const run of [...saved, ...running.values()]) {
     if (Date.parse(run.startedAt) < midnight.getTime()) continue;
     today.runs++;
     if (FAILED.has(run.status)) today.failures++;

@@ -9,6 +9,7 @@ import type { Logger } from "../log.js";
 import { consoleApp, type ConsoleDeps } from "./api.js";
 import { loadAssets } from "./assets.js";
 import { Guard } from "./guard.js";
+import { hookJob, serveHook } from "./hooks.js";
 import type { Subscription } from "./protocol.js";
 import { ADDRESS_FILE, readOrCreateToken, SOCKET_FILE } from "./token.js";
 
@@ -48,7 +49,12 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
 
   const serve = (trusted: boolean) => {
     const guard = new Guard({ token, trusted, allowRemote: config.console.allowRemote, port: () => port });
-    const server = createServer(getRequestListener(consoleApp(deps, guard, assets).fetch));
+    const app = getRequestListener(consoleApp(deps, guard, assets).fetch);
+    const server = createServer((req, res) => {
+      const job = hookJob(req);
+      if (job === undefined) return void app(req, res);
+      void serveHook(req, res, job, guard, deps.hooks);
+    });
     server.on("upgrade", (req, socket, head) => {
       // Nothing else listens for errors on a socket handed over for an upgrade: a client that resets mid-handshake would stop the daemon.
       socket.on("error", () => socket.destroy());

@@ -22,8 +22,9 @@ const MAX_SIGNERS = 1_000;
 
 export interface HookRequest {
   job: string;
-  headers: Headers;
-  body: ReadableStream<Uint8Array> | null;
+  /** A request header by its lower-case name. */
+  header: (name: string) => string | undefined;
+  body: AsyncIterable<Uint8Array>;
 }
 
 /** What the console answers: a status, a JSON body (`{error}` for a refusal) and headers. */
@@ -76,12 +77,12 @@ export class WebhookTrigger {
     if (!job) return refused(404, `no job named "${req.job}"`);
     const spec = job.webhook;
     if (!spec) return refused(404, `job "${job.name}" has no webhook: trigger`);
-    const length = req.headers.get("content-length");
-    if (length !== null && Number(length) > spec.maxBody) return refused(413, tooLarge(spec.maxBody));
+    const length = req.header("content-length");
+    if (length !== undefined && Number(length) > spec.maxBody) return refused(413, tooLarge(spec.maxBody));
 
-    const id = req.headers.get("webhook-id");
-    const timestamp = req.headers.get("webhook-timestamp");
-    const signature = req.headers.get("webhook-signature");
+    const id = req.header("webhook-id");
+    const timestamp = req.header("webhook-timestamp");
+    const signature = req.header("webhook-signature");
     if (!id || !timestamp || !signature) return refused(401, "missing signature: a request needs the webhook-id, webhook-timestamp and webhook-signature headers (Standard Webhooks)");
     if (id.length > MAX_ID || signature.length > MAX_SIGNATURE) return refused(401, `bad signature: webhook-id may hold at most ${MAX_ID} characters, webhook-signature ${MAX_SIGNATURE}`);
     const skew = /^\d{1,12}$/.test(timestamp) ? Number(timestamp) - Math.floor(this.now() / 1000) : Number.NaN;
