@@ -132,7 +132,12 @@ export class WebhookTrigger {
       return { status: 409, body: { status: "skipped", run_id: fire.run!.id, message: `not run: ${fire.run!.error ?? "skipped"}` } };
     }
     const run = fire.run?.id;
-    await this.opts.ids.add(job.name, id, { at: this.now(), ...(run ? { run } : {}) });
+    try {
+      await this.opts.ids.add(job.name, id, { at: this.now(), ...(run ? { run } : {}) });
+    } catch (err) {
+      // The job has fired: the answer says so, or the sender would retry and run it again now.
+      this.log.error({ job: job.name, webhookId: id, error: errorText(err) }, "could not keep the webhook-id: a retry of this request after a restart would run the job again");
+    }
     if (!run) {
       void fire.started
         .then(async (started) => this.opts.ids.started(job.name, id, started?.id ?? (await fire.ended).record.id))
