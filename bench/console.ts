@@ -29,6 +29,7 @@ import { silentLogger } from "../src/log.js";
 import type { RunRecord, RunStatus } from "../src/store/run-record.js";
 import { stopCountd } from "./daemon.js";
 import { CHUNK_NUMBER, hrtimeMs, type ClientsOptions, type FromClients, type ToClients } from "./console-clients.js";
+import { median, percentile } from "./stats.js";
 
 const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
 const CLIENTS = fileURLToPath(new URL("./console-clients.ts", import.meta.url));
@@ -70,15 +71,6 @@ const children = new Set<ChildProcess>();
 process.on("exit", () => {
   for (const child of children) child.kill("SIGKILL");
 });
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
-}
 
 async function countdHome(prefix: string, config: string): Promise<string> {
   const home = await mkdtemp(join(tmpdir(), `countd-bench-console-${prefix}-`));

@@ -15,6 +15,7 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { LLMock } from "@copilotkit/aimock";
+import { median } from "./stats.js";
 
 const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
 const STARTS = 3;
@@ -39,11 +40,6 @@ const daemons = new Set<ChildProcess>();
 process.on("exit", () => {
   for (const child of daemons) child.kill("SIGKILL");
 });
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
 
 /** One job file per index: cron `m h * * *` spread over the day, every tenth an `every` job. */
 function jobFiles(count: number, now: number): string[] {

@@ -20,6 +20,7 @@ import { sendWebhook } from "../src/delivery/webhook.js";
 import { emptyUsage } from "../src/providers/types.js";
 import type { RunRecord } from "../src/store/run-record.js";
 import { StateStore } from "../src/store/state.js";
+import { median } from "./stats.js";
 
 export interface DeliveryBenchResult {
   runs: number;
@@ -130,7 +131,6 @@ async function bareRound(url: string): Promise<number> {
   return THROUGHPUT_RUNS / ((performance.now() - started) / 1_000);
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 async function throughput(): Promise<{ outbox: number; bare: number }> {
   const { url, close } = await receiver();

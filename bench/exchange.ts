@@ -42,6 +42,7 @@ import { runSessionId } from "../src/runner/session-ids.js";
 import { openRuntime } from "../src/runtime.js";
 import { SkillsLoader } from "../src/skills/loader.js";
 import { defineTool, ToolRegistry } from "../src/tools/registry.js";
+import { median } from "./stats.js";
 
 export const CONTENDERS = ["sdk", "loop", "daemon", "vercel", "agents"] as const;
 export type Contender = (typeof CONTENDERS)[number];
@@ -111,11 +112,6 @@ function bareSdk(client: OpenAI, start: ChatCompletionMessageParam[], tools: Cha
       }
     }
   };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
 }
 
 function shuffled<T>(items: readonly T[]): T[] {

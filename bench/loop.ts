@@ -22,6 +22,7 @@ import type { ChatMessage, LLMProvider, StreamEvent } from "../src/providers/typ
 import { SkillsLoader } from "../src/skills/loader.js";
 import { defineTool, ToolRegistry } from "../src/tools/registry.js";
 import { benchExchange, type ExchangeBenchResult } from "./exchange.js";
+import { median } from "./stats.js";
 
 export interface LoopBenchResult {
   iterationMs: number;
@@ -44,11 +45,6 @@ const instantProvider: LLMProvider = {
 };
 
 const noop = defineTool({ name: "noop", description: "Does nothing.", parameters: z.object({}), execute: async () => "ok" });
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
 
 async function contextFor(workspace: string) {
   const memory = new MemoryStore(workspace);

@@ -9,6 +9,7 @@ import { jobDefaults } from "../src/jobs/defaults.js";
 import type { Job } from "../src/jobs/types.js";
 import { StateStore } from "../src/store/state.js";
 import { CronTrigger } from "../src/triggers/cron.js";
+import { percentile } from "./stats.js";
 
 export interface FireLatenessResult {
   p50Ms: number;
@@ -17,10 +18,6 @@ export interface FireLatenessResult {
 }
 
 const JOBS = 10_000;
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
-}
 
 /** Sub-millisecond wall-clock time, to compare with a slot on the wall clock. */
 const wallNow = () => performance.timeOrigin + performance.now();

@@ -17,6 +17,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { LLMock } from "@copilotkit/aimock";
 import { StateStore } from "../src/store/state.js";
+import { median, percentile } from "./stats.js";
 
 const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
 const JOBS = 50;
@@ -48,15 +49,6 @@ async function rssMb(pid: number): Promise<number> {
   const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status);
   if (!kb) throw new Error(`no VmRSS in /proc/${pid}/status`);
   return Number(kb[1]) / 1024;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
 }
 
 /** The median RSS of the samples in the WINDOW_MS up to `atMs` (the first sample if none). */
