@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { StatusView } from "../../src/console/protocol.js";
 import { useAimock } from "../support/aimock.js";
 import { countdFolder, countdIn, llmEnv, spawnCountd, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
-import { BIN } from "../support/daemon-process.js";
+import { BIN, nodeForUser } from "../support/daemon-process.js";
 
 const JOBS = {
   slow: "prompt: slow report\n",
@@ -115,7 +115,9 @@ describe("countd status and the control channel", { timeout: 90_000 }, () => {
     // Only the socket's mode stands in the way: the folders are opened to everyone.
     await chmod(dir, 0o755);
     await chmod(join(dir, "state"), 0o755);
-    const other = spawn(process.execPath, [BIN, "status"], { cwd: dir, env: { PATH: process.env["PATH"] ?? "", ...env }, uid: 65534, gid: 65534 });
+    const node = nodeForUser(65534);
+    expect(node, "a node binary user 65534 can run").toBeDefined();
+    const other = spawn(node!, [BIN, "status"], { cwd: dir, env: { PATH: process.env["PATH"] ?? "", ...env }, uid: 65534, gid: 65534 });
     let stderr = "";
     other.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
     const code = await new Promise<number | null>((done) => other.on("close", done));

@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { resolve } from "node:path";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { join, resolve } from "node:path";
 import { StateStore } from "../../src/store/state.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 
@@ -71,4 +71,13 @@ export function runCountd(
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
     child.on("close", (code) => done({ code, stdout, stderr }));
   });
+}
+
+/**
+ * A Node binary the user `uid` may run: the tests' own may lie where only root can enter (npx's
+ * cache under /root, where CI's second pass takes Node 24 from), so the PATH's are tried after it.
+ */
+export function nodeForUser(uid: number): string | undefined {
+  const candidates = [process.execPath, ...(process.env["PATH"] ?? "").split(":").map((dir) => join(dir, "node"))];
+  return candidates.find((node) => spawnSync(node, ["-e", "0"], { uid, gid: uid }).status === 0);
 }
