@@ -27,6 +27,8 @@ export interface CountdEvents {
     sessionId: string;
     model: string;
     usage: Usage;
+    /** USD; null when the model has no price. */
+    cost: number | null;
     durationMs: number;
     finishReason: FinishReason | "error" | "cancelled";
     attempts: number;
@@ -38,10 +40,12 @@ export interface CountdEvents {
   "warning": { sessionId: string; message: string };
   "message.finished": {
     sessionId: string;
-    status: "ok" | "limit" | "cancelled" | "error";
+    status: "ok" | "limit" | "cancelled" | "error" | "budget";
     iterations: number;
     toolCalls: number;
     usage: Usage;
+    /** USD of this message's calls; null when one of them has no price. */
+    cost: number | null;
     durationMs: number;
     error?: string;
   };

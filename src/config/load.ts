@@ -179,6 +179,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
         timezone: data.heartbeat.timezone ?? data.timezone,
         checklist: path.resolve(paths.workspace, data.heartbeat.checklist),
       },
+      budget: { ...data.budget, timezone: data.budget.timezone ?? data.timezone },
       tools: { ...data.tools, readOnlyRoots: data.tools.readOnlyRoots.map((root) => path.resolve(dir, root)) },
       secrets: [...new Set(secretValues.filter((value): value is string => !!value))],
     },

@@ -2,7 +2,7 @@ import { createReadStream } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { localDate } from "../audit/log.js";
-import type { ChatMessage, Usage } from "../providers/types.js";
+import { emptyUsage, type ChatMessage, type Usage } from "../providers/types.js";
 import { sessionFileName } from "../sessions/file-names.js";
 import type { RunMarker } from "../sessions/store.js";
 import { readJsonLines } from "./jsonl.js";
@@ -185,7 +185,7 @@ function llmStep(line: AuditLine): TranscriptStep {
   return {
     kind: "llm",
     model: line.model ?? "?",
-    usage: line.usage ?? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 },
+    usage: { ...emptyUsage(), ...line.usage },
     duration_ms: Math.round(line.durationMs ?? 0),
     ...(line.finishReason ? { finish_reason: line.finishReason } : {}),
     ...(line.error ? { error: line.error } : {}),

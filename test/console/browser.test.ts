@@ -407,7 +407,7 @@ const SEEDED: RunRecord[] = Array.from({ length: 60 }, (_, i) => {
     status,
     iterations: 2,
     toolCalls: 1,
-    usage: { inputTokens: tokens - 100, outputTokens: 100, cachedInputTokens: 0 },
+    usage: { inputTokens: tokens - 100, outputTokens: 100, cachedInputTokens: 0 , cacheWriteTokens: 0},
     ...(status === "error" ? { error: "the model answered 500" } : status === "timeout" ? { error: "timed out after 1 minute" } : {}),
     sessionId: `cron:history:${i}`,
   };

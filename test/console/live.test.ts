@@ -33,7 +33,7 @@ class FakeSocket implements LiveSocket {
 const API_KEY = "sk-live-0123456789abcdefSECRET";
 const HOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-const usage = (input: number, output: number): Usage => ({ inputTokens: input, outputTokens: output, cachedInputTokens: 0 });
+const usage = (input: number, output: number): Usage => ({ inputTokens: input, outputTokens: output, cachedInputTokens: 0 , cacheWriteTokens: 0});
 
 function record(job: string, id: string, extra: Partial<RunRecord> = {}): RunRecord {
   return {
@@ -66,7 +66,7 @@ function runUntilTool(events: EventBus, run: RunRecord) {
   events.emit("answer.chunk", { sessionId: run.sessionId, text: "look." });
   events.emit("tool.started", { sessionId: run.sessionId, callId: "call-1", name: "list_dir", arguments: { path: "." } });
   events.emit("tool.finished", { sessionId: run.sessionId, callId: "call-1", name: "list_dir", arguments: { path: "." }, result: "a.txt\nb.txt", durationMs: 3.4, attempts: 1 });
-  events.emit("llm.finished", { sessionId: run.sessionId, model: "gpt-test", usage: usage(100, 20), durationMs: 120.6, finishReason: "tool_calls", attempts: 1 });
+  events.emit("llm.finished", { sessionId: run.sessionId, model: "gpt-test", usage: usage(100, 20), cost: null, durationMs: 120.6, finishReason: "tool_calls", attempts: 1 });
 }
 
 function finish(events: EventBus, run: RunRecord, extra: Partial<RunRecord> = {}) {
@@ -104,7 +104,7 @@ describe("LiveHub", () => {
     live.connect(socket);
     events.emit("run.started", { run: RUN_A });
     events.emit("tool.finished", { sessionId: RUN_A.sessionId, callId: "c", name: "exec", arguments: {}, result: "", durationMs: 1, attempts: 3, error: "exit code 2" });
-    events.emit("llm.finished", { sessionId: RUN_A.sessionId, model: "m", usage: emptyUsage(), durationMs: 5, finishReason: "error", attempts: 3, error: "HTTP 500" });
+    events.emit("llm.finished", { sessionId: RUN_A.sessionId, model: "m", usage: emptyUsage(), cost: null, durationMs: 5, finishReason: "error", attempts: 3, error: "HTTP 500" });
     finish(events, RUN_A, { status: "error", error: "LLM request failed: HTTP 500" });
     expect(socket.messages.slice(2)).toEqual([
       expect.objectContaining({ type: "tool_result", attempts: 3, error: "exit code 2" }),
@@ -253,7 +253,7 @@ describe("LiveHub", () => {
     events.emit("iteration", { sessionId: "ask:cli", iteration: 1 });
     events.emit("answer.chunk", { sessionId: "ask:cli", text: "private answer" });
     events.emit("tool.started", { sessionId: "subagent:1", callId: "c", name: "exec", arguments: { command: "ls" } });
-    events.emit("llm.finished", { sessionId: "ask:cli", model: "m", usage: usage(1, 1), durationMs: 1, finishReason: "stop", attempts: 1 });
+    events.emit("llm.finished", { sessionId: "ask:cli", model: "m", usage: usage(1, 1), cost: null, durationMs: 1, finishReason: "stop", attempts: 1 });
     runUntilTool(events, RUN_A);
     finish(events, RUN_A);
     const count = socket.texts.length;
@@ -277,7 +277,7 @@ describe("LiveHub", () => {
       arguments: { command: `curl -H 'Authorization: Bearer ${API_KEY}' https://api.example.com`, api_key: "not-listed-but-named-as-secret" },
     });
     events.emit("tool.finished", { sessionId: run.sessionId, callId: "c", name: "exec", arguments: {}, result: `HOOK_SECRET=${HOOK_SECRET}`, durationMs: 1, attempts: 1, error: `failed with ${API_KEY}` });
-    events.emit("llm.finished", { sessionId: run.sessionId, model: "m", usage: usage(1, 1), durationMs: 1, finishReason: "error", attempts: 1, error: `401 for key ${API_KEY}` });
+    events.emit("llm.finished", { sessionId: run.sessionId, model: "m", usage: usage(1, 1), cost: null, durationMs: 1, finishReason: "error", attempts: 1, error: `401 for key ${API_KEY}` });
     const late = new FakeSocket();
     live.connect(late);
     events.emit("delivery", { id: `leaky.${run.id}.webhook-1`, status: "failed", attempts: 1, target: "webhook-1", kind: "webhook", error: `rejected signature ${HOOK_SECRET}` });
@@ -377,7 +377,7 @@ describe("LiveHub", () => {
     const { events, live } = hub();
     runUntilTool(events, RUN_A);
     events.emit("iteration", { sessionId: RUN_A.sessionId, iteration: 2 });
-    events.emit("llm.finished", { sessionId: RUN_A.sessionId, model: "gpt-test", usage: usage(50, 5), durationMs: 10, finishReason: "stop", attempts: 1 });
+    events.emit("llm.finished", { sessionId: RUN_A.sessionId, model: "gpt-test", usage: usage(50, 5), cost: null, durationMs: 10, finishReason: "stop", attempts: 1 });
     events.emit("run.started", { run: RUN_B });
     expect(live.active()).toEqual([
       { id: RUN_A.id, job: "report", reason: "manual", started_at: RUN_A.startedAt, iteration: 2, usage: usage(150, 25) },

@@ -12,7 +12,7 @@ const failed: DeliveryMessage = {
     startedAt: "2026-03-01T09:00:00.000Z",
     finishedAt: "2026-03-01T09:10:00.000Z",
     durationMs: 600_000,
-    usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 },
+    usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 , cacheWriteTokens: 0},
   },
   result: "Partial answer.",
   error: "run timed out after 10m; ``` a fence in the error",
