@@ -3,10 +3,10 @@
  * ("Layers") says the same in prose. Only src/ is cruised: tests and benches may import anything.
  *
  * The stages, top to bottom; each may import the stages below it, never one above:
- *   cli → daemon → console → triggers → runner → runtime → delivery → agent → tools → providers
+ *   cli → daemon → console → triggers → cluster → runner → runtime → delivery → agent → tools → providers
  * Below them all lies the foundation (configuration, jobs, state on disk, sessions, audit, memory,
  * skills, the HTML worker and the small shared modules), which any stage may import. The
- * foundation never imports the stages that orchestrate a run (cli, daemon, triggers, runner, runtime):
+ * foundation never imports the stages that orchestrate a run (cli, daemon, console, triggers, cluster, runner, runtime):
  * it may read the schemas and types of delivery, agent, tools and providers, because each of those
  * stages owns the description of its own settings, which config/ and jobs/ compose.
  */
@@ -15,6 +15,7 @@ const stages = [
   { name: "daemon", path: "^src/daemon\\.ts$" },
   { name: "console", path: "^src/console/" },
   { name: "triggers", path: "^src/triggers/" },
+  { name: "cluster", path: "^src/cluster/" },
   { name: "runner", path: "^src/runner/" },
   { name: "runtime", path: "^src/runtime\\.ts$" },
   { name: "delivery", path: "^src/delivery/" },
@@ -23,7 +24,7 @@ const stages = [
   { name: "providers", path: "^src/providers/" },
 ];
 
-const orchestration = ["cli", "daemon", "console", "triggers", "runner", "runtime"].map(
+const orchestration = ["cli", "daemon", "console", "triggers", "cluster", "runner", "runtime"].map(
   (name) => stages.find((stage) => stage.name === name).path,
 );
 

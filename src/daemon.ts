@@ -33,6 +33,7 @@ import { Metrics } from "./console/metrics.js";
 import { startConsole, type ConsoleServer } from "./console/server.js";
 import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
+import { Cluster } from "./cluster/cluster.js";
 
 export interface Daemon {
   config: Config;
@@ -77,7 +78,10 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
    */
   const started: Array<() => unknown> = [];
   try {
-    const state = await StateStore.open(config.paths.state, { log: logger });
+    // In a cluster, Redis is checked first: unusable, it stops the start before anything is opened.
+    const cluster = config.cluster ? await Cluster.join(config.cluster, logger) : undefined;
+    if (cluster) started.push(() => cluster.close());
+    const state = await StateStore.open(config.paths.state, { log: logger, history: cluster?.history });
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
@@ -117,10 +121,13 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         })
       : undefined;
     const fire = (req: FireRequest) => runner.submit(req);
-    const cron = new CronTrigger({ fire, state, log: logger });
+    // In a cluster a slot is run once, by whichever daemon takes it; watched files are this daemon's own.
+    const scheduled = cluster ? (req: FireRequest) => cluster.fire(req) : fire;
+    const cron = new CronTrigger({ fire: scheduled, state, log: logger });
     const watch = new WatchTrigger({ fire, events: runtime.events, log: logger });
     started.push(() => armed.withdraw(), () => watch.close(), () => cron.stop(), () => checkIns?.stop());
     const arm = async (all: Job[]) => {
+      cluster?.retain(all);
       cron.set(all);
       await watch.set(all);
       await armed.setJobs(all);
@@ -136,6 +143,12 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
 
     const { problems } = await jobs.load();
     problems.forEach((problem) => logger.error(problem));
+    if (cluster) {
+      // Once the jobs are loaded: a fire taken from the cluster names a job this daemon must know.
+      cluster.serve({ runner, job: (name) => jobs.get(name), concurrency: config.runner.concurrency });
+      cluster.retain(jobs.all());
+      started.push(() => cluster.stop(() => runner.shutdown(0)));
+    }
     // Listening before any run starts, so the live stream misses none; a port in use stops the start here.
     let redactor = new Redactor(config.secrets);
     const live = new LiveHub(runtime.events, () => redactor);
@@ -155,7 +168,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       const job = jobs.get(run.job);
       if (job) await dispatcher.interrupted(job, run);
     }
-    await catchUpMissed(jobs.all(), state, fire);
+    await catchUpMissed(jobs.all(), state, scheduled);
     await arm(jobs.all());
     outbox.start();
     checkIns?.start();
@@ -207,7 +220,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           checkIns?.stop();
           await retention.stop();
           await Promise.all([watch.close(), jobs.close()]);
-          await runner.shutdown(config.runner.shutdownGraceMs);
+          const shutdown = () => runner.shutdown(config.runner.shutdownGraceMs);
+          await (cluster ? cluster.stop(shutdown) : shutdown());
           // After the runs: a client watching one sees it end.
           await consoleServer.close();
           live.close();
@@ -216,6 +230,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await closeDelivery();
           await runtime.close();
           await armed.withdraw();
+          await cluster?.close();
           await release();
           logger.info("countd stopped");
         })();

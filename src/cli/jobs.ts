@@ -6,7 +6,8 @@ import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
 import { lastExchange } from "../store/last-exchange.js";
-import { StateStore } from "../store/state.js";
+import type { StateStore } from "../store/state.js";
+import { openState } from "../cluster/state.js";
 import { hhmm, nextCheckIn } from "../triggers/heartbeat.js";
 import { nextFires } from "../jobs/schedule.js";
 import { EXIT, table, when } from "./output.js";
@@ -26,7 +27,21 @@ export async function listJobs(opts: { config?: string }): Promise<number> {
   const results = await readJobFiles("files" in listed ? listed.files : [], ctx);
   const selected = selectJobs(results);
   const problems = [...("problem" in listed ? [listed.problem] : []), ...selected.problems];
-  const state = await StateStore.open(config.paths.state);
+  const { state, close } = await openState(config);
+  try {
+    return await jobsTable(config, state, results, selected, problems);
+  } finally {
+    await close();
+  }
+}
+
+async function jobsTable(
+  config: Config,
+  state: StateStore,
+  results: Awaited<ReturnType<typeof readJobFiles>>,
+  selected: ReturnType<typeof selectJobs>,
+  problems: string[],
+): Promise<number> {
   const armed = await readArmed(config.paths.state);
   const now = new Date();
 

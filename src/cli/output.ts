@@ -8,6 +8,7 @@ import type { RunStatus } from "../store/run-record.js";
 import { localClock } from "../time.js";
 import { errorText } from "../text.js";
 import { NotRunning } from "./control.js";
+import { RedisUnusable } from "../cluster/checks.js";
 
 /** What a run cancelled with Ctrl-C in `countd run` is recorded with, run here or in the daemon. */
 export const CANCELLED_BY_USER = "cancelled by the user (Ctrl-C)";
@@ -51,7 +52,7 @@ export function reportError(err: unknown): number {
     process.stderr.write(`countd: LLM request failed${tries}: ${err.message}\n`);
     return EXIT.failure;
   }
-  if (err instanceof ConsoleListenError) {
+  if (err instanceof ConsoleListenError || err instanceof RedisUnusable) {
     process.stderr.write(`countd: ${err.message}\n`);
     return EXIT.config;
   }

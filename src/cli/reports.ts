@@ -5,7 +5,8 @@ import { listJobFiles, loadJobsDir, validateJobs, type JobContext } from "../job
 import { JOB_NAME } from "../jobs/schema.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../store/run-record.js";
-import { StateStore } from "../store/state.js";
+import type { StateStore } from "../store/state.js";
+import { openState } from "../cluster/state.js";
 import { EXIT, table } from "./output.js";
 
 /**
@@ -27,11 +28,14 @@ function duration(run: RunRecord): string {
 /** `countd history [job]`: the newest runs, with status, duration and tokens. */
 export async function history(job: string | undefined, opts: { config?: string; limit: number; json?: boolean }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
-  const state = await StateStore.open(config.paths.state);
-  if (job !== undefined) await knownJob(job, config.paths.jobs, ctx, state);
-  const runs = (job ? [...(await state.runs(job))] : await state.allRuns())
-    .sort((a, b) => a.startedAt.localeCompare(b.startedAt))
-    .slice(-opts.limit);
+  const { state, close } = await openState(config);
+  let runs: RunRecord[];
+  try {
+    if (job !== undefined) await knownJob(job, config.paths.jobs, ctx, state);
+    runs = (job ? [...(await state.runs(job))] : await state.allRuns()).sort((a, b) => a.startedAt.localeCompare(b.startedAt)).slice(-opts.limit);
+  } finally {
+    await close();
+  }
   if (opts.json) {
     process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
     return EXIT.ok;

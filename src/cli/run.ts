@@ -10,7 +10,7 @@ import { openPipeline } from "../runner/pipeline.js";
 import { jobOfSession } from "../runner/session-ids.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
-import { StateStore } from "../store/state.js";
+import { openState } from "../cluster/state.js";
 import { DaemonRefused, findDaemon } from "./control.js";
 import { CANCELLED_BY_USER, EXIT, exitForStatus, printToolCalls } from "./output.js";
 import { runInDaemon } from "./run-daemon.js";
@@ -38,7 +38,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
   // stdout carries the answer only, whatever the run's status: a script pipes it on.
   const logger = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
   try {
-    const state = await StateStore.open(config.paths.state);
+    const { state, close: closeState } = await openState(config, { log: logger });
     const runtime = await openRuntime(config);
     runtime.warnings.forEach((warning) => process.stderr.write(`countd: warning: ${warning}\n`));
     const jobs = new JobRegistry({
@@ -103,7 +103,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       process.off("SIGINT", onSigint);
       stopPrinting();
       await runner.shutdown(0);
-      await state.close();
+      await closeState();
       await closeDelivery();
       await jobs.close();
       await runtime.close();

@@ -4,7 +4,7 @@ import type { Config } from "../config/schema.js";
 import type { RunView, Transcript } from "../console/protocol.js";
 import { deliveryView } from "../console/views.js";
 import { OutboxStore } from "../store/outbox-store.js";
-import { StateStore } from "../store/state.js";
+import { openState } from "../cluster/state.js";
 import { readTranscript } from "../store/transcript.js";
 import { findDaemon } from "./control.js";
 import { EXIT } from "./output.js";
@@ -25,8 +25,8 @@ export async function showRun(runId: string, opts: { config?: string; job?: stri
 
 /** What GET /api/runs/<id> answers, read from the state directory; delivered ids are not known offline, so only pending and dead deliveries are listed. */
 async function readRunView(config: Config, runId: string, job: string | undefined): Promise<RunView> {
-  const state = await StateStore.open(config.paths.state);
-  const candidates = job !== undefined ? await state.runs(job) : await state.allRuns();
+  const { state, close } = await openState(config);
+  const candidates = await (job !== undefined ? state.runs(job) : state.allRuns()).finally(close);
   const found = candidates.filter((run) => run.id === runId);
   if (found.length === 0) throw new Error(`no run with id "${runId}"${job !== undefined ? ` in job "${job}"` : ""} (countd history lists the runs)`);
   if (found.length > 1) throw new Error(`run id "${runId}" is in several jobs (${found.map((run) => run.job).join(", ")}): add --job <name>`);

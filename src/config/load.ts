@@ -166,7 +166,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
 
   const consoleSettings = consoleWithOverride(data.console, env, envProblems);
 
-  const secretValues = [provider.apiKey, data.smtp?.password, ...[...secretNames].map((name) => env[name])];
+  const secretValues = [provider.apiKey, data.smtp?.password, ...redisSecrets(data.cluster?.redis), ...[...secretNames].map((name) => env[name])];
   const settings = data;
   return {
     config: {
@@ -262,6 +262,26 @@ function consoleWithOverride(settings: ConfigFile["console"], env: NodeJS.Proces
     return settings;
   }
   return { ...settings, listen: parsed.data };
+}
+
+/**
+ * What of cluster.redis must never reach a log: its password, and over rediss:// (a hosted Redis,
+ * whose user name is often a token too) the user name as well.
+ */
+function redisSecrets(url: string | undefined): string[] {
+  if (url === undefined) return [];
+  const parsed = new URL(url);
+  // As written (percent-encoded) and as sent; a stray % leaves only the first.
+  const decoded = (part: string) => (part === "" ? [] : [part, ...tryDecode(part)]);
+  return [...decoded(parsed.password), ...(parsed.protocol === "rediss:" ? decoded(parsed.username) : [])];
+}
+
+function tryDecode(part: string): string[] {
+  try {
+    return [decodeURIComponent(part)];
+  } catch {
+    return [];
+  }
 }
 
 function isPresetName(name: string): name is PresetName {

@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { z } from "zod";
 import { DEFAULT_PERSONA, PERSONALITY_PRESETS, type Locale, type PersonaConfig } from "../agent/personalities.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
@@ -195,6 +196,24 @@ export const configSchema = section({
       message: "is not a loopback address; the console serves the daemon's controls, so set console.allow_remote: true to listen beyond this machine (behind a TLS reverse proxy)",
     })
     .transform((c) => ({ enabled: c.enabled, listen: c.listen, allowRemote: c.allow_remote, metricsPublic: c.metrics_public })),
+  /** Several daemons sharing one schedule on Redis (src/cluster/); undefined: this daemon alone, its state on disk. */
+  cluster: z.preprocess(
+    (v) => (v === null ? undefined : v),
+    z
+      .strictObject(
+        {
+          /** May hold a password: load.ts makes it a secret. */
+          redis: z.url({ protocol: /^rediss?$/, ...expected('a Redis URL like "redis://127.0.0.1:6379/0" (or rediss:// for TLS)') }),
+          /** Recorded with each run this daemon runs. */
+          node: text()
+            .max(253, expected("a node name of at most 253 characters"))
+            .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, expected("a node name of letters, digits, . _ - (like a host name)"))
+            .default(() => hostname()),
+        },
+        expected("a mapping with redis: (and optionally node:)"),
+      )
+      .optional(),
+  ),
   secrets: list(envName(), "environment variable names"),
   job_env: list(envName(), "environment variable names"),
   tools: section({
@@ -274,6 +293,7 @@ export type SmtpConfig = NonNullable<ConfigFile["smtp"]>;
 export type AttachmentLimits = ConfigFile["attachments"];
 export type RetentionConfig = ConfigFile["retention"];
 export type ConsoleConfig = ConfigFile["console"];
+export type ClusterConfig = NonNullable<ConfigFile["cluster"]>;
 /** `timezone`: countd.yaml's when the heartbeat names none; `checklist`: absolute. */
 export type HeartbeatConfig = Omit<ConfigFile["heartbeat"], "timezone"> & { timezone: string };
 /** `timezone`: countd.yaml's when the budget names none. */

@@ -68,6 +68,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     log,
     paused: opts.paused,
     events: opts.runtime().events,
+    node: config.cluster?.node,
     execute: opts.wrap ? opts.wrap(execute) : execute,
     ...(now ? { now } : {}),
     beforeRunEnd: (job, run, { willRetry, outcome }) =>

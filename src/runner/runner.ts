@@ -39,6 +39,8 @@ export interface RunnerOptions {
   paused?: (job: string) => boolean;
   /** Where run.started and run.finished go, each with a copy of the record. */
   events?: EventBus;
+  /** The cluster node this runner runs on, recorded with each run; undefined outside a cluster. */
+  node?: string;
 }
 
 /** The most a run record keeps of the answer, the … of a cut one included. */
@@ -229,6 +231,14 @@ export class Runner {
       }
     }
     return "not found";
+  }
+
+  /**
+   * Records a fire that was skipped before it reached this runner, as the cluster skips a fire of
+   * an `overlap: skip` job that runs on another node; `why` is the record's error.
+   */
+  skip(request: FireRequest, why: string): void {
+    this.settleUnstarted(pending(request, [], []), "skipped", why);
   }
 
   /** Copies of the records of the runs in progress, of every job. */
@@ -535,6 +545,7 @@ export class Runner {
       toolCalls: 0,
       usage: emptyUsage(),
       sessionId: runSessionId(job, session, id),
+      ...(this.opts.node !== undefined ? { node: this.opts.node } : {}),
     };
   }
 
@@ -618,7 +629,8 @@ export function runId(startedAt: Date): string {
   return `${stamp}-${randomBytes(2).toString("hex")}`;
 }
 
-function overlapOf(job: Job, request: FireRequest): OverlapPolicy {
+/** The policy a fire meets: a shared-session job's `allow` and a watch fire's `skip` become `queue`. */
+export function overlapOf(job: Job, request: FireRequest): OverlapPolicy {
   if (job.overlap === "allow" && job.session === "shared") return "queue";
   if (job.overlap === "skip" && request.reason === "watch") return "queue";
   return job.overlap;

@@ -41,7 +41,23 @@ export const runRecordShape = z.looseObject({
   resultExcerpt: z.string().optional(),
   error: z.string().optional(),
   sessionId: z.string(),
+  node: z.string().optional(),
 }) satisfies z.ZodType<RunRecord>;
+
+/**
+ * Where a state store keeps its runs: the files below (RunHistory), or Redis when several daemons
+ * share one history (src/cluster/run-history.ts). Callers serialise the saves of one job.
+ */
+export interface RunHistoryStore {
+  /** The newest RUNS_KEPT_PER_JOB runs of `job`, oldest first. */
+  runs(job: string): Promise<RunRecord[]>;
+  /** Ids of the job's runs this process has saved or read. */
+  loadedIds(job: string): Iterable<string>;
+  /** Jobs with recorded runs. */
+  jobs(): Promise<string[]>;
+  /** Adds runs of `job`, or replaces the records with their ids (the last save wins), keeping the newest RUNS_KEPT_PER_JOB. */
+  save(job: string, runs: readonly RunRecord[]): Promise<void>;
+}
 
 interface JobRuns {
   /** By id, oldest first (a Map keeps insertion order; saving an id again keeps its place). */
@@ -62,7 +78,7 @@ interface JobRuns {
  * and skipped when read, and stays in the file until the next rewrite moves it to the quarantine
  * file: only the daemon rewrites, and commands reading beside it must not replace a file it appends to.
  */
-export class RunHistory {
+export class RunHistory implements RunHistoryStore {
   private readonly loaded = new Map<string, JobRuns>();
   private readonly loading = new Map<string, Promise<JobRuns>>();
 

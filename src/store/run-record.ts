@@ -30,4 +30,6 @@ export interface RunRecord {
   resultExcerpt?: string;
   error?: string;
   sessionId: string;
+  /** The cluster node (countd.yaml cluster.node) whose daemon recorded the run; absent outside a cluster. */
+  node?: string;
 }

@@ -6,7 +6,7 @@ import { silentLogger, type Logger } from "../log.js";
 import type { RunRecord } from "./run-record.js";
 import { KeyedQueue } from "./keyed-queue.js";
 import { count, fit, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
-import { hasHistory, RunHistory, runRecordShape } from "./run-history.js";
+import { hasHistory, RunHistory, runRecordShape, type RunHistoryStore } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";
 import { DurableJSONFile } from "./durable.js";
 
@@ -179,16 +179,17 @@ export class StateStore {
   private constructor(
     private readonly dir: string,
     private readonly db: Low<StateData>,
-    private readonly history: RunHistory,
+    private readonly history: RunHistoryStore,
     private readonly log: Logger,
   ) {}
 
   /**
    * `log`: where pieces moved aside and a state directory removed while countd runs (it is created
    * again) are reported. Pieces of state.json that do not fit are moved to the quarantine file
-   * and the file is written without them; a file that is not JSON at all is refused.
+   * and the file is written without them; a file that is not JSON at all is refused. `history`:
+   * where runs are kept instead of runs/ (a cluster's, shared by its daemons).
    */
-  static async open(stateDir: string, opts: { log?: Logger } = {}): Promise<StateStore> {
+  static async open(stateDir: string, opts: { log?: Logger; history?: RunHistoryStore } = {}): Promise<StateStore> {
     const log = (opts.log ?? silentLogger).child({ component: "state" });
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "state.json");
@@ -197,7 +198,7 @@ export class StateStore {
     const state = new Low<LegacyStateData>(new DurableJSONFile(file), data);
     await quarantine(stateDir, misfits, log);
     if (misfits.length > 0) await state.write();
-    const history = new RunHistory(join(stateDir, "runs"), { stateDir, log });
+    const history = opts.history ?? new RunHistory(join(stateDir, "runs"), { stateDir, log });
     await migrateRuns(state, history);
     return new StateStore(stateDir, state, history, log);
   }
@@ -335,7 +336,7 @@ export class StateStore {
  * state.json is rewritten moves them again at the next start, harmlessly: the last line for an
  * id wins.
  */
-async function migrateRuns(db: Low<LegacyStateData>, history: RunHistory): Promise<void> {
+async function migrateRuns(db: Low<LegacyStateData>, history: RunHistoryStore): Promise<void> {
   const legacy = db.data.runs;
   if (!legacy) return;
   for (const [job, runs] of Object.entries(legacy)) {

@@ -35,6 +35,12 @@ export const SYSTEM_PACKAGES = {
       () => undefined,
       (err: NodeJS.ErrnoException) => (err.code === "ENOENT" ? `${CHROMIUM} not found` : `${CHROMIUM} does not start: ${err.message}`),
     ),
+  // Debian's Redis, which the cluster's tests start on a loopback port of their own.
+  "redis-server": () =>
+    promisify(execFile)("/usr/bin/redis-server", ["--version"]).then(
+      () => undefined,
+      (err: NodeJS.ErrnoException) => (err.code === "ENOENT" ? "/usr/bin/redis-server not found" : `redis-server does not start: ${err.message}`),
+    ),
 } satisfies Record<string, () => Promise<string | undefined>>;
 
 export type SystemPackage = keyof typeof SYSTEM_PACKAGES;

@@ -1,0 +1,150 @@
+import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import type { RunRecord } from "../../src/store/run-record.js";
+import { useAimock } from "../support/aimock.js";
+import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { logLines, runCountd, spawnDaemon } from "../support/daemon-process.js";
+import { freePort, startRedis, type RedisServer } from "../support/redis-server.js";
+import { hasSystemPackage } from "../support/system-package.js";
+
+/*
+ * Three daemons, each a `countd start` process in a folder of its own (its own state directory,
+ * as on three machines), share one real redis-server on loopback. What is checked is what a user
+ * sees: the run records `countd history` lists on each node.
+ */
+
+const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
+
+const NODES = ["n1", "n2", "n3"];
+
+/** A node's folder: countd.yaml joining the cluster at `redis` as `node`, and the jobs given (name → text). */
+async function nodeFolder(redis: string, node: string, jobs: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), `countd-${node}-`));
+  const config = ["runner:", "  shutdown_grace: 2s", "tools:", "  exec:", "    sandbox: none", "cluster:", `  redis: ${redis}`, `  node: ${node}`, ""];
+  await writeFile(join(dir, "countd.yaml"), config.join("\n"));
+  await mkdir(join(dir, "jobs"));
+  for (const [name, text] of Object.entries(jobs)) await writeFile(join(dir, "jobs", `${name}.yaml`), text);
+  return dir;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout: 150_000 }, () => {
+  const mock = useAimock();
+  let redis: RedisServer;
+  let daemons: DaemonProcess[] = [];
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    env = llmEnv(`${mock.url}/v1`);
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  afterEach(async () => {
+    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
+    daemons = [];
+  });
+
+  /** What `countd history --json` lists on the node in `dir`. */
+  async function history(dir: string, job: string): Promise<RunRecord[]> {
+    const listed = await runCountd(["history", job, "--json", "-n", "1000"], { cwd: dir, env });
+    expect(listed).toMatchObject({ code: 0, stderr: "" });
+    return JSON.parse(listed.stdout) as RunRecord[];
+  }
+
+  it("runs each slot of a job due every 2 s once, on more than one node, and every node's history lists the same runs", async () => {
+    mock.onMessage("tick", { content: "tock" });
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { tick: "prompt: tick\nevery: 2s\n" })));
+    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const allUp = Date.now();
+    await sleep(30_000);
+    const firstDown = Date.now();
+    expect(await Promise.all(daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
+
+    const [runs, ...others] = await Promise.all(dirs.map((dir) => history(dir, "tick")));
+    for (const other of others) expect(other.map((run) => run.id).sort()).toEqual(runs!.map((run) => run.id).sort());
+
+    const bySlot = new Map<string, RunRecord[]>();
+    for (const run of runs!) bySlot.set(run.scheduledAt, [...(bySlot.get(run.scheduledAt) ?? []), run]);
+    const doubled = [...bySlot].filter(([, same]) => same.length > 1);
+    expect(doubled).toEqual([]);
+    // Every slot while all three ran, a slot's length clear of the starts and stops.
+    const expected: string[] = [];
+    for (let slot = Math.ceil((allUp + 2_000) / 2_000) * 2_000; slot < firstDown - 2_000; slot += 2_000) expected.push(new Date(slot).toISOString());
+    expect(expected.length).toBeGreaterThanOrEqual(12);
+    const missed = expected.filter((slot) => !bySlot.has(slot));
+    expect(missed).toEqual([]);
+    for (const slot of expected) expect(bySlot.get(slot)![0]).toMatchObject({ status: "ok", reason: "schedule" });
+    const nodes = new Set(runs!.map((run) => run.node));
+    expect(nodes.size).toBeGreaterThan(1);
+    for (const node of nodes) expect(NODES).toContain(node);
+    process.stderr.write(
+      `cluster: ${expected.length} slots while all ran, ${runs!.length} runs in all, ${doubled.length} doubled, ${missed.length} missed; by node: ${NODES.map((node) => `${node} ${runs!.filter((run) => run.node === node).length}`).join(", ")}\n`,
+    );
+  });
+
+  it("after every daemon was down across two slots, runs the latest missed slot once (catch-up), whichever daemons start", async () => {
+    mock.onMessage("report", { content: "the report" });
+    const PERIOD = 10_000;
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { report: "prompt: report\nevery: 10s\ncatch_up: 1h\n" })));
+    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    // The first slot every daemon saw fire (each records the slots its timer fired in its state.json).
+    const seen = Math.ceil((Date.now() + 100) / PERIOD) * PERIOD;
+    await vi.waitFor(async () => expect((await history(dirs[0]!, "report")).find((run) => Date.parse(run.scheduledAt) === seen && run.status === "ok")).toBeDefined(), {
+      timeout: 30_000,
+      interval: 500,
+    });
+    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
+    daemons = [];
+
+    // Down across the next two slots; started together a second after the second one.
+    const missed = [seen + PERIOD, seen + 2 * PERIOD];
+    await sleep(missed[1]! + 1_000 - Date.now());
+    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    expect(Date.now()).toBeLessThan(missed[1]! + PERIOD);
+    await vi.waitFor(async () => expect((await history(dirs[1]!, "report")).filter((run) => run.reason === "catch-up" && run.status === "ok")).toHaveLength(1), {
+      timeout: 30_000,
+      interval: 500,
+    });
+    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
+    daemons = [];
+
+    const runs = await history(dirs[2]!, "report");
+    const catchUps = runs.filter((run) => run.reason === "catch-up");
+    expect(catchUps).toHaveLength(1);
+    expect(catchUps[0]).toMatchObject({ scheduledAt: new Date(missed[1]!).toISOString(), status: "ok" });
+    expect(runs.filter((run) => run.scheduledAt === new Date(missed[0]!).toISOString())).toEqual([]);
+    process.stderr.write(`cluster catch-up: ${catchUps.length} catch-up run after two missed slots, on ${catchUps[0]!.node}\n`);
+  });
+
+  it("warns at start when Redis may evict keys (maxmemory-policy other than noeviction)", async () => {
+    const evicting = await startRedis(["--maxmemory-policy", "allkeys-lru"]);
+    try {
+      const dir = await nodeFolder(evicting.url, "n1", {});
+      const daemon = await startDaemon(dir, env);
+      daemons = [daemon];
+      const warnings = logLines(daemon.output()).filter((line) => line["level"] === 40).map((line) => line["msg"]);
+      expect(warnings).toContainEqual(expect.stringContaining("has maxmemory-policy allkeys-lru, not noeviction"));
+      await stopDaemon(daemon);
+      daemons = [];
+    } finally {
+      await evicting.stop();
+    }
+  });
+});
+
+describe.skipIf(!hasRedis)("a daemon whose Redis cannot be reached", () => {
+  it("says so in one line naming the URL without its password, and exits 78 (systemd's configuration error)", async () => {
+    const port = await freePort();
+    const dir = await nodeFolder(`redis://:pw-Secret-42@127.0.0.1:${port}/0`, "n1", {});
+    const daemon = spawnDaemon(dir, {});
+    expect(await daemon.exited).toBe(78);
+    const lines = daemon.output().trim().split("\n");
+    expect(lines).toEqual([expect.stringMatching(new RegExp(`^countd: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 \\(cluster\\.redis\\): .*ECONNREFUSED`))]);
+    expect(daemon.output()).not.toContain("pw-Secret-42");
+  });
+});
