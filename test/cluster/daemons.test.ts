@@ -121,6 +121,36 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
     process.stderr.write(`cluster catch-up: ${catchUps.length} catch-up run after two missed slots, on ${catchUps[0]!.node}\n`);
   });
 
+  it("never runs an overlap: skip job on two nodes at once, and records each slot it skipped once", async () => {
+    // Each run takes 5 s, so of a slot every 2 s most find a run in progress on some node.
+    mock.onMessage("slow", async () => {
+      await sleep(5_000);
+      return { content: "done" };
+    });
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { slow: "prompt: slow\nevery: 2s\noverlap: skip\n" })));
+    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const allUp = Date.now();
+    await sleep(20_000);
+    const firstDown = Date.now();
+    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
+    daemons = [];
+
+    const runs = await history(dirs[0]!, "slow");
+    const ran = runs.filter((run) => run.status !== "skipped").sort((a, b) => a.startedAt.localeCompare(b.startedAt));
+    for (const [i, run] of ran.entries()) {
+      const next = ran[i + 1];
+      if (next) expect(Date.parse(next.startedAt)).toBeGreaterThanOrEqual(Date.parse(run.finishedAt!));
+    }
+    const skipped = runs.filter((run) => run.status === "skipped");
+    for (const run of skipped) expect(run.error).toBe("a run of this job was waiting or in progress in the cluster (overlap: skip)");
+    for (let slot = Math.ceil((allUp + 2_000) / 2_000) * 2_000; slot < firstDown - 6_000; slot += 2_000) {
+      expect(runs.filter((run) => run.scheduledAt === new Date(slot).toISOString())).toHaveLength(1);
+    }
+    expect(ran.filter((run) => run.status === "ok").length).toBeGreaterThanOrEqual(2);
+    expect(skipped.length).toBeGreaterThanOrEqual(3);
+    process.stderr.write(`cluster overlap skip: ${ran.length} runs, none overlapping, ${skipped.length} skipped slots each recorded once\n`);
+  });
+
   it("warns at start when Redis may evict keys (maxmemory-policy other than noeviction)", async () => {
     const evicting = await startRedis(["--maxmemory-policy", "allkeys-lru"]);
     try {
