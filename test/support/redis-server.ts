@@ -31,11 +31,12 @@ export async function freePort(): Promise<number> {
 /**
  * A real redis-server of its own on a free loopback port, with a temporary data directory, no RDB
  * snapshots and the append-only file on (as the README asks of a cluster's Redis); `args` adds
- * settings such as `--maxmemory-policy allkeys-lru`. Resolves once it accepts connections.
+ * settings such as `--maxmemory-policy allkeys-lru`; `port`: a given one (a Redis back after an
+ * outage). Resolves once it accepts connections.
  */
-export async function startRedis(args: string[] = []): Promise<RedisServer> {
+export async function startRedis(args: string[] = [], opts: { port?: number } = {}): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), "countd-redis-"));
-  const port = await freePort();
+  const port = opts.port ?? (await freePort());
   const child: ChildProcess = spawn(REDIS_SERVER, ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", ...args], {
     stdio: ["ignore", "pipe", "pipe"],
   });
