@@ -81,7 +81,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
-    let runtime = await openRuntime(config, env, new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")));
+    let runtime = await openRuntime(config, env, new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")), logger);
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
 
@@ -127,15 +127,16 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     };
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
-      ctx: jobContext(config, env),
+      ctx: jobContext(config, env, () => runtime.mcp?.catalog()),
       log: logger,
       onChange: (all) => {
         arm(all).catch((err: unknown) => logger.error({ err }, "could not apply the changed jobs"));
       },
     });
 
-    const { problems } = await jobs.load();
+    const { problems, warnings } = await jobs.load();
     problems.forEach((problem) => logger.error(problem));
+    warnings.forEach((warning) => logger.warn(warning));
     // Listening before any run starts, so the live stream misses none; a port in use stops the start here.
     let redactor = new Redactor(config.secrets);
     const live = new LiveHub(runtime.events, () => redactor);
@@ -185,7 +186,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       async reload() {
         try {
           const next = await loadConfig({ file: configFile, env });
-          const nextRuntime = await openRuntime(next, env, runtime.events);
+          const nextRuntime = await openRuntime(next, env, runtime.events, logger);
           const previous = runtime;
           config = next;
           runtime = nextRuntime;
@@ -197,7 +198,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           if (err instanceof ConfigError) err.problems.forEach((problem) => logger.error(problem));
           logger.error(err instanceof ConfigError ? {} : { err }, "configuration not reloaded; the previous one stays in force");
         }
-        await jobs.reload(jobContext(config, env));
+        await jobs.reload(jobContext(config, env, () => runtime.mcp?.catalog()));
         // A webhook gone with HTTP 410 may be back (the operator recreated it): SIGHUP is how they say so.
         await outbox.enableTargets("SIGHUP");
       },

@@ -6,6 +6,8 @@ import { JOB_NAME } from "../jobs/schema.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../store/run-record.js";
 import { StateStore } from "../store/state.js";
+import { readListings } from "../store/mcp-listing.js";
+import { catalogFromListings } from "../tools/mcp/catalog.js";
 import { EXIT, table } from "./output.js";
 
 /**
@@ -14,7 +16,9 @@ import { EXIT, table } from "./output.js";
  */
 export async function setting(configFile: string | undefined) {
   const config = await loadConfig({ file: configFile, needs: [] });
-  return { config, ctx: jobContext(config, null) };
+  // MCP tool names are checked against the servers' lists as last recorded, without starting a server.
+  const mcp = catalogFromListings(config.mcpServers, await readListings(config.paths.state));
+  return { config, ctx: jobContext(config, null, () => mcp) };
 }
 
 function duration(run: RunRecord): string {
