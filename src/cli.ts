@@ -2,7 +2,7 @@ import { Command, Option } from "commander";
 import { ask } from "./cli/ask.js";
 import { start } from "./cli/start.js";
 import { demo } from "./cli/demo.js";
-import { nonEmpty, positiveInteger } from "./cli/arguments.js";
+import { jsonObject, nonEmpty, positiveInteger } from "./cli/arguments.js";
 import { EXIT, reportError } from "./cli/output.js";
 import { VERSION } from "./package.js";
 import { changeOutbox, listOutbox } from "./cli/outbox.js";
@@ -15,6 +15,7 @@ import { consoleAddress } from "./cli/console.js";
 import { cancelRun, steerJobs } from "./cli/steer.js";
 import { showRun } from "./cli/show.js";
 import { follow } from "./cli/follow.js";
+import { callMcpTool, listMcp } from "./cli/mcp.js";
 
 const program = new Command()
   .name("countd")
@@ -132,6 +133,18 @@ outbox
   .command("purge")
   .description("Remove dead deliveries (the daemon must be stopped).")
   .action(action(() => changeOutbox("purge", { config: configFile() })));
+
+const mcp = program
+  .command("mcp")
+  .description("Connect to each MCP server of the configuration and list its state (connected, or failed and why) and its tools; exits 1 when one failed.")
+  .action(action(() => listMcp({ config: configFile() })));
+mcp
+  .command("call")
+  .description("Call one tool of an MCP server, for testing, and print its result.")
+  .argument("<server>", "the server's name in mcp_servers")
+  .argument("<tool>", "the tool's name on its server (countd mcp lists it)")
+  .argument("[arguments]", "the arguments, a JSON object", jsonObject, {})
+  .action(action((server: string, tool: string, args: Record<string, unknown>) => callMcpTool(server, tool, args, { config: configFile() })));
 
 program
   .command("ask")

@@ -17,3 +17,15 @@ export function nonEmpty(value: string): string {
   if (value.trim() === "") throw new InvalidArgumentError("it is empty.");
   return value;
 }
+
+/** A JSON object, such as a tool's arguments. */
+export function jsonObject(value: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (err) {
+    throw new InvalidArgumentError(`not valid JSON: ${(err as Error).message}.`);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new InvalidArgumentError("expected a JSON object, such as '{\"query\": \"x\"}'.");
+  return parsed as Record<string, unknown>;
+}
