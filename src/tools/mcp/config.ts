@@ -79,17 +79,21 @@ export const mcpServersSchema = z
     (v) => v ?? {},
     z.object({ [COMMON]: z.preprocess((v) => v ?? {}, z.strictObject(shared, expected("a mapping"))) }, expected("a mapping")).catchall(serverSchema),
   )
-  .superRefine((servers, ctx) => {
-    for (const name of Object.keys(servers)) {
-      if (name !== COMMON && !SERVER_NAME.test(name)) {
-        ctx.addIssue({
-          code: "custom",
-          path: [name],
-          message: `server name ${describeValue(name)}: use at most 32 letters, digits, "_" and "-" (it is part of every tool name, mcp_<server>_<tool>)`,
-        });
+  .superRefine(
+    (servers, ctx) => {
+      for (const name of Object.keys(servers)) {
+        if (name !== COMMON && !SERVER_NAME.test(name)) {
+          ctx.addIssue({
+            code: "custom",
+            path: [name],
+            message: `server name ${describeValue(name)}: use at most 32 letters, digits, "_" and "-" (it is part of every tool name, mcp_<server>_<tool>)`,
+          });
+        }
       }
-    }
-  })
+    },
+    // Also when a server's settings have problems: the names are checked all the same.
+    { when: ({ value }) => typeof value === "object" && value !== null },
+  )
   .transform(({ [COMMON]: common, ...servers }): McpServerSettings[] =>
     Object.entries(servers as Record<string, WrittenServer>).map(([name, server]) => ({
       name,
