@@ -171,4 +171,20 @@ describe("MCP servers' tools in agent runs", () => {
     expect(listing).toMatchObject({ isError: false });
     expect(listing.result).toContain("[FILE] inventory.csv");
   });
+
+  it("reconnects to an HTTP server that restarted, whose old session is gone, and its tools work again", async () => {
+    await http.close();
+    http = await startHttpFixture(Number(new URL(http.url).port));
+    // A call may still meet the lost connection (and fail at once, saying so); one soon after succeeds.
+    const seen: string[] = [];
+    await vi.waitFor(
+      async () => {
+        const call = await callThrough("mcp_tracker_echo", { text: "back again" });
+        seen.push(call.result);
+        expect(call.result).toContain("echo: back again");
+      },
+      { timeout: 30_000, interval: 200 },
+    );
+    for (const failure of seen.slice(0, -1)) expect(failure).toMatch(/^Error: the (connection to the MCP server "tracker" was lost|MCP server "tracker" is not connected)/);
+  });
 });

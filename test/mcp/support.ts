@@ -51,10 +51,10 @@ export interface HttpFixture {
   close(): Promise<void>;
 }
 
-/** The fixture over streamable HTTP on a free loopback port, in a process of its own. */
-export async function startHttpFixture(env: Record<string, string> = {}): Promise<HttpFixture> {
-  const child = spawn(process.execPath, [FIXTURE, "--http"], { env: { PATH: process.env["PATH"] ?? "", ...env }, stdio: ["ignore", "pipe", "inherit"] });
-  const port = await new Promise<string>((found, failed) => {
+/** The fixture over streamable HTTP on a loopback port (a free one unless given), in a process of its own. */
+export async function startHttpFixture(port = 0): Promise<HttpFixture> {
+  const child = spawn(process.execPath, [FIXTURE, "--http", `--port=${port}`], { env: { PATH: process.env["PATH"] ?? "" }, stdio: ["ignore", "pipe", "inherit"] });
+  const listening = await new Promise<string>((found, failed) => {
     let out = "";
     child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
       out += chunk;
@@ -65,7 +65,7 @@ export async function startHttpFixture(env: Record<string, string> = {}): Promis
   });
   const exited = new Promise<void>((done) => child.on("exit", () => done()));
   return {
-    url: `http://127.0.0.1:${port}/mcp`,
+    url: `http://127.0.0.1:${listening}/mcp`,
     child,
     close: async () => {
       child.kill("SIGKILL");
