@@ -6,6 +6,9 @@ import { useAimock } from "../support/aimock.js";
 import { logLines, runCountd, spawnDaemon } from "../support/daemon-process.js";
 import { fixtureServer, llmEnv, mcpFolder } from "./support.js";
 
+/** Each test starts Node servers and countd processes, which a loaded machine makes slow. */
+vi.setConfig({ testTimeout: 90_000 });
+
 /** Generous for a loaded test machine; the silent server's own 1 s is what a test waits for. */
 const common = { connect_timeout: "60s" };
 

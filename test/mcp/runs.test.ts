@@ -14,6 +14,9 @@ type Sent = { tools?: Array<{ function: { name: string; parameters: Record<strin
 
 const TOKEN = "tracker-token-4f9c2e81";
 
+/** Servers restart within some tests, which a loaded machine makes slow. */
+vi.setConfig({ testTimeout: 60_000 });
+
 describe("MCP servers' tools in agent runs", () => {
   const mock = useAimock();
   let http: HttpFixture;
