@@ -3,7 +3,9 @@ import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.js";
 import type { Config } from "../../src/config/schema.js";
 import { stateStreaks } from "../../src/delivery/alerts.js";
+import { jobContext } from "../../src/jobs/context.js";
 import { jobDefaults } from "../../src/jobs/defaults.js";
+import { loadJobFile } from "../../src/jobs/load.js";
 import type { Job } from "../../src/jobs/types.js";
 import { openPipeline, type Pipeline } from "../../src/runner/pipeline.js";
 import { openRuntime, type Runtime } from "../../src/runtime.js";
@@ -23,6 +25,8 @@ export interface CostStack {
   pipeline: Pipeline;
   /** Defines (or redefines) a job the runner can look up; `dir`/jobs/<name>.yaml is its file's name. */
   job(name: string, prompt: string, extra?: Partial<Job>): Job;
+  /** Writes jobs/<name>.yaml and defines the job as countd reads that file. */
+  jobFile(name: string, yaml: string): Promise<Job>;
   /** A manual fire of the job, resolved with its final record. */
   run(name: string): Promise<RunRecord>;
   close(): Promise<void>;
@@ -60,6 +64,8 @@ export async function openStack(opts: StackOptions): Promise<CostStack> {
     paused: (name) => state.isPaused(name),
     ...(opts.now ? { now: opts.now } : {}),
   });
+  // Sending, as the daemon's outbox does once it has started.
+  pipeline.outbox.start();
   let closed: Promise<void> | undefined;
   return {
     config,
@@ -70,6 +76,15 @@ export async function openStack(opts: StackOptions): Promise<CostStack> {
       const defined: Job = { name, file: join(opts.dir, "jobs", `${name}.yaml`), timezone: "UTC", prompt, ...jobDefaults(), tools: [], ...extra };
       jobs.set(name, defined);
       return defined;
+    },
+    async jobFile(name, yaml) {
+      const file = join(config.paths.jobs, `${name}.yaml`);
+      await mkdir(config.paths.jobs, { recursive: true });
+      await writeFile(file, yaml);
+      const { job, problems } = await loadJobFile(file, jobContext(config, opts.env));
+      if (!job) throw new Error(`${file}: ${problems.join("; ")}`);
+      jobs.set(name, job);
+      return job;
     },
     run: (name) => pipeline.runner.run({ job: name, reason: "manual", scheduledAt: opts.now?.() ?? new Date() }),
     close: () =>
