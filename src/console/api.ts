@@ -19,7 +19,7 @@ import { emptyUsage, addUsage } from "../providers/types.js";
 import { COOKIE, type Credential, type Guard } from "./guard.js";
 import type { LiveHub } from "./live.js";
 import type { Metrics } from "./metrics.js";
-import type { JobView, RunNowAnswer, RunView, StatusView } from "./protocol.js";
+import type { JobView, RunNowAnswer, RunView, Spend, StatusView } from "./protocol.js";
 import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView, zoned } from "./views.js";
 import type { Asset } from "./assets.js";
 import type { WebhookTrigger } from "../triggers/webhook.js";
@@ -49,7 +49,7 @@ const DEFAULT_PAGE = 50;
 const HISTORY_READS = 16;
 /** The longest span the charts ask for. */
 const MAX_DAYS = 90;
-const FAILED: ReadonlySet<RunStatus> = new Set(["error", "timeout", "interrupted"]);
+const FAILED: ReadonlySet<RunStatus> = new Set(["error", "timeout", "interrupted", "budget"]);
 
 class ApiError extends Error {
   constructor(
@@ -380,16 +380,24 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
     .slice(0, 5);
   const midnight = new Date(now);
   midnight.setHours(0, 0, 0, 0);
-  const today = { runs: 0, failures: 0, tokens: emptyUsage(), by_status: {} as Partial<Record<RunStatus, number>> };
-  // A run just started may not be in its history file yet: the runner's own record counts for it.
-  const running = new Map(deps.runner.running().map((run) => [`${run.job}/${run.id}`, run]));
+  const today: StatusView["today"] = { runs: 0, failures: 0, tokens: emptyUsage(), by_status: {}, cost: 0, unpriced: 0, by_job: {} };
+  // A run just started may not be in its history file yet: the runner's own record counts for it,
+  // with what the live stream saw it spend so far (its record has the amounts only once it ends).
+  const spending = new Map(deps.live.active().map((run) => [`${run.job}/${run.id}`, run]));
+  const running = new Map(
+    deps.runner.running().map((run) => {
+      const seen = spending.get(`${run.job}/${run.id}`);
+      return [`${run.job}/${run.id}`, seen ? { ...run, usage: seen.usage, cost: seen.cost } : run];
+    }),
+  );
   const saved = (await deps.state.allRuns()).filter((run) => !running.has(`${run.job}/${run.id}`));
   for (const run of [...saved, ...running.values()]) {
     if (Date.parse(run.startedAt) < midnight.getTime()) continue;
     today.runs++;
     if (FAILED.has(run.status)) today.failures++;
     today.by_status[run.status] = (today.by_status[run.status] ?? 0) + 1;
-    addUsage(today.tokens, run.usage);
+    addSpend(today, run);
+    addSpend((today.by_job[run.job] ??= { cost: 0, unpriced: 0, tokens: emptyUsage() }), run);
   }
   return {
     up: true,
@@ -409,5 +417,12 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
     next_fires: next,
     today,
   };
+}
+
+/** An unpriced run's cost is not known: it is counted apart, never as free. Runs before pricing have none and add nothing. */
+function addSpend(spend: Spend, run: Pick<RunRecord, "usage" | "cost">): void {
+  addUsage(spend.tokens, run.usage);
+  if (run.cost === null) spend.unpriced++;
+  else spend.cost += run.cost ?? 0;
 }
 
