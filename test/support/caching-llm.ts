@@ -238,3 +238,25 @@ function anthropicEvents(model: string, turn: LlmTurn, usage: ReportedUsage): st
     event({ type: "message_stop" }),
   ];
 }
+
+/**
+ * The tokens of a request's first cacheable prefix, as this server counts them: for OpenAI the
+ * model, tools and first message (the system prompt), in 128-token blocks; for Anthropic the
+ * tools and system blocks up to the first `cache_control` breakpoint. What a second identical
+ * run must at least find cached.
+ */
+export function firstPrefixTokens(format: LlmFormat, body: Record<string, unknown>): number {
+  if (format === "openai") {
+    const messages = (body.messages as unknown[]) ?? [];
+    const text = JSON.stringify({ model: body.model, tools: body.tools ?? [] }) + JSON.stringify(messages[0] ?? null);
+    return Math.floor(tokensOfBytes(bytes(text)) / CACHE_BLOCK) * CACHE_BLOCK;
+  }
+  const blocks: Block[] = [
+    ...((body.tools as Block[] | undefined) ?? []),
+    ...(typeof body.system === "string" ? [{ type: "text", text: body.system }] : ((body.system as Block[] | undefined) ?? [])),
+  ];
+  const first = blocks.findIndex((block) => block.cache_control);
+  if (first < 0) return 0;
+  const parts = [JSON.stringify({ model: body.model }), ...blocks.slice(0, first + 1).map((block) => JSON.stringify(block))];
+  return tokensOfBytes(bytes(parts.join("")));
+}
