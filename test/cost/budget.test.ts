@@ -162,7 +162,7 @@ describe("budgets", () => {
       const stopped = await stack.run("daily");
       expect(mock.getRequests()).toHaveLength(1);
       expect(stopped).toMatchObject({ status: "budget", iterations: 0, cost: 0 });
-      expect(stopped.error).toBe("the job's daily budget of $0.0100 is spent: it has cost on 2026-11-30 (Pacific/Auckland): $0.0130");
+      expect(stopped.error).toBe("the job's daily budget of $0.0100 is spent: its runs have cost $0.0130 on 2026-11-30 (Pacific/Auckland)");
 
       at("2026-11-30T11:30:00Z"); // 00:30 on 1 December in Auckland, still 30 November in UTC
       expect(await stack.run("daily")).toMatchObject({ status: "ok" });
@@ -185,7 +185,7 @@ describe("budgets", () => {
       expect(mock.getRequests()).toHaveLength(1);
       expect(stopped).toMatchObject({
         status: "budget",
-        error: "the job's daily budget of $0.0100 is spent: it has cost on 2026-11-30 (America/New_York): $0.0130",
+        error: "the job's daily budget of $0.0100 is spent: its runs have cost $0.0130 on 2026-11-30 (America/New_York)",
       });
     });
 
@@ -201,7 +201,7 @@ describe("budgets", () => {
       expect(mock.getRequests()).toHaveLength(1);
       expect(stopped).toMatchObject({
         status: "budget",
-        error: "countd's daily budget (budget.per_day) of $0.0100 is spent: all runs have cost on 2026-11-30 (UTC): $0.0130",
+        error: "countd's daily budget (budget.per_day) of $0.0100 is spent: all runs have cost $0.0130 on 2026-11-30 (UTC)",
       });
     });
   });

@@ -121,10 +121,10 @@ describe("the heartbeat's own provider, model and budget", () => {
     clock = new Date("2026-11-30T09:30:00Z");
     const stopped = await heartbeat.tick();
     expect(server.requests).toHaveLength(2);
-    expect(stopped).toMatchObject({ ran: true, delivered: false, reason: expect.stringContaining("the job's daily budget of $0.0040 is spent") });
+    expect(stopped).toMatchObject({ ran: true, delivered: false, reason: expect.stringContaining("the heartbeat's daily budget of $0.0040 is spent") });
     const runs = await stack.state.runs(HEARTBEAT_JOB);
     expect(runs.map((run) => run.status)).toEqual(["ok", "budget"]);
-    expect(runs[1]!.error).toBe("the job's daily budget of $0.0040 is spent: it has cost on 2026-11-30 (UTC): $0.0050");
+    expect(runs[1]!.error).toBe("the heartbeat's daily budget of $0.0040 is spent: its runs have cost $0.0050 on 2026-11-30 (UTC)");
 
     // The cap is the heartbeat's: a job's run is not stopped by it.
     expect(await stack.run("report")).toMatchObject({ status: "ok", model: JOB_MODEL });
