@@ -6,6 +6,7 @@ import { JOB_NAME } from "../jobs/schema.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../store/run-record.js";
 import { StateStore } from "../store/state.js";
+import { costText, tokensText } from "../text.js";
 import { EXIT, table } from "./output.js";
 
 /**
@@ -24,7 +25,7 @@ function duration(run: RunRecord): string {
   return took < 10_000 ? `${(took / 1000).toFixed(1)}s` : `${Math.round(took / 1000)}s`;
 }
 
-/** `countd history [job]`: the newest runs, with status, duration and tokens. */
+/** `countd history [job]`: the newest runs, with status, duration, tokens and cost. */
 export async function history(job: string | undefined, opts: { config?: string; limit: number; json?: boolean }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
   const state = await StateStore.open(config.paths.state);
@@ -42,10 +43,11 @@ export async function history(job: string | undefined, opts: { config?: string; 
     run.reason,
     run.status,
     duration(run),
-    `${run.usage.inputTokens}/${run.usage.outputTokens}`,
+    tokensText(run.usage),
+    costText(run.cost),
     run.error ?? "",
   ]);
-  process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS IN/OUT", "ERROR"], rows));
+  process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS", "COST", "ERROR"], rows));
   return EXIT.ok;
 }
 
