@@ -8,6 +8,7 @@ import type { RunRecord } from "../store/run-record.js";
 import { StateStore } from "../store/state.js";
 import { costText, tokensText } from "../text.js";
 import { EXIT, table } from "./output.js";
+import { unpricedModelWarnings } from "./unpriced.js";
 
 /**
  * Reading state needs no lock: these commands work beside a running daemon. They send nothing,
@@ -65,10 +66,10 @@ async function knownJob(name: string, dir: string, ctx: JobContext, state: State
   throw new Error(`no job named "${name}" (known: ${[...known].sort().join(", ")})`);
 }
 
-/** `countd validate`: every problem of every job file as `path:line:col: message`. */
+/** `countd validate`: every problem of every job file as `path:line:col: message`, and a warning for each unpriced model. */
 export async function validate(opts: { config?: string; jobs?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
-  const result = await validateJobs(opts.jobs ?? config.paths.jobs, ctx);
+  const result = await validateJobs(opts.jobs ?? config.paths.jobs, ctx, (jobs) => unpricedModelWarnings(config, jobs, process.env));
   result.lines.forEach((line) => process.stderr.write(`${line}\n`));
   process.stdout.write(`${result.summary}\n`);
   return result.ok ? EXIT.ok : EXIT.failure;
