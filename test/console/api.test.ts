@@ -335,19 +335,27 @@ describe("the console API", () => {
     expect(status.today).toMatchObject({ runs: 4, failures: 1, by_status: { ok: 3, error: 1 } });
   });
 
-  it("shows what runs cost: each run's cost and model, each LLM call's, today's spend by job and per day; an unpriced model counts apart, a budget stop as a failure", async () => {
+  it("shows what runs cost: each run's cost and model, each LLM call's, today's spend by job (a run in progress's so far) and per day; an unpriced model counts apart, a budget stop as a failure", async () => {
     // OpenRouter's shape of OpenAI's API, in which aimock reports cached and cache-written input.
     env = { ...env, OPENAI_BASE_URL: `${mock.url}/api/v1` };
     const dir = await consoleFolder({ extra: "prices:\n  gpt-4o-mini: { input: 2, cached_input: 0.5, cache_write: 2.5, output: 8 }\n" });
     await writeJob(dir, "cached", "prompt: list the workspace\n");
     await writeJob(dir, "local", "prompt: answer locally\nmodel: unlisted-local-model\n");
     await writeJob(dir, "capped", "prompt: list the workspace again\nbudget:\n  per_run: 0.001\n");
+    await writeJob(dir, "slow", "prompt: list slowly\n");
     // Each call: 400 of its 1,000 input tokens read from the cache and 200 written to it, so
     // (400 × $2 + 400 × $0.50 + 200 × $2.50 + 100 × $8) per million = $0.0023.
     const usage = { prompt_tokens: 1_000, completion_tokens: 100, prompt_tokens_details: { cached_tokens: 400, cache_write_tokens: 200 } };
     const CALL = 0.0023;
     const listing = listThenAnswer("one file");
     for (const prompt of ["list the workspace", "answer locally"]) mock.onMessage(prompt, (request) => ({ ...listing(request), usage }));
+    // Its second call is held: the run is in progress, its first call spent.
+    const second = gate();
+    gates.push(second.open);
+    mock.onMessage("list slowly", async (request) => {
+      if (request.messages.some((message) => message.role === "tool")) await second.wait;
+      return { ...listing(request), usage };
+    });
     const console = await start(dir);
     const ran = async (job: string) => endedRun(console, (await console.post(`/api/jobs/${job}/run`)).body.run_id, job);
 
@@ -400,6 +408,16 @@ describe("the console API", () => {
     expect(stats.days.at(-1)!.cost).toBeCloseTo(3 * CALL, 12);
     expect(stats.days[0]).toMatchObject({ cost: 0, unpriced: 0 });
     expect((await console.get<StatsView>("/api/stats?job=local&days=1")).runs).toEqual([expect.objectContaining({ id: local.id, cost: null })]);
+
+    const slow = (await console.post("/api/jobs/slow/run")).body.run_id as string;
+    await vi.waitFor(async () => {
+      const status = await console.get<StatusView>("/api/status");
+      expect(status.running).toEqual([expect.objectContaining({ id: slow, usage: { inputTokens: 1_000, outputTokens: 100, cachedInputTokens: 400, cacheWriteTokens: 200 }, cost: expect.closeTo(CALL, 12) })]);
+      expect(status.today.by_job["slow"]).toEqual({ cost: expect.closeTo(CALL, 12), unpriced: 0, tokens: status.running[0]!.usage });
+      expect(status.today.cost).toBeCloseTo(4 * CALL, 12);
+    }, SLOW);
+    second.open();
+    expect((await endedRun(console, slow, "slow")).cost).toBeCloseTo(2 * CALL, 12);
   });
 
   it("GET /api/outbox shows a dead delivery with its attempts and last error; POST /api/outbox/<id>/retry sends it again", async () => {
