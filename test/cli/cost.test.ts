@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -8,6 +8,7 @@ import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
 import { runCountd } from "../support/daemon-process.js";
+import { startWebhookReceiver } from "../support/webhook-receiver.js";
 
 const HOUR = 3_600_000;
 const usage = (inputTokens: number, cachedInputTokens: number, cacheWriteTokens: number, outputTokens: number): Usage => ({
@@ -168,5 +169,29 @@ describe("countd history", () => {
     const records = JSON.parse((await countd(["history", "weekly", "--json"])).stdout) as RunRecord[];
     expect(records.map((record) => record.cost)).toEqual([undefined, null, 0.5, expect.any(Number)]);
     expect(records[3]!.cost).toBeGreaterThan(0);
+  });
+
+  it("delivers the run's cost: in the webhook payload's run, and in the mail's footer: usage", async () => {
+    mock.onMessage("daily numbers", { content: "Sales are flat." });
+    const receiver = await startWebhookReceiver();
+    try {
+      await writeFile(
+        join(dir, "jobs", "daily.yaml"),
+        `prompt: Report the daily numbers.\ndeliver:\n  - webhook: { url: "${receiver.url}" }\n  - email: { to: [boss@example.com], footer: usage }\n`,
+      );
+      const env = { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-cost-test-key" };
+      expect((await countd(["run", "daily"], env)).code).toBe(0);
+      const [record] = JSON.parse((await countd(["history", "daily", "--json"])).stdout) as RunRecord[];
+      expect(record!.cost).toBeGreaterThan(0);
+      await receiver.waitFor(1);
+      const payload = JSON.parse(receiver.requests[0]!.body) as { run: { cost: unknown; usage: unknown } };
+      expect(payload.run).toMatchObject({ cost: record!.cost, usage: record!.usage });
+      // No smtp: settings, so the mail is the .eml file countd wrote.
+      const [eml] = await readdir(join(dir, "state", "mail"));
+      const mail = (await readFile(join(dir, "state", "mail", eml!), "utf8")).replace(/=\r?\n/g, "").replace(/=C2=B7/g, "·");
+      expect(mail).toMatch(/\n---\n\nTokens: \d+ in .*\/ \d+ out · Cost: (\$\d+\.\d{4}|<\$0\.0001) · Duration: \S+\n/);
+    } finally {
+      await receiver.close();
+    }
   });
 });
