@@ -29,7 +29,10 @@ export function tokensText(usage: Usage): string {
   return `${usage.inputTokens} in${parts.length > 0 ? ` (${parts.join(", ")})` : ""} / ${usage.outputTokens} out`;
 }
 
-/** USD to a hundredth of a cent: `$0.0123`, `$12.5000`; an amount above 0 but below that is `<$0.0001`, never a misleading `$0.0000`. */
+/**
+ * USD to a hundredth of a cent, `$0.0123`, `$12.5000`, so amounts line up in a column; an amount
+ * above 0 but below that is `<$0.0001`, never a misleading `$0.0000`.
+ */
 export function usd(amount: number): string {
   return amount > 0 && amount < 0.00005 ? "<$0.0001" : `$${amount.toFixed(4)}`;
 }

@@ -2,6 +2,7 @@ import { addUsage, emptyUsage, type Usage } from "../providers/types.js";
 import { tokensOf, type SpendLedger } from "../store/spend-ledger.js";
 import type { BudgetCaps, DaemonBudget } from "./caps.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
+import { usd } from "../text.js";
 
 /** A cap was reached: the run ends with status `budget`; the message names the cap and the amounts. */
 export class BudgetExceeded extends Error {
@@ -12,12 +13,6 @@ export class BudgetExceeded extends Error {
 export interface BudgetCheck {
   /** Throws BudgetExceeded when a cap is reached: the call must not be made. */
   check(): void;
-}
-
-/** Cents for dollars, tenths of a cent below one, and two significant digits for the tiniest caps. */
-function usd(value: number): string {
-  if (value >= 1) return `$${value.toFixed(2)}`;
-  return value > 0 && value < 0.0001 ? `$${value.toPrecision(2)}` : `$${value.toFixed(4)}`;
 }
 
 const amount = (value: number, unit: "usd" | "tokens") => (unit === "usd" ? usd(value) : `${value} tokens`);
