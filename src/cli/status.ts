@@ -54,7 +54,15 @@ function daemonLines(view: StatusView, timezone: string): string[][] {
     ["outbox", `${view.outbox.pending} pending, ${view.outbox.dead} dead`],
     ...(next.length > 0 ? next : [["next", "no fire scheduled"]]),
     ["today", `${plural(today.runs, "run")}, ${plural(today.failures, "failure")}, tokens ${tokensText(today.tokens)}, ${spentText(today)}`],
+    ["budget", budgetText(view.budget)],
   ];
+}
+
+/** Today's spend against countd.yaml's daily caps, in the day the budgets count. */
+function budgetText(budget: StatusView["budget"]): string {
+  const cost = `${usd(budget.cost)}${budget.per_day !== undefined ? ` of ${usd(budget.per_day)}` : ""}`;
+  const tokens = `${budget.tokens}${budget.tokens_per_day !== undefined ? ` of ${budget.tokens_per_day}` : ""} tokens`;
+  return `${cost}, ${tokens} on ${budget.date} (${budget.timezone})`;
 }
 
 /** USD of the priced runs; unpriced ones are named apart, never counted as $0. */

@@ -133,6 +133,11 @@ export interface StatusView {
     /** The same for each job that ran today. */
     by_job: Record<string, Spend>;
   };
+  /**
+   * What the daily budgets count: every LLM call today in `timezone` (budget.timezone), priced
+   * ones in `cost`, input and output tokens of all in `tokens`; countd.yaml's caps when set.
+   */
+  budget: { timezone: string; date: string; cost: number; tokens: number; per_day?: number; tokens_per_day?: number };
 }
 
 /** What some runs spent: USD of the priced ones, how many were unpriced, and the tokens of all. */

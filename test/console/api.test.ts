@@ -393,8 +393,11 @@ describe("the console API", () => {
     }, SLOW);
     expect((await console.get<RunView>(`/api/runs/${capped.id}`)).run).toMatchObject({ status: "budget", error: capped.error });
 
-    const { today } = await console.get<StatusView>("/api/status");
+    const { today, budget } = await console.get<StatusView>("/api/status");
     expect(today).toMatchObject({ runs: 3, failures: 1, by_status: { ok: 2, budget: 1 }, unpriced: 1 });
+    // What the daily budgets count: every call so far (5 of them, the unpriced model's tokens too).
+    expect(budget).toMatchObject({ timezone: expect.any(String), date: expect.stringMatching(/^\d{4}-\d\d-\d\d$/), tokens: 5 * 1_100 });
+    expect(budget.cost).toBeCloseTo(3 * CALL, 12);
     expect(today.cost).toBeCloseTo(3 * CALL, 12);
     expect(today.tokens).toEqual({ inputTokens: 5_000, outputTokens: 500, cachedInputTokens: 2_000, cacheWriteTokens: 1_000 });
     expect(today.by_job).toEqual({
