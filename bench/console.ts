@@ -408,7 +408,7 @@ async function overviewHome(): Promise<string> {
           status,
           iterations: status === "skipped" ? 0 : 3,
           toolCalls: status === "skipped" ? 0 : 2,
-          usage: status === "skipped" ? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 } : { inputTokens: 2400 + i, outputTokens: 350 + k, cachedInputTokens: 1200 },
+          usage: status === "skipped" ? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 , cacheWriteTokens: 0} : { inputTokens: 2400 + i, outputTokens: 350 + k, cachedInputTokens: 1200 , cacheWriteTokens: 0},
           ...(status === "ok" ? { resultExcerpt: `Notes of the day for ${name}: three items were closed, two remain open (the supplier's invoice and the release date), and one question needs an answer from the team.` } : {}),
           ...(status === "error" ? { error: "LLM request failed: 503 Service Unavailable (after 3 attempts)" } : {}),
           ...(status === "skipped" ? { error: "the previous run was still in progress (overlap: skip)" } : {}),

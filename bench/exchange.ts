@@ -17,6 +17,8 @@
  * Ratios are taken within each round, then their median, so a machine that slows down for a
  * while (other processes on its two cores) moves the contenders of a round together.
  */
+import { Budgets } from "../src/cost/budget.js";
+import { SpendLedger } from "../src/store/spend-ledger.js";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -170,7 +172,8 @@ export async function openContenders(): Promise<{ exchanges: Record<Contender, E
     });
 
     const job: Job = { ...jobDefaults(), name: "bench", file: join(config.paths.jobs, "bench.yaml"), prompt: PROMPT, timezone: config.timezone, tools: [] };
-    const execute = jobExecutor(() => runtime);
+    const budgets = new Budgets({ ledger: await SpendLedger.open(config.paths.state), daemon: () => config.budget });
+    const execute = jobExecutor(() => runtime, budgets);
     let runs = 0;
     const daemon: Exchange = async () => {
       const id = `run-${++runs}`;

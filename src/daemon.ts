@@ -85,7 +85,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
 
-    const { runner, outbox, dispatcher, mailToFiles, close: closeDelivery } = await openPipeline({
+    const { runner, outbox, dispatcher, mailToFiles, ledger, close: closeDelivery } = await openPipeline({
       config,
       env,
       state,
@@ -145,7 +145,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     started.push(() => metrics.close());
     const hooks = new WebhookTrigger({ job: (name) => jobs.get(name), runner, ids: await WebhookIds.open(config.paths.state), env, log: logger });
     const consoleServer = await startConsole(
-      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, redactor: () => redactor, startedAt: new Date(), version: VERSION },
+      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION },
       logger,
     );
     started.push(() => consoleServer.close());

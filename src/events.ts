@@ -29,6 +29,8 @@ export interface CountdEvents {
     sessionId: string;
     model: string;
     usage: Usage;
+    /** USD; null when the model has no price. */
+    cost: number | null;
     durationMs: number;
     finishReason: FinishReason | "error" | "cancelled";
     attempts: number;
@@ -40,10 +42,12 @@ export interface CountdEvents {
   "warning": { sessionId: string; message: string };
   "message.finished": {
     sessionId: string;
-    status: "ok" | "limit" | "cancelled" | "error";
+    status: "ok" | "limit" | "cancelled" | "error" | "budget";
     iterations: number;
     toolCalls: number;
     usage: Usage;
+    /** USD of this message's calls; null when one of them has no price. */
+    cost: number | null;
     durationMs: number;
     error?: string;
   };

@@ -6,7 +6,10 @@ import { AuditLog } from "./audit/log.js";
 import { Redactor } from "./audit/redact.js";
 import { ToolHistory } from "./audit/tool-history.js";
 import { providerForPreset } from "./config/load.js";
-import type { Config } from "./config/schema.js";
+import type { Config, ProviderConfig } from "./config/schema.js";
+import type { RunSpend } from "./cost/budget.js";
+import { metered } from "./cost/metered.js";
+import { Pricer, type PriceRef } from "./cost/prices.js";
 import { EventBus } from "./events.js";
 import type { JobOverrides } from "./jobs/types.js";
 import { MemoryStore } from "./memory/store.js";
@@ -29,6 +32,8 @@ export interface LoopOptions {
   overrides?: JobOverrides;
   /** Tools only this run has, such as the heartbeat's reply tool. */
   extraTools?: Tool[];
+  /** The run's spending: every call is priced into it and checked against its budgets first. */
+  spend?: RunSpend;
 }
 
 /** Everything an agent run needs, wired from the config once: `countd ask` and the daemon share it. */
@@ -61,9 +66,14 @@ export async function openRuntime(
   log: Logger = silentLogger,
 ): Promise<Runtime> {
   const { paths } = config;
-  const providers = new Map<PresetName, { provider: LLMProvider; model: string }>([
-    [config.provider.preset, { provider: createProvider(config.provider), model: config.provider.model }],
-  ]);
+  type Endpoint = { provider: LLMProvider; model: string; ref: Omit<PriceRef, "model"> };
+  const endpoint = (resolved: ProviderConfig): Endpoint => ({
+    provider: createProvider(resolved),
+    model: resolved.model,
+    ref: { preset: resolved.preset, ...(resolved.baseURL !== undefined ? { baseURL: resolved.baseURL } : {}) },
+  });
+  const providers = new Map<PresetName, Endpoint>([[config.provider.preset, endpoint(config.provider)]]);
+  const pricer = new Pricer(config.prices);
   await Promise.all([paths.workspace, paths.state, paths.logs].map((dir) => mkdir(dir, { recursive: true })));
   const audit = new AuditLog({ dir: paths.logs, secrets: config.secrets });
   const detach = audit.attach(events);
@@ -90,22 +100,20 @@ export async function openRuntime(
   };
 
   /** The provider of a preset with its default model; a job's provider override is made on first use. */
-  function providerFor(preset: string | undefined): { provider: LLMProvider; model: string } {
+  function providerFor(preset: string | undefined): Endpoint {
     const name = (preset ?? config.provider.preset) as PresetName;
     if (!PRESET_NAMES.includes(name)) throw new Error(`unknown provider "${preset}" (known: ${PRESET_NAMES.join(", ")})`);
     let entry = providers.get(name);
-    if (!entry) {
-      const resolved = providerForPreset(name, config.provider, env);
-      providers.set(name, (entry = { provider: createProvider(resolved), model: resolved.model }));
-    }
+    if (!entry) providers.set(name, (entry = endpoint(providerForPreset(name, config.provider, env))));
     return entry;
   }
 
-  function loop({ toolNames, overrides = {}, extraTools = [] }: LoopOptions = {}): AgentLoop {
-    const { provider, model } = providerFor(overrides.provider);
+  function loop({ toolNames, overrides = {}, extraTools = [], spend }: LoopOptions = {}): AgentLoop {
+    const { provider, model, ref } = providerFor(overrides.provider);
     const settings = {
       ...shared,
-      provider,
+      provider: metered(provider, pricer, ref, spend),
+      ...(spend ? { budget: spend } : {}),
       model: overrides.model ?? model,
       temperature: overrides.temperature ?? config.provider.temperature,
       maxTokens: overrides.maxTokens ?? config.provider.maxTokens,

@@ -17,6 +17,8 @@ export class Iteration {
   text = "";
   calls: ToolCall[] = [];
   readonly usage: Usage = emptyUsage();
+  /** USD; null when the model has no price or the provider is not metered. */
+  cost: number | null = 0;
   finishReason: FinishReason | undefined;
   /** Requests this call took, counting those the retry layer repeated. */
   attempts = 1;
@@ -41,6 +43,7 @@ export class Iteration {
         return undefined;
       case "usage":
         addUsage(this.usage, event.usage);
+        this.cost = this.cost === null || event.cost == null ? null : this.cost + event.cost;
         return undefined;
       case "finish":
         this.finishReason = event.reason;
@@ -74,6 +77,7 @@ export class Iteration {
       sessionId,
       model,
       usage: this.usage,
+      cost: this.cost,
       durationMs,
       finishReason: failed ? "error" : cancelled ? "cancelled" : (this.finishReason ?? "other"),
       attempts: this.attempts,

@@ -19,6 +19,7 @@ import type { ContextBuilder } from "./context.js";
 import type { Locale } from "./personalities.js";
 import { limitNotice } from "./prompts.js";
 import { Iteration } from "./iteration.js";
+import { BudgetExceeded, type BudgetCheck } from "../cost/budget.js";
 
 /** What the loop needs of the context builder: it builds the prompt and shapes every message. */
 export type MessageBuilder = Pick<ContextBuilder, "buildMessages" | "addAssistantMessage" | "addToolResult">;
@@ -41,6 +42,8 @@ export interface AgentLoopOptions {
   maxTokens?: number;
   maxHistory?: number;
   locale?: Locale;
+  /** Asked before every LLM call; a reached cap ends the message with status `budget`. */
+  budget?: BudgetCheck;
 }
 
 export interface ProcessOptions {
@@ -61,7 +64,7 @@ export interface ToolOutcome {
   durationMs: number;
 }
 
-type EndStatus = "ok" | "limit" | "cancelled" | "error";
+type EndStatus = "ok" | "limit" | "cancelled" | "error" | "budget";
 
 /** One tool call the loop ran, in the order they ran. */
 export interface ToolCallReport {
@@ -77,6 +80,8 @@ export interface MessageReport {
   iterations: number;
   toolCalls: number;
   usage: Usage;
+  /** USD of the calls this loop made (not its subagents'); null when one of them has no price. */
+  cost: number | null;
   durationMs: number;
   error?: string;
   /** The calls that ran (not those answered as not run at a limit or a cancel). */
@@ -143,6 +148,7 @@ export class AgentLoop {
     const cancel = options.cancelToken ?? new CancelToken();
     const started = performance.now();
     const usage = emptyUsage();
+    let cost: number | null = 0;
     const transcript: ChatMessage[] = [];
     let iterations = 0;
     let toolCalls = 0;
@@ -154,6 +160,7 @@ export class AgentLoop {
 
     try {
       if (sessions && this.opts.memory && !options.context) {
+        this.opts.budget?.check();
         // A failed summary keeps the whole history (nothing is lost) and must not cost the run.
         await summarizeOverflow({
           store: sessions,
@@ -182,6 +189,7 @@ export class AgentLoop {
           status = "limit";
           break;
         }
+        this.opts.budget?.check();
         iterations++;
         this.events.emit("iteration", { sessionId, iteration: iterations });
 
@@ -202,6 +210,7 @@ export class AgentLoop {
           }
         } finally {
           addUsage(usage, iteration.usage);
+          cost = cost === null || iteration.cost === null ? null : cost + iteration.cost;
           this.events.emit("llm.finished", iteration.report(sessionId, this.model, performance.now() - callStarted, cancel.cancelled));
         }
         if (cancel.cancelled) {
@@ -240,7 +249,7 @@ export class AgentLoop {
         yield `\n\n${notice}`;
       }
     } catch (err) {
-      status = "error";
+      status = err instanceof BudgetExceeded ? "budget" : "error";
       failure = err;
     } finally {
       // Also when the caller stops reading early: what was said is kept and watchers hear the end.
@@ -254,8 +263,9 @@ export class AgentLoop {
         iterations,
         toolCalls,
         usage,
+        cost,
         durationMs: performance.now() - started,
-        ...(status === "error" ? { error: errorText(failure) } : {}),
+        ...(failure !== undefined ? { error: errorText(failure) } : {}),
       };
       this.events.emit("message.finished", { sessionId, ...figures });
     }

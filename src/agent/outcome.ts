@@ -5,10 +5,15 @@ import type { ToolCallReport } from "./loop.js";
 export interface RunOutcome {
   answer: string;
   /** `timeout` is never produced by the executor: the runner knows why it cancelled and says so. */
-  status: "ok" | "error" | "timeout" | "cancelled";
+  status: "ok" | "error" | "timeout" | "cancelled" | "budget";
   iterations: number;
   toolCalls: number;
+  /** Every call made for the run, its subagents' included. */
   usage: Usage;
+  /** USD; null when a call's model has no price; undefined when the run was not metered (it made no call through a runtime). */
+  cost?: number | null;
+  /** The model of the run's last call. */
+  model?: string;
   error?: string;
   /** The tool calls that ran, in order; none when absent (an executor that threw). */
   calls?: ToolCallReport[];

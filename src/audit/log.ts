@@ -144,6 +144,7 @@ export class AuditLog {
       session: rec.sessionId,
       model: rec.model,
       usage: rec.usage,
+      cost: rec.cost,
       durationMs: rec.durationMs,
       finishReason: rec.finishReason,
       attempts: rec.attempts,
@@ -160,6 +161,7 @@ export class AuditLog {
       iterations: rec.iterations,
       toolCalls: rec.toolCalls,
       usage: rec.usage,
+      cost: rec.cost,
       durationMs: rec.durationMs,
       error: rec.error,
     });

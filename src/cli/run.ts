@@ -6,7 +6,6 @@ import { displayPath, listJobFiles, loadJobsDir } from "../jobs/load.js";
 import { JobRegistry } from "../jobs/registry.js";
 import type { Job } from "../jobs/types.js";
 import { daemonLogger } from "../log.js";
-import { jobExecutor } from "../runner/execute.js";
 import { openPipeline } from "../runner/pipeline.js";
 import { jobOfSession } from "../runner/session-ids.js";
 import { openRuntime } from "../runtime.js";
@@ -58,7 +57,6 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       process.stdout.write(e.text);
       last = e.text;
     });
-    const executeJob = jobExecutor(() => runtime);
     let interrupted = false;
     let current: CancelToken | undefined;
     const { runner, outbox, close: closeDelivery } = await openPipeline({
@@ -69,7 +67,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       job: (jobName) => jobs.get(jobName),
       concurrency: 1,
       log: logger,
-      execute: async (j, run) => {
+      wrap: (executeJob) => async (j, run) => {
         current = run.cancel;
         if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
         try {

@@ -215,6 +215,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string, mcpSecre
         timezone: data.heartbeat.timezone ?? data.timezone,
         checklist: path.resolve(paths.workspace, data.heartbeat.checklist),
       },
+      budget: { ...data.budget, timezone: data.budget.timezone ?? data.timezone },
       tools: { ...data.tools, readOnlyRoots: data.tools.readOnlyRoots.map((root) => path.resolve(dir, root)) },
       // A stdio server runs in the file's folder unless it names another.
       mcpServers: data.mcpServers.map((server) =>

@@ -3,6 +3,8 @@ import { DEFAULT_PERSONA, PERSONALITY_PRESETS, type Locale, type PersonaConfig }
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import { PRESET_NAMES } from "../providers/presets.js";
 import { mcpServersSchema } from "../tools/mcp/config.js";
+import { budgetCaps, type DaemonBudget } from "../cost/caps.js";
+import type { Price } from "../cost/prices.js";
 import { bool, byteSize, duration, envName, expected, httpURL, list, numeric, oneOf, positiveInt, regex, section, text, timeZone, unlessEmpty } from "./fields.js";
 
 const systemTimeZone = (): string => Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -17,6 +19,29 @@ export const listenSchema = z
   .regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:\[\]]+):\d{1,5}$/, expected('a host and port like "127.0.0.1:7420" or "[::1]:7420"'))
   .refine((v) => Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, expected("a port from 0 to 65535"))
   .transform(listenAddress);
+
+const usd = () => numeric(z.number(expected("an amount in USD, a number of at least 0")).nonnegative(expected("an amount in USD, a number of at least 0")));
+
+/** A price per million tokens; what the cache reads and writes cost defaults to the input price. */
+const priceSchema = z
+  .strictObject(
+    {
+      input: usd(),
+      cached_input: usd().optional(),
+      cache_write: usd().optional(),
+      output: usd(),
+    },
+    expected("a mapping with input: and output: (USD per million tokens), and optionally cached_input:, cache_write:"),
+  )
+  .transform((p): Price => ({ input: p.input, cachedInput: p.cached_input ?? p.input, cacheWrite: p.cache_write ?? p.input, output: p.output }));
+
+/** Caps a job or the heartbeat may set (USD and tokens), shared by countd.yaml's heartbeat and job files. */
+export const budgetCapsShape = {
+  per_run: usd().optional(),
+  per_day: usd().optional(),
+  tokens_per_run: positiveInt().optional(),
+  tokens_per_day: positiveInt().optional(),
+};
 
 /**
  * countd.yaml as written (snake_case), read into the camelCase value the daemon uses, with
@@ -125,6 +150,9 @@ export const configSchema = section({
     max_per_day: positiveInt().default(2),
     checklist: text().default("HEARTBEAT.md"),
     deliver: deliveryTargetsSchema,
+    provider: oneOf(PRESET_NAMES).optional(),
+    model: unlessEmpty(text()),
+    budget: section(budgetCapsShape).transform(budgetCaps),
   }).transform((h) => ({
     enabled: h.enabled,
     everyMs: h.every,
@@ -138,6 +166,22 @@ export const configSchema = section({
     checklist: h.checklist,
     /** Where check-ins go; never empty when enabled. `${VAR}` references stay unresolved (see delivery/secrets.ts). */
     deliver: h.deliver,
+    /** A cheaper provider or model for check-ins than the jobs'; undefined: provider's. */
+    provider: h.provider,
+    model: h.model,
+    budget: h.budget,
+  })),
+  /** USD per million tokens by model name, before the bundled price table (cost/prices.ts). */
+  prices: z.preprocess((v) => v ?? {}, z.record(text(), priceSchema, expected("a mapping of model names to prices"))),
+  /** Caps over all runs together; `timezone`: whose day every daily cap counts (undefined: countd.yaml's timezone). */
+  budget: section({
+    per_day: usd().optional(),
+    tokens_per_day: positiveInt().optional(),
+    timezone: unlessEmpty(timeZone()),
+  }).transform((b) => ({
+    ...(b.per_day !== undefined ? { perDay: b.per_day } : {}),
+    ...(b.tokens_per_day !== undefined ? { tokensPerDay: b.tokens_per_day } : {}),
+    timezone: b.timezone,
   })),
   /** The web console and its API, served by the daemon (src/console/). */
   console: section({
@@ -237,13 +281,16 @@ export type RetentionConfig = ConfigFile["retention"];
 export type ConsoleConfig = ConfigFile["console"];
 /** `timezone`: countd.yaml's when the heartbeat names none; `checklist`: absolute. */
 export type HeartbeatConfig = Omit<ConfigFile["heartbeat"], "timezone"> & { timezone: string };
+/** `timezone`: countd.yaml's when the budget names none. */
+export type BudgetConfig = DaemonBudget;
 
 /** The file's value with what load.ts resolves: `paths` and `tools.readOnlyRoots` absolute. */
-export interface Config extends Omit<ConfigFile, "provider" | "heartbeat"> {
+export interface Config extends Omit<ConfigFile, "provider" | "heartbeat" | "budget"> {
   /** Absolute path of the file read; undefined when running on defaults. */
   file?: string;
   provider: ProviderConfig;
   heartbeat: HeartbeatConfig;
+  budget: BudgetConfig;
   /** Values to redact from every log: the API key and the named environment variables' values. */
   secrets: string[];
 }

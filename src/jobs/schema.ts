@@ -2,6 +2,7 @@ import { z } from "zod";
 import { byteSize, describeKind, describeValue, duration, expected, oneOf, text, timeZone } from "../config/fields.js";
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
+import { budgetCaps } from "../cost/caps.js";
 import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 
@@ -85,6 +86,23 @@ const retrySchema = z
   .prefault({})
   .describe("Run again after a failed or timed-out run.");
 
+const usd = (what: string) => {
+  const message = expected("an amount in USD, a number of at least 0");
+  return z.number(message).nonnegative(message).optional().describe(what);
+};
+
+const budgetSchema = z
+  .strictObject(
+    {
+      per_run: usd("USD one run may spend: no LLM call starts once the run has spent this."),
+      per_day: usd("USD the job's runs may spend in a day (budget.timezone's day in countd.yaml): no call starts once they have."),
+      tokens_per_run: positiveInt().optional().describe("Tokens (input and output) one run may use; counts unpriced models too."),
+      tokens_per_day: positiveInt().optional().describe("Tokens the job's runs may use in a day."),
+    },
+    expected("a mapping with per_run:, per_day:, tokens_per_run: or tokens_per_day:"),
+  )
+  .describe("Caps on what the job spends; a run that reaches one ends with status budget, and on_failure is told.");
+
 /** A job file as written (snake_case), with defaults applied and durations in milliseconds. */
 export const jobFileSchema = z
   .strictObject(
@@ -143,6 +161,7 @@ export const jobFileSchema = z
         .array(text(), expected("a list of tool names"))
         .optional()
         .describe("The only tools the job may use; without it, every enabled tool. [] means none."),
+      budget: budgetSchema.optional(),
       timeout: duration({ allowZero: false }).prefault("10m").describe("A run still going after this is cancelled (status timeout)."),
       overlap: oneOf(OVERLAP_POLICIES)
         .default("skip")
@@ -198,6 +217,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     overlap: f.overlap,
     catchUpMs: f.catch_up,
     retry: { attempts: f.retry.attempts, backoffMs: f.retry.backoff },
+    ...(f.budget ? { budget: budgetCaps(f.budget) } : {}),
     deliver: f.deliver,
     deliverWhen: f.deliver_when,
     onFailure: f.on_failure,

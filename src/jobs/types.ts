@@ -1,3 +1,4 @@
+import type { BudgetCaps } from "../cost/caps.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
 
 /** A job as the rest of countd sees it: validated, defaults applied, durations in milliseconds. */
@@ -62,6 +63,8 @@ export interface Job {
   /** After downtime, one run if a slot was missed within this window; 0 = never. */
   catchUpMs: number;
   retry: { attempts: number; backoffMs: number };
+  /** Caps on what its runs spend; undefined: none but countd.yaml's daily budget. */
+  budget?: BudgetCaps;
   /** Where a successful run's answer goes. `${VAR}` references stay unresolved (see delivery/secrets.ts). */
   deliver: DeliveryTarget[];
   deliverWhen: DeliverWhen;

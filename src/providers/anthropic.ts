@@ -197,6 +197,7 @@ async function* readStream(
     usage: {
       inputTokens: inputTokens + cacheReadTokens + cacheCreationTokens,
       cachedInputTokens: cacheReadTokens,
+      cacheWriteTokens: cacheCreationTokens,
       outputTokens,
     },
   };

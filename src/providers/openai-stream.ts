@@ -28,7 +28,8 @@ interface ToolCallFragment {
 interface WireUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number } | null;
+  /** cache_write_tokens: OpenRouter's, for models whose cache is written at a price. */
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
   prompt_cache_hit_tokens?: number;
 }
 
@@ -110,5 +111,6 @@ function mapUsage(usage: WireUsage): Usage {
     inputTokens: usage.prompt_tokens ?? 0,
     outputTokens: usage.completion_tokens ?? 0,
     cachedInputTokens: usage.prompt_tokens_details?.cached_tokens ?? usage.prompt_cache_hit_tokens ?? 0,
+    cacheWriteTokens: usage.prompt_tokens_details?.cache_write_tokens ?? 0,
   };
 }

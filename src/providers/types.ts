@@ -37,10 +37,18 @@ export interface ToolDefinition {
   function: { name: string; description: string; parameters: Record<string, unknown> };
 }
 
+/**
+ * Tokens of one call or a sum of calls. inputTokens counts every input token, the cached ones and
+ * those written to the cache included (as OpenAI's prompt_tokens does; the Anthropic provider adds
+ * its parts up to match), so the price of each part can be told apart (cost/prices.ts).
+ */
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
+  /** Input read from the provider's prompt cache. */
   cachedInputTokens: number;
+  /** Input written to the provider's prompt cache (Anthropic's cache_creation_input_tokens). */
+  cacheWriteTokens: number;
 }
 
 export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "other";
@@ -50,7 +58,8 @@ export type StreamEvent =
   | { type: "reasoning"; text: string }
   | { type: "thinking_block"; block: ThinkingBlock }
   | { type: "tool_call"; call: ToolCall }
-  | { type: "usage"; usage: Usage }
+  /** `cost`: USD, null when the model has no price; set by the metering layer (cost/metered.ts). */
+  | { type: "usage"; usage: Usage; cost?: number | null }
   | { type: "finish"; reason: FinishReason; raw: string }
   /**
    * Emitted by the retry layer when an attempt failed before any answer text: whatever the
@@ -71,12 +80,13 @@ export interface LLMProvider {
   chatStream(messages: ChatMessage[], tools: ToolDefinition[], options: ChatOptions): AsyncIterable<StreamEvent>;
 }
 
-export const emptyUsage = (): Usage => ({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 });
+export const emptyUsage = (): Usage => ({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheWriteTokens: 0 });
 
 export function addUsage(into: Usage, more: Usage): Usage {
   into.inputTokens += more.inputTokens;
   into.outputTokens += more.outputTokens;
   into.cachedInputTokens += more.cachedInputTokens;
+  into.cacheWriteTokens += more.cacheWriteTokens;
   return into;
 }
 

@@ -6,16 +6,22 @@ import type { Runtime } from "../runtime.js";
 import type { RunContext } from "./types.js";
 import type { RunOutcome } from "../agent/outcome.js";
 import { frameUntrusted } from "../tools/untrusted.js";
+import type { Budgets, RunSpend } from "../cost/budget.js";
 
 /**
  * Runs one job prompt through the agent loop and returns how it ended, with the loop's own
  * report: its counts are right also when the run fails. A run that hit the iteration or
  * tool-call limit is `ok`: its answer ends with the limit notice.
  */
-export async function runAgent(loop: AgentLoop, prompt: string, sessionId: string, cancel: CancelToken, runId?: string): Promise<RunOutcome> {
+export async function runAgent(loop: AgentLoop, prompt: string, sessionId: string, cancel: CancelToken, runId?: string, spend?: RunSpend): Promise<RunOutcome> {
   const { answer, report } = await loop.settle(prompt, sessionId, { channel: "cron", cancelToken: cancel, ...(runId ? { runId } : {}) });
-  const { iterations, toolCalls, usage, calls } = report;
-  const counts = { iterations, toolCalls, usage, calls };
+  const { iterations, toolCalls, calls } = report;
+  // The run's spending counts its subagents' calls too, which the loop's report does not.
+  const counts = spend
+    ? { iterations, toolCalls, calls, usage: spend.usage, cost: spend.cost, ...(spend.model ? { model: spend.model } : {}) }
+    : { iterations, toolCalls, calls, usage: report.usage };
+  // What was said before the cap stays: in the transcript, and as the run's partial answer.
+  if (report.status === "budget") return { answer, status: "budget", error: report.error ?? "budget", ...counts };
   if (report.status === "error") {
     // An error raised by the cancel itself (an aborted request) is the cancel, not a failure.
     if (cancel.cancelled) return { answer: "", status: "cancelled", ...counts };
@@ -25,15 +31,17 @@ export async function runAgent(loop: AgentLoop, prompt: string, sessionId: strin
 }
 
 /** How the runner runs a job: the job's own loop (tools, overrides) on its rendered prompt, or on the prompt the fire brought. */
-export function jobExecutor(runtime: () => Pick<Runtime, "loop">): (job: Job, run: RunContext) => Promise<RunOutcome> {
+export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budgets): (job: Job, run: RunContext) => Promise<RunOutcome> {
   return (job, run) => {
     const { prompt, extraTools, files, payload } = run.request;
+    const spend = budgets.forRun(job, run.id);
     return runAgent(
-      runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools }),
+      runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools, spend }),
       prompt ?? renderPrompt(job.prompt, { now: new Date(), timezone: job.timezone, job, runId: run.id, ...(files ? { files } : {}), ...(payload !== undefined ? { payload: framedPayload(payload) } : {}) }),
       run.sessionId,
       run.cancel,
       run.id,
+      spend,
     );
   };
 }

@@ -28,6 +28,8 @@ export function heartbeatJob(config: Config): Job {
     // Its one tool, the reply tool, comes with each fire; the heartbeat's own timer, not a catch-up, decides when it runs.
     tools: [],
     catchUpMs: 0,
+    overrides: { provider: config.heartbeat.provider, model: config.heartbeat.model },
+    budget: config.heartbeat.budget,
   };
 }
 

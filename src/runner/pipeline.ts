@@ -7,6 +7,8 @@ import type { Runtime } from "../runtime.js";
 import type { StateStore } from "../store/state.js";
 import { errorText } from "../text.js";
 import { jobExecutor } from "./execute.js";
+import { Budgets } from "../cost/budget.js";
+import { SpendLedger } from "../store/spend-ledger.js";
 import { Runner, type RunnerOptions } from "./runner.js";
 
 /** The stages a run passes through, composed the same way for the daemon and `countd run`. */
@@ -16,6 +18,8 @@ export interface Pipeline {
   dispatcher: RunDispatcher;
   /** True when mail is written as .eml files because there are no smtp settings. */
   mailToFiles: boolean;
+  /** What every LLM call cost, which the budgets count; the console shows today's. */
+  ledger: SpendLedger;
   /** Closes the delivery stage (the runner is shut down by its owner, who knows the grace period). */
   close(): Promise<void>;
 }
@@ -31,8 +35,10 @@ export interface PipelineOptions {
   log?: Logger;
   /** Where failing streaks are kept (in memory when absent). */
   streaks?: StreakStore;
-  /** Instead of the job executor, for a caller that wraps it (`countd run` and its Ctrl-C). */
-  execute?: RunnerOptions["execute"];
+  /** Wraps the job executor, for a caller that acts around each run (`countd run` and its Ctrl-C). */
+  wrap?: (execute: RunnerOptions["execute"]) => RunnerOptions["execute"];
+  /** The clock of the runner and the budgets (tests); the system's by default. */
+  now?: () => Date;
   /** Whether a job is paused (the state store's pauses); its scheduled and watched fires are recorded skipped. */
   paused?: RunnerOptions["paused"];
 }
@@ -53,6 +59,10 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     events: opts.runtime().events,
   });
   const pipelineLog = log.child({ component: "pipeline" });
+  const now = opts.now;
+  const ledger = await SpendLedger.open(config.paths.state, { log, ...(now ? { now } : {}) });
+  const budgets = new Budgets({ ledger, daemon: () => opts.runtime().config.budget, ...(now ? { now } : {}) });
+  const execute = jobExecutor(opts.runtime, budgets);
   const runner = new Runner({
     job: opts.job,
     state: opts.state,
@@ -60,11 +70,21 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     log,
     paused: opts.paused,
     events: opts.runtime().events,
-    execute: opts.execute ?? jobExecutor(opts.runtime),
+    execute: opts.wrap ? opts.wrap(execute) : execute,
+    ...(now ? { now } : {}),
     beforeRunEnd: (job, run, { willRetry, outcome }) =>
       delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) =>
         pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries"),
       ),
   });
-  return { runner, outbox: delivery.outbox, dispatcher: delivery.dispatcher, mailToFiles: delivery.mailToFiles, close: delivery.close };
+  return {
+    runner,
+    outbox: delivery.outbox,
+    dispatcher: delivery.dispatcher,
+    mailToFiles: delivery.mailToFiles,
+    ledger,
+    async close() {
+      await Promise.all([delivery.close(), ledger.flush()]);
+    },
+  };
 }

@@ -423,6 +423,8 @@ export class Runner {
       iterations: outcome.iterations,
       toolCalls: outcome.toolCalls,
       usage: outcome.usage,
+      ...(outcome.cost !== undefined ? { cost: outcome.cost } : {}),
+      ...(outcome.model !== undefined ? { model: outcome.model } : {}),
       ...(outcome.answer ? { resultExcerpt: excerpt(outcome.answer.trim(), EXCERPT_CHARS - 1) } : {}),
       ...(error ? { error } : {}),
     };

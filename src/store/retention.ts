@@ -4,6 +4,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import { localDate } from "../audit/log.js";
 import type { RetentionConfig } from "../config/schema.js";
 import { silentLogger, type Logger } from "../log.js";
+import { SPEND_DIR } from "./spend-ledger.js";
 import { adoptLegacyFile, isLegacyFileName, sessionIdOfFile } from "../sessions/file-names.js";
 
 /** A pass runs at start-up and then this long after the previous one ended. */
@@ -18,12 +19,15 @@ export const PRUNE_EVERY_MS = 60 * 60_000;
 const BATCH = 100;
 
 const AUDIT_FILE = /^audit-\d{4}-\d{2}-\d{2}\.jsonl$/;
+const SPEND_FILE = /^\d{4}-\d{2}-\d{2}\.jsonl$/;
 
 export interface PruneReport {
   /** Files removed, per folder. */
   sessions: number;
   toolHistory: number;
   audit: number;
+  /** Spend files (one per UTC day), kept as long as the audit files whose calls they price. */
+  spend: number;
   /** Files from an earlier countd given their readable names. */
   renamed: number;
   /** Files that could not be looked at or removed; the first error is logged. */
@@ -44,9 +48,11 @@ export interface RetentionOptions {
 }
 
 interface Folder {
-  key: "sessions" | "toolHistory" | "audit";
+  key: "sessions" | "toolHistory" | "audit" | "spend";
   dir: string;
   maxAgeMs: number;
+  /** A folder of one file per day: the files it prunes. Without it, files are sessions'. */
+  daily?: RegExp;
 }
 
 /**
@@ -97,12 +103,13 @@ export class Retention {
   private async run(): Promise<PruneReport> {
     const started = this.now();
     const { stateDir, logsDir, retention } = this.opts.settings();
-    const report: PruneReport = { sessions: 0, toolHistory: 0, audit: 0, renamed: 0, failed: 0 };
+    const report: PruneReport = { sessions: 0, toolHistory: 0, audit: 0, spend: 0, renamed: 0, failed: 0 };
     const errors: string[] = [];
     const folders: Folder[] = [
       { key: "sessions", dir: join(stateDir, "sessions"), maxAgeMs: retention.sessionsMs },
       { key: "toolHistory", dir: join(stateDir, "tool-history"), maxAgeMs: retention.toolHistoryMs },
-      { key: "audit", dir: logsDir, maxAgeMs: retention.auditMs },
+      { key: "audit", dir: logsDir, maxAgeMs: retention.auditMs, daily: AUDIT_FILE },
+      { key: "spend", dir: join(stateDir, SPEND_DIR), maxAgeMs: retention.auditMs, daily: SPEND_FILE },
     ];
     for (const folder of folders) {
       if (this.stopping) break;
@@ -114,7 +121,7 @@ export class Retention {
         errors.push(`${folder.dir}: ${(err as Error).message}`);
       }
     }
-    const removed = report.sessions + report.toolHistory + report.audit;
+    const removed = report.sessions + report.toolHistory + report.audit + report.spend;
     const fields = { ...report, durationMs: this.now().getTime() - started.getTime() };
     if (report.failed > 0) this.log.warn({ ...fields, firstError: errors[0] }, "files could not be pruned");
     if (removed > 0) this.log.info({ ...fields, removed }, "removed files older than their retention period");
@@ -130,8 +137,9 @@ export class Retention {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
       throw err;
     }
-    // The file being written today is never old, whatever audit retention says.
-    const today = `audit-${localDate(now)}.jsonl`;
+    // The file being written today is never old, whatever audit retention says: the audit log's
+    // is named by the local day, the spend file by the UTC day.
+    const today = folder.key === "audit" ? `audit-${localDate(now)}.jsonl` : `${now.toISOString().slice(0, 10)}.jsonl`;
     let seen = 0;
     let inUse = this.opts.sessionsInUse();
     for await (const entry of dir) {
@@ -144,8 +152,8 @@ export class Retention {
       const name = entry.name;
       const path = join(folder.dir, name);
       try {
-        if (folder.key === "audit") {
-          if (AUDIT_FILE.test(name) && name !== today && (await this.removeIfOld(path, cutoff))) report.audit++;
+        if (folder.daily) {
+          if (folder.daily.test(name) && name !== today && (await this.removeIfOld(path, cutoff))) report[folder.key]++;
           continue;
         }
         const sessionId = sessionIdOfFile(name);

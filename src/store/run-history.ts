@@ -21,7 +21,8 @@ export function hasHistory(name: string): boolean {
   return JOB_NAME.test(name) || name === HEARTBEAT_JOB;
 }
 
-export const usageShape = z.looseObject({ inputTokens: count, outputTokens: count, cachedInputTokens: count });
+/** Records written before cache writes were counted have none. */
+export const usageShape = z.looseObject({ inputTokens: count, outputTokens: count, cachedInputTokens: count, cacheWriteTokens: count.default(0) });
 
 /** A run record as saved; fields a newer countd added are kept. */
 export const runRecordShape = z.looseObject({
@@ -35,6 +36,8 @@ export const runRecordShape = z.looseObject({
   iterations: count,
   toolCalls: count,
   usage: usageShape,
+  cost: z.number().nonnegative().nullable().optional(),
+  model: z.string().optional(),
   resultExcerpt: z.string().optional(),
   error: z.string().optional(),
   sessionId: z.string(),

@@ -5,7 +5,7 @@ export const HEARTBEAT_JOB = "@heartbeat";
 
 export const RUN_REASONS = ["schedule", "watch", "webhook", "heartbeat", "manual", "catch-up", "retry"] as const;
 export type RunReason = (typeof RUN_REASONS)[number];
-export const RUN_STATUSES = ["running", "ok", "error", "timeout", "cancelled", "skipped", "interrupted"] as const;
+export const RUN_STATUSES = ["running", "ok", "error", "timeout", "cancelled", "skipped", "interrupted", "budget"] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 
 /** One run as recorded in the state store and shown by `countd history`. */
@@ -20,7 +20,12 @@ export interface RunRecord {
   status: RunStatus;
   iterations: number;
   toolCalls: number;
+  /** Every LLM call made for the run, its subagents' included. */
   usage: Usage;
+  /** USD; null when a call's model has no price; absent on runs that never started and on records older than pricing. */
+  cost?: number | null;
+  /** The model of the run's last LLM call. */
+  model?: string;
   /** The answer, cut to a few hundred characters. */
   resultExcerpt?: string;
   error?: string;

@@ -2,7 +2,7 @@ import { createReadStream } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { localDate } from "../audit/log.js";
-import type { ChatMessage, Usage } from "../providers/types.js";
+import { emptyUsage, type ChatMessage, type Usage } from "../providers/types.js";
 import { sessionFileName } from "../sessions/file-names.js";
 import type { RunMarker } from "../sessions/store.js";
 import { readJsonLines } from "./jsonl.js";
@@ -30,7 +30,8 @@ export type TranscriptStep =
       duration_ms?: number;
       attempts?: number;
     }
-  | { kind: "llm"; model: string; usage: Usage; duration_ms: number; finish_reason?: string; error?: string };
+  /** `cost`: USD, null when the model has no price, absent in audit lines written before pricing. */
+  | { kind: "llm"; model: string; usage: Usage; cost?: number | null; duration_ms: number; finish_reason?: string; error?: string };
 
 /** A delivery of a run, as the outbox knows it. */
 export interface RunDelivery {
@@ -60,6 +61,7 @@ interface AuditLine {
   error?: string;
   model?: string;
   usage?: Usage;
+  cost?: number | null;
   finishReason?: string;
 }
 
@@ -185,7 +187,8 @@ function llmStep(line: AuditLine): TranscriptStep {
   return {
     kind: "llm",
     model: line.model ?? "?",
-    usage: line.usage ?? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 },
+    usage: { ...emptyUsage(), ...line.usage },
+    ...(line.cost !== undefined ? { cost: line.cost } : {}),
     duration_ms: Math.round(line.durationMs ?? 0),
     ...(line.finishReason ? { finish_reason: line.finishReason } : {}),
     ...(line.error ? { error: line.error } : {}),

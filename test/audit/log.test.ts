@@ -9,7 +9,7 @@ import { EventBus } from "../../src/events.js";
 
 const API_KEY = "sk-live-9f8e7d6c5b4a";
 const SMTP_PASSWORD = 'pa"ss\\word!';
-const usage = { inputTokens: 120, outputTokens: 30, cachedInputTokens: 0 };
+const usage = { inputTokens: 120, outputTokens: 30, cachedInputTokens: 0 , cacheWriteTokens: 0};
 
 let dir: string;
 let clock: Date;
@@ -57,6 +57,7 @@ describe("AuditLog", () => {
       sessionId: "cron:daily-report",
       model: "glm-4.7-flash",
       usage,
+      cost: null,
       durationMs: 900,
       finishReason: "tool_calls",
       attempts: 2,
@@ -67,6 +68,7 @@ describe("AuditLog", () => {
       iterations: 2,
       toolCalls: 2,
       usage,
+      cost: null,
       durationMs: 1500,
     });
 
@@ -92,6 +94,7 @@ describe("AuditLog", () => {
       session: "cron:daily-report",
       model: "glm-4.7-flash",
       usage,
+      cost: null,
       durationMs: 900,
       finishReason: "tool_calls",
       attempts: 2,
@@ -114,6 +117,7 @@ describe("AuditLog", () => {
       sessionId: "cli",
       model: "m",
       usage,
+      cost: null,
       durationMs: 1,
       finishReason: "error",
       attempts: 3,
@@ -176,7 +180,7 @@ describe("AuditLog", () => {
     const stderr = vi.spyOn(process.stderr, "write").mockImplementation(() => true);
     try {
       expect(() =>
-        otherBus.emit("llm.finished", { sessionId: "cli", model: "m", usage, durationMs: 1, finishReason: "stop", attempts: 1 }),
+        otherBus.emit("llm.finished", { sessionId: "cli", model: "m", usage, cost: null, durationMs: 1, finishReason: "stop", attempts: 1 }),
       ).not.toThrow();
       expect(String(stderr.mock.calls[0]?.[0])).toContain(`audit log write in ${join(parent, "not-a-dir", "logs")} failed`);
     } finally {
@@ -190,7 +194,7 @@ describe("AuditLog in a process that exits without closing it", () => {
     const dist = resolve(import.meta.dirname, "../../dist");
     const script = `const { AuditLog } = await import(${JSON.stringify(dist + "/audit/log.js")});
       const log = new AuditLog({ dir: ${JSON.stringify(dir)}, secrets: [] });
-      const usage = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 };
+      const usage = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 , cacheWriteTokens: 0};
       // Messages that ended, their lines handed to the file, then a run still under way.
       for (let i = 0; i < 300; i++) log.message({ sessionId: "cron:exit:" + i, status: "ok", iterations: 1, toolCalls: 0, usage, durationMs: 1 });
       for (let i = 300; i < 500; i++) log.toolCall({ sessionId: "cron:exit:" + i, callId: "c" + i, name: "ls", arguments: {}, result: "a.txt", durationMs: 1, attempts: 1 });

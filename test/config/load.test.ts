@@ -22,6 +22,9 @@ const defaultHeartbeat = (workspace: string): Config["heartbeat"] => ({
   maxPerDay: 2,
   checklist: path.join(workspace, "HEARTBEAT.md"),
   deliver: [],
+  provider: undefined,
+  model: undefined,
+  budget: {},
 });
 
 const DEFAULT_TOOLS: Config["tools"] = {
@@ -96,6 +99,8 @@ describe("loadConfig", () => {
       attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: defaultHeartbeat(path.join(dir, "workspace")),
       console: { enabled: true, listen: { host: "127.0.0.1", port: 7420 }, allowRemote: false, metricsPublic: false },
+      prices: {},
+      budget: { timezone: SYSTEM_TIME_ZONE },
     });
   });
 
@@ -167,6 +172,8 @@ console:
       attachments: { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 },
       heartbeat: { ...defaultHeartbeat(path.join(dir, "ws")), timezone: "Asia/Shanghai" },
       console: { enabled: false, listen: { host: "::1", port: 0 }, allowRemote: true, metricsPublic: true },
+      prices: {},
+      budget: { timezone: "Asia/Shanghai" },
     });
   });
 
@@ -567,6 +574,9 @@ describe("daemon settings", () => {
         "  max_per_day: 3",
         "  checklist: checks/HB.md",
         "  deliver: [{ email: { to: [me@example.com] } }]",
+        "  provider: deepseek",
+        "  model: deepseek-chat",
+        "  budget: { per_day: 0.5, tokens_per_run: 20000 }",
         "",
       ].join("\n"),
     );
@@ -581,6 +591,9 @@ describe("daemon settings", () => {
       maxPerDay: 3,
       checklist: path.join(dir, "workspace", "checks", "HB.md"),
       deliver: [{ kind: "email", to: ["me@example.com"], cc: [], bcc: [], attach: [] }],
+      provider: "deepseek",
+      model: "deepseek-chat",
+      budget: { perDay: 0.5, tokensPerRun: 20_000 },
     });
   });
 

@@ -58,7 +58,7 @@ describe("AnthropicProvider against aimock", () => {
     expect(texts(events).length).toBeGreaterThan(1);
     expect(texts(events).join("")).toBe("Hello there, how can I help?");
     expect(events.slice(-2)).toEqual([
-      { type: "usage", usage: { inputTokens: 12, cachedInputTokens: 0, outputTokens: 7 } },
+      { type: "usage", usage: { inputTokens: 12, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 7 } },
       { type: "finish", reason: "stop", raw: "end_turn" },
     ]);
     expect(mock.getRequests()).toHaveLength(1);
@@ -505,7 +505,7 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
     const events = await collect(provider.chatStream([user("hi")], [], OPTIONS));
 
     expect(events.filter((e) => e.type === "usage")).toEqual([
-      { type: "usage", usage: { inputTokens: 130, cachedInputTokens: 100, outputTokens: 42 } },
+      { type: "usage", usage: { inputTokens: 130, cachedInputTokens: 100, cacheWriteTokens: 20, outputTokens: 42 } },
     ]);
   });
 

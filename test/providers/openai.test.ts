@@ -147,7 +147,7 @@ describe("OpenAIProvider against aimock", () => {
 
     const events = await collect(provider.chatStream(ask("count tokens"), [], options));
 
-    expect(ofType(events, "usage")).toEqual([{ type: "usage", usage: { inputTokens: 120, outputTokens: 7, cachedInputTokens: 0 } }]);
+    expect(ofType(events, "usage")).toEqual([{ type: "usage", usage: { inputTokens: 120, outputTokens: 7, cachedInputTokens: 0, cacheWriteTokens: 0 } }]);
   });
 
   it("turns a 429 into a rate_limit error carrying the server's Retry-After", async () => {
@@ -247,7 +247,7 @@ describe("OpenAIProvider against hand-written SSE", () => {
 
     expect(events).toEqual([
       { type: "text", text: "Hi" },
-      { type: "usage", usage: { inputTokens: 50, outputTokens: 3, cachedInputTokens: 32 } },
+      { type: "usage", usage: { inputTokens: 50, outputTokens: 3, cachedInputTokens: 32, cacheWriteTokens: 0 } },
       { type: "finish", reason: "stop", raw: "stop" },
     ]);
   });
@@ -258,7 +258,7 @@ describe("OpenAIProvider against hand-written SSE", () => {
       await run({ events: [chunk({ content: "ok" }), chunk({}, "stop"), data({ id: "x", object: "chat.completion.chunk", choices: [], usage }), DONE] }),
     );
 
-    expect(ofType(events, "usage")).toEqual([{ type: "usage", usage: { inputTokens: 900, outputTokens: 10, cachedInputTokens: 768 } }]);
+    expect(ofType(events, "usage")).toEqual([{ type: "usage", usage: { inputTokens: 900, outputTokens: 10, cachedInputTokens: 768, cacheWriteTokens: 0 } }]);
   });
 
   it("yields delta.reasoning as reasoning, not text", async () => {

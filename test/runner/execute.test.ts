@@ -44,7 +44,7 @@ describe("runAgent", () => {
       status: "ok",
       iterations: 3,
       toolCalls: 2,
-      usage: { inputTokens: 30, outputTokens: 12, cachedInputTokens: 0 },
+      usage: { inputTokens: 30, outputTokens: 12, cachedInputTokens: 0, cacheWriteTokens: 0 },
       calls: [
         { name: "lookup", arguments: { word: "w0" }, isError: false, result: "w0: found" },
         { name: "lookup", arguments: { word: "w1" }, isError: false, result: "w1: found" },

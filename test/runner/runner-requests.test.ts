@@ -420,10 +420,10 @@ describe("Runner: run.started and run.finished on the bus", () => {
     await waitFor(() => expect(held.calls).toHaveLength(1));
     expect(held.calls[0]!.run.sessionId).toBe(`cron:report:${answer.run!.id}`);
     expect(runner.running()).toEqual([answer.run]);
-    held.calls[0]!.finish({ usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 } });
+    held.calls[0]!.finish({ usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 , cacheWriteTokens: 0} });
 
     const { record } = await answer.ended;
-    expect(record).toMatchObject({ status: "ok", usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 }, sessionId: answer.run!.sessionId });
+    expect(record).toMatchObject({ status: "ok", usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 , cacheWriteTokens: 0}, sessionId: answer.run!.sessionId });
     expect(record).not.toHaveProperty("error");
     expect(await records("report")).toEqual([record]);
 

@@ -221,7 +221,7 @@ describe("Runner: records", () => {
           status: "ok",
           iterations: 3,
           toolCalls: 2,
-          usage: { inputTokens: 120, outputTokens: 45, cachedInputTokens: 10 },
+          usage: { inputTokens: 120, outputTokens: 45, cachedInputTokens: 10 , cacheWriteTokens: 0},
         };
       },
       {
@@ -253,7 +253,7 @@ describe("Runner: records", () => {
       finishedAt: "2026-11-30T09:00:00.250Z",
       iterations: 3,
       toolCalls: 2,
-      usage: { inputTokens: 120, outputTokens: 45, cachedInputTokens: 10 },
+      usage: { inputTokens: 120, outputTokens: 45, cachedInputTokens: 10 , cacheWriteTokens: 0},
     });
     expect(saved!.resultExcerpt).toHaveLength(500);
     expect(saved).not.toHaveProperty("error");
@@ -424,7 +424,7 @@ describe("Runner with the real agent loop", () => {
       status: "ok",
       iterations: 2,
       toolCalls: 1,
-      usage: { inputTokens: 130, outputTokens: 23, cachedInputTokens: 0 },
+      usage: { inputTokens: 130, outputTokens: 23, cachedInputTokens: 0 , cacheWriteTokens: 0},
       resultExcerpt: "Yesterday: the runner shipped. Open question: retry policy for webhooks.",
     });
     expect((await records("daily-report"))[0]).toEqual(record);

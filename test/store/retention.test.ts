@@ -54,15 +54,20 @@ describe("Retention", () => {
     await file(toolHistory("cron:report:20261125T090000Z-cccc"), 5);
     await file(join(logsDir, "audit-2026-10-01.jsonl"), 61);
     await file(join(logsDir, "audit-2026-11-01.jsonl"), 29);
+    // The calls' prices are kept as long as the audit lines of those calls.
+    await mkdir(join(stateDir, "spend"));
+    await file(join(stateDir, "spend", "2026-10-01.jsonl"), 61);
+    await file(join(stateDir, "spend", "2026-11-01.jsonl"), 29);
 
     const report = await retention({ retention: { sessionsMs: 30 * DAY, toolHistoryMs: 3 * DAY, auditMs: 60 * DAY } }).prune();
 
-    expect(report).toEqual({ sessions: 1, toolHistory: 2, audit: 1, renamed: 0, failed: 0 });
+    expect(report).toEqual({ sessions: 1, toolHistory: 2, audit: 1, spend: 1, renamed: 0, failed: 0 });
+    expect(await list(join(stateDir, "spend"))).toEqual(["2026-11-01.jsonl"]);
     expect(await list(join(stateDir, "sessions"))).toEqual(["cron+report+20261120T090000Z-bbbb.jsonl"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual([]);
     expect(await list(logsDir)).toEqual(["audit-2026-11-01.jsonl"]);
     expect(lines).toMatchObject([
-      { level: "info", msg: "removed files older than their retention period", fields: { component: "retention", removed: 4 } },
+      { level: "info", msg: "removed files older than their retention period", fields: { component: "retention", removed: 5 } },
     ]);
   });
 
@@ -82,14 +87,19 @@ describe("Retention", () => {
     expect(await list(join(stateDir, "tool-history"))).toEqual(["cron+digest.jsonl", "cron+slow+20261001T090000Z-dddd.jsonl"]);
   });
 
-  it("keeps today's audit file, which is being written, even when its period is shorter than a day", async () => {
+  it("keeps today's audit and spend files, which are being written, even when their period is shorter than a day", async () => {
     const today = `audit-${localDate(NOW)}.jsonl`;
+    const todaysSpend = `${NOW.toISOString().slice(0, 10)}.jsonl`;
+    await mkdir(join(stateDir, "spend"));
     await file(join(logsDir, today), 0.5);
     await file(join(logsDir, "audit-2020-01-01.jsonl"), 0.5);
+    await file(join(stateDir, "spend", todaysSpend), 0.5);
+    await file(join(stateDir, "spend", "2020-01-01.jsonl"), 0.5);
 
     await retention({ retention: { ...THIRTY_DAYS, auditMs: 3_600_000 } }).prune();
 
     expect(await list(logsDir)).toEqual([today]);
+    expect(await list(join(stateDir, "spend"))).toEqual([todaysSpend]);
   });
 
   it("leaves alone what countd did not name: other files, folders, and symlinks", async () => {
@@ -103,7 +113,7 @@ describe("Retention", () => {
 
     const report = await retention({ retention: { sessionsMs: 1, toolHistoryMs: 1, auditMs: 1 } }).prune();
 
-    expect(report).toEqual({ sessions: 0, toolHistory: 0, audit: 0, renamed: 0, failed: 0 });
+    expect(report).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, renamed: 0, failed: 0 });
     expect(await list(join(stateDir, "sessions"))).toEqual(["100%.jsonl", "kept.jsonl", "notes.txt"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual(["link.jsonl"]);
     expect(await list(logsDir)).toEqual(["audit-notes.jsonl", "countd.log"]);
@@ -125,7 +135,7 @@ describe("Retention", () => {
   it("does nothing when the folders do not exist yet", async () => {
     stateDir = join(root, "fresh-state");
     logsDir = join(root, "fresh-logs");
-    expect(await retention().prune()).toEqual({ sessions: 0, toolHistory: 0, audit: 0, renamed: 0, failed: 0 });
+    expect(await retention().prune()).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, renamed: 0, failed: 0 });
     expect(lines).toEqual([]);
   });
 

@@ -120,7 +120,7 @@ describe("readTranscript", () => {
         {
           kind: "llm",
           model: MODEL,
-          usage: { inputTokens: 50, outputTokens: 8, cachedInputTokens: 0 },
+          usage: { inputTokens: 50, outputTokens: 8, cachedInputTokens: 0, cacheWriteTokens: 0 },
           duration_ms: expect.any(Number),
           finish_reason: "tool_calls",
         },
@@ -136,7 +136,7 @@ describe("readTranscript", () => {
         {
           kind: "llm",
           model: MODEL,
-          usage: { inputTokens: 900, outputTokens: 15, cachedInputTokens: 0 },
+          usage: { inputTokens: 900, outputTokens: 15, cachedInputTokens: 0, cacheWriteTokens: 0 },
           duration_ms: expect.any(Number),
           finish_reason: "stop",
         },
@@ -173,7 +173,7 @@ describe("readTranscript", () => {
         {
           kind: "llm",
           model: MODEL,
-          usage: { inputTokens: 1200, outputTokens: 9, cachedInputTokens: 0 },
+          usage: { inputTokens: 1200, outputTokens: 9, cachedInputTokens: 0, cacheWriteTokens: 0 },
           duration_ms: expect.any(Number),
           finish_reason: "stop",
         },

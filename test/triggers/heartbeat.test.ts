@@ -36,6 +36,9 @@ function heartbeatConfig(overrides: Partial<HeartbeatConfig> = {}): HeartbeatCon
     maxPerDay: 2,
     checklist: "/nonexistent/HEARTBEAT.md",
     deliver: [],
+    provider: undefined,
+    model: undefined,
+    budget: {},
     ...overrides,
   };
 }

@@ -1,0 +1,169 @@
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { silentLogger, type Logger } from "../log.js";
+import { z } from "zod";
+import type { Usage } from "../providers/types.js";
+import { errorText } from "../text.js";
+import { localClock } from "../time.js";
+import { appendJsonLines, readJsonLines } from "./jsonl.js";
+import { KeyedQueue } from "./keyed-queue.js";
+import { isoTime } from "./quarantine.js";
+import { usageShape } from "./run-history.js";
+
+/** One priced LLM call, as `spend/<UTC date>.jsonl` keeps it. */
+export interface SpendLine {
+  /** ISO 8601. */
+  at: string;
+  /** The job the call was made for (`@heartbeat` for the heartbeat). */
+  job: string;
+  run: string;
+  model: string;
+  usage: Usage;
+  /** USD; null for a model with no price. */
+  cost: number | null;
+}
+
+/** What some calls spent: USD over the priced ones, tokens (input and output) over all. */
+export interface Spent {
+  cost: number;
+  tokens: number;
+}
+
+export const SPEND_DIR = "spend";
+
+const FILE = /^(\d{4}-\d{2}-\d{2})\.jsonl$/;
+const DAY_MS = 86_400_000;
+
+export const tokensOf = (usage: Usage): number => usage.inputTokens + usage.outputTokens;
+
+/** The calls of one budget day, summed as they are recorded. */
+interface Day {
+  timeZone: string;
+  date: string;
+  total: Spent;
+  jobs: Map<string, Spent>;
+}
+
+/**
+ * Every LLM call's price, one line per call in `<state>/spend/<UTC date>.jsonl`, appended without
+ * a sync: a crash or a power cut can lose the lines of the last moments, so a budget may let a
+ * few calls more through after one, never fewer. The daemon and `countd run` append to the same
+ * files (whole lines, O_APPEND), so both count against the day's budgets. The budgets read what
+ * a day spent from memory: the calls of the last two UTC days are kept there, which covers the
+ * current day in every time zone. `countd cost` reads the files.
+ */
+export class SpendLedger {
+  private readonly recent: SpendLine[] = [];
+  private day: Day | undefined;
+  private readonly appends = new KeyedQueue();
+
+  private constructor(
+    private readonly dir: string,
+    private readonly now: () => Date,
+    private readonly log: Logger,
+  ) {}
+
+  /** Reads the last two UTC days' files; a file that cannot be read is logged and counts as empty. */
+  static async open(stateDir: string, opts: { now?: () => Date; log?: Logger } = {}): Promise<SpendLedger> {
+    const now = opts.now ?? (() => new Date());
+    const ledger = new SpendLedger(join(stateDir, SPEND_DIR), now, (opts.log ?? silentLogger).child({ component: "spend" }));
+    const today = now().getTime();
+    for (const at of [today - DAY_MS, today]) {
+      const file = ledger.fileOf(new Date(at));
+      try {
+        ledger.recent.push(...parsed(await readJsonLines(file)));
+      } catch (err) {
+        ledger.log.error({ file, error: errorText(err) }, "could not read the spend file; its calls do not count against today's budgets");
+      }
+    }
+    return ledger;
+  }
+
+  /** Counts a call at once and appends its line; a failed append is logged, the call still counts. */
+  record(line: SpendLine): void {
+    this.forget();
+    this.recent.push(line);
+    if (this.day && localClock(new Date(line.at), this.day.timeZone).date === this.day.date) add(this.day, line);
+    const file = this.fileOf(new Date(line.at));
+    void this.appends.run(file, () => appendJsonLines(file, [line])).catch((err: unknown) =>
+      this.log.error({ file, error: errorText(err) }, "could not write a call's price to the spend file"),
+    );
+  }
+
+  /** What the calls of the current day in `timeZone` spent, of one job or of all. */
+  today(timeZone: string, job?: string): Spent & { date: string } {
+    const date = localClock(this.now(), timeZone).date;
+    if (this.day?.timeZone !== timeZone || this.day.date !== date) this.day = this.sum(timeZone, date);
+    const spent = job === undefined ? this.day.total : (this.day.jobs.get(job) ?? { cost: 0, tokens: 0 });
+    return { ...spent, date };
+  }
+
+  /** Resolves once every line recorded so far is written. */
+  flush(): Promise<void> {
+    return this.appends.idle();
+  }
+
+  private sum(timeZone: string, date: string): Day {
+    const day: Day = { timeZone, date, total: { cost: 0, tokens: 0 }, jobs: new Map() };
+    for (const line of this.recent) if (localClock(new Date(line.at), timeZone).date === date) add(day, line);
+    return day;
+  }
+
+  /** Drops calls older than two days: no time zone's current day reaches back that far. */
+  private forget(): void {
+    const oldest = this.now().getTime() - 2 * DAY_MS;
+    let drop = 0;
+    while (drop < this.recent.length && Date.parse(this.recent[drop]!.at) < oldest) drop++;
+    if (drop > 0) this.recent.splice(0, drop);
+  }
+
+  private fileOf(at: Date): string {
+    return join(this.dir, `${at.toISOString().slice(0, 10)}.jsonl`);
+  }
+}
+
+function add(day: Day, line: SpendLine): void {
+  const tokens = tokensOf(line.usage);
+  day.total.tokens += tokens;
+  day.total.cost += line.cost ?? 0;
+  const job = day.jobs.get(line.job) ?? { cost: 0, tokens: 0 };
+  job.tokens += tokens;
+  job.cost += line.cost ?? 0;
+  day.jobs.set(line.job, job);
+}
+
+const spendLineShape = z.looseObject({
+  at: isoTime,
+  job: z.string(),
+  run: z.string(),
+  model: z.string(),
+  usage: usageShape,
+  cost: z.number().nonnegative().nullable(),
+}) satisfies z.ZodType<SpendLine>;
+
+/** A line that is no call's price (torn by a crash, edited by hand) counts for nothing. */
+function parsed(values: unknown[]): SpendLine[] {
+  return values.flatMap((value) => {
+    const line = spendLineShape.safeParse(value);
+    return line.success ? [line.data] : [];
+  });
+}
+
+/** The lines of the calls made since `since`, oldest file first, for `countd cost`. */
+export async function readSpend(stateDir: string, since: Date): Promise<SpendLine[]> {
+  const dir = join(stateDir, SPEND_DIR);
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
+  }
+  const first = new Date(since.getTime() - DAY_MS).toISOString().slice(0, 10);
+  const files = names.filter((name) => FILE.test(name) && name.slice(0, 10) >= first).sort();
+  const lines: SpendLine[] = [];
+  for (const name of files) {
+    for (const line of parsed(await readJsonLines(join(dir, name)))) if (Date.parse(line.at) >= since.getTime()) lines.push(line);
+  }
+  return lines;
+}
