@@ -46,7 +46,7 @@ function messageFor(runId: string): DeliveryMessage {
   return {
     kind: "run.completed",
     job: "bench",
-    run: { id: runId, reason: "schedule", status: "ok", startedAt: at, finishedAt: at, durationMs: 1_000, usage: emptyUsage() },
+    run: { id: runId, reason: "schedule", status: "ok", startedAt: at, finishedAt: at, durationMs: 1_000, usage: emptyUsage(), cost: 0.0042 },
     result: RESULT,
   };
 }

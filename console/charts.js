@@ -1,9 +1,9 @@
 import uPlot from "/assets/vendor/uplot.js";
 import { useEffect, useRef } from "/assets/vendor/preact-hooks.js";
-import { clock, count, duration, html } from "./ui.js";
+import { clock, count, duration, html, usd } from "./ui.js";
 
 /** Statuses from the bottom of a day's bar to its top: the good news first. */
-const STACK = ["ok", "error", "timeout", "interrupted", "cancelled", "skipped", "running"];
+const STACK = ["ok", "error", "budget", "timeout", "interrupted", "cancelled", "skipped", "running"];
 const HEIGHT = 200;
 
 const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
@@ -83,21 +83,31 @@ export function RunsPerDay({ stats, height }) {
   return html`<${Chart} source=${stats} height=${height} make=${make} data=${data} label=${`Runs per day over the last ${days.length} days (${stats.timezone}): ${sums}`} />`;
 }
 
-/** One value of each finished run over time: its duration or its tokens. */
+/** What RunTrend draws of each run; runs and tokens come in ones, durations and dollars do not. */
+const TRENDS = {
+  duration_ms: { name: "Duration", format: duration },
+  tokens: { name: "Tokens", format: count, incrs: WHOLE },
+  cost: { name: "Cost", format: usd },
+};
+
+/** One value of each finished run over time: its duration, its tokens or its cost (none for a run with no price). */
 export function RunTrend({ runs, field }) {
   if (runs.length === 0) return html`<p class="empty">No finished runs yet.</p>`;
-  const isDuration = field === "duration_ms";
-  const format = isDuration ? duration : count;
-  const data = [runs.map((run) => Date.parse(run.started_at) / 1000), runs.map((run) => run[field])];
+  const { name, format, incrs } = TRENDS[field];
+  // An unpriced run, or one recorded before pricing, is a gap in the line, not a zero.
+  const values = runs.map((run) => (typeof run[field] === "number" ? run[field] : null));
+  const known = values.filter((value) => value !== null);
+  if (known.length === 0) return html`<p class="empty">None of these runs has a price.</p>`;
+  const data = [runs.map((run) => Date.parse(run.started_at) / 1000), values];
   const last = runs.length - 1;
   const make = () => ({
     scales: { y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.15 : 1] } },
-    axes: [axis({ grid: { show: false }, space: 90 }), axis({ size: 64, values: (_u, splits) => splits.map(format), ...(isDuration ? {} : { incrs: WHOLE }) })],
+    axes: [axis({ grid: { show: false }, space: 90 }), axis({ size: 64, values: (_u, splits) => splits.map(format), ...(incrs ? { incrs } : {}) })],
     // Away from the points the legend shows the latest run.
     series: [
       { label: "Run", value: (_u, _v, _s, i) => clock(runs[i ?? last].started_at) },
       {
-        label: isDuration ? "Duration" : "Tokens",
+        label: name,
         stroke: css("--accent"),
         width: 2,
         points: { show: true, size: 6, fill: css("--accent") },
@@ -105,7 +115,6 @@ export function RunTrend({ runs, field }) {
       },
     ],
   });
-  const values = runs.map((run) => run[field]);
-  const label = `${isDuration ? "Duration" : "Tokens"} of the last ${runs.length} finished runs: from ${format(Math.min(...values))} to ${format(Math.max(...values))}`;
+  const label = `${name} of the last ${runs.length} finished runs: from ${format(Math.min(...known))} to ${format(Math.max(...known))}`;
   return html`<${Chart} source=${runs} make=${make} data=${data} label=${label} />`;
 }

@@ -2,7 +2,7 @@ import { useCallback, useEffect, useRef, useState } from "/assets/vendor/preact-
 import { enc, get, post } from "./api.js";
 import { RunTrend } from "./charts.js";
 import { useLive } from "./live.js";
-import { ActionButton, count, duration, fireText, html, Notice, runDuration, runHref, Status, Time, tokens, useDebounced, useResource } from "./ui.js";
+import { ActionButton, count, duration, fireText, html, Notice, runDuration, runHref, Status, Time, tokens, usageText, usd, useDebounced, useResource } from "./ui.js";
 
 const PAGE = 50;
 
@@ -64,6 +64,7 @@ export function JobPage({ name }) {
       html`<div class="charts">
         <figure><figcaption>Duration</figcaption><${RunTrend} runs=${stats.data.runs} field="duration_ms" /></figure>
         <figure><figcaption>Tokens</figcaption><${RunTrend} runs=${stats.data.runs} field="tokens" /></figure>
+        <figure><figcaption>Cost</figcaption><${RunTrend} runs=${stats.data.runs} field="cost" /></figure>
       </div>`}
     </section>`}
     ${j?.loaded && html`<${History} job=${name} history=${history} />`}
@@ -160,7 +161,7 @@ function History({ job, history }) {
       <thead>
         <tr>
           <th scope="col">Run</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">Scheduled</th><th scope="col">Started</th>
-          <th scope="col" class="num">Duration</th><th scope="col" class="num">Tokens</th>
+          <th scope="col" class="num">Duration</th><th scope="col" class="num">Tokens</th><th scope="col" class="num">Cost</th>
         </tr>
       </thead>
       <tbody>
@@ -172,7 +173,8 @@ function History({ job, history }) {
             <td><${Time} at=${run.scheduledAt} /></td>
             <td><${Time} at=${run.startedAt} /></td>
             <td class="num">${run.status === "running" ? "running…" : duration(runDuration(run))}</td>
-            <td class="num">${count(tokens(run.usage))}</td>
+            <td class="num" title=${usageText(run.usage)}>${count(tokens(run.usage))}${run.usage.cachedInputTokens > 0 && html`<div class="muted small">${count(run.usage.cachedInputTokens)} cached</div>`}</td>
+            <td class="num">${usd(run.cost)}</td>
           </tr>`,
         )}
       </tbody>

@@ -2,7 +2,7 @@ import { useEffect, useState } from "/assets/vendor/preact-hooks.js";
 import { get, post } from "./api.js";
 import { RunsPerDay } from "./charts.js";
 import { useLive } from "./live.js";
-import { ActionButton, ago, count, duration, fireText, html, jobHref, Notice, runHref, Status, Time, tokens, useDebounced, useResource } from "./ui.js";
+import { ActionButton, addCost, ago, count, duration, fireText, html, jobHref, Notice, runHref, Status, Time, tokens, usageText, usd, useDebounced, useResource } from "./ui.js";
 
 /** The last characters of a run's answer shown on the overview: enough to see it move. */
 const TAIL_CHARS = 600;
@@ -64,7 +64,7 @@ export function Overview() {
     <section aria-labelledby="jobs-title">
       <h2 id="jobs-title">Jobs</h2>
       ${jobs.error && html`<${Notice} kind="error">Jobs: ${jobs.error.message}<//>`}
-      ${jobs.data && html`<${JobsTable} jobs=${jobs.data.jobs} />`}
+      ${jobs.data && html`<${JobsTable} jobs=${jobs.data.jobs} spent=${s?.today.by_job ?? {}} />`}
     </section>
   `;
 }
@@ -79,7 +79,8 @@ function StatusPanel({ status: s }) {
     <dl class="tiles">
       <div><dt>Runs today</dt><dd>${count(s.today.runs)}</dd></div>
       <div class=${failures > 0 ? "bad" : ""}><dt>Failures today</dt><dd>${count(failures)}</dd></div>
-      <div><dt>Tokens today</dt><dd>${count(tokens(s.today.tokens))}</dd></div>
+      <div><dt>Tokens today</dt><dd>${count(tokens(s.today.tokens))}<small> ${count(s.today.tokens.cachedInputTokens)} cached</small></dd></div>
+      <div><dt>Spent today</dt><dd>${usd(s.today.cost)}${s.today.unpriced > 0 && html`<small> + ${unpricedRuns(s.today.unpriced)}</small>`}</dd></div>
       <div><dt>Running / queued</dt><dd>${s.running.length} / ${s.queued}</dd></div>
       <div><dt>Jobs</dt><dd>${s.jobs.loaded}<small> loaded${s.jobs.paused ? `, ${s.jobs.paused} paused` : ""}${s.jobs.invalid ? `, ${s.jobs.invalid} invalid` : ""}</small></dd></div>
       <div>
@@ -109,7 +110,7 @@ function useRunsInProgress(onChange) {
     setRuns((previous) => {
       const next = new Map(previous);
       const run = next.get(m.run_id);
-      if (m.type === "run_started") next.set(m.run_id, { id: m.run_id, job: m.job, reason: m.run.reason, started_at: m.run.startedAt, iteration: 0, tokens: 0, text: "" });
+      if (m.type === "run_started") next.set(m.run_id, { id: m.run_id, job: m.job, reason: m.run.reason, started_at: m.run.startedAt, iteration: 0, tokens: 0, cost: 0, text: "" });
       else if (m.type === "run_finished") next.delete(m.run_id);
       else if (run) next.set(m.run_id, progress(run, m));
       return next;
@@ -129,7 +130,7 @@ function progress(run, m) {
     case "tool_result":
       return { ...run, tool: undefined, lastTool: `${m.name} ${m.error ? "failed" : "done"} in ${duration(m.duration_ms)}` };
     case "llm":
-      return { ...run, tokens: run.tokens + tokens(m.usage) };
+      return { ...run, tokens: run.tokens + tokens(m.usage), cost: addCost(run.cost, m.cost) };
     default:
       return run;
   }
@@ -144,7 +145,7 @@ function RunsInProgress({ runs }) {
           <span class="dot dot-running" aria-hidden="true"></span>
           <a href=${jobHref(run.job)}>${run.job}</a>
           <a href=${runHref(run.job, run.id)} class="mono">${run.id}</a>
-          <span class="muted">${run.reason}, started <${Time} at=${run.started_at} />, iteration ${run.iteration}, ${count(run.tokens)} tokens</span>
+          <span class="muted">${run.reason}, started <${Time} at=${run.started_at} />, iteration ${run.iteration}, ${count(run.tokens)} tokens, ${usd(run.cost)}</span>
         </div>
         ${(run.tool || run.lastTool) && html`<div class="live-run-tool muted">${run.tool ? `calling ${run.tool}…` : run.lastTool}</div>`}
         ${run.text && html`<div class="answer live">${run.text}</div>`}
@@ -153,19 +154,19 @@ function RunsInProgress({ runs }) {
   </ul>`;
 }
 
-function JobsTable({ jobs }) {
+function JobsTable({ jobs, spent }) {
   if (jobs.length === 0) return html`<p class="empty">No job files in the jobs folder.</p>`;
   return html`<div class="table-wrap"><table class="jobs">
     <thead>
-      <tr><th scope="col">Job</th><th scope="col">Trigger</th><th scope="col">Time zone</th><th scope="col">Next fires</th><th scope="col">Last run</th><th scope="col">State</th></tr>
+      <tr><th scope="col">Job</th><th scope="col">Trigger</th><th scope="col">Time zone</th><th scope="col">Next fires</th><th scope="col">Last run</th><th scope="col" class="num">Spent today</th><th scope="col">State</th></tr>
     </thead>
     <tbody>
-      ${jobs.map((job) => html`<${JobRow} key=${job.file} job=${job} />`)}
+      ${jobs.map((job) => html`<${JobRow} key=${job.file} job=${job} spent=${spent[job.name]} />`)}
     </tbody>
   </table></div>`;
 }
 
-function JobRow({ job }) {
+function JobRow({ job, spent }) {
   const last = job.last_run;
   return html`
     <tr class=${job.problems.length ? "has-problems" : ""}>
@@ -185,16 +186,24 @@ function JobRow({ job }) {
           ? html`<a href=${runHref(job.name, last.id)}><${Status} status=${last.status} /></a> <span class="muted small" title=${last.startedAt}>${ago(last.startedAt)}</span>`
           : html`<span class="muted">never</span>`}
       </td>
+      <td class="num">
+        ${spent
+          ? html`${usd(spent.cost)}<div class="muted small" title=${usageText(spent.tokens)}>${count(tokens(spent.tokens))} tokens${spent.unpriced > 0 ? `, ${unpricedRuns(spent.unpriced)}` : ""}</div>`
+          : html`<span class="muted">–</span>`}
+      </td>
       <td>
         ${!job.loaded ? html`<span class="badge badge-bad">invalid</span>` : job.paused ? html`<span class="badge badge-warn">paused</span>` : job.enabled ? html`<span class="badge">active</span>` : html`<span class="badge">disabled</span>`}
       </td>
     </tr>
     ${job.problems.length > 0 &&
     html`<tr class="problems-row">
-      <td colspan="6">
+      <td colspan="7">
         <strong>${job.loaded ? `${job.file} has problems (the job keeps its last good version):` : `${job.file} is invalid and loaded no job:`}</strong>
         <ul class="problems">${job.problems.map((problem) => html`<li>${problem}</li>`)}</ul>
       </td>
     </tr>`}
   `;
 }
+
+/** Runs whose model has no price: their cost is not in the sum beside. */
+const unpricedRuns = (n) => `${n} unpriced run${n === 1 ? "" : "s"}`;

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
 import { enc, get, post } from "./api.js";
 import { useLive } from "./live.js";
-import { ActionButton, count, duration, html, jobHref, Notice, runDuration, Status, Time, tokens, useDebounced, useResource } from "./ui.js";
+import { ActionButton, addCost, count, duration, html, jobHref, Notice, runDuration, Status, Time, tokens, usageText, usd, useDebounced, useResource } from "./ui.js";
 
 /**
  * A run: its record, its transcript and its deliveries. While it runs, what it does comes from the
@@ -44,7 +44,7 @@ export function RunPage({ job, id }) {
  * loads the finished run.
  */
 function useLiveRun(job, id, view) {
-  const [live, setLive] = useState({ steps: [], usage: { inputTokens: 0, outputTokens: 0 }, iteration: 0 });
+  const [live, setLive] = useState(noProgress);
   const seen = useRef({});
   const deliveryChanged = useDebounced(view.reload, 200);
   // Once per replay: the view said running, the replay had no start, so the view is out of date.
@@ -57,7 +57,7 @@ function useLiveRun(job, id, view) {
   useLive({ run: id }, (m) => {
     if (m.type === "reset") {
       seen.current = {};
-      setLive({ steps: [], usage: { inputTokens: 0, outputTokens: 0 }, iteration: 0 });
+      setLive(noProgress);
       if (m.reconnected) view.reload();
       return;
     }
@@ -80,6 +80,8 @@ function useLiveRun(job, id, view) {
   return live;
 }
 
+const noProgress = { steps: [], usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheWriteTokens: 0 }, cost: 0, iteration: 0 };
+
 function liveStep(live, m) {
   const steps = live.steps;
   switch (m.type) {
@@ -101,12 +103,16 @@ function liveStep(live, m) {
             : step,
         ),
       };
-    case "llm":
+    case "llm": {
+      const usage = Object.fromEntries(Object.entries(live.usage).map(([kind, n]) => [kind, n + (m.usage[kind] ?? 0)]));
       return {
         ...live,
-        usage: { inputTokens: live.usage.inputTokens + m.usage.inputTokens, outputTokens: live.usage.outputTokens + m.usage.outputTokens },
-        steps: m.error ? [...steps, { kind: "llm", model: m.model, usage: m.usage, duration_ms: m.duration_ms, error: m.error }] : steps,
+        usage,
+        cost: addCost(live.cost, m.cost),
+        model: m.model,
+        steps: m.error ? [...steps, { kind: "llm", model: m.model, usage: m.usage, cost: m.cost, duration_ms: m.duration_ms, error: m.error }] : steps,
       };
+    }
     default:
       return live;
   }
@@ -114,6 +120,7 @@ function liveStep(live, m) {
 
 function RunFacts({ run, running, live }) {
   const usage = running ? live.usage : run.usage;
+  const model = running ? live.model : run.model;
   return html`<dl class="facts">
     <div><dt>Status</dt><dd><${Status} status=${running ? "running" : run.status} /></dd></div>
     <div><dt>Reason</dt><dd>${run.reason}</dd></div>
@@ -121,7 +128,9 @@ function RunFacts({ run, running, live }) {
     <div><dt>Started</dt><dd><${Time} at=${run.startedAt} /></dd></div>
     <div><dt>Duration</dt><dd>${running ? "running…" : duration(runDuration(run))}</dd></div>
     <div><dt>Iterations</dt><dd>${running ? live.iteration : run.iterations}</dd></div>
-    <div><dt>Tokens</dt><dd>${count(tokens(usage))} <small class="muted">(${count(usage.inputTokens)} in, ${count(usage.outputTokens)} out)</small></dd></div>
+    <div><dt>Tokens</dt><dd>${count(tokens(usage))} <small class="muted">${usageText(usage)}</small></dd></div>
+    <div><dt>Cost</dt><dd>${usd(running ? live.cost : run.cost)}</dd></div>
+    ${model && html`<div><dt>Model</dt><dd>${model}</dd></div>`}
   </dl>
   ${!running && run.error && html`<${Notice} kind="error">${run.error}<//>`}`;
 }
@@ -153,7 +162,7 @@ function Step({ step, call }) {
     return html`<li class=${`step step-call${step.error ? " step-error" : ""}`}>
       <span class="call-label">${call ? `Call ${call}` : "Call"}</span>
       <span class="muted small">
-        ${step.model} · ${count(step.usage.inputTokens)} in, ${count(step.usage.outputTokens)} out · ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
+        ${step.model} · ${usageText(step.usage)}${step.cost !== undefined ? ` · ${usd(step.cost)}` : ""} · ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
       </span>
       ${step.error && html`<div class="error-text">${step.error}</div>`}
     </li>`;

@@ -16,6 +16,9 @@ const clockFormat = new Intl.DateTimeFormat(undefined, { month: "short", day: "n
 const yearClockFormat = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
 const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
 const number = new Intl.NumberFormat();
+const dollars = new Intl.NumberFormat(undefined, { style: "currency", currency: "USD", minimumFractionDigits: 2, maximumFractionDigits: 2 });
+/** A run's cost is often a fraction of a cent: its first digits say more than a row of zeros. */
+const cents = new Intl.NumberFormat(undefined, { style: "currency", currency: "USD", maximumSignificantDigits: 3 });
 
 /** An instant in the browser's zone; the year only when it is not this one. */
 export function clock(iso) {
@@ -59,6 +62,25 @@ const both = (big, bigUnit, small, smallUnit) => (small ? `${big} ${bigUnit} ${s
 export const count = (n) => number.format(n ?? 0);
 
 export const tokens = (usage) => (usage ? usage.inputTokens + usage.outputTokens : 0);
+
+/**
+ * "1,200 in (400 cached), 50 out": the cached input is always shown, so a user sees the prompt
+ * cache work (or not); cache writes only when the provider reported some.
+ */
+export function usageText(usage) {
+  const cache = [`${count(usage.cachedInputTokens)} cached`, usage.cacheWriteTokens > 0 && `${count(usage.cacheWriteTokens)} written to the cache`].filter(Boolean).join(", ");
+  return `${count(usage.inputTokens)} in (${cache}), ${count(usage.outputTokens)} out`;
+}
+
+/** USD: "$1.24", "$0.00312"; a model with no price is "unpriced", never "$0"; "–" for a run recorded before pricing. */
+export function usd(cost) {
+  if (cost === undefined) return "–";
+  if (cost === null) return "unpriced";
+  return (cost >= 1 || cost === 0 ? dollars : cents).format(cost);
+}
+
+/** Costs summed, as the live stream adds a run's calls up: one unpriced call makes the sum unknown. */
+export const addCost = (sum, cost) => (sum === null || cost === null ? null : sum + cost);
 
 export function runDuration(run) {
   return run.finishedAt ? Date.parse(run.finishedAt) - Date.parse(run.startedAt) : undefined;

@@ -2,7 +2,7 @@ import { Command, Option } from "commander";
 import { ask } from "./cli/ask.js";
 import { start } from "./cli/start.js";
 import { demo } from "./cli/demo.js";
-import { nonEmpty, positiveInteger } from "./cli/arguments.js";
+import { jsonObject, nonEmpty, pastDuration, positiveInteger } from "./cli/arguments.js";
 import { EXIT, reportError } from "./cli/output.js";
 import { VERSION } from "./package.js";
 import { changeOutbox, listOutbox } from "./cli/outbox.js";
@@ -15,6 +15,8 @@ import { consoleAddress } from "./cli/console.js";
 import { cancelRun, steerJobs } from "./cli/steer.js";
 import { showRun } from "./cli/show.js";
 import { follow } from "./cli/follow.js";
+import { callMcpTool, listMcp } from "./cli/mcp.js";
+import { COST_GROUPS, cost, type CostGroup } from "./cli/cost.js";
 
 const program = new Command()
   .name("countd")
@@ -105,11 +107,19 @@ program
 
 program
   .command("history")
-  .description("Show recent runs with status, duration and tokens.")
+  .description("Show recent runs with status, duration, tokens and cost.")
   .argument("[job]", "only this job's runs")
   .option("-n, --limit <n>", "how many runs", positiveInteger, 20)
   .option("--json", "print the run records as JSON")
   .action(action((job: string | undefined, opts: { limit: number; json?: boolean }) => history(job, { config: configFile(), ...opts })));
+
+program
+  .command("cost")
+  .description("Sum what the LLM calls cost (calls, tokens, USD) from the spend files, by job, model or day, with a total; unpriced calls are counted apart.")
+  .addOption(new Option("--since <duration>", "how far back, like 7d, 24h or 30m").default(pastDuration("7d"), "7d").argParser(pastDuration))
+  .addOption(new Option("--by <group>", "group by").choices(COST_GROUPS).default("job"))
+  .option("--json", "print the groups and the total as JSON")
+  .action(action((opts: { since: number; by: CostGroup; json?: boolean }) => cost({ config: configFile(), sinceMs: opts.since, by: opts.by, json: opts.json })));
 
 program
   .command("validate")
@@ -132,6 +142,18 @@ outbox
   .command("purge")
   .description("Remove dead deliveries (the daemon must be stopped).")
   .action(action(() => changeOutbox("purge", { config: configFile() })));
+
+const mcp = program
+  .command("mcp")
+  .description("Connect to each MCP server of the configuration and list its state (connected, or failed and why) and its tools; exits 1 when one failed.")
+  .action(action(() => listMcp({ config: configFile() })));
+mcp
+  .command("call")
+  .description("Call one tool of an MCP server, for testing, and print its result.")
+  .argument("<server>", "the server's name in mcp_servers")
+  .argument("<tool>", "the tool's name on its server (countd mcp lists it)")
+  .argument("[arguments]", "the arguments, a JSON object", jsonObject, {})
+  .action(action((server: string, tool: string, args: Record<string, unknown>) => callMcpTool(server, tool, args, { config: configFile() })));
 
 program
   .command("ask")

@@ -85,11 +85,11 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
-    let runtime = await openRuntime(config, env, new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")));
+    let runtime = await openRuntime(config, env, new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")), logger);
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
 
-    const { runner, outbox, dispatcher, mailToFiles, close: closeDelivery } = await openPipeline({
+    const { runner, outbox, dispatcher, mailToFiles, ledger, close: closeDelivery } = await openPipeline({
       config,
       env,
       state,
@@ -134,15 +134,16 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     };
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
-      ctx: jobContext(config, env),
+      ctx: jobContext(config, env, () => runtime.mcp?.catalog()),
       log: logger,
       onChange: (all) => {
         arm(all).catch((err: unknown) => logger.error({ err }, "could not apply the changed jobs"));
       },
     });
 
-    const { problems } = await jobs.load();
+    const { problems, warnings } = await jobs.load();
     problems.forEach((problem) => logger.error(problem));
+    warnings.forEach((warning) => logger.warn(warning));
     if (cluster) {
       // Once the jobs are loaded: a fire taken from the cluster names a job this daemon must know.
       cluster.serve({ runner, job: (name) => jobs.get(name), concurrency: config.runner.concurrency });
@@ -157,7 +158,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     started.push(() => metrics.close());
     const hooks = new WebhookTrigger({ job: (name) => jobs.get(name), runner, ids: await WebhookIds.open(config.paths.state), env, log: logger });
     const consoleServer = await startConsole(
-      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, redactor: () => redactor, startedAt: new Date(), version: VERSION },
+      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION },
       logger,
     );
     started.push(() => consoleServer.close());
@@ -198,7 +199,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       async reload() {
         try {
           const next = await loadConfig({ file: configFile, env });
-          const nextRuntime = await openRuntime(next, env, runtime.events);
+          const nextRuntime = await openRuntime(next, env, runtime.events, logger);
           const previous = runtime;
           config = next;
           runtime = nextRuntime;
@@ -210,7 +211,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           if (err instanceof ConfigError) err.problems.forEach((problem) => logger.error(problem));
           logger.error(err instanceof ConfigError ? {} : { err }, "configuration not reloaded; the previous one stays in force");
         }
-        await jobs.reload(jobContext(config, env));
+        await jobs.reload(jobContext(config, env, () => runtime.mcp?.catalog()));
         // A webhook gone with HTTP 410 may be back (the operator recreated it): SIGHUP is how they say so.
         await outbox.enableTargets("SIGHUP");
       },

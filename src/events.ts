@@ -12,11 +12,13 @@ export type HeartbeatSkip = "outside_active_hours" | "daily_cap" | "recent_conta
 export interface CountdEvents {
   "iteration": { sessionId: string; iteration: number };
   "answer.chunk": { sessionId: string; text: string };
-  "tool.started": { sessionId: string; callId: string; name: string; arguments: unknown };
+  /** `server`: the MCP server a tool comes from. */
+  "tool.started": { sessionId: string; callId: string; name: string; arguments: unknown; server?: string };
   "tool.finished": {
     sessionId: string;
     callId: string;
     name: string;
+    server?: string;
     arguments: unknown;
     result: string;
     durationMs: number;

@@ -16,12 +16,14 @@ import { MemoryStore } from "./memory/store.js";
 import { createProvider } from "./providers/factory.js";
 import { PRESET_NAMES, type PresetName } from "./providers/presets.js";
 import type { LLMProvider } from "./providers/types.js";
+import { silentLogger, type Logger } from "./log.js";
 import { SessionStore } from "./sessions/store.js";
 import { SkillsLoader, skillsDir } from "./skills/loader.js";
 import { builtinTools, selectTools, SUBAGENT_TOOLS } from "./tools/builtin.js";
 import type { Tool } from "./tools/types.js";
 import { detectSandbox } from "./tools/sandbox.js";
 import { spawnTool } from "./agent/spawn.js";
+import { McpManager } from "./tools/mcp/manager.js";
 
 export interface LoopOptions {
   /** The only tools the run may use; undefined: every enabled tool. */
@@ -39,8 +41,10 @@ export interface Runtime {
   config: Config;
   events: EventBus;
   memory: MemoryStore;
-  /** The names of every tool a run may be given. */
-  toolNames: string[];
+  /** The names of every tool a run may be given now (MCP servers' lists change). */
+  readonly toolNames: string[];
+  /** The MCP servers, when countd.yaml names any. */
+  mcp: McpManager | undefined;
   /** A loop for one run; cheap to make, so each run gets its own with its tools and overrides. */
   loop(opts?: LoopOptions): AgentLoop;
   /** For the start-up log: safety settings weaker than asked, such as exec without a sandbox. */
@@ -51,11 +55,15 @@ export interface Runtime {
 /** A subagent does one delegated task: fewer iterations than its parent. */
 const SUBAGENT_MAX_ITERATIONS = 15;
 
-/** `events`: a reloaded runtime keeps the bus its listeners (the watch trigger, the CLI) are on. */
+/**
+ * `events`: a reloaded runtime keeps the bus its listeners (the watch trigger, the CLI) are on.
+ * Resolves once every MCP server connected or failed its first attempt (each within its connect_timeout).
+ */
 export async function openRuntime(
   config: Config,
   env: NodeJS.ProcessEnv = process.env,
   events: EventBus = new EventBus(),
+  log: Logger = silentLogger,
 ): Promise<Runtime> {
   const { paths } = config;
   type Endpoint = { provider: LLMProvider; model: string; ref: Omit<PriceRef, "model"> };
@@ -110,13 +118,15 @@ export async function openRuntime(
       temperature: overrides.temperature ?? config.provider.temperature,
       maxTokens: overrides.maxTokens ?? config.provider.maxTokens,
     };
-    const wanted = toolNames ?? [...tools.names, "spawn"];
-    const selected = selectTools(tools, wanted, config);
-    // A run limited to some tools cannot reach others through a subagent.
-    if (wanted.includes("spawn")) {
+    const all = mcp ? tools.with(mcp.tools()) : tools;
+    const chosen = selectTools(all, toolNames ?? [...all.names, "spawn"], config, (name) => mcp?.unlistedReason(name));
+    const selected = all.subset(chosen.filter((name) => name !== "spawn"));
+    // A run limited to some tools cannot reach others through a subagent: it gets those of its
+    // parent's that work on files, commands, the web and MCP servers.
+    if (chosen.includes("spawn")) {
       const subagent = new AgentLoop({
         ...settings,
-        tools: tools.subset(SUBAGENT_TOOLS.filter((name) => wanted.includes(name) && tools.get(name))),
+        tools: all.subset(chosen.filter((name) => SUBAGENT_TOOLS.includes(name) || all.get(name)?.server !== undefined)),
         maxIterations: SUBAGENT_MAX_ITERATIONS,
       });
       selected.register(spawnTool(subagents, subagent));
@@ -131,11 +141,17 @@ export async function openRuntime(
     });
   }
 
+  const mcp = config.mcpServers.length > 0 ? new McpManager(config.mcpServers, { env, workspace: paths.workspace, log, stateDir: paths.state }) : undefined;
+  await mcp?.start();
+
   return {
     config,
     events,
     memory,
-    toolNames: [...tools.names, "spawn"],
+    get toolNames() {
+      return [...tools.names, ...(mcp?.tools().map((tool) => tool.name) ?? []), "spawn"];
+    },
+    mcp,
     loop,
     warnings: [
       ...(sandbox?.kind === "none" ? [sandbox.warning] : sandbox?.kind === "unavailable" ? [sandbox.reason] : []),
@@ -146,7 +162,7 @@ export async function openRuntime(
     /** Writes what is held in memory (tool history, audit lines); one failing does not keep the other in memory. */
     async close() {
       detach();
-      const closed = await Promise.allSettled([toolHistory.close(), audit.close()]);
+      const closed = await Promise.allSettled([toolHistory.close(), audit.close(), mcp?.close()]);
       for (const result of closed) if (result.status === "rejected") throw result.reason;
     },
   };

@@ -1,6 +1,8 @@
+import type { Usage } from "./providers/types.js";
+
 /*
- * How countd writes a thrown value, a long text and a count into its messages, so each reads the
- * same wherever it appears.
+ * How countd writes a thrown value, a long text, a count, tokens, a cost and a span of time into
+ * its messages, so each reads the same wherever it appears (the CLI, mails).
  */
 
 /** A thrown value as a message: an Error's message, anything else (a string, a Go error value's fallback) as String() shows it. */
@@ -16,4 +18,41 @@ export function excerpt(text: string, max: number, note = ""): string {
 /** "1 file", "2 files". */
 export function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+/** Tokens as countd shows them: `1200 in (800 cached, 300 cache writes) / 50 out`, the parts in brackets only when not 0. */
+export function tokensText(usage: Usage): string {
+  const parts = [
+    ...(usage.cachedInputTokens > 0 ? [`${usage.cachedInputTokens} cached`] : []),
+    ...(usage.cacheWriteTokens > 0 ? [`${usage.cacheWriteTokens} cache writes`] : []),
+  ];
+  return `${usage.inputTokens} in${parts.length > 0 ? ` (${parts.join(", ")})` : ""} / ${usage.outputTokens} out`;
+}
+
+/**
+ * USD to a hundredth of a cent, `$0.0123`, `$12.5000`, so amounts line up in a column; an amount
+ * above 0 but below that is `<$0.0001`, never a misleading `$0.0000`.
+ */
+export function usd(amount: number): string {
+  return amount > 0 && amount < 0.00005 ? "<$0.0001" : `$${amount.toFixed(4)}`;
+}
+
+/** A run's or a call's cost: USD, `unpriced` for a model with no price (null), `-` where none was recorded (older records). */
+export function costText(cost: number | null | undefined): string {
+  return cost === undefined ? "-" : cost === null ? "unpriced" : usd(cost);
+}
+
+/** A span of time: `850ms`, `4.2s`, `75s`, `3m 20s`, `2h 5m`, `3d 4h`. */
+export function span(milliseconds: number): string {
+  if (milliseconds < 1_000) return `${Math.round(milliseconds)}ms`;
+  const seconds = milliseconds / 1_000;
+  if (seconds < 10) return `${seconds.toFixed(1)}s`;
+  if (seconds < 100) return `${Math.round(seconds)}s`;
+  const units: Array<[string, number]> = [["d", 86_400], ["h", 3_600], ["m", 60], ["s", 1]];
+  const whole = Math.round(seconds);
+  const first = units.findIndex(([, size]) => whole >= size);
+  return units
+    .slice(first, first + 2)
+    .map(([unit, size], i) => `${i === 0 ? Math.floor(whole / size) : Math.floor((whole % units[first]![1]) / size)}${unit}`)
+    .join(" ");
 }

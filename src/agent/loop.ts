@@ -10,7 +10,7 @@ import {
 } from "../providers/types.js";
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
 import type { SessionStore } from "../sessions/store.js";
-import { ToolRefusal } from "../tools/paths.js";
+import { FinalToolError } from "../tools/types.js";
 import { errorText, excerpt } from "../text.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../audit/tool-history.js";
@@ -275,7 +275,8 @@ export class AgentLoop {
 
   /**
    * Runs one tool call: unknown names, unparsable or invalid arguments become error results at
-   * once (retrying cannot fix them); a tool that throws is tried up to maxRetries times.
+   * once (retrying cannot fix them); a tool that throws is tried up to maxRetries times, unless
+   * what it threw is final (a refusal, an MCP call that failed).
    */
   async executeTool(
     call: ToolCall,
@@ -284,17 +285,19 @@ export class AgentLoop {
     const { tools, workspace, toolHistory } = this.opts;
     const cancel = ctx.cancelToken ?? new CancelToken();
     const started = performance.now();
+    const tool = tools.forAgent(call.name);
+    const server = tool?.server !== undefined ? { server: tool.server } : {};
     this.events.emit("tool.started", {
       sessionId: ctx.sessionId,
       callId: call.id,
       name: call.name,
       arguments: call.arguments ?? call.rawArguments,
+      ...server,
     });
 
     let content: string;
     let isError = true;
     let attempts = 0;
-    const tool = tools.forAgent(call.name);
     const validation = tool && call.arguments !== null ? tools.validate(tool, call.arguments) : undefined;
     if (!tool) {
       content = `Error: unknown tool "${call.name}". Available tools: ${tools.names.join(", ") || "none"}.`;
@@ -317,8 +320,8 @@ export class AgentLoop {
           break;
         } catch (err) {
           content = `Error: ${errorText(err)}`;
-          // A safety refusal gives the same answer every time.
-          if (err instanceof ToolRefusal) break;
+          // A safety refusal gives the same answer every time; a call whose outcome is unknown may have acted.
+          if (err instanceof FinalToolError) break;
           if (attempt < this.maxRetries) await sleep(this.retryDelayMs, undefined, { signal: cancel.signal }).catch(() => {});
         }
       }
@@ -333,6 +336,7 @@ export class AgentLoop {
       result: content,
       durationMs,
       attempts,
+      ...server,
       ...(isError ? { error: content } : {}),
     });
     toolHistory?.record({

@@ -127,6 +127,7 @@ export class AuditLog {
       session: rec.sessionId,
       callId: rec.callId,
       tool: rec.name,
+      server: rec.server,
       arguments: rec.arguments,
       status: rec.error === undefined ? "ok" : "error",
       attempts: rec.attempts,

@@ -1,5 +1,6 @@
 import { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
+import { daemonLogger } from "../log.js";
 import { openRuntime } from "../runtime.js";
 import { recordExchange } from "../store/last-exchange.js";
 import { EXIT, printToolCalls } from "./output.js";
@@ -13,8 +14,9 @@ export interface AskOptions {
 
 /** `countd ask`: one message, the answer streamed to stdout as it arrives. */
 export async function ask(message: string, opts: AskOptions): Promise<number> {
-  const config = await loadConfig({ file: opts.config, needs: ["provider"] });
-  const runtime = await openRuntime(config);
+  const config = await loadConfig({ file: opts.config, needs: ["provider", "mcp"] });
+  // stdout carries the answer: what goes wrong on the way (an MCP server that does not start) goes to stderr.
+  const runtime = await openRuntime(config, process.env, undefined, daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 }));
   const loop = runtime.loop({ toolNames: opts.tools });
   for (const warning of runtime.warnings) process.stderr.write(`countd: warning: ${warning}\n`);
   const cancel = new CancelToken();

@@ -1,7 +1,8 @@
 import { loadConfig } from "../config/load.js";
 import type { LiveMessage } from "../console/protocol.js";
 import { requireDaemon } from "./control.js";
-import { EXIT, span, tokensText, toolLine } from "./output.js";
+import { costText, span, tokensText } from "../text.js";
+import { EXIT, toolLine } from "./output.js";
 import { inert } from "./transcript-format.js";
 
 /**
@@ -73,7 +74,9 @@ function printer(): ((message: LiveMessage) => void) & { end(): void } {
       case "run_finished": {
         const { run } = message;
         const took = run.finishedAt ? `${span(Date.parse(run.finishedAt) - Date.parse(run.startedAt))}, ` : "";
-        return line(message.job, `run ${message.run_id} ${message.status} (${took}tokens ${tokensText(message.usage)})${message.error ? `: ${message.error}` : ""}`);
+        // A run that never started has no cost recorded: nothing is said of it.
+        const cost = run.cost !== undefined ? `, ${costText(run.cost)}` : "";
+        return line(message.job, `run ${message.run_id} ${message.status} (${took}tokens ${tokensText(message.usage)}${cost})${message.error ? `: ${message.error}` : ""}`);
       }
       case "delivery": {
         const attempts = message.attempts > 0 ? ` (attempt ${message.attempts})` : "";

@@ -3,7 +3,6 @@ import type { EventBus } from "../events.js";
 import { LLMError } from "../providers/errors.js";
 import { LockHeld } from "../store/lock.js";
 import { ConsoleListenError } from "../console/server.js";
-import type { Usage } from "../providers/types.js";
 import type { RunStatus } from "../store/run-record.js";
 import { localClock } from "../time.js";
 import { errorText } from "../text.js";
@@ -72,26 +71,6 @@ export function reportError(err: unknown): number {
 export function when(date: Date, timezone: string, seconds: boolean): string {
   const clock = localClock(date, timezone);
   return `${clock.date} ${seconds ? clock.datetime.slice(11, 19) : clock.time} ${clock.offset}`;
-}
-
-/** Tokens as the CLI shows them: in (cached) / out. */
-export function tokensText(usage: Usage): string {
-  return `${usage.inputTokens} in${usage.cachedInputTokens > 0 ? ` (${usage.cachedInputTokens} cached)` : ""} / ${usage.outputTokens} out`;
-}
-
-/** A span of time: `850ms`, `4.2s`, `75s`, `3m 20s`, `2h 5m`, `3d 4h`. */
-export function span(milliseconds: number): string {
-  if (milliseconds < 1_000) return `${Math.round(milliseconds)}ms`;
-  const seconds = milliseconds / 1_000;
-  if (seconds < 10) return `${seconds.toFixed(1)}s`;
-  if (seconds < 100) return `${Math.round(seconds)}s`;
-  const units: Array<[string, number]> = [["d", 86_400], ["h", 3_600], ["m", 60], ["s", 1]];
-  const whole = Math.round(seconds);
-  const first = units.findIndex(([, size]) => whole >= size);
-  return units
-    .slice(first, first + 2)
-    .map(([unit, size], i) => `${i === 0 ? Math.floor(whole / size) : Math.floor((whole % units[first]![1]) / size)}${unit}`)
-    .join(" ");
 }
 
 /** A plain text table: columns padded to their widest cell. */

@@ -7,7 +7,11 @@ import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
 import { openState } from "../cluster/state.js";
+import { readListings } from "../store/mcp-listing.js";
+import { catalogFromListings } from "../tools/mcp/catalog.js";
+import { costText, tokensText } from "../text.js";
 import { EXIT, table } from "./output.js";
+import { unpricedModelWarnings } from "./unpriced.js";
 
 /**
  * Reading state needs no lock: these commands work beside a running daemon. They send nothing,
@@ -15,7 +19,9 @@ import { EXIT, table } from "./output.js";
  */
 export async function setting(configFile: string | undefined) {
   const config = await loadConfig({ file: configFile, needs: [] });
-  return { config, ctx: jobContext(config, null) };
+  // MCP tool names are checked against the servers' lists as last recorded, without starting a server.
+  const mcp = catalogFromListings(config.mcpServers, await readListings(config.paths.state));
+  return { config, ctx: jobContext(config, null, () => mcp) };
 }
 
 function duration(run: RunRecord): string {
@@ -25,7 +31,7 @@ function duration(run: RunRecord): string {
   return took < 10_000 ? `${(took / 1000).toFixed(1)}s` : `${Math.round(took / 1000)}s`;
 }
 
-/** `countd history [job]`: the newest runs, with status, duration and tokens. */
+/** `countd history [job]`: the newest runs, with status, duration, tokens and cost. */
 export async function history(job: string | undefined, opts: { config?: string; limit: number; json?: boolean }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
   const { state, close } = await openState(config);
@@ -46,10 +52,11 @@ export async function history(job: string | undefined, opts: { config?: string; 
     run.reason,
     run.status,
     duration(run),
-    `${run.usage.inputTokens}/${run.usage.outputTokens}`,
+    tokensText(run.usage),
+    costText(run.cost),
     run.error ?? "",
   ]);
-  process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS IN/OUT", "ERROR"], rows));
+  process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS", "COST", "ERROR"], rows));
   return EXIT.ok;
 }
 
@@ -67,10 +74,10 @@ async function knownJob(name: string, dir: string, ctx: JobContext, state: State
   throw new Error(`no job named "${name}" (known: ${[...known].sort().join(", ")})`);
 }
 
-/** `countd validate`: every problem of every job file as `path:line:col: message`. */
+/** `countd validate`: every problem of every job file as `path:line:col: message`, and a warning for each unpriced model. */
 export async function validate(opts: { config?: string; jobs?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
-  const result = await validateJobs(opts.jobs ?? config.paths.jobs, ctx);
+  const result = await validateJobs(opts.jobs ?? config.paths.jobs, ctx, (jobs) => unpricedModelWarnings(config, jobs, process.env));
   result.lines.forEach((line) => process.stderr.write(`${line}\n`));
   process.stdout.write(`${result.summary}\n`);
   return result.ok ? EXIT.ok : EXIT.failure;

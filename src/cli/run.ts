@@ -39,11 +39,11 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
   const logger = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
   try {
     const { state, close: closeState } = await openState(config, { log: logger });
-    const runtime = await openRuntime(config);
+    const runtime = await openRuntime(config, process.env, undefined, logger);
     runtime.warnings.forEach((warning) => process.stderr.write(`countd: warning: ${warning}\n`));
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
-      ctx: jobContext(config, process.env),
+      ctx: jobContext(config, process.env, () => runtime.mcp?.catalog()),
       log: logger,
     });
     const { problems } = await jobs.load();

@@ -6,10 +6,10 @@ import type { StatusView } from "../console/protocol.js";
 import { jobContext } from "../jobs/context.js";
 import { loadJobsDir } from "../jobs/load.js";
 import { isAlive } from "../store/lock.js";
-import { plural } from "../text.js";
+import { costText, plural, span, tokensText, usd } from "../text.js";
 import { detectSandbox } from "../tools/sandbox.js";
 import { findDaemon } from "./control.js";
-import { EXIT, span, tokensText, when } from "./output.js";
+import { EXIT, when } from "./output.js";
 
 /**
  * `countd status`: whether a daemon holds the state directory, how many jobs there are, whether
@@ -44,7 +44,7 @@ function daemonLines(view: StatusView, timezone: string): string[][] {
   const { jobs, today } = view;
   const paused = jobs.paused_all ? `all paused (countd resume --all)` : `${jobs.paused} paused`;
   const time = (iso: string) => when(new Date(iso), timezone, true);
-  const running = view.running.map((run) => ["", `${run.job}  ${run.id}  since ${time(run.started_at)}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}`]);
+  const running = view.running.map((run) => ["", `${run.job}  ${run.id}  since ${time(run.started_at)}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}  ${costText(run.cost)}`]);
   const next = view.next_fires.map((fire, i) => [i === 0 ? "next" : "", `${fire.job}  ${fire.at.replace("T", " ").replace(/([+-]\d\d:\d\d|Z)$/, " $1")}`]);
   return [
     ["version", `${view.version}, up ${span(view.uptime_s * 1_000)} (since ${time(view.started_at)})`],
@@ -53,8 +53,21 @@ function daemonLines(view: StatusView, timezone: string): string[][] {
     ...running,
     ["outbox", `${view.outbox.pending} pending, ${view.outbox.dead} dead`],
     ...(next.length > 0 ? next : [["next", "no fire scheduled"]]),
-    ["today", `${plural(today.runs, "run")}, ${plural(today.failures, "failure")}, tokens ${tokensText(today.tokens)}`],
+    ["today", `${plural(today.runs, "run")}, ${plural(today.failures, "failure")}, tokens ${tokensText(today.tokens)}, ${spentText(today)}`],
+    ["budget", budgetText(view.budget)],
   ];
+}
+
+/** Today's spend against countd.yaml's daily caps, in the day the budgets count. */
+function budgetText(budget: StatusView["budget"]): string {
+  const cost = `${usd(budget.cost)}${budget.per_day !== undefined ? ` of ${usd(budget.per_day)}` : ""}`;
+  const tokens = `${budget.tokens}${budget.tokens_per_day !== undefined ? ` of ${budget.tokens_per_day}` : ""} tokens`;
+  return `${cost}, ${tokens} on ${budget.date} (${budget.timezone})`;
+}
+
+/** USD of the priced runs; unpriced ones are named apart, never counted as $0. */
+function spentText(spend: { cost: number; unpriced: number }): string {
+  return `${usd(spend.cost)}${spend.unpriced > 0 ? ` + ${plural(spend.unpriced, "unpriced run")}` : ""}`;
 }
 
 /** The lock file's pid when that process is alive, and the daemon line to show otherwise. */

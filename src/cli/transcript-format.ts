@@ -1,6 +1,6 @@
 import type { RunDelivery, RunView, TranscriptStep } from "../console/protocol.js";
-import { plural } from "../text.js";
-import { span, tokensText, when } from "./output.js";
+import { costText, plural, span, tokensText } from "../text.js";
+import { when } from "./output.js";
 
 /** A tool result longer than this is cut in the terminal; `--json` has it whole. */
 export const RESULT_CHARS = 2_000;
@@ -30,6 +30,7 @@ export function formatRun(view: RunView, timezone: string, offline = false): str
     ["finished", time(run.finishedAt)],
     ["duration", run.finishedAt ? span(Date.parse(run.finishedAt) - Date.parse(run.startedAt)) : "-"],
     ["tokens", `${tokensText(run.usage)} (${plural(run.iterations, "iteration")}, ${plural(run.toolCalls, "tool call")})`],
+    ["cost", costText(run.cost)],
     ...(run.error ? [["error", inert(run.error)] as [string, string]] : []),
   ];
   const out = [`${run.job}  run ${run.id}`, ...header.map(([name, value]) => `  ${name.padEnd(10)} ${value}`), ""];
@@ -48,7 +49,9 @@ export function formatRun(view: RunView, timezone: string, offline = false): str
 function stepLines(step: TranscriptStep): string[] {
   if (step.kind === "llm") {
     const end = step.error ? `  error: ${inert(step.error)}` : step.finish_reason ? `  (${step.finish_reason})` : "";
-    return [`  LLM ${step.model}  ${tokensText(step.usage)}  ${span(step.duration_ms)}${end}`];
+    // Audit lines written before pricing have no cost: nothing is shown for them.
+    const cost = step.cost !== undefined ? `  ${costText(step.cost)}` : "";
+    return [`  LLM ${step.model}  ${tokensText(step.usage)}${cost}  ${span(step.duration_ms)}${end}`];
   }
   if (step.kind === "text") return [indent(inert(step.text), "    ")];
   const facts = [

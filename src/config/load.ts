@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { isMap, isScalar, type Node, type Pair } from "yaml";
+import { isSecretKey } from "../audit/redact.js";
 import { referenceProblems } from "../delivery/secrets.js";
 import { deliveryTargetsSchema, type DeliveryTarget } from "../delivery/targets.js";
 import { PRESET_NAMES, PRESETS, type PresetName } from "../providers/presets.js";
@@ -14,7 +15,7 @@ import { formatPath, formatProblems, parseYaml, zodProblems, type Problem, type 
 export const DEFAULT_CONFIG_FILE = "countd.yaml";
 
 /** What a command talks to, and so the parts of countd.yaml that hold its secrets. */
-export const CONFIG_NEEDS = ["provider", "smtp", "deliveries"] as const;
+export const CONFIG_NEEDS = ["provider", "smtp", "deliveries", "mcp"] as const;
 export type ConfigNeed = (typeof CONFIG_NEEDS)[number];
 
 export interface LoadConfigOptions {
@@ -23,9 +24,10 @@ export interface LoadConfigOptions {
   env?: NodeJS.ProcessEnv;
   cwd?: string;
   /**
-   * What the command uses: the LLM provider, the mail server, the heartbeat's delivery targets;
-   * default all of it (the daemon). A `${VAR}` left unset in the provider or smtp section of a
-   * command that does not use it is no problem: that section is not read. The heartbeat's
+   * What the command uses: the LLM provider, the mail server, the heartbeat's delivery targets,
+   * the MCP servers; default all of it (the daemon). A `${VAR}` left unset in the provider or
+   * smtp section of a command that does not use it is no problem: that section is not read (in
+   * mcp_servers it is read as empty, so the section is still checked). The heartbeat's
    * targets are looked up only when used. So `countd jobs` works without the provider key.
    */
   needs?: readonly ConfigNeed[];
@@ -46,16 +48,21 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
 
   let source: YamlSource | undefined;
   let data: unknown = {};
+  /** What mcp_servers holds that is secret (mcpSecrets). */
+  let secretValues: string[] = [];
   const problems: Problem[] = [];
   if (text !== undefined) {
     const parsed = parseYaml(name, text);
     // Validating a document that did not parse would only add noise to the real error.
     if (parsed.syntaxErrors.length > 0) throw new ConfigError(parsed.syntaxErrors);
     source = parsed.source;
-    const unused = (at: YamlPath) => (at[0] === "provider" || at[0] === "smtp") && !needs.has(at[0]);
+    const unused = (at: YamlPath) => ((at[0] === "provider" || at[0] === "smtp") && !needs.has(at[0])) || (at[0] === MCP_SECTION && !needs.has("mcp"));
+    const secret = needs.has("mcp") ? mcpSecrets(source) : { paths: [], names: [] };
     const interpolated = interpolateOutsideTargets(source, env, unused);
     problems.push(...interpolated.problems);
-    data = withoutSections(source.doc.toJS(), interpolated.unresolved);
+    data = withoutSections(source.doc.toJS(), interpolated.unresolved.filter((at) => at[0] !== MCP_SECTION));
+    const filledIn = secret.paths.map((at) => parsed.source.doc.getIn(at));
+    secretValues = [...filledIn, ...secret.names.map((name) => env[name])].filter((value): value is string => typeof value === "string");
   }
 
   const result = configSchema.safeParse(data);
@@ -69,7 +76,7 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
   }
   if (result.data.heartbeat.enabled && result.data.heartbeat.deliver.length === 0) problems.push(noTargetsProblem(source));
 
-  const resolved = resolve(result.data, env, source ? path.dirname(file) : cwd);
+  const resolved = resolve(result.data, env, source ? path.dirname(file) : cwd, secretValues);
   problems.push(...resolved.problems, ...(await placementProblems(resolved.config.paths, source ? path.dirname(file) : undefined)));
   const lines = [...formatProblems(source, problems), ...resolved.envProblems];
   if (lines.length > 0) throw new ConfigError(lines);
@@ -77,6 +84,35 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
 }
 
 const HEARTBEAT_TARGETS = ["heartbeat", "deliver"] as const;
+const MCP_SECTION = "mcp_servers";
+
+/**
+ * What mcp_servers holds that is secret: the `env:` and `headers:` values written with a `${VAR}`
+ * (found before interpolation fills them in) or under a name that says secret (Authorization,
+ * X-Api-Key, NOTES_TOKEN), and the variables referred to there, whose values may come back alone
+ * (a server echoing its token). All are redacted everywhere, like the provider's key.
+ */
+function mcpSecrets(source: YamlSource): { paths: YamlPath[]; names: string[] } {
+  const servers = source.doc.get(MCP_SECTION, true);
+  const paths: YamlPath[] = [];
+  const names: string[] = [];
+  if (!isMap(servers)) return { paths, names };
+  for (const server of servers.items) {
+    for (const field of ["env", "headers"]) {
+      const values = isScalar(server.key) && isMap(server.value) ? server.value.get(field, true) : undefined;
+      if (!isScalar(server.key) || !isMap(values)) continue;
+      for (const { key, value } of values.items) {
+        if (!isScalar(key) || !isScalar(value)) continue;
+        const referred = [...String(value.value).matchAll(VARIABLE)].map((match) => match[1]!);
+        names.push(...referred);
+        if (referred.length > 0 || isSecretKey(String(key.value))) paths.push([MCP_SECTION, String(server.key.value), field, String(key.value)]);
+      }
+    }
+  }
+  return { paths, names };
+}
+
+const VARIABLE = /\$\{([A-Za-z_][A-Za-z0-9_]*)/g;
 
 /**
  * Interpolates every value but heartbeat.deliver's: delivery targets keep their `${VAR}`
@@ -143,7 +179,7 @@ interface Resolved {
   envProblems: string[];
 }
 
-function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolved {
+function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string, mcpSecretValues: readonly string[]): Resolved {
   const problems: Problem[] = [];
   const envProblems: string[] = [];
   const provider = resolveProvider(data.provider, env, problems, envProblems);
@@ -166,7 +202,7 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
 
   const consoleSettings = consoleWithOverride(data.console, env, envProblems);
 
-  const secretValues = [provider.apiKey, data.smtp?.password, ...redisSecrets(data.cluster?.redis), ...[...secretNames].map((name) => env[name])];
+  const secretValues = [provider.apiKey, data.smtp?.password, ...redisSecrets(data.cluster?.redis), ...[...secretNames].map((name) => env[name]), ...mcpSecretValues];
   const settings = data;
   return {
     config: {
@@ -181,6 +217,10 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string): Resolve
       },
       budget: { ...data.budget, timezone: data.budget.timezone ?? data.timezone },
       tools: { ...data.tools, readOnlyRoots: data.tools.readOnlyRoots.map((root) => path.resolve(dir, root)) },
+      // A stdio server runs in the file's folder unless it names another.
+      mcpServers: data.mcpServers.map((server) =>
+        server.transport.kind === "stdio" ? { ...server, transport: { ...server.transport, cwd: path.resolve(dir, server.transport.cwd ?? ".") } } : server,
+      ),
       secrets: [...new Set(secretValues.filter((value): value is string => !!value))],
     },
     problems,

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { DEFAULT_PERSONA, PERSONALITY_PRESETS, type Locale, type PersonaConfig } from "../agent/personalities.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import { PRESET_NAMES } from "../providers/presets.js";
+import { mcpServersSchema } from "../tools/mcp/config.js";
 import { budgetCaps, type DaemonBudget } from "../cost/caps.js";
 import type { Price } from "../cost/prices.js";
 import { bool, byteSize, duration, envName, expected, httpURL, list, numeric, oneOf, positiveInt, regex, section, text, timeZone, unlessEmpty } from "./fields.js";
@@ -255,8 +256,12 @@ export const configSchema = section({
     web: t.web,
     spawn: t.spawn,
   })),
-}).transform(({ workspace, state_dir, logs_dir, jobs_dir, secrets, job_env, ...settings }) => ({
+  /** MCP servers whose tools the agent may use (src/tools/mcp/). */
+  mcp_servers: mcpServersSchema,
+}).transform(({ workspace, state_dir, logs_dir, jobs_dir, secrets, job_env, mcp_servers, ...settings }) => ({
   ...settings,
+  /** `cwd` as written; load.ts resolves it against the file's folder. */
+  mcpServers: mcp_servers,
   /** As written; load.ts resolves them against the file's folder. */
   paths: { workspace, state: state_dir, logs: logs_dir, jobs: jobs_dir },
   /** Names of environment variables whose values are redacted from every log. */

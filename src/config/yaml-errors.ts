@@ -133,7 +133,7 @@ export function keysAt(schema: z.ZodType, path: YamlPath): string[] {
       def.type === "array" && typeof part === "number"
         ? (def as z.core.$ZodArrayDef).element
         : def.type === "object" && typeof part === "string"
-          ? (def as z.core.$ZodObjectDef).shape[part]
+          ? ((def as z.core.$ZodObjectDef).shape[part] ?? (def as z.core.$ZodObjectDef).catchall)
           : undefined;
     if (!next) return [];
     node = next;

@@ -9,6 +9,7 @@ import { displayPath } from "../jobs/load.js";
 import type { Runner } from "../runner/runner.js";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
+import type { SpendLedger } from "../store/spend-ledger.js";
 import { readTranscript } from "../store/transcript.js";
 import { renderMarkdown } from "../delivery/render.js";
 import type { CronTrigger } from "../triggers/cron.js";
@@ -19,7 +20,7 @@ import { emptyUsage, addUsage } from "../providers/types.js";
 import { COOKIE, type Credential, type Guard } from "./guard.js";
 import type { LiveHub } from "./live.js";
 import type { Metrics } from "./metrics.js";
-import type { JobView, RunNowAnswer, RunView, StatusView } from "./protocol.js";
+import type { JobView, RunNowAnswer, RunView, Spend, StatusView } from "./protocol.js";
 import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView, zoned } from "./views.js";
 import type { Asset } from "./assets.js";
 import type { WebhookTrigger } from "../triggers/webhook.js";
@@ -35,6 +36,8 @@ export interface ConsoleDeps {
   live: LiveHub;
   metrics: Metrics;
   hooks: WebhookTrigger;
+  /** What the budgets count: today's spend in budget.timezone's day. */
+  ledger: SpendLedger;
   redactor: () => Redactor;
   startedAt: Date;
   version: string;
@@ -49,7 +52,7 @@ const DEFAULT_PAGE = 50;
 const HISTORY_READS = 16;
 /** The longest span the charts ask for. */
 const MAX_DAYS = 90;
-const FAILED: ReadonlySet<RunStatus> = new Set(["error", "timeout", "interrupted"]);
+const FAILED: ReadonlySet<RunStatus> = new Set(["error", "timeout", "interrupted", "budget"]);
 
 class ApiError extends Error {
   constructor(
@@ -380,16 +383,24 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
     .slice(0, 5);
   const midnight = new Date(now);
   midnight.setHours(0, 0, 0, 0);
-  const today = { runs: 0, failures: 0, tokens: emptyUsage(), by_status: {} as Partial<Record<RunStatus, number>> };
-  // A run just started may not be in its history file yet: the runner's own record counts for it.
-  const running = new Map(deps.runner.running().map((run) => [`${run.job}/${run.id}`, run]));
+  const today: StatusView["today"] = { runs: 0, failures: 0, tokens: emptyUsage(), by_status: {}, cost: 0, unpriced: 0, by_job: {} };
+  // A run just started may not be in its history file yet: the runner's own record counts for it,
+  // with what the live stream saw it spend so far (its record has the amounts only once it ends).
+  const spending = new Map(deps.live.active().map((run) => [`${run.job}/${run.id}`, run]));
+  const running = new Map(
+    deps.runner.running().map((run) => {
+      const seen = spending.get(`${run.job}/${run.id}`);
+      return [`${run.job}/${run.id}`, seen ? { ...run, usage: seen.usage, cost: seen.cost } : run];
+    }),
+  );
   const saved = (await deps.state.allRuns()).filter((run) => !running.has(`${run.job}/${run.id}`));
   for (const run of [...saved, ...running.values()]) {
     if (Date.parse(run.startedAt) < midnight.getTime()) continue;
     today.runs++;
     if (FAILED.has(run.status)) today.failures++;
     today.by_status[run.status] = (today.by_status[run.status] ?? 0) + 1;
-    addUsage(today.tokens, run.usage);
+    addSpend(today, run);
+    addSpend((today.by_job[run.job] ??= { cost: 0, unpriced: 0, tokens: emptyUsage() }), run);
   }
   return {
     up: true,
@@ -408,6 +419,28 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
     outbox: { pending: pending.length, dead: dead.length },
     next_fires: next,
     today,
+    budget: budgetView(deps),
   };
+}
+
+/** countd.yaml's daily caps beside what all runs spent today, as the budgets count it (every call, in budget.timezone's day). */
+function budgetView(deps: ConsoleDeps): StatusView["budget"] {
+  const { timezone, perDay, tokensPerDay } = deps.config().budget;
+  const spent = deps.ledger.today(timezone);
+  return {
+    timezone,
+    date: spent.date,
+    cost: spent.cost,
+    tokens: spent.tokens,
+    ...(perDay !== undefined ? { per_day: perDay } : {}),
+    ...(tokensPerDay !== undefined ? { tokens_per_day: tokensPerDay } : {}),
+  };
+}
+
+/** An unpriced run's cost is not known: it is counted apart, never as free. Runs before pricing have none and add nothing. */
+function addSpend(spend: Spend, run: Pick<RunRecord, "usage" | "cost">): void {
+  addUsage(spend.tokens, run.usage);
+  if (run.cost === null) spend.unpriced++;
+  else spend.cost += run.cost ?? 0;
 }
 

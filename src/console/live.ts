@@ -23,6 +23,7 @@ interface RunState {
   record: RunRecord;
   iteration: number;
   usage: Usage;
+  cost: number | null;
   replay: LiveMessage[];
   replayBytes: number;
   /** The answer's end not yet sent: it could be the start of a secret that the next chunk completes. */
@@ -82,7 +83,17 @@ export class LiveHub {
       events.on("llm.finished", (e) =>
         this.forSession(e.sessionId, (state) => {
           addUsage(state.usage, e.usage);
-          return { type: "llm", run_id: state.record.id, job: state.record.job, model: e.model, usage: e.usage, duration_ms: Math.round(e.durationMs), ...(e.error ? { error: e.error } : {}) };
+          state.cost = state.cost === null || e.cost === null ? null : state.cost + e.cost;
+          return {
+            type: "llm",
+            run_id: state.record.id,
+            job: state.record.job,
+            model: e.model,
+            usage: e.usage,
+            cost: e.cost,
+            duration_ms: Math.round(e.durationMs),
+            ...(e.error ? { error: e.error } : {}),
+          };
         }),
       ),
       events.on("run.finished", ({ run }) => this.finished(run)),
@@ -112,6 +123,7 @@ export class LiveHub {
       started_at: state.record.startedAt,
       iteration: state.iteration,
       usage: { ...state.usage },
+      cost: state.cost,
     }));
   }
 
@@ -144,7 +156,7 @@ export class LiveHub {
   }
 
   private started(run: RunRecord): void {
-    const state: RunState = { record: run, iteration: 0, usage: emptyUsage(), replay: [], replayBytes: 0, held: "" };
+    const state: RunState = { record: run, iteration: 0, usage: emptyUsage(), cost: 0, replay: [], replayBytes: 0, held: "" };
     this.runs.set(key(run.job, run.id), state);
     this.bySession.set(run.sessionId, state);
     this.emit(state, { type: "run_started", run_id: run.id, job: run.job, run });
@@ -155,7 +167,16 @@ export class LiveHub {
     if (state) this.release(state);
     this.runs.delete(key(run.job, run.id));
     if (state && this.bySession.get(run.sessionId) === state) this.bySession.delete(run.sessionId);
-    this.broadcast({ type: "run_finished", run_id: run.id, job: run.job, status: run.status, usage: run.usage, ...(run.error ? { error: run.error } : {}), run });
+    this.broadcast({
+      type: "run_finished",
+      run_id: run.id,
+      job: run.job,
+      status: run.status,
+      usage: run.usage,
+      ...(run.cost !== undefined ? { cost: run.cost } : {}),
+      ...(run.error ? { error: run.error } : {}),
+      run,
+    });
   }
 
   /** Any other event of a run ends the answer text before it: what was held back is sent first. */

@@ -55,7 +55,14 @@ export class Metrics {
     const lateness = new Histogram({ name: "countd_fire_lateness_seconds", help: "A scheduled run's start after its slot.", labelNames: [JOB], buckets: LATENESS_BUCKETS, registers });
     const llmRequests = new Counter({ name: "countd_llm_requests_total", help: "LLM calls (a call's retries count once), by job and model.", labelNames: [JOB, "model"], registers });
     const llmFailures = new Counter({ name: "countd_llm_failures_total", help: "LLM calls that failed after their retries, by job and model.", labelNames: [JOB, "model"], registers });
-    const tokens = new Counter({ name: "countd_llm_tokens_total", help: "Tokens by job, model and type: input (cached included), output, cached (the input read from the provider's cache).", labelNames: [JOB, "model", "type"], registers });
+    const tokens = new Counter({
+      name: "countd_llm_tokens_total",
+      help: "Tokens by job, model and type: input (cached and cache writes included), output, cached (the input read from the provider's cache), cache_write (the input written to it).",
+      labelNames: [JOB, "model", "type"],
+      registers,
+    });
+    const cost = new Counter({ name: "countd_llm_cost_usd_total", help: "USD of the LLM calls whose model has a price, by job and model.", labelNames: [JOB, "model"], registers });
+    const unpriced = new Counter({ name: "countd_llm_unpriced_calls_total", help: "LLM calls whose model has no price (their cost is not known), by job and model.", labelNames: [JOB, "model"], registers });
     const tools = new Counter({ name: "countd_tool_calls_total", help: "Tool calls by tool and status (ok, error).", labelNames: ["tool", "status"], registers });
     const deliveries = new Counter({ name: "countd_deliveries_total", help: "Delivery changes by target kind and status (queued, sending, delivered, failed, dead, retried, purged).", labelNames: ["kind", "status"], registers });
     const heartbeat = new Counter({ name: "countd_heartbeat_decisions_total", help: "Heartbeat ticks by outcome (skipped, silent, duplicate, failed, sent) and, for skipped, the rule's reason.", labelNames: ["outcome", "reason"], registers });
@@ -107,6 +114,9 @@ export class Metrics {
         tokens.inc({ ...labels, type: "input" }, e.usage.inputTokens);
         tokens.inc({ ...labels, type: "output" }, e.usage.outputTokens);
         tokens.inc({ ...labels, type: "cached" }, e.usage.cachedInputTokens);
+        tokens.inc({ ...labels, type: "cache_write" }, e.usage.cacheWriteTokens);
+        if (e.cost === null) unpriced.inc(labels);
+        else cost.inc(labels, e.cost);
       }),
       events.on("tool.finished", (e) => tools.inc({ tool: this.toolLabel(e.name), status: e.error === undefined ? "ok" : "error" })),
       events.on("delivery", (e) => deliveries.inc({ kind: e.kind, status: e.status })),

@@ -24,8 +24,10 @@ export type LiveMessage =
       attempts: number;
       error?: string;
     }
-  | { type: "llm"; run_id: string; job: string; model: string; usage: Usage; duration_ms: number; error?: string }
-  | { type: "run_finished"; run_id: string; job: string; status: RunStatus; usage: Usage; error?: string; run: RunRecord }
+  /** `cost`: USD, null when the model has no price. */
+  | { type: "llm"; run_id: string; job: string; model: string; usage: Usage; cost: number | null; duration_ms: number; error?: string }
+  /** `cost` as the run's record has it: absent when the run made no priced call through a runtime (a skipped fire). */
+  | { type: "run_finished"; run_id: string; job: string; status: RunStatus; usage: Usage; cost?: number | null; error?: string; run: RunRecord }
   | {
       type: "delivery";
       id: string;
@@ -102,7 +104,10 @@ export interface ActiveRun {
   reason: RunReason;
   started_at: string;
   iteration: number;
+  /** The run's own calls so far (its subagents' are added when it ends). */
   usage: Usage;
+  /** USD so far; null once a call's model has no price. */
+  cost: number | null;
 }
 
 export interface StatusView {
@@ -116,7 +121,30 @@ export interface StatusView {
   queued: number;
   outbox: { pending: number; dead: number };
   next_fires: Array<{ job: string; at: string }>;
-  today: { runs: number; failures: number; tokens: Usage; by_status: Partial<Record<RunStatus, number>> };
+  today: {
+    runs: number;
+    failures: number;
+    tokens: Usage;
+    by_status: Partial<Record<RunStatus, number>>;
+    /** USD of today's runs, those in progress so far; a run whose model has no price adds nothing here and counts in `unpriced`. */
+    cost: number;
+    /** Runs whose cost is not known: a call's model has no price. */
+    unpriced: number;
+    /** The same for each job that ran today. */
+    by_job: Record<string, Spend>;
+  };
+  /**
+   * What the daily budgets count: every LLM call today in `timezone` (budget.timezone), priced
+   * ones in `cost`, input and output tokens of all in `tokens`; countd.yaml's caps when set.
+   */
+  budget: { timezone: string; date: string; cost: number; tokens: number; per_day?: number; tokens_per_day?: number };
+}
+
+/** What some runs spent: USD of the priced ones, how many were unpriced, and the tokens of all. */
+export interface Spend {
+  cost: number;
+  unpriced: number;
+  tokens: Usage;
 }
 
 /** The answer to "run now": what became of the fire. */
@@ -125,12 +153,16 @@ export type RunNowAnswer =
   | { status: "queued"; message: string }
   | { status: "skipped"; run_id: string; message: string };
 
-/** What the charts draw (GET /api/stats): runs per day by status, and each recent run's duration and tokens. */
+/** What the charts draw (GET /api/stats): runs per day by status and their cost, and each recent run's duration, tokens and cost. */
 export interface StatsView {
   /** The zone the days are counted in: the job's, or countd.yaml's for all jobs. */
   timezone: string;
   /** Oldest first, one per day (YYYY-MM-DD), days without runs included. */
-  days: Array<{ date: string; by_status: Partial<Record<RunStatus, number>> }>;
-  /** Finished runs that started within the days, oldest first; only for one job (`?job=`), else empty. */
-  runs: Array<{ id: string; job: string; started_at: string; status: RunStatus; duration_ms: number; tokens: number }>;
+  /** `cost`: USD of the day's priced runs; `unpriced`: its runs whose model has no price. */
+  days: Array<{ date: string; by_status: Partial<Record<RunStatus, number>>; cost: number; unpriced: number }>;
+  /**
+   * Finished runs that started within the days, oldest first; only for one job (`?job=`), else
+   * empty. `cost`: USD, null for an unpriced model, absent on runs recorded before pricing.
+   */
+  runs: Array<{ id: string; job: string; started_at: string; status: RunStatus; duration_ms: number; tokens: number; cost?: number | null }>;
 }

@@ -116,17 +116,19 @@ export function shownConfig(config: Config): Record<string, unknown> {
   };
 }
 
-/** Runs per local day by status over the last `days` days, and each finished run's duration and tokens. */
 /** Every time zone's offset, and so every local midnight, falls on a whole quarter hour of UTC. */
 const QUARTER_HOUR_MS = 15 * 60_000;
 
-/** `points`: each run's duration and tokens too (a job's charts); without, the days alone (the overview's). */
+/**
+ * Runs per local day by status and what they cost over the last `days` days. `points`: each
+ * finished run's duration, tokens and cost too (a job's charts); without, the days alone (the overview's).
+ */
 export function statsView(runs: readonly RunRecord[], days: number, timezone: string, now: Date, points = true): StatsView {
   // Counted back on the calendar, not in steps of 24 h, which skip a day after a 23-hour one.
   const [year, month, day] = localClock(now, timezone).date.split("-").map(Number) as [number, number, number];
   const dates: string[] = [];
   for (let i = days - 1; i >= 0; i--) dates.push(new Date(Date.UTC(year, month - 1, day - i)).toISOString().slice(0, 10));
-  const byDate = new Map(dates.map((date) => [date, {} as Partial<Record<RunStatus, number>>]));
+  const byDate = new Map(dates.map((date) => [date, { date, by_status: {} as Partial<Record<RunStatus, number>>, cost: 0, unpriced: 0 }]));
   // One Intl call per quarter hour rather than per run: with 10,000 runs, the calls were most of the request's 300 ms.
   const quarterDates = new Map<number, string>();
   const localDate = (at: number) => {
@@ -138,9 +140,11 @@ export function statsView(runs: readonly RunRecord[], days: number, timezone: st
   const shown: Array<{ at: number; view: StatsView["runs"][number] }> = [];
   for (const run of runs) {
     const at = Date.parse(run.startedAt);
-    const counts = byDate.get(localDate(at));
-    if (!counts) continue;
-    counts[run.status] = (counts[run.status] ?? 0) + 1;
+    const shownDay = byDate.get(localDate(at));
+    if (!shownDay) continue;
+    shownDay.by_status[run.status] = (shownDay.by_status[run.status] ?? 0) + 1;
+    if (run.cost === null) shownDay.unpriced++;
+    else shownDay.cost += run.cost ?? 0;
     if (!points || !run.finishedAt || run.status === "skipped") continue;
     shown.push({
       at,
@@ -151,9 +155,10 @@ export function statsView(runs: readonly RunRecord[], days: number, timezone: st
         status: run.status,
         duration_ms: Date.parse(run.finishedAt) - at,
         tokens: run.usage.inputTokens + run.usage.outputTokens,
+        ...(run.cost !== undefined ? { cost: run.cost } : {}),
       },
     });
   }
   shown.sort((a, b) => a.at - b.at);
-  return { timezone, days: dates.map((date) => ({ date, by_status: byDate.get(date)! })), runs: shown.map(({ view }) => view) };
+  return { timezone, days: [...byDate.values()], runs: shown.map(({ view }) => view) };
 }

@@ -1,6 +1,8 @@
 import { addUsage, emptyUsage, type Usage } from "../providers/types.js";
 import { tokensOf, type SpendLedger } from "../store/spend-ledger.js";
 import type { BudgetCaps, DaemonBudget } from "./caps.js";
+import { HEARTBEAT_JOB } from "../store/run-record.js";
+import { usd } from "../text.js";
 
 /** A cap was reached: the run ends with status `budget`; the message names the cap and the amounts. */
 export class BudgetExceeded extends Error {
@@ -13,12 +15,12 @@ export interface BudgetCheck {
   check(): void;
 }
 
-const amount = (value: number, unit: "usd" | "tokens") => (unit === "usd" ? `$${value.toFixed(value < 1 ? 4 : 2)}` : `${value} tokens`);
+const amount = (value: number, unit: "usd" | "tokens") => (unit === "usd" ? usd(value) : `${value} tokens`);
 
 /** Throws when `spent` is at or past `cap`; an unknown amount (an unpriced run's cost) reaches no cap. */
-function enforce(name: string, cap: number | undefined, spent: number | null, unit: "usd" | "tokens", spentText: string): void {
+function enforce(name: string, cap: number | undefined, spent: number | null, unit: "usd" | "tokens", saying: (spent: string) => string): void {
   if (cap === undefined || spent === null || spent < cap) return;
-  throw new BudgetExceeded(`${name} of ${amount(cap, unit)} is spent: ${spentText} ${amount(spent, unit)}`);
+  throw new BudgetExceeded(`${name} of ${amount(cap, unit)} is spent: ${saying(amount(spent, unit))}`);
 }
 
 /**
@@ -49,19 +51,20 @@ export class RunSpend implements BudgetCheck {
   check(): void {
     const { caps, daemon, ledger, job } = this.opts;
     const tokens = tokensOf(this.usage);
-    enforce("the job's per-run budget", caps.perRun, this.cost, "usd", "this run has cost");
-    enforce("the job's per-run budget", caps.tokensPerRun, tokens, "tokens", "this run has used");
+    const whose = job === HEARTBEAT_JOB ? "the heartbeat's" : "the job's";
+    enforce(`${whose} per-run budget`, caps.perRun, this.cost, "usd", (spent) => `this run has cost ${spent}`);
+    enforce(`${whose} per-run budget`, caps.tokensPerRun, tokens, "tokens", (spent) => `this run has used ${spent}`);
     if (!ledger) return;
-    const day = (spent: { date: string }) => `on ${spent.date} (${daemon.timezone})`;
+    const on = (spent: { date: string }) => `on ${spent.date} (${daemon.timezone})`;
     if (caps.perDay !== undefined || caps.tokensPerDay !== undefined) {
       const spent = ledger.today(daemon.timezone, job);
-      enforce("the job's daily budget", caps.perDay, spent.cost, "usd", `it has cost ${day(spent)}:`);
-      enforce("the job's daily budget", caps.tokensPerDay, spent.tokens, "tokens", `it has used ${day(spent)}:`);
+      enforce(`${whose} daily budget`, caps.perDay, spent.cost, "usd", (amount) => `its runs have cost ${amount} ${on(spent)}`);
+      enforce(`${whose} daily budget`, caps.tokensPerDay, spent.tokens, "tokens", (amount) => `its runs have used ${amount} ${on(spent)}`);
     }
     if (daemon.perDay !== undefined || daemon.tokensPerDay !== undefined) {
       const spent = ledger.today(daemon.timezone);
-      enforce("countd's daily budget (budget.per_day)", daemon.perDay, spent.cost, "usd", `all runs have cost ${day(spent)}:`);
-      enforce("countd's daily budget (budget.tokens_per_day)", daemon.tokensPerDay, spent.tokens, "tokens", `all runs have used ${day(spent)}:`);
+      enforce("countd's daily budget (budget.per_day)", daemon.perDay, spent.cost, "usd", (amount) => `all runs have cost ${amount} ${on(spent)}`);
+      enforce("countd's daily budget (budget.tokens_per_day)", daemon.tokensPerDay, spent.tokens, "tokens", (amount) => `all runs have used ${amount} ${on(spent)}`);
     }
   }
 

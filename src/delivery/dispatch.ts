@@ -156,6 +156,7 @@ export function message(kind: DeliveryMessage["kind"], job: string, run: RunReco
       finishedAt,
       durationMs: Date.parse(finishedAt) - Date.parse(run.startedAt),
       usage: run.usage,
+      cost: run.cost ?? null,
     },
     result: answer,
   };

@@ -11,7 +11,7 @@ import { silentLogger, type Logger } from "../log.js";
 import { PathGuard, ToolRefusal } from "../tools/paths.js";
 import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
-import { messageMarkdown, renderMarkdown, renderTemplate } from "./render.js";
+import { messageMarkdown, renderMarkdown, renderTemplate, usageFooter } from "./render.js";
 import type { EmailTarget } from "./targets.js";
 import { errorText } from "../text.js";
 
@@ -135,7 +135,9 @@ async function composeMail(
     opts.log.warn({ delivery: deliveryId, workspace, pattern }, "no file in the workspace matched an attachment pattern");
   }
   const notes = unmatched.map((pattern) => `_No file in the workspace matched the attachment pattern_ ${codeSpan(pattern)}`);
-  const { html, text } = await renderMarkdown([messageMarkdown(message), ...notes].join("\n\n"));
+  // Below a rule, so the reader tells it apart from the answer.
+  const footer = target.footer === "usage" ? ["---", usageFooter(message.run)] : [];
+  const { html, text } = await renderMarkdown([messageMarkdown(message), ...notes, ...footer].join("\n\n"));
   const subject = renderTemplate(target.subject ?? defaultSubject(message), {
     job: message.job,
     runId: message.run.id,

@@ -27,6 +27,8 @@ export interface DeliveryMessage {
     finishedAt: string;
     durationMs: number;
     usage: Usage;
+    /** USD; null when a call's model has no price or the run recorded none (it never started, or an entry queued before pricing). */
+    cost: number | null;
   };
   /** The answer, markdown. */
   result: string;

@@ -2,7 +2,7 @@ import { htmlConverter } from "../html/convert.js";
 import type { MailBodies } from "../html/mail.js";
 import { localClock } from "../time.js";
 import type { DeliveryMessage } from "./message.js";
-import { plural } from "../text.js";
+import { plural, span, tokensText, usd } from "../text.js";
 
 /** Longest a mail's rendering may take before the answer goes out as preformatted text instead. */
 export const RENDER_TIMEOUT_MS = 10_000;
@@ -60,6 +60,12 @@ export function messageMarkdown(message: DeliveryMessage): string {
     }
   }
   return parts.filter((part) => part !== "").join("\n\n");
+}
+
+/** An email target's `footer: usage` line: what the run used, cost and took. */
+export function usageFooter(run: DeliveryMessage["run"]): string {
+  const cost = run.cost === null ? "not known (a model has no price)" : usd(run.cost);
+  return `Tokens: ${tokensText(run.usage)} · Cost: ${cost} · Duration: ${span(run.durationMs)}`;
 }
 
 /** A fence longer than any backtick run inside, so no text can close it early. */

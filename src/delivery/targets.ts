@@ -12,6 +12,10 @@ export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
  * `${VAR}` / `${VAR:-default}` references, which resolveTarget (secrets.ts) fills in just before
  * sending, so no secret is ever written to the outbox.
  */
+/** What a mail may end with: `usage`, a line with the run's tokens, cost and duration. */
+export const EMAIL_FOOTERS = ["usage"] as const;
+export type EmailFooter = (typeof EMAIL_FOOTERS)[number];
+
 export interface EmailTarget {
   kind: "email";
   to: string[];
@@ -21,6 +25,8 @@ export interface EmailTarget {
   subject?: string;
   /** Globs relative to the workspace, resolved after the run. */
   attach: string[];
+  /** undefined: the mail ends with the answer. */
+  footer?: EmailFooter;
 }
 
 export interface WebhookTarget {
@@ -77,8 +83,11 @@ const emailSchema = z.strictObject(
       .array(attachPattern(), expected("a list of paths or globs"))
       .default([])
       .describe('Workspace files to attach, as paths or globs like "reports/*.csv", matched after the run.'),
+    footer: oneOf(EMAIL_FOOTERS)
+      .optional()
+      .describe("usage: end the mail with a line giving the run's tokens (input, cached, output), cost and duration. Default: no footer."),
   },
-  expected("a mapping with to: and optionally cc:, bcc:, subject:, attach:"),
+  expected("a mapping with to: and optionally cc:, bcc:, subject:, attach:, footer:"),
 );
 
 /** Set by countd on every request; a target header of the same name would break the request or its signature. */
@@ -226,8 +235,9 @@ export function parseDeliveryTargets(input: unknown, field: string): DeliveryTar
  */
 export function targetKey(target: DeliveryTarget): string {
   if (target.kind === "email") {
-    const { to, cc, bcc, subject, attach } = target;
-    return `email-${digest({ to: sorted(to), cc: sorted(cc), bcc: sorted(bcc), subject, attach })}`;
+    // footer is left out of the JSON when not set, so the keys of targets written before it stay the same.
+    const { to, cc, bcc, subject, attach, footer } = target;
+    return `email-${digest({ to: sorted(to), cc: sorted(cc), bcc: sorted(bcc), subject, attach, footer })}`;
   }
   const host = keyHost(target.url).toLowerCase().replace(/[^a-z0-9.-]+/g, "-").replace(/^[.-]+|[.-]+$/g, "") || "host";
   return `webhook-${host}-${digest({ url: target.url, format: target.format, headers: sorted(Object.keys(target.headers).map((name) => name.toLowerCase())) })}`;

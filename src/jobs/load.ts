@@ -12,6 +12,9 @@ import { cronProblem, parseAt } from "./schedule.js";
 import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
 import type { Job, Schedule } from "./types.js";
 import { plural } from "../text.js";
+import type { McpCatalog } from "../tools/mcp/catalog.js";
+import { mayNameToolOf } from "../tools/mcp/names.js";
+import { toolsMatching } from "../tools/registry.js";
 
 export interface JobContext {
   /** Absolute; relative watch paths are taken from it. */
@@ -20,6 +23,11 @@ export interface JobContext {
   defaultTimezone: string;
   /** When given, a job naming any other tool is refused; the commands give it (jobs/context.ts). */
   knownTools?: readonly string[];
+  /**
+   * The MCP servers' tools as known now (the daemon's live lists, or the listings on record for
+   * the commands that start no server): a name of a server not listed yet is only warned about.
+   */
+  mcpTools?: () => McpCatalog | undefined;
   /**
    * Where the `${VAR}` references of delivery targets are checked (an unset one is a problem);
    * default process.env; null: not looked up, for commands that send nothing (jobs, validate).
@@ -71,12 +79,19 @@ export async function loadJobsDir(dir: string, ctx: JobContext): Promise<{ jobs:
   return { jobs, problems };
 }
 
-/** What `countd validate` prints: the problems and warnings, then one summary line; warnings do not fail it. */
-export async function validateJobs(dir: string, ctx: JobContext): Promise<{ lines: string[]; ok: boolean; summary: string }> {
+/**
+ * What `countd validate` prints: the problems and warnings, then one summary line; warnings do not
+ * fail it. `moreWarnings`: what the command finds about the valid jobs beyond their files (unpriced models).
+ */
+export async function validateJobs(
+  dir: string,
+  ctx: JobContext,
+  moreWarnings: (jobs: readonly Job[]) => string[] = () => [],
+): Promise<{ lines: string[]; ok: boolean; summary: string }> {
   const listed = await listJobFiles(dir);
   const results = "files" in listed ? await readJobFiles(listed.files, ctx) : [];
   const { jobs, problems } = "files" in listed ? selectJobs(results) : { jobs: [], problems: [listed.problem] };
-  const warnings = results.flatMap((result) => result.warnings);
+  const warnings = [...results.flatMap((result) => result.warnings), ...moreWarnings(jobs)];
   const where = `${displayPath(path.resolve(dir))}${path.sep}`;
   const valid = `${plural(jobs.length, "job")} valid`;
   const warned = warnings.length > 0 ? `, ${plural(warnings.length, "warning")}` : "";
@@ -190,16 +205,17 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
   const problems = triggerProblems(data);
   const parsed = jobSchema.safeParse(data);
   if (parsed.success) {
-    const job = await toJob(parsed.data, absolute, source, ctx, problems);
+    const warnings: Problem[] = [];
+    const job = await toJob(parsed.data, absolute, source, ctx, problems, warnings);
     if (problems.length > 0) return failed(formatProblems(source, problems), nameAt);
-    return { file: absolute, job, problems: [], warnings: jobWarnings(job, source), nameAt };
+    return { file: absolute, job, problems: [], warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)], nameAt };
   }
 
   // The checks across fields still run on the keys that passed, so one round of fixes shows everything.
   const shape = zodProblems(parsed.error, jobFileSchema);
   problems.push(...shape);
   const passed = jobSchema.safeParse(withoutKeys(data, shape));
-  if (passed.success) await toJob(passed.data, absolute, source, ctx, problems);
+  if (passed.success) await toJob(passed.data, absolute, source, ctx, problems, []);
   return failed(formatProblems(source, problems), nameAt);
 }
 
@@ -317,8 +333,8 @@ function nameLocation(source: YamlSource): string {
   return `${source.name}:${line}:${col}`;
 }
 
-/** The checks that need more than one field, the file system or the context; problems go to `problems`. */
-async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobContext, problems: Problem[]): Promise<Job> {
+/** The checks that need more than one field, the file system or the context; problems go to `problems`, warnings to `warnings`. */
+async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobContext, problems: Problem[], warnings: Problem[]): Promise<Job> {
   const name = data.name ?? path.basename(file).replace(/\.ya?ml$/, "");
   if (data.name === undefined && !JOB_NAME.test(name)) {
     problems.push({
@@ -343,9 +359,18 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
   if (data.webhook) problems.push(...webhookSecretProblems(data.webhook.secret, env, source, ctx));
 
   if (ctx.knownTools && settings.tools) {
-    const known = ctx.knownTools;
+    const mcp = ctx.mcpTools?.();
+    const known = [...ctx.knownTools, ...(mcp?.tools ?? [])];
     settings.tools.forEach((tool, index) => {
-      if (!known.includes(tool)) problems.push({ path: ["tools", index], message: `unknown tool "${tool}" (known: ${known.join(", ")})` });
+      if (toolsMatching(tool, known).length > 0) return;
+      const server = mcp?.unlisted.find((name) => mayNameToolOf(tool, name));
+      if (server === undefined) {
+        problems.push({ path: ["tools", index], message: `unknown tool "${tool}" (known: ${known.join(", ")})` });
+        return;
+      }
+      const at = (source.doc.getIn(["tools", index], true) as Node | undefined)?.range?.[0];
+      const message = `warning: tools[${index}]: "${tool}" is not checked: the tools of the MCP server "${server}" have not been listed (countd mcp lists them)`;
+      warnings.push({ path: [], message, ...(at !== undefined ? { offset: at } : {}) });
     });
   }
 

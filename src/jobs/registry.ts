@@ -53,9 +53,10 @@ export class JobRegistry {
     this.log = (opts.log ?? silentLogger).child({ component: "jobs" });
   }
 
-  /** Reads every job file. The problems are returned for the caller to report, and not logged again later. */
-  async load(): Promise<{ problems: string[] }> {
-    return { problems: await this.rescan(false) };
+  /** Reads every job file. The problems and warnings are returned for the caller to report, and not logged again later. */
+  async load(): Promise<{ problems: string[]; warnings: string[] }> {
+    const problems = await this.rescan(false);
+    return { problems, warnings: [...this.results.values()].flatMap((result) => result.warnings) };
   }
 
   /**
@@ -158,6 +159,7 @@ export class JobRegistry {
 
     const lines: Line[] = [
       ...problems.map((problem): Line => ({ level: "error", fields: { problem }, msg: "problem in the jobs folder" })),
+      ...ordered.flatMap((result) => result.warnings).map((warning): Line => ({ level: "warn", fields: { warning }, msg: "warning in the jobs folder" })),
       ...kept.map(
         (job): Line => ({
           level: "warn",

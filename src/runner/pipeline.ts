@@ -18,6 +18,8 @@ export interface Pipeline {
   dispatcher: RunDispatcher;
   /** True when mail is written as .eml files because there are no smtp settings. */
   mailToFiles: boolean;
+  /** What every LLM call cost, which the budgets count; the console shows today's. */
+  ledger: SpendLedger;
   /** Closes the delivery stage (the runner is shut down by its owner, who knows the grace period). */
   close(): Promise<void>;
 }
@@ -81,6 +83,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     outbox: delivery.outbox,
     dispatcher: delivery.dispatcher,
     mailToFiles: delivery.mailToFiles,
+    ledger,
     async close() {
       await Promise.all([delivery.close(), ledger.flush()]);
     },

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { DeliveryMessage } from "../delivery/message.js";
-import { WEBHOOK_FORMATS, type DeliveryTarget } from "../delivery/targets.js";
+import { EMAIL_FOOTERS, WEBHOOK_FORMATS, type DeliveryTarget } from "../delivery/targets.js";
 import { RUN_REASONS, RUN_STATUSES } from "./run-record.js";
 import { count, isoTime as time } from "./quarantine.js";
 import { usageShape } from "./run-history.js";
@@ -67,7 +67,15 @@ export type OutboxRecord =
 
 const strings = z.array(z.string());
 const targetShape = z.discriminatedUnion("kind", [
-  z.looseObject({ kind: z.literal("email"), to: strings, cc: strings, bcc: strings, subject: z.string().optional(), attach: strings }),
+  z.looseObject({
+    kind: z.literal("email"),
+    to: strings,
+    cc: strings,
+    bcc: strings,
+    subject: z.string().optional(),
+    attach: strings,
+    footer: z.enum(EMAIL_FOOTERS).optional(),
+  }),
   z.looseObject({
     kind: z.literal("webhook"),
     url: z.string(),
@@ -87,6 +95,8 @@ const messageShape = z.looseObject({
     finishedAt: time,
     durationMs: z.number(),
     usage: usageShape,
+    // Entries queued before pricing have none: their cost is not known.
+    cost: z.number().nonnegative().nullable().default(null),
   }),
   result: z.string(),
   error: z.string().optional(),

@@ -6,7 +6,7 @@ import { fileTools } from "./filesystem.js";
 import { memoryTools } from "./memory.js";
 import { PathGuard } from "./paths.js";
 import type { SandboxChoice } from "./sandbox.js";
-import { ToolRegistry } from "./registry.js";
+import { ToolRegistry, toolsMatching } from "./registry.js";
 import { EXEC_DEFAULTS, execTool } from "./shell.js";
 import { webFetchTool } from "./web.js";
 
@@ -56,15 +56,25 @@ export function toolNames(config: Config): string[] {
 }
 
 /**
- * A new registry with the named tools (spawn, added per run, is accepted too); naming exec while
- * it is switched off says so rather than "unknown tool".
+ * The tool names `names` stand for, globs expanded (spawn, added per run, is accepted too);
+ * naming exec while it is switched off says so rather than "unknown tool", and so does a name
+ * that `unlisted` explains (an MCP server whose tools are not known yet).
  */
-export function selectTools(registry: ToolRegistry, names: readonly string[], config: Config): ToolRegistry {
+export function selectTools(
+  registry: ToolRegistry,
+  names: readonly string[],
+  config: Config,
+  unlisted: (name: string) => string | undefined = () => undefined,
+): string[] {
   if (!config.tools.exec.enabled && names.includes("exec")) {
     throw new Error("the exec tool is switched off in the configuration (tools.exec.enabled: false)");
   }
   if (names.includes("exec") && !registry.get("exec")) {
     throw new Error("the exec tool is not offered: no sandbox is available to it (countd status and the start-up log say why and how to fix it)");
   }
-  return registry.subset(names, PER_RUN_TOOLS);
+  for (const name of names) {
+    const why = toolsMatching(name, [...registry.names, ...PER_RUN_TOOLS]).length === 0 ? unlisted(name) : undefined;
+    if (why) throw new Error(why);
+  }
+  return registry.resolve(names, PER_RUN_TOOLS);
 }

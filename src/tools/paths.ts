@@ -2,9 +2,10 @@ import { readlink, realpath } from "node:fs/promises";
 import { homedir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { isInside } from "../inside.js";
+import { FinalToolError } from "./types.js";
 
 /** A tool was asked for something its safety settings forbid; the message is what the LLM reads. */
-export class ToolRefusal extends Error {
+export class ToolRefusal extends FinalToolError {
   override readonly name = "ToolRefusal";
 }
 

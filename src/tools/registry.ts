@@ -1,3 +1,4 @@
+import picomatch from "picomatch";
 import { z } from "zod";
 import type { ToolDefinition } from "../providers/types.js";
 import type { Tool } from "./types.js";
@@ -17,7 +18,7 @@ const definitions = new WeakMap<Tool, ToolDefinition>();
 function definitionOf(tool: Tool): ToolDefinition {
   let definition = definitions.get(tool);
   if (!definition) {
-    const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>;
+    const { $schema: _ignored, ...parameters } = tool.inputSchema ?? (z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>);
     definitions.set(tool, (definition = { type: "function", function: { name: tool.name, description: tool.description, parameters } }));
   }
   return definition;
@@ -53,15 +54,29 @@ export class ToolRegistry {
   }
 
   /**
-   * A registry holding only the named tools; an unknown name is an error, not a silent gap. This
-   * is the one check of tool names at run time. `added`: names the caller registers afterwards
-   * itself (spawn, built per run), accepted here and left out.
+   * The tool names `names` stand for, in order and each once: a name, or a glob (`mcp_notes_*`)
+   * for every tool it matches. A name or glob that stands for nothing is an error, not a silent
+   * gap. `added`: names the caller registers afterwards itself (spawn, built per run), accepted.
+   */
+  resolve(names: readonly string[], added: readonly string[] = []): string[] {
+    const known = [...this.names, ...added];
+    const resolved = names.map((name) => ({ name, found: toolsMatching(name, known) }));
+    const unknown = resolved.filter(({ found }) => found.length === 0).map(({ name }) => name);
+    if (unknown.length > 0) throw new Error(`unknown tool(s): ${unknown.join(", ")} (known: ${known.join(", ")})`);
+    return [...new Set(resolved.flatMap(({ found }) => found))];
+  }
+
+  /**
+   * A registry holding only the tools `names` stand for (see resolve). This is the one check of
+   * tool names at run time; the `added` names are accepted and left out.
    */
   subset(names: readonly string[], added: readonly string[] = []): ToolRegistry {
-    const known = [...this.names, ...added];
-    const unknown = names.filter((n) => !known.includes(n));
-    if (unknown.length > 0) throw new Error(`unknown tool(s): ${unknown.join(", ")} (known: ${known.join(", ")})`);
-    return new ToolRegistry().register(...names.flatMap((n) => this.tools.get(n) ?? []));
+    return new ToolRegistry().register(...this.resolve(names, added).flatMap((n) => this.tools.get(n) ?? []));
+  }
+
+  /** A registry with these tools and `more`. */
+  with(more: readonly Tool[]): ToolRegistry {
+    return new ToolRegistry().register(...this.tools.values(), ...more);
   }
 
   /** OpenAI function-calling form; computed once, since the loop asks every iteration. */
@@ -75,4 +90,11 @@ export class ToolRegistry {
     if (parsed.success) return { ok: true, args: parsed.data };
     return { ok: false, error: z.prettifyError(parsed.error) };
   }
+}
+
+/** `name` when it is one of `known`; for a glob, every one of `known` it matches. */
+export function toolsMatching(name: string, known: readonly string[]): string[] {
+  if (!picomatch.scan(name).isGlob) return known.includes(name) ? [name] : [];
+  const matches = picomatch(name);
+  return known.filter((candidate) => matches(candidate));
 }

@@ -21,6 +21,21 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
    * as untrusted data before the LLM reads it.
    */
   untrusted?: boolean;
-  /** Returns the text the LLM reads; throws to report a failure (which may be retried). */
+  /**
+   * A JSON Schema sent to the LLM as it is, instead of one made from `parameters`: an MCP
+   * server's, which the server checks itself (`parameters` then only needs an object).
+   */
+  inputSchema?: Record<string, unknown>;
+  /** The MCP server the tool comes from: its results are labelled with it, and audit lines name it. */
+  server?: string;
+  /** Returns the text the LLM reads; throws to report a failure (retried, unless a FinalToolError). */
   execute(args: z.infer<S>, ctx: ToolContext): Promise<string>;
+}
+
+/**
+ * A failure that another attempt cannot mend or must not risk (a refusal, a call whose outcome
+ * is unknown): the loop hands its message to the LLM at once.
+ */
+export class FinalToolError extends Error {
+  override readonly name: string = "FinalToolError";
 }

@@ -24,7 +24,8 @@ export function asRun(tool: Tool): Tool {
   if (!tool.untrusted) return tool;
   let wrapped = framed.get(tool);
   if (!wrapped) {
-    wrapped = { ...tool, execute: async (args, ctx) => frameUntrusted(`the ${tool.name} tool`, await tool.execute(args, ctx)) };
+    const source = tool.server !== undefined ? `the MCP server "${tool.server}" (tool ${tool.name})` : `the ${tool.name} tool`;
+    wrapped = { ...tool, execute: async (args, ctx) => frameUntrusted(source, await tool.execute(args, ctx)) };
     framed.set(tool, wrapped);
   }
   return wrapped;

@@ -47,7 +47,7 @@ describe("countd follow", { timeout: 90_000 }, () => {
       expect.stringMatching(/^\[weekly\] \[tool\] list_dir \{"path":"\."\} ok \d+ms$/),
       "[weekly] Revenue is up 4 %.",
       "[weekly] Costs are flat.",
-      expect.stringMatching(new RegExp(`^\\[weekly\\] run ${id} ok \\(\\S+, tokens \\d+ in .*/ \\d+ out\\)$`)),
+      expect.stringMatching(new RegExp(`^\\[weekly\\] run ${id} ok \\(\\S+, tokens \\d+ in .*/ \\d+ out, (\\$\\d+\\.\\d{4}|<\\$0\\.0001)\\)$`)),
     ]);
     // Queued before the run's end is recorded, sent after.
     expect(deliveries.map((line) => line.split(" ")[3])).toEqual(["queued", "sending", "delivered"]);

@@ -49,8 +49,10 @@ describe("countd show", { timeout: 90_000 }, () => {
     expect(online).toMatch(/^ {2}started {4}\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d\d:\d\d$/m);
     expect(online).toMatch(/^ {2}duration {3}\S+$/m);
     expect(online).toMatch(/^ {2}tokens {5}\d+ in( \(\d+ cached\))? \/ \d+ out \(2 iterations, 1 tool call\)$/m);
+    // gpt-4o-mini, priced from the bundled table: the run's cost, and each call's on its LLM line.
+    expect(online).toMatch(/^ {2}cost {7}(\$\d+\.\d{4}|<\$0\.0001)$/m);
     expect(online).toContain("\nPrompt\n  Report the weekly numbers.\n");
-    expect(lines.filter((line) => /^ {2}LLM \S+ {2}\d+ in( \(\d+ cached\))? \/ \d+ out {2}\S+/.test(line))).toHaveLength(2);
+    expect(lines.filter((line) => /^ {2}LLM gpt-4o-mini {2}\d+ in( \(\d+ cached\))? \/ \d+ out {2}(\$\d+\.\d{4}|<\$0\.0001) {2}\S+/.test(line))).toHaveLength(2);
     expect(online).toContain("\n    Reading the notes first.\n");
     expect(online).toMatch(/^ {2}tool read_file {2}ok {2}\d+(\.\d)?m?s$/m);
     expect(online).toContain('\n    arguments  {"path":"notes.txt"}\n');
@@ -73,7 +75,7 @@ describe("countd show", { timeout: 90_000 }, () => {
     expect(offline.code).toBe(0);
     const between = (text: string) => text.slice(text.indexOf("Prompt\n"), text.indexOf("Deliveries\n"));
     expect(between(offline.stdout)).toBe(between(online));
-    expect(offline.stdout.split("\n").slice(0, 9)).toEqual(lines.slice(0, 9));
+    expect(offline.stdout.split("\n").slice(0, 10)).toEqual(lines.slice(0, 10));
     expect(offline.stdout).toContain("Deliveries\n  (none pending or dead)\n  (acknowledged deliveries are listed while countd runs)\n");
     const offlineJson = JSON.parse((await countd(["show", id, "--job", "weekly", "--json"])).stdout) as RunView;
     expect(offlineJson).toMatchObject({ run: json.run, running: false, deliveries: [] });

@@ -2,7 +2,7 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ChatCompletionRequest, FixtureResponse } from "@copilotkit/aimock";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { JobDetail, JobView, RunView, StatusView } from "../../src/console/protocol.js";
+import type { JobDetail, JobView, RunView, StatsView, StatusView } from "../../src/console/protocol.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
 import { consoleFolder, daemonsOf, endedRun, gate, SLOW, startConsoleDaemon, writeJob, type ConsoleDaemon } from "../support/console-daemon.js";
@@ -314,7 +314,7 @@ describe("the console API", () => {
       expect(error).toContain(named);
     }
     expect(((await (await console.api("/api/runs?status=exploded")).json()) as { error: string }).error).toBe(
-      'status must be one of running, ok, error, timeout, cancelled, skipped, interrupted, got "exploded"',
+      'status must be one of running, ok, error, timeout, cancelled, skipped, interrupted, budget, got "exploded"',
     );
     const missing = await console.api("/api/runs/20200101T000000Z-abcd");
     expect(missing.status).toBe(404);
@@ -322,7 +322,7 @@ describe("the console API", () => {
 
     const stats = await console.get<{ timezone: string; days: Array<{ date: string; by_status: object }>; runs: Array<{ id: string; status: string }> }>("/api/stats?days=7");
     expect(stats.days).toHaveLength(7);
-    expect(stats.days.at(-1)).toEqual({ date: expect.any(String), by_status: { ok: 3, error: 1 } });
+    expect(stats.days.at(-1)).toMatchObject({ date: expect.any(String), by_status: { ok: 3, error: 1 } });
     // Each run's point only for one job's charts.
     expect(stats.runs).toEqual([]);
     const hello = await console.get<{ runs: Array<{ id: string; status: string }> }>("/api/stats?job=hello&days=7");
@@ -333,6 +333,94 @@ describe("the console API", () => {
 
     const status = await console.get<StatusView>("/api/status");
     expect(status.today).toMatchObject({ runs: 4, failures: 1, by_status: { ok: 3, error: 1 } });
+  });
+
+  it("shows what runs cost: each run's cost and model, each LLM call's, today's spend by job (a run in progress's so far) and per day; an unpriced model counts apart, a budget stop as a failure", async () => {
+    // OpenRouter's shape of OpenAI's API, in which aimock reports cached and cache-written input.
+    env = { ...env, OPENAI_BASE_URL: `${mock.url}/api/v1` };
+    const dir = await consoleFolder({ extra: "prices:\n  gpt-4o-mini: { input: 2, cached_input: 0.5, cache_write: 2.5, output: 8 }\n" });
+    await writeJob(dir, "cached", "prompt: list the workspace\n");
+    await writeJob(dir, "local", "prompt: answer locally\nmodel: unlisted-local-model\n");
+    await writeJob(dir, "capped", "prompt: list the workspace again\nbudget:\n  per_run: 0.001\n");
+    await writeJob(dir, "slow", "prompt: list slowly\n");
+    // Each call: 400 of its 1,000 input tokens read from the cache and 200 written to it, so
+    // (400 × $2 + 400 × $0.50 + 200 × $2.50 + 100 × $8) per million = $0.0023.
+    const usage = { prompt_tokens: 1_000, completion_tokens: 100, prompt_tokens_details: { cached_tokens: 400, cache_write_tokens: 200 } };
+    const CALL = 0.0023;
+    const listing = listThenAnswer("one file");
+    for (const prompt of ["list the workspace", "answer locally"]) mock.onMessage(prompt, (request) => ({ ...listing(request), usage }));
+    // Its second call is held: the run is in progress, its first call spent.
+    const second = gate();
+    gates.push(second.open);
+    mock.onMessage("list slowly", async (request) => {
+      if (request.messages.some((message) => message.role === "tool")) await second.wait;
+      return { ...listing(request), usage };
+    });
+    const console = await start(dir);
+    const ran = async (job: string) => endedRun(console, (await console.post(`/api/jobs/${job}/run`)).body.run_id, job);
+
+    const cached = await ran("cached");
+    const local = await ran("local");
+    const capped = await ran("capped");
+    expect(cached).toMatchObject({ status: "ok", model: "gpt-4o-mini", usage: { inputTokens: 2_000, outputTokens: 200, cachedInputTokens: 800, cacheWriteTokens: 400 } });
+    expect(cached.cost).toBeCloseTo(2 * CALL, 12);
+    expect(local).toMatchObject({ status: "ok", model: "unlisted-local-model", cost: null });
+    // The first call crossed the cap: the second is not made.
+    expect(capped).toMatchObject({ status: "budget", iterations: 1, error: expect.stringContaining("per-run budget") });
+    expect(capped.cost).toBeCloseTo(CALL, 12);
+
+    const { runs } = await console.get<{ runs: RunRecord[] }>("/api/runs");
+    expect(runs.map((run) => [run.job, run.status, run.model, run.cost])).toEqual([
+      ["capped", "budget", "gpt-4o-mini", capped.cost],
+      ["local", "ok", "unlisted-local-model", null],
+      ["cached", "ok", "gpt-4o-mini", cached.cost],
+    ]);
+    expect((await console.get<{ runs: RunRecord[] }>("/api/runs?status=budget")).runs.map((run) => run.id)).toEqual([capped.id]);
+
+    let view!: RunView;
+    await vi.waitFor(async () => {
+      view = await console.get<RunView>(`/api/runs/${cached.id}`);
+      expect(view.transcript.steps.filter((step) => step.kind === "llm")).toHaveLength(2);
+    }, SLOW);
+    expect(view.run).toMatchObject({ cost: cached.cost, model: "gpt-4o-mini" });
+    for (const step of view.transcript.steps.filter((step) => step.kind === "llm")) {
+      expect(step).toMatchObject({ model: "gpt-4o-mini", usage: { inputTokens: 1_000, cachedInputTokens: 400, cacheWriteTokens: 200, outputTokens: 100 } });
+      expect(step.cost).toBeCloseTo(CALL, 12);
+    }
+    await vi.waitFor(async () => {
+      const steps = (await console.get<RunView>(`/api/runs/${local.id}`)).transcript.steps.filter((step) => step.kind === "llm");
+      expect(steps).toEqual([expect.objectContaining({ model: "unlisted-local-model", cost: null }), expect.objectContaining({ cost: null })]);
+    }, SLOW);
+    expect((await console.get<RunView>(`/api/runs/${capped.id}`)).run).toMatchObject({ status: "budget", error: capped.error });
+
+    const { today, budget } = await console.get<StatusView>("/api/status");
+    expect(today).toMatchObject({ runs: 3, failures: 1, by_status: { ok: 2, budget: 1 }, unpriced: 1 });
+    // What the daily budgets count: every call so far (5 of them, the unpriced model's tokens too).
+    expect(budget).toMatchObject({ timezone: expect.any(String), date: expect.stringMatching(/^\d{4}-\d\d-\d\d$/), tokens: 5 * 1_100 });
+    expect(budget.cost).toBeCloseTo(3 * CALL, 12);
+    expect(today.cost).toBeCloseTo(3 * CALL, 12);
+    expect(today.tokens).toEqual({ inputTokens: 5_000, outputTokens: 500, cachedInputTokens: 2_000, cacheWriteTokens: 1_000 });
+    expect(today.by_job).toEqual({
+      cached: { cost: cached.cost, unpriced: 0, tokens: cached.usage },
+      local: { cost: 0, unpriced: 1, tokens: local.usage },
+      capped: { cost: capped.cost, unpriced: 0, tokens: capped.usage },
+    });
+
+    const stats = await console.get<StatsView>("/api/stats?days=2");
+    expect(stats.days.at(-1)).toMatchObject({ by_status: { ok: 2, budget: 1 }, unpriced: 1 });
+    expect(stats.days.at(-1)!.cost).toBeCloseTo(3 * CALL, 12);
+    expect(stats.days[0]).toMatchObject({ cost: 0, unpriced: 0 });
+    expect((await console.get<StatsView>("/api/stats?job=local&days=1")).runs).toEqual([expect.objectContaining({ id: local.id, cost: null })]);
+
+    const slow = (await console.post("/api/jobs/slow/run")).body.run_id as string;
+    await vi.waitFor(async () => {
+      const status = await console.get<StatusView>("/api/status");
+      expect(status.running).toEqual([expect.objectContaining({ id: slow, usage: { inputTokens: 1_000, outputTokens: 100, cachedInputTokens: 400, cacheWriteTokens: 200 }, cost: expect.closeTo(CALL, 12) })]);
+      expect(status.today.by_job["slow"]).toEqual({ cost: expect.closeTo(CALL, 12), unpriced: 0, tokens: status.running[0]!.usage });
+      expect(status.today.cost).toBeCloseTo(4 * CALL, 12);
+    }, SLOW);
+    second.open();
+    expect((await endedRun(console, slow, "slow")).cost).toBeCloseTo(2 * CALL, 12);
   });
 
   it("GET /api/outbox shows a dead delivery with its attempts and last error; POST /api/outbox/<id>/retry sends it again", async () => {

@@ -46,7 +46,8 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     // The first delivery is refused for good (400): it goes dead until someone retries it.
     hooks = await startWebhookReceiver({ steps: [400] });
     await mkdir(join(dir, "jobs"));
-    await writeFile(join(dir, "countd.yaml"), "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\n");
+    // A price of its own for the model, so that the costs shown are the test's, not the bundled table's.
+    await writeFile(join(dir, "countd.yaml"), "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\nprices:\n  gpt-4o-mini: { input: 0.15, cached_input: 0.075, output: 0.6 }\n");
     const jobs: Record<string, string> = {
       report: "description: The weekly numbers\nprompt: Write the weekly report.\ntools: [list_dir]\n",
       hostile: "prompt: Answer the hostile question.\n",
@@ -194,11 +195,11 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     await expectInert(page);
   });
 
-  it("pages through a job's older runs and charts their duration and tokens, and the overview charts runs per day by status", { timeout: TEST_MS }, async () => {
+  it("pages through a job's older runs and charts their duration, tokens and cost, shows a run stopped by its budget as failed with why, and the overview charts runs per day by status", { timeout: TEST_MS }, async () => {
     const page = await signedIn();
     const legend = page.locator("figure", { has: page.locator("figcaption", { hasText: "Runs per day" }) }).locator(".u-legend");
     await legend.waitFor();
-    for (const status of ["ok", "error", "timeout"]) expect(await legend.textContent()).toContain(status);
+    for (const status of ["ok", "error", "budget", "timeout"]) expect(await legend.textContent()).toContain(status);
 
     await page.getByRole("link", { name: "history", exact: true }).click();
     const rows = page.locator("table.runs tbody tr");
@@ -213,11 +214,23 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
 
     const charts = page.locator("figure .chart");
     const tokens = SEEDED.map((run) => run.usage.inputTokens + run.usage.outputTokens);
+    const costs = SEEDED.map((run) => run.cost!);
     expect(await charts.evaluateAll((boxes) => boxes.map((box) => box.getAttribute("aria-label")))).toEqual([
       "Duration of the last 60 finished runs: from 20 s to 50 s",
       `Tokens of the last 60 finished runs: from ${Math.min(...tokens).toLocaleString("en-US")} to ${Math.max(...tokens).toLocaleString("en-US")}`,
+      `Cost of the last 60 finished runs: from ${cents(Math.min(...costs))} to ${cents(Math.max(...costs))}`,
     ]);
-    expect(await page.locator("figure .chart canvas").count()).toBe(2);
+    expect(await page.locator("figure .chart canvas").count()).toBe(3);
+
+    // A run its budget stopped: in the history with its cost and why, and on its page as a failure.
+    const stopped = SEEDED.find((run) => run.status === "budget")!;
+    const row = rows.filter({ hasText: stopped.id });
+    expect(await row.textContent()).toContain(`budget${stopped.error}`);
+    expect(await row.locator("td").last().textContent()).toBe(cents(stopped.cost!));
+    await row.getByRole("link", { name: stopped.id }).click();
+    await page.locator(".facts .status-budget", { hasText: "budget" }).waitFor();
+    expect(await text(page, ".notice-error")).toBe(stopped.error);
+    expect(await text(page, ".facts")).toContain(`Cost${cents(stopped.cost!)}Modelgpt-4o-mini`);
   });
 
   it("Run now streams the answer in as it is written and the tool call as it happens, then shows the transcript", { timeout: TEST_MS }, async () => {
@@ -242,7 +255,8 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
       if (i === 2) await page.screenshot({ path: join(SCREENSHOTS, "console-live-run.png") });
     }
     expect(await page.locator(".answer.md").count()).toBe(0);
-    await answer.end({ prompt_tokens: 900, completion_tokens: 40 });
+    // 600 of the input read from the prompt cache (held-llm passes the usage on as given).
+    await answer.end({ prompt_tokens: 900, completion_tokens: 40, prompt_tokens_details: { cached_tokens: 600 } } as { prompt_tokens: number; completion_tokens: number });
 
     await page.locator(".answer.md strong", { hasText: "up 4 %" }).waitFor();
     expect(await page.locator(".live-badge").count()).toBe(0);
@@ -252,15 +266,31 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     expect(facts).toContain("ok");
     expect(facts).toContain("manual");
     expect(await page.locator(".step-call .call-label").allTextContents()).toEqual(["Call 1", "Call 2"]);
+    // (120 × $0.15 + 30 × $0.60) and (300 × $0.15 + 600 × $0.075 + 40 × $0.60) per million tokens.
+    expect(await page.locator(".step-call .muted").allTextContents()).toEqual([
+      expect.stringMatching(/gpt-4o-mini · 120 in \(0 cached\), 30 out · \$0\.000036 · [^·]+ · tool_calls/),
+      expect.stringMatching(/gpt-4o-mini · 900 in \(600 cached\), 40 out · \$0\.000114 · [^·]+ · stop/),
+    ]);
+    expect(facts).toContain("Tokens1,090 1,020 in (600 cached), 70 out");
+    expect(facts).toContain("Cost$0.00015Modelgpt-4o-mini");
     await page.locator(".step-tool summary").click();
     await page.locator(".step-tool pre").nth(1).filter({ hasText: "list_dir" }).waitFor();
     await page.screenshot({ path: join(SCREENSHOTS, "console-transcript.png") });
 
-    // The job's history has the run, by reason and with its tokens.
+    // The job's history has the run, by reason and with its tokens, the cached ones and its cost.
     await page.getByRole("link", { name: "report", exact: true }).click();
     const run = page.locator("table.runs tbody tr", { hasText: first.runId });
     await run.waitFor();
-    expect(await run.textContent()).toMatch(/okmanual.*1,\d{3}$/);
+    expect(await run.textContent()).toMatch(/okmanual.*1,090600 cached\$0\.00015$/);
+    // The overview adds it to what the job spent today.
+    await page.getByRole("link", { name: "Overview" }).first().click();
+    const today = page.locator("table.jobs tbody tr", { has: page.getByRole("link", { name: "report", exact: true }) });
+    await expect.poll(() => today.locator("td.num").textContent(), { timeout: WAIT_MS }).toBe("$0.000151,090 tokens");
+    // The history's last seeded runs may have started today too.
+    const midnight = new Date();
+    midnight.setHours(0, 0, 0, 0);
+    const seededToday = SEEDED.filter((seeded) => Date.parse(seeded.startedAt) >= midnight.getTime()).reduce((sum, seeded) => sum + seeded.cost!, 0);
+    expect(await text(page, ".tiles")).toContain(`Spent today${cents(seededToday + 0.00015)}`);
   });
 
   it("renders an agent's script, image handler and javascript: link inert, while it streams and in the transcript", { timeout: TEST_MS }, async () => {
@@ -395,8 +425,9 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
 /** Sixty finished runs of the job "history" over the last twelve days, newest last, some failed. */
 const SEEDED: RunRecord[] = Array.from({ length: 60 }, (_, i) => {
   const started = new Date(Date.now() - (60 - i) * 4.8 * 3_600_000);
-  const status = i % 10 === 3 ? "error" : i % 15 === 7 ? "timeout" : "ok";
+  const status = i % 10 === 3 ? "error" : i % 15 === 7 ? "timeout" : i % 20 === 9 ? "budget" : "ok";
   const tokens = 1_500 + ((i * 37) % 900);
+  const cost = (tokens * 2) / 1_000_000;
   return {
     id: `${started.toISOString().replace(/[-:]|\.\d+/g, "")}-${i.toString(16).padStart(4, "0")}`,
     job: "history",
@@ -407,8 +438,16 @@ const SEEDED: RunRecord[] = Array.from({ length: 60 }, (_, i) => {
     status,
     iterations: 2,
     toolCalls: 1,
-    usage: { inputTokens: tokens - 100, outputTokens: 100, cachedInputTokens: 0 , cacheWriteTokens: 0},
-    ...(status === "error" ? { error: "the model answered 500" } : status === "timeout" ? { error: "timed out after 1 minute" } : {}),
+    usage: { inputTokens: tokens - 100, outputTokens: 100, cachedInputTokens: 0, cacheWriteTokens: 0 },
+    cost,
+    model: "gpt-4o-mini",
+    ...(status === "error"
+      ? { error: "the model answered 500" }
+      : status === "timeout"
+        ? { error: "timed out after 1 minute" }
+        : status === "budget"
+          ? { error: `the job's per-run budget of $0.0030 is spent: this run has cost $${cost.toFixed(4)}` }
+          : {}),
     sessionId: `cron:history:${i}`,
   };
 });
@@ -419,6 +458,9 @@ async function seedHistory(stateDir: string): Promise<void> {
   for (const run of SEEDED) await state.saveRun(run);
   await state.close();
 }
+
+/** USD as the page shows a cost under a dollar, in the browser's en-US. */
+const cents = (usd: number) => new Intl.NumberFormat("en-US", { style: "currency", currency: "USD", maximumSignificantDigits: 3 }).format(usd);
 
 /** A port free on 127.0.0.1 now. */
 async function freePort(): Promise<number> {

@@ -33,7 +33,7 @@ class FakeSocket implements LiveSocket {
 const API_KEY = "sk-live-0123456789abcdefSECRET";
 const HOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-const usage = (input: number, output: number): Usage => ({ inputTokens: input, outputTokens: output, cachedInputTokens: 0 , cacheWriteTokens: 0});
+const usage = (input: number, output: number, cached = 0): Usage => ({ inputTokens: input, outputTokens: output, cachedInputTokens: cached, cacheWriteTokens: 0 });
 
 function record(job: string, id: string, extra: Partial<RunRecord> = {}): RunRecord {
   return {
@@ -58,7 +58,7 @@ function hub(secrets: string[] = [API_KEY, HOOK_SECRET]) {
   return { events, live, setSecrets: (next: string[]) => (redactor = new Redactor(next)) };
 }
 
-/** A run as the runner and the agent loop announce it: start, one iteration with a chunked answer and a tool call, its LLM call. */
+/** A run as the runner and the agent loop announce it: start, one iteration with a chunked answer and a tool call, its LLM call ($0.25, of a whole binary fraction so that sums compare exactly). */
 function runUntilTool(events: EventBus, run: RunRecord) {
   events.emit("run.started", { run });
   events.emit("iteration", { sessionId: run.sessionId, iteration: 1 });
@@ -66,15 +66,16 @@ function runUntilTool(events: EventBus, run: RunRecord) {
   events.emit("answer.chunk", { sessionId: run.sessionId, text: "look." });
   events.emit("tool.started", { sessionId: run.sessionId, callId: "call-1", name: "list_dir", arguments: { path: "." } });
   events.emit("tool.finished", { sessionId: run.sessionId, callId: "call-1", name: "list_dir", arguments: { path: "." }, result: "a.txt\nb.txt", durationMs: 3.4, attempts: 1 });
-  events.emit("llm.finished", { sessionId: run.sessionId, model: "gpt-test", usage: usage(100, 20), cost: null, durationMs: 120.6, finishReason: "tool_calls", attempts: 1 });
+  events.emit("llm.finished", { sessionId: run.sessionId, model: "gpt-test", usage: usage(100, 20, 60), cost: 0.25, durationMs: 120.6, finishReason: "tool_calls", attempts: 1 });
 }
 
 function finish(events: EventBus, run: RunRecord, extra: Partial<RunRecord> = {}) {
-  events.emit("run.finished", { run: { ...run, status: "ok", finishedAt: "2026-12-02T09:00:05.000Z", usage: usage(150, 30), ...extra } });
+  events.emit("run.finished", { run: { ...run, status: "ok", finishedAt: "2026-12-02T09:00:05.000Z", usage: usage(150, 30, 60), cost: 0.375, model: "gpt-test", ...extra } });
 }
 
 const RUN_A = record("report", "20261202T090000Z-aaaa");
 const RUN_B = record("backup", "20261202T090001Z-bbbb");
+const RUN_C = record("cleanup", "20261202T090002Z-cccc");
 
 describe("LiveHub", () => {
   it("sends a connected client every message of a run, in order, in the original design's shapes", () => {
@@ -93,8 +94,8 @@ describe("LiveHub", () => {
     expect(chunk2).toEqual({ type: "stream", run_id: RUN_A.id, job: "report", content: "look." });
     expect(toolStart).toEqual({ type: "tool_start", run_id: RUN_A.id, job: "report", call_id: "call-1", name: "list_dir", arguments: { path: "." } });
     expect(toolResult).toEqual({ type: "tool_result", run_id: RUN_A.id, job: "report", call_id: "call-1", name: "list_dir", result: "a.txt\nb.txt", duration_ms: 3, attempts: 1 });
-    expect(llm).toEqual({ type: "llm", run_id: RUN_A.id, job: "report", model: "gpt-test", usage: usage(100, 20), duration_ms: 121 });
-    expect(finished).toMatchObject({ type: "run_finished", run_id: RUN_A.id, job: "report", status: "ok", usage: usage(150, 30), run: { status: "ok" } });
+    expect(llm).toEqual({ type: "llm", run_id: RUN_A.id, job: "report", model: "gpt-test", usage: usage(100, 20, 60), cost: 0.25, duration_ms: 121 });
+    expect(finished).toMatchObject({ type: "run_finished", run_id: RUN_A.id, job: "report", status: "ok", usage: usage(150, 30, 60), cost: 0.375, run: { status: "ok", cost: 0.375, model: "gpt-test" } });
     expect(finished).not.toHaveProperty("error");
   });
 
@@ -108,7 +109,7 @@ describe("LiveHub", () => {
     finish(events, RUN_A, { status: "error", error: "LLM request failed: HTTP 500" });
     expect(socket.messages.slice(2)).toEqual([
       expect.objectContaining({ type: "tool_result", attempts: 3, error: "exit code 2" }),
-      expect.objectContaining({ type: "llm", error: "HTTP 500" }),
+      expect.objectContaining({ type: "llm", cost: null, error: "HTTP 500" }),
       expect.objectContaining({ type: "run_finished", status: "error", error: "LLM request failed: HTTP 500" }),
     ]);
   });
@@ -373,20 +374,23 @@ describe("LiveHub", () => {
     expect(socket.types).toEqual(["live"]);
   });
 
-  it("knows the runs in progress: how far they got and their tokens so far", () => {
+  it("knows the runs in progress: how far they got, their tokens and their cost so far (unknown once a call is unpriced)", () => {
     const { events, live } = hub();
     runUntilTool(events, RUN_A);
     events.emit("iteration", { sessionId: RUN_A.sessionId, iteration: 2 });
-    events.emit("llm.finished", { sessionId: RUN_A.sessionId, model: "gpt-test", usage: usage(50, 5), cost: null, durationMs: 10, finishReason: "stop", attempts: 1 });
-    events.emit("run.started", { run: RUN_B });
+    events.emit("llm.finished", { sessionId: RUN_A.sessionId, model: "gpt-test", usage: usage(50, 5, 40), cost: 0.125, durationMs: 10, finishReason: "stop", attempts: 1 });
+    runUntilTool(events, RUN_B);
+    events.emit("llm.finished", { sessionId: RUN_B.sessionId, model: "local-model", usage: usage(50, 5), cost: null, durationMs: 10, finishReason: "stop", attempts: 1 });
+    events.emit("run.started", { run: RUN_C });
     expect(live.active()).toEqual([
-      { id: RUN_A.id, job: "report", reason: "manual", started_at: RUN_A.startedAt, iteration: 2, usage: usage(150, 25) },
-      { id: RUN_B.id, job: "backup", reason: "manual", started_at: RUN_B.startedAt, iteration: 0, usage: emptyUsage() },
+      { id: RUN_A.id, job: "report", reason: "manual", started_at: RUN_A.startedAt, iteration: 2, usage: usage(150, 25, 100), cost: 0.375 },
+      { id: RUN_B.id, job: "backup", reason: "manual", started_at: RUN_B.startedAt, iteration: 1, usage: usage(150, 25, 60), cost: null },
+      { id: RUN_C.id, job: "cleanup", reason: "manual", started_at: RUN_C.startedAt, iteration: 0, usage: emptyUsage(), cost: 0 },
     ]);
     expect(live.isRunning(RUN_A.id, "report")).toBe(true);
     expect(live.isRunning(RUN_A.id, "backup")).toBe(false);
     finish(events, RUN_A);
-    expect(live.active().map((run) => run.id)).toEqual([RUN_B.id]);
+    expect(live.active().map((run) => run.id)).toEqual([RUN_B.id, RUN_C.id]);
   });
 
   it("tells its clients it is stopping (1001) and stops listening to the bus", () => {

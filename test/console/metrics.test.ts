@@ -128,6 +128,7 @@ describe("GET /metrics", () => {
       expect(value(metrics, "countd_llm_tokens_total", { job_name: run.job, model, type: "input" })).toBe(run.usage.inputTokens);
       expect(value(metrics, "countd_llm_tokens_total", { job_name: run.job, model, type: "output" })).toBe(run.usage.outputTokens);
       expect(value(metrics, "countd_llm_tokens_total", { job_name: run.job, model, type: "cached" })).toBe(run.usage.cachedInputTokens);
+      expect(value(metrics, "countd_llm_tokens_total", { job_name: run.job, model, type: "cache_write" })).toBe(run.usage.cacheWriteTokens);
     }
     expect(hello.usage.outputTokens).toBeGreaterThan(0);
 
@@ -154,6 +155,33 @@ describe("GET /metrics", () => {
     expect(value(after, "countd_llm_requests_total", { job_name: "hello", model })).toBe(4);
     expect(value(after, "countd_tool_calls_total", { tool: "list_dir", status: "ok" })).toBe(2);
     expect(value(after, "countd_last_success_timestamp_seconds", { job_name: "hello" })).toBe(Date.parse(again.finishedAt!) / 1000);
+  });
+
+  it("prices LLM calls: USD by job and model for priced ones, unpriced calls counted apart, tokens by type with the cached and cache-written input", async () => {
+    // OpenRouter's shape of OpenAI's API, in which aimock reports cached and cache-written input.
+    env = { ...env, OPENAI_BASE_URL: `${mock.url}/api/v1` };
+    const dir = await consoleFolder({ extra: "prices:\n  gpt-4o-mini: { input: 2, cached_input: 0.5, cache_write: 2.5, output: 8 }\n" });
+    await writeJob(dir, "priced", "prompt: list the files\n");
+    await writeJob(dir, "local", "prompt: list the files locally\nmodel: unlisted-local-model\n");
+    const usage = { prompt_tokens: 1_000, completion_tokens: 100, prompt_tokens_details: { cached_tokens: 400, cache_write_tokens: 200 } };
+    mock.onMessage("list the files", (request) => ({ ...listThenAnswer(request), usage }));
+    const console = await start(dir);
+
+    const priced = await runNow(console, "priced");
+    const local = await runNow(console, "local");
+    expect([priced.status, local.status]).toEqual(["ok", "ok"]);
+    const metrics = await scrape(console);
+    // Two calls of (400 × $2 + 400 × $0.50 + 200 × $2.50 + 100 × $8) per million tokens.
+    expect(value(metrics, "countd_llm_cost_usd_total", { job_name: "priced", model: "gpt-4o-mini" })).toBeCloseTo(0.0046, 12);
+    expect(value(metrics, "countd_llm_cost_usd_total", { job_name: "priced", model: "gpt-4o-mini" })).toBeCloseTo(priced.cost!, 12);
+    expect(series(metrics, "countd_llm_cost_usd_total")).toHaveLength(1);
+    expect(series(metrics, "countd_llm_unpriced_calls_total").map(({ labels, value }: any) => ({ labels, value }))).toEqual([
+      { labels: { job_name: "local", model: "unlisted-local-model" }, value: 2 },
+    ]);
+    for (const [run, model] of [[priced, "gpt-4o-mini"], [local, "unlisted-local-model"]] as const) {
+      const tokens = (type: string) => value(metrics, "countd_llm_tokens_total", { job_name: run.job, model, type });
+      expect([tokens("input"), tokens("cached"), tokens("cache_write"), tokens("output")]).toEqual([2_000, 800, 400, 200]);
+    }
   });
 
   it("answers 401 without the token, and opens to anyone with console.metrics_public while the API still needs the token", async () => {

@@ -119,10 +119,13 @@ describe("countd start delivering runs", () => {
         finishedAt: report.finishedAt,
         durationMs: Date.parse(report.finishedAt!) - Date.parse(report.startedAt),
         usage: report.usage,
+        cost: report.cost,
       },
       result: "All 3 orders shipped.",
     });
     expect(report.usage).toMatchObject({ inputTokens: 11, outputTokens: 5 });
+    // gpt-4o-mini, priced from the bundled table.
+    expect(report.cost).toBeGreaterThan(0);
 
     // The quiet run's answer was not queued at all, so nothing of it waits to be sent after a restart.
     const outbox = await Outbox.open({ stateDir: join(dir, "state"), send: () => Promise.reject(new Error("not sending")) });

@@ -94,6 +94,22 @@ describe("email over SMTP", () => {
     expect(mail.html).toContain("<code>reports/*.pdf</code>");
   });
 
+  it("ends the mail with the run's tokens, cost and duration under footer: usage, in text and HTML; without it, no footer", async () => {
+    const sender = await smtpMailer();
+    const used = { ...message, run: { ...message.run, usage: { inputTokens: 12_000, cachedInputTokens: 8_000, cacheWriteTokens: 0, outputTokens: 900 }, cost: 0.0042, durationMs: 83_000 } };
+    await sender.send(target({ footer: "usage" }), used, DELIVERY_ID, workspace);
+    await sender.send(target(), used, `${DELIVERY_ID}-plain`, workspace);
+    await sender.send(target({ footer: "usage" }), { ...used, run: { ...used.run, cost: null } }, `${DELIVERY_ID}-unpriced`, workspace);
+    const [withFooter, plain, unpriced] = peer!.received.map((received) => received.mail);
+    const line = "Tokens: 12000 in (8000 cached) / 900 out · Cost: $0.0042 · Duration: 83s";
+    expect(withFooter!.text!.trimEnd()).toMatch(new RegExp(`\\n---\\n+${line.replace(/[$().]/g, "\\$&")}$`));
+    expect(withFooter!.html).toMatch(new RegExp(`<hr ?/?>\\s*<p>${line.replace(/[$().]/g, "\\$&")}</p>`));
+    expect(plain!.text).not.toContain("Tokens:");
+    expect(plain!.html).not.toContain("Tokens:");
+    expect(plain!.html).not.toMatch(/<hr/);
+    expect(unpriced!.text).toContain("Cost: not known (a model has no price)");
+  });
+
   it("logs a warning naming the delivery and the pattern when an attachment pattern matches nothing", async () => {
     await writeFile(join(workspace, "reports", "sales.csv"), "region,total\n");
     peer = await startSmtpPeer();

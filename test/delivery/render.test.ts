@@ -13,6 +13,7 @@ const failed: DeliveryMessage = {
     finishedAt: "2026-03-01T09:10:00.000Z",
     durationMs: 600_000,
     usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 , cacheWriteTokens: 0},
+    cost: 0.0001,
   },
   result: "Partial answer.",
   error: "run timed out after 10m; ``` a fence in the error",

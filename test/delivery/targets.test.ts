@@ -124,6 +124,13 @@ describe("parseDeliveryTargets", () => {
     ]);
   });
 
+  it("takes an email target's footer: usage, and names any other footer", () => {
+    expect(parseDeliveryTargets(parse("- email: { to: [a@example.com], footer: usage }"), "deliver")).toEqual([
+      { kind: "email", to: ["a@example.com"], cc: [], bcc: [], attach: [], footer: "usage" },
+    ]);
+    expect(problems([{ email: { to: ["a@example.com"], footer: "tokens" } }])).toEqual(['deliver[0].email.footer: expected one of usage, got "tokens"']);
+  });
+
   it("accepts nothing but a list", () => {
     expect(problems({ email: { to: ["a@example.com"] } })).toEqual(["deliver: expected a list of delivery targets, got a mapping"]);
   });
@@ -143,6 +150,7 @@ describe("targetKey", () => {
       targetKey(email),
       targetKey({ ...email, to: ["a@example.com"] }),
       targetKey({ ...email, subject: "Other {{date}}" }),
+      targetKey({ ...email, footer: "usage" }),
       targetKey(hook),
       targetKey({ ...hook, format: "slack" }),
       targetKey({ ...hook, url: "https://hooks.example.com:8443/y" }),
@@ -150,6 +158,11 @@ describe("targetKey", () => {
     expect(new Set(keys).size).toBe(keys.length);
     for (const key of keys) expect(key).toMatch(/^[a-z0-9-]+(\.[a-z0-9-]+)*$/);
     expect(targetKey(hook)).toMatch(/^webhook-hooks\.example\.com-[0-9a-f]{12}$/);
+  });
+
+  it("of an email target without a footer is what it was before footers existed, so its queued deliveries keep their ids", () => {
+    const digest = createHash("sha256").update(JSON.stringify({ to: ["a@example.com", "b@example.com"], cc: [], bcc: [], attach: [] })).digest("hex").slice(0, 12);
+    expect(targetKey(email)).toBe(`email-${digest}`);
   });
 
   it("is taken from a ${VAR} URL as written, named after its variable", () => {

@@ -6,6 +6,7 @@ import { sendWebhook } from "../../src/delivery/webhook.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 import { closeServer, listenLoopback } from "../support/loopback.js";
 import { completedMessage } from "../support/delivery-message.js";
+import { entryShape } from "../../src/store/outbox-shapes.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const DELIVERY_ID = "daily-report.20260301T090000Z-ab12.webhook-127.0.0.1-0123456789ab";
@@ -50,6 +51,29 @@ describe("sendWebhook, json format", () => {
     const lastToolCalls = [{ name: "exec", status: "error" as const, summary: "make → exit 2" }];
     await sendWebhook(target(peer.url), { ...message, kind: "run.failed", error: "exit 2", lastToolCalls }, DELIVERY_ID);
     expect(JSON.parse(peer.requests[0]!.body)).toMatchObject({ type: "run.failed", error: "exit 2", lastToolCalls });
+  });
+
+  it("gives the run's cost in USD, null for an unpriced model and for an entry queued before pricing", async () => {
+    const peer = await receiver({ secret: SECRET });
+    await sendWebhook(target(peer.url), message, DELIVERY_ID);
+    await sendWebhook(target(peer.url), { ...message, run: { ...message.run, cost: null } }, `${DELIVERY_ID}-unpriced`);
+    // As the outbox journal holds an entry written by a countd before pricing: its run has no cost.
+    const { cost: _cost, ...before } = message.run;
+    const queued = entryShape.parse({
+      id: `${DELIVERY_ID}-old`,
+      target: target(peer.url),
+      message: { ...message, run: before },
+      workspace: "/srv/workspace",
+      createdAt: message.run.finishedAt,
+      giveUpAt: message.run.finishedAt,
+      attempts: 0,
+      nextAttemptAt: message.run.finishedAt,
+      status: "pending",
+    });
+    await sendWebhook(target(peer.url), queued.message, queued.id);
+    const runs = peer.requests.map((request) => (JSON.parse(request.body) as { run: Record<string, unknown> }).run);
+    expect(runs.map((run) => run["cost"])).toEqual([0.0123, null, null]);
+    expect(peer.requests.every((request) => request.verified)).toBe(true);
   });
 
   it("signs with a key the receiver does not hold → the receiver refuses it", async () => {

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const DOCS = ["README.md", "docs/architecture.md", "docs/agent-loop.md"];
+const DOCS = ["README.md", "docs/architecture.md", "docs/agent-loop.md", "docs/mcp.md"];
 
 /** Markdown link targets that point at files, not at a web address or a heading. */
 function fileLinks(markdown: string): string[] {
@@ -36,6 +36,6 @@ describe("the project's documents", () => {
 
   it("the README links the design notes under docs/", async () => {
     const text = await readFile(join(ROOT, "README.md"), "utf8");
-    expect(fileLinks(text)).toEqual(expect.arrayContaining(["docs/agent-loop.md", "docs/architecture.md"]));
+    expect(fileLinks(text)).toEqual(expect.arrayContaining(["docs/agent-loop.md", "docs/architecture.md", "docs/mcp.md"]));
   });
 });

@@ -28,6 +28,7 @@ const message: DeliveryMessage = {
     finishedAt: "2026-03-01T09:01:00.000Z",
     durationMs: 60_000,
     usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 , cacheWriteTokens: 0},
+    cost: null,
   },
   result: "See the attachments.",
 };

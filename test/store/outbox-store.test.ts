@@ -16,7 +16,7 @@ function entry(id: string): OutboxEntry {
     message: {
       kind: "run.completed",
       job: "daily-report",
-      run: { id: "run-1", reason: "schedule", status: "ok", startedAt: T0.toISOString(), finishedAt: T0.toISOString(), durationMs: 0, usage: emptyUsage() },
+      run: { id: "run-1", reason: "schedule", status: "ok", startedAt: T0.toISOString(), finishedAt: T0.toISOString(), durationMs: 0, usage: emptyUsage(), cost: 0 },
       result: "All green.",
     },
     workspace: "/srv/workspace",

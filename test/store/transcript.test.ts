@@ -121,6 +121,8 @@ describe("readTranscript", () => {
           kind: "llm",
           model: MODEL,
           usage: { inputTokens: 50, outputTokens: 8, cachedInputTokens: 0, cacheWriteTokens: 0 },
+          // gpt-4o-mini's table prices: $0.15 in, $0.60 out per million tokens.
+          cost: expect.closeTo((50 * 0.15 + 8 * 0.6) / 1e6, 12),
           duration_ms: expect.any(Number),
           finish_reason: "tool_calls",
         },
@@ -137,6 +139,8 @@ describe("readTranscript", () => {
           kind: "llm",
           model: MODEL,
           usage: { inputTokens: 900, outputTokens: 15, cachedInputTokens: 0, cacheWriteTokens: 0 },
+          // gpt-4o-mini's table prices: $0.15 in, $0.60 out per million tokens.
+          cost: expect.closeTo((900 * 0.15 + 15 * 0.6) / 1e6, 12),
           duration_ms: expect.any(Number),
           finish_reason: "stop",
         },
@@ -174,6 +178,8 @@ describe("readTranscript", () => {
           kind: "llm",
           model: MODEL,
           usage: { inputTokens: 1200, outputTokens: 9, cachedInputTokens: 0, cacheWriteTokens: 0 },
+          // gpt-4o-mini's table prices: $0.15 in, $0.60 out per million tokens.
+          cost: expect.closeTo((1200 * 0.15 + 9 * 0.6) / 1e6, 12),
           duration_ms: expect.any(Number),
           finish_reason: "stop",
         },

@@ -14,6 +14,8 @@ export function completedMessage(opts: {
   durationMs?: number;
   reason?: RunReason;
   usage?: Usage;
+  /** USD; null for an unpriced model. */
+  cost?: number | null;
 }): DeliveryMessage {
   const durationMs = opts.durationMs ?? 60_000;
   return {
@@ -27,6 +29,7 @@ export function completedMessage(opts: {
       finishedAt: new Date(Date.parse(opts.startedAt) + durationMs).toISOString(),
       durationMs,
       usage: opts.usage ?? { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0 , cacheWriteTokens: 0},
+      cost: opts.cost === undefined ? 0.0123 : opts.cost,
     },
     result: opts.result,
   };
