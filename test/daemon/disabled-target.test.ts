@@ -41,7 +41,8 @@ describe("a webhook target disabled by HTTP 410", () => {
     await job("first");
     daemon = spawnDaemon(dir, { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-test" });
     await vi.waitFor(async () => expect(await disabled()).toEqual([key]), SLOW);
-    expect(daemon.output()).toContain("until its URL changes in the job file, SIGHUP, or `countd outbox retry`");
+    // The journal records the target disabled before the daemon's log line reaches this process's pipe.
+    await vi.waitFor(() => expect(daemon!.output()).toContain("until its URL changes in the job file, SIGHUP, or `countd outbox retry`"), SLOW);
 
     daemon.child.kill("SIGHUP");
     const enabledAgain = expect.objectContaining({ msg: expect.stringContaining("delivery target enabled again"), target: key, why: "SIGHUP" });
