@@ -146,7 +146,12 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     warnings.forEach((warning) => logger.warn(warning));
     if (cluster) {
       // Once the jobs are loaded: a fire taken from the cluster names a job this daemon must know.
-      cluster.serve({ runner, job: (name) => jobs.get(name), concurrency: config.runner.concurrency });
+      cluster.serve({
+        runner,
+        job: (name) => jobs.get(name),
+        concurrency: config.runner.concurrency,
+        interrupted: (job, run) => dispatcher.interrupted(job, run),
+      });
       cluster.retain(jobs.all());
       started.push(() => cluster.stop(() => runner.shutdown(0)));
     }

@@ -4,6 +4,7 @@ import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { Runner } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
+import type { RunRecord } from "../store/run-record.js";
 import { checkRedis } from "./checks.js";
 import { ClusterFires } from "./fires.js";
 import { connectRedis } from "./redis.js";
@@ -45,9 +46,17 @@ export class Cluster {
     return new Cluster(settings.node, new RedisRunHistory(records, { log }), queues, records, log);
   }
 
-  /** Starts taking the cluster's fires, each run through `runner`. */
-  serve(opts: { runner: Runner; job: (name: string) => Job | undefined; concurrency: number }): void {
-    this.fires = new ClusterFires({ redis: this.queues, ...opts, log: this.log });
+  /**
+   * Starts taking the cluster's fires, each run through `runner`; `interrupted` reports a run a
+   * killed daemon left that is not run again (RunDispatcher.interrupted).
+   */
+  serve(opts: {
+    runner: Runner;
+    job: (name: string) => Job | undefined;
+    concurrency: number;
+    interrupted?: (job: Job, run: RunRecord) => Promise<void>;
+  }): void {
+    this.fires = new ClusterFires({ redis: this.queues, ...opts, node: this.node, history: this.history, log: this.log });
   }
 
   /** The jobs armed on this daemon, whose catch_up windows decide how long fires are kept. */

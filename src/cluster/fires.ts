@@ -3,9 +3,11 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import type { Job, OverlapPolicy } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
-import { overlapOf, type Runner } from "../runner/runner.js";
+import { overlapOf, type AttemptWatch, type Runner, type RunOptions } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
 import { isoTime } from "../store/quarantine.js";
+import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
+import type { RunHistoryStore } from "../store/run-history.js";
 import { errorText } from "../text.js";
 
 /** BullMQ's key prefix for the cluster's queues: `countd:slots:…`, `countd:runs:…`. */
@@ -24,13 +26,49 @@ const KEEP_AT_LEAST_MS = 10 * 60_000;
  */
 const HANDOFFS_AT_ONCE = 16;
 
+/**
+ * How long a daemon's hold on a fire it took (BullMQ's job lock) lasts unless renewed. BullMQ
+ * renews it every half of this while the run goes on, however long the run, so only a daemon that
+ * stopped (killed, its machine down, cut off from Redis) or whose event loop stalled for 10 s
+ * loses it. Another daemon notices a dead one's run between LOCK_MS and LOCK_MS + 2 × STALLED_CHECK_MS
+ * after its last renewal: within 20 to 40 s of the kill.
+ */
+export const LOCK_MS = 20_000;
+/** How often the daemons (one at a time, cluster-wide) look for fires whose hold expired. */
+export const STALLED_CHECK_MS = 5_000;
+/**
+ * BullMQ fails a fire outright once its hold expired more often than this; countd's own rule (the
+ * job's retry.attempts) stops reruns long before, so this only ends a fire that kills every daemon
+ * that takes it before its run even starts.
+ */
+const MAX_STALLS = 20;
+/** A note in the fire's queued job (which run, which attempt) waits at most this for Redis; the run goes on regardless. */
+const NOTE_WAIT_MS = 5_000;
+
+/**
+ * The run a daemon made of a fire, noted in the fire's queued job as each attempt starts and again
+ * once it ended and queued its deliveries (`ended`, the status it ended with). A daemon that takes a
+ * fire carrying one took it from a daemon that lost its hold mid-run.
+ */
+const heldRunShape = z.object({
+  id: z.string().min(1),
+  node: z.string(),
+  attempt: z.number().int().positive(),
+  ended: z.enum(RUN_STATUSES).optional(),
+});
+type HeldRun = z.infer<typeof heldRunShape>;
+
 /** What a queued fire carries; checked when taken, as it may come from another countd version. */
 const fireShape = z.object({
   job: z.string().min(1),
   reason: z.enum(["schedule", "catch-up"]),
   scheduledAt: isoTime,
+  run: heldRunShape.optional(),
 });
 type QueuedFire = z.infer<typeof fireShape>;
+
+/** The statuses a run is retried after (the runner's rule): not cancelled, skipped or over budget. */
+const RETRIED: readonly RunStatus[] = ["error", "timeout"];
 
 /**
  * A slot's id in both queues: every daemon's timer adds the same slot under the same id, and BullMQ
@@ -50,6 +88,16 @@ export interface ClusterFiresOptions {
   job: (name: string) => Job | undefined;
   /** Runs this daemon takes from the cluster at once: its runner.concurrency. */
   concurrency: number;
+  /** This daemon's node name, noted with each run it makes of a fire. */
+  node: string;
+  /** The cluster's run history, where a run another daemon left is marked interrupted. */
+  history: RunHistoryStore;
+  /**
+   * A run another daemon left mid-run, now recorded interrupted, that no retry follows: reported as
+   * a daemon alone reports a run its crash cut short (RunDispatcher.interrupted).
+   */
+  interrupted?: (job: Job, run: RunRecord) => Promise<void>;
+  now?: () => Date;
   log?: Logger;
 }
 
@@ -63,28 +111,38 @@ export interface ClusterFiresOptions {
  * under `allow` every fire is added. Whichever daemon takes a job from `runs` (up to its
  * runner.concurrency at once) runs it through its own runner, and the job stays active, its lock
  * renewed, until the run ended.
+ *
+ * A daemon killed mid-run stops renewing its lock; once it expired (LOCK_MS), BullMQ's stalled check
+ * puts the fire back in `runs`, and the daemon that takes it finds the run noted in it: that run is
+ * recorded `interrupted` (with its node), and it is run again, reason `retry`, attempt counted, only
+ * when the job's retry.attempts allow (see resume()).
  */
 export class ClusterFires {
   private readonly slots: Queue;
   private readonly runs: Queue;
   private readonly workers: Worker[];
   private readonly log: Logger;
+  private readonly now: () => Date;
   private keepSeconds = KEEP_AT_LEAST_MS / 1000;
   private closing = false;
 
   constructor(private readonly opts: ClusterFiresOptions) {
     this.log = (opts.log ?? silentLogger).child({ component: "cluster" });
     const connection = opts.redis;
+    this.now = opts.now ?? (() => new Date());
     this.slots = new Queue("slots", { connection, prefix: PREFIX });
     this.runs = new Queue("runs", { connection, prefix: PREFIX });
+    const held = { lockDuration: LOCK_MS, stalledInterval: STALLED_CHECK_MS, maxStalledCount: MAX_STALLS };
     this.workers = [
-      new Worker("slots", (queued) => this.handOn(queued), { connection, prefix: PREFIX, concurrency: HANDOFFS_AT_ONCE }),
-      new Worker("runs", (queued, token) => this.run(queued, token), { connection, prefix: PREFIX, concurrency: opts.concurrency }),
+      new Worker("slots", (queued) => this.handOn(queued), { connection, prefix: PREFIX, concurrency: HANDOFFS_AT_ONCE, ...held }),
+      new Worker("runs", (queued, token) => this.run(queued, token), { connection, prefix: PREFIX, concurrency: opts.concurrency, ...held }),
     ];
     for (const queue of [this.slots, this.runs]) queue.on("error", (err) => this.log.error({ queue: queue.name, error: errorText(err) }, "cluster queue error"));
     for (const worker of this.workers) {
       worker.on("error", (err) => this.log.error({ queue: worker.name, error: errorText(err) }, "cluster worker error"));
       worker.on("failed", (queued, err) => this.log.error({ queue: worker.name, slot: queued?.id, error: errorText(err) }, "a cluster fire failed"));
+      // Alive but cut off from Redis (or stalled) past the lock: another daemon may take the fire over.
+      worker.on("lockRenewalFailed", (ids) => this.log.error({ queue: worker.name, slots: ids }, "could not renew the hold on a fire; another daemon may run it again"));
     }
   }
 
@@ -139,7 +197,97 @@ export class ClusterFires {
       await queued.moveToWait(token);
       throw new WaitingError();
     }
-    await this.opts.runner.runToEnd(requestOf(fireShape.parse(queued.data)));
+    const fire = fireShape.parse(queued.data);
+    const start = fire.run ? await this.resume(fire, fire.run) : { request: requestOf(fire) };
+    if (!start) return;
+    const { request, ...opts } = start;
+    await this.opts.runner.runToEnd(request, { ...opts, watch: this.watch(queued) });
+  }
+
+  /**
+   * A fire whose run a daemon left (its hold expired): records that run `interrupted`, with its
+   * node, and says how to run the fire again, or undefined when it is not run again:
+   * - left mid-run: again when its attempt < the job's retry.attempts; if not, the run is reported
+   *   as a daemon alone reports a run its crash cut short;
+   * - left once the run had ended and queued its deliveries (on its node, which sends them when it
+   *   runs again): again only when it failed and would have been retried there (the daemon went
+   *   during the backoff); never reported, as its node queued what it had to say.
+   */
+  private async resume(fire: QueuedFire, left: HeldRun): Promise<(Pick<RunOptions, "attempt" | "retry"> & { request: FireRequest }) | undefined> {
+    const job = this.opts.job(fire.job);
+    const attempts = job?.retry.attempts ?? 1;
+    const found = await this.markInterrupted(fire.job, left);
+    const ended = found.ended ?? left.ended;
+    const log = { job: fire.job, runId: left.id, node: left.node, attempt: left.attempt, attempts, ...(ended ? { ended } : {}) };
+    if ((ended === undefined || RETRIED.includes(ended)) && left.attempt < attempts) {
+      const backoffMs = job?.retry.backoffMs ?? 0;
+      this.log.warn({ ...log, backoffMs }, "a run left by a daemon that stopped holding it is run again");
+      const request: FireRequest = { job: fire.job, reason: "retry", scheduledAt: new Date(this.now().getTime() + backoffMs) };
+      return { request, attempt: left.attempt + 1, retry: { of: left.id, backoffMs } };
+    }
+    this.log.warn(log, "a run left by a daemon that stopped holding it is not run again");
+    if (ended === undefined && job && found.marked) {
+      await this.opts.interrupted?.(job, found.marked).catch((err: unknown) => this.log.error({ ...log, error: errorText(err) }, "could not report the interrupted run"));
+    }
+    return undefined;
+  }
+
+  /**
+   * Looks up the left run's record: `marked`, the record now `interrupted`, when it was still
+   * `running`; `ended`, the status of a final record saved before the daemon went. Neither when the
+   * record is missing (trimmed, never saved, Redis failed the read) or was marked interrupted by its
+   * own daemon, started again (which reported it).
+   */
+  private async markInterrupted(job: string, left: HeldRun): Promise<{ marked?: RunRecord; ended?: RunStatus }> {
+    try {
+      const run = (await this.opts.history.runs(job)).find((record) => record.id === left.id);
+      if (!run) {
+        this.log.warn({ job, runId: left.id, node: left.node }, "the record of a run a daemon left is not in the history");
+        return {};
+      }
+      if (run.status === "interrupted") return {};
+      if (run.status !== "running") return { ended: run.status };
+      const error =
+        left.ended === undefined
+          ? `node ${left.node} stopped while this run was in progress`
+          : `node ${left.node} stopped after this run ended (${left.ended}) and queued its deliveries, before its record was saved`;
+      const marked: RunRecord = { ...run, status: "interrupted", finishedAt: this.now().toISOString(), error };
+      await this.opts.history.save(job, [marked]);
+      this.log.warn({ job, runId: run.id, node: left.node }, "run marked interrupted: its daemon stopped holding it");
+      return { marked };
+    } catch (err) {
+      this.log.error({ job, runId: left.id, node: left.node, error: errorText(err) }, "could not mark a run a daemon left as interrupted");
+      return {};
+    }
+  }
+
+  /** Notes each attempt of the fire's run in its queued job, for a daemon that takes the fire over. */
+  private watch(queued: QueuedJob): AttemptWatch {
+    const note = (run: HeldRun) => this.note(queued, run);
+    return {
+      started: (record, attempt) => note({ id: record.id, node: this.opts.node, attempt }),
+      queued: (record, attempt) => note({ id: record.id, node: this.opts.node, attempt, ended: record.status }),
+    };
+  }
+
+  /**
+   * Replaces the queued job's data with the fire and its run. Waits for Redis at most NOTE_WAIT_MS:
+   * a run is not held up by an outage; a note sent meanwhile is written in order once Redis is back.
+   */
+  private async note(queued: QueuedJob, run: HeldRun): Promise<void> {
+    const data = { ...(queued.data as QueuedFire), run };
+    const written = queued.updateData(data).then(
+      () => true,
+      (err: unknown) => {
+        this.log.error({ slot: queued.id, runId: run.id, error: errorText(err) }, "could not note the run in the cluster's queue");
+        return true;
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), NOTE_WAIT_MS)));
+    const inTime = await Promise.race([written, late]);
+    clearTimeout(timer);
+    if (!inTime) this.log.warn({ slot: queued.id, runId: run.id }, "noting the run in the cluster's queue is taking long; the run goes on");
   }
 }
 

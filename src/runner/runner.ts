@@ -74,6 +74,30 @@ export interface Requested {
   ended: Promise<RunEnd>;
 }
 
+/**
+ * What a caller of runToEnd hears of each attempt of its fire, retries included: the cluster keeps
+ * it in the fire's queued job, so another daemon can tell which run a daemon killed mid-run left.
+ * Each call is awaited, and its failure logged, never the run's.
+ */
+export interface AttemptWatch {
+  /** An attempt started: its running record, saved. */
+  started?(run: RunRecord, attempt: number): void | Promise<void>;
+  /** An attempt ended, and what it queues (deliveries, beforeRunEnd) is queued; its final record is saved next. */
+  queued?(run: RunRecord, attempt: number): void | Promise<void>;
+}
+
+/** How runToEnd starts a fire: as a retry of a run another daemon left, watched. */
+export interface RunOptions {
+  /** The attempt this fire is, 1 by default; retries count on from it up to job.retry.attempts. */
+  attempt?: number;
+  /**
+   * A retry of the run with this id, which waits out `backoffMs` first (as a retry here does: the
+   * job's overlap policy is not asked again, and a shutdown meanwhile records it cancelled).
+   */
+  retry?: { of: string; backoffMs: number };
+  watch?: AttemptWatch;
+}
+
 /** A fire waiting for a slot, for its job's lane, or for its retry's backoff to end. */
 export interface QueuedFire {
   job: string;
@@ -96,6 +120,8 @@ interface Pending {
   manual: boolean;
   /** For a retry: the id of the attempt that failed. */
   retryOf?: string;
+  /** Told of each attempt (runToEnd's watch); a merged fire keeps both fires' watchers. */
+  watchers: AttemptWatch[];
 }
 
 /** A user's cancel carries their reason, which the record shows. */
@@ -178,10 +204,13 @@ export class Runner {
     return (await this.runToEnd(request)).record;
   }
 
-  /** Like run, with the executor's outcome beside the record: the answer a caller acts on. */
-  runToEnd(request: FireRequest): Promise<RunEnd> {
+  /**
+   * Like run, with the executor's outcome beside the record: the answer a caller acts on. `opts`:
+   * the attempt the fire is (a rerun of a run that was interrupted elsewhere), and who hears of each attempt.
+   */
+  runToEnd(request: FireRequest, opts: RunOptions = {}): Promise<RunEnd> {
     try {
-      return this.request(request).ended;
+      return this.request(request, opts).ended;
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -191,7 +220,7 @@ export class Runner {
    * Like runToEnd, also saying at once what became of the fire, for a caller that answers before
    * the run ends (the console). Throws when countd is stopping or the job is unknown.
    */
-  request(request: FireRequest): Requested {
+  request(request: FireRequest, opts: RunOptions = {}): Requested {
     if (this.stopping) throw new Error(`countd is stopping: job "${request.job}" was not run`);
     const job = this.opts.job(request.job);
     if (!job) throw new Error(`no job named "${request.job}"`);
@@ -203,7 +232,9 @@ export class Runner {
         first = record;
         started(record.status === "running" ? record : undefined);
       };
-      this.accept(job, pending(request, [resolve], [onStart]));
+      const fire: Pending = { ...pending(request, [resolve], [onStart]), attempt: opts.attempt ?? 1, watchers: opts.watch ? [opts.watch] : [] };
+      if (opts.retry) this.backOff(job, { ...fire, retryOf: opts.retry.of }, opts.retry.backoffMs);
+      else this.accept(job, fire);
     });
     // Listeners run synchronously: a fire that started or was skipped has said so by now.
     if (first === undefined) return { decision: "queued", started: starting, ended };
@@ -396,7 +427,7 @@ export class Runner {
       return;
     }
     const flight: InFlight = {
-      record: this.newRecord(name, job.session, pending.request, "running"),
+      record: this.newRecord(name, job.session, pending.request, "running", pending.attempt),
       cancel: new CancelToken(),
       returned: false,
       ended: Promise.resolve(),
@@ -412,6 +443,7 @@ export class Runner {
     const { record, cancel } = flight;
     await this.save(record);
     this.log.info({ job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId }, "run started");
+    for (const watch of pending.watchers) await this.hook(() => watch.started?.(copy(record), pending.attempt), job, record);
 
     const timer = job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, LONGEST_TIMER_MS)) : undefined;
     let outcome: RunOutcome;
@@ -441,6 +473,7 @@ export class Runner {
     const current = this.opts.job(job.name) ?? job;
     const willRetry = (status === "error" || status === "timeout") && pending.attempt < current.retry.attempts && !this.stopping;
     await this.hook(() => this.opts.beforeRunEnd?.(job, end, { willRetry, outcome }), job, end);
+    for (const watch of pending.watchers) await this.hook(() => watch.queued?.(copy(end), pending.attempt), job, end);
     await this.save(end);
     this.lane(job.name).running.delete(flight);
     this.inFlight--;
@@ -476,7 +509,6 @@ export class Runner {
   }
 
   private retryLater(job: Job, failed: Pending, failedId: string): void {
-    const lane = this.lane(job.name);
     const scheduledAt = new Date(this.now().getTime() + job.retry.backoffMs);
     const retry: Pending = {
       request: { ...failed.request, reason: "retry", scheduledAt },
@@ -485,6 +517,7 @@ export class Runner {
       starts: [],
       manual: failed.manual,
       retryOf: failedId,
+      watchers: failed.watchers,
     };
     // Shutdown began while the failed try's record was being saved, after it took the backoffs:
     // a timer set now would hold the retry's caller for the whole backoff.
@@ -492,12 +525,18 @@ export class Runner {
       this.settleUnstarted(retry, "cancelled", STOPPED_BEFORE_START);
       return;
     }
+    this.backOff(job, retry, job.retry.backoffMs);
+    this.log.info({ job: job.name, attempt: retry.attempt, attempts: job.retry.attempts, backoffMs: job.retry.backoffMs }, "retry scheduled");
+  }
+
+  /** A retry waits out its backoff, then joins the queue for a slot. */
+  private backOff(job: Job, retry: Pending, delayMs: number): void {
+    const lane = this.lane(job.name);
     const timer = setTimeout(() => {
       lane.backoff.delete(retry);
       this.enqueue(retry);
-    }, Math.min(job.retry.backoffMs, LONGEST_TIMER_MS));
+    }, Math.min(delayMs, LONGEST_TIMER_MS));
     lane.backoff.set(retry, timer);
-    this.log.info({ job: job.name, attempt: retry.attempt, attempts: job.retry.attempts, backoffMs: job.retry.backoffMs }, "retry scheduled");
   }
 
   private cancelRun(flight: InFlight, cause: CancelCause): void {
@@ -514,7 +553,7 @@ export class Runner {
     const name = pending.request.job;
     const session = this.opts.job(name)?.session ?? "isolated";
     const record: RunRecord = {
-      ...this.newRecord(name, session, pending.request, status),
+      ...this.newRecord(name, session, pending.request, status, pending.attempt),
       error,
     };
     record.finishedAt = record.startedAt;
@@ -531,7 +570,7 @@ export class Runner {
     this.opts.events?.emit(name, payload);
   }
 
-  private newRecord(job: string, session: Job["session"], request: FireRequest, status: RunStatus): RunRecord {
+  private newRecord(job: string, session: Job["session"], request: FireRequest, status: RunStatus, attempt: number): RunRecord {
     const startedAt = this.now();
     const id = this.uniqueRunId(job, startedAt);
     return {
@@ -545,7 +584,8 @@ export class Runner {
       toolCalls: 0,
       usage: emptyUsage(),
       sessionId: runSessionId(job, session, id),
-      ...(this.opts.node !== undefined ? { node: this.opts.node } : {}),
+      // In a cluster an attempt may run on another node than the one before it: each record says which it is.
+      ...(this.opts.node !== undefined ? { node: this.opts.node, attempt } : {}),
     };
   }
 
@@ -637,18 +677,19 @@ export function overlapOf(job: Job, request: FireRequest): OverlapPolicy {
 }
 
 function pending(request: FireRequest, waiters: Pending["waiters"], starts: Pending["starts"]): Pending {
-  return { request, attempt: 1, waiters, starts, manual: request.reason === "manual" };
+  return { request, attempt: 1, waiters, starts, manual: request.reason === "manual", watchers: [] };
 }
 
-/** Several fires served by one run: the first one's reason and time, every changed file once. */
+/** Several fires served by one run: the first one's reason, time and attempt, every changed file once. */
 function merge(into: Pending, more: Pending): Pending {
   const files = [...new Set([...(into.request.files ?? []), ...(more.request.files ?? [])])];
   return {
     request: { ...into.request, ...(files.length > 0 ? { files } : {}) },
-    attempt: 1,
+    attempt: into.attempt,
     waiters: [...into.waiters, ...more.waiters],
     starts: [...into.starts, ...more.starts],
     manual: into.manual || more.manual,
+    watchers: [...into.watchers, ...more.watchers],
   };
 }
 

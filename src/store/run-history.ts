@@ -42,6 +42,7 @@ export const runRecordShape = z.looseObject({
   error: z.string().optional(),
   sessionId: z.string(),
   node: z.string().optional(),
+  attempt: z.number().int().positive().optional(),
 }) satisfies z.ZodType<RunRecord>;
 
 /**

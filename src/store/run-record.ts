@@ -32,4 +32,6 @@ export interface RunRecord {
   sessionId: string;
   /** The cluster node (countd.yaml cluster.node) whose daemon recorded the run; absent outside a cluster. */
   node?: string;
+  /** In a cluster: which try of its fire the run is, 1 for the first (a retry's may run on another node); absent outside a cluster. */
+  attempt?: number;
 }

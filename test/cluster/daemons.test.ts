@@ -1,9 +1,7 @@
-import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
+import { nodeFolder } from "../support/cluster-nodes.js";
 import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import { logLines, runCountd, spawnDaemon } from "../support/daemon-process.js";
 import { freePort, startRedis, type RedisServer } from "../support/redis-server.js";
@@ -18,16 +16,6 @@ import { hasSystemPackage } from "../support/system-package.js";
 const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
 
 const NODES = ["n1", "n2", "n3"];
-
-/** A node's folder: countd.yaml joining the cluster at `redis` as `node`, and the jobs given (name → text). */
-async function nodeFolder(redis: string, node: string, jobs: Record<string, string>): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), `countd-${node}-`));
-  const config = ["runner:", "  shutdown_grace: 2s", "tools:", "  exec:", "    sandbox: none", "cluster:", `  redis: ${redis}`, `  node: ${node}`, ""];
-  await writeFile(join(dir, "countd.yaml"), config.join("\n"));
-  await mkdir(join(dir, "jobs"));
-  for (const [name, text] of Object.entries(jobs)) await writeFile(join(dir, "jobs", `${name}.yaml`), text);
-  return dir;
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -1,10 +1,14 @@
+import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { ClusterFires, slotId } from "../../src/cluster/fires.js";
 import { connectRedis } from "../../src/cluster/redis.js";
+import { RedisRunHistory } from "../../src/cluster/run-history.js";
 import type { OverlapPolicy } from "../../src/jobs/types.js";
-import type { RunEnd } from "../../src/runner/runner.js";
+import { emptyUsage } from "../../src/providers/types.js";
+import type { RunEnd, RunOptions } from "../../src/runner/runner.js";
 import type { FireRequest } from "../../src/runner/types.js";
+import type { RunRecord } from "../../src/store/run-record.js";
 import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { makeJob } from "../support/runner-jobs.js";
 import { hasSystemPackage } from "../support/system-package.js";
@@ -57,7 +61,14 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
         }),
       skip: (request: FireRequest) => void skipped.push(request),
     };
-    const fires = new ClusterFires({ redis: client, runner, job: (name) => makeJob(name, { overlap }), concurrency: 2 });
+    const fires = new ClusterFires({
+      redis: client,
+      runner,
+      job: (name) => makeJob(name, { overlap }),
+      concurrency: 2,
+      node: `n${nodes.length + 1}`,
+      history: new RedisRunHistory(client),
+    });
     const made: Node = { fires, started, skipped, end: (scheduledAt) => ends.get(scheduledAt.getTime())?.() };
     nodes.push(made);
     return made;
@@ -114,5 +125,104 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
     nodes[0]!.fires.fire(fire("scan", 0));
     nodes[1]!.fires.fire(fire("scan", 2));
     await vi.waitFor(() => expect(allStarted().sort()).toEqual([0, 2]));
+  });
+});
+
+describe.skipIf(!hasRedis)("the cluster's fires: a run a daemon left (its hold expired)", () => {
+  let redis: RedisServer;
+  let client: Redis | undefined;
+  let fires: ClusterFires | undefined;
+  let queue: Queue | undefined;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  afterEach(async () => {
+    await fires?.stop(async () => {});
+    await queue?.close();
+    const flush = await connectRedis(redis.url, "probe", { name: "flush" });
+    await flush.flushall();
+    flush.disconnect();
+    client?.disconnect();
+  });
+
+  const left = { id: "20261130T090000Z-dead", node: "n9" };
+  const running = (attempt: number): RunRecord => ({
+    id: left.id,
+    job: "report",
+    reason: attempt > 1 ? "retry" : "schedule",
+    scheduledAt: at(0).toISOString(),
+    startedAt: at(1).toISOString(),
+    status: "running",
+    iterations: 0,
+    toolCalls: 0,
+    usage: emptyUsage(),
+    sessionId: `report/${left.id}`,
+    node: left.node,
+    attempt,
+  });
+
+  /**
+   * A fire in `runs` as a daemon that lost its hold leaves it (its run noted, its record `running`
+   * in the history), taken by a daemon whose job has `attempts`: what that daemon starts and reports.
+   */
+  async function takeOver(attempts: number, run: { attempt: number; ended?: RunRecord["status"] }, saved: RunRecord["status"] = "running") {
+    client = await connectRedis(redis.url, "queues", { name: "countd-test" });
+    const history = new RedisRunHistory(client);
+    await history.save("report", [{ ...running(run.attempt), status: saved }]);
+    const runs = (queue = new Queue("runs", { connection: client, prefix: "countd" }));
+    await runs.add("report", { job: "report", reason: "schedule", scheduledAt: at(0).toISOString(), run: { ...left, ...run } }, { jobId: slotId("report", at(0)) });
+    const started: Array<{ request: FireRequest; opts: RunOptions | undefined }> = [];
+    const reported: RunRecord[] = [];
+    const runner = {
+      runToEnd: async (request: FireRequest, opts?: RunOptions) => {
+        started.push({ request, opts });
+        return {} as RunEnd;
+      },
+      skip: () => {},
+    };
+    fires = new ClusterFires({
+      redis: client,
+      runner,
+      job: (name) => makeJob(name, { retry: { attempts, backoffMs: 1_000 } }),
+      concurrency: 1,
+      node: "n1",
+      history,
+      interrupted: async (_job, record) => void reported.push(record),
+    });
+    await vi.waitFor(async () => expect(await runs.getJobState(slotId("report", at(0)))).toBe("completed"));
+    return { started, reported, record: (await history.runs("report"))[0]! };
+  }
+
+  it("left mid-run with an attempt to spare: recorded interrupted with its node, run again as attempt 2 after the backoff, not reported", async () => {
+    const { started, reported, record } = await takeOver(2, { attempt: 1 });
+    expect(record).toMatchObject({ status: "interrupted", node: "n9", error: "node n9 stopped while this run was in progress" });
+    expect(started).toHaveLength(1);
+    expect(started[0]!.request).toMatchObject({ job: "report", reason: "retry" });
+    expect(started[0]!.opts).toMatchObject({ attempt: 2, retry: { of: left.id, backoffMs: 1_000 } });
+    expect(reported).toEqual([]);
+  });
+
+  it("left mid-run at its last attempt: recorded interrupted, not run again, reported", async () => {
+    const { started, reported, record } = await takeOver(2, { attempt: 2 });
+    expect(record).toMatchObject({ status: "interrupted", node: "n9" });
+    expect(started).toEqual([]);
+    expect(reported).toEqual([record]);
+  });
+
+  it("left after it ended and queued its deliveries: recorded interrupted, run again only if it failed and an attempt is spare, never reported", async () => {
+    const ok = await takeOver(3, { attempt: 1, ended: "ok" });
+    expect(ok.record).toMatchObject({ status: "interrupted", error: "node n9 stopped after this run ended (ok) and queued its deliveries, before its record was saved" });
+    expect(ok.started).toEqual([]);
+    expect(ok.reported).toEqual([]);
+  });
+
+  it("left during the backoff after a failed attempt: run again as the next attempt", async () => {
+    const { started, reported, record } = await takeOver(3, { attempt: 1, ended: "error" }, "error");
+    expect(record.status).toBe("error");
+    expect(started.map(({ opts }) => opts?.attempt)).toEqual([2]);
+    expect(reported).toEqual([]);
   });
 });

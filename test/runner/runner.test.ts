@@ -207,6 +207,69 @@ describe("Runner: timeout and retries", () => {
   });
 });
 
+describe("Runner: a fire started at a later attempt, watched (a run another cluster node left)", () => {
+  it("waits out the backoff, counts attempts on from the one given, tells the watch of each attempt, and records node and attempt", async () => {
+    let failures = 0;
+    const { runner } = makeRunner(
+      [makeJob("flaky", { retry: { attempts: 4, backoffMs: 30 } })],
+      async () =>
+        ++failures === 1
+          ? { answer: "", status: "error", error: "upstream exploded", iterations: 1, toolCalls: 0, usage: emptyUsage() }
+          : { answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() },
+      { node: "n2" },
+    );
+    const heard: Array<[string, number, string]> = [];
+    const asked = Date.now();
+    const end = await runner.runToEnd(fire("flaky", { reason: "retry" }), {
+      attempt: 2,
+      retry: { of: "20261130T090000Z-abcd", backoffMs: 30 },
+      watch: {
+        started: (run, attempt) => void heard.push(["started", attempt, run.status]),
+        queued: (run, attempt) => void heard.push(["queued", attempt, run.status]),
+      },
+    });
+    expect(end.record).toMatchObject({ status: "ok", reason: "retry", node: "n2", attempt: 3 });
+    await runner.shutdown(0);
+    const runs = await records("flaky");
+    expect(runs.map((r) => [r.reason, r.status, r.attempt, r.node])).toEqual([
+      ["retry", "error", 2, "n2"],
+      ["retry", "ok", 3, "n2"],
+    ]);
+    expect(Date.parse(runs[0]!.startedAt) - asked).toBeGreaterThanOrEqual(25);
+    expect(heard).toEqual([
+      ["started", 2, "running"],
+      ["queued", 2, "error"],
+      ["started", 3, "running"],
+      ["queued", 3, "ok"],
+    ]);
+  });
+
+  it("does not retry past retry.attempts when started at the last attempt, and a failing watch never fails the run", async () => {
+    const { runner, logs } = makeRunner([makeJob("flaky", { retry: { attempts: 2, backoffMs: 0 } })], async () => ({
+      answer: "",
+      status: "error",
+      error: "upstream exploded",
+      iterations: 1,
+      toolCalls: 0,
+      usage: emptyUsage(),
+    }));
+    const end = await runner.runToEnd(fire("flaky"), {
+      attempt: 2,
+      watch: {
+        started: () => {
+          throw new Error("Redis is away");
+        },
+      },
+    });
+    expect(end.record).toMatchObject({ status: "error" });
+    // Outside a cluster no record says its attempt.
+    expect(end.record.attempt).toBeUndefined();
+    await runner.shutdown(0);
+    expect((await records("flaky")).map((r) => r.status)).toEqual(["error"]);
+    expect(logs.some((line) => line.msg === "run listener failed" && line.fields["error"] === "Redis is away")).toBe(true);
+  });
+});
+
 describe("Runner: records", () => {
   it("saves the record when the run starts and again, complete, when it ends", async () => {
     const clock = () => new Date("2026-11-30T09:00:00.250Z");
