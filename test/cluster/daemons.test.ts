@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
-import { nodeFolder } from "../support/cluster-nodes.js";
+import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
 import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
-import { logLines, runCountd, spawnDaemon } from "../support/daemon-process.js";
+import { logLines, spawnDaemon } from "../support/daemon-process.js";
 import { freePort, startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
 
@@ -37,12 +37,7 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
     daemons = [];
   });
 
-  /** What `countd history --json` lists on the node in `dir`. */
-  async function history(dir: string, job: string): Promise<RunRecord[]> {
-    const listed = await runCountd(["history", job, "--json", "-n", "1000"], { cwd: dir, env });
-    expect(listed).toMatchObject({ code: 0, stderr: "" });
-    return JSON.parse(listed.stdout) as RunRecord[];
-  }
+  const history = (dir: string, job: string) => nodeHistory(dir, job, env);
 
   it("runs each slot of a job due every 2 s once, on more than one node, and every node's history lists the same runs", async () => {
     mock.onMessage("tick", { content: "tock" });

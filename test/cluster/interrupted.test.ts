@@ -1,9 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
-import { nodeFolder } from "../support/cluster-nodes.js";
+import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
 import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
-import { runCountd } from "../support/daemon-process.js";
 import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
@@ -60,11 +59,7 @@ describe.skipIf(!hasRedis)("a daemon killed mid-run, of three on one Redis", { t
     daemons = [];
   });
 
-  async function history(dir: string, job: string): Promise<RunRecord[]> {
-    const listed = await runCountd(["history", job, "--json", "-n", "1000"], { cwd: dir, env });
-    expect(listed).toMatchObject({ code: 0, stderr: "" });
-    return JSON.parse(listed.stdout) as RunRecord[];
-  }
+  const history = (dir: string, job: string) => nodeHistory(dir, job, env);
 
   /** The messages about `job` the receiver took, each verified. */
   function messages(job: string): Message[] {

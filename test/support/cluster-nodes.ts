@@ -1,6 +1,9 @@
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { expect } from "vitest";
+import type { RunRecord } from "../../src/store/run-record.js";
+import { runCountd } from "./daemon-process.js";
 
 /**
  * A cluster node's folder, as on a machine of its own: countd.yaml joining the cluster at `redis`
@@ -13,4 +16,11 @@ export async function nodeFolder(redis: string, node: string, jobs: Record<strin
   await mkdir(join(dir, "jobs"));
   for (const [name, text] of Object.entries(jobs)) await writeFile(join(dir, "jobs", `${name}.yaml`), text);
   return dir;
+}
+
+/** What `countd history --json` lists on the node whose folder is `dir`: the cluster's runs of `job`. */
+export async function nodeHistory(dir: string, job: string, env: Record<string, string>): Promise<RunRecord[]> {
+  const listed = await runCountd(["history", job, "--json", "-n", "1000"], { cwd: dir, env });
+  expect(listed).toMatchObject({ code: 0, stderr: "" });
+  return JSON.parse(listed.stdout) as RunRecord[];
 }
