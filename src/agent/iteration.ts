@@ -1,6 +1,7 @@
 import type { CountdEvents } from "../events.js";
 import { LLMError } from "../providers/errors.js";
 import {
+  addCost,
   addUsage,
   emptyUsage,
   type FinishReason,
@@ -43,7 +44,7 @@ export class Iteration {
         return undefined;
       case "usage":
         addUsage(this.usage, event.usage);
-        this.cost = this.cost === null || event.cost == null ? null : this.cost + event.cost;
+        this.cost = addCost(this.cost, event.cost);
         return undefined;
       case "finish":
         this.finishReason = event.reason;

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { EventBus } from "../events.js";
 import {
+  addCost,
   addUsage,
   emptyUsage,
   type ChatMessage,
@@ -210,7 +211,7 @@ export class AgentLoop {
           }
         } finally {
           addUsage(usage, iteration.usage);
-          cost = cost === null || iteration.cost === null ? null : cost + iteration.cost;
+          cost = addCost(cost, iteration.cost);
           this.events.emit("llm.finished", iteration.report(sessionId, this.model, performance.now() - callStarted, cancel.cancelled));
         }
         if (cancel.cancelled) {

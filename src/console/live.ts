@@ -1,6 +1,6 @@
 import type { Redactor } from "../audit/redact.js";
 import type { EventBus } from "../events.js";
-import { addUsage, emptyUsage, type Usage } from "../providers/types.js";
+import { addCost, addUsage, emptyUsage, type Usage } from "../providers/types.js";
 import type { RunRecord } from "../store/run-record.js";
 import { excerpt } from "../text.js";
 import type { ActiveRun, LiveMessage, Subscription } from "./protocol.js";
@@ -83,7 +83,7 @@ export class LiveHub {
       events.on("llm.finished", (e) =>
         this.forSession(e.sessionId, (state) => {
           addUsage(state.usage, e.usage);
-          state.cost = state.cost === null || e.cost === null ? null : state.cost + e.cost;
+          state.cost = addCost(state.cost, e.cost);
           return {
             type: "llm",
             run_id: state.record.id,

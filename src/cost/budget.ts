@@ -1,4 +1,4 @@
-import { addUsage, emptyUsage, type Usage } from "../providers/types.js";
+import { addCost, addUsage, emptyUsage, type Usage } from "../providers/types.js";
 import { tokensOf, type SpendLedger } from "../store/spend-ledger.js";
 import type { BudgetCaps, DaemonBudget } from "./caps.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
@@ -71,7 +71,7 @@ export class RunSpend implements BudgetCheck {
   /** Adds one finished call. */
   add(model: string, usage: Usage, cost: number | null): void {
     addUsage(this.usage, usage);
-    this.cost = this.cost === null || cost === null ? null : this.cost + cost;
+    this.cost = addCost(this.cost, cost);
     this.model = model;
     const at = (this.opts.now ?? (() => new Date()))().toISOString();
     this.opts.ledger?.record({ at, job: this.opts.job, run: this.opts.runId, model, usage: { ...usage }, cost });

@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import type { PresetName } from "../providers/presets.js";
-import type { Usage } from "../providers/types.js";
+import { emptyUsage, type Usage } from "../providers/types.js";
 
 /** USD per million tokens, as countd.yaml's `prices:` gives them. */
 export interface Price {
@@ -70,7 +70,7 @@ export class Pricer {
 
   /** Whether calls to this model get a price (for `countd validate`). */
   priced(ref: PriceRef): boolean {
-    return this.cost(ref, { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheWriteTokens: 0 }) !== null;
+    return this.cost(ref, emptyUsage()) !== null;
   }
 }
 

@@ -90,6 +90,11 @@ export function addUsage(into: Usage, more: Usage): Usage {
   return into;
 }
 
+/** Two costs in USD together: unknown (null, an unpriced call) once either is, never counted as 0. */
+export function addCost(a: number | null, b: number | null | undefined): number | null {
+  return a === null || b == null ? null : a + b;
+}
+
 /** Parses streamed tool-call arguments; an empty string means "no arguments". */
 export function parseToolArguments(raw: string): Record<string, unknown> | null {
   if (raw.trim() === "") return {};
