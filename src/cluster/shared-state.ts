@@ -70,15 +70,21 @@ export class RedisSharedState implements SharedStateStore {
     this.log = log.child({ component: "shared-state" });
   }
 
-  /** Reads the state and follows its changes from now on. */
-  static async open(redis: Redis, subscriber: Redis, opts: { log?: Logger } = {}): Promise<RedisSharedState> {
+  /**
+   * Reads the state; with `subscriber`, follows its changes from then on (a daemon does; a command
+   * that reads or changes it once need not).
+   */
+  static async open(redis: Redis, opts: { subscriber?: Redis; log?: Logger } = {}): Promise<RedisSharedState> {
     const state = new RedisSharedState(redis, opts.log ?? silentLogger);
-    subscriber.on("message", (channel: string, version: string) => {
-      if (channel === STATE_CHANNEL && version !== state.copy.version) state.follow();
-    });
-    // ioredis subscribes again after a reconnection; what changed while away is read then.
-    subscriber.on("ready", () => state.follow());
-    await subscriber.subscribe(STATE_CHANNEL);
+    const { subscriber } = opts;
+    if (subscriber) {
+      subscriber.on("message", (channel: string, version: string) => {
+        if (channel === STATE_CHANNEL && version !== state.copy.version) state.follow();
+      });
+      // ioredis subscribes again after a reconnection; what changed while away is read then.
+      subscriber.on("ready", () => state.follow());
+      await subscriber.subscribe(STATE_CHANNEL);
+    }
     state.copy = await state.read();
     return state;
   }

@@ -2,6 +2,7 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Redis } from "ioredis";
+import type { Logger } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { connectRedis } from "../../src/cluster/redis.js";
 import { RedisSharedState } from "../../src/cluster/shared-state.js";
@@ -34,8 +35,8 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
   }
 
   /** A daemon's view: a state directory of its own, the shared state in Redis through two connections of its own. */
-  async function daemonState(opts: Parameters<typeof RedisSharedState.open>[2] = {}): Promise<StateStore> {
-    const shared = await RedisSharedState.open(await connect(), await connect(), opts);
+  async function daemonState(opts: { log?: Logger } = {}): Promise<StateStore> {
+    const shared = await RedisSharedState.open(await connect(), { subscriber: await connect(), ...opts });
     return StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared });
   }
 
