@@ -99,10 +99,16 @@ export class RedisSharedState implements SharedStateStore {
       for (let tries = 0; tries < TRIES; tries++) {
         const next = structuredClone(base.data);
         change(next);
-        const written = await this.redis.eval(WRITE, 4, VERSION_KEY, JOBS_KEY, HEARTBEAT_KEY, PAUSED_ALL_KEY, base.version, JSON.stringify(diff(base.data, next)), STATE_CHANNEL);
-        if (written !== null) {
-          this.copy = { version: String(written), data: next };
-          return;
+        const changed = diff(base.data, next);
+        if (unchanged(changed)) {
+          // Already so (each daemon records the same slot fired): nothing to write, nobody to tell, if the copy is current.
+          if (((await this.redis.get(VERSION_KEY)) ?? "0") === base.version) return;
+        } else {
+          const written = await this.redis.eval(WRITE, 4, VERSION_KEY, JOBS_KEY, HEARTBEAT_KEY, PAUSED_ALL_KEY, base.version, JSON.stringify(changed), STATE_CHANNEL);
+          if (written !== null) {
+            this.copy = { version: String(written), data: next };
+            return;
+          }
         }
         base = this.copy = await this.read();
       }
@@ -165,6 +171,10 @@ export class RedisSharedState implements SharedStateStore {
     return undefined;
   }
 }
+
+type Diff = ReturnType<typeof diff>;
+
+const unchanged = (changed: Diff): boolean => Object.keys(changed.jobs).length === 0 && changed.heartbeat === undefined && changed.pausedAll === undefined;
 
 /** What WRITE writes: the jobs whose state changed (false: gone), and the other parts if they changed. */
 function diff(before: SharedState, after: SharedState): { jobs: Record<string, string | false>; heartbeat?: string; pausedAll?: string | false } {

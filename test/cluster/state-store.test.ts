@@ -82,6 +82,19 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     expect(Object.keys(await (await connect()).hgetall("countd:state:jobs"))).toEqual([]);
   });
 
+  it("a change already so on a daemon's old copy is still written when the state moved on", async () => {
+    // A command's view: read once, not followed.
+    const stale = await StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await connect()) });
+    const daemon = await daemonState();
+    await stale.pause("report");
+    await daemon.refresh();
+    await daemon.resume("report");
+    expect(stale.isPaused("report")).toBe(true);
+    await stale.pause("report");
+    await daemon.refresh();
+    expect(daemon.isPaused("report")).toBe(true);
+  });
+
   it("leaves out what does not fit, with a warning, and keeps the rest", async () => {
     const client = await connect();
     await client.hset("countd:state:jobs", "good", JSON.stringify({ pausedAt: "2026-12-01T10:00:00.000Z" }), "text", "not json", "bad", JSON.stringify({ pausedAt: 7 }));
