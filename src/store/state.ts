@@ -184,8 +184,9 @@ function fitLegacyRuns(value: unknown, file: string, misfits: Misfit[]): Record<
 /**
  * The daemon's state in the state directory: state.json (lowdb, written and synced through
  * DurableJSONFile, so a power cut leaves the old file or the new one) holds what stays small, job
- * and heartbeat state and the runs in progress; run history is appended to runs/<job>.jsonl
- * (RunHistory), so a saved run costs the same however many runs came before. Not one of lowdb's
+ * and heartbeat state (in a cluster, kept in Redis instead: SharedStateStore) and the runs in
+ * progress; run history is appended to runs/<job>.jsonl (RunHistory), so a saved run costs the
+ * same however many runs came before. Not one of lowdb's
  * presets: they switch to memory under NODE_ENV=test, and here persistence is the point.
  */
 export class StateStore {

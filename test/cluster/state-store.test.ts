@@ -4,9 +4,12 @@ import { join } from "node:path";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { loadConfig } from "../../src/config/load.js";
 import { connectRedis } from "../../src/cluster/redis.js";
+import { recordExchange } from "../../src/cluster/state.js";
 import { RedisSharedState } from "../../src/cluster/shared-state.js";
 import { StateStore } from "../../src/store/state.js";
+import { nodeFolder } from "../support/cluster-nodes.js";
 import { captureLog } from "../support/log-capture.js";
 import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
@@ -93,6 +96,17 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     await stale.pause("report");
     await daemon.refresh();
     expect(daemon.isPaused("report")).toBe(true);
+  });
+
+  it("countd ask on any node is contact for every node's heartbeat: the last exchange is kept in the shared heartbeat state", async () => {
+    const daemon = await daemonState();
+    const config = await loadConfig({ file: join(await nodeFolder(redis.url, "n2", {}), "countd.yaml"), needs: [] });
+    await recordExchange(config, new Date("2026-12-01T10:00:00.000Z"));
+    await vi.waitFor(() => expect(daemon.data.heartbeat.lastContactAt).toBe("2026-12-01T10:00:00.000Z"));
+    // An older exchange does not move it back.
+    await recordExchange(config, new Date("2026-12-01T09:00:00.000Z"));
+    await daemon.refresh();
+    expect(daemon.data.heartbeat.lastContactAt).toBe("2026-12-01T10:00:00.000Z");
   });
 
   it("leaves out what does not fit, with a warning, and keeps the rest", async () => {
