@@ -3,8 +3,8 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
-import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { nodeFolder, nodeHistory, startNodes } from "../support/cluster-nodes.js";
+import { llmEnv, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import { logLines } from "../support/daemon-process.js";
 import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
@@ -75,7 +75,7 @@ describe.skipIf(!hasRedis)("the heartbeat of three daemons on one Redis", { time
     }));
     mock.on({ userMessage: "Heartbeat check-in", hasToolResult: true }, { content: "Sent." });
     const dirs = await nodes("- [ ] water the plants\n");
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    await startNodes(dirs, env, daemons);
     await smtp.waitFor(MAX_PER_DAY);
     // Ticks enough for every node to have decided one more check-in of its own, were the cap its own.
     await vi.waitFor(() => expect(decisions("heartbeat skipped").filter((skip) => skip.reason.startsWith("daily cap reached")).length).toBeGreaterThanOrEqual(3), {
@@ -102,7 +102,7 @@ describe.skipIf(!hasRedis)("the heartbeat of three daemons on one Redis", { time
     await client.set("countd:state:heartbeat", JSON.stringify({ delivered: [{ at: new Date().toISOString(), hash: "earlier" }] }));
     client.disconnect();
     const dirs = await nodes(undefined);
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    await startNodes(dirs, env, daemons);
     await vi.waitFor(() => expect(decisions("heartbeat skipped").length).toBeGreaterThanOrEqual(4), { timeout: 40_000, interval: 500 });
     await sleep(EVERY_MS);
     expect(await Promise.all(daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);

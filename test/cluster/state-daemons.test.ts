@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
-import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { nodeFolder, nodeHistory, startNodes } from "../support/cluster-nodes.js";
+import { llmEnv, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import { runCountd } from "../support/daemon-process.js";
 import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
@@ -40,7 +40,7 @@ describe.skipIf(!hasRedis)("job state shared by three daemons on one Redis", { t
   it("countd pause on one node stops the job on every node (its slots recorded skipped), countd resume on another starts it again everywhere", async () => {
     mock.onMessage("tick", { content: "tock" });
     const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { tick: "prompt: tick\nevery: 2s\n" })));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    await startNodes(dirs, env, daemons);
     await vi.waitFor(async () => expect((await nodeHistory(dirs[2]!, "tick", env)).filter((run) => run.status === "ok").length).toBeGreaterThanOrEqual(2), {
       timeout: 30_000,
       interval: 500,
