@@ -81,7 +81,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     // In a cluster, Redis is checked first: unusable, it stops the start before anything is opened.
     const cluster = config.cluster ? await Cluster.join(config.cluster, logger) : undefined;
     if (cluster) started.push(() => cluster.close());
-    const state = await StateStore.open(config.paths.state, { log: logger, history: cluster?.history });
+    const state = await StateStore.open(config.paths.state, { log: logger, history: cluster?.history, shared: cluster?.state });
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
@@ -116,6 +116,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           deliver: (text, run) => deliverCheckIn(dispatcher, outbox, config, text, run),
           lastExchange: () => lastExchange(config.paths.state),
           onScheduled: (at) => void armed.setHeartbeat(at, config.heartbeat.everyMs),
+          // One daemon decides each tick, on the state as the last tick (on any node) left it.
+          claimTick: cluster ? async (slot) => (await cluster.claimTick(slot, config.heartbeat.everyMs)) && (await state.refresh(), true) : undefined,
           events: runtime.events,
           log: logger,
         })

@@ -2,7 +2,7 @@ import { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { daemonLogger } from "../log.js";
 import { openRuntime } from "../runtime.js";
-import { recordExchange } from "../store/last-exchange.js";
+import { recordExchange } from "../cluster/state.js";
 import { EXIT, printToolCalls } from "./output.js";
 
 export interface AskOptions {
@@ -37,7 +37,7 @@ export async function ask(message: string, opts: AskOptions): Promise<number> {
       last = chunk;
     }
     if (last && !last.endsWith("\n")) process.stdout.write("\n");
-    if (!cancel.cancelled) await recordExchange(config.paths.state);
+    if (!cancel.cancelled) await recordExchange(config);
   } finally {
     process.off("SIGINT", onSigint);
     stopPrinting();

@@ -2,15 +2,16 @@ import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
 import { loadJobsDir } from "../jobs/load.js";
 import { acquireLock } from "../store/lock.js";
-import { StateStore } from "../store/state.js";
+import { openState } from "../cluster/state.js";
 import { findDaemon, requireDaemon } from "./control.js";
 import { EXIT } from "./output.js";
 
 /**
  * `countd pause <job>|--all` and `countd resume <job>|--all`. With the daemon running it changes
- * through the daemon, which keeps the pause in state.json and acts on it at once; without one,
- * state.json is changed here under the state lock, so a job can be paused before the daemon
- * starts (a kill switch thrown before `countd start` must hold from its first fire).
+ * through the daemon, which keeps the pause in state.json (in a cluster, in Redis for every node)
+ * and acts on it at once; without one, the state is changed here under the state lock, so a job
+ * can be paused before the daemon starts (a kill switch thrown before `countd start` must hold
+ * from its first fire).
  */
 export async function steerJobs(change: "pause" | "resume", job: string | undefined, opts: { config?: string; all?: boolean }): Promise<number> {
   if ((job === undefined) === !opts.all) {
@@ -30,17 +31,20 @@ export async function steerJobs(change: "pause" | "resume", job: string | undefi
         const { jobs } = await loadJobsDir(config.paths.jobs, jobContext(config, null));
         if (!jobs.some((j) => j.name === job)) throw new Error(`no job named "${job}" in ${config.paths.jobs} (jobs: ${jobs.map((j) => j.name).join(", ") || "none"})`);
       }
-      const state = await StateStore.open(config.paths.state);
-      await state[change](job ?? null);
-      stillPaused = change === "resume" && job !== undefined && state.isPaused(job);
-      await state.close();
+      const { state, close } = await openState(config);
+      try {
+        await state[change](job ?? null);
+        stillPaused = change === "resume" && job !== undefined && state.isPaused(job);
+      } finally {
+        await close();
+      }
     } finally {
       await release();
     }
   }
   const what = job === undefined ? "every job" : job;
   const done = change === "pause" ? `paused ${what}: fires are recorded skipped ("paused") until countd resume ${job ?? "--all"}` : `resumed ${what}`;
-  process.stdout.write(`${stillPaused ? `${job} stays paused: every job is paused (countd resume --all)` : done}${daemon ? "" : " (countd is not running: kept in state.json for its next start)"}\n`);
+  process.stdout.write(`${stillPaused ? `${job} stays paused: every job is paused (countd resume --all)` : done}${daemon ? "" : config.cluster ? " (countd is not running here: kept in the cluster's Redis, which every node follows)" : " (countd is not running: kept in state.json for its next start)"}\n`);
   return EXIT.ok;
 }
 

@@ -9,12 +9,17 @@ import { checkRedis } from "./checks.js";
 import { ClusterFires } from "./fires.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
+import { RedisSharedState } from "./shared-state.js";
+import { errorText } from "../text.js";
+
+/** A heartbeat tick's key: set by the one daemon that decides the tick. */
+const tickKey = (slot: Date) => `countd:heartbeat:tick:${slot.getTime()}`;
 
 /**
- * This daemon's membership of a cluster: the checked Redis, the shared run history, and (once
- * serving) the shared fire queues. Shared so far: the schedule's fires and the run records. Still
- * this daemon's own: watch, webhook and manual fires, the heartbeat, job state and pauses
- * (state.json), sessions, transcripts and the outbox.
+ * This daemon's membership of a cluster: the checked Redis, the shared run history and state, and
+ * (once serving) the shared fire queues. Shared so far: the schedule's fires, the run records, job
+ * state and pauses, and the heartbeat's ticks and state. Still this daemon's own: watch, webhook
+ * and manual fires, the running index (state.json), sessions, transcripts and the outbox.
  */
 export class Cluster {
   private fires: ClusterFires | undefined;
@@ -22,8 +27,10 @@ export class Cluster {
   private constructor(
     readonly node: string,
     readonly history: RedisRunHistory,
+    readonly state: RedisSharedState,
     private readonly queues: Redis,
     private readonly records: Redis,
+    private readonly subscriber: Redis,
     private readonly log: Logger,
   ) {}
 
@@ -35,15 +42,20 @@ export class Cluster {
     const { warnings } = await checkRedis(settings.redis);
     warnings.forEach((warning) => log.warn(warning));
     const name = `countd:${settings.node}`;
-    const records = await connectRedis(settings.redis, "records", { name, log });
-    let queues: Redis;
+    const connected: Redis[] = [];
     try {
-      queues = await connectRedis(settings.redis, "queues", { name, log });
+      const records = await connectRedis(settings.redis, "records", { name, log });
+      connected.push(records);
+      const queues = await connectRedis(settings.redis, "queues", { name, log });
+      connected.push(queues);
+      const subscriber = await connectRedis(settings.redis, "records", { name, log });
+      connected.push(subscriber);
+      const state = await RedisSharedState.open(records, { subscriber, log });
+      return new Cluster(settings.node, new RedisRunHistory(records, { log }), state, queues, records, subscriber, log);
     } catch (err) {
-      records.disconnect();
+      connected.forEach((client) => client.disconnect());
       throw err;
     }
-    return new Cluster(settings.node, new RedisRunHistory(records, { log }), queues, records, log);
   }
 
   /**
@@ -56,7 +68,20 @@ export class Cluster {
     concurrency: number;
     interrupted?: (job: Job, run: RunRecord) => Promise<void>;
   }): void {
-    this.fires = new ClusterFires({ redis: this.queues, ...opts, node: this.node, history: this.history, log: this.log });
+    this.fires = new ClusterFires({ redis: this.queues, ...opts, node: this.node, history: this.history, state: this.state, log: this.log });
+  }
+
+  /**
+   * Whether this daemon decides the heartbeat tick at `slot` (a multiple of heartbeat.every): the
+   * first daemon to ask, each tick, cluster-wide. Redis away: no daemon decides it.
+   */
+  async claimTick(slot: Date, everyMs: number): Promise<boolean> {
+    try {
+      return (await this.records.set(tickKey(slot), this.node, "PX", Math.max(2 * everyMs, 60_000), "NX")) === "OK";
+    } catch (err) {
+      this.log.warn({ slot: slot.toISOString(), error: errorText(err) }, "could not claim the heartbeat tick; not decided here");
+      return false;
+    }
   }
 
   /** The jobs armed on this daemon, whose catch_up windows decide how long fires are kept. */
@@ -78,7 +103,7 @@ export class Cluster {
 
   /** Closes the connections, after the last record was saved; one that is down is dropped, not waited for. */
   async close(): Promise<void> {
-    for (const client of [this.queues, this.records]) {
+    for (const client of [this.queues, this.records, this.subscriber]) {
       if (client.status === "ready") await client.quit().catch(() => client.disconnect());
       else client.disconnect();
     }

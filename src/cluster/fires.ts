@@ -8,6 +8,7 @@ import type { FireRequest } from "../runner/types.js";
 import { isoTime } from "../store/quarantine.js";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { RunHistoryStore } from "../store/run-history.js";
+import type { SharedStateStore } from "../store/state.js";
 import { errorText } from "../text.js";
 
 /** BullMQ's key prefix for the cluster's queues: `countd:slots:…`, `countd:runs:…`. */
@@ -92,6 +93,8 @@ export interface ClusterFiresOptions {
   node: string;
   /** The cluster's run history, where a run another daemon left is marked interrupted. */
   history: RunHistoryStore;
+  /** The cluster's job state, read again before a fire is run: the runner's pause check must see a pause made on any node. */
+  state: Pick<SharedStateStore, "refresh">;
   /**
    * A run another daemon left mid-run, now recorded interrupted, that no retry follows: reported as
    * a daemon alone reports a run its crash cut short (RunDispatcher.interrupted).
@@ -201,6 +204,9 @@ export class ClusterFires {
     const start = fire.run ? await this.resume(fire, fire.run) : { request: requestOf(fire) };
     if (!start) return;
     const { request, ...opts } = start;
+    await this.opts.state.refresh().catch((err: unknown) => {
+      this.log.warn({ job: fire.job, error: errorText(err) }, "could not read the cluster's job state; the fire is run on this daemon's copy");
+    });
     await this.opts.runner.runToEnd(request, { ...opts, watch: this.watch(queued) });
   }
 

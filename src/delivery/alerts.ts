@@ -5,14 +5,19 @@ export const DEFAULT_FAILURE_REPEAT_MS = 3_600_000;
 
 /** Where each job's failing streak is kept between runs. */
 export interface StreakStore {
-  get(job: string): FailingStreak | undefined;
+  /** As saved now: in a cluster, the job's last run may have ended on another daemon. */
+  get(job: string): Promise<FailingStreak | undefined>;
   set(job: string, streak: FailingStreak | undefined): Promise<void>;
 }
 
-/** In the job state (state.json), so the throttle holds across restarts. */
+/** In the job state (state.json, or a cluster's in Redis), so the throttle holds across restarts and daemons. */
 export function stateStreaks(state: StateStore): StreakStore {
   return {
-    get: (job) => state.job(job).failing,
+    get: async (job) => {
+      // Redis away: the daemon's copy, rather than no report at all.
+      await state.refresh().catch(() => {});
+      return state.job(job).failing;
+    },
     set: (job, streak) =>
       state.update((data) => {
         const { failing: _previous, ...rest } = data.jobs[job] ?? {};
@@ -25,7 +30,7 @@ export function stateStreaks(state: StateStore): StreakStore {
 export function memoryStreaks(): StreakStore {
   const streaks = new Map<string, FailingStreak>();
   return {
-    get: (job) => streaks.get(job),
+    get: async (job) => streaks.get(job),
     set: async (job, streak) => {
       if (streak) streaks.set(job, streak);
       else streaks.delete(job);

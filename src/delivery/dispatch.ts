@@ -96,7 +96,7 @@ export class RunDispatcher {
     if (job.onFailure.length === 0) return Promise.resolve();
     return this.perJob.run(job.name, async () => {
       const repeatMs = job.onFailureRepeatMs ?? DEFAULT_FAILURE_REPEAT_MS;
-      const { report, next } = failed(this.streaks.get(job.name), new Date(msg.run.finishedAt), repeatMs);
+      const { report, next } = failed(await this.streaks.get(job.name), new Date(msg.run.finishedAt), repeatMs);
       if (report.kind === "quiet") {
         const due = new Date(Date.parse(next.reportedAt) + repeatMs).toISOString();
         this.log.info(
@@ -116,7 +116,7 @@ export class RunDispatcher {
   private recovered(job: Job, run: RunRecord): Promise<void> {
     if (job.onFailure.length === 0) return Promise.resolve();
     return this.perJob.run(job.name, async () => {
-      const streak = this.streaks.get(job.name);
+      const streak = await this.streaks.get(job.name);
       if (!streak) return;
       const { since, failures, unreported } = streak;
       const recovery = { ...message("run.recovered", job.name, run, ""), failing: { since, failures, unreported } };

@@ -55,6 +55,26 @@ export interface StateData {
   pausedAllAt?: string;
 }
 
+/**
+ * What a cluster's daemons share of the state: job state (catch-up, one-shots, failing streaks,
+ * pauses), the kill switch and the heartbeat's. The running index stays each daemon's own.
+ */
+export type SharedState = Pick<StateData, "jobs" | "heartbeat" | "pausedAllAt">;
+
+/**
+ * Where the shared state is kept: state.json for a daemon alone, Redis in a cluster
+ * (cluster/shared-state.ts). Reads are synchronous, from a copy kept current; a decision that must
+ * see another daemon's latest change (a cluster fire, a heartbeat tick) calls refresh() first.
+ */
+export interface SharedStateStore {
+  /** The state as last read or written here. */
+  readonly data: Readonly<SharedState>;
+  /** Changes and saves in one step: concurrent changes, from this daemon or another, are not lost. */
+  update(change: (data: SharedState) => void): Promise<void>;
+  /** Brings `data` up to what is saved now. */
+  refresh(): Promise<void>;
+}
+
 /** How state.json held run history before it moved to one JSONL file per job. */
 interface LegacyStateData extends StateData {
   runs?: Record<string, RunRecord[]>;
@@ -65,13 +85,13 @@ const empty = (): StateData => ({ jobs: {}, heartbeat: { delivered: [] }, runnin
 const runKey = (run: RunningRun): string => `${run.job}/${run.id}`;
 
 const failingShape = z.looseObject({ since: time, failures: count, reportedAt: time, unreported: count });
-const jobStateShape = z.looseObject({
+export const jobStateShape = z.looseObject({
   lastScheduledAt: time.optional(),
   done: z.boolean().optional(),
   failing: failingShape.optional(),
   pausedAt: time.optional(),
 }) satisfies z.ZodType<JobState>;
-const deliveredShape = z.looseObject({ at: time, hash: z.string() });
+export const deliveredShape = z.looseObject({ at: time, hash: z.string() });
 const runningShape = z.looseObject({ job: z.string().refine(hasHistory, "expected a job name"), id: z.string().min(1) });
 
 /**
@@ -164,8 +184,9 @@ function fitLegacyRuns(value: unknown, file: string, misfits: Misfit[]): Record<
 /**
  * The daemon's state in the state directory: state.json (lowdb, written and synced through
  * DurableJSONFile, so a power cut leaves the old file or the new one) holds what stays small, job
- * and heartbeat state and the runs in progress; run history is appended to runs/<job>.jsonl
- * (RunHistory), so a saved run costs the same however many runs came before. Not one of lowdb's
+ * and heartbeat state (in a cluster, kept in Redis instead: SharedStateStore) and the runs in
+ * progress; run history is appended to runs/<job>.jsonl (RunHistory), so a saved run costs the
+ * same however many runs came before. Not one of lowdb's
  * presets: they switch to memory under NODE_ENV=test, and here persistence is the point.
  */
 export class StateStore {
@@ -175,21 +196,32 @@ export class StateStore {
   private readonly writing = new Set<Promise<void>>();
   /** Runs handed to saveRun and not saved yet, by key, so knownRunIds sees them at once. */
   private readonly queued = new Map<string, RunningRun>();
+  private readonly shared: SharedStateStore;
 
   private constructor(
     private readonly dir: string,
     private readonly db: Low<StateData>,
     private readonly history: RunHistoryStore,
     private readonly log: Logger,
-  ) {}
+    shared: SharedStateStore | undefined,
+  ) {
+    this.shared = shared ?? {
+      get data() {
+        return db.data;
+      },
+      update: (change) => this.write(change),
+      refresh: async () => {},
+    };
+  }
 
   /**
    * `log`: where pieces moved aside and a state directory removed while countd runs (it is created
    * again) are reported. Pieces of state.json that do not fit are moved to the quarantine file
    * and the file is written without them; a file that is not JSON at all is refused. `history`:
-   * where runs are kept instead of runs/ (a cluster's, shared by its daemons).
+   * where runs are kept instead of runs/ (a cluster's, shared by its daemons); `shared`: where job
+   * state, pauses and the heartbeat's state are kept instead of state.json (a cluster's).
    */
-  static async open(stateDir: string, opts: { log?: Logger; history?: RunHistoryStore } = {}): Promise<StateStore> {
+  static async open(stateDir: string, opts: { log?: Logger; history?: RunHistoryStore; shared?: SharedStateStore } = {}): Promise<StateStore> {
     const log = (opts.log ?? silentLogger).child({ component: "state" });
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "state.json");
@@ -200,15 +232,25 @@ export class StateStore {
     if (misfits.length > 0) await state.write();
     const history = opts.history ?? new RunHistory(join(stateDir, "runs"), { stateDir, log });
     await migrateRuns(state, history);
-    return new StateStore(stateDir, state, history, log);
+    return new StateStore(stateDir, state, history, log, opts.shared);
   }
 
   get data(): Readonly<StateData> {
-    return this.db.data;
+    return { ...this.shared.data, running: this.db.data.running };
   }
 
-  /** Changes and saves; lowdb writes one file at a time, so concurrent updates do not interleave. */
-  async update(change: (data: StateData) => void): Promise<void> {
+  /** Changes and saves the shared state (state.json's, or the cluster's). */
+  update(change: (data: SharedState) => void): Promise<void> {
+    return this.shared.update(change);
+  }
+
+  /** Brings the shared state up to what another daemon of the cluster saved last; nothing to do alone. */
+  refresh(): Promise<void> {
+    return this.shared.refresh();
+  }
+
+  /** Changes and saves state.json; lowdb writes one file at a time, so concurrent updates do not interleave. */
+  private async write(change: (data: StateData) => void): Promise<void> {
     change(this.db.data);
     const write = inRecreatedDir(this.dir, () => this.db.write(), this.log);
     this.writing.add(write);
@@ -220,17 +262,17 @@ export class StateStore {
   }
 
   job(name: string): JobState {
-    return this.db.data.jobs[name] ?? {};
+    return this.shared.data.jobs[name] ?? {};
   }
 
   /** True when the job is paused, on its own or with every job. */
   isPaused(job: string): boolean {
-    return this.db.data.pausedAllAt !== undefined || this.job(job).pausedAt !== undefined;
+    return this.shared.data.pausedAllAt !== undefined || this.job(job).pausedAt !== undefined;
   }
 
   /** When every job was paused at once, if they are. */
   pausedAll(): string | undefined {
-    return this.db.data.pausedAllAt;
+    return this.shared.data.pausedAllAt;
   }
 
   /** Pauses one job, or every job (null); what is already paused keeps the time it was paused first. */
@@ -296,13 +338,13 @@ export class StateStore {
     this.queued.set(key, { job: run.job, id: run.id });
     const saved = this.saving
       .run(run.job, async () => {
-        if (running && !(key in this.db.data.running)) await this.update((data) => (data.running[key] = { job: run.job, id: run.id }));
+        if (running && !(key in this.db.data.running)) await this.write((data) => (data.running[key] = { job: run.job, id: run.id }));
         await this.history.save(run.job, [run]);
       })
       .finally(() => this.queued.delete(key));
     if (!running) {
       // Not waited for, and a failure ignored: a stale entry only costs markInterrupted a look.
-      const unindex = () => (key in this.db.data.running ? this.update((data) => delete data.running[key]) : undefined);
+      const unindex = () => (key in this.db.data.running ? this.write((data) => delete data.running[key]) : undefined);
       this.saving.run(run.job, () => saved.then(unindex)).catch(() => {});
     }
     return saved;
@@ -326,7 +368,7 @@ export class StateStore {
       await this.saving.run(job, () => this.history.save(job, [interrupted]));
       marked.push(interrupted);
     }
-    if (entries.length > 0) await this.update((data) => entries.forEach(([key]) => delete data.running[key]));
+    if (entries.length > 0) await this.write((data) => entries.forEach(([key]) => delete data.running[key]));
     return marked;
   }
 }

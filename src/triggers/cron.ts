@@ -1,7 +1,7 @@
 import { silentLogger, type Logger } from "../log.js";
 import type { Job, Schedule } from "../jobs/types.js";
 import type { FireRequest } from "../runner/types.js";
-import type { StateData, StateStore } from "../store/state.js";
+import type { SharedState, StateStore } from "../store/state.js";
 import { nextFires, previousFire } from "../jobs/schedule.js";
 import { errorText } from "../text.js";
 
@@ -41,7 +41,7 @@ interface Fired {
 const keyOf = (job: Job) => `${job.timezone}\n${JSON.stringify(job.schedule)}`;
 
 /** What a fire changes in the state: the slot it was for, and for a one-shot that it is done. */
-function noteFire(data: StateData, job: Job, scheduledAt: Date): void {
+function noteFire(data: SharedState, job: Job, scheduledAt: Date): void {
   data.jobs[job.name] = {
     ...data.jobs[job.name],
     lastScheduledAt: scheduledAt.toISOString(),

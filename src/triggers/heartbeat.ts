@@ -229,6 +229,12 @@ export interface HeartbeatServiceOptions<Run> {
   lastExchange?: () => Promise<Date | undefined>;
   /** When the next tick was set for: the daemon publishes it for `countd jobs`. */
   onScheduled?: (at: Date) => void;
+  /**
+   * In a cluster: whether this daemon decides the tick at `slot`, a multiple of `everyMs` since
+   * the epoch (every daemon ticks at the same slots, and one decides each). Unset, ticks are every
+   * `everyMs` from the start and each is decided here.
+   */
+  claimTick?: (slot: Date) => Promise<boolean>;
   /** Told how each tick ended (the console's metrics count them). */
   events?: EventBus;
   now?: () => Date;
@@ -322,7 +328,10 @@ export class HeartbeatService<Run> {
     this.opts.events?.emit("heartbeat.decision", decision);
   }
 
-  /** Ticks every `everyMs`, measured from the start of the previous tick; a slow tick is never overlapped by the next. */
+  /**
+   * Ticks every `everyMs`, measured from the start of the previous tick (in a cluster, at the
+   * multiples of `everyMs`); a slow tick is never overlapped by the next.
+   */
   start(): void {
     const { enabled, everyMs } = this.opts.config;
     if (!enabled) {
@@ -335,7 +344,7 @@ export class HeartbeatService<Run> {
     if (this.active) return;
     this.active = true;
     // A tick still running from before a stop() schedules the next one when it ends.
-    if (!this.running) this.schedule(everyMs);
+    if (!this.running) this.schedule(this.delay(everyMs, Date.now()));
   }
 
   /** No further ticks start; a tick in progress finishes. */
@@ -345,18 +354,37 @@ export class HeartbeatService<Run> {
     this.timer = undefined;
   }
 
+  /** Until the next tick, `wait` after the last one alone; in a cluster, the slot after `slot` (or after now). */
+  private delay(wait: number, now: number, slot?: number): number {
+    if (!this.opts.claimTick) return wait;
+    const { everyMs } = this.opts.config;
+    return Math.max(0, (slot ?? now - (now % everyMs)) + everyMs - now);
+  }
+
   private schedule(delay: number): void {
     this.opts.onScheduled?.(new Date(Date.now() + delay));
     this.timer = setTimeout(() => {
       this.timer = undefined;
       const started = Date.now();
+      const { everyMs } = this.opts.config;
+      // The slot the timer was set for: it may fire late, or a little early by the wall clock.
+      const slot = Math.round(started / everyMs) * everyMs;
       this.running = true;
-      this.tick()
+      this.claimed(new Date(slot))
+        .then((mine) => (mine ? this.tick() : undefined))
         .catch((err: unknown) => this.log.error({ error: errorText(err) }, "heartbeat tick failed"))
         .finally(() => {
           this.running = false;
-          if (this.active) this.schedule(Math.max(0, this.opts.config.everyMs - (Date.now() - started)));
+          if (this.active) this.schedule(this.delay(Math.max(0, everyMs - (Date.now() - started)), Date.now(), slot));
         });
     }, delay);
+  }
+
+  /** Whether this daemon decides the tick: always alone; in a cluster, if it claimed the tick's slot. */
+  private async claimed(slot: Date): Promise<boolean> {
+    if (!this.opts.claimTick) return true;
+    const mine = await this.opts.claimTick(slot);
+    if (!mine) this.log.debug({ slot: slot.toISOString() }, "heartbeat tick decided by another daemon");
+    return mine;
   }
 }

@@ -68,6 +68,7 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
       concurrency: 2,
       node: `n${nodes.length + 1}`,
       history: new RedisRunHistory(client),
+      state: { refresh: async () => {} },
     });
     const made: Node = { fires, started, skipped, end: (scheduledAt) => ends.get(scheduledAt.getTime())?.() };
     nodes.push(made);
@@ -190,6 +191,7 @@ describe.skipIf(!hasRedis)("the cluster's fires: a run a daemon left (its hold e
       concurrency: 1,
       node: "n1",
       history,
+      state: { refresh: async () => {} },
       interrupted: async (_job, record) => void reported.push(record),
     });
     await vi.waitFor(async () => expect(await runs.getJobState(slotId("report", at(0)))).toBe("completed"));

@@ -1,9 +1,9 @@
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expect } from "vitest";
+import { expect, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
-import { runCountd } from "./daemon-process.js";
+import { runCountd, spawnDaemon, type DaemonProcess } from "./daemon-process.js";
 
 /**
  * A cluster node's folder, as on a machine of its own: countd.yaml joining the cluster at `redis`
@@ -23,4 +23,21 @@ export async function nodeHistory(dir: string, job: string, env: Record<string, 
   const listed = await runCountd(["history", job, "--json", "-n", "1000"], { cwd: dir, env });
   expect(listed).toMatchObject({ code: 0, stderr: "" });
   return JSON.parse(listed.stdout) as RunRecord[];
+}
+
+/**
+ * `countd start` in each folder, kept in `into` as soon as spawned (so a test that fails stops them
+ * all), resolved once each said it started: on a loaded machine three starts at once take a while.
+ */
+export async function startNodes(dirs: string[], env: Record<string, string>, into: DaemonProcess[]): Promise<void> {
+  into.push(...dirs.map((dir) => spawnDaemon(dir, env)));
+  await vi.waitFor(
+    () => {
+      for (const daemon of into) {
+        if (daemon.child.exitCode !== null) throw new Error(`countd start exited ${daemon.child.exitCode}:\n${daemon.output()}`);
+        if (!daemon.output().includes('"countd started"')) throw new Error("not started yet");
+      }
+    },
+    { timeout: 60_000, interval: 100 },
+  );
 }

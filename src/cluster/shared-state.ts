@@ -1,0 +1,197 @@
+import type { Redis } from "ioredis";
+import { z } from "zod";
+import { silentLogger, type Logger } from "../log.js";
+import { isoTime } from "../store/quarantine.js";
+import { deliveredShape, jobStateShape, type HeartbeatState, type JobState, type SharedState, type SharedStateStore } from "../store/state.js";
+import { errorText } from "../text.js";
+
+/** Job states by job name (a hash of JSON), the heartbeat's state (JSON), the kill switch (an ISO time). */
+const JOBS_KEY = "countd:state:jobs";
+const HEARTBEAT_KEY = "countd:state:heartbeat";
+const PAUSED_ALL_KEY = "countd:state:paused-all";
+/** Counts the changes: raised by every change, so a change made on an older copy is refused. */
+const VERSION_KEY = "countd:state:version";
+/** Told each change's version, so every daemon reads the state again at once. */
+export const STATE_CHANNEL = "countd:state";
+
+/** A change made by a busy cluster is refused and tried again on a fresh read this many times at most. */
+const TRIES = 100;
+
+/**
+ * Writes a change only if the state is still at the version it was made on (a compare-and-set),
+ * then raises the version and tells the other daemons.
+ * KEYS: version, jobs, heartbeat, paused-all; ARGV: the version, the change as JSON
+ * ({ jobs: { name: JSON or false }, heartbeat?: JSON, pausedAll?: time or false }), the channel.
+ */
+const WRITE = `
+if (redis.call('GET', KEYS[1]) or '0') ~= ARGV[1] then return false end
+local change = cjson.decode(ARGV[2])
+for name, value in pairs(change.jobs) do
+  if value == false then redis.call('HDEL', KEYS[2], name) else redis.call('HSET', KEYS[2], name, value) end
+end
+if change.heartbeat ~= nil then redis.call('SET', KEYS[3], change.heartbeat) end
+if change.pausedAll == false then redis.call('DEL', KEYS[4]) elseif change.pausedAll ~= nil then redis.call('SET', KEYS[4], change.pausedAll) end
+local version = redis.call('INCR', KEYS[1])
+redis.call('PUBLISH', ARGV[3], version)
+return version
+`;
+
+const heartbeatShape = z.object({ delivered: z.array(deliveredShape), lastContactAt: isoTime.optional() }) satisfies z.ZodType<HeartbeatState>;
+
+interface Snapshot {
+  version: string;
+  data: SharedState;
+}
+
+/**
+ * The cluster's shared state in Redis: every daemon sees the same pauses, catch-up slots,
+ * one-shots done, failing streaks and heartbeat state. Each daemon keeps a copy for the
+ * synchronous reads (StateStore.isPaused, job()), read again whenever another daemon's change is
+ * published on STATE_CHANNEL and after a reconnection. A change is made on the copy and written
+ * only if nobody changed the state meanwhile; otherwise it is made again on a fresh read, so
+ * concurrent changes from any daemons are never lost. What does not fit when read is logged and
+ * left out of the copy.
+ *
+ * `redis`: a `records` connection, so a change while Redis is away fails at once (its caller
+ * reports it: a fire not recorded, a pause refused); `subscriber`: a connection of its own, as
+ * Redis allows nothing else on a subscribed one.
+ */
+export class RedisSharedState implements SharedStateStore {
+  private copy: Snapshot = { version: "0", data: { jobs: {}, heartbeat: { delivered: [] } } };
+  /** Reads and changes one at a time, so the copy only ever moves forward. */
+  private queue: Promise<unknown> = Promise.resolve();
+  private reread: Promise<void> | undefined;
+  private readonly log: Logger;
+
+  private constructor(
+    private readonly redis: Redis,
+    log: Logger,
+  ) {
+    this.log = log.child({ component: "shared-state" });
+  }
+
+  /**
+   * Reads the state; with `subscriber`, follows its changes from then on (a daemon does; a command
+   * that reads or changes it once need not).
+   */
+  static async open(redis: Redis, opts: { subscriber?: Redis; log?: Logger } = {}): Promise<RedisSharedState> {
+    const state = new RedisSharedState(redis, opts.log ?? silentLogger);
+    const { subscriber } = opts;
+    if (subscriber) {
+      subscriber.on("message", (channel: string, version: string) => {
+        if (channel === STATE_CHANNEL && version !== state.copy.version) state.follow();
+      });
+      // ioredis subscribes again after a reconnection; what changed while away is read then.
+      subscriber.on("ready", () => state.follow());
+      await subscriber.subscribe(STATE_CHANNEL);
+    }
+    state.copy = await state.read();
+    return state;
+  }
+
+  get data(): Readonly<SharedState> {
+    return this.copy.data;
+  }
+
+  update(change: (data: SharedState) => void): Promise<void> {
+    return this.serially(async () => {
+      let base = this.copy;
+      for (let tries = 0; tries < TRIES; tries++) {
+        const next = structuredClone(base.data);
+        change(next);
+        const changed = diff(base.data, next);
+        if (unchanged(changed)) {
+          // Already so (each daemon records the same slot fired): nothing to write, nobody to tell, if the copy is current.
+          if (((await this.redis.get(VERSION_KEY)) ?? "0") === base.version) return;
+        } else {
+          const written = await this.redis.eval(WRITE, 4, VERSION_KEY, JOBS_KEY, HEARTBEAT_KEY, PAUSED_ALL_KEY, base.version, JSON.stringify(changed), STATE_CHANNEL);
+          if (written !== null) {
+            this.copy = { version: String(written), data: next };
+            return;
+          }
+        }
+        base = this.copy = await this.read();
+      }
+      throw new Error(`the cluster's state changed ${TRIES} times while this change was made; not saved`);
+    });
+  }
+
+  refresh(): Promise<void> {
+    return this.serially(async () => {
+      const version = (await this.redis.get(VERSION_KEY)) ?? "0";
+      if (version !== this.copy.version) this.copy = await this.read();
+    });
+  }
+
+  /** Reads the state again once a change is published; changes published meanwhile are read with it. */
+  private follow(): void {
+    this.reread ??= this.serially(async () => {
+      this.reread = undefined;
+      this.copy = await this.read();
+    }).catch((err: unknown) => this.log.warn({ error: errorText(err) }, "could not read the cluster's state; reading it again at its next change"));
+  }
+
+  private serially<T>(step: () => Promise<T>): Promise<T> {
+    const done = this.queue.then(step);
+    this.queue = done.catch(() => {});
+    return done;
+  }
+
+  /** The whole state at one version (MULTI), checked piece by piece. */
+  private async read(): Promise<Snapshot> {
+    const replies = await this.redis.multi().get(VERSION_KEY).hgetall(JOBS_KEY).get(HEARTBEAT_KEY).get(PAUSED_ALL_KEY).exec();
+    if (!replies) throw new Error("the read of the cluster's state was aborted");
+    for (const [err] of replies) if (err) throw err;
+    const [version, jobs, heartbeat, pausedAll] = replies.map(([, value]) => value) as [string | null, Record<string, string>, string | null, string | null];
+    const data: SharedState = { jobs: {}, heartbeat: { delivered: [] } };
+    for (const [name, text] of Object.entries(jobs)) {
+      const state = this.parse(jobStateShape, text, `${JOBS_KEY} ${name}`);
+      if (state) data.jobs[name] = state;
+    }
+    if (heartbeat !== null) data.heartbeat = this.parse(heartbeatShape, heartbeat, HEARTBEAT_KEY) ?? data.heartbeat;
+    if (pausedAll !== null) {
+      const at = isoTime.safeParse(pausedAll);
+      if (at.success) data.pausedAllAt = at.data;
+      else this.log.warn({ key: PAUSED_ALL_KEY, value: pausedAll }, "shared state in Redis does not fit; left out");
+    }
+    return { version: version ?? "0", data };
+  }
+
+  private parse<T>(shape: z.ZodType<T>, text: string, key: string): T | undefined {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      this.log.warn({ key, problem: "is not JSON" }, "shared state in Redis does not fit; left out");
+      return undefined;
+    }
+    const parsed = shape.safeParse(value);
+    if (parsed.success) return parsed.data;
+    this.log.warn({ key, problem: parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ") }, "shared state in Redis does not fit; left out");
+    return undefined;
+  }
+}
+
+type Diff = ReturnType<typeof diff>;
+
+const unchanged = (changed: Diff): boolean => Object.keys(changed.jobs).length === 0 && changed.heartbeat === undefined && changed.pausedAll === undefined;
+
+/** What WRITE writes: the jobs whose state changed (false: gone), and the other parts if they changed. */
+function diff(before: SharedState, after: SharedState): { jobs: Record<string, string | false>; heartbeat?: string; pausedAll?: string | false } {
+  const jobs: Record<string, string | false> = {};
+  for (const name of new Set([...Object.keys(before.jobs), ...Object.keys(after.jobs)])) {
+    const was = before.jobs[name];
+    const now: JobState | undefined = after.jobs[name];
+    if (now === undefined) {
+      if (was !== undefined) jobs[name] = false;
+    } else if (JSON.stringify(now) !== JSON.stringify(was)) {
+      jobs[name] = JSON.stringify(now);
+    }
+  }
+  const heartbeat = JSON.stringify(after.heartbeat);
+  return {
+    jobs,
+    ...(heartbeat !== JSON.stringify(before.heartbeat) ? { heartbeat } : {}),
+    ...(after.pausedAllAt !== before.pausedAllAt ? { pausedAll: after.pausedAllAt ?? false } : {}),
+  };
+}

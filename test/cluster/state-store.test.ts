@@ -1,0 +1,126 @@
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { loadConfig } from "../../src/config/load.js";
+import { connectRedis } from "../../src/cluster/redis.js";
+import { recordExchange } from "../../src/cluster/state.js";
+import { RedisSharedState } from "../../src/cluster/shared-state.js";
+import { StateStore } from "../../src/store/state.js";
+import { nodeFolder } from "../support/cluster-nodes.js";
+import { captureLog } from "../support/log-capture.js";
+import { startRedis, type RedisServer } from "../support/redis-server.js";
+import { hasSystemPackage } from "../support/system-package.js";
+
+const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
+
+describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
+  let redis: RedisServer;
+  const clients: Redis[] = [];
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  afterEach(async () => {
+    for (const client of clients.splice(0)) client.disconnect();
+    const flush = await connect();
+    await flush.flushdb();
+  });
+
+  async function connect(): Promise<Redis> {
+    const client = await connectRedis(redis.url, "records", { name: "countd-test" });
+    clients.push(client);
+    return client;
+  }
+
+  /** A daemon's view: a state directory of its own, the shared state in Redis through two connections of its own. */
+  async function daemonState(opts: { log?: Logger } = {}): Promise<StateStore> {
+    const shared = await RedisSharedState.open(await connect(), { subscriber: await connect(), ...opts });
+    return StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared });
+  }
+
+  it("loses no change when two daemons change it at once, each on the copy it had", async () => {
+    const [one, two] = [await daemonState(), await daemonState()];
+    const changes: Promise<void>[] = [];
+    for (let i = 0; i < 50; i++) {
+      changes.push(one.update((data) => void ((data.jobs[`one-${i}`] = { lastScheduledAt: new Date(i * 1000).toISOString() }))));
+      changes.push(
+        two.update((data) => {
+          const streak = data.jobs["shared"]?.failing;
+          data.jobs["shared"] = { failing: { since: "2026-12-01T00:00:00.000Z", failures: (streak?.failures ?? 0) + 1, reportedAt: "2026-12-01T00:00:00.000Z", unreported: 0 } };
+        }),
+      );
+      changes.push(
+        one.update((data) => {
+          const streak = data.jobs["shared"]?.failing;
+          data.jobs["shared"] = { failing: { since: "2026-12-01T00:00:00.000Z", failures: (streak?.failures ?? 0) + 1, reportedAt: "2026-12-01T00:00:00.000Z", unreported: 0 } };
+        }),
+      );
+    }
+    await Promise.all(changes);
+    const third = await daemonState();
+    expect(third.job("shared").failing?.failures).toBe(100);
+    expect(Object.keys(third.data.jobs).filter((name) => name.startsWith("one-"))).toHaveLength(50);
+    // Each daemon's copy follows the other's changes.
+    await vi.waitFor(() => expect(one.job("shared").failing?.failures).toBe(100));
+    await vi.waitFor(() => expect(Object.keys(two.data.jobs)).toHaveLength(51));
+  });
+
+  it("a pause on one daemon is seen by another at once after refresh(), and followed without it", async () => {
+    const [one, two] = [await daemonState(), await daemonState()];
+    await one.pause("report");
+    await two.refresh();
+    expect(two.isPaused("report")).toBe(true);
+    await two.resume(null);
+    await one.refresh();
+    expect(one.isPaused("report")).toBe(false);
+    await one.pause(null, new Date("2026-12-01T10:00:00.000Z"));
+    await vi.waitFor(() => expect(two.pausedAll()).toBe("2026-12-01T10:00:00.000Z"));
+    expect(two.isPaused("anything")).toBe(true);
+    // The running index stays each daemon's own (its state.json), out of Redis.
+    expect(Object.keys(await (await connect()).hgetall("countd:state:jobs"))).toEqual([]);
+  });
+
+  it("a change already so on a daemon's old copy is still written when the state moved on", async () => {
+    // A command's view: read once, not followed.
+    const stale = await StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await connect()) });
+    const daemon = await daemonState();
+    await stale.pause("report");
+    await daemon.refresh();
+    await daemon.resume("report");
+    expect(stale.isPaused("report")).toBe(true);
+    await stale.pause("report");
+    await daemon.refresh();
+    expect(daemon.isPaused("report")).toBe(true);
+  });
+
+  it("countd ask on any node is contact for every node's heartbeat: the last exchange is kept in the shared heartbeat state", async () => {
+    const daemon = await daemonState();
+    const config = await loadConfig({ file: join(await nodeFolder(redis.url, "n2", {}), "countd.yaml"), needs: [] });
+    await recordExchange(config, new Date("2026-12-01T10:00:00.000Z"));
+    await vi.waitFor(() => expect(daemon.data.heartbeat.lastContactAt).toBe("2026-12-01T10:00:00.000Z"));
+    // An older exchange does not move it back.
+    await recordExchange(config, new Date("2026-12-01T09:00:00.000Z"));
+    await daemon.refresh();
+    expect(daemon.data.heartbeat.lastContactAt).toBe("2026-12-01T10:00:00.000Z");
+  });
+
+  it("leaves out what does not fit, with a warning, and keeps the rest", async () => {
+    const client = await connect();
+    await client.hset("countd:state:jobs", "good", JSON.stringify({ pausedAt: "2026-12-01T10:00:00.000Z" }), "text", "not json", "bad", JSON.stringify({ pausedAt: 7 }));
+    await client.set("countd:state:heartbeat", JSON.stringify({ delivered: "never" }));
+    const logs = captureLog();
+    const state = await daemonState({ log: logs.log });
+    expect(state.data.jobs).toEqual({ good: { pausedAt: "2026-12-01T10:00:00.000Z" } });
+    expect(state.data.heartbeat).toEqual({ delivered: [] });
+    expect(logs.lines.filter((line) => line.msg === "shared state in Redis does not fit; left out").map((line) => line.fields["key"]).sort()).toEqual([
+      "countd:state:heartbeat",
+      "countd:state:jobs bad",
+      "countd:state:jobs text",
+    ]);
+  });
+});
