@@ -2,13 +2,26 @@ import type { Redis } from "ioredis";
 import type { ClusterConfig } from "../config/schema.js";
 import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
-import type { Runner } from "../runner/runner.js";
+import { nodeTag, type Runner } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
 import type { RunRecord } from "../store/run-record.js";
 import { checkRedis } from "./checks.js";
 import { ClusterFires } from "./fires.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
+
+/** Every node name that joined the cluster. */
+const NODES_KEY = "countd:nodes";
+
+/**
+ * Notes this node in the cluster's list of nodes; warns when another node's name gives its run ids
+ * the same tag (1 in 65,536 pairs of names): their ids could then repeat each other's.
+ */
+async function warnOfTagClash(records: Redis, node: string, log: Logger): Promise<void> {
+  const [[, others]] = (await records.multi().smembers(NODES_KEY).sadd(NODES_KEY, node).exec()) as [[Error | null, string[]]];
+  const clash = others.find((other) => other !== node && nodeTag(other) === nodeTag(node));
+  if (clash) log.warn({ node, other: clash, tag: nodeTag(node) }, `run ids of node ${node} could repeat those of node ${clash}: their names give the same tag; rename one (cluster.node)`);
+}
 
 /**
  * This daemon's membership of a cluster: the checked Redis, the shared run history, and (once
@@ -41,6 +54,13 @@ export class Cluster {
       queues = await connectRedis(settings.redis, "queues", { name, log });
     } catch (err) {
       records.disconnect();
+      throw err;
+    }
+    try {
+      await warnOfTagClash(records, settings.node, log);
+    } catch (err) {
+      records.disconnect();
+      queues.disconnect();
       throw err;
     }
     return new Cluster(settings.node, new RedisRunHistory(records, { log }), queues, records, log);
