@@ -24,7 +24,7 @@ const KEEP_AT_LEAST_MS = 10 * 60_000;
  * Hand-offs from the slot queue to the run queue at once: each is one round trip to Redis, so
  * this only matters when many jobs are due in the same second.
  */
-const HANDOFFS_AT_ONCE = 16;
+const HANDOFFS_AT_ONCE = 100;
 
 /**
  * How long a daemon's hold on a fire it took (BullMQ's job lock) lasts unless renewed. BullMQ
