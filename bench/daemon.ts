@@ -91,7 +91,7 @@ async function countdHome(jobs: number): Promise<string> {
   return home;
 }
 
-interface Started {
+export interface Started {
   child: ChildProcess;
   startupMs: number;
   /** What it logged so far, for the error when it misbehaves. */
@@ -126,7 +126,7 @@ async function withCountd<T>(task: (start: Start) => Promise<T>): Promise<T> {
 }
 
 /** Spawns the daemon in `home`; resolves when it logs "countd started" having loaded all `jobs`. */
-async function startCountd(home: string, jobs: number, baseURL: string): Promise<Started> {
+export async function startCountd(home: string, jobs: number, baseURL: string): Promise<Started> {
   const t0 = performance.now();
   const child = spawn(process.execPath, [BIN, "start"], {
     cwd: home,

@@ -1,6 +1,7 @@
 /** `npm run bench`: every benchmark prints its figures side by side with its target. */
 import { benchConsoleIdle, benchConsoleLatency, benchConsoleOverview } from "./console.js";
 import { benchConsoleWebhook } from "./console-webhook.js";
+import { benchClusterLateness } from "./cluster.js";
 import { benchIdle, benchStartup } from "./daemon.js";
 import { benchDelivery } from "./delivery.js";
 import { benchHtml } from "./html.js";
@@ -10,7 +11,7 @@ import { benchFireLateness } from "./scheduler.js";
 import { benchWatchBurst } from "./watch-burst.js";
 
 /** `npm run bench -- console html` runs only those; with no names, all of them. */
-const BENCHES = ["loop", "scheduler", "daemon", "watch-burst", "delivery", "html", "console", "soak"];
+const BENCHES = ["loop", "scheduler", "daemon", "watch-burst", "delivery", "html", "console", "cluster", "soak"];
 const only = process.argv.slice(2);
 const unknown = only.filter((name) => !BENCHES.includes(name));
 if (unknown.length > 0) throw new Error(`no benchmark named ${unknown.join(", ")}; they are: ${BENCHES.join(", ")}`);
@@ -158,6 +159,24 @@ if (wanted("console")) {
     `      fire lateness of the cron jobs firing every second, p99: quiet ${hooks.quiet.p99Ms} ms (${hooks.quiet.fires} fires), ` +
       `with ${hooks.flooded.refusedPerSecond.toFixed(0)} bad-signature requests a second ${hooks.flooded.p99Ms} ms (${hooks.flooded.fires} fires) ` +
       `(target: unchanged, within 5 ms) ${verdict(hooks.flooded.p99Ms <= hooks.quiet.p99Ms + 5)}`,
+  );
+}
+
+if (wanted("cluster")) {
+  const { jobs, single, cluster } = await benchClusterLateness();
+  const ratio = cluster.p99Ms / Math.max(single.p99Ms, 1);
+  const byNode = Object.entries(cluster.runsByNode).map(([node, runs]) => `${node} ${runs}`).join(", ");
+  console.log("bench/cluster");
+  console.log(
+    `  fire lateness to the run's start, ${jobs} jobs due in the same second: one daemon alone p50 ${fmt(single.p50Ms)}, p99 ${fmt(single.p99Ms)}, max ${fmt(single.maxMs)}; ` +
+      `three daemons on one Redis p50 ${fmt(cluster.p50Ms)}, p99 ${fmt(cluster.p99Ms)}, max ${fmt(cluster.maxMs)} (runs by node: ${byNode}); ` +
+      `p99 ${ratio.toFixed(2)}x alone (target p99 <= 50 ms and <= 2x alone) ${verdict(cluster.p99Ms <= 50 && ratio <= 2)}`,
+  );
+  const step = (label: string, at: { p50Ms: number; p99Ms: number }) => `${label} p50 ${at.p50Ms} ms, p99 ${at.p99Ms} ms`;
+  const { slotAdded, slotTaken, runAdded, runTaken } = cluster.steps;
+  console.log(
+    `      where a cluster's fire spends it, after the slot: ${step("added to slots", slotAdded)}; ${step("taken to hand on", slotTaken)}; ` +
+      `${step("added to runs", runAdded)}; ${step("taken to run", runTaken)}; ${step("run started", cluster)}`,
   );
 }
 

@@ -3,6 +3,9 @@ import { startDaemon, type Daemon } from "../daemon.js";
 import { daemonLogger } from "../log.js";
 import { EXIT } from "./output.js";
 
+/** How long a stopped daemon's process may linger before it exits regardless. */
+const LINGER_MS = 1_000;
+
 /**
  * `countd start`: the daemon in the foreground until SIGTERM or SIGINT (a second one exits at
  * once); SIGHUP reloads the configuration and the jobs. The handlers are in place before the
@@ -24,7 +27,11 @@ export async function start(opts: { config?: string }): Promise<number> {
     if (!daemon) return;
     logger.info({ signal, graceMs: daemon.config.runner.shutdownGraceMs }, "stopping: running jobs get the grace period");
     daemon.stop().then(
-      () => finish(exitCode),
+      () => {
+        finish(exitCode);
+        // Whatever a library still holds open (BullMQ's workers, while Redis is away, wait for it for ever) does not keep a stopped daemon alive.
+        setTimeout(() => process.exit(exitCode), LINGER_MS).unref();
+      },
       (err: unknown) => {
         logger.error({ err }, "countd did not stop cleanly");
         finish(EXIT.failure);

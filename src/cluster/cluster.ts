@@ -2,7 +2,7 @@ import type { Redis } from "ioredis";
 import type { ClusterConfig } from "../config/schema.js";
 import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
-import type { Runner } from "../runner/runner.js";
+import { nodeTag, type Runner } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
 import type { RunRecord } from "../store/run-record.js";
 import { checkRedis } from "./checks.js";
@@ -14,6 +14,19 @@ import { errorText } from "../text.js";
 
 /** A heartbeat tick's key: set by the one daemon that decides the tick. */
 const tickKey = (slot: Date) => `countd:heartbeat:tick:${slot.getTime()}`;
+
+/** Every node name that joined the cluster. */
+const NODES_KEY = "countd:nodes";
+
+/**
+ * Notes this node in the cluster's list of nodes; warns when another node's name gives its run ids
+ * the same tag (1 in 65,536 pairs of names): their ids could then repeat each other's.
+ */
+async function warnOfTagClash(records: Redis, node: string, log: Logger): Promise<void> {
+  const [[, others]] = (await records.multi().smembers(NODES_KEY).sadd(NODES_KEY, node).exec()) as [[Error | null, string[]]];
+  const clash = others.find((other) => other !== node && nodeTag(other) === nodeTag(node));
+  if (clash) log.warn({ node, other: clash, tag: nodeTag(node) }, `run ids of node ${node} could repeat those of node ${clash}: their names give the same tag; rename one (cluster.node)`);
+}
 
 /**
  * This daemon's membership of a cluster: the checked Redis, the shared run history and state, and
@@ -46,6 +59,7 @@ export class Cluster {
     try {
       const records = await connectRedis(settings.redis, "records", { name, log });
       connected.push(records);
+      await warnOfTagClash(records, settings.node, log);
       const queues = await connectRedis(settings.redis, "queues", { name, log });
       connected.push(queues);
       const subscriber = await connectRedis(settings.redis, "records", { name, log });

@@ -1,4 +1,4 @@
-import { Queue, WaitingError, Worker, type Job as QueuedJob, type JobsOptions } from "bullmq";
+import { isNotConnectionError, Queue, WaitingError, Worker, type Job as QueuedJob, type JobsOptions } from "bullmq";
 import type { Redis } from "ioredis";
 import { z } from "zod";
 import type { Job, OverlapPolicy } from "../jobs/types.js";
@@ -25,7 +25,7 @@ const KEEP_AT_LEAST_MS = 10 * 60_000;
  * Hand-offs from the slot queue to the run queue at once: each is one round trip to Redis, so
  * this only matters when many jobs are due in the same second.
  */
-const HANDOFFS_AT_ONCE = 16;
+const HANDOFFS_AT_ONCE = 100;
 
 /**
  * How long a daemon's hold on a fire it took (BullMQ's job lock) lasts unless renewed. BullMQ
@@ -45,6 +45,12 @@ export const STALLED_CHECK_MS = 5_000;
 const MAX_STALLS = 20;
 /** A note in the fire's queued job (which run, which attempt) waits at most this for Redis; the run goes on regardless. */
 const NOTE_WAIT_MS = 5_000;
+/**
+ * A stopping daemon waits at most this, once its runs ended, for Redis to take back the fires it
+ * held. Past it (Redis away) it leaves them held and stops: their hold expires (LOCK_MS) and
+ * whichever daemon takes them records the runs as a daemon killed mid-run would leave them.
+ */
+const LET_GO_MS = 5_000;
 
 /**
  * The run a daemon made of a fire, noted in the fire's queued job as each attempt starts and again
@@ -140,9 +146,16 @@ export class ClusterFires {
       new Worker("slots", (queued) => this.handOn(queued), { connection, prefix: PREFIX, concurrency: HANDOFFS_AT_ONCE, ...held }),
       new Worker("runs", (queued, token) => this.run(queued, token), { connection, prefix: PREFIX, concurrency: opts.concurrency, ...held }),
     ];
-    for (const queue of [this.slots, this.runs]) queue.on("error", (err) => this.log.error({ queue: queue.name, error: errorText(err) }, "cluster queue error"));
+    // A lost connection is logged once per outage (connectRedis), not by every queue and worker at each reconnection attempt.
+    for (const queue of [this.slots, this.runs]) {
+      queue.on("error", (err) => {
+        if (!lostConnection(err)) this.log.error({ queue: queue.name, error: errorText(err) }, "cluster queue error");
+      });
+    }
     for (const worker of this.workers) {
-      worker.on("error", (err) => this.log.error({ queue: worker.name, error: errorText(err) }, "cluster worker error"));
+      worker.on("error", (err) => {
+        if (!lostConnection(err)) this.log.error({ queue: worker.name, error: errorText(err) }, "cluster worker error");
+      });
       worker.on("failed", (queued, err) => this.log.error({ queue: worker.name, slot: queued?.id, error: errorText(err) }, "a cluster fire failed"));
       // Alive but cut off from Redis (or stalled) past the lock: another daemon may take the fire over.
       worker.on("lockRenewalFailed", (ids) => this.log.error({ queue: worker.name, slots: ids }, "could not renew the hold on a fire; another daemon may run it again"));
@@ -176,8 +189,13 @@ export class ClusterFires {
     this.closing = true;
     const closed = Promise.all(this.workers.map((worker) => worker.close()));
     await shutdown();
-    await closed;
-    await Promise.all([this.slots.close(), this.runs.close()]);
+    if (await settlesWithin(closed, LET_GO_MS)) {
+      await Promise.all([this.slots.close(), this.runs.close()]);
+      return;
+    }
+    // BullMQ's commands wait for Redis, so its workers never finish closing: they are left behind
+    // (Cluster.close drops the connection, `countd start` exits once stopped).
+    this.log.warn({ waitedMs: LET_GO_MS }, "Redis did not answer: stopping without handing back the fires taken; another daemon takes them once their hold expires");
   }
 
   private kept(): Pick<JobsOptions, "removeOnComplete" | "removeOnFail"> {
@@ -282,19 +300,32 @@ export class ClusterFires {
    */
   private async note(queued: QueuedJob, run: HeldRun): Promise<void> {
     const data = { ...(queued.data as QueuedFire), run };
-    const written = queued.updateData(data).then(
-      () => true,
-      (err: unknown) => {
-        this.log.error({ slot: queued.id, runId: run.id, error: errorText(err) }, "could not note the run in the cluster's queue");
-        return true;
-      },
-    );
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), NOTE_WAIT_MS)));
-    const inTime = await Promise.race([written, late]);
-    clearTimeout(timer);
-    if (!inTime) this.log.warn({ slot: queued.id, runId: run.id }, "noting the run in the cluster's queue is taking long; the run goes on");
+    const written = queued.updateData(data).catch((err: unknown) => {
+      this.log.error({ slot: queued.id, runId: run.id, error: errorText(err) }, "could not note the run in the cluster's queue");
+    });
+    if (!(await settlesWithin(written, NOTE_WAIT_MS))) this.log.warn({ slot: queued.id, runId: run.id }, "noting the run in the cluster's queue is taking long; the run goes on");
   }
+}
+
+/**
+ * An error that says the connection to Redis failed (refused, reset, timed out: a socket's error,
+ * which names its system call) or was closed, as BullMQ tells them apart from a command's errors.
+ */
+function lostConnection(err: Error): boolean {
+  return (err as NodeJS.ErrnoException).syscall !== undefined || !isNotConnectionError(err);
+}
+
+/** Whether `promise` settled within `ms`; it goes on either way. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const settled = promise.then(
+    () => true,
+    () => true,
+  );
+  const inTime = await Promise.race([settled, late]);
+  clearTimeout(timer);
+  return inTime;
 }
 
 function requestOf(fire: QueuedFire): FireRequest {

@@ -1,5 +1,5 @@
 import { silentLogger, type Logger } from "../log.js";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import ms from "ms";
 import { CancelToken } from "../agent/cancel.js";
 import type { CountdEvents, EventBus } from "../events.js";
@@ -594,7 +594,7 @@ export class Runner {
     const taken = new Set(this.opts.state.knownRunIds(job));
     for (const flight of this.lane(job).running) taken.add(flight.record.id);
     let id: string;
-    do id = runId(at);
+    do id = runId(at, this.opts.node);
     while (taken.has(id));
     return id;
   }
@@ -663,10 +663,20 @@ export class Runner {
   }
 }
 
-/** `20261130T090000Z-3f2a`: sorts by start second, readable in logs and file names. */
-export function runId(startedAt: Date): string {
+/**
+ * `20261130T090000Z-3f2a`: sorts by start second, readable in logs and file names. On a cluster
+ * node the random part follows the node's tag, `20261130T090000Z-9c413f2a`: the runner keeps its
+ * own ids apart, and the tag keeps them apart from other nodes' (random parts alone would repeat
+ * once in 65,536 pairs of runs of a job started in the same second, one record replacing the other).
+ */
+export function runId(startedAt: Date, node?: string): string {
   const stamp = startedAt.toISOString().replace(/\.\d+Z$/, "Z").replace(/[-:]/g, "");
-  return `${stamp}-${randomBytes(2).toString("hex")}`;
+  return `${stamp}-${node === undefined ? "" : nodeTag(node)}${randomBytes(2).toString("hex")}`;
+}
+
+/** 4 hex digits from a node's name, in its run ids; Cluster.join warns when two nodes' names share one. */
+export function nodeTag(node: string): string {
+  return createHash("sha256").update(node).digest("hex").slice(0, 4);
 }
 
 /** The policy a fire meets: a shared-session job's `allow` and a watch fire's `skip` become `queue`. */
