@@ -9,17 +9,23 @@ import { checkRedis } from "./checks.js";
 import { ClusterFires } from "./fires.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
+import type { TranscriptStore } from "../store/transcripts.js";
+import { RedisTranscripts } from "./transcripts.js";
+import { ClusterView, type ClusterViewOptions, type LiveLike } from "./view.js";
 
 /**
  * This daemon's membership of a cluster: the checked Redis, the shared run history, and (once
- * serving) the shared fire queues. Shared so far: the schedule's fires and the run records. Still
+ * serving) the shared fire queues. Shared so far: the schedule's fires, the run records and their
+ * transcripts, and the view of runs in progress (view.ts: live stream, status, cancel). Still
  * this daemon's own: watch, webhook and manual fires, the heartbeat, job state and pauses
- * (state.json), sessions, transcripts and the outbox.
+ * (state.json), sessions and the outbox.
  */
 export class Cluster {
   private fires: ClusterFires | undefined;
+  private view: ClusterView<LiveLike> | undefined;
 
   private constructor(
+    private readonly url: string,
     readonly node: string,
     readonly history: RedisRunHistory,
     private readonly queues: Redis,
@@ -43,7 +49,25 @@ export class Cluster {
       records.disconnect();
       throw err;
     }
-    return new Cluster(settings.node, new RedisRunHistory(records, { log }), queues, records, log);
+    return new Cluster(settings.redis, settings.node, new RedisRunHistory(records, { log }), queues, records, log);
+  }
+
+  /** The cluster's transcripts: this node's runs from `local` (its files), other nodes' from Redis. */
+  transcripts(local: TranscriptStore): RedisTranscripts {
+    return new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
+  }
+
+  /** Joins the cluster's view of runs (view.ts) on a connection of its own; before serve(), so a run taken at once is seen. */
+  async openView<M extends LiveLike>(opts: Omit<ClusterViewOptions<M>, "node" | "publisher" | "subscriber" | "log">): Promise<ClusterView<M>> {
+    const subscriber = await connectRedis(this.url, "records", { name: `countd:${this.node}:view`, log: this.log });
+    try {
+      const view = await ClusterView.open({ ...opts, node: this.node, publisher: this.records, subscriber, log: this.log });
+      this.view = view as unknown as ClusterView<LiveLike>;
+      return view;
+    } catch (err) {
+      subscriber.disconnect();
+      throw err;
+    }
   }
 
   /**
@@ -56,7 +80,14 @@ export class Cluster {
     concurrency: number;
     interrupted?: (job: Job, run: RunRecord) => Promise<void>;
   }): void {
-    this.fires = new ClusterFires({ redis: this.queues, ...opts, node: this.node, history: this.history, log: this.log });
+    this.fires = new ClusterFires({
+      redis: this.queues,
+      ...opts,
+      node: this.node,
+      history: this.history,
+      replace: (run, why) => this.view?.cancel(run, why),
+      log: this.log,
+    });
   }
 
   /** The jobs armed on this daemon, whose catch_up windows decide how long fires are kept. */
@@ -76,8 +107,9 @@ export class Cluster {
     else await shutdown();
   }
 
-  /** Closes the connections, after the last record was saved; one that is down is dropped, not waited for. */
+  /** Closes the connections, after the last record was saved and transcript stored; one that is down is dropped, not waited for. */
   async close(): Promise<void> {
+    await this.view?.close();
     for (const client of [this.queues, this.records]) {
       if (client.status === "ready") await client.quit().catch(() => client.disconnect());
       else client.disconnect();
