@@ -272,7 +272,8 @@ export class LiveHub {
       const last = state.replay.at(-1);
       // Chunks kept one by one would cost a message each on replay; joined, they read the same.
       if (safe.type === "stream" && last?.type === "stream") last.content += safe.content;
-      else state.replay.push(safe);
+      // A copy: the message itself went to the clients and the cluster, and later chunks are joined to what is kept.
+      else state.replay.push(safe.type === "stream" ? { ...safe } : safe);
       state.replayBytes += text.length;
     }
   }
