@@ -150,11 +150,9 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     problems.forEach((problem) => logger.error(problem));
     warnings.forEach((warning) => logger.warn(warning));
     const localTranscripts = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
-    const clusterTranscripts = cluster?.transcripts(localTranscripts);
-    const view =
-      cluster && clusterTranscripts
-        ? await cluster.openView({ live, runner, events: runtime.events, transcripts: clusterTranscripts, keepMs: () => config.retention.sessionsMs, redactor: () => redactor })
-        : undefined;
+    const view = cluster
+      ? await cluster.openView({ live, runner, events: runtime.events, local: localTranscripts, keepMs: () => config.retention.sessionsMs, redactor: () => redactor })
+      : undefined;
     if (cluster) {
       // Once the jobs are loaded: a fire taken from the cluster names a job this daemon must know.
       cluster.serve({
@@ -171,7 +169,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const hooks = new WebhookTrigger({ job: (name) => jobs.get(name), runner, ids: await WebhookIds.open(config.paths.state), env, log: logger });
     // A port in use stops the start here.
     const consoleServer = await startConsole(
-      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION, transcripts: clusterTranscripts ?? localTranscripts, cluster: view },
+      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION, transcripts: view?.transcripts ?? localTranscripts, cluster: view },
       logger,
     );
     started.push(() => consoleServer.close());

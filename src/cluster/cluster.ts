@@ -52,16 +52,18 @@ export class Cluster {
     return new Cluster(settings.redis, settings.node, new RedisRunHistory(records, { log }), queues, records, log);
   }
 
-  /** The cluster's transcripts: this node's runs from `local` (its files), other nodes' from Redis. */
-  transcripts(local: TranscriptStore): RedisTranscripts {
-    return new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
-  }
-
-  /** Joins the cluster's view of runs (view.ts) on a connection of its own; before serve(), so a run taken at once is seen. */
-  async openView<M extends LiveLike>(opts: Omit<ClusterViewOptions<M>, "node" | "publisher" | "subscriber" | "log">): Promise<ClusterView<M>> {
+  /**
+   * Joins the cluster's view of runs (view.ts) on a connection of its own, its transcripts this
+   * node's from `local` (its files) and other nodes' from Redis; before serve(), so a run taken at once is seen.
+   */
+  async openView<M extends LiveLike>(
+    opts: Omit<ClusterViewOptions<M>, "node" | "publisher" | "subscriber" | "transcripts" | "log"> & { local: TranscriptStore },
+  ): Promise<ClusterView<M>> {
+    const { local, ...rest } = opts;
+    const transcripts = new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
     const subscriber = await connectRedis(this.url, "records", { name: `countd:${this.node}:view`, log: this.log });
     try {
-      const view = await ClusterView.open({ ...opts, node: this.node, publisher: this.records, subscriber, log: this.log });
+      const view = await ClusterView.open({ ...rest, transcripts, node: this.node, publisher: this.records, subscriber, log: this.log });
       this.view = view as unknown as ClusterView<LiveLike>;
       return view;
     } catch (err) {

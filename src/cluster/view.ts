@@ -101,6 +101,11 @@ export class ClusterView<M extends LiveLike> {
     this.timer = setInterval(() => this.tick(), ALIVE_MS).unref();
   }
 
+  /** Where the console and `countd show` read transcripts on this node: every node's runs. */
+  get transcripts(): RedisTranscripts {
+    return this.opts.transcripts;
+  }
+
   static async open<M extends LiveLike>(opts: ClusterViewOptions<M>): Promise<ClusterView<M>> {
     await opts.subscriber.subscribe(CHANNEL);
     const view = new ClusterView(opts);
