@@ -52,7 +52,7 @@ export class RedisTranscripts implements TranscriptStore {
       return { steps: [], incomplete: `this run ran on node ${run.node}; its transcript could not be read from Redis: ${errorText(err)}` };
     }
     if (text === null) {
-      return { steps: [], incomplete: `this run ran on node ${run.node} and its transcript is not in Redis: removed after retention.sessions, or its node stopped before storing it` };
+      return { steps: [], incomplete: `this run ran on node ${run.node} and its transcript is not in Redis: its node stores it a second after the run ended and it goes after retention.sessions; a node stopped before storing it leaves none` };
     }
     const parsed = transcriptShape.safeParse(JSON.parse(text));
     if (!parsed.success) {

@@ -26,14 +26,15 @@ const runShape = z.object({ job: z.string(), id: z.string() });
 /**
  * What the nodes say to each other: each live message of their runs; every ALIVE_MS the runs they
  * have in progress; `hello` (to all, or `to` one node) asks for the messages so far of every run in
- * progress, which `sync` answers; `stopped` as a daemon stops; `cancel` asks a node to cancel a run
+ * progress, which a `sync` for each run answers (one message per run keeps each within what Redis
+ * buffers for a subscriber); `stopped` as a daemon stops; `cancel` asks a node to cancel a run
  * it holds, and `cancelled` answers whether it was there to cancel.
  */
 const envelopeShape = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("live"), node: z.string(), message: messageShape }),
   z.object({ kind: z.literal("alive"), node: z.string(), runs: z.array(runShape) }),
   z.object({ kind: z.literal("hello"), node: z.string(), to: z.string().optional() }),
-  z.object({ kind: z.literal("sync"), node: z.string(), to: z.string(), runs: z.array(z.array(messageShape)) }),
+  z.object({ kind: z.literal("sync"), node: z.string(), to: z.string(), run: z.array(messageShape) }),
   z.object({ kind: z.literal("stopped"), node: z.string() }),
   z.object({ kind: z.literal("cancel"), node: z.string(), to: z.string(), request: z.string(), run: z.string(), why: z.string() }),
   z.object({ kind: z.literal("cancelled"), node: z.string(), to: z.string(), request: z.string(), result: z.enum(["cancelled", "not found"]) }),
@@ -200,10 +201,10 @@ export class ClusterView<M extends LiveLike> {
         return;
       }
       case "hello":
-        if (envelope.to === undefined || envelope.to === me) this.publish({ kind: "sync", node: me, to: envelope.node, runs: live.snapshot() });
+        if (envelope.to === undefined || envelope.to === me) for (const run of live.snapshot()) this.publish({ kind: "sync", node: me, to: envelope.node, run });
         return;
       case "sync":
-        if (envelope.to === me) for (const run of envelope.runs) live.remoteReplay(run as M[]);
+        if (envelope.to === me) live.remoteReplay(envelope.run as M[]);
         return;
       case "stopped":
         this.heard.delete(envelope.node);

@@ -66,7 +66,7 @@ describe.skipIf(!hasRedis)("transcripts in Redis", () => {
     expect(await n2.read(run("20261202T090000Z-cccc", "n2"))).toEqual({ steps: [{ kind: "text", text: "from the files" }] });
     expect(await n2.read(run("20261202T090000Z-dddd", "n3"))).toEqual({
       steps: [],
-      incomplete: "this run ran on node n3 and its transcript is not in Redis: removed after retention.sessions, or its node stopped before storing it",
+      incomplete: "this run ran on node n3 and its transcript is not in Redis: its node stores it a second after the run ended and it goes after retention.sessions; a node stopped before storing it leaves none",
     });
     expect(await n2.read({ ...run("20261202T090000Z-eeee", "n3"), status: "running" })).toEqual({ steps: [] });
   });

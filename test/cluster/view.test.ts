@@ -48,10 +48,10 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
     daemons = [];
   });
 
-  /** The three nodes' folders with `jobs`, their daemons started. */
-  async function startNodes(jobs: Record<string, string>): Promise<string[]> {
+  /** The three nodes' folders with `jobs`, the daemons of the first `started` of them started. */
+  async function startNodes(jobs: Record<string, string>, started = NODES.length): Promise<string[]> {
     const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, jobs)));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    daemons = await Promise.all(dirs.slice(0, started).map((dir) => startDaemon(dir, env)));
     return dirs;
   }
 
@@ -111,12 +111,14 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
     process.stderr.write(`cluster view: run ${run!.id} on n1 followed and shown on n2\n`);
   });
 
-  it("a long run on n1: `countd status` on n2 lists it with its node, and `countd cancel` on n2 ends it cancelled", async () => {
+  it("a long run on n1: `countd status` on n3, started after the run, lists it with its node, and `countd cancel` on n2 ends it cancelled", async () => {
     hold("hold long", "too late");
-    const [a, b, c] = await startNodes({ long: "prompt: hold long\n" });
+    const [a, b, c] = await startNodes({ long: "prompt: hold long\n" }, 2);
     const runner = spawn(a!, ["run", "long"]);
     const run = await runningOn(b!, "long");
     expect(run.node).toBe("n1");
+    // n3 was not listening when the run started: it asks the others for their runs in progress.
+    daemons.push(await startDaemon(c!, env));
 
     await vi.waitFor(async () => {
       const status = await countdIn(c!, env)(["status"]);
