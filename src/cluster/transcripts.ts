@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
+import { RUNS_KEPT_PER_JOB } from "../store/run-history.js";
 import type { RunRecord } from "../store/run-record.js";
 import type { Transcript, TranscriptStep } from "../store/transcript.js";
 import type { Config } from "../config/schema.js";
@@ -10,8 +11,27 @@ import { errorText, excerpt } from "../text.js";
 import { RedisUnusable } from "./checks.js";
 import { connectRedis, shownUrl } from "./redis.js";
 
-/** A run's transcript in Redis: `countd:transcript:<job>:<run id>`; job names hold no ":". */
-const transcriptKey = (job: string, id: string) => `countd:transcript:${job}:${id}`;
+/** A run's transcript in Redis: `countd:transcript:<job>:<run id>`; job names hold no ":", run ids neither. */
+const transcriptsOf = (job: string) => `countd:transcript:${job}:`;
+const transcriptKey = (job: string, id: string) => `${transcriptsOf(job)}${id}`;
+/** A job's stored transcripts by start time, to keep the newest RUNS_KEPT_PER_JOB as its records are. */
+const orderKey = (job: string) => `countd:transcripts:${job}`;
+
+/**
+ * Stores a transcript for keepMs and drops the job's oldest past the cap, in one step.
+ * KEYS: transcript, order; ARGV: JSON, keepMs, run id, start time (ms), cap, the job's key prefix.
+ */
+const SAVE = `
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
+if over > 0 then
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, over - 1)) do redis.call('DEL', ARGV[6] .. id) end
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, over - 1)
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 0
+`;
 
 /** A tool result stored is cut here, as the live stream cuts it: the run's node keeps the whole result in its session file. */
 export const STORED_RESULT_CHARS = 16_000;
@@ -28,8 +48,9 @@ const transcriptShape = z.object({
  * The transcripts of a cluster: a run of this node is put together from its files, as a daemon
  * alone does; a run of another node is read from Redis, where that node stored it when the run
  * ended (save()). A stored transcript is redacted, its tool results cut at STORED_RESULT_CHARS and
- * the whole at STORED_TRANSCRIPT_BYTES, and it expires after retention.sessions, the age at which
- * the node's own session file goes.
+ * the whole at STORED_TRANSCRIPT_BYTES. It goes after retention.sessions, the age at which the
+ * node's own session file goes, or once it is not among the job's newest RUNS_KEPT_PER_JOB, as a
+ * run record goes.
  */
 export class RedisTranscripts implements TranscriptStore {
   private readonly log: Logger;
@@ -66,7 +87,8 @@ export class RedisTranscripts implements TranscriptStore {
   async save(run: RunRecord, keepMs: number, redactor: Redactor): Promise<void> {
     try {
       const transcript = bounded(redactor.redactValue(await this.opts.local.read(run)) as Transcript);
-      await this.redis.set(transcriptKey(run.job, run.id), JSON.stringify(transcript), "PX", keepMs);
+      const args = [JSON.stringify(transcript), keepMs, run.id, Date.parse(run.startedAt), RUNS_KEPT_PER_JOB, transcriptsOf(run.job)];
+      await this.redis.eval(SAVE, 2, transcriptKey(run.job, run.id), orderKey(run.job), ...args);
     } catch (err) {
       this.log.warn({ job: run.job, runId: run.id, error: errorText(err) }, "could not store the run's transcript in Redis; other nodes cannot show it");
     }

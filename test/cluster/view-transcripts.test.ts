@@ -4,6 +4,7 @@ import { Redactor } from "../../src/audit/redact.js";
 import { connectRedis } from "../../src/cluster/redis.js";
 import { RedisTranscripts, STORED_RESULT_CHARS, STORED_TRANSCRIPT_BYTES } from "../../src/cluster/transcripts.js";
 import { emptyUsage } from "../../src/providers/types.js";
+import { RUNS_KEPT_PER_JOB } from "../../src/store/run-history.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import type { Transcript } from "../../src/store/transcript.js";
 import { startRedis, type RedisServer } from "../support/redis-server.js";
@@ -59,6 +60,22 @@ describe.skipIf(!hasRedis)("transcripts in Redis", () => {
     for (const step of read.steps) expect(step.kind === "tool" && step.result!.startsWith("x".repeat(STORED_RESULT_CHARS)) && step.result!.includes(`[cut: ${big.length} characters in all`)).toBe(true);
     expect(Buffer.byteLength(JSON.stringify(read))).toBeLessThanOrEqual(STORED_TRANSCRIPT_BYTES);
     expect(read.incomplete).toBe(`${200 - read.steps.length} of its 200 steps are not shown: the transcript passed the ${STORED_TRANSCRIPT_BYTES} bytes kept in Redis (the run's node shows them all)`);
+  });
+
+  it("keeps the newest 200 transcripts of a job, as its run records are kept", async () => {
+    const n1 = new RedisTranscripts(client, { node: "n1", local: { read: async (record) => ({ steps: [{ kind: "text", text: record.id }] }) } });
+    const n2 = new RedisTranscripts(client, { node: "n2", local: { read: async () => ({ steps: [] }) } });
+    const runs = Array.from({ length: RUNS_KEPT_PER_JOB + 2 }, (_, i) => ({
+      ...run(`20261202T09${String(Math.floor(i / 60)).padStart(2, "0")}${String(i % 60).padStart(2, "0")}Z-ffff`, "n1"),
+      job: "busy",
+      startedAt: new Date(Date.parse("2026-12-02T09:00:00.000Z") + i * 1_000).toISOString(),
+    }));
+    for (const record of runs) await n1.save(record, DAY_MS, new Redactor([]));
+    expect((await n2.read(runs[0]!)).incomplete).toContain("is not in Redis");
+    expect((await n2.read(runs[1]!)).incomplete).toContain("is not in Redis");
+    expect(await n2.read(runs[2]!)).toEqual({ steps: [{ kind: "text", text: runs[2]!.id }] });
+    expect(await n2.read(runs.at(-1)!)).toEqual({ steps: [{ kind: "text", text: runs.at(-1)!.id }] });
+    expect(await client.keys("countd:transcript:busy:*")).toHaveLength(RUNS_KEPT_PER_JOB);
   });
 
   it("a run of this node is read from its files; another node's run that was never stored says why", async () => {
