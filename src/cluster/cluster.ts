@@ -22,7 +22,7 @@ import { ClusterView, type ClusterViewOptions, type LiveLike } from "./view.js";
  */
 export class Cluster {
   private fires: ClusterFires | undefined;
-  private view: ClusterView<LiveLike> | undefined;
+  private view: Pick<ClusterView<LiveLike>, "cancel" | "close"> | undefined;
 
   private constructor(
     private readonly url: string,
@@ -64,7 +64,7 @@ export class Cluster {
     const subscriber = await connectRedis(this.url, "records", { name: `countd:${this.node}:view`, log: this.log });
     try {
       const view = await ClusterView.open({ ...rest, transcripts, node: this.node, publisher: this.records, subscriber, log: this.log });
-      this.view = view as unknown as ClusterView<LiveLike>;
+      this.view = view;
       return view;
     } catch (err) {
       subscriber.disconnect();

@@ -200,8 +200,8 @@ export class ClusterFires {
   /**
    * A newer fire of an `overlap: replace` job found the fire `id` in the way: if that one is being
    * run (its run noted in it), the run is cancelled on its node, as a daemon alone replaces its own
-   * run, and the newer fire, kept by BullMQ, starts once it stopped. A fire still waiting takes the
-   * newer one's place, as a daemon alone merges them.
+   * run, and the newer fire, kept by BullMQ, starts once it stopped. Into a fire still waiting the
+   * newer one is merged, as a daemon alone merges the fires waiting behind a run it replaces.
    */
   private async replaceHeld(job: string, id: string): Promise<void> {
     const held = await this.runs.getJob(id);

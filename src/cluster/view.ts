@@ -130,6 +130,7 @@ export class ClusterView<M extends LiveLike> {
     const result = await answered;
     clearTimeout(timer);
     this.answers.delete(request);
+    if (result === "no answer") this.log.warn({ job: run.job, runId: run.id, node: run.node }, "the node holding the run did not answer the cancel");
     return result;
   }
 
