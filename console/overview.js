@@ -110,7 +110,7 @@ function useRunsInProgress(onChange) {
     setRuns((previous) => {
       const next = new Map(previous);
       const run = next.get(m.run_id);
-      if (m.type === "run_started") next.set(m.run_id, { id: m.run_id, job: m.job, reason: m.run.reason, started_at: m.run.startedAt, iteration: 0, tokens: 0, cost: 0, text: "" });
+      if (m.type === "run_started") next.set(m.run_id, { id: m.run_id, job: m.job, reason: m.run.reason, node: m.node, started_at: m.run.startedAt, iteration: 0, tokens: 0, cost: 0, text: "" });
       else if (m.type === "run_finished") next.delete(m.run_id);
       else if (run) next.set(m.run_id, progress(run, m));
       return next;
@@ -145,7 +145,7 @@ function RunsInProgress({ runs }) {
           <span class="dot dot-running" aria-hidden="true"></span>
           <a href=${jobHref(run.job)}>${run.job}</a>
           <a href=${runHref(run.job, run.id)} class="mono">${run.id}</a>
-          <span class="muted">${run.reason}, started <${Time} at=${run.started_at} />, iteration ${run.iteration}, ${count(run.tokens)} tokens, ${usd(run.cost)}</span>
+          <span class="muted">${run.reason}${run.node !== undefined ? ` on ${run.node}` : ""}, started <${Time} at=${run.started_at} />, iteration ${run.iteration}, ${count(run.tokens)} tokens, ${usd(run.cost)}</span>
         </div>
         ${(run.tool || run.lastTool) && html`<div class="live-run-tool muted">${run.tool ? `calling ${run.tool}…` : run.lastTool}</div>`}
         ${run.text && html`<div class="answer live">${run.text}</div>`}

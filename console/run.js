@@ -124,6 +124,7 @@ function RunFacts({ run, running, live }) {
   return html`<dl class="facts">
     <div><dt>Status</dt><dd><${Status} status=${running ? "running" : run.status} /></dd></div>
     <div><dt>Reason</dt><dd>${run.reason}</dd></div>
+    ${run.node !== undefined && html`<div><dt>Node</dt><dd>${run.node}${run.attempt > 1 ? ` (attempt ${run.attempt})` : ""}</dd></div>`}
     <div><dt>Scheduled</dt><dd><${Time} at=${run.scheduledAt} /></dd></div>
     <div><dt>Started</dt><dd><${Time} at=${run.startedAt} /></dd></div>
     <div><dt>Duration</dt><dd>${running ? "running…" : duration(runDuration(run))}</dd></div>

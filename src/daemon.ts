@@ -34,6 +34,7 @@ import { startConsole, type ConsoleServer } from "./console/server.js";
 import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
 import { Cluster } from "./cluster/cluster.js";
+import { fileTranscripts } from "./store/transcripts.js";
 
 export interface Daemon {
   config: Config;
@@ -88,6 +89,10 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     let runtime = await openRuntime(config, env, new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")), logger);
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
+    // Listening before any run starts, here or (in a cluster) on another node, so the live stream misses none.
+    let redactor = new Redactor(config.secrets);
+    const live = new LiveHub(runtime.events, () => redactor, { node: config.cluster?.node });
+    started.push(() => live.close());
 
     const { runner, outbox, dispatcher, mailToFiles, ledger, close: closeDelivery } = await openPipeline({
       config,
@@ -146,6 +151,10 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const { problems, warnings } = await jobs.load();
     problems.forEach((problem) => logger.error(problem));
     warnings.forEach((warning) => logger.warn(warning));
+    const localTranscripts = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
+    const view = cluster
+      ? await cluster.openView({ live, runner, events: runtime.events, local: localTranscripts, keepMs: () => config.retention.sessionsMs, redactor: () => redactor })
+      : undefined;
     if (cluster) {
       // Once the jobs are loaded: a fire taken from the cluster names a job this daemon must know.
       cluster.serve({
@@ -157,15 +166,12 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       cluster.retain(jobs.all());
       started.push(() => cluster.stop(() => runner.shutdown(0)));
     }
-    // Listening before any run starts, so the live stream misses none; a port in use stops the start here.
-    let redactor = new Redactor(config.secrets);
-    const live = new LiveHub(runtime.events, () => redactor);
-    started.push(() => live.close());
-    const metrics = new Metrics({ events: runtime.events, outbox, jobs, state });
+    const metrics = new Metrics({ events: runtime.events, outbox, jobs, state, node: config.cluster?.node });
     started.push(() => metrics.close());
     const hooks = new WebhookTrigger({ job: (name) => jobs.get(name), runner, ids: await WebhookIds.open(config.paths.state), env, log: logger });
+    // A port in use stops the start here.
     const consoleServer = await startConsole(
-      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION },
+      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION, transcripts: view?.transcripts ?? localTranscripts, cluster: view },
       logger,
     );
     started.push(() => consoleServer.close());

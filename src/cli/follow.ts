@@ -61,7 +61,7 @@ function printer(): ((message: LiveMessage) => void) & { end(): void } {
   const print = (message: LiveMessage) => {
     switch (message.type) {
       case "run_started":
-        return line(message.job, `run ${message.run_id} started (${message.run.reason})`);
+        return line(message.job, `run ${message.run_id} started (${message.run.reason}${message.node !== undefined ? `, on ${message.node}` : ""})`);
       case "stream":
         return answer(message.run_id, message.job, message.content);
       case "tool_start":

@@ -5,7 +5,7 @@ import type { RunView, Transcript } from "../console/protocol.js";
 import { deliveryView } from "../console/views.js";
 import { OutboxStore } from "../store/outbox-store.js";
 import { openState } from "../cluster/state.js";
-import { readTranscript } from "../store/transcript.js";
+import { openTranscripts } from "../cluster/transcripts.js";
 import { findDaemon } from "./control.js";
 import { EXIT } from "./output.js";
 import { formatRun } from "./transcript-format.js";
@@ -31,7 +31,8 @@ async function readRunView(config: Config, runId: string, job: string | undefine
   if (found.length === 0) throw new Error(`no run with id "${runId}"${job !== undefined ? ` in job "${job}"` : ""} (countd history lists the runs)`);
   if (found.length > 1) throw new Error(`run id "${runId}" is in several jobs (${found.map((run) => run.job).join(", ")}): add --job <name>`);
   const run = found[0]!;
-  const transcript = new Redactor(config.secrets).redactValue(await readTranscript({ state: config.paths.state, logs: config.paths.logs }, run)) as Transcript;
+  const { transcripts, close: closeTranscripts } = await openTranscripts(config);
+  const transcript = new Redactor(config.secrets).redactValue(await transcripts.read(run).finally(closeTranscripts)) as Transcript;
   const prefix = `${run.job}.${run.id}.`;
   const outbox = await OutboxStore.read(config.paths.state, new Date());
   const deliveries = Object.values(outbox.entries)

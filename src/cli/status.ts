@@ -44,7 +44,7 @@ function daemonLines(view: StatusView, timezone: string): string[][] {
   const { jobs, today } = view;
   const paused = jobs.paused_all ? `all paused (countd resume --all)` : `${jobs.paused} paused`;
   const time = (iso: string) => when(new Date(iso), timezone, true);
-  const running = view.running.map((run) => ["", `${run.job}  ${run.id}  since ${time(run.started_at)}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}  ${costText(run.cost)}`]);
+  const running = view.running.map((run) => ["", `${run.job}  ${run.id}${run.node !== undefined ? `  on ${run.node}` : ""}  since ${time(run.started_at)}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}  ${costText(run.cost)}`]);
   const next = view.next_fires.map((fire, i) => [i === 0 ? "next" : "", `${fire.job}  ${fire.at.replace("T", " ").replace(/([+-]\d\d:\d\d|Z)$/, " $1")}`]);
   return [
     ["version", `${view.version}, up ${span(view.uptime_s * 1_000)} (since ${time(view.started_at)})`],

@@ -24,6 +24,7 @@ export function formatRun(view: RunView, timezone: string, offline = false): str
   const time = (iso: string | undefined) => (iso ? when(new Date(iso), timezone, true) : "-");
   const header: Array<[string, string]> = [
     ["reason", run.reason],
+    ...(run.node !== undefined ? [["node", `${run.node}${run.attempt !== undefined && run.attempt > 1 ? ` (attempt ${run.attempt})` : ""}`] as [string, string]] : []),
     ["status", view.running ? "running (countd follow shows it live)" : run.status],
     ["scheduled", time(run.scheduledAt)],
     ["started", time(run.startedAt)],

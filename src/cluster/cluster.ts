@@ -11,6 +11,9 @@ import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
 import { RedisSharedState } from "./shared-state.js";
 import { errorText } from "../text.js";
+import type { TranscriptStore } from "../store/transcripts.js";
+import { RedisTranscripts } from "./transcripts.js";
+import { ClusterView, type ClusterViewOptions, type LiveLike } from "./view.js";
 
 /** A heartbeat tick's key: set by the one daemon that decides the tick. */
 const tickKey = (slot: Date) => `countd:heartbeat:tick:${slot.getTime()}`;
@@ -30,14 +33,17 @@ async function warnOfTagClash(records: Redis, node: string, log: Logger): Promis
 
 /**
  * This daemon's membership of a cluster: the checked Redis, the shared run history and state, and
- * (once serving) the shared fire queues. Shared so far: the schedule's fires, the run records, job
- * state and pauses, and the heartbeat's ticks and state. Still this daemon's own: watch, webhook
- * and manual fires, the running index (state.json), sessions, transcripts and the outbox.
+ * (once serving) the shared fire queues. Shared: the schedule's fires, the run records and their
+ * transcripts, the view of runs in progress (view.ts: live stream, status, cancel), job state and
+ * pauses, and the heartbeat's ticks and state. Still this daemon's own: watch, webhook and manual
+ * fires, and the running index (state.json).
  */
 export class Cluster {
   private fires: ClusterFires | undefined;
+  private view: Pick<ClusterView<LiveLike>, "cancel" | "close"> | undefined;
 
   private constructor(
+    private readonly url: string,
     readonly node: string,
     readonly history: RedisRunHistory,
     readonly state: RedisSharedState,
@@ -65,9 +71,29 @@ export class Cluster {
       const subscriber = await connectRedis(settings.redis, "records", { name, log });
       connected.push(subscriber);
       const state = await RedisSharedState.open(records, { subscriber, log });
-      return new Cluster(settings.node, new RedisRunHistory(records, { log }), state, queues, records, subscriber, log);
+      return new Cluster(settings.redis, settings.node, new RedisRunHistory(records, { log }), state, queues, records, subscriber, log);
     } catch (err) {
       connected.forEach((client) => client.disconnect());
+      throw err;
+    }
+  }
+
+  /**
+   * Joins the cluster's view of runs (view.ts) on a connection of its own, its transcripts this
+   * node's from `local` (its files) and other nodes' from Redis; before serve(), so a run taken at once is seen.
+   */
+  async openView<M extends LiveLike>(
+    opts: Omit<ClusterViewOptions<M>, "node" | "publisher" | "subscriber" | "transcripts" | "log"> & { local: TranscriptStore },
+  ): Promise<ClusterView<M>> {
+    const { local, ...rest } = opts;
+    const transcripts = new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
+    const subscriber = await connectRedis(this.url, "records", { name: `countd:${this.node}:view`, log: this.log });
+    try {
+      const view = await ClusterView.open({ ...rest, transcripts, node: this.node, publisher: this.records, subscriber, log: this.log });
+      this.view = view;
+      return view;
+    } catch (err) {
+      subscriber.disconnect();
       throw err;
     }
   }
@@ -82,7 +108,15 @@ export class Cluster {
     concurrency: number;
     interrupted?: (job: Job, run: RunRecord) => Promise<void>;
   }): void {
-    this.fires = new ClusterFires({ redis: this.queues, ...opts, node: this.node, history: this.history, state: this.state, log: this.log });
+    this.fires = new ClusterFires({
+      redis: this.queues,
+      ...opts,
+      node: this.node,
+      history: this.history,
+      state: this.state,
+      replace: (run, why) => this.view?.cancel(run, why),
+      log: this.log,
+    });
   }
 
   /**
@@ -115,8 +149,9 @@ export class Cluster {
     else await shutdown();
   }
 
-  /** Closes the connections, after the last record was saved; one that is down is dropped, not waited for. */
+  /** Closes the connections, after the last record was saved and transcript stored; one that is down is dropped, not waited for. */
   async close(): Promise<void> {
+    await this.view?.close();
     for (const client of [this.queues, this.records, this.subscriber]) {
       if (client.status === "ready") await client.quit().catch(() => client.disconnect());
       else client.disconnect();

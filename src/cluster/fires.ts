@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import type { Job, OverlapPolicy } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
-import { overlapOf, type AttemptWatch, type Runner, type RunOptions } from "../runner/runner.js";
+import { overlapOf, REPLACED, type AttemptWatch, type Runner, type RunOptions } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
 import { isoTime } from "../store/quarantine.js";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
@@ -106,6 +106,8 @@ export interface ClusterFiresOptions {
    * a daemon alone reports a run its crash cut short (RunDispatcher.interrupted).
    */
   interrupted?: (job: Job, run: RunRecord) => Promise<void>;
+  /** Cancels a run in progress on whichever node holds it (view.ts), for a newer fire of an `overlap: replace` job. */
+  replace?: (run: { id: string; job: string; node: string }, why: string) => unknown;
   now?: () => Date;
   log?: Logger;
 }
@@ -116,8 +118,9 @@ export interface ClusterFiresOptions {
  * daemons' duplicates collapse into one job. Whichever daemon takes that job hands it on to `runs`,
  * once, with BullMQ's deduplication for the job's overlap policy: under `skip` a fire that finds a
  * run of the job waiting or running anywhere is not added, and that one daemon records it skipped;
- * under `queue` and `replace` one more waits (the newest), so the job never runs on two nodes at once;
- * under `allow` every fire is added. Whichever daemon takes a job from `runs` (up to its
+ * under `queue` and `replace` one more waits (the newest), so the job never runs on two nodes at once,
+ * and under `replace` the run in progress is cancelled on its node, so the waiting one starts when
+ * it stopped; under `allow` every fire is added. Whichever daemon takes a job from `runs` (up to its
  * runner.concurrency at once) runs it through its own runner, and the job stays active, its lock
  * renewed, until the run ended.
  *
@@ -209,8 +212,24 @@ export class ClusterFires {
     const policy = job ? overlapOf(job, request) : "allow";
     const added = await this.runs.add(fire.job, fire, { jobId: queued.id!, ...this.kept(), ...deduplication(fire.job, policy) });
     // Another id: BullMQ deduplicated the fire into the job's run waiting or in progress.
-    if (added.id === queued.id || policy !== "skip") return;
+    if (added.id === queued.id) return;
+    if (policy === "replace") await this.replaceHeld(fire.job, added.id!);
+    if (policy !== "skip") return;
     this.opts.runner.skip(request, "a run of this job was waiting or in progress in the cluster (overlap: skip)");
+  }
+
+  /**
+   * A newer fire of an `overlap: replace` job found the fire `id` in the way: if that one is being
+   * run (its run noted in it), the run is cancelled on its node, as a daemon alone replaces its own
+   * run, and the newer fire, kept by BullMQ, starts once it stopped. Into a fire still waiting the
+   * newer one is merged, as a daemon alone merges the fires waiting behind a run it replaces.
+   */
+  private async replaceHeld(job: string, id: string): Promise<void> {
+    const held = await this.runs.getJob(id);
+    const run = heldRunShape.safeParse((held?.data as { run?: unknown } | undefined)?.run);
+    if (!held || !run.success || !(await held.isActive())) return;
+    this.log.info({ job, runId: run.data.id, node: run.data.node }, "a newer fire replaces the run in progress (overlap: replace)");
+    this.opts.replace?.({ id: run.data.id, job, node: run.data.node }, REPLACED);
   }
 
   private async run(queued: QueuedJob, token: string | undefined): Promise<void> {

@@ -10,7 +10,8 @@ import type { Runner } from "../runner/runner.js";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
 import type { SpendLedger } from "../store/spend-ledger.js";
-import { readTranscript } from "../store/transcript.js";
+import { fileTranscripts, type TranscriptStore } from "../store/transcripts.js";
+import type { ClusterCancel } from "../cluster/view.js";
 import { renderMarkdown } from "../delivery/render.js";
 import type { CronTrigger } from "../triggers/cron.js";
 import type { Job } from "../jobs/types.js";
@@ -41,6 +42,10 @@ export interface ConsoleDeps {
   redactor: () => Redactor;
   startedAt: Date;
   version: string;
+  /** Where run transcripts are read: the state and logs folders unless given (a cluster's read other nodes' runs from Redis). */
+  transcripts?: TranscriptStore;
+  /** In a cluster: cancels a run another node holds (cluster/view.ts). */
+  cluster?: { cancel(run: RunRecord, why: string): Promise<ClusterCancel> };
 }
 
 type Env = { Bindings: HttpBindings; Variables: { credential: Credential } };
@@ -208,8 +213,8 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   });
   app.get("/api/runs/:id", async (c) => {
     const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
-    const config = deps.config();
-    const transcript = safe(await readTranscript({ state: config.paths.state, logs: config.paths.logs }, run));
+    const transcripts = deps.transcripts ?? fileTranscripts(() => ({ state: deps.config().paths.state, logs: deps.config().paths.logs }));
+    const transcript = safe(await transcripts.read(run));
     // The agent's text is untrusted: the page shows it only as HTML sanitised here (no script, no handlers, no javascript: links).
     for (const step of transcript.steps) if (step.kind === "text") step.html = (await renderMarkdown(step.text)).html;
     const view: RunView = {
@@ -222,7 +227,9 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   });
   app.post("/api/runs/:id/cancel", async (c) => {
     const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
-    const result = deps.runner.cancel(run.id, cancelReason(c.req.query("reason"), c.get("credential")));
+    const why = cancelReason(c.req.query("reason"), c.get("credential"));
+    const result = deps.cluster ? await deps.cluster.cancel(run, why) : deps.runner.cancel(run.id, why);
+    if (result === "no answer") throw new ApiError(503, `node ${run.node} holds run ${run.id} of ${run.job} and did not answer the cancel (stopped, or cut off from Redis)`);
     if (result === "not found") throw new ApiError(409, `run ${run.id} of ${run.job} is not in progress (${run.status})`);
     return c.json({ run_id: run.id, job: run.job, status: "cancelling" });
   });

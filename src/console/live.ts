@@ -21,6 +21,9 @@ export interface LiveSocket {
 
 interface RunState {
   record: RunRecord;
+  /** In a cluster: the node running it; `remote` when that is another daemon, whose messages come through Redis. */
+  node?: string;
+  remote: boolean;
   iteration: number;
   usage: Usage;
   cost: number | null;
@@ -40,17 +43,24 @@ interface Client {
  * in progress has produced so far (for a client that connects mid-run), and sends each message to
  * the clients that asked for it. Runs are told apart by their session id, which the runner's
  * `run.started` names; events of sessions that are no run (subagents, `countd ask`) are not sent.
+ * In a cluster the messages of this daemon's runs are tagged with its node and handed to `tap`
+ * listeners (the cluster publishes them), and other nodes' messages come in through remote(), so
+ * every node's clients see every node's runs.
  */
 export class LiveHub {
   private readonly runs = new Map<string, RunState>();
   private readonly bySession = new Map<string, RunState>();
   private readonly clients = new Set<Client>();
   private readonly detach: Array<() => void> = [];
+  private readonly taps = new Set<(message: LiveMessage) => void>();
+  private readonly node: string | undefined;
 
   constructor(
     events: EventBus,
     private readonly redactor: () => Redactor,
+    opts: { node?: string } = {},
   ) {
+    this.node = opts.node;
     this.detach.push(
       events.on("run.started", ({ run }) => this.started(run)),
       events.on("iteration", (e) => this.forSession(e.sessionId, (state) => {
@@ -114,7 +124,7 @@ export class LiveHub {
     );
   }
 
-  /** Runs in progress with how far they got: for the status and the overview. */
+  /** Runs in progress with how far they got, every node's in a cluster: for the status and the overview. */
   active(): ActiveRun[] {
     return [...this.runs.values()].map((state) => ({
       id: state.record.id,
@@ -124,6 +134,7 @@ export class LiveHub {
       iteration: state.iteration,
       usage: { ...state.usage },
       cost: state.cost,
+      ...(state.node !== undefined ? { node: state.node } : {}),
     }));
   }
 
@@ -145,6 +156,60 @@ export class LiveHub {
     };
   }
 
+  /** Each message this daemon's own runs produce, redacted and tagged with its node, as it is sent. */
+  tap(listener: (message: LiveMessage) => void): () => void {
+    this.taps.add(listener);
+    return () => this.taps.delete(listener);
+  }
+
+  /** What each of this daemon's runs in progress has produced so far, run_started first: for a node that joined late. */
+  snapshot(): LiveMessage[][] {
+    return [...this.runs.values()].filter((state) => !state.remote).map((state) => [...state.replay]);
+  }
+
+  /** The runs in progress on this daemon, as `job/id`. */
+  localRuns(): string[] {
+    return [...this.runs.entries()].filter(([, state]) => !state.remote).map(([id]) => id);
+  }
+
+  /**
+   * A message of another node's run (already redacted there), sent on to the clients that asked
+   * for it; its run's progress is kept as for a run here, for the status and for late clients.
+   */
+  remote(message: LiveMessage): void {
+    if (message.node !== undefined && message.node === this.node) return;
+    const safe = this.redactor().redactValue(message) as LiveMessage;
+    if (safe.type === "live") return;
+    if (safe.type === "delivery") return this.send(safe, JSON.stringify(safe));
+    const id = key(safe.job, safe.run_id);
+    if (safe.type === "run_started") {
+      if (this.runs.has(id)) return;
+      this.runs.set(id, { ...freshState(safe.run), node: safe.node, remote: true });
+    }
+    const state = this.runs.get(id);
+    if (safe.type === "run_finished") this.runs.delete(id);
+    else if (state && safe.type === "iteration") state.iteration = safe.iteration;
+    else if (state && safe.type === "llm") {
+      addUsage(state.usage, safe.usage);
+      state.cost = addCost(state.cost, safe.cost);
+    }
+    const text = JSON.stringify(safe);
+    if (state && safe.type !== "run_finished") this.keep(state, safe, text);
+    this.send(safe, text);
+  }
+
+  /** A run another node had in progress before this one heard of it: its messages so far, unless it is known already. */
+  remoteReplay(messages: readonly LiveMessage[]): void {
+    const first = messages[0];
+    if (first?.type !== "run_started" || this.runs.has(key(first.job, first.run_id))) return;
+    for (const message of messages) this.remote(message);
+  }
+
+  /** Drops the runs of `node` not in `keep` (`job/id`): it ended them unheard, or stopped. Their clients hear nothing more of them. */
+  forget(node: string, keep: ReadonlySet<string> = new Set()): void {
+    for (const [id, state] of this.runs) if (state.remote && state.node === node && !keep.has(id)) this.runs.delete(id);
+  }
+
   clientCount(): number {
     return this.clients.size;
   }
@@ -156,7 +221,7 @@ export class LiveHub {
   }
 
   private started(run: RunRecord): void {
-    const state: RunState = { record: run, iteration: 0, usage: emptyUsage(), cost: 0, replay: [], replayBytes: 0, held: "" };
+    const state: RunState = { ...freshState(run), ...(this.node !== undefined ? { node: this.node } : {}), remote: false };
     this.runs.set(key(run.job, run.id), state);
     this.bySession.set(run.sessionId, state);
     this.emit(state, { type: "run_started", run_id: run.id, job: run.job, run });
@@ -195,21 +260,33 @@ export class LiveHub {
   }
 
   private emit(state: RunState, message: LiveMessage): void {
-    const safe = this.redactor().redactValue(message) as LiveMessage;
+    const safe = this.outgoing(message);
     const text = JSON.stringify(safe);
+    this.keep(state, safe, text);
+    this.send(safe, text);
+    this.taps.forEach((listener) => listener(safe));
+  }
+
+  private keep(state: RunState, safe: LiveMessage, text: string): void {
     if (state.replayBytes + text.length <= REPLAY_BYTES_PER_RUN) {
       const last = state.replay.at(-1);
       // Chunks kept one by one would cost a message each on replay; joined, they read the same.
       if (safe.type === "stream" && last?.type === "stream") last.content += safe.content;
-      else state.replay.push(safe);
+      // A copy: the message itself went to the clients and the cluster, and later chunks are joined to what is kept.
+      else state.replay.push(safe.type === "stream" ? { ...safe } : safe);
       state.replayBytes += text.length;
     }
-    this.send(safe, text);
   }
 
   private broadcast(message: LiveMessage): void {
-    const safe = this.redactor().redactValue(message) as LiveMessage;
+    const safe = this.outgoing(message);
     this.send(safe, JSON.stringify(safe));
+    this.taps.forEach((listener) => listener(safe));
+  }
+
+  /** A message of this daemon's, redacted, with its node in a cluster. */
+  private outgoing(message: LiveMessage): LiveMessage {
+    return this.redactor().redactValue(this.node !== undefined ? { ...message, node: this.node } : message) as LiveMessage;
   }
 
   private send(message: LiveMessage, text: string): void {
@@ -236,6 +313,10 @@ export class LiveHub {
 }
 
 const key = (job: string, id: string) => `${job}/${id}`;
+
+function freshState(record: RunRecord): Omit<RunState, "remote"> {
+  return { record, iteration: 0, usage: emptyUsage(), cost: 0, replay: [], replayBytes: 0, held: "" };
+}
 
 function wants(filter: Omit<Subscription, "type">, message: LiveMessage): boolean {
   if (message.type === "live") return true;

@@ -29,12 +29,16 @@ export interface MetricsSources {
   outbox: Pick<Outbox, "list">;
   jobs: Pick<JobRegistry, "files" | "all">;
   state: Pick<StateStore, "isPaused" | "runs">;
+  /** In a cluster: this daemon's node, named by countd_cluster_node. */
+  node?: string;
 }
 
 /**
  * The daemon's Prometheus metrics: counters and histograms fed by the event bus as things happen,
  * gauges read from the outbox, the job files and the state when scraped. A registry of its own,
- * so several daemons in one process (the tests) keep apart.
+ * so several daemons in one process (the tests) keep apart. In a cluster each node's metrics stay
+ * its own (its runs, its calls, its outbox), as Prometheus scrapes every instance; the info metric
+ * countd_cluster_node names the node, to join on or sum by.
  */
 export class Metrics {
   readonly contentType = Registry.PROMETHEUS_CONTENT_TYPE;
@@ -93,6 +97,10 @@ export class Metrics {
         this.set({ state: "valid" }, files.length - invalid);
       },
     });
+    if (sources.node !== undefined) {
+      const node = new Gauge({ name: "countd_cluster_node", help: "Always 1: the cluster node (countd.yaml cluster.node) this daemon is; its other metrics count this node's runs only.", labelNames: ["node"], registers });
+      node.set({ node: sources.node }, 1);
+    }
     new Gauge({ name: "countd_jobs_paused", help: "Loaded jobs that are paused (all of them while all are paused).", registers, collect() { this.set(sources.jobs.all().filter((job) => sources.state.isPaused(job.name)).length); } });
 
     const { events } = sources;

@@ -7,8 +7,14 @@ import type { RunReason, RunRecord, RunStatus } from "../store/run-record.js";
  * snake_case on the wire, as the original design's `{"type": "stream", "content": chunk}` is.
  */
 
-/** One message on `/api/ws`, in the order things happened. */
-export type LiveMessage =
+/**
+ * One message on `/api/ws`, in the order things happened. In a cluster each message but `live`
+ * names the `node` (countd.yaml cluster.node) whose daemon it comes from: every node's runs are on
+ * every node's stream.
+ */
+export type LiveMessage = LiveEvent & { node?: string };
+
+type LiveEvent =
   | { type: "run_started"; run_id: string; job: string; run: RunRecord }
   | { type: "iteration"; run_id: string; job: string; iteration: number }
   | { type: "stream"; run_id: string; job: string; content: string }
@@ -108,6 +114,8 @@ export interface ActiveRun {
   usage: Usage;
   /** USD so far; null once a call's model has no price. */
   cost: number | null;
+  /** In a cluster: the node running it. */
+  node?: string;
 }
 
 export interface StatusView {

@@ -49,7 +49,8 @@ export const EXCERPT_CHARS = 500;
 /** A failed record save is tried again after this, then after twice as long each time, up to the max. */
 const SAVE_RETRY_FIRST_MS = 1_000;
 const SAVE_RETRY_MAX_MS = 60_000;
-const REPLACED = "replaced by a newer run";
+/** What a run an `overlap: replace` fire cancelled says, on this node or (cluster/fires.ts) another. */
+export const REPLACED = "replaced by a newer run";
 const STOPPED_BEFORE_START = "countd stopped before this run started";
 const PAUSED = "paused";
 

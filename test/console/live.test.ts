@@ -404,3 +404,67 @@ describe("LiveHub", () => {
     expect(live.active()).toEqual([]);
   });
 });
+
+describe("LiveHub in a cluster", () => {
+  /** Two nodes' hubs, n1's messages handed to n2 as the cluster's channel hands them on. */
+  function pair(connected = true) {
+    const n1 = { events: new EventBus(), redactor: new Redactor([API_KEY]) };
+    const n2 = { events: new EventBus(), redactor: new Redactor([API_KEY]) };
+    const one = new LiveHub(n1.events, () => n1.redactor, { node: "n1" });
+    const two = new LiveHub(n2.events, () => n2.redactor, { node: "n2" });
+    const sent: LiveMessage[] = [];
+    one.tap((message) => {
+      sent.push(message);
+      if (connected) two.remote(message);
+    });
+    return { events: n1.events, one, two, sent };
+  }
+
+  it("another node's run reaches this node's clients with its node, redacted there, and counts among the runs in progress until it ends", () => {
+    const { events, one, two, sent } = pair();
+    const socket = new FakeSocket();
+    two.connect(socket);
+    runUntilTool(events, RUN_A);
+    events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text: `the key is ${API_KEY} ok` });
+    events.emit("iteration", { sessionId: RUN_A.sessionId, iteration: 2 });
+
+    expect(sent.every((message) => message.node === "n1")).toBe(true);
+    expect(JSON.stringify(sent)).not.toContain(API_KEY);
+    expect(socket.messages.slice(1)).toEqual(sent);
+    expect(two.active()).toEqual([{ id: RUN_A.id, job: "report", reason: "manual", started_at: RUN_A.startedAt, iteration: 2, usage: usage(100, 20, 60), cost: 0.25, node: "n1" }]);
+    expect(one.active()).toEqual([expect.objectContaining({ id: RUN_A.id, node: "n1" })]);
+    expect(two.isRunning(RUN_A.id, "report")).toBe(true);
+    expect(two.localRuns()).toEqual([]);
+    expect(one.localRuns()).toEqual([`report/${RUN_A.id}`]);
+
+    finish(events, RUN_A);
+    expect(socket.messages.at(-1)).toMatchObject({ type: "run_finished", run_id: RUN_A.id, node: "n1" });
+    expect(two.active()).toEqual([]);
+  });
+
+  it("a node that joined late takes another's runs in progress from its snapshot, once; a client connecting then gets them from the start", () => {
+    const { events, one, two } = pair(false);
+    runUntilTool(events, RUN_A);
+    const [snapshot] = one.snapshot();
+    expect(snapshot?.[0]).toMatchObject({ type: "run_started", run_id: RUN_A.id, node: "n1" });
+    two.remoteReplay(snapshot!);
+    two.remoteReplay(snapshot!);
+
+    const socket = new FakeSocket();
+    two.connect(socket);
+    expect(socket.types).toEqual(["run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "live"]);
+    expect(two.active()).toEqual([expect.objectContaining({ id: RUN_A.id, iteration: 1, usage: usage(100, 20, 60), node: "n1" })]);
+  });
+
+  it("forgets a node's runs it no longer names, and every run of a node that went", () => {
+    const { events, two } = pair();
+    runUntilTool(events, RUN_A);
+    runUntilTool(events, RUN_B);
+    two.forget("n1", new Set([`backup/${RUN_B.id}`]));
+    expect(two.active().map((run) => run.id)).toEqual([RUN_B.id]);
+    two.forget("n3");
+    expect(two.active().map((run) => run.id)).toEqual([RUN_B.id]);
+    two.forget("n1");
+    expect(two.active()).toEqual([]);
+  });
+});

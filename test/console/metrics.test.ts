@@ -1,6 +1,8 @@
 import type { ChatCompletionRequest, FixtureResponse } from "@copilotkit/aimock";
 import { getMetricsFromIterator, type PromHistogramData, type PromMetrics } from "prom2javascript";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { Metrics } from "../../src/console/metrics.js";
+import { EventBus } from "../../src/events.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
 import { consoleFolder, daemonsOf, endedRun, SLOW, startConsoleDaemon, writeJob, type ConsoleDaemon } from "../support/console-daemon.js";
@@ -210,5 +212,20 @@ describe("GET /metrics", () => {
       expect(series(metrics, "countd_heartbeat_decisions_total")).toHaveLength(1);
     }, SLOW);
     expect(mock.getRequests()).toEqual([]);
+  });
+});
+
+describe("countd_cluster_node", () => {
+  const sources = { events: new EventBus(), outbox: { list: () => ({ pending: [], dead: [] }) }, jobs: { files: () => [], all: () => [] }, state: { isPaused: () => false, runs: async () => [] } };
+
+  it("names the node in a cluster, always 1; a daemon alone has none", async () => {
+    const node = new Metrics({ ...sources, node: "web-1" });
+    const alone = new Metrics(sources);
+    const metrics = await parse(await node.scrape());
+    expect(value(metrics, "countd_cluster_node", { node: "web-1" })).toBe(1);
+    expect(series(metrics, "countd_cluster_node")).toHaveLength(1);
+    expect((await parse(await alone.scrape()))["countd_cluster_node"]).toBeUndefined();
+    node.close();
+    alone.close();
   });
 });

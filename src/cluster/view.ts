@@ -1,0 +1,229 @@
+import { randomUUID } from "node:crypto";
+import type { Redis } from "ioredis";
+import { z } from "zod";
+import { AUDIT_FLUSH_MS } from "../audit/log.js";
+import type { Redactor } from "../audit/redact.js";
+import type { EventBus } from "../events.js";
+import { silentLogger, type Logger } from "../log.js";
+import type { Runner } from "../runner/runner.js";
+import type { RunRecord } from "../store/run-record.js";
+import { errorText } from "../text.js";
+import type { RedisTranscripts } from "./transcripts.js";
+
+/** The one pub/sub channel the nodes tell each other about their runs on. */
+const CHANNEL = "countd:view";
+/** How often a node says which runs it has in progress; a node not heard for SILENT_MS is taken as gone, its runs with it. */
+export const ALIVE_MS = 5_000;
+const SILENT_MS = 3 * ALIVE_MS;
+/** How long a cancel waits for the node holding the run to answer. */
+export const CANCEL_ANSWER_MS = 5_000;
+
+/** A live message as the cluster passes it on: the console's (console/protocol.ts), checked no further than this. */
+const messageShape = z.looseObject({ type: z.string(), node: z.string().optional() });
+export type LiveLike = z.infer<typeof messageShape>;
+const runShape = z.object({ job: z.string(), id: z.string() });
+
+/**
+ * What the nodes say to each other: each live message of their runs; every ALIVE_MS the runs they
+ * have in progress; `hello` (to all, or `to` one node) asks for the messages so far of every run in
+ * progress, which a `sync` for each run answers (one message per run keeps each within what Redis
+ * buffers for a subscriber); `stopped` as a daemon stops; `cancel` asks a node to cancel a run
+ * it holds, and `cancelled` answers whether it was there to cancel.
+ */
+const envelopeShape = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("live"), node: z.string(), message: messageShape }),
+  z.object({ kind: z.literal("alive"), node: z.string(), runs: z.array(runShape) }),
+  z.object({ kind: z.literal("hello"), node: z.string(), to: z.string().optional() }),
+  z.object({ kind: z.literal("sync"), node: z.string(), to: z.string(), run: z.array(messageShape) }),
+  z.object({ kind: z.literal("stopped"), node: z.string() }),
+  z.object({ kind: z.literal("cancel"), node: z.string(), to: z.string(), request: z.string(), run: z.string(), why: z.string() }),
+  z.object({ kind: z.literal("cancelled"), node: z.string(), to: z.string(), request: z.string(), result: z.enum(["cancelled", "not found"]) }),
+]);
+type Envelope = z.infer<typeof envelopeShape>;
+
+/** The live hub's side the cluster feeds and reads (console/live.ts's LiveHub). */
+export interface LiveFeed<M extends LiveLike> {
+  tap(listener: (message: M) => void): () => void;
+  remote(message: M): void;
+  remoteReplay(messages: readonly M[]): void;
+  snapshot(): M[][];
+  localRuns(): string[];
+  isRunning(runId: string, job: string): boolean;
+  forget(node: string, keep?: ReadonlySet<string>): void;
+}
+
+/** What became of a cancel asked of the cluster: "no answer" when the node holding the run did not answer in time (stopped, or cut off from Redis). */
+export type ClusterCancel = "cancelled" | "not found" | "no answer";
+
+export interface ClusterViewOptions<M extends LiveLike> {
+  node: string;
+  /** The `records` connection: a message sent while Redis is away is dropped at once, never queued behind the outage. */
+  publisher: Redis;
+  /** A connection of its own, given over to the subscription. */
+  subscriber: Redis;
+  live: LiveFeed<M>;
+  runner: Pick<Runner, "cancel">;
+  events: EventBus;
+  transcripts: RedisTranscripts;
+  /** retention.sessions and the redactor as configured now (a reload changes them). */
+  keepMs: () => number;
+  redactor: () => Redactor;
+  log?: Logger;
+}
+
+/**
+ * One view of the cluster's runs from any node: this node's live messages go to every other node's
+ * live hub (tagged with its node), theirs come to this one's; a run another node holds is cancelled
+ * through it; each run that ends here has its transcript stored in Redis for the others' `countd show`.
+ * Pub/sub keeps nothing: a node that was away asks the others (hello) for what their runs in
+ * progress produced so far, as a console client connecting mid-run gets it.
+ */
+export class ClusterView<M extends LiveLike> {
+  private readonly log: Logger;
+  private readonly heard = new Map<string, number>();
+  private readonly answers = new Map<string, (result: "cancelled" | "not found") => void>();
+  private readonly saves = new Map<NodeJS.Timeout, RunRecord>();
+  private readonly saving = new Set<Promise<void>>();
+  private readonly detach: Array<() => void> = [];
+  private readonly timer: NodeJS.Timeout;
+
+  private constructor(private readonly opts: ClusterViewOptions<M>) {
+    this.log = (opts.log ?? silentLogger).child({ component: "cluster-view" });
+    const { live, events, subscriber } = opts;
+    this.detach.push(
+      live.tap((message) => this.publish({ kind: "live", node: opts.node, message })),
+      events.on("run.finished", ({ run }) => this.storeLater(run)),
+    );
+    subscriber.on("message", (channel: string, text: string) => {
+      if (channel === CHANNEL) this.receive(text);
+    });
+    // Back after an outage (ioredis subscribes again by itself): what the others did meanwhile is asked for.
+    subscriber.on("ready", () => this.publish({ kind: "hello", node: opts.node }));
+    this.timer = setInterval(() => this.tick(), ALIVE_MS).unref();
+  }
+
+  /** Where the console and `countd show` read transcripts on this node: every node's runs. */
+  get transcripts(): RedisTranscripts {
+    return this.opts.transcripts;
+  }
+
+  static async open<M extends LiveLike>(opts: ClusterViewOptions<M>): Promise<ClusterView<M>> {
+    await opts.subscriber.subscribe(CHANNEL);
+    const view = new ClusterView(opts);
+    view.publish({ kind: "hello", node: opts.node });
+    return view;
+  }
+
+  /**
+   * Cancels a run in progress (or a retry waiting out its backoff) on the node that holds it: at
+   * once when that is this node, else by asking it. Its record says `why`, as a cancel on its node would.
+   */
+  async cancel(run: Pick<RunRecord, "id" | "job" | "node">, why: string): Promise<ClusterCancel> {
+    if (run.node === undefined || run.node === this.opts.node) return this.opts.runner.cancel(run.id, why);
+    const request = randomUUID();
+    let timer: NodeJS.Timeout | undefined;
+    const answered = new Promise<ClusterCancel>((resolve) => {
+      this.answers.set(request, resolve);
+      timer = setTimeout(() => resolve("no answer"), CANCEL_ANSWER_MS);
+    });
+    this.publish({ kind: "cancel", node: this.opts.node, to: run.node, request, run: run.id, why });
+    const result = await answered;
+    clearTimeout(timer);
+    this.answers.delete(request);
+    if (result === "no answer") this.log.warn({ job: run.job, runId: run.id, node: run.node }, "the node holding the run did not answer the cancel");
+    return result;
+  }
+
+  /** Says this node is gone, stores the transcripts still waiting (the audit log is closed by now, its lines in their files), and unsubscribes. */
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    this.detach.forEach((off) => off());
+    for (const [timer, run] of this.saves) {
+      clearTimeout(timer);
+      this.store(run);
+    }
+    this.saves.clear();
+    await Promise.all(this.saving);
+    this.publish({ kind: "stopped", node: this.opts.node });
+    const { subscriber } = this.opts;
+    if (subscriber.status === "ready") await subscriber.quit().catch(() => subscriber.disconnect());
+    else subscriber.disconnect();
+  }
+
+  /**
+   * A run of this node ended: its transcript is stored once the audit log has handed its lines to
+   * the file (it holds them at most AUDIT_FLUSH_MS). A fire that never started has none.
+   */
+  private storeLater(run: RunRecord): void {
+    if (run.status === "skipped") return;
+    const timer = setTimeout(() => {
+      this.saves.delete(timer);
+      this.store(run);
+    }, AUDIT_FLUSH_MS);
+    this.saves.set(timer, run);
+  }
+
+  private store(run: RunRecord): void {
+    const saved = this.opts.transcripts.save(run, this.opts.keepMs(), this.opts.redactor()).finally(() => this.saving.delete(saved));
+    this.saving.add(saved);
+  }
+
+  private tick(): void {
+    const runs = this.opts.live.localRuns().map((id) => ({ job: id.slice(0, id.indexOf("/")), id: id.slice(id.indexOf("/") + 1) }));
+    this.publish({ kind: "alive", node: this.opts.node, runs });
+    const silentSince = Date.now() - SILENT_MS;
+    for (const [node, at] of this.heard) {
+      if (at >= silentSince) continue;
+      this.log.warn({ node }, "a node has not been heard from; its runs in progress are no longer shown");
+      this.heard.delete(node);
+      this.opts.live.forget(node);
+    }
+  }
+
+  private receive(text: string): void {
+    let envelope: Envelope;
+    try {
+      envelope = envelopeShape.parse(JSON.parse(text));
+    } catch (err) {
+      this.log.warn({ error: errorText(err) }, "a message on the cluster's channel cannot be used; skipped");
+      return;
+    }
+    const me = this.opts.node;
+    if (envelope.node === me) return;
+    this.heard.set(envelope.node, Date.now());
+    const { live } = this.opts;
+    switch (envelope.kind) {
+      case "live":
+        return live.remote(envelope.message as M);
+      case "alive": {
+        live.forget(envelope.node, new Set(envelope.runs.map((run) => `${run.job}/${run.id}`)));
+        // A run started while this node was not listening: its messages so far are asked for.
+        if (envelope.runs.some((run) => !live.isRunning(run.id, run.job))) this.publish({ kind: "hello", node: me, to: envelope.node });
+        return;
+      }
+      case "hello":
+        if (envelope.to === undefined || envelope.to === me) for (const run of live.snapshot()) this.publish({ kind: "sync", node: me, to: envelope.node, run });
+        return;
+      case "sync":
+        if (envelope.to === me) live.remoteReplay(envelope.run as M[]);
+        return;
+      case "stopped":
+        this.heard.delete(envelope.node);
+        return live.forget(envelope.node);
+      case "cancel":
+        if (envelope.to !== me) return;
+        this.log.info({ runId: envelope.run, from: envelope.node }, "cancel asked by another node");
+        return this.publish({ kind: "cancelled", node: me, to: envelope.node, request: envelope.request, result: this.opts.runner.cancel(envelope.run, envelope.why) });
+      case "cancelled":
+        if (envelope.to === me) this.answers.get(envelope.request)?.(envelope.result);
+        return;
+    }
+  }
+
+  /** Sent while Redis is there; a message lost to an outage is made good by the next `alive` and `hello`. */
+  private publish(envelope: Envelope): void {
+    this.opts.publisher.publish(CHANNEL, JSON.stringify(envelope)).catch((err: unknown) => {
+      this.log.debug({ kind: envelope.kind, error: errorText(err) }, "could not publish on the cluster's channel");
+    });
+  }
+}
