@@ -9,12 +9,17 @@ import { checkRedis } from "./checks.js";
 import { ClusterFires } from "./fires.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
+import { ClusterSessions } from "./sessions.js";
+import { ClusterSpend, type ClusterSpendOptions } from "./spend.js";
+import type { SessionStore } from "../sessions/store.js";
+import type { SpendLedger } from "../store/spend-ledger.js";
 
 /**
  * This daemon's membership of a cluster: the checked Redis, the shared run history, and (once
- * serving) the shared fire queues. Shared so far: the schedule's fires and the run records. Still
- * this daemon's own: watch, webhook and manual fires, the heartbeat, job state and pauses
- * (state.json), sessions, transcripts and the outbox.
+ * serving) the shared fire queues. Shared so far: the schedule's fires, the run records, the
+ * sessions of `session: shared` jobs and the spend the daily budgets count. Still this daemon's
+ * own: watch, webhook and manual fires, the heartbeat, job state and pauses (state.json), other
+ * sessions, transcripts and the outbox.
  */
 export class Cluster {
   private fires: ClusterFires | undefined;
@@ -57,6 +62,16 @@ export class Cluster {
     interrupted?: (job: Job, run: RunRecord) => Promise<void>;
   }): void {
     this.fires = new ClusterFires({ redis: this.queues, ...opts, node: this.node, history: this.history, log: this.log });
+  }
+
+  /** The sessions runs continue: `session: shared` jobs' in Redis, the others in `local`, this daemon's files. */
+  sessions(local: SessionStore): ClusterSessions {
+    return new ClusterSessions(this.records, local, { log: this.log });
+  }
+
+  /** What the budgets count: every node's calls, this daemon's also in `local`, its spend files. */
+  spend(local: SpendLedger, opts: Omit<ClusterSpendOptions, "log">): ClusterSpend {
+    return new ClusterSpend(this.records, local, { ...opts, log: this.log });
   }
 
   /** The jobs armed on this daemon, whose catch_up windows decide how long fires are kept. */
