@@ -104,7 +104,7 @@ export class ClusterSessions implements SessionHistory {
     if (!isShared(sessionId)) return this.local.append(sessionId, messages, runId);
     if (messages.length === 0) return;
     const marker: RunMarker[] = runId === undefined ? [] : [{ run: runId, at: new Date().toISOString() }];
-    const block: Block = { id: runId ?? randomUUID(), entries: [...marker, ...messages].map((entry) => JSON.stringify(entry)), messages };
+    const block: Block = { id: randomUUID(), entries: [...marker, ...messages].map((entry) => JSON.stringify(entry)), messages };
     await this.queue.run(sessionId, async () => {
       const unsent = this.unsent.get(sessionId);
       if (unsent) unsent.push(block);
