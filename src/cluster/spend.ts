@@ -5,8 +5,7 @@ import { silentLogger, type Logger } from "../log.js";
 import { spendLinesOf, tokensOf, type SpendBook, type SpendLedger, type SpendLine, type SpentToday } from "../store/spend-ledger.js";
 import { errorText } from "../text.js";
 import { localClock } from "../time.js";
-import { RedisUnusable } from "./checks.js";
-import { connectRedis, shownUrl } from "./redis.js";
+import { closeCommandRedis, commandRedis } from "./command-redis.js";
 
 /**
  * What a day in a time zone spent, every node's calls summed as they are made: a hash with `cost`
@@ -162,13 +161,11 @@ export class ClusterSpend implements SpendBook {
  * (RedisUnusable when it cannot be reached, as for `countd history`).
  */
 export async function clusterSpendSince(settings: ClusterConfig, since: Date): Promise<SpendLine[]> {
-  const redis = await connectRedis(settings.redis, "records", { name: `countd-cli:${settings.node}` }).catch((err: unknown) => {
-    throw new RedisUnusable(`cannot reach Redis at ${shownUrl(settings.redis)} (cluster.redis): ${errorText(err)}`, { cause: err });
-  });
+  const redis = await commandRedis(settings);
   try {
     return await readClusterSpend(redis, since);
   } finally {
-    await redis.quit().catch(() => redis.disconnect());
+    await closeCommandRedis(redis);
   }
 }
 

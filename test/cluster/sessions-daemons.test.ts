@@ -36,7 +36,7 @@ describe.skipIf(!hasRedis)("a session: shared job on a cluster of three daemons"
     daemons = [];
   });
 
-  it("sends each run the exchanges its runs on the other nodes had, in order", async () => {
+  it("sends each run the exchanges its runs on the other nodes had, in order, also a run of `countd run` without a daemon", async () => {
     const requests: Sent[][] = [];
     mock.onMessage("Note what you know so far", (req) => {
       requests.push(req.messages as Sent[]);
@@ -64,6 +64,12 @@ describe.skipIf(!hasRedis)("a session: shared job on a cluster of three daemons"
       [asked, ["assistant", "fact 1"], asked],
       [asked, ["assistant", "fact 1"], asked, ["assistant", "fact 2"], asked],
     ]);
-    process.stderr.write(`cluster sessions: 3 runs on ${NODES.join(", ")}; request sizes ${requests.map((request) => request.length).join(", ")} messages\n`);
+
+    // `countd run` with no daemon on the node continues the same session.
+    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
+    daemons = [];
+    expect(await runCountd(["run", "notes"], { cwd: dirs[1]!, env })).toMatchObject({ code: 0, stdout: "fact 4\n" });
+    expect(conversation(requests[3]!)).toEqual([asked, ["assistant", "fact 1"], asked, ["assistant", "fact 2"], asked, ["assistant", "fact 3"], asked]);
+    process.stderr.write(`cluster sessions: 3 runs on ${NODES.join(", ")}; then 1 without a daemon on n2; request sizes ${requests.map((request) => request.length).join(", ")} messages\n`);
   });
 });

@@ -82,5 +82,11 @@ describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { t
     const local = await readSpend(join(c, "state"), new Date(Date.now() - 3_600_000));
     expect(local.map((line) => [line.job, line.cost])).toEqual([["other", 0.0011]]);
     expect(await readdir(join(b, "state", "spend")).catch(() => [])).toEqual([]);
+
+    // `countd run` with no daemon on the node counts the cluster's day too.
+    const alone = await run(c, "other");
+    expect(alone.code).toBe(1);
+    expect(alone.stderr).toContain("countd's daily budget (budget.per_day) of $0.0100 is spent: all runs have cost $0.0141");
+    expect(mock.getRequests()).toHaveLength(2);
   });
 });
