@@ -14,6 +14,11 @@ const listKey = (sessionId: string) => `countd:session:${sessionId}`;
 const blockKey = (block: string) => `countd:session-block:${block}`;
 /** Longer than any outage a daemon rides out holding an unsent block in memory. */
 const BLOCK_KEPT_MS = 86_400_000;
+/**
+ * How long a run waits for a Redis that accepts connections but does not answer: at its start for
+ * the history (then it fails), at its end for its messages to be added (then they are sent behind).
+ */
+export const SESSION_WAIT_MS = 5_000;
 
 /**
  * Appends one block (a run's marker and messages) unless it is there already.
@@ -87,7 +92,7 @@ export class ClusterSessions implements SessionHistory {
 
   load(sessionId: string): Promise<ChatMessage[]> {
     if (!isShared(sessionId)) return this.local.load(sessionId);
-    return this.queue.run(sessionId, async () => {
+    const loaded = this.queue.run(sessionId, async () => {
       await this.send(sessionId);
       let entries: string[];
       try {
@@ -98,6 +103,9 @@ export class ClusterSessions implements SessionHistory {
       const unsent = (this.unsent.get(sessionId) ?? []).flatMap((block) => block.messages);
       return [...this.parse(sessionId, entries), ...unsent];
     });
+    return within(loaded, () => {
+      throw new Error(`cannot read the shared session ${sessionId} from Redis: no answer within ${SESSION_WAIT_MS} ms`);
+    });
   }
 
   async append(sessionId: string, messages: ChatMessage[], runId?: string): Promise<void> {
@@ -105,12 +113,13 @@ export class ClusterSessions implements SessionHistory {
     if (messages.length === 0) return;
     const marker: RunMarker[] = runId === undefined ? [] : [{ run: runId, at: new Date().toISOString() }];
     const block: Block = { id: randomUUID(), entries: [...marker, ...messages].map((entry) => JSON.stringify(entry)), messages };
-    await this.queue.run(sessionId, async () => {
+    const sent = this.queue.run(sessionId, async () => {
       const unsent = this.unsent.get(sessionId);
       if (unsent) unsent.push(block);
       else this.unsent.set(sessionId, [block]);
       await this.send(sessionId);
     });
+    await within(sent, () => this.log.warn({ sessionId }, "Redis does not answer; the run's messages are added to the shared session when it does"));
     await this.local.append(sessionId, messages, runId);
   }
 
@@ -157,5 +166,17 @@ export class ClusterSessions implements SessionHistory {
       else this.log.warn({ sessionId, index, problem: message.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ") }, "shared session entry in Redis cannot be used; skipped");
     }
     return messages;
+  }
+}
+
+/** `work`, or what `late` gives once SESSION_WAIT_MS passed first. */
+async function within<T, L>(work: Promise<T>, late: () => L): Promise<T | L> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), SESSION_WAIT_MS)));
+  try {
+    const first = await Promise.race([work.then((value) => ({ value })), waited]);
+    return first === "late" ? late() : first.value;
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -123,9 +123,15 @@ export class ClusterSpend implements SpendBook {
     }
   }
 
-  /** Resolves once this node's file has every call and Redis every call it could be sent; the rest is logged. */
+  /**
+   * Resolves once this node's file has every call and Redis every call it could be sent, waiting
+   * for a Redis that does not answer no longer than a budget check does; the rest is logged.
+   */
   async flush(): Promise<void> {
-    await Promise.all([this.local.flush(), this.send()]);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLUSTER_FIGURES_WAIT_MS)));
+    await Promise.all([this.local.flush(), Promise.race([this.send(), late])]);
+    clearTimeout(timer);
     if (this.unsent.length > 0) this.log.warn({ calls: this.unsent.length }, "calls not counted in Redis: the cluster's budgets and `countd cost` miss them (this node's spend file has them)");
   }
 

@@ -104,6 +104,25 @@ describe.skipIf(!hasRedis)("the sessions of a cluster's nodes", () => {
     ]);
   });
 
+  it("does not hold a run up on a Redis that does not answer: its start fails, its end goes on and the messages are added once Redis answers", { timeout: 40_000 }, async () => {
+    const own = await startRedis();
+    try {
+      const a = await node(own.url);
+      await a.sessions.append("cron:hung", exchange(1), "run-1");
+      const pid = Number(/^process_id:(\d+)/m.exec(await a.client.info("server"))![1]);
+      process.kill(pid, "SIGSTOP");
+      try {
+        await expect(a.sessions.load("cron:hung")).rejects.toThrow(/cannot read the shared session cron:hung from Redis: no answer within/);
+        await a.sessions.append("cron:hung", exchange(2), "run-2");
+      } finally {
+        process.kill(pid, "SIGCONT");
+      }
+      expect(await a.sessions.load("cron:hung")).toEqual([...exchange(1), ...exchange(2)]);
+    } finally {
+      await own.stop();
+    }
+  });
+
   it("keeps a run's messages while Redis is away and adds them once when it is back; a run that starts meanwhile fails rather than go on without its history", async () => {
     const own = await startRedis();
     try {
