@@ -5,6 +5,7 @@ import type { ChatMessage } from "../providers/types.js";
 import { jobOfSession, sharedSessionId } from "../runner/session-ids.js";
 import { chatMessageShape } from "../sessions/message-shape.js";
 import type { RunMarker, SessionHistory, SessionStore } from "../sessions/store.js";
+import { appendJsonLines } from "../store/jsonl.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 import { errorText } from "../text.js";
 
@@ -68,7 +69,8 @@ function isShared(sessionId: string): boolean {
  * Each run's messages are appended as one block (RPUSH of its marker and messages, atomic), so
  * runs that overlap (`overlap: allow`) never overwrite each other: the list is append-only, each
  * block lands whole in the order the runs ended, and a run sees the history as it was when it began.
- * The node's own file gets the block too, so the run's transcript reads there as on a daemon alone.
+ * The node's own file gets the block too (never read back: it holds this node's runs alone), so the
+ * run's transcript reads there as on a daemon alone.
  *
  * While Redis is away a block is kept in memory and sent, in order and at most once, when Redis is
  * back (or at this session's next use); a run that starts meanwhile fails at loading its history
@@ -77,6 +79,8 @@ function isShared(sessionId: string): boolean {
 export class ClusterSessions implements SessionHistory {
   private readonly unsent = new Map<string, Block[]>();
   private readonly queue = new KeyedQueue();
+  /** Appends to this node's copies, one at a time per file. */
+  private readonly copies = new KeyedQueue();
   private readonly log: Logger;
 
   constructor(
@@ -120,7 +124,9 @@ export class ClusterSessions implements SessionHistory {
       await this.send(sessionId);
     });
     await within(sent, () => this.log.warn({ sessionId }, "Redis does not answer; the run's messages are added to the shared session when it does"));
-    await this.local.append(sessionId, messages, runId);
+    // Written, never read back here: the history is Redis's, and this node's copy only grows.
+    const file = this.local.fileOf(sessionId);
+    await this.copies.run(file, () => appendJsonLines(file, [...marker, ...messages]));
   }
 
   dropOldest(sessionId: string, count: number): Promise<void> {
