@@ -6,7 +6,7 @@ import { useAimock } from "../support/aimock.js";
 import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
 import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import { runCountd } from "../support/daemon-process.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
+import { freePort, startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
 
 /*
@@ -88,5 +88,14 @@ describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { t
     expect(alone.code).toBe(1);
     expect(alone.stderr).toContain("countd's daily budget (budget.per_day) of $0.0100 is spent: all runs have cost $0.0141");
     expect(mock.getRequests()).toHaveLength(2);
+  });
+
+  it("countd cost says in one line that Redis cannot be reached, naming the URL without its password, and exits 78", async () => {
+    const port = await freePort();
+    const dir = await nodeFolder(`redis://:pw-Secret-42@127.0.0.1:${port}/0`, "n1", {});
+    const cost = await runCountd(["cost"], { cwd: dir, env });
+    expect(cost.code).toBe(78);
+    expect(cost.stderr.trim().split("\n")).toEqual([expect.stringMatching(new RegExp(`^countd: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 \\(cluster\\.redis\\): .*ECONNREFUSED`))]);
+    expect(cost.stdout + cost.stderr).not.toContain("pw-Secret-42");
   });
 });
