@@ -17,7 +17,8 @@ const blockKey = (block: string) => `countd:session-block:${block}`;
 const BLOCK_KEPT_MS = 86_400_000;
 /**
  * How long a run waits for a Redis that accepts connections but does not answer: at its start for
- * the history (then it fails), at its end for its messages to be added (then they are sent behind).
+ * the history and to drop what was summarised (then it fails), at its end for its messages to be
+ * added (then they are sent behind).
  */
 export const SESSION_WAIT_MS = 5_000;
 
@@ -131,11 +132,14 @@ export class ClusterSessions implements SessionHistory {
 
   dropOldest(sessionId: string, count: number): Promise<void> {
     if (!isShared(sessionId)) return this.local.dropOldest(sessionId, count);
-    return this.queue.run(sessionId, async () => {
+    const dropped = this.queue.run(sessionId, async () => {
       await this.send(sessionId);
       if (this.unsent.has(sessionId)) throw new Error(`the shared session ${sessionId} has messages not yet in Redis; nothing dropped`);
       const n = Math.max(0, Math.floor(count));
       if (n > 0) await this.redis.eval(DROP, 1, listKey(sessionId), n);
+    });
+    return within(dropped, () => {
+      throw new Error(`could not drop the oldest messages of the shared session ${sessionId}: Redis did not answer within ${SESSION_WAIT_MS} ms`);
     });
   }
 
