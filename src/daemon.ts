@@ -35,6 +35,7 @@ import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
 import { Cluster } from "./cluster/cluster.js";
 import { fileTranscripts } from "./store/transcripts.js";
+import { SessionStore } from "./sessions/store.js";
 
 export interface Daemon {
   config: Config;
@@ -86,7 +87,9 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
-    let runtime = await openRuntime(config, env, new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")), logger);
+    // One for the daemon's life, so a reload keeps the blocks still to be sent to Redis.
+    const sessions = cluster?.sessions(new SessionStore(config.paths.state));
+    let runtime = await openRuntime(config, env, new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")), logger, sessions);
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
     // Listening before any run starts, here or (in a cluster) on another node, so the live stream misses none.
@@ -105,6 +108,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       log: logger,
       streaks: stateStreaks(state),
       paused: (name) => state.isPaused(name),
+      ...(cluster ? { spend: (local) => cluster.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }) } : {}),
     });
     started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
@@ -212,7 +216,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       async reload() {
         try {
           const next = await loadConfig({ file: configFile, env });
-          const nextRuntime = await openRuntime(next, env, runtime.events, logger);
+          const nextRuntime = await openRuntime(next, env, runtime.events, logger, sessions);
           const previous = runtime;
           config = next;
           runtime = nextRuntime;

@@ -17,7 +17,7 @@ import { createProvider } from "./providers/factory.js";
 import { PRESET_NAMES, type PresetName } from "./providers/presets.js";
 import type { LLMProvider } from "./providers/types.js";
 import { silentLogger, type Logger } from "./log.js";
-import { SessionStore } from "./sessions/store.js";
+import { SessionStore, type SessionHistory } from "./sessions/store.js";
 import { SkillsLoader, skillsDir } from "./skills/loader.js";
 import { builtinTools, selectTools, SUBAGENT_TOOLS } from "./tools/builtin.js";
 import type { Tool } from "./tools/types.js";
@@ -57,6 +57,7 @@ const SUBAGENT_MAX_ITERATIONS = 15;
 
 /**
  * `events`: a reloaded runtime keeps the bus its listeners (the watch trigger, the CLI) are on.
+ * `sessions`: where runs keep their conversations, when not in the state directory's files alone (a cluster's).
  * Resolves once every MCP server connected or failed its first attempt (each within its connect_timeout).
  */
 export async function openRuntime(
@@ -64,6 +65,7 @@ export async function openRuntime(
   env: NodeJS.ProcessEnv = process.env,
   events: EventBus = new EventBus(),
   log: Logger = silentLogger,
+  sessions: SessionHistory = new SessionStore(config.paths.state),
 ): Promise<Runtime> {
   const { paths } = config;
   type Endpoint = { provider: LLMProvider; model: string; ref: Omit<PriceRef, "model"> };
@@ -91,7 +93,7 @@ export async function openRuntime(
       persona: config.persona,
       timezone: config.timezone,
     }),
-    sessions: new SessionStore(paths.state),
+    sessions,
     toolHistory,
     events,
     maxRetries: config.agent.maxRetries,

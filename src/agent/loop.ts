@@ -10,7 +10,7 @@ import {
   type Usage,
 } from "../providers/types.js";
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
-import type { SessionStore } from "../sessions/store.js";
+import type { SessionHistory } from "../sessions/store.js";
 import { FinalToolError } from "../tools/types.js";
 import { errorText, excerpt } from "../text.js";
 import type { ToolRegistry } from "../tools/registry.js";
@@ -30,7 +30,7 @@ export interface AgentLoopOptions {
   workspace: string;
   tools: ToolRegistry;
   contextBuilder: MessageBuilder;
-  sessions?: SessionStore;
+  sessions?: SessionHistory;
   /** Where summaries of history beyond maxHistory go (the workspace's MEMORY.md). */
   memory?: MemorySink;
   toolHistory?: Pick<ToolHistory, "record" | "flush">;
@@ -161,7 +161,7 @@ export class AgentLoop {
 
     try {
       if (sessions && this.opts.memory && !options.context) {
-        this.opts.budget?.check();
+        await this.opts.budget?.check();
         // A failed summary keeps the whole history (nothing is lost) and must not cost the run.
         await summarizeOverflow({
           store: sessions,
@@ -190,7 +190,7 @@ export class AgentLoop {
           status = "limit";
           break;
         }
-        this.opts.budget?.check();
+        await this.opts.budget?.check();
         iterations++;
         this.events.emit("iteration", { sessionId, iteration: iterations });
 

@@ -1,4 +1,5 @@
 import path from "node:path";
+import type { Redis } from "ioredis";
 import type { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
@@ -11,6 +12,10 @@ import { jobOfSession } from "../runner/session-ids.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
 import { openState } from "../cluster/state.js";
+import { closeCommandRedis, commandRedis } from "../cluster/command-redis.js";
+import { ClusterSessions } from "../cluster/sessions.js";
+import { ClusterSpend } from "../cluster/spend.js";
+import { SessionStore } from "../sessions/store.js";
 import { DaemonRefused, findDaemon } from "./control.js";
 import { CANCELLED_BY_USER, EXIT, exitForStatus, printToolCalls } from "./output.js";
 import { runInDaemon } from "./run-daemon.js";
@@ -37,9 +42,13 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
   const release = await acquireLock(config.paths.state);
   // stdout carries the answer only, whatever the run's status: a script pipes it on.
   const logger = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
+  let redis: Redis | undefined;
   try {
     const { state, close: closeState } = await openState(config, { log: logger });
-    const runtime = await openRuntime(config, process.env, undefined, logger);
+    // In a cluster a shared job's run continues the cluster's session, and counts against the cluster's budgets.
+    const shared = (redis = config.cluster ? await commandRedis(config.cluster, { log: logger }) : undefined);
+    const sessions = shared ? new ClusterSessions(shared, new SessionStore(config.paths.state), { log: logger }) : undefined;
+    const runtime = await openRuntime(config, process.env, undefined, logger, sessions);
     runtime.warnings.forEach((warning) => process.stderr.write(`countd: warning: ${warning}\n`));
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
@@ -67,6 +76,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       job: (jobName) => jobs.get(jobName),
       concurrency: 1,
       log: logger,
+      ...(shared ? { spend: (local) => new ClusterSpend(shared, local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs, log: logger }) } : {}),
       wrap: (executeJob) => async (j, run) => {
         current = run.cancel;
         if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
@@ -109,6 +119,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       await runtime.close();
     }
   } finally {
+    if (redis) await closeCommandRedis(redis);
     await release();
   }
 }

@@ -15,6 +15,11 @@ import type { TranscriptStore } from "../store/transcripts.js";
 import { RedisTranscripts } from "./transcripts.js";
 import { ClusterView, type ClusterViewOptions, type LiveLike } from "./view.js";
 
+import { ClusterSessions } from "./sessions.js";
+import { ClusterSpend, type ClusterSpendOptions } from "./spend.js";
+import type { SessionStore } from "../sessions/store.js";
+import type { SpendLedger } from "../store/spend-ledger.js";
+
 /** A heartbeat tick's key: set by the one daemon that decides the tick. */
 const tickKey = (slot: Date) => `countd:heartbeat:tick:${slot.getTime()}`;
 
@@ -35,7 +40,8 @@ async function warnOfTagClash(records: Redis, node: string, log: Logger): Promis
  * This daemon's membership of a cluster: the checked Redis, the shared run history and state, and
  * (once serving) the shared fire queues. Shared: the schedule's fires, the run records and their
  * transcripts, the view of runs in progress (view.ts: live stream, status, cancel), job state and
- * pauses, and the heartbeat's ticks and state. Still this daemon's own: watch, webhook and manual
+ * pauses, the heartbeat's ticks and state, the sessions of `session: shared` jobs and the spend the
+ * daily budgets count. Still this daemon's own: watch, webhook and manual
  * fires, and the running index (state.json).
  */
 export class Cluster {
@@ -130,6 +136,16 @@ export class Cluster {
       this.log.warn({ slot: slot.toISOString(), error: errorText(err) }, "could not claim the heartbeat tick; not decided here");
       return false;
     }
+  }
+
+  /** The sessions runs continue: `session: shared` jobs' in Redis, the others in `local`, this daemon's files. */
+  sessions(local: SessionStore): ClusterSessions {
+    return new ClusterSessions(this.records, local, { log: this.log });
+  }
+
+  /** What the budgets count: every node's calls, this daemon's also in `local`, its spend files. */
+  spend(local: SpendLedger, opts: Omit<ClusterSpendOptions, "log">): ClusterSpend {
+    return new ClusterSpend(this.records, local, { ...opts, log: this.log });
   }
 
   /** The jobs armed on this daemon, whose catch_up windows decide how long fires are kept. */

@@ -9,7 +9,7 @@ import { displayPath } from "../jobs/load.js";
 import type { Runner } from "../runner/runner.js";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
-import type { SpendLedger } from "../store/spend-ledger.js";
+import type { SpendBook } from "../store/spend-ledger.js";
 import { fileTranscripts, type TranscriptStore } from "../store/transcripts.js";
 import type { ClusterCancel } from "../cluster/view.js";
 import { renderMarkdown } from "../delivery/render.js";
@@ -38,7 +38,7 @@ export interface ConsoleDeps {
   metrics: Metrics;
   hooks: WebhookTrigger;
   /** What the budgets count: today's spend in budget.timezone's day. */
-  ledger: SpendLedger;
+  ledger: SpendBook;
   redactor: () => Redactor;
   startedAt: Date;
   version: string;
@@ -426,14 +426,14 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
     outbox: { pending: pending.length, dead: dead.length },
     next_fires: next,
     today,
-    budget: budgetView(deps),
+    budget: await budgetView(deps),
   };
 }
 
 /** countd.yaml's daily caps beside what all runs spent today, as the budgets count it (every call, in budget.timezone's day). */
-function budgetView(deps: ConsoleDeps): StatusView["budget"] {
+async function budgetView(deps: ConsoleDeps): Promise<StatusView["budget"]> {
   const { timezone, perDay, tokensPerDay } = deps.config().budget;
-  const spent = deps.ledger.today(timezone);
+  const spent = await deps.ledger.today(timezone);
   return {
     timezone,
     date: spent.date,

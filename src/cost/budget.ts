@@ -1,5 +1,5 @@
 import { addCost, addUsage, emptyUsage, type Usage } from "../providers/types.js";
-import { tokensOf, type SpendLedger } from "../store/spend-ledger.js";
+import { tokensOf, type SpendBook } from "../store/spend-ledger.js";
 import type { BudgetCaps, DaemonBudget } from "./caps.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import { usd } from "../text.js";
@@ -11,8 +11,8 @@ export class BudgetExceeded extends Error {
 
 /** What the agent loop asks before each LLM call. */
 export interface BudgetCheck {
-  /** Throws BudgetExceeded when a cap is reached: the call must not be made. */
-  check(): void;
+  /** Rejects with BudgetExceeded when a cap is reached: the call must not be made. */
+  check(): Promise<void>;
 }
 
 const amount = (value: number, unit: "usd" | "tokens") => (unit === "usd" ? usd(value) : `${value} tokens`);
@@ -43,12 +43,12 @@ export class RunSpend implements BudgetCheck {
       caps: BudgetCaps;
       daemon: DaemonBudget;
       /** Absent for a call outside any job (`countd ask`): no daily cap applies. */
-      ledger?: SpendLedger;
+      ledger?: SpendBook;
       now?: () => Date;
     },
   ) {}
 
-  check(): void {
+  async check(): Promise<void> {
     const { caps, daemon, ledger, job } = this.opts;
     const tokens = tokensOf(this.usage);
     const whose = job === HEARTBEAT_JOB ? "the heartbeat's" : "the job's";
@@ -57,12 +57,12 @@ export class RunSpend implements BudgetCheck {
     if (!ledger) return;
     const on = (spent: { date: string }) => `on ${spent.date} (${daemon.timezone})`;
     if (caps.perDay !== undefined || caps.tokensPerDay !== undefined) {
-      const spent = ledger.today(daemon.timezone, job);
+      const spent = await ledger.today(daemon.timezone, job);
       enforce(`${whose} daily budget`, caps.perDay, spent.cost, "usd", (amount) => `its runs have cost ${amount} ${on(spent)}`);
       enforce(`${whose} daily budget`, caps.tokensPerDay, spent.tokens, "tokens", (amount) => `its runs have used ${amount} ${on(spent)}`);
     }
     if (daemon.perDay !== undefined || daemon.tokensPerDay !== undefined) {
-      const spent = ledger.today(daemon.timezone);
+      const spent = await ledger.today(daemon.timezone);
       enforce("countd's daily budget (budget.per_day)", daemon.perDay, spent.cost, "usd", (amount) => `all runs have cost ${amount} ${on(spent)}`);
       enforce("countd's daily budget (budget.tokens_per_day)", daemon.tokensPerDay, spent.tokens, "tokens", (amount) => `all runs have used ${amount} ${on(spent)}`);
     }
@@ -82,7 +82,7 @@ export class RunSpend implements BudgetCheck {
 export class Budgets {
   constructor(
     private readonly opts: {
-      ledger: SpendLedger;
+      ledger: SpendBook;
       /** Read at each run, so a reloaded countd.yaml applies from the next run. */
       daemon: () => DaemonBudget;
       now?: () => Date;

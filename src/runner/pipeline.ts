@@ -8,7 +8,7 @@ import type { StateStore } from "../store/state.js";
 import { errorText } from "../text.js";
 import { jobExecutor } from "./execute.js";
 import { Budgets } from "../cost/budget.js";
-import { SpendLedger } from "../store/spend-ledger.js";
+import { SpendLedger, type SpendBook } from "../store/spend-ledger.js";
 import { Runner, type RunnerOptions } from "./runner.js";
 
 /** The stages a run passes through, composed the same way for the daemon and `countd run`. */
@@ -19,7 +19,7 @@ export interface Pipeline {
   /** True when mail is written as .eml files because there are no smtp settings. */
   mailToFiles: boolean;
   /** What every LLM call cost, which the budgets count; the console shows today's. */
-  ledger: SpendLedger;
+  ledger: SpendBook;
   /** Closes the delivery stage (the runner is shut down by its owner, who knows the grace period). */
   close(): Promise<void>;
 }
@@ -41,6 +41,8 @@ export interface PipelineOptions {
   now?: () => Date;
   /** Whether a job is paused (the state store's pauses); its scheduled and watched fires are recorded skipped. */
   paused?: RunnerOptions["paused"];
+  /** Where the budgets count, given this process's ledger: in a cluster, every node's calls. */
+  spend?: (local: SpendLedger) => SpendBook;
 }
 
 /**
@@ -60,7 +62,8 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
   });
   const pipelineLog = log.child({ component: "pipeline" });
   const now = opts.now;
-  const ledger = await SpendLedger.open(config.paths.state, { log, ...(now ? { now } : {}) });
+  const local = await SpendLedger.open(config.paths.state, { log, ...(now ? { now } : {}) });
+  const ledger = opts.spend ? opts.spend(local) : local;
   const budgets = new Budgets({ ledger, daemon: () => opts.runtime().config.budget, ...(now ? { now } : {}) });
   const execute = jobExecutor(opts.runtime, budgets);
   const runner = new Runner({

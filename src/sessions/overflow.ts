@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatOptions, LLMProvider } from "../providers/types.js";
-import type { SessionStore } from "./store.js";
+import type { SessionHistory } from "./store.js";
 
 /** Where the summary goes: the workspace's MEMORY.md (src/memory/store.ts fits this shape). */
 export interface MemorySink {
@@ -9,7 +9,7 @@ export interface MemorySink {
 export type Summarizer = (messages: ChatMessage[]) => Promise<string>;
 
 export interface OverflowOptions {
-  store: SessionStore;
+  store: SessionHistory;
   sessionId: string;
   maxHistory: number;
   summarize: Summarizer;

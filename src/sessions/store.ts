@@ -28,14 +28,26 @@ function isDropMarker(v: unknown): v is DropMarker {
 }
 
 /**
+ * Where runs keep their conversations: the files below (SessionStore), or, in a cluster, Redis for
+ * the sessions of `session: shared` jobs, whose runs land on any node (src/cluster/sessions.ts).
+ */
+export interface SessionHistory {
+  load(sessionId: string): Promise<ChatMessage[]>;
+  /** One run's (or message's) messages, appended as one block after everything already there. */
+  append(sessionId: string, messages: ChatMessage[], runId?: string): Promise<void>;
+  /** Drops the oldest `count` messages (overflow.ts summarised them first). */
+  dropOldest(sessionId: string, count: number): Promise<void>;
+}
+
+/** Sessions kept in memory; older ones are read from their files again when needed. */
+export const SESSIONS_KEPT_IN_MEMORY = 100;
+
+/**
  * Session transcripts as append-only JSONL, one file per session under `<stateDir>/sessions/`.
  * Dropping old messages appends a marker rather than rewriting, so a crash never loses the file.
  * The most recently used sessions stay in memory; a new store (a restart) reads the files again.
  */
-/** Sessions kept in memory; older ones are read from their files again when needed. */
-export const SESSIONS_KEPT_IN_MEMORY = 100;
-
-export class SessionStore {
+export class SessionStore implements SessionHistory {
   readonly dir: string;
   /** In use order, oldest first: every isolated run has a session of its own, so all of them would grow without end. */
   private readonly live = new Map<string, ChatMessage[]>();
@@ -49,7 +61,6 @@ export class SessionStore {
     return join(this.dir, sessionFileName(sessionId));
   }
 
-  /** The live history, oldest first; a copy, so callers may change it freely. */
   load(sessionId: string): Promise<ChatMessage[]> {
     return this.queue.run(sessionId, async () => [...(await this.messages(sessionId))]);
   }

@@ -44,6 +44,22 @@ interface Day {
   jobs: Map<string, Spent>;
 }
 
+/** What a day spent as the budgets see it: `date` is the day in the time zone asked for. */
+export type SpentToday = Spent & { date: string };
+
+/**
+ * Where the budgets count what LLM calls cost: this process's ledger below, or in a cluster every
+ * node's calls (src/cluster/spend.ts), which may take a round trip to answer.
+ */
+export interface SpendBook {
+  /** Counts a call at once; writing it down happens behind. */
+  record(line: SpendLine): void;
+  /** What the calls of the current day in `timeZone` spent, of one job or of all. */
+  today(timeZone: string, job?: string): SpentToday | Promise<SpentToday>;
+  /** Resolves once every call recorded so far is written. */
+  flush(): Promise<void>;
+}
+
 /**
  * Every LLM call's price, one line per call in `<state>/spend/<UTC date>.jsonl`, appended without
  * a sync: a crash or a power cut can lose the lines of the last moments, so a budget may let a
@@ -52,7 +68,7 @@ interface Day {
  * a day spent from memory: the calls of the last two UTC days are kept there, which covers the
  * current day in every time zone. `countd cost` reads the files.
  */
-export class SpendLedger {
+export class SpendLedger implements SpendBook {
   private readonly recent: SpendLine[] = [];
   private day: Day | undefined;
   private readonly appends = new KeyedQueue();
@@ -71,7 +87,7 @@ export class SpendLedger {
     for (const at of [today - DAY_MS, today]) {
       const file = ledger.fileOf(new Date(at));
       try {
-        ledger.recent.push(...parsed(await readJsonLines(file)));
+        ledger.recent.push(...spendLinesOf(await readJsonLines(file)));
       } catch (err) {
         ledger.log.error({ file, error: errorText(err) }, "could not read the spend file; its calls do not count against today's budgets");
       }
@@ -79,7 +95,7 @@ export class SpendLedger {
     return ledger;
   }
 
-  /** Counts a call at once and appends its line; a failed append is logged, the call still counts. */
+  /** Appends the call's line; a failed append is logged, the call still counts. */
   record(line: SpendLine): void {
     this.forget();
     this.recent.push(line);
@@ -90,15 +106,13 @@ export class SpendLedger {
     );
   }
 
-  /** What the calls of the current day in `timeZone` spent, of one job or of all. */
-  today(timeZone: string, job?: string): Spent & { date: string } {
+  today(timeZone: string, job?: string): SpentToday {
     const date = localClock(this.now(), timeZone).date;
     if (this.day?.timeZone !== timeZone || this.day.date !== date) this.day = this.sum(timeZone, date);
     const spent = job === undefined ? this.day.total : (this.day.jobs.get(job) ?? { cost: 0, tokens: 0 });
     return { ...spent, date };
   }
 
-  /** Resolves once every line recorded so far is written. */
   flush(): Promise<void> {
     return this.appends.idle();
   }
@@ -142,7 +156,7 @@ const spendLineShape = z.looseObject({
 }) satisfies z.ZodType<SpendLine>;
 
 /** A line that is no call's price (torn by a crash, edited by hand) counts for nothing. */
-function parsed(values: unknown[]): SpendLine[] {
+export function spendLinesOf(values: unknown[]): SpendLine[] {
   return values.flatMap((value) => {
     const line = spendLineShape.safeParse(value);
     return line.success ? [line.data] : [];
@@ -163,7 +177,7 @@ export async function readSpend(stateDir: string, since: Date): Promise<SpendLin
   const files = names.filter((name) => FILE.test(name) && name.slice(0, 10) >= first).sort();
   const lines: SpendLine[] = [];
   for (const name of files) {
-    for (const line of parsed(await readJsonLines(join(dir, name)))) if (Date.parse(line.at) >= since.getTime()) lines.push(line);
+    for (const line of spendLinesOf(await readJsonLines(join(dir, name)))) if (Date.parse(line.at) >= since.getTime()) lines.push(line);
   }
   return lines;
 }
