@@ -10,6 +10,7 @@ import { openPipeline } from "../runner/pipeline.js";
 import { jobOfSession } from "../runner/session-ids.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
+import { openClusterOutbox } from "../cluster/outbox.js";
 import { openState } from "../cluster/state.js";
 import { DaemonRefused, findDaemon } from "./control.js";
 import { CANCELLED_BY_USER, EXIT, exitForStatus, printToolCalls } from "./output.js";
@@ -67,6 +68,8 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       job: (jobName) => jobs.get(jobName),
       concurrency: 1,
       log: logger,
+      // In a cluster the answer goes to the cluster's outbox: sent now by this command, retried by any daemon.
+      ...(config.cluster ? { outbox: (send) => openClusterOutbox(config.cluster!, send, logger) } : {}),
       wrap: (executeJob) => async (j, run) => {
         current = run.cancel;
         if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
@@ -94,7 +97,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       if (last && !last.endsWith("\n")) process.stdout.write("\n");
       if (record.error) process.stderr.write(`countd: run ${record.id} ${record.status}: ${record.error}\n`);
       await outbox.runDue();
-      const { pending, dead } = outbox.list();
+      const { pending, dead } = await outbox.list();
       const mine = (entry: { id: string }) => entry.id.startsWith(`${name}.${record.id}.`);
       if (pending.some(mine)) process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
       dead.filter(mine).forEach((entry) => process.stderr.write(`countd: delivery ${entry.id} failed: ${entry.lastError ?? ""}\n`));

@@ -6,15 +6,18 @@ import type { Runner } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
 import type { RunRecord } from "../store/run-record.js";
 import { checkRedis } from "./checks.js";
+import type { SendFn } from "../delivery/delivery-outbox.js";
+import type { EventBus } from "../events.js";
 import { ClusterFires } from "./fires.js";
+import { ClusterOutbox } from "./outbox.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
 
 /**
- * This daemon's membership of a cluster: the checked Redis, the shared run history, and (once
- * serving) the shared fire queues. Shared so far: the schedule's fires and the run records. Still
- * this daemon's own: watch, webhook and manual fires, the heartbeat, job state and pauses
- * (state.json), sessions, transcripts and the outbox.
+ * This daemon's membership of a cluster: the checked Redis, the shared run history, the shared
+ * outbox, and (once serving) the shared fire queues. Shared so far: the schedule's fires, the run
+ * records and the deliveries. Still this daemon's own: watch, webhook and manual fires, the
+ * heartbeat, job state and pauses (state.json), sessions and transcripts.
  */
 export class Cluster {
   private fires: ClusterFires | undefined;
@@ -57,6 +60,11 @@ export class Cluster {
     interrupted?: (job: Job, run: RunRecord) => Promise<void>;
   }): void {
     this.fires = new ClusterFires({ redis: this.queues, ...opts, node: this.node, history: this.history, log: this.log });
+  }
+
+  /** The cluster's outbox, which this daemon's runs queue to and whose deliveries it sends with `send` once started. */
+  outbox(send: SendFn, events?: EventBus): ClusterOutbox {
+    return new ClusterOutbox({ redis: this.queues, send, events, log: this.log });
   }
 
   /** The jobs armed on this daemon, whose catch_up windows decide how long fires are kept. */

@@ -1,7 +1,7 @@
 import type { Config } from "../config/schema.js";
 import type { StreakStore } from "../delivery/alerts.js";
 import { openDelivery, type RunDispatcher } from "../delivery/dispatch.js";
-import type { Outbox } from "../delivery/outbox.js";
+import type { DeliveryOutbox, SendFn } from "../delivery/delivery-outbox.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { Runtime } from "../runtime.js";
 import type { StateStore } from "../store/state.js";
@@ -14,7 +14,7 @@ import { Runner, type RunnerOptions } from "./runner.js";
 /** The stages a run passes through, composed the same way for the daemon and `countd run`. */
 export interface Pipeline {
   runner: Runner;
-  outbox: Outbox;
+  outbox: DeliveryOutbox;
   dispatcher: RunDispatcher;
   /** True when mail is written as .eml files because there are no smtp settings. */
   mailToFiles: boolean;
@@ -41,6 +41,8 @@ export interface PipelineOptions {
   now?: () => Date;
   /** Whether a job is paused (the state store's pauses); its scheduled and watched fires are recorded skipped. */
   paused?: RunnerOptions["paused"];
+  /** Opens the cluster's shared outbox in place of the state directory's (single mode, when absent). */
+  outbox?: (send: SendFn) => Promise<DeliveryOutbox>;
 }
 
 /**
@@ -57,6 +59,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     log,
     streaks: opts.streaks,
     events: opts.runtime().events,
+    ...(opts.outbox ? { outbox: opts.outbox } : {}),
   });
   const pipelineLog = log.child({ component: "pipeline" });
   const now = opts.now;
