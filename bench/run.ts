@@ -1,4 +1,5 @@
 /** `npm run bench`: every benchmark prints its figures side by side with its target. */
+import { benchClusterOutbox } from "./cluster-outbox.js";
 import { benchConsoleIdle, benchConsoleLatency, benchConsoleOverview } from "./console.js";
 import { benchConsoleWebhook } from "./console-webhook.js";
 import { benchIdle, benchStartup } from "./daemon.js";
@@ -10,7 +11,7 @@ import { benchFireLateness } from "./scheduler.js";
 import { benchWatchBurst } from "./watch-burst.js";
 
 /** `npm run bench -- console html` runs only those; with no names, all of them. */
-const BENCHES = ["loop", "scheduler", "daemon", "watch-burst", "delivery", "html", "console", "soak"];
+const BENCHES = ["loop", "scheduler", "daemon", "watch-burst", "delivery", "html", "console", "soak", "cluster"];
 const only = process.argv.slice(2);
 const unknown = only.filter((name) => !BENCHES.includes(name));
 if (unknown.length > 0) throw new Error(`no benchmark named ${unknown.join(", ")}; they are: ${BENCHES.join(", ")}`);
@@ -170,5 +171,15 @@ if (wanted("soak")) {
   console.log(
     `  growth after the first minute ${mb(soak.growthAfterWarmupMb)} (target < 10 MB) ${verdict(soak.growthAfterWarmupMb < 10)}; ` +
       `fire lateness p50 ${soak.latenessP50Ms} ms, p99 ${soak.latenessP99Ms} ms`,
+  );
+}
+
+if (wanted("cluster")) {
+  const outbox = await benchClusterOutbox();
+  const ratio = outbox.clusterPerSecond / outbox.singlePerSecond;
+  console.log("bench/cluster");
+  console.log(
+    `  ${outbox.deliveries} deliveries queued at once to a loopback receiver: the cluster's outbox (BullMQ on redis-server, ${outbox.workers} delivery workers in one process) ` +
+      `${outbox.clusterPerSecond.toFixed(0)}/s; one daemon's own outbox ${outbox.singlePerSecond.toFixed(0)}/s; ratio ${ratio.toFixed(3)}x (reported, no target)`,
   );
 }
