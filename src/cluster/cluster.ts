@@ -21,6 +21,7 @@ import { RedisRunHistory } from "./run-history.js";
  */
 export class Cluster {
   private fires: ClusterFires | undefined;
+  private deliveries: ClusterOutbox | undefined;
 
   private constructor(
     readonly node: string,
@@ -59,12 +60,14 @@ export class Cluster {
     concurrency: number;
     interrupted?: (job: Job, run: RunRecord) => Promise<void>;
   }): void {
-    this.fires = new ClusterFires({ redis: this.queues, ...opts, node: this.node, history: this.history, log: this.log });
+    const queued = async (job: Job, runId: string) => this.deliveries?.queuedStatus(job, runId);
+    this.fires = new ClusterFires({ redis: this.queues, ...opts, queued, node: this.node, history: this.history, log: this.log });
   }
 
   /** The cluster's outbox, which this daemon's runs queue to and whose deliveries it sends with `send` once started. */
   outbox(send: SendFn, events?: EventBus): ClusterOutbox {
-    return new ClusterOutbox({ redis: this.queues, send, events, log: this.log });
+    this.deliveries = new ClusterOutbox({ redis: this.queues, send, events, log: this.log });
+    return this.deliveries;
   }
 
   /** The jobs armed on this daemon, whose catch_up windows decide how long fires are kept. */

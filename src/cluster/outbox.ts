@@ -7,7 +7,9 @@ import { CONCURRENCY, deliveryId } from "../delivery/outbox.js";
 import { GIVE_UP_AFTER_MS, RETRY_DELAYS_MS, retryDelayMs } from "../delivery/schedule.js";
 import { targetKey, type DeliveryTarget } from "../delivery/targets.js";
 import type { CountdEvents, EventBus } from "../events.js";
+import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
+import type { RunStatus } from "../store/run-record.js";
 import { DELIVERED_KEPT_MS, disabledShape, entryShape, type DisabledTarget, type OutboxEntry } from "../store/outbox-shapes.js";
 import { isoTime } from "../store/quarantine.js";
 import { errorText } from "../text.js";
@@ -260,6 +262,16 @@ export class ClusterOutbox implements DeliveryOutbox {
       this.log.info({ target: key, why }, "delivery target enabled again; its dead deliveries are sent again by `countd outbox retry`");
     }
     return keys;
+  }
+
+  /** The status a run's deliveries carry, if it queued any (its answer to `deliver`, or its failure to `on_failure`). */
+  async queuedStatus(job: Pick<Job, "name" | "deliver" | "onFailure">, runId: string): Promise<RunStatus | undefined> {
+    for (const target of [...job.deliver, ...job.onFailure]) {
+      const queued = await this.queue.getJob(deliveryId(`${job.name}.${runId}`, target));
+      const data = queued && this.dataOf(queued);
+      if (data) return data.message.run.status;
+    }
+    return undefined;
   }
 
   /** One attempt, by whichever daemon took the delivery; a throw is BullMQ's failure (RetryLater) or death (UnrecoverableError). */
