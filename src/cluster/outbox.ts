@@ -112,7 +112,7 @@ export class ClusterOutbox implements DeliveryOutbox {
   constructor(private readonly opts: ClusterOutboxOptions) {
     this.log = (opts.log ?? silentLogger).child({ component: "outbox" });
     this.queue = new Queue(QUEUE, { connection: opts.redis, prefix: PREFIX });
-    this.queue.on("error", (err) => this.log.error({ queue: QUEUE, error: errorText(err) }, "cluster queue error"));
+    this.queue.on("error", (err) => this.error("cluster queue error", err));
   }
 
   async enqueue(runKey: string, targets: readonly DeliveryTarget[], message: DeliveryMessage, workspace: string): Promise<string[]> {
@@ -141,7 +141,12 @@ export class ClusterOutbox implements DeliveryOutbox {
       maxStalledCount: MAX_STALLS,
       settings: { backoffStrategy: (_attempts, _type, err) => (err instanceof RetryLater ? err.delayMs : RETRY_DELAYS_MS[0]) },
     });
-    this.worker.on("error", (err) => this.log.error({ queue: QUEUE, error: errorText(err) }, "cluster worker error"));
+    this.worker.on("error", (err) => this.error("cluster worker error", err));
+  }
+
+  /** While Redis is away every command fails: connectRedis has said so once, and these would say it again and again. */
+  private error(msg: string, err: unknown): void {
+    if (this.opts.redis.status === "ready") this.log.error({ queue: QUEUE, error: errorText(err) }, msg);
   }
 
   async stop(): Promise<void> {
