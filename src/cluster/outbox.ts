@@ -117,8 +117,10 @@ export class ClusterOutbox implements DeliveryOutbox {
 
   async enqueue(runKey: string, targets: readonly DeliveryTarget[], message: DeliveryMessage, workspace: string): Promise<string[]> {
     const now = Date.now();
-    const data: DeliveryData = { target: targets[0]!, message, workspace, createdAt: iso(now), giveUpAt: iso(now + GIVE_UP_AFTER_MS) };
-    const jobs = targets.map((target) => ({ name: message.job, data: { ...data, target }, opts: { jobId: deliveryId(runKey, target), ...jobOptions() } }));
+    const jobs = targets.map((target) => {
+      const data: DeliveryData = { target, message, workspace, createdAt: iso(now), giveUpAt: iso(now + GIVE_UP_AFTER_MS) };
+      return { name: message.job, data, opts: { jobId: deliveryId(runKey, target), ...jobOptions() } };
+    });
     if (jobs.length === 0) return [];
     // One MULTI: a job id already in the queue (waiting, dead or acknowledged) is left as it is.
     await this.queue.addBulk(jobs);
