@@ -1,4 +1,5 @@
 /** `npm run bench`: every benchmark prints its figures side by side with its target. */
+import { benchClusterOutbox } from "./cluster-outbox.js";
 import { benchConsoleIdle, benchConsoleLatency, benchConsoleOverview } from "./console.js";
 import { benchConsoleWebhook } from "./console-webhook.js";
 import { benchClusterLateness } from "./cluster.js";
@@ -177,6 +178,12 @@ if (wanted("cluster")) {
   console.log(
     `      where a cluster's fire spends it, after the slot: ${step("added to slots", slotAdded)}; ${step("taken to hand on", slotTaken)}; ` +
       `${step("added to runs", runAdded)}; ${step("taken to run", runTaken)}; ${step("run started", cluster)}`,
+  );
+  const outbox = await benchClusterOutbox();
+  const perSecondRatio = outbox.clusterPerSecond / outbox.singlePerSecond;
+  console.log(
+    `  ${outbox.deliveries} deliveries queued at once to a loopback receiver: the cluster's outbox (BullMQ on redis-server, ${outbox.workers} delivery workers in one process) ` +
+      `${outbox.clusterPerSecond.toFixed(0)}/s; one daemon's own outbox ${outbox.singlePerSecond.toFixed(0)}/s; ratio ${perSecondRatio.toFixed(3)}x (reported, no target)`,
   );
 }
 

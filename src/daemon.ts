@@ -24,7 +24,7 @@ import { HeartbeatService } from "./triggers/heartbeat.js";
 import { ArmedPublisher } from "./store/armed.js";
 import { deliverCheckIn, runCheckIn, withHeartbeat } from "./runner/heartbeat-runs.js";
 import { stateStreaks } from "./delivery/alerts.js";
-import type { Outbox } from "./delivery/outbox.js";
+import type { DeliveryOutbox } from "./delivery/delivery-outbox.js";
 import { join } from "node:path";
 import { Redactor } from "./audit/redact.js";
 import { VERSION } from "./package.js";
@@ -40,7 +40,7 @@ import { SessionStore } from "./sessions/store.js";
 export interface Daemon {
   config: Config;
   state: StateStore;
-  outbox: Outbox;
+  outbox: DeliveryOutbox;
   jobs: JobRegistry;
   runner: Runner;
   cron: CronTrigger;
@@ -109,6 +109,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       streaks: stateStreaks(state),
       paused: (name) => state.isPaused(name),
       ...(cluster ? { spend: (local) => cluster.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }) } : {}),
+      ...(cluster ? { outbox: async (send) => cluster.outbox(send, runtime.events) } : {}),
     });
     started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");

@@ -51,7 +51,7 @@ export async function demo(): Promise<number> {
     say(`   run ${inbox.id}: ${inbox.status}, ${toolCalls(inbox.toolCalls)}`);
 
     say("\n3. Deliveries (no smtp settings, so mail is written as .eml files):");
-    await waitFor(async () => (daemon.outbox.list().pending.length === 0 ? true : undefined), 30_000);
+    await waitFor(async () => ((await daemon.outbox.list()).pending.length === 0 ? true : undefined), 30_000);
     const mailDir = join(dir, "state", "mail");
     for (const file of (await readdir(mailDir)).sort()) say(`   ${join(mailDir, file)}`);
 

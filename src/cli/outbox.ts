@@ -1,17 +1,23 @@
+import { openClusterOutbox } from "../cluster/outbox.js";
 import { loadConfig } from "../config/load.js";
+import type { Config } from "../config/schema.js";
+import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
 import { sendEntry } from "../delivery/dispatch.js";
-import { createMailer } from "../delivery/email.js";
+import { createMailer, type Mailer } from "../delivery/email.js";
 import { Outbox } from "../delivery/outbox.js";
 import { describeTarget, targetKey } from "../delivery/targets.js";
-import { OutboxStore, type OutboxEntry } from "../store/outbox-store.js";
+import { OutboxStore, type DisabledTarget, type OutboxEntry } from "../store/outbox-store.js";
 import { acquireLock } from "../store/lock.js";
 import { EXIT, table } from "./output.js";
 
-/** `countd outbox`: reads the file only, so it works beside a running daemon. */
+/**
+ * `countd outbox`: in a cluster, the cluster's outbox in Redis, whichever node sent or queued each
+ * delivery; otherwise this node's journal, read only, so it works beside a running daemon.
+ */
 export async function listOutbox(opts: { config?: string; json?: boolean }): Promise<number> {
   const config = await loadConfig({ file: opts.config, needs: [] });
-  const data = await OutboxStore.read(config.paths.state, new Date());
-  const entries = Object.values(data.entries).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  const { entries: all, disabledTargets } = await readOutbox(config);
+  const entries = Object.values(all).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   if (opts.json) {
     process.stdout.write(`${JSON.stringify(entries, null, 2)}\n`);
     return EXIT.ok;
@@ -25,7 +31,7 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
     entry.lastError ?? "",
   ]);
   process.stdout.write(table(["ID", "STATUS", "TARGET", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR"], rows));
-  const disabled = Object.entries(data.disabledTargets);
+  const disabled = Object.entries(disabledTargets);
   if (disabled.length > 0) {
     const shown = new Map(entries.map((entry) => [targetKey(entry.target), describeTarget(entry.target)]));
     process.stdout.write(
@@ -41,17 +47,33 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
   return EXIT.ok;
 }
 
+async function readOutbox(config: Config): Promise<{ entries: OutboxEntry[]; disabledTargets: Record<string, DisabledTarget> }> {
+  if (!config.cluster) {
+    const data = await OutboxStore.read(config.paths.state, new Date());
+    return { entries: Object.values(data.entries), disabledTargets: data.disabledTargets };
+  }
+  const outbox = await openClusterOutbox(config.cluster, () => Promise.reject(new Error("`countd outbox` sends nothing")));
+  try {
+    const { pending, dead } = await outbox.list();
+    return { entries: [...pending, ...dead], disabledTargets: await outbox.disabledSince() };
+  } finally {
+    await outbox.close();
+  }
+}
+
 /**
- * `countd outbox retry <id> | --dead` and `countd outbox purge` change the outbox, which the
- * daemon owns while it runs: they take the state directory's lock, and send at once.
+ * `countd outbox retry <id> | --dead` and `countd outbox purge` change the outbox and send at once.
+ * A daemon's own outbox is its while it runs: the command takes the state directory's lock. The
+ * cluster's is shared: the command changes it beside the running daemons and sends what it retried
+ * itself, as one more of them.
  */
 export async function changeOutbox(change: "retry" | "purge", opts: { config?: string; id?: string; dead?: boolean }): Promise<number> {
   // A retry sends mail; the targets' own variables are filled in at send time.
   const config = await loadConfig({ file: opts.config, needs: change === "retry" ? ["smtp"] : [] });
-  const release = await acquireLock(config.paths.state);
+  const release = config.cluster ? async () => {} : await acquireLock(config.paths.state);
   const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone, attachments: config.attachments });
   try {
-    const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, process.env) });
+    const outbox = await openOutbox(config, mailer);
     try {
       if (change === "purge") {
         process.stdout.write(`${await outbox.purge()} dead deliveries removed\n`);
@@ -61,8 +83,8 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
       if (!which) throw new Error("name a delivery id, or --dead for every dead delivery");
       const count = await outbox.retry(which);
       await outbox.runDue();
-      const { pending, dead } = outbox.list();
-      process.stdout.write(`${count} queued again; now ${pending.length} pending, ${dead.length} dead\n`);
+      const { pending, dead } = await outbox.counts();
+      process.stdout.write(`${count} queued again; now ${pending} pending, ${dead} dead\n`);
       return EXIT.ok;
     } finally {
       await outbox.close();
@@ -71,4 +93,9 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
     mailer.close();
     await release();
   }
+}
+
+function openOutbox(config: Config, mailer: Mailer): Promise<DeliveryOutbox> {
+  const send = sendEntry(mailer, process.env);
+  return config.cluster ? openClusterOutbox(config.cluster, send) : Outbox.open({ stateDir: config.paths.state, send });
 }

@@ -11,6 +11,7 @@ import { openPipeline } from "../runner/pipeline.js";
 import { jobOfSession } from "../runner/session-ids.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
+import { openClusterOutbox } from "../cluster/outbox.js";
 import { openState } from "../cluster/state.js";
 import { closeCommandRedis, commandRedis } from "../cluster/command-redis.js";
 import { ClusterSessions } from "../cluster/sessions.js";
@@ -77,6 +78,8 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       concurrency: 1,
       log: logger,
       ...(shared ? { spend: (local) => new ClusterSpend(shared, local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs, log: logger }) } : {}),
+      // In a cluster the answer goes to the cluster's outbox: sent now by this command, retried by any daemon.
+      ...(config.cluster ? { outbox: (send) => openClusterOutbox(config.cluster!, send, logger) } : {}),
       wrap: (executeJob) => async (j, run) => {
         current = run.cancel;
         if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
@@ -104,7 +107,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       if (last && !last.endsWith("\n")) process.stdout.write("\n");
       if (record.error) process.stderr.write(`countd: run ${record.id} ${record.status}: ${record.error}\n`);
       await outbox.runDue();
-      const { pending, dead } = outbox.list();
+      const { pending, dead } = await outbox.list();
       const mine = (entry: { id: string }) => entry.id.startsWith(`${name}.${record.id}.`);
       if (pending.some(mine)) process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
       dead.filter(mine).forEach((entry) => process.stderr.write(`countd: delivery ${entry.id} failed: ${entry.lastError ?? ""}\n`));

@@ -6,7 +6,10 @@ import { nodeTag, type Runner } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
 import type { RunRecord } from "../store/run-record.js";
 import { checkRedis } from "./checks.js";
+import type { SendFn } from "../delivery/delivery-outbox.js";
+import type { EventBus } from "../events.js";
 import { ClusterFires } from "./fires.js";
+import { ClusterOutbox } from "./outbox.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
 import { RedisSharedState } from "./shared-state.js";
@@ -14,7 +17,6 @@ import { errorText } from "../text.js";
 import type { TranscriptStore } from "../store/transcripts.js";
 import { RedisTranscripts } from "./transcripts.js";
 import { ClusterView, type ClusterViewOptions, type LiveLike } from "./view.js";
-
 import { ClusterSessions } from "./sessions.js";
 import { ClusterSpend, type ClusterSpendOptions } from "./spend.js";
 import type { SessionStore } from "../sessions/store.js";
@@ -37,16 +39,17 @@ async function warnOfTagClash(records: Redis, node: string, log: Logger): Promis
 }
 
 /**
- * This daemon's membership of a cluster: the checked Redis, the shared run history and state, and
- * (once serving) the shared fire queues. Shared: the schedule's fires, the run records and their
- * transcripts, the view of runs in progress (view.ts: live stream, status, cancel), job state and
- * pauses, the heartbeat's ticks and state, the sessions of `session: shared` jobs and the spend the
- * daily budgets count. Still this daemon's own: watch, webhook and manual
- * fires, and the running index (state.json).
+ * This daemon's membership of a cluster: the checked Redis, the shared run history, state and
+ * outbox, and (once serving) the shared fire queues. Shared: the schedule's fires, the run records
+ * and their transcripts, the deliveries, the view of runs in progress (view.ts: live stream,
+ * status, cancel), job state and pauses, the heartbeat's ticks and state, the sessions of
+ * `session: shared` jobs and the spend the daily budgets count. Still this daemon's own: watch,
+ * webhook and manual fires, and the running index (state.json).
  */
 export class Cluster {
   private fires: ClusterFires | undefined;
   private view: Pick<ClusterView<LiveLike>, "cancel" | "close"> | undefined;
+  private deliveries: ClusterOutbox | undefined;
 
   private constructor(
     private readonly url: string,
@@ -114,9 +117,11 @@ export class Cluster {
     concurrency: number;
     interrupted?: (job: Job, run: RunRecord) => Promise<void>;
   }): void {
+    const queued = async (job: Job, runId: string) => this.deliveries?.queuedStatus(job, runId);
     this.fires = new ClusterFires({
       redis: this.queues,
       ...opts,
+      queued,
       node: this.node,
       history: this.history,
       state: this.state,
@@ -146,6 +151,12 @@ export class Cluster {
   /** What the budgets count: every node's calls, this daemon's also in `local`, its spend files. */
   spend(local: SpendLedger, opts: Omit<ClusterSpendOptions, "log">): ClusterSpend {
     return new ClusterSpend(this.records, local, { ...opts, log: this.log });
+  }
+
+  /** The cluster's outbox, which this daemon's runs queue to and whose deliveries it sends with `send` once started. */
+  outbox(send: SendFn, events?: EventBus): ClusterOutbox {
+    this.deliveries = new ClusterOutbox({ redis: this.queues, send, events, log: this.log });
+    return this.deliveries;
   }
 
   /** The jobs armed on this daemon, whose catch_up windows decide how long fires are kept. */

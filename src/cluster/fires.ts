@@ -108,6 +108,11 @@ export interface ClusterFiresOptions {
   interrupted?: (job: Job, run: RunRecord) => Promise<void>;
   /** Cancels a run in progress on whichever node holds it (view.ts), for a newer fire of an `overlap: replace` job. */
   replace?: (run: { id: string; job: string; node: string }, why: string) => unknown;
+  /**
+   * The status a run's deliveries in the cluster's outbox carry, if it queued any: a daemon that went
+   * between queueing them and noting the run's end had ended the run (ClusterOutbox.queuedStatus).
+   */
+  queued?: (job: Job, runId: string) => Promise<RunStatus | undefined>;
   now?: () => Date;
   log?: Logger;
 }
@@ -256,8 +261,9 @@ export class ClusterFires {
    *   runs again): again only when it failed and would have been retried there (the daemon went
    *   during the backoff); never reported, as its node queued what it had to say.
    */
-  private async resume(fire: QueuedFire, left: HeldRun): Promise<(Pick<RunOptions, "attempt" | "retry"> & { request: FireRequest }) | undefined> {
+  private async resume(fire: QueuedFire, noted: HeldRun): Promise<(Pick<RunOptions, "attempt" | "retry"> & { request: FireRequest }) | undefined> {
     const job = this.opts.job(fire.job);
+    const left = await this.endedUnnoted(job, noted);
     const attempts = job?.retry.attempts ?? 1;
     const found = await this.markInterrupted(fire.job, left);
     const ended = found.ended ?? left.ended;
@@ -273,6 +279,20 @@ export class ClusterFires {
       await this.opts.interrupted?.(job, found.marked).catch((err: unknown) => this.log.error({ ...log, error: errorText(err) }, "could not report the interrupted run"));
     }
     return undefined;
+  }
+
+  /**
+   * The left run as noted, or, when the note says it had not ended but its deliveries are queued,
+   * as ended with the status they carry: run again, its answer would go out twice (a rerun is a
+   * new run, and its deliveries new ids).
+   */
+  private async endedUnnoted(job: Job | undefined, left: HeldRun): Promise<HeldRun> {
+    if (left.ended !== undefined || !job || !this.opts.queued) return left;
+    const ended = await this.opts.queued(job, left.id).catch((err: unknown) => {
+      this.log.error({ job: job.name, runId: left.id, error: errorText(err) }, "could not look for the deliveries of a run a daemon left");
+      return undefined;
+    });
+    return ended === undefined ? left : { ...left, ended };
   }
 
   /**

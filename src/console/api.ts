@@ -3,7 +3,7 @@ import pLimit from "p-limit";
 import type { HttpBindings } from "@hono/node-server";
 import type { Redactor } from "../audit/redact.js";
 import type { Config } from "../config/schema.js";
-import type { Outbox } from "../delivery/outbox.js";
+import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
 import type { JobRegistry } from "../jobs/registry.js";
 import { displayPath } from "../jobs/load.js";
 import type { Runner } from "../runner/runner.js";
@@ -32,7 +32,7 @@ export interface ConsoleDeps {
   state: StateStore;
   runner: Runner;
   jobs: JobRegistry;
-  outbox: Outbox;
+  outbox: DeliveryOutbox;
   cron: CronTrigger;
   live: LiveHub;
   metrics: Metrics;
@@ -220,7 +220,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     const view: RunView = {
       run: safe(run),
       transcript,
-      deliveries: safe(runDeliveries(deps.outbox, run, deps.jobs.get(run.job))),
+      deliveries: safe(await runDeliveries(deps.outbox, run, deps.jobs.get(run.job))),
       running: deps.live.isRunning(run.id, run.job),
     };
     return c.json(view);
@@ -250,9 +250,9 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     return c.json(statsView(runs, days, timezone, new Date(), job !== undefined));
   });
 
-  app.get("/api/outbox", (c) => {
-    const { pending, dead } = deps.outbox.list();
-    return c.json(safe({ pending: pending.map(deliveryView), dead: dead.map(deliveryView), disabled_targets: deps.outbox.disabledTargets() }));
+  app.get("/api/outbox", async (c) => {
+    const { pending, dead } = await deps.outbox.list();
+    return c.json(safe({ pending: pending.map(deliveryView), dead: dead.map(deliveryView), disabled_targets: await deps.outbox.disabledTargets() }));
   });
   app.post("/api/outbox/:id/retry", async (c) => {
     const id = c.req.param("id");
@@ -320,7 +320,7 @@ async function findRun(deps: ConsoleDeps, id: string, job: string | undefined): 
   return found[0]!;
 }
 
-function runDeliveries(outbox: Outbox, run: RunRecord, job: Job | undefined): RunView["deliveries"] {
+async function runDeliveries(outbox: DeliveryOutbox, run: RunRecord, job: Job | undefined): Promise<RunView["deliveries"]> {
   const prefix = `${run.job}.${run.id}.`;
   // The outbox keeps only the id of a delivered message: its target is found by key among the job's (ids end in the target's key).
   const targets = job ? [...job.deliver, ...job.onFailure].map((target) => ({ target, key: targetKey(target) })) : [];
@@ -329,12 +329,12 @@ function runDeliveries(outbox: Outbox, run: RunRecord, job: Job | undefined): Ru
     const found = targets.find(({ key }) => rest === key || rest.endsWith(`.${key}`));
     return found ? { kind: found.target.kind, to: describeTarget(found.target) } : { kind: /(?:^|\.)(email|webhook)-/.exec(rest)?.[1] ?? rest, to: rest };
   };
-  const { pending, dead } = outbox.list();
+  const { pending, dead } = await outbox.list();
   const open = [...pending, ...dead].filter((entry) => entry.id.startsWith(prefix)).map((entry) => {
     const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
     return view;
   });
-  const done = outbox.deliveredIds(prefix).map(({ id, at }) => ({ id, ...delivered(id), status: "delivered" as const, delivered_at: at }));
+  const done = (await outbox.deliveredIds(prefix)).map(({ id, at }) => ({ id, ...delivered(id), status: "delivered" as const, delivered_at: at }));
   return [...open, ...done];
 }
 
@@ -383,7 +383,7 @@ export async function jobViews(deps: ConsoleDeps): Promise<JobView[]> {
 export async function status(deps: ConsoleDeps): Promise<StatusView> {
   const now = new Date();
   const views = await jobViews(deps);
-  const { pending, dead } = deps.outbox.list();
+  const counted = await deps.outbox.counts();
   const next = views
     .flatMap((view) => view.next_fires.slice(0, 1).map((at) => ({ job: view.name, at })))
     .sort((a, b) => Date.parse(a.at) - Date.parse(b.at))
@@ -423,7 +423,7 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
     },
     running: deps.live.active(),
     queued: deps.runner.queued().length,
-    outbox: { pending: pending.length, dead: dead.length },
+    outbox: counted,
     next_fires: next,
     today,
     budget: await budgetView(deps),

@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { Outbox } from "../delivery/outbox.js";
+import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
 import type { EventBus } from "../events.js";
 import type { JobRegistry } from "../jobs/registry.js";
 import { jobOfSession } from "../runner/session-ids.js";
@@ -26,7 +26,7 @@ const JOB = "job_name";
 export interface MetricsSources {
   /** The runtime's bus, which a reload keeps: the counters go on across SIGHUP. */
   events: EventBus;
-  outbox: Pick<Outbox, "list">;
+  outbox: Pick<DeliveryOutbox, "counts">;
   jobs: Pick<JobRegistry, "files" | "all">;
   state: Pick<StateStore, "isPaused" | "runs">;
   /** In a cluster: this daemon's node, named by countd_cluster_node. */
@@ -83,8 +83,8 @@ export class Metrics {
         }
       },
     });
-    new Gauge({ name: "countd_outbox_pending", help: "Deliveries waiting for their next attempt.", registers, collect() { this.set(sources.outbox.list().pending.length); } });
-    new Gauge({ name: "countd_outbox_dead", help: "Deliveries given up, until retried or purged.", registers, collect() { this.set(sources.outbox.list().dead.length); } });
+    new Gauge({ name: "countd_outbox_pending", help: "Deliveries waiting for their next attempt.", registers, async collect() { this.set((await sources.outbox.counts()).pending); } });
+    new Gauge({ name: "countd_outbox_dead", help: "Deliveries given up, until retried or purged.", registers, async collect() { this.set((await sources.outbox.counts()).dead); } });
     new Gauge({
       name: "countd_jobs",
       help: "Job files by state: valid, or invalid now (a loaded job then keeps its last good version).",

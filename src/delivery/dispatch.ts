@@ -9,6 +9,7 @@ import { KeyedQueue } from "../store/keyed-queue.js";
 import { DEFAULT_FAILURE_REPEAT_MS, failed, memoryStreaks, type StreakStore } from "./alerts.js";
 import { createMailer, type Mailer } from "./email.js";
 import type { DeliveryMessage, ToolCallSummary } from "./message.js";
+import type { DeliveryOutbox, SendFn } from "./delivery-outbox.js";
 import { deliveryId, Outbox } from "./outbox.js";
 import { resolveTarget } from "./secrets.js";
 import type { DeliveryTarget } from "./targets.js";
@@ -46,7 +47,7 @@ export class RunDispatcher {
   private readonly log: Logger;
 
   constructor(
-    private readonly outbox: Outbox,
+    private readonly outbox: DeliveryOutbox,
     private readonly workspace: () => string,
     private readonly streaks: StreakStore = memoryStreaks(),
     log: Logger = silentLogger,
@@ -75,10 +76,10 @@ export class RunDispatcher {
    * its answer: then the crash came between queueing and recording, and the answer is on its way.
    */
   async interrupted(job: Job, run: RunRecord): Promise<void> {
-    const { pending, dead } = this.outbox.list();
+    const { pending, dead } = await this.outbox.list();
     const queued = new Set([...pending, ...dead].map((entry) => entry.id));
     const answerIds = job.deliver.map((target) => deliveryId(runKey(job.name, run), target));
-    if (answerIds.some((id) => queued.has(id) || this.outbox.deliveredAt(id))) return;
+    for (const id of answerIds) if (queued.has(id) || (await this.outbox.deliveredAt(id))) return;
     await this.reportFailure(job, run, { ...message("run.failed", job.name, run, ""), ...(run.error ? { error: run.error } : {}) });
   }
 
@@ -163,7 +164,7 @@ export function message(kind: DeliveryMessage["kind"], job: string, run: RunReco
 }
 
 export interface DeliveryStage {
-  outbox: Outbox;
+  outbox: DeliveryOutbox;
   dispatcher: RunDispatcher;
   /** True when mail is written as .eml files because there are no smtp settings. */
   mailToFiles: boolean;
@@ -181,6 +182,8 @@ export async function openDelivery(opts: {
   streaks?: StreakStore;
   /** Where the outbox tells each change to a delivery. */
   events?: EventBus;
+  /** Opens the outbox in place of the daemon's own (the cluster's shared one), sending with `send`. */
+  outbox?: (send: SendFn) => Promise<DeliveryOutbox>;
 }): Promise<DeliveryStage> {
   const { config } = opts;
   const mailer = createMailer({
@@ -190,7 +193,10 @@ export async function openDelivery(opts: {
     attachments: config.attachments,
     log: opts.log,
   });
-  const outbox = await Outbox.open({ stateDir: config.paths.state, send: sendEntry(mailer, opts.env), log: opts.log, events: opts.events });
+  const send = sendEntry(mailer, opts.env);
+  const outbox = opts.outbox
+    ? await opts.outbox(send)
+    : await Outbox.open({ stateDir: config.paths.state, send, log: opts.log, events: opts.events });
   return {
     outbox,
     dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log),

@@ -8,11 +8,10 @@ import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
 import { GIVE_UP_AFTER_MS, RETRY_DELAYS_MS, retryDelayMs } from "./schedule.js";
 import { targetKey, type DeliveryTarget } from "./targets.js";
+import type { DeliveryOutbox, SendFn, Settled } from "./delivery-outbox.js";
 
 export type { OutboxEntry } from "../store/outbox-store.js";
-
-/** Sends one entry; resolves when the receiver acknowledged it, throws a DeliveryError otherwise. */
-export type SendFn = (entry: Readonly<OutboxEntry>) => Promise<void>;
+export type { SendFn, Settled } from "./delivery-outbox.js";
 
 export interface OutboxOptions {
   stateDir: string;
@@ -34,9 +33,6 @@ export const CONCURRENCY = 4;
 const MAX_SLEEP_MS = 60_000;
 
 const iso = (ms: number) => new Date(ms).toISOString();
-
-/** How a delivery ended: acknowledged, or dead with the reason. */
-export type Settled = { id: string; delivered: true } | { id: string; delivered: false; error: string };
 
 interface SettleWaiter {
   ids: readonly string[];
@@ -60,7 +56,7 @@ interface Due {
   entry: OutboxEntry;
 }
 
-export class Outbox {
+export class Outbox implements DeliveryOutbox {
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly settleWaiters = new Set<SettleWaiter>();
   /** Pending entries by their next attempt, earliest first; an entry whose time changed is pushed again, and the old item skipped. */
@@ -173,6 +169,11 @@ export class Outbox {
   list(): { pending: Readonly<OutboxEntry>[]; dead: Readonly<OutboxEntry>[] } {
     const entries = Object.values(this.store.data.entries).sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt));
     return { pending: entries.filter((e) => e.status === "pending"), dead: entries.filter((e) => e.status === "dead") };
+  }
+
+  counts(): { pending: number; dead: number } {
+    const { pending, dead } = this.list();
+    return { pending: pending.length, dead: dead.length };
   }
 
   /** When a delivery was acknowledged, if within the last 7 days. */

@@ -1,6 +1,6 @@
 import type { Config } from "../config/schema.js";
 import type { RunDispatcher } from "../delivery/dispatch.js";
-import type { Outbox } from "../delivery/outbox.js";
+import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
 import { jobDefaults } from "../jobs/defaults.js";
 import type { Job } from "../jobs/types.js";
 import type { Tool } from "../tools/types.js";
@@ -50,7 +50,7 @@ export async function runCheckIn(runner: Runner, prompt: string, tools: Tool[]):
  * acknowledged it: only a delivered check-in counts toward the daily cap. One still pending after
  * a minute (mail server down) rejects, so it does not count; the outbox goes on delivering it.
  */
-export async function deliverCheckIn(dispatcher: RunDispatcher, outbox: Outbox, config: Config, text: string, run: RunRecord): Promise<void> {
+export async function deliverCheckIn(dispatcher: RunDispatcher, outbox: Pick<DeliveryOutbox, "settled">, config: Config, text: string, run: RunRecord): Promise<void> {
   const ids = await dispatcher.checkIn(run, config.heartbeat.deliver, text, config.persona.name);
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), DELIVERY_WAIT_MS)));

@@ -1,7 +1,7 @@
 import type { Config } from "../config/schema.js";
 import type { StreakStore } from "../delivery/alerts.js";
 import { openDelivery, type RunDispatcher } from "../delivery/dispatch.js";
-import type { Outbox } from "../delivery/outbox.js";
+import type { DeliveryOutbox, SendFn } from "../delivery/delivery-outbox.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { Runtime } from "../runtime.js";
 import type { StateStore } from "../store/state.js";
@@ -14,7 +14,7 @@ import { Runner, type RunnerOptions } from "./runner.js";
 /** The stages a run passes through, composed the same way for the daemon and `countd run`. */
 export interface Pipeline {
   runner: Runner;
-  outbox: Outbox;
+  outbox: DeliveryOutbox;
   dispatcher: RunDispatcher;
   /** True when mail is written as .eml files because there are no smtp settings. */
   mailToFiles: boolean;
@@ -43,6 +43,8 @@ export interface PipelineOptions {
   paused?: RunnerOptions["paused"];
   /** Where the budgets count, given this process's ledger: in a cluster, every node's calls. */
   spend?: (local: SpendLedger) => SpendBook;
+  /** Opens the cluster's shared outbox in place of the state directory's (single mode, when absent). */
+  outbox?: (send: SendFn) => Promise<DeliveryOutbox>;
 }
 
 /**
@@ -59,6 +61,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     log,
     streaks: opts.streaks,
     events: opts.runtime().events,
+    ...(opts.outbox ? { outbox: opts.outbox } : {}),
   });
   const pipelineLog = log.child({ component: "pipeline" });
   const now = opts.now;

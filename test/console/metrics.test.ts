@@ -216,7 +216,7 @@ describe("GET /metrics", () => {
 });
 
 describe("countd_cluster_node", () => {
-  const sources = { events: new EventBus(), outbox: { list: () => ({ pending: [], dead: [] }) }, jobs: { files: () => [], all: () => [] }, state: { isPaused: () => false, runs: async () => [] } };
+  const sources = { events: new EventBus(), outbox: { counts: () => ({ pending: 0, dead: 0 }) }, jobs: { files: () => [], all: () => [] }, state: { isPaused: () => false, runs: async () => [] } };
 
   it("names the node in a cluster, always 1; a daemon alone has none", async () => {
     const node = new Metrics({ ...sources, node: "web-1" });
