@@ -10,6 +10,7 @@ import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-recor
 import type { RunHistoryStore } from "../store/run-history.js";
 import type { SharedStateStore } from "../store/state.js";
 import { errorText } from "../text.js";
+import { LET_GO_MS, settlesWithin } from "./settle.js";
 
 /** BullMQ's key prefix for the cluster's queues: `countd:slots:…`, `countd:runs:…`. */
 const PREFIX = "countd";
@@ -45,12 +46,6 @@ export const STALLED_CHECK_MS = 5_000;
 const MAX_STALLS = 20;
 /** A note in the fire's queued job (which run, which attempt) waits at most this for Redis; the run goes on regardless. */
 const NOTE_WAIT_MS = 5_000;
-/**
- * A stopping daemon waits at most this, once its runs ended, for Redis to take back the fires it
- * held. Past it (Redis away) it leaves them held and stops: their hold expires (LOCK_MS) and
- * whichever daemon takes them records the runs as a daemon killed mid-run would leave them.
- */
-const LET_GO_MS = 5_000;
 
 /**
  * The run a daemon made of a fire, noted in the fire's queued job as each attempt starts and again
@@ -354,18 +349,6 @@ function lostConnection(err: Error): boolean {
   return (err as NodeJS.ErrnoException).syscall !== undefined || !isNotConnectionError(err);
 }
 
-/** Whether `promise` settled within `ms`; it goes on either way. */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  const settled = promise.then(
-    () => true,
-    () => true,
-  );
-  const inTime = await Promise.race([settled, late]);
-  clearTimeout(timer);
-  return inTime;
-}
 
 function requestOf(fire: QueuedFire): FireRequest {
   return { job: fire.job, reason: fire.reason, scheduledAt: new Date(fire.scheduledAt) };

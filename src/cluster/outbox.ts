@@ -17,6 +17,7 @@ import type { ClusterConfig } from "../config/schema.js";
 import { RedisUnusable } from "./checks.js";
 import { LOCK_MS, STALLED_CHECK_MS } from "./fires.js";
 import { connectRedis, shownUrl } from "./redis.js";
+import { LET_GO_MS, settlesWithin } from "./settle.js";
 
 /** BullMQ's key prefix, as the fire queues': `countd:deliveries:…`. */
 const PREFIX = "countd";
@@ -157,9 +158,18 @@ export class ClusterOutbox implements DeliveryOutbox {
     await worker?.close();
   }
 
+  /**
+   * Stops sending and lets go of the queue. BullMQ's commands wait for Redis, so while it is away
+   * this waits LET_GO_MS at most: the deliveries this daemon took stay held until their hold
+   * expires and another daemon sends them; none is lost.
+   */
   async close(): Promise<void> {
-    await this.stop();
-    await this.queue.close();
+    const closed = this.stop().then(() => this.queue.close());
+    if (!(await settlesWithin(closed, LET_GO_MS))) {
+      this.log.warn({ waitedMs: LET_GO_MS }, "Redis did not answer: stopping without handing back the deliveries taken; another daemon sends them once their hold expires");
+      if (this.opts.ownsConnection) this.opts.redis.disconnect();
+      return;
+    }
     if (this.opts.ownsConnection) await this.opts.redis.quit().catch(() => this.opts.redis.disconnect());
   }
 
