@@ -72,8 +72,9 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
 
   it("after every daemon was down across two slots, runs the latest missed slot once (catch-up), whichever daemons start", async () => {
     mock.onMessage("report", { content: "the report" });
-    const PERIOD = 10_000;
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { report: "prompt: report\nevery: 10s\ncatch_up: 1h\n" })));
+    // Long enough for three daemons to start within one period on a loaded machine (10 s was not).
+    const PERIOD = 20_000;
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { report: "prompt: report\nevery: 20s\ncatch_up: 1h\n" })));
     daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
     // The first slot every daemon saw fire (each records the slots its timer fired in its state.json).
     const seen = Math.ceil((Date.now() + 100) / PERIOD) * PERIOD;
