@@ -3,14 +3,15 @@ import type { ClusterConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { errorText } from "../text.js";
 import { RedisUnusable } from "./checks.js";
-import { connectRedis, shownUrl } from "./redis.js";
+import { connectRedis, shownUrl, type ConnectionRole } from "./redis.js";
 
 /**
- * A command's connection to the cluster's Redis (a `records` one: a command fails at once while
- * Redis is away); RedisUnusable, which exits 78 with one line, when it cannot be reached.
+ * A command's connection to the cluster's Redis (a `records` one unless said: a command fails at
+ * once while Redis is away); RedisUnusable, which exits 78 with one line, when it cannot be reached.
  */
-export async function commandRedis(settings: ClusterConfig, opts: { log?: Logger } = {}): Promise<Redis> {
-  return connectRedis(settings.redis, "records", { name: `countd-cli:${settings.node}`, ...opts }).catch((err: unknown) => {
+export async function commandRedis(settings: ClusterConfig, opts: { log?: Logger; role?: ConnectionRole } = {}): Promise<Redis> {
+  const { role = "records", ...rest } = opts;
+  return connectRedis(settings.redis, role, { name: `countd-cli:${settings.node}`, ...rest }).catch((err: unknown) => {
     throw new RedisUnusable(`cannot reach Redis at ${shownUrl(settings.redis)} (cluster.redis): ${errorText(err)}`, { cause: err });
   });
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { Queue, UnrecoverableError, Worker, type Job as QueuedJob, type JobsOptions, type JobType } from "bullmq";
 import type { Redis } from "ioredis";
 import type { DeliveryOutbox, SendFn, Settled } from "../delivery/delivery-outbox.js";
@@ -14,9 +15,8 @@ import { DELIVERED_KEPT_MS, disabledShape, entryShape, type DisabledTarget, type
 import { isoTime } from "../store/quarantine.js";
 import { errorText } from "../text.js";
 import type { ClusterConfig } from "../config/schema.js";
-import { RedisUnusable } from "./checks.js";
+import { commandRedis } from "./command-redis.js";
 import { LOCK_MS, STALLED_CHECK_MS } from "./fires.js";
-import { connectRedis, shownUrl } from "./redis.js";
 import { LET_GO_MS, settlesWithin } from "./settle.js";
 
 /** BullMQ's key prefix, as the fire queues': `countd:deliveries:…`. */
@@ -447,10 +447,7 @@ function parseDisabled(text: string): DisabledTarget {
  * which close() lets go of; Redis unreachable is RedisUnusable, as at a daemon's start.
  */
 export async function openClusterOutbox(settings: ClusterConfig, send: SendFn, log?: Logger): Promise<ClusterOutbox> {
-  const redis = await connectRedis(settings.redis, "queues", { name: `countd-cli:${settings.node}`, ...(log ? { log } : {}) }).catch((err: unknown) => {
-    throw new RedisUnusable(`cannot reach Redis at ${shownUrl(settings.redis)} (cluster.redis): ${errorText(err)}`, { cause: err });
-  });
+  const redis = await commandRedis(settings, { role: "queues", ...(log ? { log } : {}) });
   return new ClusterOutbox({ redis, send, ...(log ? { log } : {}), ownsConnection: true });
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

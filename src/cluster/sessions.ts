@@ -8,6 +8,7 @@ import type { RunMarker, SessionHistory, SessionStore } from "../sessions/store.
 import { appendJsonLines } from "../store/jsonl.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 import { errorText } from "../text.js";
+import { within } from "./settle.js";
 
 /** A shared session's entries, oldest first: each run's marker, then its messages, as in a session file. */
 const listKey = (sessionId: string) => `countd:session:${sessionId}`;
@@ -108,7 +109,7 @@ export class ClusterSessions implements SessionHistory {
       const unsent = (this.unsent.get(sessionId) ?? []).flatMap((block) => block.messages);
       return [...this.parse(sessionId, entries), ...unsent];
     });
-    return within(loaded, () => {
+    return within(loaded, SESSION_WAIT_MS, () => {
       throw new Error(`cannot read the shared session ${sessionId} from Redis: no answer within ${SESSION_WAIT_MS} ms`);
     });
   }
@@ -124,7 +125,7 @@ export class ClusterSessions implements SessionHistory {
       else this.unsent.set(sessionId, [block]);
       await this.send(sessionId);
     });
-    await within(sent, () => this.log.warn({ sessionId }, "Redis does not answer; the run's messages are added to the shared session when it does"));
+    await within(sent, SESSION_WAIT_MS, () => this.log.warn({ sessionId }, "Redis does not answer; the run's messages are added to the shared session when it does"));
     // Written, never read back here: the history is Redis's, and this node's copy only grows.
     const file = this.local.fileOf(sessionId);
     await this.copies.run(file, () => appendJsonLines(file, [...marker, ...messages]));
@@ -138,7 +139,7 @@ export class ClusterSessions implements SessionHistory {
       const n = Math.max(0, Math.floor(count));
       if (n > 0) await this.redis.eval(DROP, 1, listKey(sessionId), n);
     });
-    return within(dropped, () => {
+    return within(dropped, SESSION_WAIT_MS, () => {
       throw new Error(`could not drop the oldest messages of the shared session ${sessionId}: Redis did not answer within ${SESSION_WAIT_MS} ms`);
     });
   }
@@ -176,17 +177,5 @@ export class ClusterSessions implements SessionHistory {
       else this.log.warn({ sessionId, index, problem: message.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ") }, "shared session entry in Redis cannot be used; skipped");
     }
     return messages;
-  }
-}
-
-/** `work`, or what `late` gives once SESSION_WAIT_MS passed first. */
-async function within<T, L>(work: Promise<T>, late: () => L): Promise<T | L> {
-  let timer: NodeJS.Timeout | undefined;
-  const waited = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), SESSION_WAIT_MS)));
-  try {
-    const first = await Promise.race([work.then((value) => ({ value })), waited]);
-    return first === "late" ? late() : first.value;
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -5,15 +5,29 @@
  */
 export const LET_GO_MS = 5_000;
 
-/** Whether `promise` settled within `ms`; it goes on either way. */
-export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+/**
+ * `work`'s value, or what `late` gives (or throws) once `ms` passed first; `work` goes on either
+ * way. How anything that waits on Redis stays bounded while Redis connected does not answer.
+ */
+export async function within<T, L>(work: Promise<T>, ms: number, late: () => L): Promise<T | L> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  const settled = promise.then(
-    () => true,
-    () => true,
+  const waited = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), ms)));
+  try {
+    const first = await Promise.race([work.then((value) => ({ value })), waited]);
+    return first === "late" ? late() : first.value;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Whether `promise` settled (either way) within `ms`; it goes on either way. */
+export function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  return within(
+    promise.then(
+      () => true,
+      () => true,
+    ),
+    ms,
+    () => false,
   );
-  const inTime = await Promise.race([settled, late]);
-  clearTimeout(timer);
-  return inTime;
 }

@@ -6,6 +6,7 @@ import { spendLinesOf, tokensOf, type SpendBook, type SpendLedger, type SpendLin
 import { errorText } from "../text.js";
 import { localClock } from "../time.js";
 import { closeCommandRedis, commandRedis } from "./command-redis.js";
+import { settlesWithin, within } from "./settle.js";
 
 /**
  * What a day in a time zone spent, every node's calls summed as they are made: a hash with `cost`
@@ -98,13 +99,11 @@ export class ClusterSpend implements SpendBook {
   async today(timeZone: string, job?: string): Promise<SpentToday> {
     const date = localClock(this.now(), timeZone).date;
     const fields = job === undefined ? ["cost", "tokens"] : [`${job}:cost`, `${job}:tokens`];
-    let timer: NodeJS.Timeout | undefined;
     try {
       if (this.redis.status !== "ready") throw new Error(`the connection is ${this.redis.status}`);
-      const late = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${CLUSTER_FIGURES_WAIT_MS} ms`)), CLUSTER_FIGURES_WAIT_MS);
+      const [cost, tokens] = await within(this.redis.hmget(dayKey(timeZone, date), ...fields), CLUSTER_FIGURES_WAIT_MS, () => {
+        throw new Error(`no answer within ${CLUSTER_FIGURES_WAIT_MS} ms`);
       });
-      const [cost, tokens] = await Promise.race([this.redis.hmget(dayKey(timeZone, date), ...fields), late]);
       this.away = false;
       // Calls this node made that Redis does not have yet count too.
       const spent = { cost: Number(cost ?? 0), tokens: Number(tokens ?? 0), date };
@@ -118,8 +117,6 @@ export class ClusterSpend implements SpendBook {
       if (!this.away) this.log.warn({ error: errorText(err) }, "cannot read the cluster's spend from Redis; budgets count this node's calls only until it is back");
       this.away = true;
       return this.local.today(timeZone, job);
-    } finally {
-      clearTimeout(timer);
     }
   }
 
@@ -128,10 +125,7 @@ export class ClusterSpend implements SpendBook {
    * for a Redis that does not answer no longer than a budget check does; the rest is logged.
    */
   async flush(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLUSTER_FIGURES_WAIT_MS)));
-    await Promise.all([this.local.flush(), Promise.race([this.send(), late])]);
-    clearTimeout(timer);
+    await Promise.all([this.local.flush(), settlesWithin(this.send(), CLUSTER_FIGURES_WAIT_MS)]);
     if (this.unsent.length > 0) this.log.warn({ calls: this.unsent.length }, "calls not counted in Redis: the cluster's budgets and `countd cost` miss them (this node's spend file has them)");
   }
 

@@ -2,8 +2,7 @@ import type { Config } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { recordExchange as recordExchangeHere } from "../store/last-exchange.js";
 import { StateStore } from "../store/state.js";
-import { RedisUnusable } from "./checks.js";
-import { connectRedis, shownUrl } from "./redis.js";
+import { closeCommandRedis, commandRedis } from "./command-redis.js";
 import { RedisRunHistory } from "./run-history.js";
 import { RedisSharedState } from "./shared-state.js";
 
@@ -18,10 +17,7 @@ export async function openState(config: Config, opts: { log?: Logger } = {}): Pr
     const state = await StateStore.open(config.paths.state, opts);
     return { state, close: () => state.close() };
   }
-  const url = config.cluster.redis;
-  const redis = await connectRedis(url, "records", { name: `countd-cli:${config.cluster.node}`, ...opts }).catch((err: unknown) => {
-    throw new RedisUnusable(`cannot reach Redis at ${shownUrl(url)} (cluster.redis): ${(err as Error).message}`, { cause: err });
-  });
+  const redis = await commandRedis(config.cluster, opts);
   try {
     const shared = await RedisSharedState.open(redis, opts);
     const state = await StateStore.open(config.paths.state, { ...opts, history: new RedisRunHistory(redis, opts), shared });
@@ -29,7 +25,7 @@ export async function openState(config: Config, opts: { log?: Logger } = {}): Pr
       state,
       async close() {
         await state.close();
-        await redis.quit().catch(() => redis.disconnect());
+        await closeCommandRedis(redis);
       },
     };
   } catch (err) {

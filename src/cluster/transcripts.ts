@@ -8,8 +8,7 @@ import type { Transcript, TranscriptStep } from "../store/transcript.js";
 import type { Config } from "../config/schema.js";
 import { fileTranscripts, type TranscriptStore } from "../store/transcripts.js";
 import { errorText, excerpt } from "../text.js";
-import { RedisUnusable } from "./checks.js";
-import { connectRedis, shownUrl } from "./redis.js";
+import { closeCommandRedis, commandRedis } from "./command-redis.js";
 
 /** A run's transcript in Redis: `countd:transcript:<job>:<run id>`; job names hold no ":", run ids neither. */
 const transcriptsOf = (job: string) => `countd:transcript:${job}:`;
@@ -122,14 +121,6 @@ function bounded(transcript: Transcript): Transcript {
 export async function openTranscripts(config: Config): Promise<{ transcripts: TranscriptStore; close(): Promise<void> }> {
   const local = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
   if (!config.cluster) return { transcripts: local, close: async () => {} };
-  const url = config.cluster.redis;
-  const redis = await connectRedis(url, "records", { name: `countd-cli:${config.cluster.node}` }).catch((err: unknown) => {
-    throw new RedisUnusable(`cannot reach Redis at ${shownUrl(url)} (cluster.redis): ${errorText(err)}`, { cause: err });
-  });
-  return {
-    transcripts: new RedisTranscripts(redis, { node: config.cluster.node, local }),
-    close: async () => {
-      await redis.quit().catch(() => redis.disconnect());
-    },
-  };
+  const redis = await commandRedis(config.cluster);
+  return { transcripts: new RedisTranscripts(redis, { node: config.cluster.node, local }), close: () => closeCommandRedis(redis) };
 }
