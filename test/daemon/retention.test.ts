@@ -45,16 +45,18 @@ describe("countd start: retention", () => {
 
     const daemon = spawnDaemon(dir, { OPENAI_API_KEY: "sk-retention-test", OPENAI_BASE_URL: "http://127.0.0.1:9/v1" });
     daemons.push(daemon);
+    // Two lines of one pass; stdout may hand them to the test in separate chunks.
     await vi.waitFor(
-      () =>
+      () => {
         expect(logLines(daemon.output(), "removed files older than their retention period")).toEqual([
           expect.objectContaining({ level: 30, component: "retention", removed: 4 }),
-        ]),
+        ]);
+        expect(logLines(daemon.output(), "gave files named by an earlier countd their readable names")).toEqual([
+          expect.objectContaining({ level: 30, component: "retention", renamed: 2 }),
+        ]);
+      },
       { timeout: 10_000, interval: 100 },
     );
-    expect(logLines(daemon.output(), "gave files named by an earlier countd their readable names")).toEqual([
-      expect.objectContaining({ level: 30, component: "retention", renamed: 2 }),
-    ]);
 
     expect((await readdir(sessions)).sort()).toEqual(["cron+digest.jsonl", "cron+report+20261125T090000Z-cccc.jsonl"]);
     expect(await readdir(toolHistory)).toEqual(["cron+report+20261126T090000Z-dddd.jsonl"]);
