@@ -53,13 +53,18 @@ describe("attack: HTML that is slow to convert", () => {
     await fetchPage("weather", "markdown");
     const outcomes: Record<string, string> = {};
     const busyMs: Record<string, number> = {};
+    // Busy time also counts the moments the thread waits for a core mid-task, so a page is fetched
+    // up to three times and its least busy fetch counts: a conversion on the main thread is busy
+    // for 250 ms or more on every fetch, a core taken by another test file on one of them.
     for (const [name, { format }] of Object.entries(ATTACK_PAGES)) {
-      const before = performance.eventLoopUtilization();
-      outcomes[name] = await fetchPage(name, format).then(
-        () => "converted",
-        (err: Error) => (err instanceof ToolRefusal && err.message.includes("took longer than 1 s") ? "stopped" : `failed: ${err.message}`),
-      );
-      busyMs[name] = performance.eventLoopUtilization(before).active;
+      for (let fetch = 0; fetch < 3 && !(busyMs[name]! < 100); fetch++) {
+        const before = performance.eventLoopUtilization();
+        outcomes[name] = await fetchPage(name, format).then(
+          () => "converted",
+          (err: Error) => (err instanceof ToolRefusal && err.message.includes("took longer than 1 s") ? "stopped" : `failed: ${err.message}`),
+        );
+        busyMs[name] = Math.min(busyMs[name] ?? Infinity, performance.eventLoopUtilization(before).active);
+      }
     }
     expect(outcomes).toEqual(Object.fromEntries(Object.entries(ATTACK_PAGES).map(([name, page]) => [name, page.outcome])));
     const blocking = Object.entries(busyMs).filter(([, ms]) => ms >= 100);
