@@ -61,6 +61,7 @@ export class RedisSharedState implements SharedStateStore {
   /** Reads and changes one at a time, so the copy only ever moves forward. */
   private queue: Promise<unknown> = Promise.resolve();
   private reread: Promise<void> | undefined;
+  private refreshing: Promise<void> | undefined;
   private readonly log: Logger;
 
   private constructor(
@@ -116,11 +117,17 @@ export class RedisSharedState implements SharedStateStore {
     });
   }
 
+  /**
+   * Calls made before a queued read starts share it: every run start refreshes, and a thousand
+   * runs starting in one second would otherwise wait for a thousand reads one after another.
+   */
   refresh(): Promise<void> {
-    return this.serially(async () => {
+    this.refreshing ??= this.serially(async () => {
+      this.refreshing = undefined;
       const version = (await this.redis.get(VERSION_KEY)) ?? "0";
       if (version !== this.copy.version) this.copy = await this.read();
     });
+    return this.refreshing;
   }
 
   /** Reads the state again once a change is published; changes published meanwhile are read with it. */

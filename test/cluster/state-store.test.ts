@@ -85,6 +85,23 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     expect(Object.keys(await (await connect()).hgetall("countd:state:jobs"))).toEqual([]);
   });
 
+  it("a thousand runs starting at once share their refreshes, and each still sees a pause made before it asked", async () => {
+    // Neither follows the changes published, so only the refreshes read the state.
+    const view = async () => StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await connect()) });
+    const [one, two] = [await view(), await view()];
+    const stats = await connect();
+    const gets = async () => Number(/cmdstat_get:calls=(\d+)/.exec(await stats.info("commandstats"))?.[1] ?? 0);
+    await one.pause("report");
+    const before = await gets();
+    await Promise.all(Array.from({ length: 1_000 }, () => two.refresh()));
+    expect(two.isPaused("report")).toBe(true);
+    // One look at the version, then one read of the state that changed (three GETs in it): not a look per run.
+    expect((await gets()) - before).toBe(4);
+    await one.resume("report");
+    await two.refresh();
+    expect(two.isPaused("report")).toBe(false);
+  });
+
   it("a change already so on a daemon's old copy is still written when the state moved on", async () => {
     // A command's view: read once, not followed.
     const stale = await StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await connect()) });
