@@ -2,9 +2,9 @@
  * Fire lateness in a cluster: 1,000 jobs due in the same second on three daemons (`countd start`
  * processes, as bench/daemon.ts starts them) sharing one real redis-server, beside one daemon alone
  * with the same jobs, measured one after the other in the same run. Lateness is each run's start
- * (its record's startedAt) minus its slot: in a cluster a slot passes through Redis twice (the
- * `slots` queue, then `runs`) between the timer and the run, so the timer alone (bench/scheduler.ts)
- * would leave out what the cluster adds. The LLM is an aimock server on loopback answering at once;
+ * (its record's startedAt) minus its slot: in a cluster a slot passes through Redis (the `runs`
+ * queue) between the timer and the run, so the timer alone (bench/scheduler.ts) would leave out
+ * what the cluster adds. The LLM is an aimock server on loopback answering at once;
  * runner.concurrency is the job count on every daemon, so no run waits for a free slot and the
  * figures are the fire path's, not a queue's.
  */
@@ -38,14 +38,10 @@ export interface Lateness {
 
 /** Where a cluster's fire spends its time, each step's p50 and p99 after the slot (BullMQ's own job timestamps). */
 export interface FireSteps {
-  /** Added to `slots` (the first of the daemons' adds). */
-  slotAdded: Lateness;
-  /** Taken from `slots` by a daemon, to hand on. */
-  slotTaken: Lateness;
-  /** Added to `runs`. */
-  runAdded: Lateness;
+  /** Added to `runs` (the first of the daemons' adds). */
+  added: Lateness;
   /** Taken from `runs` by the daemon that runs it. */
-  runTaken: Lateness;
+  taken: Lateness;
 }
 
 export interface ClusterLatenessResult {
@@ -82,17 +78,12 @@ function lateness(runs: readonly RunRecord[], slot: Date): Lateness {
   );
 }
 
-/** The steps of each run's fire, from the jobs BullMQ keeps in `slots` and `runs` (as long as catch_up, at least 10 minutes). */
+/** The steps of each run's fire, from the jobs BullMQ keeps in `runs` (as long as catch_up, at least 10 minutes). */
 async function fireSteps(connection: Redis, runs: readonly RunRecord[], slot: Date): Promise<FireSteps> {
-  const [slots, queued] = ["slots", "runs"].map((name) => new Queue(name, { connection, prefix: "countd" }));
-  const steps = await Promise.all(runs.map(async (run) => Promise.all([slots!.getJob(slotId(run.job, slot)), queued!.getJob(slotId(run.job, slot))])));
-  const at = (pick: (step: (typeof steps)[number]) => number | undefined) => steps.map((step) => pick(step) ?? Number.NaN);
-  return {
-    slotAdded: spread(at(([added]) => added?.timestamp), slot),
-    slotTaken: spread(at(([added]) => added?.processedOn), slot),
-    runAdded: spread(at(([, run]) => run?.timestamp), slot),
-    runTaken: spread(at(([, run]) => run?.processedOn), slot),
-  };
+  const queue = new Queue("runs", { connection, prefix: "countd" });
+  const fires = await Promise.all(runs.map((run) => queue.getJob(slotId(run.job, slot))));
+  const at = (pick: (fire: (typeof fires)[number]) => number | undefined) => fires.map((fire) => pick(fire) ?? Number.NaN);
+  return { added: spread(at((fire) => fire?.timestamp), slot), taken: spread(at((fire) => fire?.processedOn), slot) };
 }
 
 /** Starts the daemons in `homes`, waits for the slot and every run's LLM call, stops them; throws if one started after the slot. */

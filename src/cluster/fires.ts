@@ -12,8 +12,10 @@ import type { SharedStateStore } from "../store/state.js";
 import { errorText } from "../text.js";
 import { LET_GO_MS, settlesWithin } from "./settle.js";
 
-/** BullMQ's key prefix for the cluster's queues: `countd:slots:…`, `countd:runs:…`. */
+/** BullMQ's key prefix for the cluster's queue: `countd:runs:…`. */
 const PREFIX = "countd";
+/** Where the daemon that decides a deduplicated fire (records its skip, replaces the run) claims it. */
+const DECIDED_PREFIX = "countd:fires:decided:";
 
 /**
  * Completed fires are kept at least this long, whatever the jobs' `catch_up`: past any timer's
@@ -23,10 +25,11 @@ const PREFIX = "countd";
 const KEEP_AT_LEAST_MS = 10 * 60_000;
 
 /**
- * Hand-offs from the slot queue to the run queue at once: each is one round trip to Redis, so
- * this only matters when many jobs are due in the same second.
+ * Workers taking fires from `runs` on each daemon, at most (fewer when runner.concurrency is lower),
+ * sharing its runner.concurrency between them: a BullMQ worker takes its jobs one round trip after
+ * another, so a thousand fires due in one second waited for a thousand round trips on three workers.
  */
-const HANDOFFS_AT_ONCE = 100;
+const TAKERS = 8;
 
 /**
  * How long a daemon's hold on a fire it took (BullMQ's job lock) lasts unless renewed. BullMQ
@@ -73,7 +76,7 @@ type QueuedFire = z.infer<typeof fireShape>;
 const RETRIED: readonly RunStatus[] = ["error", "timeout"];
 
 /**
- * A slot's id in both queues: every daemon's timer adds the same slot under the same id, and BullMQ
+ * A slot's id in the queue: every daemon's timer adds the same slot under the same id, and BullMQ
  * keeps one job per id. BullMQ refuses ":" in a custom id (it marks its own repeat keys), so the
  * slot's time is written in ISO 8601's basic format, which has none, after "@", which no job name has:
  * `daily-report@20261130T090000.000Z`.
@@ -113,14 +116,15 @@ export interface ClusterFiresOptions {
 }
 
 /**
- * Each slot fires once across the cluster, through two BullMQ queues. Every daemon keeps its own
- * croner timers (triggers/cron.ts) and adds each due slot to `slots` under its slot id, so the
- * daemons' duplicates collapse into one job. Whichever daemon takes that job hands it on to `runs`,
- * once, with BullMQ's deduplication for the job's overlap policy: under `skip` a fire that finds a
- * run of the job waiting or running anywhere is not added, and that one daemon records it skipped;
- * under `queue` and `replace` one more waits (the newest), so the job never runs on two nodes at once,
- * and under `replace` the run in progress is cancelled on its node, so the waiting one starts when
- * it stopped; under `allow` every fire is added. Whichever daemon takes a job from `runs` (up to its
+ * Each slot fires once across the cluster, through one BullMQ queue, `runs`. Every daemon keeps its
+ * own croner timers (triggers/cron.ts) and adds each due slot under its slot id, so the daemons'
+ * duplicates collapse into one job (BullMQ returns the job already there), with BullMQ's
+ * deduplication for the job's overlap policy: under `skip` a fire that finds a run of the job
+ * waiting or running anywhere is not added, and one daemon (the first to claim the decision in
+ * Redis) records it skipped; under `queue` and `replace` one more waits (the newest), so the job
+ * never runs on two nodes at once, and under `replace` the run in progress is cancelled on its node,
+ * so the waiting one starts when it stopped; under `allow` every fire is added. The fires of one
+ * timer tick go to Redis in one round trip (`addBulk`). Whichever daemon takes a job (up to its
  * runner.concurrency at once) runs it through its own runner, and the job stays active, its lock
  * renewed, until the run ended.
  *
@@ -130,9 +134,10 @@ export interface ClusterFiresOptions {
  * when the job's retry.attempts allow (see resume()).
  */
 export class ClusterFires {
-  private readonly slots: Queue;
   private readonly runs: Queue;
   private readonly workers: Worker[];
+  /** This tick's fires, added together once the timer handed on every due job. */
+  private due: QueuedFire[] = [];
   private readonly log: Logger;
   private readonly now: () => Date;
   private keepSeconds = KEEP_AT_LEAST_MS / 1000;
@@ -142,26 +147,31 @@ export class ClusterFires {
     this.log = (opts.log ?? silentLogger).child({ component: "cluster" });
     const connection = opts.redis;
     this.now = opts.now ?? (() => new Date());
-    this.slots = new Queue("slots", { connection, prefix: PREFIX });
     this.runs = new Queue("runs", { connection, prefix: PREFIX });
-    const held = { lockDuration: LOCK_MS, stalledInterval: STALLED_CHECK_MS, maxStalledCount: MAX_STALLS };
-    this.workers = [
-      new Worker("slots", (queued) => this.handOn(queued), { connection, prefix: PREFIX, concurrency: HANDOFFS_AT_ONCE, ...held }),
-      new Worker("runs", (queued, token) => this.run(queued, token), { connection, prefix: PREFIX, concurrency: opts.concurrency, ...held }),
-    ];
-    // A lost connection is logged once per outage (connectRedis), not by every queue and worker at each reconnection attempt.
-    for (const queue of [this.slots, this.runs]) {
-      queue.on("error", (err) => {
-        if (!lostConnection(err)) this.log.error({ queue: queue.name, error: errorText(err) }, "cluster queue error");
-      });
-    }
+    const takers = Math.min(TAKERS, opts.concurrency);
+    this.workers = Array.from(
+      { length: takers },
+      (_, i) =>
+        new Worker("runs", (queued, token) => this.run(queued, token), {
+          connection,
+          prefix: PREFIX,
+          concurrency: Math.floor(opts.concurrency / takers) + (i < opts.concurrency % takers ? 1 : 0),
+          lockDuration: LOCK_MS,
+          stalledInterval: STALLED_CHECK_MS,
+          maxStalledCount: MAX_STALLS,
+        }),
+    );
+    // A lost connection is logged once per outage (connectRedis), not by the queue and worker at each reconnection attempt.
+    this.runs.on("error", (err) => {
+      if (!lostConnection(err)) this.log.error({ error: errorText(err) }, "cluster queue error");
+    });
     for (const worker of this.workers) {
       worker.on("error", (err) => {
-        if (!lostConnection(err)) this.log.error({ queue: worker.name, error: errorText(err) }, "cluster worker error");
+        if (!lostConnection(err)) this.log.error({ error: errorText(err) }, "cluster worker error");
       });
-      worker.on("failed", (queued, err) => this.log.error({ queue: worker.name, slot: queued?.id, error: errorText(err) }, "a cluster fire failed"));
+      worker.on("failed", (queued, err) => this.log.error({ slot: queued?.id, error: errorText(err) }, "a cluster fire failed"));
       // Alive but cut off from Redis (or stalled) past the lock: another daemon may take the fire over.
-      worker.on("lockRenewalFailed", (ids) => this.log.error({ queue: worker.name, slots: ids }, "could not renew the hold on a fire; another daemon may run it again"));
+      worker.on("lockRenewalFailed", (ids) => this.log.error({ slots: ids }, "could not renew the hold on a fire; another daemon may run it again"));
     }
   }
 
@@ -175,13 +185,13 @@ export class ClusterFires {
     this.keepSeconds = Math.ceil(longest / 1000);
   }
 
-  /** A cron slot or catch-up fire, added for the cluster; waits while Redis is away (the slot fires late, not never). */
+  /**
+   * A cron slot or catch-up fire, added for the cluster with the others of its timer tick; waits
+   * while Redis is away (the slot fires late, not never).
+   */
   fire(request: FireRequest): void {
-    const fire: QueuedFire = { job: request.job, reason: request.reason === "catch-up" ? "catch-up" : "schedule", scheduledAt: request.scheduledAt.toISOString() };
-    const id = slotId(fire.job, request.scheduledAt);
-    this.slots.add(fire.job, fire, { jobId: id, ...this.kept() }).catch((err: unknown) => {
-      this.log.error({ job: fire.job, slot: id, error: errorText(err) }, "could not add the fire to the cluster's queue");
-    });
+    if (this.due.length === 0) setImmediate(() => void this.add());
+    this.due.push({ job: request.job, reason: request.reason === "catch-up" ? "catch-up" : "schedule", scheduledAt: request.scheduledAt.toISOString() });
   }
 
   /**
@@ -193,7 +203,7 @@ export class ClusterFires {
     const closed = Promise.all(this.workers.map((worker) => worker.close()));
     await shutdown();
     if (await settlesWithin(closed, LET_GO_MS)) {
-      await Promise.all([this.slots.close(), this.runs.close()]);
+      await this.runs.close();
       return;
     }
     // BullMQ's commands wait for Redis, so its workers never finish closing: they are left behind
@@ -205,17 +215,45 @@ export class ClusterFires {
     return { removeOnComplete: { age: this.keepSeconds }, removeOnFail: { age: this.keepSeconds } };
   }
 
-  private async handOn(queued: QueuedJob): Promise<void> {
-    const fire = fireShape.parse(queued.data);
-    const request = requestOf(fire);
-    const job = this.opts.job(fire.job);
-    const policy = job ? overlapOf(job, request) : "allow";
-    const added = await this.runs.add(fire.job, fire, { jobId: queued.id!, ...this.kept(), ...deduplication(fire.job, policy) });
-    // Another id: BullMQ deduplicated the fire into the job's run waiting or in progress.
-    if (added.id === queued.id) return;
-    if (policy === "replace") await this.replaceHeld(fire.job, added.id!);
-    if (policy !== "skip") return;
-    this.opts.runner.skip(request, "a run of this job was waiting or in progress in the cluster (overlap: skip)");
+  private async add(): Promise<void> {
+    const fires = this.due;
+    this.due = [];
+    const policies = fires.map((fire) => {
+      const job = this.opts.job(fire.job);
+      return job ? overlapOf(job, requestOf(fire)) : "allow";
+    });
+    let added: QueuedJob[];
+    try {
+      added = await this.runs.addBulk(
+        fires.map((fire, i) => ({ name: fire.job, data: fire, opts: { jobId: slotIdOf(fire), ...this.kept(), ...deduplication(fire.job, policies[i]!) } })),
+      );
+    } catch (err) {
+      this.log.error({ jobs: fires.map((fire) => fire.job), error: errorText(err) }, "could not add the fires to the cluster's queue");
+      return;
+    }
+    await Promise.all(
+      fires.map(async (fire, i) => {
+        // Another id: BullMQ deduplicated the fire into the job's run waiting or in progress.
+        const into = added[i]!.id!;
+        if (into === slotIdOf(fire) || (policies[i] !== "skip" && policies[i] !== "replace")) return;
+        try {
+          await this.deduplicated(fire, policies[i]!, into);
+        } catch (err) {
+          this.log.error({ job: fire.job, slot: slotIdOf(fire), error: errorText(err) }, "could not decide on a fire the cluster's queue deduplicated");
+        }
+      }),
+    );
+  }
+
+  /**
+   * A fire BullMQ deduplicated into the fire `into`, which every daemon that added it was told:
+   * the first to claim the decision records the skip (`skip`) or replaces the run (`replace`).
+   */
+  private async deduplicated(fire: QueuedFire, policy: "skip" | "replace", into: string): Promise<void> {
+    const claimed = await this.opts.redis.set(`${DECIDED_PREFIX}${slotIdOf(fire)}`, this.opts.node, "EX", this.keepSeconds, "NX");
+    if (claimed === null) return;
+    if (policy === "replace") return this.replaceHeld(fire.job, into);
+    this.opts.runner.skip(requestOf(fire), "a run of this job was waiting or in progress in the cluster (overlap: skip)");
   }
 
   /**
@@ -349,6 +387,8 @@ function lostConnection(err: Error): boolean {
   return (err as NodeJS.ErrnoException).syscall !== undefined || !isNotConnectionError(err);
 }
 
+
+const slotIdOf = (fire: QueuedFire): string => slotId(fire.job, new Date(fire.scheduledAt));
 
 function requestOf(fire: QueuedFire): FireRequest {
   return { job: fire.job, reason: fire.reason, scheduledAt: new Date(fire.scheduledAt) };
