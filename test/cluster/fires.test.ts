@@ -47,7 +47,7 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
     flush.disconnect();
   });
 
-  async function node(overlap: OverlapPolicy): Promise<Node> {
+  async function node(overlap: OverlapPolicy, concurrency = 2): Promise<Node> {
     const client = await connectRedis(redis.url, "queues", { name: "countd-test" });
     clients.push(client);
     const ends = new Map<number, () => void>();
@@ -65,7 +65,7 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
       redis: client,
       runner,
       job: (name) => makeJob(name, { overlap }),
-      concurrency: 2,
+      concurrency,
       node: `n${nodes.length + 1}`,
       history: new RedisRunHistory(client),
       state: { refresh: async () => {} },
@@ -123,6 +123,15 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
     endEverywhere(0);
     await vi.waitFor(() => expect(allStarted()).toEqual([0, 4]));
     expect(allSkipped()).toEqual([]);
+  });
+
+  it("each daemon takes the fires due at once up to its runner.concurrency, and the other daemon the rest", async () => {
+    const [a, b] = [await node("allow", 3), await node("allow", 3)];
+    for (const daemon of [a, b]) for (const job of ["j1", "j2", "j3", "j4", "j5"]) daemon.fires.fire(fire(job, 0));
+    await vi.waitFor(() => expect(a.started.length + b.started.length).toBe(5));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(a.started.length + b.started.length).toBe(5);
+    expect(Math.max(a.started.length, b.started.length)).toBe(3);
   });
 
   it("allow: runs of one job may run on both daemons at once", async () => {
