@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Low } from "lowdb";
 import { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
+import { errorText } from "../text.js";
 import type { RunRecord } from "./run-record.js";
 import { KeyedQueue } from "./keyed-queue.js";
 import { count, fit, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
@@ -232,6 +233,7 @@ export class StateStore {
     if (misfits.length > 0) await state.write();
     const history = opts.history ?? new RunHistory(join(stateDir, "runs"), { stateDir, log });
     await migrateRuns(state, history);
+    if (opts.shared) await carryIntoCluster(state, opts.shared, log);
     return new StateStore(stateDir, state, history, log, opts.shared);
   }
 
@@ -371,6 +373,53 @@ export class StateStore {
     if (entries.length > 0) await this.write((data) => entries.forEach(([key]) => delete data.running[key]));
     return marked;
   }
+}
+
+/**
+ * A state directory that was a daemon's alone before it joined a cluster: the pauses, the slots
+ * last fired, the one-shots done and the heartbeat's check-ins in its state.json go into the
+ * cluster's state, once (then state.json keeps its running index alone), so a job paused alone
+ * stays paused in the cluster, a one-shot done does not fire again and catch-up counts from the
+ * slot last fired. What the cluster has already stays: a pause keeps its first time, the later
+ * slot wins. Failing streaks start anew. Redis failing, state.json is left as it was and carried
+ * at the next start.
+ */
+async function carryIntoCluster(db: Low<LegacyStateData>, shared: SharedStateStore, log: Logger): Promise<void> {
+  const { jobs, heartbeat, pausedAllAt } = db.data;
+  const carried = Object.entries(jobs).filter(([, job]) => job.pausedAt !== undefined || job.done || job.lastScheduledAt !== undefined);
+  if (Object.keys(jobs).length === 0 && pausedAllAt === undefined && heartbeat.delivered.length === 0 && heartbeat.lastContactAt === undefined) return;
+  try {
+    await shared.update((data) => {
+      for (const [name, job] of carried) {
+        const into = (data.jobs[name] ??= {});
+        if (job.pausedAt !== undefined) into.pausedAt ??= job.pausedAt;
+        if (job.done) into.done = true;
+        if (job.lastScheduledAt !== undefined && !(Date.parse(into.lastScheduledAt ?? "") >= Date.parse(job.lastScheduledAt))) {
+          into.lastScheduledAt = job.lastScheduledAt;
+        }
+      }
+      if (pausedAllAt !== undefined) data.pausedAllAt ??= pausedAllAt;
+      const known = new Set(data.heartbeat.delivered.map((check) => `${check.at} ${check.hash}`));
+      const added = heartbeat.delivered.filter((check) => !known.has(`${check.at} ${check.hash}`));
+      if (added.length > 0) data.heartbeat.delivered = [...data.heartbeat.delivered, ...added].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+      const contact = heartbeat.lastContactAt;
+      if (contact !== undefined && !(Date.parse(data.heartbeat.lastContactAt ?? "") >= Date.parse(contact))) data.heartbeat.lastContactAt = contact;
+    });
+  } catch (err) {
+    log.warn({ error: errorText(err) }, "could not carry state.json's job state into the cluster; carried at the next start");
+    return;
+  }
+  const paused = carried.filter(([, job]) => job.pausedAt !== undefined).map(([name]) => name);
+  db.data.jobs = {};
+  db.data.heartbeat = { delivered: [] };
+  delete db.data.pausedAllAt;
+  try {
+    await db.write();
+  } catch (err) {
+    // Carried again at the next start, which changes nothing the cluster has but a pause lifted meanwhile.
+    log.warn({ error: errorText(err) }, "carried state.json's job state into the cluster, but could not write state.json without it");
+  }
+  log.info({ jobs: carried.length, paused, pausedAll: pausedAllAt !== undefined }, "carried the job state of state.json from before the cluster into the cluster's");
 }
 
 /**

@@ -1,4 +1,4 @@
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Redis } from "ioredis";
@@ -100,6 +100,48 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     await one.resume("report");
     await two.refresh();
     expect(two.isPaused("report")).toBe(false);
+  });
+
+  it("a node that ran alone before joining keeps its jobs paused, its one-shots done and its last slots, once", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "countd-node-"));
+    const alone = {
+      jobs: {
+        report: { pausedAt: "2026-11-20T08:00:00.000Z", lastScheduledAt: "2026-11-30T09:00:00.000Z" },
+        launch: { done: true, lastScheduledAt: "2026-11-25T12:00:00.000Z" },
+        digest: { lastScheduledAt: "2026-11-29T07:00:00.000Z" },
+      },
+      heartbeat: { delivered: [{ at: "2026-11-30T10:00:00.000Z", hash: "abc" }] },
+      running: { "report/20261130T090000Z-1a2b": { job: "report", id: "20261130T090000Z-1a2b" } },
+      pausedAllAt: "2026-11-21T08:00:00.000Z",
+    };
+    await writeFile(join(dir, "state.json"), JSON.stringify(alone));
+    // The cluster already saw a later slot of digest, and a pause of report made on another node.
+    const other = await daemonState();
+    await other.update((data) => {
+      data.jobs["digest"] = { lastScheduledAt: "2026-11-30T07:00:00.000Z" };
+      data.jobs["report"] = { pausedAt: "2026-11-10T08:00:00.000Z" };
+    });
+    const logs = captureLog();
+    const node = await StateStore.open(dir, { shared: await RedisSharedState.open(await connect()), log: logs.log });
+
+    expect(node.data.jobs).toEqual({
+      report: { pausedAt: "2026-11-10T08:00:00.000Z", lastScheduledAt: "2026-11-30T09:00:00.000Z" },
+      launch: { done: true, lastScheduledAt: "2026-11-25T12:00:00.000Z" },
+      digest: { lastScheduledAt: "2026-11-30T07:00:00.000Z" },
+    });
+    expect(node.pausedAll()).toBe("2026-11-21T08:00:00.000Z");
+    expect(node.data.heartbeat.delivered).toEqual(alone.heartbeat.delivered);
+    await vi.waitFor(() => expect(other.isPaused("digest")).toBe(true));
+    expect(logs.lines).toContainEqual(
+      expect.objectContaining({ level: "info", msg: "carried the job state of state.json from before the cluster into the cluster's", fields: expect.objectContaining({ paused: ["report"], pausedAll: true }) }),
+    );
+    // state.json keeps the node's running index alone, so a pause lifted in the cluster is not brought back.
+    expect(JSON.parse(await readFile(join(dir, "state.json"), "utf8"))).toEqual({ jobs: {}, heartbeat: { delivered: [] }, running: alone.running });
+    await other.resume(null);
+    await node.close();
+    const again = await StateStore.open(dir, { shared: await RedisSharedState.open(await connect()) });
+    expect(again.isPaused("report")).toBe(false);
+    expect(again.job("launch").done).toBe(true);
   });
 
   it("a change already so on a daemon's old copy is still written when the state moved on", async () => {
