@@ -14,8 +14,11 @@ import { LET_GO_MS, settlesWithin } from "./settle.js";
 
 /** BullMQ's key prefix for the cluster's queue: `countd:runs:…`. */
 const PREFIX = "countd";
-/** Where the daemon that decides a deduplicated fire (records its skip, replaces the run) claims it. */
-const DECIDED_PREFIX = "countd:fires:decided:";
+/**
+ * Where the daemon that decides a deduplicated fire claims it, by what it decided: a fire of an
+ * `overlap: skip` job recorded skipped, or one of an `overlap: replace` job that replaced the run.
+ */
+const DECIDED_PREFIX = { skip: "countd:fires:skipped:", replace: "countd:fires:replaced:" } as const;
 
 /**
  * Completed fires are kept at least this long, whatever the jobs' `catch_up`: past any timer's
@@ -250,7 +253,7 @@ export class ClusterFires {
    * the first to claim the decision records the skip (`skip`) or replaces the run (`replace`).
    */
   private async deduplicated(fire: QueuedFire, policy: "skip" | "replace", into: string): Promise<void> {
-    const claimed = await this.opts.redis.set(`${DECIDED_PREFIX}${slotIdOf(fire)}`, this.opts.node, "EX", this.keepSeconds, "NX");
+    const claimed = await this.opts.redis.set(`${DECIDED_PREFIX[policy]}${slotIdOf(fire)}`, this.opts.node, "EX", this.keepSeconds, "NX");
     if (claimed === null) return;
     if (policy === "replace") return this.replaceHeld(fire.job, into);
     this.opts.runner.skip(requestOf(fire), "a run of this job was waiting or in progress in the cluster (overlap: skip)");
@@ -279,10 +282,33 @@ export class ClusterFires {
     const start = fire.run ? await this.resume(fire, fire.run) : { request: requestOf(fire) };
     if (!start) return;
     const { request, ...opts } = start;
-    await this.opts.state.refresh().catch((err: unknown) => {
-      this.log.warn({ job: fire.job, error: errorText(err) }, "could not read the cluster's job state; the fire is run on this daemon's copy");
-    });
+    const [skipped] = await Promise.all([
+      fire.run ? false : this.skippedElsewhere(fire),
+      this.opts.state.refresh().catch((err: unknown) => {
+        this.log.warn({ job: fire.job, error: errorText(err) }, "could not read the cluster's job state; the fire is run on this daemon's copy");
+      }),
+    ]);
+    if (skipped) {
+      this.log.info({ job: fire.job, slot: queued.id }, "not run: another daemon recorded this slot skipped (overlap: skip) before this one added it");
+      return;
+    }
     await this.opts.runner.runToEnd(request, { ...opts, watch: this.watch(queued) });
+  }
+
+  /**
+   * Whether a fire of an `overlap: skip` job was recorded skipped by another daemon, whose add of
+   * the slot found a run in the way, before a later add (a daemon whose timer fired late, the run
+   * having ended meanwhile) made a fire of it: run, the slot would be both skipped and run.
+   */
+  private async skippedElsewhere(fire: QueuedFire): Promise<boolean> {
+    const job = this.opts.job(fire.job);
+    if (!job || overlapOf(job, requestOf(fire)) !== "skip") return false;
+    try {
+      return (await this.opts.redis.exists(`${DECIDED_PREFIX.skip}${slotIdOf(fire)}`)) === 1;
+    } catch (err) {
+      this.log.warn({ job: fire.job, error: errorText(err) }, "could not look whether another daemon skipped the slot; it is run");
+      return false;
+    }
   }
 
   /**

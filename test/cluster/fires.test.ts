@@ -111,6 +111,21 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
     expect(allSkipped()).toEqual([2]);
   });
 
+  it("skip: a slot recorded skipped is not run when a daemon whose timer fired late adds it after the run ended", async () => {
+    const [a, b] = [await node("skip"), await node("skip")];
+    a.fires.fire(fire("report", 0));
+    await vi.waitFor(() => expect(allStarted()).toEqual([0]));
+    a.fires.fire(fire("report", 2));
+    await vi.waitFor(() => expect(allSkipped()).toEqual([2]));
+    endEverywhere(0);
+    const runs = new Queue("runs", { connection: clients[0]!, prefix: "countd" });
+    await vi.waitFor(async () => expect(await runs.getJobState(slotId("report", at(0)))).toBe("completed"));
+    b.fires.fire(fire("report", 2));
+    await vi.waitFor(async () => expect(await runs.getJobState(slotId("report", at(2)))).toBe("completed"));
+    expect(allStarted()).toEqual([0]);
+    expect(allSkipped()).toEqual([2]);
+  });
+
   it("queue: slots due while the job runs wait as one, the newest, which runs when the run ends", async () => {
     const [a, b] = [await node("queue"), await node("queue")];
     a.fires.fire(fire("digest", 0));
