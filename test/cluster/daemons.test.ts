@@ -1,10 +1,9 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
-import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
-import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { nodeFolder, nodeHistory, useCluster } from "../support/cluster-nodes.js";
+import { startDaemon, stopDaemon } from "../support/cli-daemon.js";
 import { logLines, spawnDaemon } from "../support/daemon-process.js";
-import { freePort, startRedis, type RedisServer } from "../support/redis-server.js";
+import { freePort, startRedis } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
 
 /*
@@ -20,33 +19,19 @@ const NODES = ["n1", "n2", "n3"];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout: 150_000 }, () => {
-  const mock = useAimock();
-  let redis: RedisServer;
-  let daemons: DaemonProcess[] = [];
-  let env: Record<string, string>;
+  const cluster = useCluster();
+  const { mock } = cluster;
 
-  beforeAll(async () => {
-    redis = await startRedis();
-    env = llmEnv(`${mock.url}/v1`);
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  afterEach(async () => {
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
-  });
-
-  const history = (dir: string, job: string) => nodeHistory(dir, job, env);
+  const history = (dir: string, job: string) => nodeHistory(dir, job, cluster.env);
 
   it("runs each slot of a job due every 2 s once, on more than one node, and every node's history lists the same runs", async () => {
     mock.onMessage("tick", { content: "tock" });
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { tick: "prompt: tick\nevery: 2s\n" })));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { tick: "prompt: tick\nevery: 2s\n" })));
+    cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     const allUp = Date.now();
     await sleep(30_000);
     const firstDown = Date.now();
-    expect(await Promise.all(daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
+    expect(await Promise.all(cluster.daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
 
     const [runs, ...others] = await Promise.all(dirs.map((dir) => history(dir, "tick")));
     for (const other of others) expect(other.map((run) => run.id).sort()).toEqual(runs!.map((run) => run.id).sort());
@@ -74,28 +59,26 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
     mock.onMessage("report", { content: "the report" });
     // Long enough for three daemons to start within one period on a loaded machine (10 s was not).
     const PERIOD = 20_000;
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { report: "prompt: report\nevery: 20s\ncatch_up: 1h\n" })));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { report: "prompt: report\nevery: 20s\ncatch_up: 1h\n" })));
+    cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     // The first slot every daemon saw fire (each records the slots its timer fired in its state.json).
     const seen = Math.ceil((Date.now() + 100) / PERIOD) * PERIOD;
     await vi.waitFor(async () => expect((await history(dirs[0]!, "report")).find((run) => Date.parse(run.scheduledAt) === seen && run.status === "ok")).toBeDefined(), {
       timeout: 30_000,
       interval: 500,
     });
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
+    await cluster.stopDaemons();
 
     // Down across the next two slots; started together a second after the second one.
     const missed = [seen + PERIOD, seen + 2 * PERIOD];
     await sleep(missed[1]! + 1_000 - Date.now());
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     expect(Date.now()).toBeLessThan(missed[1]! + PERIOD);
     await vi.waitFor(async () => expect((await history(dirs[1]!, "report")).filter((run) => run.reason === "catch-up" && run.status === "ok")).toHaveLength(1), {
       timeout: 30_000,
       interval: 500,
     });
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
+    await cluster.stopDaemons();
 
     const runs = await history(dirs[2]!, "report");
     const catchUps = runs.filter((run) => run.reason === "catch-up");
@@ -111,13 +94,12 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
       await sleep(5_000);
       return { content: "done" };
     });
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { slow: "prompt: slow\nevery: 2s\noverlap: skip\n" })));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { slow: "prompt: slow\nevery: 2s\noverlap: skip\n" })));
+    cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     const allUp = Date.now();
     await sleep(20_000);
     const firstDown = Date.now();
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
+    await cluster.stopDaemons();
 
     const runs = await history(dirs[0]!, "slow");
     const ran = runs.filter((run) => run.status !== "skipped").sort((a, b) => a.startedAt.localeCompare(b.startedAt));
@@ -139,12 +121,12 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
     const evicting = await startRedis(["--maxmemory-policy", "allkeys-lru"]);
     try {
       const dir = await nodeFolder(evicting.url, "n1", {});
-      const daemon = await startDaemon(dir, env);
-      daemons = [daemon];
+      const daemon = await startDaemon(dir, cluster.env);
+      cluster.daemons = [daemon];
       const warnings = logLines(daemon.output()).filter((line) => line["level"] === 40).map((line) => line["msg"]);
       expect(warnings).toContainEqual(expect.stringContaining("has maxmemory-policy allkeys-lru, not noeviction"));
       await stopDaemon(daemon);
-      daemons = [];
+      cluster.daemons = [];
     } finally {
       await evicting.stop();
     }

@@ -1,12 +1,10 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory, startNodes } from "../support/cluster-nodes.js";
-import { llmEnv, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { nodeFolder, nodeHistory, startNodes, useCluster } from "../support/cluster-nodes.js";
+import { stopDaemon } from "../support/cli-daemon.js";
 import { logLines } from "../support/daemon-process.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
 import { hasSystemPackage } from "../support/system-package.js";
 
@@ -24,27 +22,17 @@ const MAX_PER_DAY = 3;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(!hasRedis)("the heartbeat of three daemons on one Redis", { timeout: 150_000 }, () => {
-  const mock = useAimock();
-  let redis: RedisServer;
+  const cluster = useCluster();
+  const { mock } = cluster;
   let smtp: SmtpPeer;
-  let daemons: DaemonProcess[] = [];
-  let env: Record<string, string>;
 
-  beforeAll(async () => {
-    redis = await startRedis();
-    env = llmEnv(`${mock.url}/v1`);
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
   beforeEach(async () => {
     smtp = await startSmtpPeer();
   });
   afterEach(async () => {
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
+    await cluster.stopDaemons();
     await smtp.close();
-    const client = new Redis(redis.url);
+    const client = new Redis(cluster.redis.url);
     await client.flushdb();
     client.disconnect();
   });
@@ -57,7 +45,7 @@ describe.skipIf(!hasRedis)("the heartbeat of three daemons on one Redis", { time
           `smtp:\n  host: 127.0.0.1\n  port: ${smtp.port}\n  from: "countd <countd@example.com>"`,
           `heartbeat:\n  enabled: true\n  every: ${EVERY_MS}ms\n  active_hours: "00:00-00:00"\n  idle_threshold: 0s\n  max_per_day: ${MAX_PER_DAY}\n  checklist: ../HEARTBEAT.md\n  deliver:\n    - email: { to: [me@example.com] }`,
         ];
-        const dir = await nodeFolder(redis.url, node, {}, settings);
+        const dir = await nodeFolder(cluster.redis.url, node, {}, settings);
         if (checklist !== undefined) await writeFile(join(dir, "HEARTBEAT.md"), checklist);
         return dir;
       }),
@@ -66,7 +54,7 @@ describe.skipIf(!hasRedis)("the heartbeat of three daemons on one Redis", { time
 
   /** The slot of each heartbeat decision the daemons logged (a tick is logged once it is decided). */
   const decisions = (msg: string) =>
-    daemons.flatMap((daemon) => logLines(daemon.output(), msg).map((line) => ({ slot: Math.floor(Number(line["time"]) / EVERY_MS), reason: String(line["reason"] ?? "") })));
+    cluster.daemons.flatMap((daemon) => logLines(daemon.output(), msg).map((line) => ({ slot: Math.floor(Number(line["time"]) / EVERY_MS), reason: String(line["reason"] ?? "") })));
 
   it("with something to say, one daemon decides each tick: one check-in per tick, the daily cap counted across the cluster", async () => {
     let asked = 0;
@@ -75,19 +63,19 @@ describe.skipIf(!hasRedis)("the heartbeat of three daemons on one Redis", { time
     }));
     mock.on({ userMessage: "Heartbeat check-in", hasToolResult: true }, { content: "Sent." });
     const dirs = await nodes("- [ ] water the plants\n");
-    await startNodes(dirs, env, daemons);
+    await startNodes(dirs, cluster.env, cluster.daemons);
     await smtp.waitFor(MAX_PER_DAY);
     // Ticks enough for every node to have decided one more check-in of its own, were the cap its own.
     await vi.waitFor(() => expect(decisions("heartbeat skipped").filter((skip) => skip.reason.startsWith("daily cap reached")).length).toBeGreaterThanOrEqual(3), {
       timeout: 30_000,
       interval: 500,
     });
-    expect(await Promise.all(daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
+    expect(await Promise.all(cluster.daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
 
     expect(smtp.received.map((mail) => mail.mail.text?.trim())).toEqual(Array.from({ length: MAX_PER_DAY }, (_, i) => expect.stringContaining(`Check-in ${i + 1}: water the plants.`)));
     // Each check-in asked the LLM twice (the answer, then the tool result), no tick more than once.
     expect(mock.getRequests()).toHaveLength(2 * MAX_PER_DAY);
-    const runs = await nodeHistory(dirs[0]!, "@heartbeat", env);
+    const runs = await nodeHistory(dirs[0]!, "@heartbeat", cluster.env);
     expect(runs.map((run) => run.status)).toEqual(Array(MAX_PER_DAY).fill("ok"));
     // Every tick decided once: a check-in's by its run's start, a skipped one's by its log line.
     const decided = [...runs.map((run) => Math.floor(Date.parse(run.scheduledAt) / EVERY_MS)), ...decisions("heartbeat skipped").map((skip) => skip.slot)];
@@ -98,14 +86,14 @@ describe.skipIf(!hasRedis)("the heartbeat of three daemons on one Redis", { time
   it("idle, asks the LLM on no node: each tick decided once, without a request", async () => {
     mock.on({ userMessage: "Heartbeat check-in" }, { content: "HEARTBEAT_OK" });
     // A check-in already delivered today (on some node) and no checklist: nothing to do.
-    const client = new Redis(redis.url);
+    const client = new Redis(cluster.redis.url);
     await client.set("countd:state:heartbeat", JSON.stringify({ delivered: [{ at: new Date().toISOString(), hash: "earlier" }] }));
     client.disconnect();
     const dirs = await nodes(undefined);
-    await startNodes(dirs, env, daemons);
+    await startNodes(dirs, cluster.env, cluster.daemons);
     await vi.waitFor(() => expect(decisions("heartbeat skipped").length).toBeGreaterThanOrEqual(4), { timeout: 40_000, interval: 500 });
     await sleep(EVERY_MS);
-    expect(await Promise.all(daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
+    expect(await Promise.all(cluster.daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
 
     expect(mock.getRequests()).toEqual([]);
     const skipped = decisions("heartbeat skipped");

@@ -1,9 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
-import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
-import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
+import { nodeFolder, nodeHistory, useCluster } from "../support/cluster-nodes.js";
+import { startDaemon } from "../support/cli-daemon.js";
 import { hasSystemPackage } from "../support/system-package.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
@@ -34,32 +32,26 @@ interface Message {
 }
 
 describe.skipIf(!hasRedis)("a daemon killed mid-run, of three on one Redis", { timeout: 300_000 }, () => {
-  const mock = useAimock();
-  let redis: RedisServer;
+  const cluster = useCluster({ env: { HOOK_SECRET: SECRET } });
+  const { mock } = cluster;
   let hooks: WebhookReceiver;
-  let daemons: DaemonProcess[] = [];
-  let env: Record<string, string>;
   /** Lets the held LLM call answer, so the mock server can stop. */
   let release = () => {};
 
   beforeAll(async () => {
-    redis = await startRedis();
     hooks = await startWebhookReceiver({ secret: SECRET });
-    env = { ...llmEnv(`${mock.url}/v1`), HOOK_SECRET: SECRET };
   });
   afterAll(async () => {
     await hooks?.close();
-    await redis?.stop();
   });
   afterEach(async (context) => {
     // What the daemons said, for a failure on a machine where it cannot be watched.
-    if (context.task.result?.state === "fail") for (const [i, daemon] of daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
+    if (context.task.result?.state === "fail") for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
     release();
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
+    await cluster.stopDaemons();
   });
 
-  const history = (dir: string, job: string) => nodeHistory(dir, job, env);
+  const history = (dir: string, job: string) => nodeHistory(dir, job, cluster.env);
 
   /** The messages about `job` the receiver took, each verified. */
   function messages(job: string): Message[] {
@@ -89,8 +81,8 @@ describe.skipIf(!hasRedis)("a daemon killed mid-run, of three on one Redis", { t
     // `at:` takes whole seconds.
     const at = new Date(Math.ceil((Date.now() + 20_000) / 1_000) * 1_000).toISOString().replace(".000Z", "Z");
     const text = [`at: "${at}"`, `prompt: hold ${job}`, "retry:", `  attempts: ${attempts}`, "  backoff: 1s", "deliver:", ...target("deliver"), "on_failure:", ...target("on_failure"), ""];
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { [job]: text.join("\n") }, ["job_env: [HOOK_SECRET]"])));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { [job]: text.join("\n") }, ["job_env: [HOOK_SECRET]"])));
+    cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
 
     let run: RunRecord | undefined;
     await vi.waitFor(async () => {
@@ -100,14 +92,14 @@ describe.skipIf(!hasRedis)("a daemon killed mid-run, of three on one Redis", { t
     }, SLOW);
     const killed = NODES.indexOf(run!.node!);
     expect(killed).toBeGreaterThanOrEqual(0);
-    daemons[killed]!.child.kill("SIGKILL");
-    await daemons[killed]!.exited;
+    cluster.daemons[killed]!.child.kill("SIGKILL");
+    await cluster.daemons[killed]!.exited;
     return { dirs, killed, run: run! };
   }
 
   /** The killed node started again on its folder: it finds its run already recorded, and adds nothing. */
   async function restart(dirs: string[], killed: number): Promise<void> {
-    daemons[killed] = await startDaemon(dirs[killed]!, env);
+    cluster.daemons[killed] = await startDaemon(dirs[killed]!, cluster.env);
     await sleep(QUIET_MS);
   }
 

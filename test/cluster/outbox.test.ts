@@ -1,11 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { OutboxEntry } from "../../src/delivery/outbox.js";
 import type { RunRecord } from "../../src/store/run-record.js";
-import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
-import { llmEnv, startDaemon, stopDaemon } from "../support/cli-daemon.js";
-import { logLines, runCountd, type DaemonProcess } from "../support/daemon-process.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
+import { nodeFolder, nodeHistory, useCluster } from "../support/cluster-nodes.js";
+import { startDaemon } from "../support/cli-daemon.js";
+import { logLines, runCountd } from "../support/daemon-process.js";
 import { hasSystemPackage } from "../support/system-package.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
@@ -29,25 +27,19 @@ const QUIET_MS = 15_000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis", { timeout: 300_000 }, () => {
-  const mock = useAimock();
-  let redis: RedisServer;
+  const cluster = useCluster({ env: { HOOK_SECRET: SECRET } });
+  const { mock } = cluster;
   let hooks: WebhookReceiver;
-  let daemons: DaemonProcess[] = [];
-  let env: Record<string, string>;
 
   beforeAll(async () => {
-    redis = await startRedis();
     hooks = await startWebhookReceiver({ secret: SECRET });
-    env = { ...llmEnv(`${mock.url}/v1`), HOOK_SECRET: SECRET };
   });
   afterAll(async () => {
     await hooks?.close();
-    await redis?.stop();
   });
   afterEach(async (context) => {
-    if (context.task.result?.state === "fail") for (const [i, daemon] of daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
+    if (context.task.result?.state === "fail") for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
+    await cluster.stopDaemons();
   });
 
   /** The receiver's requests about `job`, each verified. */
@@ -57,7 +49,7 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
   const acknowledged = (job: string) => requests(job).filter((request) => request.status === 200);
 
   /** Which node's log says it delivered `id`. */
-  const senders = (id: string) => daemons.flatMap((daemon, i) => (logLines(daemon.output(), "delivered").some((line) => line["delivery"] === id) ? [NODES[i]!] : []));
+  const senders = (id: string) => cluster.daemons.flatMap((daemon, i) => (logLines(daemon.output(), "delivered").some((line) => line["delivery"] === id) ? [NODES[i]!] : []));
 
   /**
    * Three daemons with one `at` job whose answer goes to the receiver, which answers its first
@@ -69,10 +61,10 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
     // `at:` takes whole seconds; far enough ahead for three daemons to start on a loaded machine.
     const at = new Date(Math.ceil((Date.now() + 15_000) / 1_000) * 1_000).toISOString().replace(".000Z", "Z");
     const text = [`at: "${at}"`, `prompt: report ${job}`, "deliver:", "  - webhook:", `      url: ${hooks.url}?job=${job}`, "      secret: ${HOOK_SECRET}", ""];
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { [job]: text.join("\n") }, ["job_env: [HOOK_SECRET]"])));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { [job]: text.join("\n") }, ["job_env: [HOOK_SECRET]"])));
+    cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     await vi.waitFor(() => expect(requests(job).map((request) => request.status)).toEqual([503]), SLOW);
-    const runs = await nodeHistory(dirs[0]!, job, env);
+    const runs = await nodeHistory(dirs[0]!, job, cluster.env);
     expect(runs).toEqual([expect.objectContaining({ status: "ok" })]);
     return { dirs, run: runs[0]! };
   }
@@ -82,7 +74,7 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
     const { dirs, run } = await failFirstAttempt(job);
     const other = NODES.findIndex((node) => node !== run.node);
 
-    const listed = await runCountd(["outbox", "--json"], { cwd: dirs[other]!, env });
+    const listed = await runCountd(["outbox", "--json"], { cwd: dirs[other]!, env: cluster.env });
     expect(listed).toMatchObject({ code: 0, stderr: "" });
     const entries = JSON.parse(listed.stdout) as OutboxEntry[];
     const id = String(requests(job)[0]!.headers["webhook-id"]);
@@ -95,7 +87,7 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
       [id, 503, true],
       [id, 200, true],
     ]);
-    expect(JSON.parse((await runCountd(["outbox", "--json"], { cwd: dirs[other]!, env })).stdout)).toEqual([]);
+    expect(JSON.parse((await runCountd(["outbox", "--json"], { cwd: dirs[other]!, env: cluster.env })).stdout)).toEqual([]);
     expect(senders(id)).toHaveLength(1);
     process.stderr.write(`cluster outbox: ${run.node} ran ${job}; ${senders(id)[0]} delivered it on the retry\n`);
   });
@@ -105,8 +97,8 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
     const { dirs, run } = await failFirstAttempt(job);
     const killed = NODES.indexOf(run.node!);
     expect(killed).toBeGreaterThanOrEqual(0);
-    daemons[killed]!.child.kill("SIGKILL");
-    await daemons[killed]!.exited;
+    cluster.daemons[killed]!.child.kill("SIGKILL");
+    await cluster.daemons[killed]!.exited;
     const id = String(requests(job)[0]!.headers["webhook-id"]);
 
     await vi.waitFor(() => expect(acknowledged(job)).toHaveLength(1), SLOW);
@@ -115,7 +107,7 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
     expect(sender[0]).not.toBe(NODES[killed]);
 
     // The killed node started again finds nothing left to send.
-    daemons[killed] = await startDaemon(dirs[killed]!, env);
+    cluster.daemons[killed] = await startDaemon(dirs[killed]!, cluster.env);
     await sleep(QUIET_MS);
     expect(requests(job).map((request) => [request.headers["webhook-id"], request.status])).toEqual([
       [id, 503],

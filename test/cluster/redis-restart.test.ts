@@ -1,10 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
-import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
-import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { nodeFolder, nodeHistory, useCluster } from "../support/cluster-nodes.js";
+import { startDaemon, stopDaemon } from "../support/cli-daemon.js";
 import { logLines } from "../support/daemon-process.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
@@ -35,28 +33,22 @@ const SLOW = { timeout: 90_000, interval: 1_000 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(!hasRedis)("Redis ended and started again while three daemons run a job", { timeout: 300_000 }, () => {
-  const mock = useAimock();
-  let redis: RedisServer;
+  const cluster = useCluster({ env: { HOOK_SECRET: SECRET } });
+  const { mock } = cluster;
   let hooks: WebhookReceiver;
-  let daemons: DaemonProcess[] = [];
-  let env: Record<string, string>;
   /** LLM calls waiting for their answer now: a run is in progress. */
   let inFlight = 0;
 
   beforeAll(async () => {
-    redis = await startRedis();
     hooks = await startWebhookReceiver({ secret: SECRET });
-    env = { ...llmEnv(`${mock.url}/v1`), HOOK_SECRET: SECRET };
   });
   afterAll(async () => {
     await hooks?.close();
-    await redis?.stop();
   });
   afterEach(async (context) => {
     // What the daemons said, for a failure on a machine where it cannot be watched.
-    if (context.task.result?.state === "fail") for (const [i, daemon] of daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-8_000)}\n`);
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
+    if (context.task.result?.state === "fail") for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-8_000)}\n`);
+    await cluster.stopDaemons();
   });
 
   /** A job due every 2 s whose runs take RUN_MS, each reported to the receiver. */
@@ -83,9 +75,9 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
   async function outage(signal: "SIGKILL" | "SIGTERM"): Promise<{ down: number; up: number }> {
     await vi.waitFor(() => expect(inFlight).toBeGreaterThan(0), { timeout: 30_000, interval: 50 });
     const down = Date.now();
-    await redis.kill(signal);
+    await cluster.redis.kill(signal);
     await sleep(OUTAGE_MS);
-    await redis.restart();
+    await cluster.redis.restart();
     return { down, up: Date.now() };
   }
 
@@ -101,7 +93,7 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
 
   /** Between `from` and `until`: when the last daemon logged it reconnected, ms after `from` (undefined: not logged). */
   function reconnectedAfter(from: number, until = Infinity): number | undefined {
-    const times = daemons.flatMap((daemon) =>
+    const times = cluster.daemons.flatMap((daemon) =>
       logLines(daemon.output(), "connected to Redis again")
         .map((line) => Number(line["time"]))
         .filter((time) => time >= from && time < until),
@@ -111,8 +103,8 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
 
   it("reconnects, finishes the runs in progress and saves their records, runs every slot once (those due while Redis was down too), and delivers each run once", async () => {
     const job = "ticker";
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { [job]: slowJob(job) }, ["job_env: [HOOK_SECRET]"])));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { [job]: slowJob(job) }, ["job_env: [HOOK_SECRET]"])));
+    cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     const allUp = Date.now();
     await sleep(4_000);
     const killed = await outage("SIGKILL");
@@ -120,9 +112,9 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
     const terminated = await outage("SIGTERM");
     await sleep(8_000);
     const firstDown = Date.now();
-    expect(await Promise.all(daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
+    expect(await Promise.all(cluster.daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
 
-    const [runs, ...others] = await Promise.all(dirs.map((dir) => nodeHistory(dir, job, env)));
+    const [runs, ...others] = await Promise.all(dirs.map((dir) => nodeHistory(dir, job, cluster.env)));
     for (const other of others) expect(other.map((run) => run.id).sort()).toEqual(runs!.map((run) => run.id).sort());
     expect(runs!.filter((run) => run.status === "running")).toEqual([]);
 
@@ -155,7 +147,7 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
     // Each of the two outages said once per connection (the queues'; the records', the shared
     // state's subscriber and the view's subscriber), not at every reconnection attempt.
     const perOutage = ["queues", "records", "records", "records"];
-    for (const daemon of daemons) {
+    for (const daemon of cluster.daemons) {
       expect(logLines(daemon.output(), "lost the connection to Redis; reconnecting").map((line) => line["role"]).sort()).toEqual([...perOutage, ...perOutage].sort());
       expect(logLines(daemon.output()).filter((line) => line["level"] === 50 && String(line["msg"]).startsWith("cluster "))).toEqual([]);
     }
@@ -171,22 +163,22 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
 
   it("a daemon stopped (SIGTERM) while Redis is down exits within its shutdown grace and a bound, and its run is recorded interrupted once Redis is back", async () => {
     const job = "stopped";
-    const dir = await nodeFolder(redis.url, "n1", { [job]: slowJob(job) }, ["job_env: [HOOK_SECRET]"]);
-    daemons = [await startDaemon(dir, env)];
+    const dir = await nodeFolder(cluster.redis.url, "n1", { [job]: slowJob(job) }, ["job_env: [HOOK_SECRET]"]);
+    cluster.daemons = [await startDaemon(dir, cluster.env)];
     await vi.waitFor(() => expect(inFlight).toBeGreaterThan(0), { timeout: 30_000, interval: 50 });
-    await redis.kill("SIGKILL");
+    await cluster.redis.kill("SIGKILL");
     const asked = Date.now();
-    daemons[0]!.child.kill("SIGTERM");
+    cluster.daemons[0]!.child.kill("SIGTERM");
     const hung = Symbol("hung");
-    const code = await Promise.race([daemons[0]!.exited, sleep(GRACE_MS + STOP_BOUND_MS).then(() => hung)]);
+    const code = await Promise.race([cluster.daemons[0]!.exited, sleep(GRACE_MS + STOP_BOUND_MS).then(() => hung)]);
     const tookMs = Date.now() - asked;
     expect(code).toBe(0);
-    await redis.restart();
+    await cluster.redis.restart();
 
     // Started again, it finds the run it left held in Redis: recorded interrupted, not left `running`.
-    daemons = [await startDaemon(dir, env)];
+    cluster.daemons = [await startDaemon(dir, cluster.env)];
     await vi.waitFor(async () => {
-      const runs = await nodeHistory(dir, job, env);
+      const runs = await nodeHistory(dir, job, cluster.env);
       expect(runs.length).toBeGreaterThan(0);
       expect(runs.filter((run) => run.status === "running" && Date.parse(run.startedAt) < asked)).toEqual([]);
     }, SLOW);

@@ -1,9 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
-import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { describe, expect, it } from "vitest";
+import { nodeFolder, nodeHistory, useCluster } from "../support/cluster-nodes.js";
+import { startDaemon } from "../support/cli-daemon.js";
 import { runCountd } from "../support/daemon-process.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
 
 /*
@@ -19,22 +17,8 @@ const NODES = ["n1", "n2", "n3"];
 type Sent = { role: string; content?: unknown };
 
 describe.skipIf(!hasRedis)("a session: shared job on a cluster of three daemons", { timeout: 120_000 }, () => {
-  const mock = useAimock();
-  let redis: RedisServer;
-  let daemons: DaemonProcess[] = [];
-  let env: Record<string, string>;
-
-  beforeAll(async () => {
-    redis = await startRedis();
-    env = llmEnv(`${mock.url}/v1`);
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  afterEach(async () => {
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
-  });
+  const cluster = useCluster();
+  const { mock } = cluster;
 
   it("sends each run the exchanges its runs on the other nodes had, in order, also a run of `countd run` without a daemon", async () => {
     const requests: Sent[][] = [];
@@ -42,16 +26,16 @@ describe.skipIf(!hasRedis)("a session: shared job on a cluster of three daemons"
       requests.push(req.messages as Sent[]);
       return { content: `fact ${requests.length}` };
     });
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { notes: "prompt: Note what you know so far\nsession: shared\n" })));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { notes: "prompt: Note what you know so far\nsession: shared\n" })));
+    cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
 
     // `countd run` in a node's folder runs the job in that node's daemon.
     for (const [i, dir] of dirs.entries()) {
-      const run = await runCountd(["run", "notes"], { cwd: dir, env });
+      const run = await runCountd(["run", "notes"], { cwd: dir, env: cluster.env });
       expect(run).toMatchObject({ code: 0, stdout: `fact ${i + 1}\n` });
     }
 
-    const runs = await nodeHistory(dirs[0]!, "notes", env);
+    const runs = await nodeHistory(dirs[0]!, "notes", cluster.env);
     expect(runs.map((run) => [run.node, run.status, run.resultExcerpt, run.sessionId])).toEqual([
       ["n1", "ok", "fact 1", "cron:notes"],
       ["n2", "ok", "fact 2", "cron:notes"],
@@ -66,9 +50,8 @@ describe.skipIf(!hasRedis)("a session: shared job on a cluster of three daemons"
     ]);
 
     // `countd run` with no daemon on the node continues the same session.
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
-    expect(await runCountd(["run", "notes"], { cwd: dirs[1]!, env })).toMatchObject({ code: 0, stdout: "fact 4\n" });
+    await cluster.stopDaemons();
+    expect(await runCountd(["run", "notes"], { cwd: dirs[1]!, env: cluster.env })).toMatchObject({ code: 0, stdout: "fact 4\n" });
     expect(conversation(requests[3]!)).toEqual([asked, ["assistant", "fact 1"], asked, ["assistant", "fact 2"], asked, ["assistant", "fact 3"], asked]);
     process.stderr.write(`cluster sessions: 3 runs on ${NODES.join(", ")}; then 1 without a daemon on n2; request sizes ${requests.map((request) => request.length).join(", ")} messages\n`);
   });

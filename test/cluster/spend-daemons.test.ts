@@ -1,12 +1,11 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { readSpend } from "../../src/store/spend-ledger.js";
-import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
-import { llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { nodeFolder, nodeHistory, useCluster } from "../support/cluster-nodes.js";
+import { startDaemon } from "../support/cli-daemon.js";
 import { runCountd } from "../support/daemon-process.js";
-import { freePort, startRedis, type RedisServer } from "../support/redis-server.js";
+import { freePort } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
 
 /*
@@ -23,31 +22,17 @@ const MODEL = "budget-model";
 const SETTINGS = [`provider:\n  preset: openai\n  model: ${MODEL}`, `prices:\n  ${MODEL}: { input: 1, output: 1 }`, "budget:\n  per_day: 0.01\n  timezone: UTC"];
 
 describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { timeout: 120_000 }, () => {
-  const mock = useAimock();
-  let redis: RedisServer;
-  let daemons: DaemonProcess[] = [];
-  let env: Record<string, string>;
-
-  beforeAll(async () => {
-    redis = await startRedis();
-    env = llmEnv(`${mock.url}/v1`);
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  afterEach(async () => {
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
-  });
+  const cluster = useCluster();
+  const { mock } = cluster;
 
   it("stops a run on one node once runs on others spent budget.per_day, and countd cost on a third sums every node's calls", async () => {
     mock.onMessage("Spend", { content: "Spent.", usage: { prompt_tokens: 12_000, completion_tokens: 1_000 } });
     mock.onMessage("Other work", { content: "Done.", usage: { prompt_tokens: 1_000, completion_tokens: 100 } });
     const jobs = { spender: "prompt: Spend\ntools: []\n", other: "prompt: Other work\ntools: []\n" };
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, jobs, SETTINGS)));
-    daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, env)));
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, jobs, SETTINGS)));
+    cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     const [a, b, c] = dirs as [string, string, string];
-    const run = (dir: string, job: string) => runCountd(["run", job], { cwd: dir, env });
+    const run = (dir: string, job: string) => runCountd(["run", job], { cwd: dir, env: cluster.env });
 
     expect(await run(c, "other")).toMatchObject({ code: 0, stdout: "Done.\n" });
     expect(await run(a, "spender")).toMatchObject({ code: 0, stdout: "Spent.\n" });
@@ -55,7 +40,7 @@ describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { t
     expect(stopped.code).toBe(1);
     expect(mock.getRequests()).toHaveLength(2);
 
-    const onB = (await nodeHistory(b, "other", env)).find((record) => record.node === "n2");
+    const onB = (await nodeHistory(b, "other", cluster.env)).find((record) => record.node === "n2");
     const today = new Date().toISOString().slice(0, 10);
     expect(onB).toMatchObject({
       status: "budget",
@@ -63,7 +48,7 @@ describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { t
       error: `countd's daily budget (budget.per_day) of $0.0100 is spent: all runs have cost $0.0141 on ${today} (UTC)`,
     });
 
-    const cost = await runCountd(["cost", "--by", "job", "--json"], { cwd: c, env });
+    const cost = await runCountd(["cost", "--by", "job", "--json"], { cwd: c, env: cluster.env });
     expect(cost).toMatchObject({ code: 0, stderr: "" });
     const summed = JSON.parse(cost.stdout) as { rows: { key: string; calls: number; cost: number }[]; total: { calls: number; cost: number } };
     expect(summed.rows.map((row) => [row.key, row.calls, row.cost])).toEqual([
@@ -73,12 +58,11 @@ describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { t
     expect(summed.total).toMatchObject({ calls: 2, cost: 0.0141 });
 
     // /api/status on any node shows the cluster's day.
-    const status = await runCountd(["status"], { cwd: b, env });
+    const status = await runCountd(["status"], { cwd: b, env: cluster.env });
     expect(status.stdout).toMatch(/^budget: +\$0\.0141 of \$0\.0100/m);
 
     // Each node's spend file stays its own audit: node C's has its one call.
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
+    await cluster.stopDaemons();
     const local = await readSpend(join(c, "state"), new Date(Date.now() - 3_600_000));
     expect(local.map((line) => [line.job, line.cost])).toEqual([["other", 0.0011]]);
     expect(await readdir(join(b, "state", "spend")).catch(() => [])).toEqual([]);
@@ -93,7 +77,7 @@ describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { t
   it("countd cost says in one line that Redis cannot be reached, naming the URL without its password, and exits 78", async () => {
     const port = await freePort();
     const dir = await nodeFolder(`redis://:pw-Secret-42@127.0.0.1:${port}/0`, "n1", {});
-    const cost = await runCountd(["cost"], { cwd: dir, env });
+    const cost = await runCountd(["cost"], { cwd: dir, env: cluster.env });
     expect(cost.code).toBe(78);
     expect(cost.stderr.trim().split("\n")).toEqual([expect.stringMatching(new RegExp(`^countd: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 \\(cluster\\.redis\\): .*ECONNREFUSED`))]);
     expect(cost.stdout + cost.stderr).not.toContain("pw-Secret-42");

@@ -1,9 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory, startNodes } from "../support/cluster-nodes.js";
-import { llmEnv, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { describe, expect, it, vi } from "vitest";
+import { nodeFolder, nodeHistory, startNodes, useCluster } from "../support/cluster-nodes.js";
+import { stopDaemon } from "../support/cli-daemon.js";
 import { runCountd } from "../support/daemon-process.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
 
 /*
@@ -18,30 +16,16 @@ const NODES = ["n1", "n2", "n3"];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(!hasRedis)("job state shared by three daemons on one Redis", { timeout: 150_000 }, () => {
-  const mock = useAimock();
-  let redis: RedisServer;
-  let daemons: DaemonProcess[] = [];
-  let env: Record<string, string>;
+  const cluster = useCluster();
+  const { mock } = cluster;
 
-  beforeAll(async () => {
-    redis = await startRedis();
-    env = llmEnv(`${mock.url}/v1`);
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  afterEach(async () => {
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
-  });
-
-  const countd = (dir: string, args: string[]) => runCountd(args, { cwd: dir, env });
+  const countd = (dir: string, args: string[]) => runCountd(args, { cwd: dir, env: cluster.env });
 
   it("countd pause on one node stops the job on every node (its slots recorded skipped), countd resume on another starts it again everywhere", async () => {
     mock.onMessage("tick", { content: "tock" });
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, { tick: "prompt: tick\nevery: 2s\n" })));
-    await startNodes(dirs, env, daemons);
-    await vi.waitFor(async () => expect((await nodeHistory(dirs[2]!, "tick", env)).filter((run) => run.status === "ok").length).toBeGreaterThanOrEqual(2), {
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { tick: "prompt: tick\nevery: 2s\n" })));
+    await startNodes(dirs, cluster.env, cluster.daemons);
+    await vi.waitFor(async () => expect((await nodeHistory(dirs[2]!, "tick", cluster.env)).filter((run) => run.status === "ok").length).toBeGreaterThanOrEqual(2), {
       timeout: 30_000,
       interval: 500,
     });
@@ -55,13 +39,13 @@ describe.skipIf(!hasRedis)("job state shared by three daemons on one Redis", { t
     expect(await countd(dirs[1]!, ["resume", "tick"])).toMatchObject({ code: 0, stdout: "resumed tick\n" });
     const resumed = Date.now();
     await vi.waitFor(
-      async () => expect((await nodeHistory(dirs[0]!, "tick", env)).filter((run) => Date.parse(run.scheduledAt) > resumed && run.status === "ok").length).toBeGreaterThanOrEqual(3),
+      async () => expect((await nodeHistory(dirs[0]!, "tick", cluster.env)).filter((run) => Date.parse(run.scheduledAt) > resumed && run.status === "ok").length).toBeGreaterThanOrEqual(3),
       { timeout: 30_000, interval: 500 },
     );
-    expect(await Promise.all(daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
-    daemons = [];
+    expect(await Promise.all(cluster.daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
+    cluster.daemons = [];
 
-    const [runs, ...others] = await Promise.all(dirs.map((dir) => nodeHistory(dir, "tick", env)));
+    const [runs, ...others] = await Promise.all(dirs.map((dir) => nodeHistory(dir, "tick", cluster.env)));
     for (const other of others) expect(other.map((run) => run.id).sort()).toEqual(runs!.map((run) => run.id).sort());
     // A slot due after the pause was written (its fire reads the state just before it runs): skipped, on whichever node took it.
     const whilePaused = runs!.filter((run) => Date.parse(run.scheduledAt) > paused && Date.parse(run.scheduledAt) <= resumed);

@@ -1,9 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
-import { useAimock } from "../support/aimock.js";
-import { nodeFolder, nodeHistory } from "../support/cluster-nodes.js";
-import { countdIn, llmEnv, spawnCountd, startDaemon, stopDaemon, type CountdProcess, type DaemonProcess } from "../support/cli-daemon.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
+import { nodeFolder, nodeHistory, useCluster } from "../support/cluster-nodes.js";
+import { countdIn, spawnCountd, startDaemon, type CountdProcess } from "../support/cli-daemon.js";
 import { logLines } from "../support/daemon-process.js";
 import { hasSystemPackage } from "../support/system-package.js";
 
@@ -20,38 +18,28 @@ const NODES = ["n1", "n2", "n3"];
 const WAIT = { timeout: 60_000, interval: 250 };
 
 describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeout: 180_000 }, () => {
-  const mock = useAimock();
-  let redis: RedisServer;
-  let daemons: DaemonProcess[] = [];
+  const cluster = useCluster();
+  const { mock } = cluster;
   let commands: CountdProcess[] = [];
-  let env: Record<string, string>;
   /** Lets held LLM calls answer, so the mock server can stop. */
   let release = () => {};
 
-  beforeAll(async () => {
-    redis = await startRedis();
-    env = llmEnv(`${mock.url}/v1`);
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
   afterEach(async (context) => {
     if (context.task.result?.state === "fail") {
-      for (const [i, daemon] of daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
+      for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
       for (const command of commands) process.stderr.write(`--- command:\n${command.stdout()}\n${command.stderr()}\n`);
     }
     release();
     for (const command of commands) if (command.child.exitCode === null) command.child.kill("SIGINT");
     await Promise.all(commands.map((command) => command.closed));
     commands = [];
-    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
-    daemons = [];
+    await cluster.stopDaemons();
   });
 
   /** The three nodes' folders with `jobs`, the daemons of the first `started` of them started. */
   async function startNodes(jobs: Record<string, string>, started = NODES.length): Promise<string[]> {
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(redis.url, node, jobs)));
-    daemons = await Promise.all(dirs.slice(0, started).map((dir) => startDaemon(dir, env)));
+    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, jobs)));
+    cluster.daemons = await Promise.all(dirs.slice(0, started).map((dir) => startDaemon(dir, cluster.env)));
     return dirs;
   }
 
@@ -65,7 +53,7 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
   }
 
   const spawn = (dir: string, args: string[]) => {
-    const command = spawnCountd(dir, env, args);
+    const command = spawnCountd(dir, cluster.env, args);
     commands.push(command);
     return command;
   };
@@ -73,7 +61,7 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
   async function runningOn(dir: string, job: string): Promise<RunRecord> {
     let run: RunRecord | undefined;
     await vi.waitFor(async () => {
-      run = (await nodeHistory(dir, job, env)).find((record) => record.status === "running");
+      run = (await nodeHistory(dir, job, cluster.env)).find((record) => record.status === "running");
       expect(run).toBeDefined();
     }, WAIT);
     return run!;
@@ -85,9 +73,9 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
     const follow = spawn(b!, ["follow"]);
     await vi.waitFor(() => expect(follow.stderr()).toContain("following every job"), WAIT);
 
-    const ran = await countdIn(a!, env)(["run", "talk"]);
+    const ran = await countdIn(a!, cluster.env)(["run", "talk"]);
     expect(ran.code).toBe(0);
-    const [run] = await nodeHistory(b!, "talk", env);
+    const [run] = await nodeHistory(b!, "talk", cluster.env);
     expect(run).toMatchObject({ status: "ok", node: "n1" });
 
     await vi.waitFor(() => {
@@ -99,7 +87,7 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
     // The transcript is stored once n1's audit log wrote the run's lines: until then show says it is not there.
     let shown = "";
     await vi.waitFor(async () => {
-      const show = await countdIn(b!, env)(["show", run!.id]);
+      const show = await countdIn(b!, cluster.env)(["show", run!.id]);
       expect(show.code).toBe(0);
       shown = show.stdout;
       expect(shown).not.toContain("incomplete");
@@ -118,21 +106,21 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
     const run = await runningOn(b!, "long");
     expect(run.node).toBe("n1");
     // n3 was not listening when the run started: it asks the others for their runs in progress.
-    daemons.push(await startDaemon(c!, env));
+    cluster.daemons.push(await startDaemon(c!, cluster.env));
 
     await vi.waitFor(async () => {
-      const status = await countdIn(c!, env)(["status"]);
+      const status = await countdIn(c!, cluster.env)(["status"]);
       expect(status.stdout).toMatch(new RegExp(`long  ${run.id}  on n1  since`));
     }, WAIT);
 
-    const cancel = await countdIn(b!, env)(["cancel", run.id]);
+    const cancel = await countdIn(b!, cluster.env)(["cancel", run.id]);
     expect(cancel).toMatchObject({ code: 0, stdout: `cancelling run ${run.id} of long: countd show ${run.id} tells how it ended\n` });
     await vi.waitFor(async () => {
-      expect(await nodeHistory(c!, "long", env)).toEqual([expect.objectContaining({ id: run.id, node: "n1", status: "cancelled", error: "cancelled with countd cancel" })]);
+      expect(await nodeHistory(c!, "long", cluster.env)).toEqual([expect.objectContaining({ id: run.id, node: "n1", status: "cancelled", error: "cancelled with countd cancel" })]);
     }, WAIT);
     // `countd run` on n1 saw its run end cancelled.
     expect(await runner.closed).not.toBe(0);
-    const again = await countdIn(b!, env)(["cancel", run.id]);
+    const again = await countdIn(b!, cluster.env)(["cancel", run.id]);
     expect(again.code).not.toBe(0);
     expect(again.stderr).toContain("is not in progress");
   });
@@ -145,7 +133,7 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
     // Which node takes a slot is BullMQ's choice: the fires go on until one node replaced a run another node held.
     let across: { by: string; runId: string; node: string } | undefined;
     await vi.waitFor(() => {
-      const replaced = daemons.flatMap((daemon, i) =>
+      const replaced = cluster.daemons.flatMap((daemon, i) =>
         logLines(daemon.output(), "a newer fire replaces the run in progress (overlap: replace)").map((line) => ({ by: NODES[i]!, runId: String(line["runId"]), node: String(line["node"]) })),
       );
       across = replaced.find((replace) => replace.by !== replace.node);
@@ -154,7 +142,7 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
 
     let runs: RunRecord[] = [];
     await vi.waitFor(async () => {
-      runs = await nodeHistory(dirs[0]!, "swap", env);
+      runs = await nodeHistory(dirs[0]!, "swap", cluster.env);
       expect(runs.find((run) => run.id === across!.runId)).toMatchObject({ node: across!.node, status: "cancelled", error: "replaced by a newer run" });
     }, WAIT);
     const ended = runs.filter((run) => run.status !== "running");

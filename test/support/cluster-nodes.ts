@@ -1,9 +1,13 @@
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expect, vi } from "vitest";
+import type { LLMock } from "@copilotkit/aimock";
+import { afterAll, afterEach, beforeAll, expect, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
+import { useAimock } from "./aimock.js";
+import { llmEnv, stopDaemon } from "./cli-daemon.js";
 import { runCountd, spawnDaemon, type DaemonProcess } from "./daemon-process.js";
+import { startRedis, type RedisServer } from "./redis-server.js";
 
 /**
  * A cluster node's folder, as on a machine of its own: countd.yaml joining the cluster at `redis`
@@ -40,4 +44,66 @@ export async function startNodes(dirs: string[], env: Record<string, string>, in
     },
     { timeout: 60_000, interval: 100 },
   );
+}
+
+export interface Cluster {
+  /** The aimock LLM the daemons call (useAimock's: cleared before each test). */
+  readonly mock: LLMock;
+  /** The real redis-server the nodes share, started before the describe block's tests. */
+  readonly redis: RedisServer;
+  /** The environment the daemons and the commands get: the mock LLM's, with the `env` given. */
+  readonly env: Record<string, string>;
+  /** The test's daemons: a test sets the list or adds to it (startNodes); stopped after each test. */
+  daemons: DaemonProcess[];
+  /** SIGTERM to each daemon of the list, resolved once all exited; the list is emptied. */
+  stopDaemons(): Promise<void>;
+}
+
+/**
+ * The setup every test of `countd start` processes on one Redis shares, for the enclosing describe
+ * block: a real redis-server started before its tests and stopped after them, a mock LLM
+ * (useAimock), the environment pointing the daemons at it (with `env`), and the test's daemons,
+ * stopped after each test. A test's own afterEach runs before this one (vitest runs after-hooks
+ * last registered first), so one that must run while the daemons are up (printing their output on
+ * a failure, releasing held LLM calls) ends with `stopDaemons()`, and one that must run once they
+ * stopped (flushing Redis) starts with it.
+ */
+export function useCluster(options: { env?: Record<string, string> } = {}): Cluster {
+  const mock = useAimock();
+  let redis: RedisServer;
+  let env: Record<string, string>;
+  let daemons: DaemonProcess[] = [];
+
+  async function stopDaemons(): Promise<void> {
+    await Promise.all(daemons.map((daemon) => stopDaemon(daemon)));
+    daemons = [];
+  }
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    env = { ...llmEnv(`${mock.url}/v1`), ...options.env };
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  afterEach(async () => {
+    await stopDaemons();
+  });
+
+  return {
+    mock,
+    get redis() {
+      return redis;
+    },
+    get env() {
+      return env;
+    },
+    get daemons() {
+      return daemons;
+    },
+    set daemons(list) {
+      daemons = list;
+    },
+    stopDaemons,
+  };
 }
