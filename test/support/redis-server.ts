@@ -34,14 +34,15 @@ export async function freePort(): Promise<number> {
 
 /**
  * A real redis-server of its own on a free loopback port, with a temporary data directory, no RDB
- * snapshots and the append-only file on, fsynced every second (as the README asks of a cluster's
- * Redis); `args` adds settings such as `--maxmemory-policy allkeys-lru`; `port`: a given one (a
+ * snapshots and the append-only file on, fsynced at every write (as the README asks of a cluster's
+ * Redis: with `everysec`, a redis-server SIGKILLed on a loaded machine lost a slot it had just
+ * taken, and the slot ran twice); `args` adds settings such as `--maxmemory-policy allkeys-lru`; `port`: a given one (a
  * Redis back after an outage). Resolves once it accepts connections.
  */
 export async function startRedis(args: string[] = [], opts: { port?: number } = {}): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), "countd-redis-"));
   const port = opts.port ?? (await freePort());
-  const settings = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", ...args];
+  const settings = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always", ...args];
   let output = "";
   let child: ChildProcess;
   let exited: Promise<void>;
