@@ -221,6 +221,7 @@ export class ClusterFires {
   private async add(): Promise<void> {
     const fires = this.due;
     this.due = [];
+    const ids = fires.map(slotIdOf);
     const policies = fires.map((fire) => {
       const job = this.opts.job(fire.job);
       return job ? overlapOf(job, requestOf(fire)) : "allow";
@@ -228,7 +229,7 @@ export class ClusterFires {
     let added: QueuedJob[];
     try {
       added = await this.runs.addBulk(
-        fires.map((fire, i) => ({ name: fire.job, data: fire, opts: { jobId: slotIdOf(fire), ...this.kept(), ...deduplication(fire.job, policies[i]!) } })),
+        fires.map((fire, i) => ({ name: fire.job, data: fire, opts: { jobId: ids[i], ...this.kept(), ...deduplication(fire.job, policies[i]!) } })),
       );
     } catch (err) {
       this.log.error({ jobs: fires.map((fire) => fire.job), error: errorText(err) }, "could not add the fires to the cluster's queue");
@@ -238,11 +239,11 @@ export class ClusterFires {
       fires.map(async (fire, i) => {
         // Another id: BullMQ deduplicated the fire into the job's run waiting or in progress.
         const into = added[i]!.id!;
-        if (into === slotIdOf(fire) || (policies[i] !== "skip" && policies[i] !== "replace")) return;
+        if (into === ids[i] || (policies[i] !== "skip" && policies[i] !== "replace")) return;
         try {
           await this.deduplicated(fire, policies[i]!, into);
         } catch (err) {
-          this.log.error({ job: fire.job, slot: slotIdOf(fire), error: errorText(err) }, "could not decide on a fire the cluster's queue deduplicated");
+          this.log.error({ job: fire.job, slot: ids[i], error: errorText(err) }, "could not decide on a fire the cluster's queue deduplicated");
         }
       }),
     );

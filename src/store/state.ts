@@ -394,16 +394,13 @@ async function carryIntoCluster(db: Low<LegacyStateData>, shared: SharedStateSto
         const into = (data.jobs[name] ??= {});
         if (job.pausedAt !== undefined) into.pausedAt ??= job.pausedAt;
         if (job.done) into.done = true;
-        if (job.lastScheduledAt !== undefined && !(Date.parse(into.lastScheduledAt ?? "") >= Date.parse(job.lastScheduledAt))) {
-          into.lastScheduledAt = job.lastScheduledAt;
-        }
+        if (isLater(job.lastScheduledAt, into.lastScheduledAt)) into.lastScheduledAt = job.lastScheduledAt;
       }
       if (pausedAllAt !== undefined) data.pausedAllAt ??= pausedAllAt;
       const known = new Set(data.heartbeat.delivered.map((check) => `${check.at} ${check.hash}`));
       const added = heartbeat.delivered.filter((check) => !known.has(`${check.at} ${check.hash}`));
       if (added.length > 0) data.heartbeat.delivered = [...data.heartbeat.delivered, ...added].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
-      const contact = heartbeat.lastContactAt;
-      if (contact !== undefined && !(Date.parse(data.heartbeat.lastContactAt ?? "") >= Date.parse(contact))) data.heartbeat.lastContactAt = contact;
+      if (isLater(heartbeat.lastContactAt, data.heartbeat.lastContactAt)) data.heartbeat.lastContactAt = heartbeat.lastContactAt;
     });
   } catch (err) {
     log.warn({ error: errorText(err) }, "could not carry state.json's job state into the cluster; carried at the next start");
@@ -420,6 +417,11 @@ async function carryIntoCluster(db: Low<LegacyStateData>, shared: SharedStateSto
     log.warn({ error: errorText(err) }, "carried state.json's job state into the cluster, but could not write state.json without it");
   }
   log.info({ jobs: carried.length, paused, pausedAll: pausedAllAt !== undefined }, "carried the job state of state.json from before the cluster into the cluster's");
+}
+
+/** Whether ISO time `a` is set and later than `b`, or `b` is not set. */
+function isLater(a: string | undefined, b: string | undefined): a is string {
+  return a !== undefined && !(Date.parse(b ?? "") >= Date.parse(a));
 }
 
 /**

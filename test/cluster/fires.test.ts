@@ -80,6 +80,11 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
   const allStarted = () => seconds(nodes.flatMap((node) => node.started));
   const allSkipped = () => seconds(nodes.flatMap((node) => node.skipped));
   const endEverywhere = (second: number) => nodes.forEach((node) => node.end(at(second)));
+  /** Waits until BullMQ has the fire of `job`'s slot at `second` completed: its run ended, or it was not run. */
+  const completed = async (job: string, second: number) => {
+    const runs = new Queue("runs", { connection: clients[0]!, prefix: "countd" });
+    await vi.waitFor(async () => expect(await runs.getJobState(slotId(job, at(second)))).toBe("completed"));
+  };
 
   it("names a slot by job and time without a colon, which BullMQ refuses in an id", () => {
     expect(slotId("daily-report", new Date("2026-11-30T09:00:00Z"))).toBe("daily-report@20261130T090000.000Z");
@@ -104,8 +109,7 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
     await vi.waitFor(() => expect(allSkipped()).toEqual([2]));
     endEverywhere(0);
     // A slot due in the moment the run is still being marked done would be skipped too.
-    const runs = new Queue("runs", { connection: clients[0]!, prefix: "countd" });
-    await vi.waitFor(async () => expect(await runs.getJobState(slotId("report", at(0)))).toBe("completed"));
+    await completed("report", 0);
     a.fires.fire(fire("report", 4));
     await vi.waitFor(() => expect(allStarted()).toEqual([0, 4]));
     expect(allSkipped()).toEqual([2]);
@@ -118,10 +122,9 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
     a.fires.fire(fire("report", 2));
     await vi.waitFor(() => expect(allSkipped()).toEqual([2]));
     endEverywhere(0);
-    const runs = new Queue("runs", { connection: clients[0]!, prefix: "countd" });
-    await vi.waitFor(async () => expect(await runs.getJobState(slotId("report", at(0)))).toBe("completed"));
+    await completed("report", 0);
     b.fires.fire(fire("report", 2));
-    await vi.waitFor(async () => expect(await runs.getJobState(slotId("report", at(2)))).toBe("completed"));
+    await completed("report", 2);
     expect(allStarted()).toEqual([0]);
     expect(allSkipped()).toEqual([2]);
   });
