@@ -6,16 +6,17 @@
  * queue) between the timer and the run, so the timer alone (bench/scheduler.ts) would leave out
  * what the cluster adds. The LLM is an aimock server on loopback answering at once;
  * runner.concurrency is the job count on every daemon, so no run waits for a free slot and the
- * figures are the fire path's, not a queue's.
+ * figures are the fire path's, not a queue's. Beside them, BullMQ alone (engineFloor) gives the
+ * floor the engine itself sets on this machine.
  */
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { LLMock } from "@copilotkit/aimock";
-import { Queue } from "bullmq";
+import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
-import { slotId } from "../src/cluster/fires.js";
+import { slotId, TAKERS } from "../src/cluster/fires.js";
 import { RedisRunHistory } from "../src/cluster/run-history.js";
 import { StateStore } from "../src/store/state.js";
 import type { RunRecord } from "../src/store/run-record.js";
@@ -47,6 +48,8 @@ export interface FireSteps {
 export interface ClusterLatenessResult {
   jobs: number;
   single: Lateness;
+  /** BullMQ alone, no countd: JOBS jobs added at once, each one's lateness when its worker starts it, after the add began. */
+  engine: Lateness & { takers: number };
   cluster: Lateness & { runsByNode: Record<string, number>; steps: FireSteps };
 }
 
@@ -84,6 +87,51 @@ async function fireSteps(connection: Redis, runs: readonly RunRecord[], slot: Da
   const fires = await Promise.all(runs.map((run) => queue.getJob(slotId(run.job, slot))));
   const at = (pick: (fire: (typeof fires)[number]) => number | undefined) => fires.map((fire) => pick(fire) ?? Number.NaN);
   return { added: spread(at((fire) => fire?.timestamp), slot), taken: spread(at((fire) => fire?.processedOn), slot) };
+}
+
+/**
+ * What BullMQ alone takes, in this process, for JOBS jobs added at once (one addBulk, the options a
+ * fire carries) and taken by as many workers as a daemon with runner.concurrency JOBS has: each
+ * job's lateness when its worker's processor starts, after the add began. A floor under the
+ * cluster's figure, which adds the timers, three daemons sharing the cores, and the run's start.
+ */
+async function engineFloor(url: string): Promise<Lateness & { takers: number }> {
+  const connection = new Redis(url, { maxRetriesPerRequest: null });
+  const prefix = "countd-bench-engine";
+  const queue = new Queue("runs", { connection, prefix });
+  const started: number[] = [];
+  let allStarted!: () => void;
+  const all = new Promise<void>((resolve) => (allStarted = resolve));
+  const workers = Array.from(
+    { length: TAKERS },
+    () =>
+      new Worker(
+        "runs",
+        async () => {
+          if (started.push(Date.now()) === JOBS) allStarted();
+          await sleep(5_000);
+        },
+        { connection, prefix, concurrency: Math.ceil(JOBS / TAKERS) },
+      ),
+  );
+  try {
+    await Promise.all(workers.map((worker) => worker.waitUntilReady()));
+    // The workers' first blocking reads.
+    await sleep(1_000);
+    const at = new Date();
+    await queue.addBulk(
+      Array.from({ length: JOBS }, (_, i) => {
+        const job = `job-${String(i).padStart(4, "0")}`;
+        return { name: job, data: { job, reason: "schedule", scheduledAt: at.toISOString() }, opts: { jobId: slotId(job, at), removeOnComplete: { age: 600 }, deduplication: { id: job } } };
+      }),
+    );
+    if (!(await Promise.race([all.then(() => true), sleep(RUNS_WITHIN_MS).then(() => false)]))) throw new Error(`bench/cluster: BullMQ alone started ${started.length} of ${JOBS} jobs`);
+    return { ...spread(started, at), takers: TAKERS };
+  } finally {
+    await Promise.all(workers.map((worker) => worker.close(true)));
+    await queue.close();
+    connection.disconnect();
+  }
 }
 
 /** Starts the daemons in `homes`, waits for the slot and every run's LLM call, stops them; throws if one started after the slot. */
@@ -126,7 +174,9 @@ export async function benchClusterLateness(): Promise<ClusterLatenessResult> {
     client.disconnect();
     const runsByNode = Object.fromEntries(NODES.map((node) => [node, clusterRuns.filter((run) => run.node === node).length]));
 
-    return { jobs: JOBS, single: lateness(singleRuns, singleSlot), cluster: { ...lateness(clusterRuns, clusterSlot), runsByNode, steps } };
+    const engine = await engineFloor(redis.url);
+
+    return { jobs: JOBS, single: lateness(singleRuns, singleSlot), engine, cluster: { ...lateness(clusterRuns, clusterSlot), runsByNode, steps } };
   } finally {
     await redis.stop();
     await mock.stop();

@@ -29,10 +29,13 @@ const KEEP_AT_LEAST_MS = 10 * 60_000;
 
 /**
  * Workers taking fires from `runs` on each daemon, at most (fewer when runner.concurrency is lower),
- * sharing its runner.concurrency between them: a BullMQ worker takes its jobs one round trip after
- * another, so a thousand fires due in one second waited for a thousand round trips on three workers.
+ * sharing its runner.concurrency between them. A BullMQ worker takes its jobs one round trip after
+ * another and starts none before it took all it may hold or found `runs` empty, so the first of a
+ * thousand fires due at once waits for the last: taken by BullMQ alone in one process, a thousand
+ * jobs reached their workers 690 ms after the add with 1 worker, 400 ms with 8, 245 ms with 32 and
+ * 221 ms with 64. Each worker holds one more connection to Redis (its blocking read).
  */
-const TAKERS = 8;
+export const TAKERS = 32;
 
 /**
  * How long a daemon's hold on a fire it took (BullMQ's job lock) lasts unless renewed. BullMQ
