@@ -1,23 +1,24 @@
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ClusterFires, slotId } from "../../src/cluster/fires.js";
-import { connectRedis } from "../../src/cluster/redis.js";
 import { RedisRunHistory } from "../../src/cluster/run-history.js";
 import type { OverlapPolicy } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import type { RunEnd, RunOptions } from "../../src/runner/runner.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { makeJob } from "../support/runner-jobs.js";
 import { hasSystemPackage } from "../support/system-package.js";
+import { useRedis } from "../support/use-redis.js";
 
 const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
 
 /** A daemon's side of the cluster's fires, with a runner whose runs end when the test says. */
 interface Node {
   fires: ClusterFires;
+  /** Its connection to Redis. */
+  client: Redis;
   started: FireRequest[];
   skipped: FireRequest[];
   /** Ends the run of this slot. */
@@ -28,28 +29,18 @@ const at = (second: number) => new Date(Date.UTC(2026, 10, 30, 9, 0, second));
 const fire = (job: string, second: number): FireRequest => ({ job, reason: "schedule", scheduledAt: at(second) });
 
 describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () => {
-  let redis: RedisServer;
-  let clients: Redis[] = [];
+  const redis = useRedis();
   let nodes: Node[] = [];
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
   afterEach(async () => {
     for (const node of nodes) for (const request of node.started) node.end(request.scheduledAt);
     await Promise.all(nodes.map((node) => node.fires.stop(async () => {})));
-    for (const client of clients) client.disconnect();
-    [nodes, clients] = [[], []];
-    const flush = await connectRedis(redis.url, "probe", { name: "flush" });
+    nodes = [];
+    const flush = await redis.connect("probe");
     await flush.flushall();
-    flush.disconnect();
   });
 
   async function node(overlap: OverlapPolicy, concurrency = 2): Promise<Node> {
-    const client = await connectRedis(redis.url, "queues", { name: "countd-test" });
-    clients.push(client);
+    const client = await redis.connect("queues");
     const ends = new Map<number, () => void>();
     const started: FireRequest[] = [];
     const skipped: FireRequest[] = [];
@@ -70,7 +61,7 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
       history: new RedisRunHistory(client),
       state: { refresh: async () => {} },
     });
-    const made: Node = { fires, started, skipped, end: (scheduledAt) => ends.get(scheduledAt.getTime())?.() };
+    const made: Node = { fires, client, started, skipped, end: (scheduledAt) => ends.get(scheduledAt.getTime())?.() };
     nodes.push(made);
     return made;
   }
@@ -82,7 +73,7 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
   const endEverywhere = (second: number) => nodes.forEach((node) => node.end(at(second)));
   /** Waits until BullMQ has the fire of `job`'s slot at `second` completed: its run ended, or it was not run. */
   const completed = async (job: string, second: number) => {
-    const runs = new Queue("runs", { connection: clients[0]!, prefix: "countd" });
+    const runs = new Queue("runs", { connection: nodes[0]!.client, prefix: "countd" });
     await vi.waitFor(async () => expect(await runs.getJobState(slotId(job, at(second)))).toBe("completed"));
   };
 
@@ -162,23 +153,14 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
 });
 
 describe.skipIf(!hasRedis)("the cluster's fires: a run a daemon left (its hold expired)", () => {
-  let redis: RedisServer;
-  let client: Redis | undefined;
+  const redis = useRedis();
   let fires: ClusterFires | undefined;
   let queue: Queue | undefined;
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
   afterEach(async () => {
     await fires?.stop(async () => {});
     await queue?.close();
-    const flush = await connectRedis(redis.url, "probe", { name: "flush" });
+    const flush = await redis.connect("probe");
     await flush.flushall();
-    flush.disconnect();
-    client?.disconnect();
   });
 
   const left = { id: "20261130T090000Z-dead", node: "n9" };
@@ -202,7 +184,7 @@ describe.skipIf(!hasRedis)("the cluster's fires: a run a daemon left (its hold e
    * in the history), taken by a daemon whose job has `attempts`: what that daemon starts and reports.
    */
   async function takeOver(attempts: number, run: { attempt: number; ended?: RunRecord["status"] }, saved: RunRecord["status"] = "running") {
-    client = await connectRedis(redis.url, "queues", { name: "countd-test" });
+    const client = await redis.connect("queues");
     const history = new RedisRunHistory(client);
     await history.save("report", [{ ...running(run.attempt), status: saved }]);
     const runs = (queue = new Queue("runs", { connection: client, prefix: "countd" }));

@@ -1,9 +1,7 @@
 import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ClusterFires, slotId } from "../../src/cluster/fires.js";
 import { ClusterOutbox } from "../../src/cluster/outbox.js";
-import { connectRedis } from "../../src/cluster/redis.js";
 import { RedisRunHistory } from "../../src/cluster/run-history.js";
 import { message } from "../../src/delivery/dispatch.js";
 import type { WebhookTarget } from "../../src/delivery/targets.js";
@@ -11,9 +9,9 @@ import { emptyUsage } from "../../src/providers/types.js";
 import type { RunEnd, RunOptions } from "../../src/runner/runner.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { makeJob } from "../support/runner-jobs.js";
 import { hasSystemPackage } from "../support/system-package.js";
+import { useRedis } from "../support/use-redis.js";
 
 /*
  * A daemon that went after its run ended and queued its answer in the cluster's outbox, but before
@@ -29,26 +27,18 @@ const target: WebhookTarget = { kind: "webhook", url: "http://127.0.0.1:9/hook",
 const left = { id: "20261130T090000Z-dead", node: "n9", attempt: 1 };
 
 describe.skipIf(!hasRedis)("a run left between queueing its answer and noting its end", () => {
-  let redis: RedisServer;
-  let client: Redis | undefined;
+  const redis = useRedis();
   let fires: ClusterFires | undefined;
   let outbox: ClusterOutbox | undefined;
   let queue: Queue | undefined;
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
   afterEach(async () => {
     await fires?.stop(async () => {});
     await queue?.close();
     await outbox?.close();
-    client?.disconnect();
   });
 
   it("is recorded interrupted as ended, not run again and not reported, though an attempt is spare", async () => {
-    client = await connectRedis(redis.url, "queues", { name: "countd-test" });
+    const client = await redis.connect("queues");
     const job = makeJob("report", { retry: { attempts: 3, backoffMs: 1_000 }, deliver: [target] });
     const record: RunRecord = {
       id: left.id,

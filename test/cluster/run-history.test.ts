@@ -1,18 +1,17 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { connectRedis } from "../../src/cluster/redis.js";
+import { describe, expect, it, vi } from "vitest";
 import { RedisRunHistory } from "../../src/cluster/run-history.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { Runner } from "../../src/runner/runner.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { RUNS_KEPT_PER_JOB } from "../../src/store/run-history.js";
 import { StateStore } from "../../src/store/state.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
+import { startRedis } from "../support/redis-server.js";
 import { fire, makeJob } from "../support/runner-jobs.js";
 import { hasSystemPackage } from "../support/system-package.js";
+import { useRedis } from "../support/use-redis.js";
 
 const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
 
@@ -32,26 +31,10 @@ const record = (job: string, id: string, startedAt: string, extra: Partial<RunRe
 });
 
 describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
-  let redis: RedisServer;
-  const clients: Redis[] = [];
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  afterEach(async () => {
-    for (const client of clients.splice(0)) client.disconnect();
-  });
-
-  async function connect(url = redis.url): Promise<Redis> {
-    const client = await connectRedis(url, "records", { name: "countd-test" });
-    clients.push(client);
-    return client;
-  }
+  const redis = useRedis();
 
   it("is the same for every daemon: a record saved by one is read by another, the last save of an id wins and keeps its place", async () => {
-    const [one, two] = [new RedisRunHistory(await connect()), new RedisRunHistory(await connect())];
+    const [one, two] = [new RedisRunHistory(await redis.connect()), new RedisRunHistory(await redis.connect())];
     await one.save("report", [record("report", "a", "2026-11-30T09:00:00.000Z")]);
     await two.save("report", [record("report", "b", "2026-11-30T09:00:02.000Z", { node: "n2" })]);
     await one.save("report", [record("report", "a", "2026-11-30T09:00:00.000Z", { status: "ok", finishedAt: "2026-11-30T09:00:01.000Z" })]);
@@ -64,7 +47,7 @@ describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
   });
 
   it("keeps the newest RUNS_KEPT_PER_JOB runs of a job", async () => {
-    const history = new RedisRunHistory(await connect());
+    const history = new RedisRunHistory(await redis.connect());
     const start = Date.parse("2026-12-01T00:00:00Z");
     const runs = Array.from({ length: RUNS_KEPT_PER_JOB + 5 }, (_, i) => record("busy", `r${i}`, new Date(start + i * 1000).toISOString()));
     for (const run of runs) await history.save("busy", [run]);
@@ -75,7 +58,7 @@ describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
   });
 
   it("skips a record that does not fit, and reads the rest", async () => {
-    const client = await connect();
+    const client = await redis.connect();
     const history = new RedisRunHistory(client);
     await history.save("mixed", [record("mixed", "good", "2026-12-01T00:00:01.000Z")]);
     await client.hset("countd:history:mixed", "bad", "{not json");
@@ -85,7 +68,7 @@ describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
 
   it("survives an outage: a record that could not be saved while Redis was away is saved once it is back", async () => {
     const away = await startRedis();
-    const client = await connect(away.url);
+    const client = await redis.connect("records", away.url);
     const state = await StateStore.open(await mkdtemp(join(tmpdir(), "countd-cluster-state-")), { history: new RedisRunHistory(client) });
     let finish!: () => void;
     const finishing = new Promise<void>((resolve) => (finish = resolve));
@@ -100,7 +83,7 @@ describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
       },
     });
     const ended = runner.run(fire("outage"));
-    await vi.waitFor(async () => expect(await new RedisRunHistory(await connect(away.url)).runs("outage")).toHaveLength(1));
+    await vi.waitFor(async () => expect(await new RedisRunHistory(await redis.connect("records", away.url)).runs("outage")).toHaveLength(1));
     await away.stop();
     finish();
     const end = await ended;
@@ -108,7 +91,7 @@ describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
 
     const back = await startRedis([], { port: away.port });
     try {
-      await vi.waitFor(async () => expect((await new RedisRunHistory(await connect(back.url)).runs("outage")).map((run) => run.status)).toEqual(["ok"]), {
+      await vi.waitFor(async () => expect((await new RedisRunHistory(await redis.connect("records", back.url)).runs("outage")).map((run) => run.status)).toEqual(["ok"]), {
         timeout: 15_000,
         interval: 250,
       });

@@ -2,16 +2,16 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { connectRedis } from "../../src/cluster/redis.js";
+import { describe, expect, it, vi } from "vitest";
 import { ClusterSessions } from "../../src/cluster/sessions.js";
 import type { ChatMessage } from "../../src/providers/types.js";
 import { summarizeOverflow } from "../../src/sessions/overflow.js";
 import { SessionStore } from "../../src/sessions/store.js";
 import { readJsonLines } from "../../src/store/jsonl.js";
 import { captureLog } from "../support/log-capture.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
+import { startRedis } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
+import { useRedis } from "../support/use-redis.js";
 
 const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
 
@@ -21,22 +21,11 @@ const exchange = (n: number): ChatMessage[] => [
 ];
 
 describe.skipIf(!hasRedis)("the sessions of a cluster's nodes", () => {
-  let redis: RedisServer;
-  const clients: Redis[] = [];
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  afterEach(async () => {
-    for (const client of clients.splice(0)) client.disconnect();
-  });
+  const redis = useRedis();
 
   /** A node: its own state directory (as on a machine of its own) and its connection to the cluster's Redis. */
   async function node(url = redis.url, opts: ConstructorParameters<typeof ClusterSessions>[2] = {}): Promise<{ sessions: ClusterSessions; local: SessionStore; client: Redis }> {
-    const client = await connectRedis(url, "records", { name: "countd-test" });
-    clients.push(client);
+    const client = await redis.connect("records", url);
     const local = new SessionStore(await mkdtemp(join(tmpdir(), "countd-node-")));
     return { sessions: new ClusterSessions(client, local, opts), local, client };
   }

@@ -2,13 +2,13 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { connectRedis } from "../../src/cluster/redis.js";
+import { describe, expect, it, vi } from "vitest";
 import { ClusterSpend, readClusterSpend } from "../../src/cluster/spend.js";
 import { SpendLedger, type SpendLine } from "../../src/store/spend-ledger.js";
 import { captureLog } from "../support/log-capture.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
+import { startRedis } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
+import { useRedis } from "../support/use-redis.js";
 
 const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
 
@@ -25,22 +25,11 @@ const call = (job: string, cost: number | null, tokens = 1_000): SpendLine => ({
 });
 
 describe.skipIf(!hasRedis)("the spend the daily budgets count in a cluster", () => {
-  let redis: RedisServer;
-  const clients: Redis[] = [];
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  afterEach(async () => {
-    for (const client of clients.splice(0)) client.disconnect();
-  });
+  const redis = useRedis();
 
   /** A node: its own state directory's spend files and its connection to the cluster's Redis, on `timeZone`'s days. */
   async function node(url: string, opts: { timeZone?: string; log?: ReturnType<typeof captureLog>["log"] } = {}): Promise<{ spend: ClusterSpend; local: SpendLedger; client: Redis }> {
-    const client = await connectRedis(url, "records", { name: "countd-test" });
-    clients.push(client);
+    const client = await redis.connect("records", url);
     const local = await SpendLedger.open(await mkdtemp(join(tmpdir(), "countd-node-")), { now: () => NOW });
     const spend = new ClusterSpend(client, local, { timeZone: () => opts.timeZone ?? "UTC", keptMs: () => 30 * DAY_MS, now: () => NOW, ...(opts.log ? { log: opts.log } : {}) });
     return { spend, local, client };

@@ -1,45 +1,29 @@
 import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
-import { connectRedis } from "../../src/cluster/redis.js";
 import { recordExchange } from "../../src/cluster/state.js";
 import { RedisSharedState } from "../../src/cluster/shared-state.js";
 import { StateStore } from "../../src/store/state.js";
 import { nodeFolder } from "../support/cluster-nodes.js";
 import { captureLog } from "../support/log-capture.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
+import { useRedis } from "../support/use-redis.js";
 
 const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
 
 describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
-  let redis: RedisServer;
-  const clients: Redis[] = [];
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+  const redis = useRedis();
   afterEach(async () => {
-    for (const client of clients.splice(0)) client.disconnect();
-    const flush = await connect();
+    const flush = await redis.connect();
     await flush.flushdb();
   });
 
-  async function connect(): Promise<Redis> {
-    const client = await connectRedis(redis.url, "records", { name: "countd-test" });
-    clients.push(client);
-    return client;
-  }
-
   /** A daemon's view: a state directory of its own, the shared state in Redis through two connections of its own. */
   async function daemonState(opts: { log?: Logger } = {}): Promise<StateStore> {
-    const shared = await RedisSharedState.open(await connect(), { subscriber: await connect(), ...opts });
+    const shared = await RedisSharedState.open(await redis.connect(), { subscriber: await redis.connect(), ...opts });
     return StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared });
   }
 
@@ -82,14 +66,14 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     await vi.waitFor(() => expect(two.pausedAll()).toBe("2026-12-01T10:00:00.000Z"));
     expect(two.isPaused("anything")).toBe(true);
     // The running index stays each daemon's own (its state.json), out of Redis.
-    expect(Object.keys(await (await connect()).hgetall("countd:state:jobs"))).toEqual([]);
+    expect(Object.keys(await (await redis.connect()).hgetall("countd:state:jobs"))).toEqual([]);
   });
 
   it("a thousand runs starting at once share their refreshes, and each still sees a pause made before it asked", async () => {
     // Neither follows the changes published, so only the refreshes read the state.
-    const view = async () => StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await connect()) });
+    const view = async () => StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await redis.connect()) });
     const [one, two] = [await view(), await view()];
-    const stats = await connect();
+    const stats = await redis.connect();
     const gets = async () => Number(/cmdstat_get:calls=(\d+)/.exec(await stats.info("commandstats"))?.[1] ?? 0);
     await one.pause("report");
     const before = await gets();
@@ -122,7 +106,7 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
       data.jobs["report"] = { pausedAt: "2026-11-10T08:00:00.000Z" };
     });
     const logs = captureLog();
-    const node = await StateStore.open(dir, { shared: await RedisSharedState.open(await connect()), log: logs.log });
+    const node = await StateStore.open(dir, { shared: await RedisSharedState.open(await redis.connect()), log: logs.log });
 
     expect(node.data.jobs).toEqual({
       report: { pausedAt: "2026-11-10T08:00:00.000Z", lastScheduledAt: "2026-11-30T09:00:00.000Z" },
@@ -139,14 +123,14 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     expect(JSON.parse(await readFile(join(dir, "state.json"), "utf8"))).toEqual({ jobs: {}, heartbeat: { delivered: [] }, running: alone.running });
     await other.resume(null);
     await node.close();
-    const again = await StateStore.open(dir, { shared: await RedisSharedState.open(await connect()) });
+    const again = await StateStore.open(dir, { shared: await RedisSharedState.open(await redis.connect()) });
     expect(again.isPaused("report")).toBe(false);
     expect(again.job("launch").done).toBe(true);
   });
 
   it("a change already so on a daemon's old copy is still written when the state moved on", async () => {
     // A command's view: read once, not followed.
-    const stale = await StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await connect()) });
+    const stale = await StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await redis.connect()) });
     const daemon = await daemonState();
     await stale.pause("report");
     await daemon.refresh();
@@ -169,7 +153,7 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
   });
 
   it("leaves out what does not fit, with a warning, and keeps the rest", async () => {
-    const client = await connect();
+    const client = await redis.connect();
     await client.hset("countd:state:jobs", "good", JSON.stringify({ pausedAt: "2026-12-01T10:00:00.000Z" }), "text", "not json", "bad", JSON.stringify({ pausedAt: 7 }));
     await client.set("countd:state:heartbeat", JSON.stringify({ delivered: "never" }));
     const logs = captureLog();

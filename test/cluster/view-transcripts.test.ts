@@ -1,14 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import type { Redis } from "ioredis";
 import { Redactor } from "../../src/audit/redact.js";
-import { connectRedis } from "../../src/cluster/redis.js";
 import { RedisTranscripts, STORED_RESULT_CHARS, STORED_TRANSCRIPT_BYTES } from "../../src/cluster/transcripts.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { RUNS_KEPT_PER_JOB } from "../../src/store/run-history.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import type { Transcript } from "../../src/store/transcript.js";
-import { startRedis, type RedisServer } from "../support/redis-server.js";
 import { hasSystemPackage } from "../support/system-package.js";
+import { useRedis } from "../support/use-redis.js";
 
 /* The transcripts a node stores in a real Redis for the others, read back as another node reads them. */
 
@@ -22,15 +21,10 @@ function run(id: string, node: string): RunRecord {
 }
 
 describe.skipIf(!hasRedis)("transcripts in Redis", () => {
-  let redis: RedisServer;
+  const redis = useRedis();
   let client: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    client = await connectRedis(redis.url, "records", { name: "test" });
-  });
-  afterAll(async () => {
-    client?.disconnect();
-    await redis?.stop();
+  beforeEach(async () => {
+    client = await redis.connect();
   });
 
   /** n1 stores `transcript` of `record`; n2 reads it. */

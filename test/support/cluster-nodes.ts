@@ -2,12 +2,13 @@ import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { LLMock } from "@copilotkit/aimock";
-import { afterAll, afterEach, beforeAll, expect, vi } from "vitest";
+import { afterEach, beforeAll, expect, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "./aimock.js";
 import { llmEnv, stopDaemon } from "./cli-daemon.js";
 import { runCountd, spawnDaemon, type DaemonProcess } from "./daemon-process.js";
-import { startRedis, type RedisServer } from "./redis-server.js";
+import type { RedisServer } from "./redis-server.js";
+import { useRedis } from "./use-redis.js";
 
 /**
  * A cluster node's folder, as on a machine of its own: countd.yaml joining the cluster at `redis`
@@ -61,16 +62,15 @@ export interface Cluster {
 
 /**
  * The setup every test of `countd start` processes on one Redis shares, for the enclosing describe
- * block: a real redis-server started before its tests and stopped after them, a mock LLM
- * (useAimock), the environment pointing the daemons at it (with `env`), and the test's daemons,
- * stopped after each test. A test's own afterEach runs before this one (vitest runs after-hooks
- * last registered first), so one that must run while the daemons are up (printing their output on
- * a failure, releasing held LLM calls) ends with `stopDaemons()`, and one that must run once they
- * stopped (flushing Redis) starts with it.
+ * block: a real redis-server (useRedis), a mock LLM (useAimock), the environment pointing the
+ * daemons at it (with `env`), and the test's daemons, stopped after each test. A test's own
+ * afterEach runs before this one (vitest runs after-hooks last registered first), so one that must
+ * run while the daemons are up (printing their output on a failure, releasing held LLM calls) ends
+ * with `stopDaemons()`, and one that must run once they stopped (flushing Redis) starts with it.
  */
 export function useCluster(options: { env?: Record<string, string> } = {}): Cluster {
   const mock = useAimock();
-  let redis: RedisServer;
+  const redis = useRedis();
   let env: Record<string, string>;
   let daemons: DaemonProcess[] = [];
 
@@ -79,12 +79,8 @@ export function useCluster(options: { env?: Record<string, string> } = {}): Clus
     daemons = [];
   }
 
-  beforeAll(async () => {
-    redis = await startRedis();
+  beforeAll(() => {
     env = { ...llmEnv(`${mock.url}/v1`), ...options.env };
-  });
-  afterAll(async () => {
-    await redis?.stop();
   });
   afterEach(async () => {
     await stopDaemons();
@@ -93,7 +89,7 @@ export function useCluster(options: { env?: Record<string, string> } = {}): Clus
   return {
     mock,
     get redis() {
-      return redis;
+      return redis.server;
     },
     get env() {
       return env;
