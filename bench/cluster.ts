@@ -53,6 +53,9 @@ export interface ClusterLatenessResult {
   cluster: Lateness & { runsByNode: Record<string, number>; steps: FireSteps };
 }
 
+/** The i-th of the JOBS jobs, the same name in the daemons' job files and in BullMQ alone. */
+const jobName = (i: number) => `job-${String(i).padStart(4, "0")}`;
+
 /** countd.yaml (with `extra` lines) and JOBS job files all due at `slot`, in a new folder. */
 async function home(slot: Date, extra: string[]): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "countd-bench-cluster-"));
@@ -61,7 +64,7 @@ async function home(slot: Date, extra: string[]): Promise<string> {
   await mkdir(join(dir, "jobs"));
   const schedule = `${slot.getUTCSeconds()} ${slot.getUTCMinutes()} ${slot.getUTCHours()} * * *`;
   const job = [`schedule: "${schedule}"`, "prompt: Bench.", "tools: []", ""].join("\n");
-  await Promise.all(Array.from({ length: JOBS }, (_, i) => writeFile(join(dir, "jobs", `job-${String(i).padStart(4, "0")}.yaml`), job)));
+  await Promise.all(Array.from({ length: JOBS }, (_, i) => writeFile(join(dir, "jobs", `${jobName(i)}.yaml`), job)));
   return dir;
 }
 
@@ -121,7 +124,7 @@ async function engineFloor(url: string): Promise<Lateness & { takers: number }> 
     const at = new Date();
     await queue.addBulk(
       Array.from({ length: JOBS }, (_, i) => {
-        const job = `job-${String(i).padStart(4, "0")}`;
+        const job = jobName(i);
         return { name: job, data: { job, reason: "schedule", scheduledAt: at.toISOString() }, opts: { jobId: slotId(job, at), removeOnComplete: { age: 600 }, deduplication: { id: job } } };
       }),
     );

@@ -165,7 +165,8 @@ if (wanted("console")) {
 
 if (wanted("cluster")) {
   const { jobs, single, engine, cluster } = await benchClusterLateness();
-  const ratio = cluster.p99Ms / Math.max(single.p99Ms, 1);
+  const timesAlone = (p99Ms: number) => p99Ms / Math.max(single.p99Ms, 1);
+  const ratio = timesAlone(cluster.p99Ms);
   const byNode = Object.entries(cluster.runsByNode).map(([node, runs]) => `${node} ${runs}`).join(", ");
   console.log("bench/cluster");
   console.log(
@@ -178,7 +179,7 @@ if (wanted("cluster")) {
   console.log(`      where a cluster's fire spends it, after the slot: ${step("added to runs", added)}; ${step("taken to run", taken)}; ${step("run started", cluster)}`);
   console.log(
     `      the engine's floor, BullMQ alone (no countd, one process, ${engine.takers} workers): ${jobs} jobs added at once reach their workers ` +
-      `p50 ${engine.p50Ms} ms, p99 ${engine.p99Ms} ms after the add began; ${(engine.p99Ms / Math.max(single.p99Ms, 1)).toFixed(2)}x one daemon alone's p99`,
+      `p50 ${engine.p50Ms} ms, p99 ${engine.p99Ms} ms after the add began; ${timesAlone(engine.p99Ms).toFixed(2)}x one daemon alone's p99`,
   );
   const outbox = await benchClusterOutbox();
   const perSecondRatio = outbox.clusterPerSecond / outbox.singlePerSecond;
