@@ -390,18 +390,18 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
     .slice(0, 5);
   const midnight = new Date(now);
   midnight.setHours(0, 0, 0, 0);
+  const saved = await deps.state.allRuns();
+  const budget = await budgetView(deps);
+  // Read after the last await, so each run the view shows running is counted in today, as running,
+  // with what the live stream saw it spend so far: its saved record may predate its start, or lag it.
+  const active = deps.live.active();
+  const inProgress = new Set(active.map((run) => `${run.job}/${run.id}`));
   const today: StatusView["today"] = { runs: 0, failures: 0, tokens: emptyUsage(), by_status: {}, cost: 0, unpriced: 0, by_job: {} };
-  // A run just started may not be in its history file yet: the runner's own record counts for it,
-  // with what the live stream saw it spend so far (its record has the amounts only once it ends).
-  const spending = new Map(deps.live.active().map((run) => [`${run.job}/${run.id}`, run]));
-  const running = new Map(
-    deps.runner.running().map((run) => {
-      const seen = spending.get(`${run.job}/${run.id}`);
-      return [`${run.job}/${run.id}`, seen ? { ...run, usage: seen.usage, cost: seen.cost } : run];
-    }),
-  );
-  const saved = (await deps.state.allRuns()).filter((run) => !running.has(`${run.job}/${run.id}`));
-  for (const run of [...saved, ...running.values()]) {
+  const todays: Array<Pick<RunRecord, "job" | "startedAt" | "status" | "usage" | "cost">> = [
+    ...saved.filter((run) => !inProgress.has(`${run.job}/${run.id}`)),
+    ...active.map((run) => ({ job: run.job, startedAt: run.started_at, status: "running" as const, usage: run.usage, cost: run.cost })),
+  ];
+  for (const run of todays) {
     if (Date.parse(run.startedAt) < midnight.getTime()) continue;
     today.runs++;
     if (FAILED.has(run.status)) today.failures++;
@@ -421,12 +421,12 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
       paused: views.filter((v) => v.loaded && v.paused).length,
       paused_all: deps.state.pausedAll() !== undefined,
     },
-    running: deps.live.active(),
+    running: active,
     queued: deps.runner.queued().length,
     outbox: counted,
     next_fires: next,
     today,
-    budget: await budgetView(deps),
+    budget,
   };
 }
 

@@ -149,6 +149,26 @@ describe("the console API", () => {
     expect(unknownJob).toEqual({ status: 404, body: { error: 'no job named "nope"' } });
   });
 
+  it("GET /api/status counts in today every run it shows running, also one that started while it read the history", async () => {
+    const dir = await consoleFolder();
+    await writeJob(dir, "long", "prompt: hold the line\n");
+    hold("hold the line");
+    const console = await start(dir);
+    const { daemon } = console;
+    const read = daemon.state.allRuns.bind(daemon.state);
+    let started: string | undefined;
+    vi.spyOn(daemon.state, "allRuns").mockImplementationOnce(async () => {
+      const saved = await read();
+      started = (await daemon.runner.request({ job: "long", reason: "manual", scheduledAt: new Date() }).started)?.id;
+      return saved;
+    });
+
+    const status = await console.get<StatusView>("/api/status");
+    expect(started).toEqual(expect.any(String));
+    expect(status.running).toEqual([expect.objectContaining({ id: started, job: "long" })]);
+    expect(status.today).toMatchObject({ runs: 1, failures: 0, by_status: { running: 1 } });
+  });
+
   it("run now answers started, queued (no free run slot) and skipped 409 (overlap: skip); ?wait=start answers once the run starts", async () => {
     const dir = await consoleFolder({ runner: "  concurrency: 1\n" });
     await writeJob(dir, "long", "prompt: hold the line\n");
