@@ -15,10 +15,13 @@ import { LET_GO_MS, settlesWithin } from "./settle.js";
 /** BullMQ's key prefix for the cluster's queue: `countd:runs:…`. */
 const PREFIX = "countd";
 /**
- * Where the daemon that decides a deduplicated fire claims it, by what it decided: a fire of an
- * `overlap: skip` job recorded skipped, or one of an `overlap: replace` job that replaced the run.
+ * Where a slot of an `overlap: skip` job is decided once, skipped or run, by whichever daemon claims
+ * it first: one whose add found a run in the way records it skipped, one that took it (added late by
+ * a daemon whose timer fired after the run ended) runs it. The value says which, and by what node.
  */
-const DECIDED_PREFIX = { skip: "countd:fires:skipped:", replace: "countd:fires:replaced:" } as const;
+const SKIP_OR_RUN_PREFIX = "countd:fires:skip-or-run:";
+/** Where the daemon that decides a deduplicated fire of an `overlap: replace` job claims it, and replaces the run. */
+const REPLACED_PREFIX = "countd:fires:replaced:";
 
 /**
  * Completed fires are kept at least this long, whatever the jobs' `catch_up`: past any timer's
@@ -257,10 +260,26 @@ export class ClusterFires {
    * the first to claim the decision records the skip (`skip`) or replaces the run (`replace`).
    */
   private async deduplicated(fire: QueuedFire, policy: "skip" | "replace", into: string): Promise<void> {
-    const claimed = await this.opts.redis.set(`${DECIDED_PREFIX[policy]}${slotIdOf(fire)}`, this.opts.node, "EX", this.keepSeconds, "NX");
-    if (claimed === null) return;
-    if (policy === "replace") return this.replaceHeld(fire.job, into);
-    this.opts.runner.skip(requestOf(fire), "a run of this job was waiting or in progress in the cluster (overlap: skip)");
+    if (policy === "replace") {
+      const claimed = await this.opts.redis.set(`${REPLACED_PREFIX}${slotIdOf(fire)}`, this.opts.node, "EX", this.keepSeconds, "NX");
+      if (claimed !== null) await this.replaceHeld(fire.job, into);
+      return;
+    }
+    // Recorded by the daemon whose claim decided it: the others were told of the same fire.
+    if ((await this.claimSkipOrRun(fire, "skipped")) === "claimed") {
+      this.opts.runner.skip(requestOf(fire), "a run of this job was waiting or in progress in the cluster (overlap: skip)");
+    }
+  }
+
+  /**
+   * Claims the decision on a slot of an `overlap: skip` job for `wanted`: "claimed" when this claim
+   * decided it, else what an earlier one decided.
+   */
+  private async claimSkipOrRun(fire: QueuedFire, wanted: "skipped" | "run"): Promise<"claimed" | "skipped" | "run"> {
+    const key = `${SKIP_OR_RUN_PREFIX}${slotIdOf(fire)}`;
+    if ((await this.opts.redis.set(key, `${wanted} ${this.opts.node}`, "EX", this.keepSeconds, "NX")) !== null) return "claimed";
+    // Never changed once claimed: a GET apart from the SET reads what the first claim wrote.
+    return (await this.opts.redis.get(key))?.startsWith("skipped ") ? "skipped" : "run";
   }
 
   /**
@@ -301,16 +320,17 @@ export class ClusterFires {
 
   /**
    * Whether a fire of an `overlap: skip` job was recorded skipped by another daemon, whose add of
-   * the slot found a run in the way, before a later add (a daemon whose timer fired late, the run
-   * having ended meanwhile) made a fire of it: run, the slot would be both skipped and run.
+   * the slot found a run in the way, when a later add (a daemon whose timer fired late, the run
+   * having ended meanwhile) made a fire of it. Both claim the slot's one decision, so it is either
+   * skipped or run, never both; a fire taken again after its taker stopped finds its own claim.
    */
   private async skippedElsewhere(fire: QueuedFire): Promise<boolean> {
     const job = this.opts.job(fire.job);
     if (!job || overlapOf(job, requestOf(fire)) !== "skip") return false;
     try {
-      return (await this.opts.redis.exists(`${DECIDED_PREFIX.skip}${slotIdOf(fire)}`)) === 1;
+      return (await this.claimSkipOrRun(fire, "run")) === "skipped";
     } catch (err) {
-      this.log.warn({ job: fire.job, error: errorText(err) }, "could not look whether another daemon skipped the slot; it is run");
+      this.log.warn({ job: fire.job, error: errorText(err) }, "could not claim the slot's decision against another daemon's skip; it is run");
       return false;
     }
   }

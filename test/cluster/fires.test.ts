@@ -120,6 +120,33 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
     expect(allSkipped()).toEqual([2]);
   });
 
+  it("skip: a slot run by a daemon that added it late, while another's record of the skip was on its way, is run and not also recorded skipped", async () => {
+    const [a, b] = [await node("skip"), await node("skip")];
+    a.fires.fire(fire("report", 0));
+    await vi.waitFor(() => expect(allStarted()).toEqual([0]));
+    // a's claim of the skip reaches Redis only once b's late add of the slot was taken and started.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const set = a.client.set.bind(a.client) as (...args: unknown[]) => Promise<unknown>;
+    let claimed: Promise<unknown> | undefined;
+    vi.spyOn(a.client, "set").mockImplementation(((...args: unknown[]) => {
+      if (claimed || !String(args[0]).startsWith("countd:fires:")) return set(...args);
+      claimed = released.then(() => set(...args));
+      return claimed;
+    }) as typeof a.client.set);
+    a.fires.fire(fire("report", 2));
+    await vi.waitFor(() => expect(claimed).toBeDefined());
+    endEverywhere(0);
+    await completed("report", 0);
+    b.fires.fire(fire("report", 2));
+    await vi.waitFor(() => expect(allStarted()).toEqual([0, 2]));
+    release();
+    await claimed;
+    // Time for a's decision to follow its claim: a skip would be recorded at once.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(allSkipped()).toEqual([]);
+  });
+
   it("queue: slots due while the job runs wait as one, the newest, which runs when the run ends", async () => {
     const [a, b] = [await node("queue"), await node("queue")];
     a.fires.fire(fire("digest", 0));
