@@ -1,7 +1,7 @@
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { simpleParser } from "mailparser";
 import { createMailer, messageIdLocalPart } from "../../src/delivery/email.js";
 import { DeliveryError } from "../../src/delivery/errors.js";
@@ -67,7 +67,17 @@ beforeEach(async () => {
   ({ log, lines: logs } = captureLog());
 });
 
-const open = (send: SendFn, random = () => 0.5) => Outbox.open({ stateDir: dir, send, now: clock.now, random, log });
+/** The outboxes a test opened, closed after it: a reopen stands for a restart, and the first one's journal must not be left to the garbage collector. */
+const opened: Outbox[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((outbox) => outbox.close()));
+});
+
+async function open(send: SendFn, random = () => 0.5): Promise<Outbox> {
+  const outbox = await Outbox.open({ stateDir: dir, send, now: clock.now, random, log });
+  opened.push(outbox);
+  return outbox;
+}
 
 const onDisk = async (): Promise<Record<string, OutboxEntry>> => (await OutboxStore.read(dir, clock.now())).entries;
 
@@ -321,21 +331,27 @@ describe("Outbox", () => {
     const received: string[] = [];
     let sent!: () => void;
     const reachedReceiver = new Promise<void>((resolve) => (sent = resolve));
+    // The receiver has it; the process dies before the outbox hears back (let go only for the test's cleanup).
+    let answer!: () => void;
+    const neverAnswered = new Promise<void>((resolve) => (answer = resolve));
     const crashed = await open(async (entry) => {
       received.push(entry.id);
       sent();
-      // The receiver has it; the process dies before the outbox hears back.
-      await new Promise(() => {});
+      await neverAnswered;
     });
-    crashed.start();
-    const [id] = await crashed.enqueue("run-1", [hook()], message, "/ws");
-    await reachedReceiver;
+    try {
+      crashed.start();
+      const [id] = await crashed.enqueue("run-1", [hook()], message, "/ws");
+      await reachedReceiver;
 
-    const restarted = await open(async (entry) => void received.push(entry.id));
-    expect(restarted.list().pending).toEqual([expect.objectContaining({ id, attempts: 1 })]);
-    await restarted.runDue();
-    expect(received).toEqual([id, id]);
-    expect(restarted.deliveredAt(id!)).toBeDefined();
+      const restarted = await open(async (entry) => void received.push(entry.id));
+      expect(restarted.list().pending).toEqual([expect.objectContaining({ id, attempts: 1 })]);
+      await restarted.runDue();
+      expect(received).toEqual([id, id]);
+      expect(restarted.deliveredAt(id!)).toBeDefined();
+    } finally {
+      answer();
+    }
   });
 
   it("forgets delivered ids 7 days after delivery", async () => {

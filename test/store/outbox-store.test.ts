@@ -1,7 +1,7 @@
 import { appendFile, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { emptyUsage } from "../../src/providers/types.js";
 import { DELIVERED_KEPT_MS, OutboxStore, type OutboxEntry, type OutboxRecord } from "../../src/store/outbox-store.js";
 import { captureLog } from "../support/log-capture.js";
@@ -38,14 +38,26 @@ beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "countd-outbox-store-"));
 });
 
+/** The stores a test opened, closed after it: a reopen stands for a restart, and the first one's journal must not be left to the garbage collector. */
+const opened: OutboxStore[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((store) => store.close()));
+});
+
+async function openStore(...args: Parameters<typeof OutboxStore.open>): Promise<OutboxStore> {
+  const store = await OutboxStore.open(...args);
+  opened.push(store);
+  return store;
+}
+
 describe("OutboxStore", () => {
   it("keeps pending entries, their attempts and disabled targets across a reopen, one journal line per change", async () => {
-    const store = await OutboxStore.open(dir, T0);
+    const store = await openStore(dir, T0);
     await store.record(queued("run-1:a"), { op: "disabled", target: "webhook-x", at: T0.toISOString(), reason: "target disabled after HTTP 410" });
     await store.record({ op: "attempt", id: "run-1:a", at: later(1_000).toISOString() });
     await store.record({ op: "failed", id: "run-1:a", error: "HTTP 500", retryAt: later(31_000).toISOString() });
     expect(await lines()).toHaveLength(4);
-    const reopened = await OutboxStore.open(dir, T0);
+    const reopened = await openStore(dir, T0);
     expect(reopened.data).toEqual({
       entries: {
         "run-1:a": { ...entry("run-1:a"), attempts: 1, lastAttemptAt: later(1_000).toISOString(), lastError: "HTTP 500", nextAttemptAt: later(31_000).toISOString() },
@@ -55,42 +67,42 @@ describe("OutboxStore", () => {
   });
 
   it("drops an acknowledged entry and remembers its id across a reopen", async () => {
-    const store = await OutboxStore.open(dir, T0);
+    const store = await openStore(dir, T0);
     await store.record(queued("run-1:a"), queued("run-2:a"));
     await store.record(delivered("run-1:a", later(1_000)));
 
-    const reopened = await OutboxStore.open(dir, later(2_000));
+    const reopened = await openStore(dir, later(2_000));
     expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
     expect(reopened.deliveredAt("run-1:a")).toEqual(later(1_000));
   });
 
   it("drops a last record cut short by a crash, with a logged line, and the next record is not swallowed by it", async () => {
-    const store = await OutboxStore.open(dir, T0);
+    const store = await openStore(dir, T0);
     await store.record(queued("run-1:a"), queued("run-2:a"));
     await store.record(delivered("run-1:a"));
     await appendFile(journal(), '{"op":"delivered","id":"run-2:a","at":"2026-03-');
 
     const { log, lines: logged } = captureLog();
-    const reopened = await OutboxStore.open(dir, T0, log);
+    const reopened = await openStore(dir, T0, log);
     expect(logged.filter((line) => line.level === "warn")).toEqual([
       expect.objectContaining({ msg: expect.stringMatching(/^dropped a record cut short by a crash/), fields: expect.objectContaining({ file: journal(), line: 4 }) }),
     ]);
     expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
     await reopened.record(delivered("run-2:a"));
-    const third = await OutboxStore.open(dir, T0);
+    const third = await openStore(dir, T0);
     expect(third.data.entries).toEqual({});
     expect(["run-1:a", "run-2:a"].map((id) => third.deliveredAt(id) !== undefined)).toEqual([true, true]);
     expect(await lines()).toHaveLength(4);
   });
 
   it("moves a line that is no record, or about a delivery it does not know, aside and keeps the records around it", async () => {
-    const store = await OutboxStore.open(dir, T0);
+    const store = await openStore(dir, T0);
     await store.record(queued("run-1:a"));
     await appendFile(journal(), `[1, 2]\n{"op":"attempt","id":"run-9:a","at":"${T0.toISOString()}"}\n{"op":"attempt","id":"run-1:a"}\n`);
     await appendFile(journal(), `${JSON.stringify(delivered("run-3:a"))}\n`);
 
     const { log, lines: logged } = captureLog();
-    const reopened = await OutboxStore.open(dir, T0, log);
+    const reopened = await openStore(dir, T0, log);
     expect(Object.keys(reopened.data.entries)).toEqual(["run-1:a"]);
     expect(reopened.data.entries["run-1:a"]!.attempts).toBe(0);
     expect(reopened.deliveredAt("run-3:a")).toEqual(T0);
@@ -107,7 +119,7 @@ describe("OutboxStore", () => {
   });
 
   it("compacts the journal when superseded records outnumber the live ones and 10,000, keeping every delivery's state", async () => {
-    const store = await OutboxStore.open(dir, T0);
+    const store = await openStore(dir, T0);
     const batch = (ids: string[], record: (id: string) => OutboxRecord) => Promise.all(ids.map((id) => store.record(record(id))));
     for (let from = 0; from < 9_000; from += 300) {
       const ids = Array.from({ length: 300 }, (_, k) => `run-${from + k}:a`);
@@ -119,7 +131,7 @@ describe("OutboxStore", () => {
     const written = await lines();
     expect(written.length).toBeLessThan(9_000 + 9_000 + 6_000);
     expect(written.length).toBeLessThanOrEqual(live + 10_000 + 300);
-    const reopened = await OutboxStore.open(dir, T0);
+    const reopened = await openStore(dir, T0);
     expect(Object.keys(reopened.data.entries)).toHaveLength(3_000);
     expect(reopened.data.entries["run-0:a"]).toMatchObject({ attempts: 1 });
     expect(reopened.deliveredAt("run-1:a")).toEqual(T0);
@@ -127,7 +139,7 @@ describe("OutboxStore", () => {
   });
 
   it("forgets acknowledgements older than 7 days, and a compaction leaves them out", async () => {
-    const store = await OutboxStore.open(dir, T0);
+    const store = await openStore(dir, T0);
     await Promise.all(Array.from({ length: 10_100 }, (_, i) => store.record(delivered(`run-${i}:a`))));
     await store.record(delivered("run-late:a", later(DELIVERED_KEPT_MS + 1)));
     expect(store.deliveredAt("run-0:a")).toBeUndefined();
@@ -137,7 +149,7 @@ describe("OutboxStore", () => {
 
   it("writes the whole outbox again when the state directory is removed while it runs", async () => {
     const { log, lines: logged } = captureLog();
-    const store = await OutboxStore.open(dir, T0, log);
+    const store = await openStore(dir, T0, log);
     await store.record(queued("run-1:a"));
     await rm(dir, { recursive: true });
     await store.record(queued("run-2:a"));
@@ -149,25 +161,25 @@ describe("OutboxStore", () => {
 
   it("names the file when an old outbox.json is not valid JSON", async () => {
     await writeFile(join(dir, "outbox.json"), "{ entries: ");
-    await expect(OutboxStore.open(dir, T0)).rejects.toThrow(`the outbox file ${join(dir, "outbox.json")} is not valid JSON`);
+    await expect(openStore(dir, T0)).rejects.toThrow(`the outbox file ${join(dir, "outbox.json")} is not valid JSON`);
   });
 
   it("moves the outbox.json and outbox-delivered.jsonl of an older countd into the journal, then removes them", async () => {
     await writeFile(join(dir, "outbox.json"), JSON.stringify({ entries: { "run-1:a": entry("run-1:a"), "run-2:a": entry("run-2:a") }, disabledTargets: {} }));
     // run-1 was acknowledged and a crash kept outbox.json from being rewritten.
     await writeFile(join(dir, "outbox-delivered.jsonl"), `${JSON.stringify({ id: "run-1:a", at: T0.toISOString() })}\n{"id":"run-0:a","at":"2026-03-`);
-    const store = await OutboxStore.open(dir, T0);
+    const store = await openStore(dir, T0);
     expect(Object.keys(store.data.entries)).toEqual(["run-2:a"]);
     expect(store.deliveredAt("run-1:a")).toEqual(T0);
     expect((await readdir(dir)).filter((name) => name.startsWith("outbox"))).toEqual(["outbox.jsonl"]);
-    expect((await OutboxStore.open(dir, T0)).data).toEqual(store.data);
+    expect((await openStore(dir, T0)).data).toEqual(store.data);
   });
 
   it("removes old outbox files left by a move cut short after the journal was written, without reading them", async () => {
-    const store = await OutboxStore.open(dir, T0);
+    const store = await openStore(dir, T0);
     await store.record(queued("run-2:a"));
     await writeFile(join(dir, "outbox.json"), JSON.stringify({ entries: { "run-1:a": entry("run-1:a") }, disabledTargets: {} }));
-    const reopened = await OutboxStore.open(dir, T0);
+    const reopened = await openStore(dir, T0);
     expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
     expect(await readdir(dir)).not.toContain("outbox.json");
   });
@@ -186,7 +198,7 @@ describe("OutboxStore", () => {
       dir = await mkdtemp(join(tmpdir(), "countd-outbox-store-"));
       await writeFile(join(dir, "outbox.json"), JSON.stringify(shape));
       const { log, lines } = captureLog();
-      const store = await OutboxStore.open(dir, T0, log);
+      const store = await openStore(dir, T0, log);
       const warnings = lines.filter((line) => line.level === "warn");
       const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8")).trim().split("\n").map((line) => JSON.parse(line) as { where: string });
       expect(quarantined.map((q) => q.where), JSON.stringify(shape)).toEqual(where);
