@@ -179,7 +179,8 @@ if (wanted("cluster")) {
   console.log(`      where a cluster's fire spends it, after the slot: ${step("added to runs", added)}; ${step("taken to run", taken)}; ${step("run started", cluster)}`);
   console.log(
     `      the engine's floor, BullMQ alone (no countd, one process, ${engine.takers} workers): ${jobs} jobs added at once reach their workers ` +
-      `p50 ${engine.p50Ms} ms, p99 ${engine.p99Ms} ms after the add began; ${timesAlone(engine.p99Ms).toFixed(2)}x one daemon alone's p99`,
+      `p50 ${engine.p50Ms} ms, p99 ${engine.p99Ms} ms after the add began; ${timesAlone(engine.p99Ms).toFixed(2)}x one daemon alone's p99; ` +
+      `the three daemons' p99 is ${(cluster.p99Ms / Math.max(engine.p99Ms, 1)).toFixed(2)}x this floor (reported, no target)`,
   );
   const outbox = await benchClusterOutbox();
   const perSecondRatio = outbox.clusterPerSecond / outbox.singlePerSecond;
