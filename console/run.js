@@ -132,6 +132,7 @@ function RunFacts({ run, running, live }) {
     <div><dt>Tokens</dt><dd>${count(tokens(usage))} <small class="muted">${usageText(usage)}</small></dd></div>
     <div><dt>Cost</dt><dd>${usd(running ? live.cost : run.cost)}</dd></div>
     ${model && html`<div><dt>Model</dt><dd>${model}</dd></div>`}
+    ${run.files && html`<div><dt>Files</dt><dd class="small">${run.files.join(", ")}${run.moreFiles ? `, and ${run.moreFiles} more` : ""}</dd></div>`}
   </dl>
   ${!running && run.error && html`<${Notice} kind="error">${run.error}<//>`}`;
 }

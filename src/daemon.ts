@@ -11,6 +11,7 @@ import { catchUp } from "./runner/catch-up.js";
 import type { Runner } from "./runner/runner.js";
 import { sharedSessionId } from "./runner/session-ids.js";
 import { openPipeline } from "./runner/pipeline.js";
+import { PausedFiles } from "./runner/held-files.js";
 import type { FireRequest } from "./runner/types.js";
 import { openRuntime } from "./runtime.js";
 import { acquireLock } from "./store/lock.js";
@@ -133,6 +134,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         })
       : undefined;
     const fire = (req: FireRequest) => runner.submit(req);
+    const pausedFiles = new PausedFiles({ state, events: runtime.events, fire, node: config.cluster?.node, log: logger });
+    started.push(() => pausedFiles.close());
     // In a cluster a slot is run once, by whichever daemon takes it; watched files are this daemon's own.
     const scheduled = cluster ? (req: FireRequest) => cluster.fire(req) : fire;
     const cron = new CronTrigger({ fire: scheduled, state, log: logger });
@@ -176,7 +179,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const hooks = new WebhookTrigger({ job: (name) => jobs.get(name), runner, ids: await WebhookIds.open(config.paths.state), env, log: logger });
     // A port in use stops the start here.
     const consoleServer = await startConsole(
-      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION, transcripts: view?.transcripts ?? localTranscripts, cluster: view },
+      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION, transcripts: view?.transcripts ?? localTranscripts, cluster: view, pausedFiles },
       logger,
     );
     started.push(() => consoleServer.close());
@@ -189,6 +192,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     }
     await catchUpMissed(jobs.all(), state, scheduled);
     await arm(jobs.all());
+    // A job resumed while countd was stopped runs what its watcher saw while it was paused.
+    await pausedFiles.release();
     outbox.start();
     checkIns?.start();
     const retention = new Retention({

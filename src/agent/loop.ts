@@ -11,7 +11,7 @@ import {
 } from "../providers/types.js";
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
 import type { SessionHistory } from "../sessions/store.js";
-import { FinalToolError } from "../tools/types.js";
+import { ToolError } from "../tools/types.js";
 import { errorText, excerpt } from "../text.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../audit/tool-history.js";
@@ -277,7 +277,7 @@ export class AgentLoop {
   /**
    * Runs one tool call: unknown names, unparsable or invalid arguments become error results at
    * once (retrying cannot fix them); a tool that throws is tried up to maxRetries times, unless
-   * what it threw is final (a refusal, an MCP call that failed).
+   * it says its error is not retryable (a refusal, a missing file, an MCP call that failed).
    */
   async executeTool(
     call: ToolCall,
@@ -321,8 +321,8 @@ export class AgentLoop {
           break;
         } catch (err) {
           content = `Error: ${errorText(err)}`;
-          // A safety refusal gives the same answer every time; a call whose outcome is unknown may have acted.
-          if (err instanceof FinalToolError) break;
+          // The tool knows: a refusal or a missing file gives the same answer every time, and a call whose outcome is unknown may have acted.
+          if (err instanceof ToolError && !err.retryable) break;
           if (attempt < this.maxRetries) await sleep(this.retryDelayMs, undefined, { signal: cancel.signal }).catch(() => {});
         }
       }

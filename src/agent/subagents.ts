@@ -3,6 +3,7 @@ import ms from "ms";
 import pLimit, { type LimitFunction } from "p-limit";
 import { CancelToken } from "./cancel.js";
 import type { AgentLoop } from "./loop.js";
+import { FinalToolError } from "../tools/types.js";
 
 export interface SubagentOptions {
   /** Subagents running at once across every run of the daemon; the rest wait their turn. */
@@ -11,7 +12,8 @@ export interface SubagentOptions {
   timeoutMs: number;
 }
 
-export class SubagentTimeout extends Error {
+/** Not tried again: the subagent may have acted, and another attempt would take as long again. */
+export class SubagentTimeout extends FinalToolError {
   override readonly name = "SubagentTimeout";
 }
 

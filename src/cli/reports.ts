@@ -11,6 +11,7 @@ import { readListings } from "../store/mcp-listing.js";
 import { catalogFromListings } from "../tools/mcp/catalog.js";
 import { costText, tokensText } from "../text.js";
 import { EXIT, table } from "./output.js";
+import { skippedFilesNote } from "./transcript-format.js";
 import { unpricedModelWarnings } from "./unpriced.js";
 
 /**
@@ -54,7 +55,7 @@ export async function history(job: string | undefined, opts: { config?: string; 
     duration(run),
     tokensText(run.usage),
     costText(run.cost),
-    run.error ?? "",
+    `${run.error ?? ""}${skippedFilesNote(run)}`,
   ]);
   process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS", "COST", "ERROR"], rows));
   return EXIT.ok;

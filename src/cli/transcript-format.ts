@@ -1,5 +1,6 @@
 import type { RunDelivery, RunView, TranscriptStep } from "../console/protocol.js";
 import { costText, plural, span, tokensText } from "../text.js";
+import { PAUSED } from "../runner/runner.js";
 import { when } from "./output.js";
 
 /** A tool result longer than this is cut in the terminal; `--json` has it whole. */
@@ -33,9 +34,11 @@ export function formatRun(view: RunView, timezone: string, offline = false): str
     ["tokens", `${tokensText(run.usage)} (${plural(run.iterations, "iteration")}, ${plural(run.toolCalls, "tool call")})`],
     ["cost", costText(run.cost)],
     ...(run.error ? [["error", inert(run.error)] as [string, string]] : []),
+    ...(run.files ? [["files", filesLines(run)] as [string, string]] : []),
   ];
   const out = [`${run.job}  run ${run.id}`, ...header.map(([name, value]) => `  ${name.padEnd(10)} ${value}`), ""];
-  out.push("Prompt", indent(inert(transcript.prompt ?? "(not recorded)"), "  "), "");
+  const noPrompt = run.status === "skipped" ? "(none: the fire was skipped before a prompt was made)" : "(not recorded)";
+  out.push("Prompt", indent(inert(transcript.prompt ?? noPrompt), "  "), "");
   out.push("Steps");
   if (transcript.steps.length === 0) out.push("  (none)");
   for (const step of transcript.steps) out.push(...stepLines(step));
@@ -45,6 +48,21 @@ export function formatRun(view: RunView, timezone: string, offline = false): str
   for (const delivery of view.deliveries) out.push(`  ${deliveryLine(delivery, time)}`);
   if (offline) out.push("  (acknowledged deliveries are listed while countd runs)");
   return `${out.join("\n")}\n`;
+}
+
+/** A watch run's changed files, one a line under the header's `files`, with what became of a paused job's. */
+function filesLines(run: RunView["run"]): string {
+  const lines = (run.files ?? []).map(inert);
+  if (run.moreFiles) lines.push(`… and ${run.moreFiles} more`);
+  if (run.status === "skipped" && run.error === PAUSED) lines.push("(changed while the job was paused: kept for the run at countd resume)");
+  return lines.join(`\n${" ".repeat(13)}`);
+}
+
+/** `countd history`'s note on a skipped watch fire: the files it carried. */
+export function skippedFilesNote(run: RunView["run"]): string {
+  if (run.status !== "skipped" || !run.files) return "";
+  const more = run.files.length - 3 + (run.moreFiles ?? 0);
+  return ` (files: ${run.files.slice(0, 3).map(inert).join(", ")}${more > 0 ? `, and ${more} more` : ""})`;
 }
 
 function stepLines(step: TranscriptStep): string[] {

@@ -6,6 +6,7 @@ import type { Config } from "../config/schema.js";
 import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
 import type { JobRegistry } from "../jobs/registry.js";
 import { displayPath } from "../jobs/load.js";
+import type { PausedFiles } from "../runner/held-files.js";
 import type { Runner } from "../runner/runner.js";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
@@ -46,6 +47,8 @@ export interface ConsoleDeps {
   transcripts?: TranscriptStore;
   /** In a cluster: cancels a run another node holds (cluster/view.ts). */
   cluster?: { cancel(run: RunRecord, why: string): Promise<ClusterCancel> };
+  /** Runs the files a watch job's fires carried while it was paused, once it is resumed. */
+  pausedFiles?: Pick<PausedFiles, "release">;
 }
 
 type Env = { Bindings: HttpBindings; Variables: { credential: Credential } };
@@ -184,6 +187,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     const name = c.req.param("name");
     if (!deps.jobs.get(name)) throw new ApiError(404, `no job named "${name}"`);
     await deps.state.resume(name);
+    await deps.pausedFiles?.release();
     return c.json({ job: name, paused: deps.state.isPaused(name) });
   });
   app.post("/api/pause", async (c) => {
@@ -192,6 +196,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   });
   app.post("/api/resume", async (c) => {
     await deps.state.resume(null);
+    await deps.pausedFiles?.release();
     return c.json({ paused_all: false });
   });
 

@@ -10,7 +10,7 @@ import { errorText, excerpt } from "../text.js";
 import { LONGEST_TIMER_MS } from "../timers.js";
 import { runSessionId } from "./session-ids.js";
 import type { FireRequest, RunContext } from "./types.js";
-import type { RunReason, RunRecord, RunStatus } from "../store/run-record.js";
+import { recordedFiles, type RunReason, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { RunOutcome } from "../agent/outcome.js";
 
 export interface RunnerOptions {
@@ -52,7 +52,7 @@ const SAVE_RETRY_MAX_MS = 60_000;
 /** What a run an `overlap: replace` fire cancelled says, on this node or (cluster/fires.ts) another. */
 export const REPLACED = "replaced by a newer run";
 const STOPPED_BEFORE_START = "countd stopped before this run started";
-const PAUSED = "paused";
+export const PAUSED = "paused";
 
 /** How a fire ended: the final record and, for a run that started, what the executor returned. */
 export interface RunEnd {
@@ -585,6 +585,7 @@ export class Runner {
       toolCalls: 0,
       usage: emptyUsage(),
       sessionId: runSessionId(job, session, id),
+      ...recordedFiles(request.files),
       // In a cluster an attempt may run on another node than the one before it: each record says which it is.
       ...(this.opts.node !== undefined ? { node: this.opts.node, attempt } : {}),
     };

@@ -43,6 +43,8 @@ export const runRecordShape = z.looseObject({
   sessionId: z.string(),
   node: z.string().optional(),
   attempt: z.number().int().positive().optional(),
+  files: z.array(z.string()).optional(),
+  moreFiles: count.optional(),
 }) satisfies z.ZodType<RunRecord>;
 
 /**

@@ -34,4 +34,18 @@ export interface RunRecord {
   node?: string;
   /** In a cluster: which try of its fire the run is, 1 for the first (a retry's may run on another node); absent outside a cluster. */
   attempt?: number;
+  /** A watch fire's changed paths, the first MAX_RECORDED_FILES, also when the fire was skipped. */
+  files?: string[];
+  /** How many more paths the fire carried than `files` lists. */
+  moreFiles?: number;
+}
+
+/** As many paths as a prompt's `{{files}}` lists: a burst of thousands is counted, not kept. */
+export const MAX_RECORDED_FILES = 100;
+
+/** The fields a record keeps of a fire's changed paths; none for a fire without any. */
+export function recordedFiles(files: readonly string[] | undefined): Pick<RunRecord, "files" | "moreFiles"> {
+  if (files === undefined || files.length === 0) return {};
+  const more = files.length - MAX_RECORDED_FILES;
+  return { files: files.slice(0, MAX_RECORDED_FILES), ...(more > 0 ? { moreFiles: more } : {}) };
 }

@@ -22,6 +22,16 @@ export interface JobState {
   failing?: FailingStreak;
   /** ISO 8601: when the job was paused; its fires, but for those asked for by hand, are recorded skipped. */
   pausedAt?: string;
+  /** Paths its watch fires carried while it was paused, run as one batch once it is resumed (runner/held-files.ts). */
+  held?: HeldFiles;
+}
+
+export interface HeldFiles {
+  files: string[];
+  /** Paths beyond the bound, counted and not kept. */
+  overflow: number;
+  /** In a cluster: the node whose watcher saw them, the one where the files are and which runs them. */
+  node?: string;
 }
 
 export interface FailingStreak {
@@ -91,6 +101,7 @@ export const jobStateShape = z.looseObject({
   done: z.boolean().optional(),
   failing: failingShape.optional(),
   pausedAt: time.optional(),
+  held: z.looseObject({ files: z.array(z.string()), overflow: count, node: z.string().optional() }).optional(),
 }) satisfies z.ZodType<JobState>;
 export const deliveredShape = z.looseObject({ at: time, hash: z.string() });
 const runningShape = z.looseObject({ job: z.string().refine(hasHistory, "expected a job name"), id: z.string().min(1) });

@@ -5,7 +5,8 @@ import { glob } from "tinyglobby";
 import { z } from "zod";
 import { isInside } from "../inside.js";
 import { defineTool } from "./registry.js";
-import type { Tool } from "./types.js";
+import { FinalToolError, type Tool } from "./types.js";
+import { fileError } from "./file-errors.js";
 import { ToolRefusal, type PathGuard } from "./paths.js";
 import { makeFolders, openFolder, openRead, openWrite, underFolder } from "./safe-open.js";
 import { plural } from "../text.js";
@@ -161,7 +162,7 @@ function editFileTool(files: Files, maxBytes: number) {
         const { size } = await openedRegular(handle, args.path, "edit_file changes one file");
         if (size > maxBytes) throw new ToolRefusal(`refused: ${shown} is ${formatBytes(size)}, over the ${formatBytes(maxBytes)} edit limit`);
         const buffer = await handle.readFile();
-        if (buffer.subarray(0, BINARY_SNIFF_BYTES).includes(0)) throw new Error(`${shown} is a binary file; edit_file only changes text files`);
+        if (buffer.subarray(0, BINARY_SNIFF_BYTES).includes(0)) throw new FinalToolError(`${shown} is a binary file; edit_file only changes text files`);
         const content = buffer.toString("utf8");
         const edit =
           args.old_text !== undefined
@@ -255,7 +256,7 @@ function fileSearchTool(files: Files) {
       const info = await stat(root).catch((err) => {
         throw fileError(err, path);
       });
-      if (!info.isDirectory()) throw new Error(`${JSON.stringify(path)} is a file, not a folder; file_search needs a folder as path`);
+      if (!info.isDirectory()) throw new FinalToolError(`${JSON.stringify(path)} is a file, not a folder; file_search needs a folder as path`);
       const found = await glob(pattern, {
         cwd: root,
         absolute: true,
@@ -356,7 +357,7 @@ class Files {
       used += rendered.length + 1;
     }
     if (lineNo === 0) return { text: `[${shown} is empty]`, used: 0 };
-    if (lineNo < range.start) throw new Error(`start_line ${range.start} is past the end of ${shown}, which has ${lineNo} lines`);
+    if (lineNo < range.start) throw new FinalToolError(`start_line ${range.start} is past the end of ${shown}, which has ${lineNo} lines`);
     return { text: [...out, ...(notice ? [notice] : [])].join("\n"), used };
   }
 }
@@ -371,8 +372,8 @@ async function sniff(handle: FileHandle, path: string): Promise<{ size: number; 
 /** What was opened must be a regular file too; the check by name before could have been raced. */
 async function openedRegular(handle: FileHandle, path: string, folderHint: string): Promise<Stats> {
   const info = await handle.stat();
-  if (info.isDirectory()) throw new Error(`${JSON.stringify(path)} is a folder, not a file; ${folderHint}`);
-  if (!info.isFile()) throw new Error(`${JSON.stringify(path)} is not a regular file (a pipe, socket or device); only regular files can be opened`);
+  if (info.isDirectory()) throw new FinalToolError(`${JSON.stringify(path)} is a folder, not a file; ${folderHint}`);
+  if (!info.isFile()) throw new FinalToolError(`${JSON.stringify(path)} is not a regular file (a pipe, socket or device); only regular files can be opened`);
   return info;
 }
 
@@ -384,8 +385,8 @@ async function regularFile(real: string, path: string, folderHint: string): Prom
   const info = await stat(real).catch((err) => {
     throw fileError(err, path);
   });
-  if (info.isDirectory()) throw new Error(`${JSON.stringify(path)} is a folder, not a file; ${folderHint}`);
-  if (!info.isFile()) throw new Error(`${JSON.stringify(path)} is not a regular file (a pipe, socket or device); only regular files can be opened`);
+  if (info.isDirectory()) throw new FinalToolError(`${JSON.stringify(path)} is a folder, not a file; ${folderHint}`);
+  if (!info.isFile()) throw new FinalToolError(`${JSON.stringify(path)} is not a regular file (a pipe, socket or device); only regular files can be opened`);
   return info;
 }
 
@@ -435,10 +436,10 @@ function replaceText(content: string, oldText: string, newText: string, shown: s
   for (let i = content.indexOf(find); i !== -1; i = content.indexOf(find, i + find.length)) at.push(i);
   const lineOf = (index: number): number => content.slice(0, index).split("\n").length;
   if (at.length === 0) {
-    throw new Error(`old_text was not found in ${shown}; read the file again and copy the text exactly, whitespace and line breaks included`);
+    throw new FinalToolError(`old_text was not found in ${shown}; read the file again and copy the text exactly, whitespace and line breaks included`);
   }
   if (at.length > 1) {
-    throw new Error(
+    throw new FinalToolError(
       `old_text was found ${at.length} times in ${shown} (at lines ${at.map(lineOf).join(", ")}); include more of the surrounding text so it matches exactly once, or use start_line/end_line`,
     );
   }
@@ -458,7 +459,7 @@ function replaceLines(content: string, start: number, end: number, newText: stri
   const lines = content === "" ? [] : content.split(eol);
   if (endsWithEol) lines.pop();
   if (end > lines.length) {
-    throw new Error(`${end === start ? "start_line" : "end_line"} ${end} is past the end of ${shown}, which has ${plural(lines.length, "line")}`);
+    throw new FinalToolError(`${end === start ? "start_line" : "end_line"} ${end} is past the end of ${shown}, which has ${plural(lines.length, "line")}`);
   }
   const replacement = newText === "" ? [] : newText.replace(/\r?\n$/, "").split(/\r?\n/);
   lines.splice(start - 1, end - start + 1, ...replacement);
@@ -466,26 +467,6 @@ function replaceLines(content: string, start: number, end: number, newText: stri
     content: lines.join(eol) + (endsWithEol && lines.length > 0 ? eol : ""),
     summary: `replaced lines ${start}-${end} with ${plural(replacement.length, "line")}; the file now has ${plural(lines.length, "line")}`,
   };
-}
-
-function fileError(err: unknown, path: string, notFolder = "has a file where a folder is expected"): Error {
-  const code = (err as NodeJS.ErrnoException).code;
-  const name = JSON.stringify(path);
-  switch (code) {
-    case "ENOENT":
-      return new Error(`${name} does not exist`);
-    case "EISDIR":
-      return new Error(`${name} is a folder, not a file`);
-    case "ENOTDIR":
-      return new Error(`${name} ${notFolder}`);
-    case "EACCES":
-    case "EPERM":
-      return new Error(`${name} cannot be accessed: permission denied`);
-    case "ELOOP":
-      return new Error(`${name} is a symbolic link, or a loop of them, that cannot be opened here`);
-    default:
-      return err instanceof Error ? err : new Error(String(err));
-  }
 }
 
 function byCodePoint(a: string, b: string): number {

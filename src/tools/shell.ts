@@ -7,7 +7,7 @@ import { isInside } from "../inside.js";
 import { checkEnvNames, childEnv } from "./child-env.js";
 import { ToolRefusal, type PathGuard } from "./paths.js";
 import { defineTool } from "./registry.js";
-import type { Tool } from "./types.js";
+import { FinalToolError, type Tool } from "./types.js";
 import { bwrapArgs, detectSandbox, hiddenPaths, type SandboxChoice, type SandboxMode } from "./sandbox.js";
 import { ShellPolicy } from "./shell-policy.js";
 
@@ -126,7 +126,7 @@ async function workingDir(guard: PathGuard, workspace: string, dir: string | und
   // Even with the workspace restriction off, a command starts in the workspace.
   if (!isInside(real, workspace)) throw new ToolRefusal(`refused: working_dir "${dir}" is outside the workspace (${workspace})`);
   const info = await stat(real).catch(() => undefined);
-  if (!info?.isDirectory()) throw new Error(`working_dir "${dir}" is not an existing folder in the workspace`);
+  if (!info?.isDirectory()) throw new FinalToolError(`working_dir "${dir}" is not an existing folder in the workspace`);
   return real;
 }
 

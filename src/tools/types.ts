@@ -28,14 +28,33 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
   inputSchema?: Record<string, unknown>;
   /** The MCP server the tool comes from: its results are labelled with it, and audit lines name it. */
   server?: string;
-  /** Returns the text the LLM reads; throws to report a failure (retried, unless a FinalToolError). */
+  /** Returns the text the LLM reads; throws to report a failure (retried unless a ToolError says it is not retryable). */
   execute(args: z.infer<S>, ctx: ToolContext): Promise<string>;
 }
 
 /**
- * A failure that another attempt cannot mend or must not risk (a refusal, a call whose outcome
- * is unknown): the loop hands its message to the LLM at once.
+ * A tool's failure with the tool's own word on another attempt: `retryable` is false when the
+ * same call would fail the same way (a missing file, a refusal, a malformed URL) or must not be
+ * risked (a call whose outcome is unknown), true when the cause may pass (a timeout, a busy
+ * server or file). Anything else a tool throws is tried again, as the tool did not say.
  */
-export class FinalToolError extends Error {
+export class ToolError extends Error {
+  override readonly name: string = "ToolError";
+
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** A failure another attempt cannot mend or must not risk: the loop hands its message to the LLM at once. */
+export class FinalToolError extends ToolError {
   override readonly name: string = "FinalToolError";
+
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, false, options);
+  }
 }

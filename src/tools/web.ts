@@ -5,7 +5,7 @@ import { z } from "zod";
 import { htmlConverter, HtmlConversionTimeout } from "../html/convert.js";
 import { errorText } from "../text.js";
 import { defineTool } from "./registry.js";
-import type { Tool } from "./types.js";
+import { FinalToolError, ToolError, type Tool } from "./types.js";
 import { frameUntrusted } from "./untrusted.js";
 import { ToolRefusal } from "./paths.js";
 import { AddressPolicy, pinnedLookup, systemLookup, type HostLookup, type ResolvedAddress } from "./ssrf.js";
@@ -23,6 +23,9 @@ export interface WebFetchOptions {
   convertTimeoutMs?: number;
   lookup?: HostLookup;
 }
+
+/** The statuses curl's --retry takes as passing: a timeout, rate limiting, a server or gateway failure. */
+const PASSING_STATUS = new Set([408, 429, 500, 502, 503, 504]);
 
 const parameters = z.object({
   url: z.string().describe("The http or https URL to fetch."),
@@ -57,12 +60,17 @@ export function webFetchTool(opts: WebFetchOptions): Tool<typeof parameters> {
       const signal = AbortSignal.any([timeout, ctx.signal]);
       try {
         const { response, finalUrl } = await follow(start, { policy, lookup, signal, maxRedirects: limits.maxRedirects });
-        return await render(response, finalUrl, format, limits, signal);
+        const page = await render(response, finalUrl, format, limits, signal);
+        // The page of a status that says "try later" is the error of an attempt worth repeating.
+        if (PASSING_STATUS.has(response.statusCode ?? 0)) throw new ToolError(page, true);
+        return page;
       } catch (err) {
         if (err instanceof ToolRefusal) throw err;
         if (ctx.signal.aborted) throw new Error(`web_fetch of ${start.href} was cancelled`);
-        if (timeout.aborted) throw new Error(`web_fetch of ${start.href} timed out after ${limits.timeoutMs / 1000} s`);
-        throw new Error(`could not fetch ${start.href}: ${reason(err)}`);
+        if (timeout.aborted) throw new ToolError(`web_fetch of ${start.href} timed out after ${limits.timeoutMs / 1000} s`, true);
+        // A name the DNS says does not exist stays so; a refused or cut connection may not.
+        const retryable = err instanceof ToolError ? err.retryable : (err as NodeJS.ErrnoException).code !== "ENOTFOUND";
+        throw new ToolError(`could not fetch ${start.href}: ${reason(err)}`, retryable, { cause: err });
       }
     },
   });
@@ -73,7 +81,7 @@ function httpUrl(raw: string, redirectedFrom?: URL): URL {
   try {
     url = new URL(raw, redirectedFrom);
   } catch {
-    throw new Error(redirectedFrom ? `${redirectedFrom.href} redirects to an invalid URL: "${raw}"` : `"${raw}" is not a valid URL`);
+    throw new FinalToolError(redirectedFrom ? `${redirectedFrom.href} redirects to an invalid URL: "${raw}"` : `"${raw}" is not a valid URL`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     const rule = `web_fetch only fetches http and https URLs, not ${url.protocol}`;
@@ -108,7 +116,7 @@ async function follow(start: URL, { policy, lookup, signal, maxRedirects }: Foll
     }
     response.destroy();
     if (redirects >= maxRedirects) {
-      throw new Error(`too many redirects: stopped after ${maxRedirects} (the last one, ${url.href}, leads to ${location})`);
+      throw new FinalToolError(`too many redirects: stopped after ${maxRedirects} (the last one, ${url.href}, leads to ${location})`);
     }
     url = httpUrl(location, url);
   }

@@ -85,9 +85,13 @@ describe("spawn", () => {
       response: (req) => ({ content: `Parent heard: ${lastText(req as WireRequest)}` }),
     });
     const { parent } = await setup({ maxConcurrent: 1, timeoutMs: 300, subTools: new ToolRegistry() });
+    const finished: Array<{ name: string; attempts: number }> = [];
+    parent.loop.events.on("tool.finished", (e) => finished.push(e));
     expect((await parent.loop.processDirect("slow task", "cli")).answer).toMatch(
       /^Parent heard: Error: subagent [0-9a-f]{8} gave no answer within 300 ms and was stopped$/,
     );
+    // The subagent may have acted, and another would take as long: it is not started again.
+    expect(finished).toEqual([expect.objectContaining({ name: "spawn", attempts: 1 })]);
   });
 
   it.each([
