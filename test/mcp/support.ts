@@ -11,6 +11,9 @@ import { openRuntime, type Runtime } from "../../src/runtime.js";
 /** The MCP server the suite writes with the SDK's server classes (see the file for its tools and flags). */
 export const FIXTURE = resolve(import.meta.dirname, "fixtures/server.mjs");
 
+/** The MCP server that attacks its client (see the file for its tools). */
+export const HOSTILE = resolve(import.meta.dirname, "fixtures/hostile.mjs");
+
 /** A published server, run unmodified: its own bin file under node_modules, never fetched. */
 export const FILESYSTEM_SERVER = (() => {
   const require = createRequire(import.meta.url);
@@ -51,9 +54,9 @@ export interface HttpFixture {
   close(): Promise<void>;
 }
 
-/** The fixture over streamable HTTP on a loopback port (a free one unless given), in a process of its own. */
-export async function startHttpFixture(port = 0): Promise<HttpFixture> {
-  const child = spawn(process.execPath, [FIXTURE, "--http", `--port=${port}`], { env: { PATH: process.env["PATH"] ?? "" }, stdio: ["ignore", "pipe", "inherit"] });
+/** A fixture (`script`) over streamable HTTP on a loopback port (a free one unless given), in a process of its own. */
+export async function startHttpFixture(port = 0, script = FIXTURE, env: Record<string, string> = {}): Promise<HttpFixture> {
+  const child = spawn(process.execPath, [script, "--http", `--port=${port}`], { env: { PATH: process.env["PATH"] ?? "", ...env }, stdio: ["ignore", "pipe", "inherit"] });
   const listening = await new Promise<string>((found, failed) => {
     let out = "";
     child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {

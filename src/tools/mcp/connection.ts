@@ -1,20 +1,23 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError, ToolListChangedNotificationSchema, type CallToolResult, type Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, McpError, ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
 import pRetry from "p-retry";
 import type { Logger } from "../../log.js";
 import { VERSION } from "../../package.js";
 import { errorText } from "../../text.js";
 import { FinalToolError } from "../types.js";
+import { isTooLarge, RELIST_INTERVAL_MS, TOO_LARGE } from "./bounds.js";
 import type { McpServerSettings } from "./config.js";
+import { coalesced, listTools, type ListedTool, type Listing } from "./listing.js";
 import { openTransport } from "./transport.js";
+
+export type { ListedTool } from "./listing.js";
 
 export type ServerState =
   | { status: "connecting" }
   | { status: "connected"; since: Date }
   | { status: "failed"; reason: string; since: Date };
-
-export type ListedTool = Pick<McpTool, "name" | "description" | "inputSchema">;
 
 export interface ConnectionOptions {
   /** Where a stdio server's allow-listed variables are read from. */
@@ -33,6 +36,13 @@ const RECONNECT = { retries: Number.POSITIVE_INFINITY, factor: 2, minTimeout: 1_
 const REASON_STDERR_LINES = 3;
 
 /**
+ * A tool's `outputSchema` is not checked against its `structuredContent`: the SDK would compile
+ * the server's schema with AJV and run it on the event loop, where a pattern that backtracks
+ * held the daemon for seconds. The model reads the result as untrusted text either way.
+ */
+const UNVALIDATED: jsonSchemaValidator = { getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }) };
+
+/**
  * One MCP server: connected at start, reconnected with backoff whenever it fails or drops (a stdio
  * server is started again), its tool list kept current. Nothing the server does throws out of
  * here but a tool call's own failure, as a FinalToolError: its outcome is unknown or the server
@@ -48,6 +58,8 @@ export class McpConnection {
   private connecting: Promise<void> | undefined;
   /** Servers of failed attempts on their way out. */
   private readonly stopping = new Set<Promise<void>>();
+  /** Why each closed client was given up, for the calls it failed. */
+  private readonly dropReasons = new WeakMap<Client, string>();
   private readonly log: Logger;
 
   constructor(
@@ -112,23 +124,26 @@ export class McpConnection {
 
   /** One attempt: start or reach the server, the handshake and the tool list, within connect_timeout. */
   private async connectOnce(): Promise<void> {
-    const { transport, stderrTail } = openTransport(this.settings.transport, this.opts.env, this.opts.workspace);
+    const { connectTimeoutMs, callTimeoutMs } = this.settings;
+    const { transport, stderrTail } = openTransport(this.settings.transport, this.opts.env, this.opts.workspace, Math.max(connectTimeoutMs, callTimeoutMs));
     this.stderrTail = stderrTail;
-    const client = new Client({ name: "countd", version: VERSION });
+    const client = new Client({ name: "countd", version: VERSION }, { jsonSchemaValidator: UNVALIDATED });
     // Handlers must never throw: the SDK calls them from its own callbacks, where a throw would be uncaught.
     client.onerror = (err) => this.transportError(client, err);
+    const relister = coalesced(() => this.relist(client), RELIST_INTERVAL_MS);
     const closed = new Promise<void>((resolve) => {
       client.onclose = () => {
+        relister.stop();
         resolve();
         this.dropped(client, "the connection was closed (the server exited or ended its session)");
       };
     });
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.relist(client));
-    const timeoutMs = this.settings.connectTimeoutMs;
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => relister.request());
+    const timeoutMs = connectTimeoutMs;
     const deadline = AbortSignal.any([this.closing.signal, AbortSignal.timeout(timeoutMs)]);
     try {
       await client.connect(transport, { timeout: timeoutMs, signal: deadline });
-      this.tools = await listTools(client, { timeout: timeoutMs, signal: deadline });
+      this.tools = this.listed(await listTools(client, timeoutMs, deadline));
     } catch (err) {
       await client.close().catch(() => {});
       // On a failed handshake the SDK stops a stdio server in the background: close() waits for its end.
@@ -144,22 +159,33 @@ export class McpConnection {
     this.opts.onTools();
   }
 
-  private relist(client: Client): void {
-    listTools(client, { timeout: this.settings.connectTimeoutMs }).then(
-      (tools) => {
-        if (this.client !== client) return;
-        this.tools = tools;
-        this.log.info({ tools: tools.length }, "MCP server's tools changed; listed again");
-        this.opts.onTools();
-      },
-      (err: unknown) => this.log.warn({ error: errorText(err) }, "MCP server said its tools changed, but listing them failed; the previous list stays"),
-    );
+  /** After `notifications/tools/list_changed`: one listing at a time, a storm of them coalesced (listing.ts). */
+  private async relist(client: Client): Promise<void> {
+    const timeoutMs = this.settings.connectTimeoutMs;
+    try {
+      const listing = await listTools(client, timeoutMs, AbortSignal.any([this.closing.signal, AbortSignal.timeout(timeoutMs)]));
+      if (this.client !== client) return;
+      const before = names(this.tools);
+      this.tools = this.listed(listing);
+      const changed = names(this.tools) !== before;
+      this.log[changed ? "info" : "debug"]({ tools: this.tools.length }, changed ? "MCP server's tools changed; listed again" : "MCP server said its tools changed; listed again, the same");
+      this.opts.onTools();
+    } catch (err) {
+      this.log.warn({ error: errorText(err) }, "MCP server said its tools changed, but listing them failed; the previous list stays");
+    }
+  }
+
+  private listed({ tools, cut }: Listing): ListedTool[] {
+    if (cut) this.log.warn({ tools: tools.length }, `MCP server's tool list cut short: ${cut}`);
+    return tools;
   }
 
   private transportError(client: Client, err: Error): void {
     // A broken response stream or a session the server no longer knows: calls on it cannot complete.
     const lost = err.message.startsWith("SSE stream disconnected") || (err instanceof StreamableHTTPError && err.code === 404);
-    if (lost) this.dropped(client, `the connection was lost (${err.message})`);
+    // countd stopped reading it: what follows on a stdio pipe would be the rest of that message.
+    if (isTooLarge(err)) this.dropped(client, `the server ${TOO_LARGE}`);
+    else if (lost) this.dropped(client, `the connection was lost (${err.message})`);
     else this.log.debug({ error: err.message }, "MCP transport error");
   }
 
@@ -167,6 +193,7 @@ export class McpConnection {
   private dropped(client: Client, why: string): void {
     if (this.client !== client) return;
     this.client = undefined;
+    this.dropReasons.set(client, why);
     this.state = { status: "failed", reason: this.withStderr(why), since: new Date() };
     this.log.warn({ reason: why, stderr: this.stderrTail() || undefined }, "MCP server connection lost; reconnecting");
     void client.close().catch(() => {});
@@ -182,10 +209,11 @@ export class McpConnection {
       );
     }
     if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) return new FinalToolError(`${server} refused the call: ${err.message}`);
-    // Closed, or a transport failure (the server unreachable, its session gone): this connection is done for.
-    this.dropped(client, `the connection was lost (${errorText(err)})`);
+    // Closed, or a transport failure (the server unreachable, its session gone, a message too large): this connection is done for.
+    this.dropped(client, isTooLarge(err) ? `the server ${TOO_LARGE}` : `the connection was lost (${errorText(err)})`);
+    const why = this.dropReasons.get(client) ?? errorText(err);
     return new FinalToolError(
-      `the connection to ${server} was lost during the call (${errorText(err)}); whether the call acted is unknown, so it is not retried; countd is reconnecting the server`,
+      `the connection to ${server} was lost during the call (${why}); whether the call acted is unknown, so it is not retried; countd is reconnecting the server`,
     );
   }
 
@@ -195,17 +223,7 @@ export class McpConnection {
   }
 }
 
-/** Every page of the server's tool list. */
-async function listTools(client: Client, options: { timeout: number; signal?: AbortSignal }): Promise<ListedTool[]> {
-  const tools: ListedTool[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await client.listTools(cursor === undefined ? undefined : { cursor }, options);
-    tools.push(...page.tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })));
-    cursor = page.nextCursor;
-  } while (cursor !== undefined);
-  return tools;
-}
+const names = (tools: ListedTool[] | undefined): string => JSON.stringify(tools?.map((tool) => [tool.name, tool.description]));
 
 function isTimeout(err: unknown): boolean {
   return (err instanceof McpError && err.code === ErrorCode.RequestTimeout) || (err instanceof DOMException && err.name === "TimeoutError");

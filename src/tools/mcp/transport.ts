@@ -2,6 +2,8 @@ import { DEFAULT_INHERITED_ENV_VARS, StdioClientTransport } from "@modelcontextp
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { childEnv } from "../child-env.js";
+import { boundedFetch } from "./bounded-fetch.js";
+import { MAX_MESSAGE_BYTES } from "./bounds.js";
 import type { McpTransportSettings } from "./config.js";
 
 /** Enough of a server's stderr to see why it failed, not a log of its own. */
@@ -15,11 +17,13 @@ export interface OpenedTransport {
 
 /**
  * The SDK's transport for one connection attempt. A stdio server is started by the SDK, which on
- * close ends its stdin, then sends SIGTERM and SIGKILL 2 s apart while it lives on.
+ * close ends its stdin, then sends SIGTERM and SIGKILL 2 s apart while it lives on. Each message
+ * is read up to MAX_MESSAGE_BYTES; an HTTP answer no longer than `maxRequestMs` (bounded-fetch.ts).
  */
-export function openTransport(settings: McpTransportSettings, env: NodeJS.ProcessEnv, workspace: string): OpenedTransport {
+export function openTransport(settings: McpTransportSettings, env: NodeJS.ProcessEnv, workspace: string, maxRequestMs: number): OpenedTransport {
   if (settings.kind === "http") {
-    return { transport: new StreamableHTTPClientTransport(new URL(settings.url), { requestInit: { headers: settings.headers } }), stderrTail: () => "" };
+    const transport = new StreamableHTTPClientTransport(new URL(settings.url), { requestInit: { headers: settings.headers }, fetch: boundedFetch(maxRequestMs) });
+    return { transport, stderrTail: () => "" };
   }
   const transport = new StdioClientTransport({
     command: settings.command,
@@ -28,6 +32,8 @@ export function openTransport(settings: McpTransportSettings, env: NodeJS.Proces
     ...(settings.cwd ? { cwd: settings.cwd } : {}),
     // Piped, not inherited: the daemon's stdout and stderr carry its own log.
     stderr: "pipe",
+    // The SDK's own bound on a line not yet ended (10 MB by default): past it, it reports an error and countd drops the connection.
+    maxBufferSize: MAX_MESSAGE_BYTES,
   });
   let tail = "";
   // Read as it comes, or a chatty server would block once the pipe's buffer is full.
