@@ -254,6 +254,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     const { pending, dead } = await deps.outbox.list();
     return c.json(safe({ pending: pending.map(deliveryView), dead: dead.map(deliveryView), disabled_targets: await deps.outbox.disabledTargets() }));
   });
+  // The id "dead" retries every dead delivery (delivery ids always hold dots).
   app.post("/api/outbox/:id/retry", async (c) => {
     const id = c.req.param("id");
     try {
@@ -263,6 +264,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
       throw new ApiError(/acknowledged/.test(errorText(err)) ? 409 : 404, errorText(err));
     }
   });
+  app.post("/api/outbox/purge", async (c) => c.json({ purged: await deps.outbox.purge() }));
 
   return app;
 }
