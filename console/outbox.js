@@ -15,6 +15,13 @@ export function OutboxPage() {
     setNotice(ok ? { kind: "info", text: `Sending ${id} again.` } : { kind: "error", text: `Retry: ${error.message}` });
     outbox.reload();
   };
+  // A purge cannot be undone: the dead deliveries and their errors are gone from the outbox.
+  const purge = () => (confirm("Remove every dead delivery? They are not sent, and cannot be retried afterwards.") ? post("/api/outbox/purge") : undefined);
+  const purged = ({ ok, value, error }) => {
+    if (!ok) setNotice({ kind: "error", text: `Purge: ${error.message}` });
+    else if (value) setNotice({ kind: "info", text: `${value.purged} dead ${value.purged === 1 ? "delivery" : "deliveries"} removed.` });
+    outbox.reload();
+  };
   const o = outbox.data;
   return html`
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Overview</a> / <span>Outbox</span></nav>
@@ -27,6 +34,7 @@ export function OutboxPage() {
     html`
       <section aria-labelledby="dead-title">
         <h2 id="dead-title">Dead <span class="muted">(${o.dead.length})</span></h2>
+        ${o.dead.length > 0 && html`<${ActionButton} act=${purge} onDone=${purged} label="Purge dead deliveries">Purge<//>`}
         <${Entries} entries=${o.dead} retried=${retried} empty="No dead delivery." />
       </section>
       <section aria-labelledby="pending-title">

@@ -134,13 +134,13 @@ const outbox = program
   .action(action((opts: { json?: boolean }) => listOutbox({ config: configFile(), ...opts })));
 outbox
   .command("retry")
-  .description("Send a delivery again now (the daemon must be stopped).")
+  .description("Send a delivery again now: through the daemon when it runs, else from here.")
   .argument("[id]", "delivery id")
   .option("--dead", "every dead delivery")
   .action(action((id: string | undefined, opts: { dead?: boolean }) => changeOutbox("retry", { config: configFile(), id, ...opts })));
 outbox
   .command("purge")
-  .description("Remove dead deliveries (the daemon must be stopped).")
+  .description("Remove dead deliveries: through the daemon when it runs, else here.")
   .action(action(() => changeOutbox("purge", { config: configFile() })));
 
 const mcp = program

@@ -65,6 +65,8 @@ export interface CountdEvents {
     attempts: number;
     /** The target's key (delivery/targets.ts targetKey). */
     target: string;
+    /** Who receives it, without secrets (delivery/targets.ts describeTarget). */
+    to: string;
     kind: "email" | "webhook";
     error?: string;
     /** For "failed" and "retried": when it is attempted next. */

@@ -1,5 +1,6 @@
 import { loadConfig } from "../config/load.js";
-import type { LiveMessage } from "../console/protocol.js";
+import type { JobView, LiveMessage } from "../console/protocol.js";
+import { HEARTBEAT_JOB } from "../store/run-record.js";
 import { requireDaemon } from "./control.js";
 import { costText, span, tokensText } from "../text.js";
 import { EXIT, toolLine } from "./output.js";
@@ -13,6 +14,11 @@ import { inert } from "./transcript-format.js";
 export async function follow(job: string | undefined, opts: { config?: string }): Promise<number> {
   const config = await loadConfig({ file: opts.config, needs: [] });
   const daemon = await requireDaemon(config.paths.state, "countd follow");
+  if (job !== undefined && job !== HEARTBEAT_JOB) {
+    // A name mistyped would follow nothing, silently, until Ctrl-C.
+    const { jobs } = await daemon.call<{ jobs: JobView[] }>("GET", "/api/jobs");
+    if (!jobs.some((view) => view.name === job)) throw new Error(`no job named "${job}" (jobs: ${jobs.map((view) => view.name).join(", ") || "none"})`);
+  }
   const print = printer();
   const live = await daemon.live(job !== undefined ? { job } : {}, print);
   process.stderr.write(`countd: following ${job ?? "every job"} (Ctrl-C stops)\n`);
@@ -80,7 +86,7 @@ function printer(): ((message: LiveMessage) => void) & { end(): void } {
       }
       case "delivery": {
         const attempts = message.attempts > 0 ? ` (attempt ${message.attempts})` : "";
-        return line(message.job, `delivery ${message.target} ${message.status}${attempts}${message.error ? `: ${message.error}` : ""}`);
+        return line(message.job, `delivery ${message.status}: ${message.to}${attempts}${message.error ? `: ${message.error}` : ""}`);
       }
     }
   };

@@ -8,6 +8,7 @@ import { Outbox } from "../delivery/outbox.js";
 import { describeTarget, targetKey } from "../delivery/targets.js";
 import { OutboxStore, type DisabledTarget, type OutboxEntry } from "../store/outbox-store.js";
 import { acquireLock } from "../store/lock.js";
+import { findDaemon } from "./control.js";
 import { EXIT, table } from "./output.js";
 
 /**
@@ -62,26 +63,40 @@ async function readOutbox(config: Config): Promise<{ entries: OutboxEntry[]; dis
 }
 
 /**
- * `countd outbox retry <id> | --dead` and `countd outbox purge` change the outbox and send at once.
- * A daemon's own outbox is its while it runs: the command takes the state directory's lock. The
- * cluster's is shared: the command changes it beside the running daemons and sends what it retried
- * itself, as one more of them.
+ * `countd outbox retry <id> | --dead` and `countd outbox purge`. Beside a running daemon the outbox
+ * is the daemon's: the change goes through its control socket and the daemon sends what was
+ * retried. Without one, the command takes the state directory's lock, changes the journal and
+ * sends at once. The cluster's outbox is shared: the command changes it beside the running daemons
+ * and sends what it retried itself, as one more of them. Only a retry of an email delivery, sent
+ * here, needs the mail server's settings (and their variables).
  */
 export async function changeOutbox(change: "retry" | "purge", opts: { config?: string; id?: string; dead?: boolean }): Promise<number> {
-  // A retry sends mail; the targets' own variables are filled in at send time.
-  const config = await loadConfig({ file: opts.config, needs: change === "retry" ? ["smtp"] : [] });
+  const which = opts.dead ? "dead" : opts.id;
+  if (change === "retry" && !which) throw new Error("name a delivery id, or --dead for every dead delivery");
+  const located = await loadConfig({ file: opts.config, needs: [] });
+  const daemon = located.cluster ? undefined : await findDaemon(located.paths.state);
+  if (daemon) {
+    if (change === "purge") {
+      const { purged } = await daemon.call<{ purged: number }>("POST", "/api/outbox/purge");
+      process.stdout.write(`${removed(purged)}\n`);
+      return EXIT.ok;
+    }
+    const { retried } = await daemon.call<{ retried: number }>("POST", `/api/outbox/${encodeURIComponent(which!)}/retry`);
+    process.stdout.write(`${retried} queued again; the daemon sends ${retried === 1 ? "it" : "them"} now (countd outbox shows what is left)\n`);
+    return EXIT.ok;
+  }
+  const mails = change === "retry" && (await readOutbox(located)).entries.some((entry) => entry.target.kind === "email" && (which === "dead" ? entry.status === "dead" : entry.id === which));
+  const config = mails ? await loadConfig({ file: opts.config, needs: ["smtp"] }) : located;
   const release = config.cluster ? async () => {} : await acquireLock(config.paths.state);
   const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone, attachments: config.attachments });
   try {
     const outbox = await openOutbox(config, mailer);
     try {
       if (change === "purge") {
-        process.stdout.write(`${await outbox.purge()} dead deliveries removed\n`);
+        process.stdout.write(`${removed(await outbox.purge())}\n`);
         return EXIT.ok;
       }
-      const which = opts.dead ? "dead" : opts.id;
-      if (!which) throw new Error("name a delivery id, or --dead for every dead delivery");
-      const count = await outbox.retry(which);
+      const count = await outbox.retry(which!);
       await outbox.runDue();
       const { pending, dead } = await outbox.counts();
       process.stdout.write(`${count} queued again; now ${pending} pending, ${dead} dead\n`);
@@ -94,6 +109,8 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
     await release();
   }
 }
+
+const removed = (count: number) => `${count} dead ${count === 1 ? "delivery" : "deliveries"} removed`;
 
 function openOutbox(config: Config, mailer: Mailer): Promise<DeliveryOutbox> {
   const send = sendEntry(mailer, process.env);

@@ -1,6 +1,7 @@
 import type { LiveMessage, RunNowAnswer } from "../console/protocol.js";
 import { DaemonRefused, type Daemon } from "./control.js";
 import { CANCELLED_BY_USER, EXIT, exitForStatus, toolLine } from "./output.js";
+import { reportRun, type DeliveryOutcome } from "./run-summary.js";
 
 type Finished = Extract<LiveMessage, { type: "run_finished" }>;
 
@@ -76,9 +77,8 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
     const end = await Promise.race([finished, gone]);
     ended = true;
     if (last && !last.endsWith("\n")) process.stdout.write("\n");
-    if (end.error) process.stderr.write(`countd: run ${end.run_id} ${end.status}: ${end.error}\n`);
     await deliveries.attempted(Promise.race([waitStopped, live.closed]));
-    deliveries.report();
+    reportRun({ id: end.run_id, status: end.status, ...(end.error ? { error: end.error } : {}) }, deliveries.outcomes());
     return exitForStatus(end.status);
   } finally {
     process.off("SIGINT", onSigint);
@@ -88,11 +88,11 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
 
 /** A run's deliveries as the live stream tells of them: all are queued before the run's end is told. */
 function deliveryWatch() {
-  const states = new Map<string, { status: string; error?: string }>();
+  const states = new Map<string, { status: string; to: string; error?: string }>();
   let changed = () => {};
   return {
     note(message: Extract<LiveMessage, { type: "delivery" }>): void {
-      states.set(message.id, { status: message.status, ...(message.error !== undefined ? { error: message.error } : {}) });
+      states.set(message.id, { status: message.status, to: message.to, ...(message.error !== undefined ? { error: message.error } : {}) });
       changed();
     },
     /** Resolves once each delivery had its first attempt, or when `stop` resolves. */
@@ -103,11 +103,13 @@ function deliveryWatch() {
         void stop.then(() => resolve());
       });
     },
-    /** What a local run says of its deliveries, on stderr. */
-    report(): void {
-      const all = [...states];
-      if (all.some(([, state]) => state.status === "failed")) process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
-      for (const [id, state] of all) if (state.status === "dead") process.stderr.write(`countd: delivery ${id} failed: ${state.error ?? ""}\n`);
+    /** Each delivery as a local run reports it: one not attempted yet (Ctrl-C stopped the wait) is still queued. */
+    outcomes(): DeliveryOutcome[] {
+      return [...states.values()].map(({ status, to, error }) => ({
+        to,
+        state: status === "delivered" ? "delivered" : status === "dead" ? "failed" : "queued",
+        ...(error !== undefined ? { error } : {}),
+      }));
     },
   };
 }

@@ -20,6 +20,9 @@ import { SessionStore } from "../sessions/store.js";
 import { DaemonRefused, findDaemon } from "./control.js";
 import { CANCELLED_BY_USER, EXIT, exitForStatus, printToolCalls } from "./output.js";
 import { runInDaemon } from "./run-daemon.js";
+import { deliveredTo, reportRun, targetIndex } from "./run-summary.js";
+import { describeTarget } from "../delivery/targets.js";
+import type { OutboxEntry } from "../store/outbox-store.js";
 
 
 /**
@@ -105,12 +108,16 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     try {
       const record = await runner.run({ job: name, reason: "manual", scheduledAt: new Date() });
       if (last && !last.endsWith("\n")) process.stdout.write("\n");
-      if (record.error) process.stderr.write(`countd: run ${record.id} ${record.status}: ${record.error}\n`);
       await outbox.runDue();
+      const prefix = `${name}.${record.id}.`;
       const { pending, dead } = await outbox.list();
-      const mine = (entry: { id: string }) => entry.id.startsWith(`${name}.${record.id}.`);
-      if (pending.some(mine)) process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
-      dead.filter(mine).forEach((entry) => process.stderr.write(`countd: delivery ${entry.id} failed: ${entry.lastError ?? ""}\n`));
+      const targets = [...job.deliver, ...job.onFailure];
+      const open = (entries: readonly OutboxEntry[], state: "queued" | "failed") =>
+        entries.filter((entry) => entry.id.startsWith(prefix)).map((entry) => ({ id: entry.id, to: describeTarget(entry.target), state, ...(entry.lastError ? { error: entry.lastError } : {}) }));
+      const delivered = (await outbox.deliveredIds(prefix)).map(({ id }) => ({ id, to: deliveredTo(id, targets), state: "delivered" as const }));
+      // In the job file's order, as its reader expects them.
+      const all = [...delivered, ...open(pending, "queued"), ...open(dead, "failed")].sort((a, b) => targetIndex(a.id, targets) - targetIndex(b.id, targets));
+      reportRun(record, all);
       return exitForStatus(record.status);
     } finally {
       process.off("SIGINT", onSigint);

@@ -6,7 +6,7 @@ import { DeliveryError } from "../delivery/errors.js";
 import type { DeliveryMessage } from "../delivery/message.js";
 import { CONCURRENCY, deliveryId } from "../delivery/outbox.js";
 import { GIVE_UP_AFTER_MS, RETRY_DELAYS_MS, retryDelayMs } from "../delivery/schedule.js";
-import { targetKey, type DeliveryTarget } from "../delivery/targets.js";
+import { describeTarget, targetKey, type DeliveryTarget } from "../delivery/targets.js";
 import type { CountdEvents, EventBus } from "../events.js";
 import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
@@ -128,7 +128,7 @@ export class ClusterOutbox implements DeliveryOutbox {
     const ids = jobs.map((job) => job.opts.jobId);
     for (const [i, id] of ids.entries()) {
       this.mine.add(id);
-      this.tell({ id, status: "queued", attempts: 0, target: targetKey(targets[i]!), kind: targets[i]!.kind });
+      this.tell({ id, status: "queued", attempts: 0, target: targetKey(targets[i]!), to: describeTarget(targets[i]!), kind: targets[i]!.kind });
     }
     return ids;
   }
@@ -250,7 +250,7 @@ export class ClusterOutbox implements DeliveryOutbox {
       else if (state === "delayed") await job.promote();
       targets.add(targetKey(data.target));
       this.mine.add(job.id!);
-      this.tell({ id: job.id!, status: "retried", attempts: 0, target: targetKey(data.target), kind: data.target.kind, nextAttemptAt: iso(now) });
+      this.tell({ id: job.id!, status: "retried", attempts: 0, target: targetKey(data.target), to: describeTarget(data.target), kind: data.target.kind, nextAttemptAt: iso(now) });
     }
     if (targets.size > 0) await this.opts.redis.hdel(DISABLED, ...targets);
     return chosen.length;
@@ -301,7 +301,7 @@ export class ClusterOutbox implements DeliveryOutbox {
       return;
     }
     const entry = entryOf(job, data, "pending");
-    const told = { id, target: targetKey(data.target), kind: data.target.kind };
+    const told = { id, target: targetKey(data.target), to: describeTarget(data.target), kind: data.target.kind };
     const disabled = await this.disabled(told.target);
     if (disabled) {
       this.log.warn({ delivery: id, target: told.target, error: disabled.reason }, "delivery not sent");
@@ -327,7 +327,7 @@ export class ClusterOutbox implements DeliveryOutbox {
     const reason = errorText(err);
     const key = targetKey(entry.target);
     const fields = { delivery: entry.id, target: key, attempts: entry.attempts, error: reason };
-    const told = { id: entry.id, target: key, kind: entry.target.kind, attempts: entry.attempts };
+    const told = { id: entry.id, target: key, to: describeTarget(entry.target), kind: entry.target.kind, attempts: entry.attempts };
     if (failure?.disableTarget) {
       const disabled: DisabledTarget = { at: iso(Date.now()), reason: `target disabled after HTTP ${failure.status ?? 410}` };
       await this.opts.redis.hset(DISABLED, key, JSON.stringify(disabled));

@@ -8,7 +8,7 @@ import type { JobRegistry } from "../jobs/registry.js";
 import { displayPath } from "../jobs/load.js";
 import type { PausedFiles } from "../runner/held-files.js";
 import type { Runner } from "../runner/runner.js";
-import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
+import { HEARTBEAT_JOB, RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
 import type { SpendBook } from "../store/spend-ledger.js";
 import { fileTranscripts, type TranscriptStore } from "../store/transcripts.js";
@@ -16,7 +16,7 @@ import type { ClusterCancel } from "../cluster/view.js";
 import { renderMarkdown } from "../delivery/render.js";
 import type { CronTrigger } from "../triggers/cron.js";
 import type { Job } from "../jobs/types.js";
-import { describeTarget, targetKey } from "../delivery/targets.js";
+import { describeTarget, targetKey, type DeliveryTarget } from "../delivery/targets.js";
 import { errorText } from "../text.js";
 import { emptyUsage, addUsage } from "../providers/types.js";
 import { COOKIE, type Credential, type Guard } from "./guard.js";
@@ -225,7 +225,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     const view: RunView = {
       run: safe(run),
       transcript,
-      deliveries: safe(await runDeliveries(deps.outbox, run, deps.jobs.get(run.job))),
+      deliveries: safe(await runDeliveries(deps.outbox, run, targetsOf(deps, run.job))),
       running: deps.live.isRunning(run.id, run.job),
     };
     return c.json(view);
@@ -259,6 +259,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     const { pending, dead } = await deps.outbox.list();
     return c.json(safe({ pending: pending.map(deliveryView), dead: dead.map(deliveryView), disabled_targets: await deps.outbox.disabledTargets() }));
   });
+  // The id "dead" retries every dead delivery (delivery ids always hold dots).
   app.post("/api/outbox/:id/retry", async (c) => {
     const id = c.req.param("id");
     try {
@@ -268,6 +269,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
       throw new ApiError(/acknowledged/.test(errorText(err)) ? 409 : 404, errorText(err));
     }
   });
+  app.post("/api/outbox/purge", async (c) => c.json({ purged: await deps.outbox.purge() }));
 
   return app;
 }
@@ -325,10 +327,18 @@ async function findRun(deps: ConsoleDeps, id: string, job: string | undefined): 
   return found[0]!;
 }
 
-async function runDeliveries(outbox: DeliveryOutbox, run: RunRecord, job: Job | undefined): Promise<RunView["deliveries"]> {
+/** A job's targets as written, or the heartbeat's (a check-in's delivery is labelled by its recipient too). */
+function targetsOf(deps: ConsoleDeps, name: string): DeliveryTarget[] {
+  if (name === HEARTBEAT_JOB) return deps.config().heartbeat.deliver;
+  const job = deps.jobs.get(name);
+  return job ? [...job.deliver, ...job.onFailure] : [];
+}
+
+/** `written`: the run's job's targets (the heartbeat's for a check-in). */
+async function runDeliveries(outbox: DeliveryOutbox, run: RunRecord, written: readonly DeliveryTarget[]): Promise<RunView["deliveries"]> {
   const prefix = `${run.job}.${run.id}.`;
   // The outbox keeps only the id of a delivered message: its target is found by key among the job's (ids end in the target's key).
-  const targets = job ? [...job.deliver, ...job.onFailure].map((target) => ({ target, key: targetKey(target) })) : [];
+  const targets = written.map((target) => ({ target, key: targetKey(target) }));
   const delivered = (id: string) => {
     const rest = id.slice(prefix.length);
     const found = targets.find(({ key }) => rest === key || rest.endsWith(`.${key}`));

@@ -116,6 +116,7 @@ export class LiveHub {
           status: e.status,
           attempts: e.attempts,
           target: e.target,
+          to: e.to,
           kind: e.kind,
           ...(e.error !== undefined ? { error: e.error } : {}),
           ...(e.nextAttemptAt !== undefined ? { next_attempt_at: e.nextAttemptAt } : {}),

@@ -41,7 +41,10 @@ type LiveEvent =
       run_id?: string;
       status: string;
       attempts: number;
+      /** The target's key. */
       target: string;
+      /** Who receives it, without secrets: "email to ops@example.com", "json webhook at https://…". */
+      to: string;
       kind: string;
       error?: string;
       next_attempt_at?: string;

@@ -7,7 +7,7 @@ import { errorText } from "../text.js";
 import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
 import { GIVE_UP_AFTER_MS, RETRY_DELAYS_MS, retryDelayMs } from "./schedule.js";
-import { targetKey, type DeliveryTarget } from "./targets.js";
+import { describeTarget, targetKey, type DeliveryTarget } from "./targets.js";
 import type { DeliveryOutbox, SendFn, Settled } from "./delivery-outbox.js";
 
 export type { OutboxEntry } from "../store/outbox-store.js";
@@ -401,6 +401,7 @@ function deliveryEvent(record: OutboxRecord, entry: Readonly<OutboxEntry>): Coun
     status: status as CountdEvents["delivery"]["status"],
     attempts: entry.attempts,
     target: targetKey(entry.target),
+    to: describeTarget(entry.target),
     kind: entry.target.kind,
     ...(entry.lastError !== undefined && (status === "failed" || status === "dead") ? { error: entry.lastError } : {}),
     ...(status === "failed" || status === "retried" ? { nextAttemptAt: entry.nextAttemptAt } : {}),

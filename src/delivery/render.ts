@@ -58,6 +58,8 @@ export function messageMarkdown(message: DeliveryMessage): string {
       const lines = message.lastToolCalls.map((call) => `${call.status === "ok" ? "ok   " : "error"}  ${call.name}  ${call.summary}`);
       parts.push(`Last tool calls:\n\n${codeBlock(lines.join("\n"))}`);
     }
+    // The alert is read away from the machine: it says how to find the run there.
+    parts.push(`See the whole run with \`countd show ${message.run.id} --job ${message.job}\`.`);
   }
   return parts.filter((part) => part !== "").join("\n\n");
 }

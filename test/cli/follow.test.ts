@@ -37,7 +37,7 @@ describe("countd follow", { timeout: 90_000 }, () => {
     const otherOnly = await follow(dir, env, ["other"]);
 
     expect((await countd(["run", "weekly"])).code).toBe(0);
-    await vi.waitFor(() => expect(all.stdout()).toMatch(/^\[weekly\] delivery email-\S+ delivered/m), { timeout: 15_000, interval: 100 });
+    await vi.waitFor(() => expect(all.stdout()).toMatch(/^\[weekly\] delivery delivered: email to boss@example\.com \(attempt 1\)$/m), { timeout: 15_000, interval: 100 });
     const id = /^\[weekly\] run (\S+) started \(manual\)$/m.exec(all.stdout())?.[1];
     expect(id).toBeDefined();
     const lines = all.stdout().split("\n").filter(Boolean);
@@ -50,7 +50,11 @@ describe("countd follow", { timeout: 90_000 }, () => {
       expect.stringMatching(new RegExp(`^\\[weekly\\] run ${id} ok \\(\\S+, tokens \\d+ in .*/ \\d+ out, (\\$\\d+\\.\\d{4}|<\\$0\\.0001)\\)$`)),
     ]);
     // Queued before the run's end is recorded, sent after.
-    expect(deliveries.map((line) => line.split(" ")[3])).toEqual(["queued", "sending", "delivered"]);
+    expect(deliveries).toEqual([
+      "[weekly] delivery queued: email to boss@example.com",
+      "[weekly] delivery sending: email to boss@example.com (attempt 1)",
+      "[weekly] delivery delivered: email to boss@example.com (attempt 1)",
+    ]);
     expect(otherOnly.stdout()).toBe("");
 
     expect((await countd(["run", "other"])).code).toBe(0);
@@ -60,6 +64,14 @@ describe("countd follow", { timeout: 90_000 }, () => {
 
     all.child.kill("SIGINT");
     expect(await all.closed).toBe(0);
+  });
+
+  it("refuses a job that does not exist, naming it and the jobs there are, as countd run does (exit 1)", async () => {
+    const dir = await countdFolder({ weekly: "prompt: Report the weekly numbers.\n" });
+    const env = llmEnv(`${mock.url}/v1`);
+    daemon = await startDaemon(dir, env);
+    const followed = await countdIn(dir, env)(["follow", "nosuch"]);
+    expect(followed).toMatchObject({ code: 1, stdout: "", stderr: 'countd: no job named "nosuch" (jobs: weekly)\n' });
   });
 
   it("joining mid-run shows that run from its start; the daemon stopping ends the command with exit 3", async () => {

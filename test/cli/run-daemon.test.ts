@@ -32,9 +32,13 @@ describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
 
     const run = await countd(["run", "weekly"]);
     expect(run).toMatchObject({ code: 0, stdout: "Revenue is up 4 %.\n" });
-    expect(run.stderr.split("\n").filter((line) => !line.startsWith("countd: warning: "))).toEqual([expect.stringMatching(/^\[tool\] list_dir \{"path":"\."\} ok \d+ms$/), ""]);
-
     const [record] = await history(countd, "weekly");
+    expect(run.stderr.split("\n").filter((line) => !line.startsWith("countd: warning: "))).toEqual([
+      expect.stringMatching(/^\[tool\] list_dir \{"path":"\."\} ok \d+ms$/),
+      `countd: run ${record!.id} ok`,
+      "",
+    ]);
+
     expect(record).toMatchObject({ reason: "manual", status: "ok", toolCalls: 1, resultExcerpt: "Revenue is up 4 %." });
     // The daemon ran it: its log has the run, and the command did not take the state lock from it.
     expect(logLines(daemon!.output(), "run started")).toEqual([expect.objectContaining({ job: "weekly", runId: record!.id, reason: "manual" })]);
@@ -52,6 +56,21 @@ describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
     const [record] = await history(countd, "weekly");
     const mail = await readdir(join(dir, "state", "mail"));
     expect(mail).toEqual([expect.stringMatching(new RegExp(`^weekly\\.${record!.id}\\.`))]);
+  });
+
+  it("says on stderr which run it was and what became of each delivery, as a local run does", async () => {
+    mock.onMessage("weekly numbers", { content: "Revenue is up 4 %." });
+    const { countd } = await setup({
+      weekly: "prompt: Report the weekly numbers.\ndeliver:\n  - email: { to: [boss@example.com] }\n  - webhook: { url: 'http://127.0.0.1:9/hook' }\n",
+    });
+    const run = await countd(["run", "weekly"]);
+    expect(run).toMatchObject({ code: 0, stdout: "Revenue is up 4 %.\n" });
+    const [record] = await history(countd, "weekly");
+    const lines = run.stderr.split("\n").filter((line) => !line.startsWith("countd: warning: "));
+    expect(lines.slice(0, 2)).toEqual([
+      `countd: run ${record!.id} ok`,
+      expect.stringMatching(/^countd: deliveries: delivered: email to boss@example\.com · queued: json webhook at http:\/\/127\.0\.0\.1:9\/hook \(.+\)$/),
+    ]);
   });
 
   it("Ctrl-C cancels the run in the daemon: exit 130, the answer so far on stdout, recorded cancelled", async () => {

@@ -5,6 +5,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
 import { runCountd } from "../support/daemon-process.js";
+import { startWebhookReceiver } from "../support/webhook-receiver.js";
 
 
 describe("countd run", () => {
@@ -41,6 +42,28 @@ describe("countd run", () => {
     const mail = await readdir(join(dir, "state", "mail"));
     expect(mail).toEqual([`weekly.${record!.id}.${mail[0]!.split(".").slice(2).join(".")}`]);
     expect(await readFile(join(dir, "state", "mail", mail[0]!), "utf8")).toContain("To: boss@example.com");
+  });
+
+  it("says on stderr which run it was and what became of each delivery, stdout keeping the answer", async () => {
+    mock.onMessage("weekly numbers", { content: "Revenue is up 4 %." });
+    const hook = await startWebhookReceiver();
+    try {
+      await writeFile(
+        join(dir, "jobs", "weekly.yaml"),
+        `prompt: Report the weekly numbers.\ndeliver:\n  - email: { to: [boss@example.com] }\n  - webhook: { url: '${hook.url}' }\n  - webhook: { url: 'http://127.0.0.1:9/down' }\n`,
+      );
+      const run = await countd(["run", "weekly"]);
+      expect(run).toMatchObject({ code: 0, stdout: "Revenue is up 4 %.\n" });
+      const [record] = await (await StateStore.open(join(dir, "state"))).runs("weekly");
+      const [said, deliveries, pending, ...rest] = withoutWarnings(run.stderr).split("\n");
+      expect(said).toBe(`countd: run ${record!.id} ok`);
+      expect(deliveries).toMatch(
+        new RegExp(`^countd: deliveries: delivered: email to boss@example\\.com, json webhook at ${hook.url.replace(/\./g, "\\.")} · queued: json webhook at http://127\\.0\\.0\\.1:9/down \\(.+\\)$`),
+      );
+      expect([pending, ...rest]).toEqual(["countd: some deliveries are pending; the daemon retries them (see countd outbox)", ""]);
+    } finally {
+      await hook.close();
+    }
   });
 
   it("exits 1 with the error when the run fails, and names an unknown job", async () => {

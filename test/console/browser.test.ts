@@ -383,6 +383,26 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     await delivery.filter({ hasText: "delivered" }).waitFor();
   });
 
+  it("purges the dead deliveries from the outbox, once asked to confirm", { timeout: TEST_MS }, async () => {
+    hooks.script(400);
+    const page = await signedIn();
+    const { runId, request } = await runNow(page, "notify", "notification");
+    await request.text("Disk almost full.");
+    await request.end();
+    const delivery = page.locator("section", { has: page.locator("h2", { hasText: "Deliveries" }) }).locator("tbody tr");
+    await delivery.filter({ hasText: "dead" }).waitFor();
+
+    await page.goto(`${origin}/#/outbox`);
+    const dead = page.locator("section", { has: page.locator("h2", { hasText: "Dead" }) });
+    await dead.locator("tbody tr", { hasText: runId }).waitFor();
+    page.once("dialog", (dialog) => void dialog.accept());
+    await page.getByRole("button", { name: "Purge dead deliveries" }).click();
+    await dead.getByText("No dead delivery.").waitFor();
+    await page.locator(".notice", { hasText: "1 dead delivery removed." }).waitFor();
+    const listed = await runCountd(["outbox", "--json"], { cwd: dir, env });
+    expect(listed.stdout).not.toContain(runId);
+  });
+
   it("cancels a run whose answer is still coming, after watching it on the overview", { timeout: TEST_MS }, async () => {
     const page = await signedIn();
     const { runId, request } = await runNow(page, "slow", "Think slowly");

@@ -210,15 +210,15 @@ describe("LiveHub", () => {
     live.connect(other, { job: "nothing-like-it" });
     runUntilTool(events, RUN_A);
     runUntilTool(events, RUN_B);
-    events.emit("delivery", { id: `report.${RUN_A.id}.webhook-1a2b3c`, status: "delivered", attempts: 1, target: "webhook-1a2b3c", kind: "webhook" });
-    events.emit("delivery", { id: `backup.${RUN_B.id}.email-9f8e7d`, status: "queued", attempts: 0, target: "email-9f8e7d", kind: "email" });
+    events.emit("delivery", { id: `report.${RUN_A.id}.webhook-1a2b3c`, status: "delivered", attempts: 1, target: "webhook-1a2b3c", to: "json webhook at https://hooks.example.com/report", kind: "webhook" });
+    events.emit("delivery", { id: `backup.${RUN_B.id}.email-9f8e7d`, status: "queued", attempts: 0, target: "email-9f8e7d", to: "email to ops@example.com", kind: "email" });
 
     const runsOf = (socket: FakeSocket) => new Set(socket.messages.flatMap((m) => ("run_id" in m ? [m.run_id] : [])));
     expect(runsOf(all)).toEqual(new Set([RUN_A.id, RUN_B.id]));
     expect(runsOf(byRun)).toEqual(new Set([RUN_A.id]));
     expect(runsOf(byJob)).toEqual(new Set([RUN_B.id]));
     expect(other.types).toEqual(["live"]);
-    expect(byRun.messages.at(-1)).toEqual({ type: "delivery", id: `report.${RUN_A.id}.webhook-1a2b3c`, job: "report", run_id: RUN_A.id, status: "delivered", attempts: 1, target: "webhook-1a2b3c", kind: "webhook" });
+    expect(byRun.messages.at(-1)).toEqual({ type: "delivery", id: `report.${RUN_A.id}.webhook-1a2b3c`, job: "report", run_id: RUN_A.id, status: "delivered", attempts: 1, target: "webhook-1a2b3c", to: "json webhook at https://hooks.example.com/report", kind: "webhook" });
     expect(byJob.messages.at(-1)).toMatchObject({ type: "delivery", job: "backup", run_id: RUN_B.id, kind: "email" });
 
     // Narrowing later: the run's messages so far, then live.
@@ -242,8 +242,8 @@ describe("LiveHub", () => {
     const byJob = new FakeSocket();
     live.connect(all);
     live.connect(byJob, { job: "report" });
-    events.emit("delivery", { id: "@heartbeat.checkin-20261202.webhook-1", status: "failed", attempts: 2, target: "webhook-1", kind: "webhook", error: "HTTP 503", nextAttemptAt: "2026-12-02T09:10:00.000Z" });
-    expect(all.messages.at(-1)).toEqual({ type: "delivery", id: "@heartbeat.checkin-20261202.webhook-1", status: "failed", attempts: 2, target: "webhook-1", kind: "webhook", error: "HTTP 503", next_attempt_at: "2026-12-02T09:10:00.000Z" });
+    events.emit("delivery", { id: "@heartbeat.checkin-20261202.webhook-1", status: "failed", attempts: 2, target: "webhook-1", to: "json webhook at https://hooks.example.com/beat", kind: "webhook", error: "HTTP 503", nextAttemptAt: "2026-12-02T09:10:00.000Z" });
+    expect(all.messages.at(-1)).toEqual({ type: "delivery", id: "@heartbeat.checkin-20261202.webhook-1", status: "failed", attempts: 2, target: "webhook-1", to: "json webhook at https://hooks.example.com/beat", kind: "webhook", error: "HTTP 503", next_attempt_at: "2026-12-02T09:10:00.000Z" });
     expect(byJob.types).toEqual(["live"]);
   });
 
@@ -281,7 +281,7 @@ describe("LiveHub", () => {
     events.emit("llm.finished", { sessionId: run.sessionId, model: "m", usage: usage(1, 1), cost: null, durationMs: 1, finishReason: "error", attempts: 1, error: `401 for key ${API_KEY}` });
     const late = new FakeSocket();
     live.connect(late);
-    events.emit("delivery", { id: `leaky.${run.id}.webhook-1`, status: "failed", attempts: 1, target: "webhook-1", kind: "webhook", error: `rejected signature ${HOOK_SECRET}` });
+    events.emit("delivery", { id: `leaky.${run.id}.webhook-1`, status: "failed", attempts: 1, target: "webhook-1", to: "json webhook at https://hooks.example.com/beat", kind: "webhook", error: `rejected signature ${HOOK_SECRET}` });
     finish(events, run, { status: "error", error: `stopped: ${API_KEY}`, resultExcerpt: `key ${API_KEY}` });
 
     for (const socket of [early, late]) {

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { sendEntry } from "../../src/delivery/dispatch.js";
 import { createMailer, type Mailer } from "../../src/delivery/email.js";
 import { Outbox } from "../../src/delivery/outbox.js";
-import { targetKey, type EmailTarget, type WebhookTarget } from "../../src/delivery/targets.js";
+import { describeTarget, targetKey, type EmailTarget, type WebhookTarget } from "../../src/delivery/targets.js";
 import { EventBus, type CountdEvents } from "../../src/events.js";
 import { OUTBOX_FILE } from "../../src/store/outbox-store.js";
 import { completedMessage } from "../support/delivery-message.js";
@@ -116,12 +116,12 @@ describe("the outbox telling the bus of each delivery's changes", () => {
     const outbox = await open(500);
     const target = hookAt(receiver!.url);
     const [id] = await outbox.enqueue(RUN_KEY, [target], message, WORKSPACE);
-    expect(heard).toEqual([{ id, status: "queued", attempts: 0, target: targetKey(target), kind: "webhook" }]);
+    expect(heard).toEqual([{ id, status: "queued", attempts: 0, target: targetKey(target), to: describeTarget(target), kind: "webhook" }]);
 
     await outbox.runDue();
     await nextAttempt(outbox);
 
-    const about = { id, target: targetKey(target), kind: "webhook" };
+    const about = { id, target: targetKey(target), to: describeTarget(target), kind: "webhook" };
     expect(heard).toEqual([
       { ...about, status: "queued", attempts: 0 },
       { ...about, status: "sending", attempts: 1 },
@@ -145,7 +145,7 @@ describe("the outbox telling the bus of each delivery's changes", () => {
     t += DAY;
     await outbox.runDue();
 
-    const about = { id, target: targetKey(target), kind: "webhook" };
+    const about = { id, target: targetKey(target), to: describeTarget(target), kind: "webhook" };
     expect(heard).toEqual([
       { ...about, status: "queued", attempts: 0 },
       { ...about, status: "sending", attempts: 1 },
@@ -163,7 +163,7 @@ describe("the outbox telling the bus of each delivery's changes", () => {
     const [later] = await outbox.enqueue("daily-report.20260303T080000Z-cd34", [target], message, WORKSPACE);
     await outbox.runDue();
 
-    const about = { target: targetKey(target), kind: "webhook" };
+    const about = { target: targetKey(target), to: describeTarget(target), kind: "webhook" };
     expect(heard).toEqual([
       { ...about, id: first, status: "queued", attempts: 0 },
       { ...about, id: first, status: "sending", attempts: 1 },
@@ -185,7 +185,7 @@ describe("the outbox telling the bus of each delivery's changes", () => {
 
     t += 3_600 * SECOND;
     expect(await outbox.retry(a!)).toBe(1);
-    const about = { target: targetKey(target), kind: "webhook" };
+    const about = { target: targetKey(target), to: describeTarget(target), kind: "webhook" };
     expect(heard).toEqual([{ ...about, id: a, status: "retried", attempts: 0, nextAttemptAt: now().toISOString() }]);
     await outbox.runDue();
     expect(await outbox.purge()).toBe(1);
@@ -201,11 +201,11 @@ describe("the outbox telling the bus of each delivery's changes", () => {
     expect(receiver!.acknowledgedIds()).toEqual([a]);
   });
 
-  it("tells mail deliveries too, by their target key and kind", async () => {
+  it("tells mail deliveries too, by their target key, recipient and kind", async () => {
     const outbox = await open();
     const [id] = await outbox.enqueue(RUN_KEY, [mailTo], message, WORKSPACE);
     await outbox.runDue();
-    const about = { id, target: targetKey(mailTo), kind: "email" };
+    const about = { id, target: targetKey(mailTo), to: describeTarget(mailTo), kind: "email" };
     expect(heard).toEqual([
       { ...about, status: "queued", attempts: 0 },
       { ...about, status: "sending", attempts: 1 },

@@ -66,6 +66,10 @@ describe("messageMarkdown", () => {
     expect(blocks[1]).toContain("error  exec  python3 build.py → exit 1");
   });
 
+  it("names the failed run and how to see it", () => {
+    expect(messageMarkdown(failed)).toContain("See the whole run with `countd show 20260301T090000Z-ab12 --job daily-report`.");
+  });
+
   it("is just the answer for a completed run", () => {
     expect(messageMarkdown({ ...failed, kind: "run.completed", run: { ...failed.run, status: "ok" } })).toBe("Partial answer.");
   });
