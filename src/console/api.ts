@@ -374,6 +374,7 @@ export async function jobViews(deps: ConsoleDeps): Promise<JobView[]> {
         pausedAt: deps.state.job(job.name).pausedAt,
         pausedAll,
         problems,
+        workspace: deps.config().paths.workspace,
       });
     }),
   );
