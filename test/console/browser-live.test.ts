@@ -10,6 +10,7 @@ import { closeServer, listenLoopback } from "../support/loopback.js";
 import { runCountd, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startHeldLlm, type HeldLlm } from "../support/held-llm.js";
 import { CHROMIUM, hasSystemPackage } from "../support/system-package.js";
+import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /*
  * The console's live transcript while the page changes what it subscribes to, its charts of a
@@ -25,6 +26,7 @@ const hasChromium = await hasSystemPackage("chromium", import.meta.filename);
 describe.skipIf(!hasChromium)("the console's live transcript and charts in Chromium", () => {
   let dir: string;
   let llm: HeldLlm;
+  let hooks: WebhookReceiver;
   let daemon: DaemonProcess;
   let browser: Browser;
   let signInUrl: string;
@@ -34,6 +36,7 @@ describe.skipIf(!hasChromium)("the console's live transcript and charts in Chrom
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "countd-browser-live-"));
     llm = await startHeldLlm();
+    hooks = await startWebhookReceiver();
     await mkdir(join(dir, "jobs"));
     await mkdir(join(dir, "workspace", "inbox"), { recursive: true });
     await writeFile(join(dir, "countd.yaml"), "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\n");
@@ -41,6 +44,7 @@ describe.skipIf(!hasChromium)("the console's live transcript and charts in Chrom
       report: "prompt: Write the weekly report.\ntools: [list_dir]\n",
       once: "prompt: Ran once.\n",
       intake: 'prompt: Read the new files.\nwatch:\n  paths: ["inbox/*.csv"]\n',
+      notify: `prompt: Send the notification.\ndeliver:\n  - webhook:\n      url: ${hooks.url}\n`,
     };
     for (const [name, yaml] of Object.entries(jobs)) await writeFile(join(dir, "jobs", `${name}.yaml`), yaml);
     const state = await StateStore.open(join(dir, "state"));
@@ -66,6 +70,7 @@ describe.skipIf(!hasChromium)("the console's live transcript and charts in Chrom
       await daemon.exited;
     }
     await llm?.close();
+    await hooks?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   }, TEST_MS);
 
@@ -151,6 +156,20 @@ describe.skipIf(!hasChromium)("the console's live transcript and charts in Chrom
     const started = new Date(ONCE.startedAt);
     const hour = `${started.getHours() % 12 || 12}${started.getHours() < 12 ? "am" : "pm"}`;
     expect(labels.join(" ")).toContain(hour);
+  });
+
+  it("shows how many attempts a delivered delivery took", { timeout: TEST_MS }, async () => {
+    const page = await signedIn();
+    await page.goto(`${origin}/#/jobs/notify`);
+    await page.getByRole("button", { name: "Run now" }).click();
+    await page.waitForURL(/#\/runs\/notify\/[^/]+$/);
+    const request = await llm.take("notification");
+    await request.text("All systems normal.");
+    await request.end();
+    await hooks.waitFor(1);
+    const delivery = page.locator("section", { has: page.locator("h2", { hasText: "Deliveries" }) }).locator("tbody tr");
+    await delivery.filter({ hasText: "delivered" }).waitFor();
+    expect(await delivery.locator("td.num").textContent()).toBe("1");
   });
 
   it("names a watch job's globs in its trigger", { timeout: TEST_MS }, async () => {
