@@ -90,6 +90,20 @@ const TRENDS = {
   cost: { name: "Cost", format: usd },
 };
 
+/**
+ * The time axis (seconds) from the first run to the last, or two hours around runs closer than
+ * that: left to itself, uPlot widens a single run's range to a thousand days (its day is counted
+ * in milliseconds), so the axis read 2027, 2028, 2029.
+ */
+function atLeastTwoHours(times) {
+  const span = 2 * 3600;
+  const first = times[0];
+  const last = times.at(-1);
+  if (last - first >= span) return [first, last];
+  const middle = (first + last) / 2;
+  return [middle - span / 2, middle + span / 2];
+}
+
 /** One value of each finished run over time: its duration, its tokens or its cost (none for a run with no price). */
 export function RunTrend({ runs, field }) {
   if (runs.length === 0) return html`<p class="empty">No finished runs yet.</p>`;
@@ -101,7 +115,7 @@ export function RunTrend({ runs, field }) {
   const data = [runs.map((run) => Date.parse(run.started_at) / 1000), values];
   const last = runs.length - 1;
   const make = () => ({
-    scales: { y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.15 : 1] } },
+    scales: { x: { range: () => atLeastTwoHours(data[0]) }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.15 : 1] } },
     axes: [axis({ grid: { show: false }, space: 90 }), axis({ size: 64, values: (_u, splits) => splits.map(format), ...(incrs ? { incrs } : {}) })],
     // Away from the points the legend shows the latest run.
     series: [

@@ -6,7 +6,9 @@ import { get } from "./api.js";
  * job, one run); each choice, and each reconnection, makes the daemon replay what runs in progress
  * produced so far and then send `live`. Screens therefore get a `reset` before each replay and
  * rebuild what they show from it, so nothing is counted twice and nothing missed while
- * disconnected stays missing.
+ * disconnected stays missing. The daemon marks where its answer to a subscription begins
+ * (`replay`): what arrives between sending a subscription and that mark was chosen by the one
+ * before, and would repeat steps the replay brings again, so it is dropped.
  */
 
 const FIRST_RETRY_MS = 1_000;
@@ -19,8 +21,10 @@ let filter = {};
 let retries = 0;
 let retryTimer;
 let stopped = true;
-/** `live` markers still to come: messages before the last one's replay belong to an earlier filter. */
-let pendingLive = 0;
+/** Answers to subscriptions (or to the connection) whose `replay` mark has not come: until it has, messages belong to an earlier filter. */
+let pendingReplays = 0;
+/** Whether the next reset follows a reconnection. */
+let reconnected = false;
 /** "connecting" | "live" | "reconnecting" */
 let state = "connecting";
 
@@ -39,20 +43,23 @@ function connect() {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const ws = new WebSocket(`${scheme}//${location.host}/api/ws`);
   socket = ws;
-  pendingLive = 1;
+  // The daemon answers the connection itself with a replay of everything, before the subscription.
+  pendingReplays = 1;
   ws.onopen = () => {
-    const reconnected = retries > 0;
+    reconnected = retries > 0;
     retries = 0;
-    subscribe(reconnected);
+    subscribe();
   };
   ws.onmessage = (event) => {
     if (ws !== socket) return;
     const message = JSON.parse(event.data);
-    if (message.type === "live") {
-      pendingLive--;
-      if (pendingLive > 0) return;
-      setState("live");
-    } else if (pendingLive > 1) return;
+    if (message.type === "replay") {
+      pendingReplays--;
+      if (pendingReplays === 0) reset();
+      return;
+    }
+    if (pendingReplays > 0) return;
+    if (message.type === "live") setState("live");
     for (const listener of listeners) listener(message);
   };
   ws.onclose = () => {
@@ -66,10 +73,15 @@ function connect() {
   };
 }
 
-function subscribe(reconnected) {
+function subscribe() {
   socket.send(JSON.stringify({ type: "subscribe", ...filter }));
-  pendingLive++;
-  for (const listener of listeners) listener({ type: "reset", reconnected });
+  pendingReplays++;
+}
+
+function reset() {
+  const message = { type: "reset", reconnected };
+  reconnected = false;
+  for (const listener of listeners) listener(message);
 }
 
 function setState(next) {
@@ -90,7 +102,7 @@ export function useLive(wanted, onMessage) {
     const listener = (message) => handler.current(message);
     listeners.add(listener);
     filter = wanted;
-    if (socket?.readyState === WebSocket.OPEN) subscribe(false);
+    if (socket?.readyState === WebSocket.OPEN) subscribe();
     return () => listeners.delete(listener);
   }, [key]);
 }

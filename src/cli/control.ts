@@ -148,7 +148,7 @@ function openLive(endpoint: Endpoint, filter: Omit<Subscription, "type">, onMess
     ws.on("message", (data) => {
       const message = JSON.parse(data.toString()) as LiveMessage;
       if (message.type === "live") resolve({ closed, close: () => ws.close() });
-      else onMessage(message);
+      else if (message.type !== "replay") onMessage(message);
     });
     // Closed before `live`: the daemon stopped while the stream opened.
     void closed.then(({ code, reason }) => reject(new Error(`the daemon closed the live stream (${code}${reason ? `: ${reason}` : ""})`)));

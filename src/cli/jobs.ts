@@ -2,6 +2,7 @@ import path from "node:path";
 import ms from "ms";
 import type { Config } from "../config/schema.js";
 import { displayPath, listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
+import { watchLabel } from "../jobs/watch-label.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
@@ -63,7 +64,7 @@ async function jobsTable(
     const seconds = hasSeconds([...next, ...(job.schedule?.kind === "at" ? [job.schedule.date] : [])]);
     rows.push([
       job.name + (job.enabled ? "" : " (disabled)") + (state.isPaused(job.name) ? " (paused)" : ""),
-      trigger(job, seconds),
+      trigger(job, seconds, config.paths.workspace),
       job.timezone,
       next.map((date) => when(date, job.timezone, seconds)).join(", ") || (done ? "done" : "-"),
       lastRun(last, job.timezone, seconds),
@@ -112,13 +113,13 @@ async function lastExchangeOf(config: Config): Promise<{ lastExchange?: Date }> 
   return at ? { lastExchange: at } : {};
 }
 
-function trigger(job: ArmedJob, seconds: boolean): string {
+function trigger(job: ArmedJob, seconds: boolean, workspace: string): string {
   const parts: string[] = [];
   const { schedule, watch, webhook } = job;
   if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
   if (schedule?.kind === "every") parts.push(`every ${ms(schedule.intervalMs)}`);
   if (schedule?.kind === "at") parts.push(`at ${when(schedule.date, job.timezone, seconds)}`);
-  if (watch) parts.push(`watch ${watch.paths.length === 1 ? "1 path" : `${watch.paths.length} paths`}`);
+  if (watch) parts.push(watchLabel(watch.paths, workspace));
   if (webhook) parts.push("webhook");
   return parts.join(" + ") || "manual";
 }

@@ -349,7 +349,7 @@ async function runDeliveries(outbox: DeliveryOutbox, run: RunRecord, written: re
     const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
     return view;
   });
-  const done = (await outbox.deliveredIds(prefix)).map(({ id, at }) => ({ id, ...delivered(id), status: "delivered" as const, delivered_at: at }));
+  const done = (await outbox.deliveredIds(prefix)).map(({ id, at, attempts }) => ({ id, ...delivered(id), status: "delivered" as const, delivered_at: at, ...(attempts !== undefined ? { attempts } : {}) }));
   return [...open, ...done];
 }
 
@@ -389,6 +389,7 @@ export async function jobViews(deps: ConsoleDeps): Promise<JobView[]> {
         pausedAt: deps.state.job(job.name).pausedAt,
         pausedAll,
         problems,
+        workspace: deps.config().paths.workspace,
       });
     }),
   );

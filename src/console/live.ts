@@ -143,7 +143,7 @@ export class LiveHub {
     return this.runs.get(key(job, runId)) !== undefined;
   }
 
-  /** A new client: it receives what the runs it asked for have produced so far, then `live`, then everything as it happens. */
+  /** A new client: it receives `replay`, what the runs it asked for have produced so far, then `live`, then everything as it happens. */
   connect(socket: LiveSocket, filter: Omit<Subscription, "type"> = {}): { subscribe(filter: Omit<Subscription, "type">): void; close(): void } {
     const client: Client = { socket, filter };
     this.clients.add(client);
@@ -180,7 +180,7 @@ export class LiveHub {
   remote(message: LiveMessage): void {
     if (message.node !== undefined && message.node === this.node) return;
     const safe = this.redactor().redactValue(message) as LiveMessage;
-    if (safe.type === "live") return;
+    if (safe.type === "live" || safe.type === "replay") return;
     if (safe.type === "delivery") return this.send(safe, JSON.stringify(safe));
     const id = key(safe.job, safe.run_id);
     if (safe.type === "run_started") {
@@ -295,6 +295,7 @@ export class LiveHub {
   }
 
   private replay(client: Client): void {
+    this.deliver(client, JSON.stringify({ type: "replay" } satisfies LiveMessage));
     for (const state of this.runs.values()) {
       if (!wants(client.filter, { type: "run_started", run_id: state.record.id, job: state.record.job } as LiveMessage)) continue;
       for (const message of state.replay) this.deliver(client, JSON.stringify(message));
@@ -320,7 +321,7 @@ function freshState(record: RunRecord): Omit<RunState, "remote"> {
 }
 
 function wants(filter: Omit<Subscription, "type">, message: LiveMessage): boolean {
-  if (message.type === "live") return true;
+  if (message.type === "live" || message.type === "replay") return true;
   const job = "job" in message ? message.job : undefined;
   const run = "run_id" in message ? message.run_id : undefined;
   if (filter.run !== undefined && filter.run !== run) return false;

@@ -49,6 +49,11 @@ type LiveEvent =
       error?: string;
       next_attempt_at?: string;
     }
+  /**
+   * Sent first in answer to a connection or a (re)subscription: what came before it was chosen by
+   * the earlier subscription, what follows up to `live` is the replay of the runs in progress.
+   */
+  | { type: "replay" }
   /** Sent once after a (re)subscription's replay: what follows is live. */
   | { type: "live" };
 
@@ -75,7 +80,7 @@ export interface JobView {
   file: string;
   description?: string;
   enabled: boolean;
-  /** "cron 0 9 * * *", "every 1h", "at …", "watch 2 paths", "webhook", joined by " + "; "manual" with neither. */
+  /** "cron 0 9 * * *", "every 1h", "at …", "watch inbox/*.csv, /srv/drop/*.txt", "webhook", joined by " + "; "manual" with neither. */
   trigger: string;
   timezone: string;
   /** ISO 8601 with the job's offset, e.g. 2026-12-03T09:00:00+01:00. */

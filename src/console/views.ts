@@ -3,19 +3,20 @@ import type { Config } from "../config/schema.js";
 import type { OutboxEntry } from "../delivery/outbox.js";
 import { describeTarget } from "../delivery/targets.js";
 import { displayPath } from "../jobs/load.js";
+import { watchLabel } from "../jobs/watch-label.js";
 import type { Job } from "../jobs/types.js";
 import type { RunRecord, RunStatus } from "../store/run-record.js";
 import { localClock } from "../time.js";
 import type { JobDetail, JobView, RunDelivery, StatsView } from "./protocol.js";
 
 /** How the console shows a job's trigger: what `countd jobs` shows, one phrase. */
-export function triggerText(job: Pick<Job, "schedule" | "watch" | "webhook" | "timezone">): string {
+export function triggerText(job: Pick<Job, "schedule" | "watch" | "webhook" | "timezone">, workspace: string): string {
   const parts: string[] = [];
   const { schedule, watch, webhook } = job;
   if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
   if (schedule?.kind === "every") parts.push(`every ${ms(schedule.intervalMs)}`);
   if (schedule?.kind === "at") parts.push(`at ${zoned(schedule.date, job.timezone)}`);
-  if (watch) parts.push(`watch ${watch.paths.length === 1 ? "1 path" : `${watch.paths.length} paths`}`);
+  if (watch) parts.push(watchLabel(watch.paths, workspace));
   if (webhook) parts.push("webhook");
   return parts.join(" + ") || "manual";
 }
@@ -25,14 +26,14 @@ export function zoned(at: Date, timezone: string): string {
   return localClock(at, timezone).datetime;
 }
 
-export function jobView(job: Job, extra: { nextFires: string[]; lastRun?: RunRecord; pausedAt?: string; pausedAll: boolean; problems: string[] }): JobView {
+export function jobView(job: Job, extra: { nextFires: string[]; lastRun?: RunRecord; pausedAt?: string; pausedAll: boolean; problems: string[]; workspace: string }): JobView {
   const last = extra.lastRun;
   return {
     name: job.name,
     file: displayPath(job.file),
     ...(job.description ? { description: job.description } : {}),
     enabled: job.enabled,
-    trigger: triggerText(job),
+    trigger: triggerText(job, extra.workspace),
     timezone: job.timezone,
     next_fires: extra.nextFires,
     ...(last

@@ -38,7 +38,8 @@ export interface DeliveryOutbox {
   /** When a delivery was acknowledged, if within DELIVERED_KEPT_MS. */
   deliveredAt(id: string): Answer<Date | undefined>;
   /** Acknowledged deliveries whose id starts with `prefix` (a run's `<job>.<run id>.`), with when. */
-  deliveredIds(prefix: string): Answer<Array<{ id: string; at: string }>>;
+  /** `attempts`: how many it took, where the outbox kept it. */
+  deliveredIds(prefix: string): Answer<Array<{ id: string; at: string; attempts?: number }>>;
   /** Makes one delivery (by id), or every dead one ("dead"), due now with a fresh 24 h; returns how many. */
   retry(which: string): Promise<number>;
   /** Forgets dead deliveries; returns how many. */

@@ -231,14 +231,14 @@ export class Outbox implements DeliveryOutbox {
     throw new Error(`no pending or dead delivery with id "${id}" in ${this.store.file}`);
   }
 
-  /** Acknowledged deliveries whose id starts with `prefix` (a run's `<job>.<run id>.`), with when; those of the last DELIVERED_KEPT_MS only. */
-  deliveredIds(prefix: string): Array<{ id: string; at: string }> {
+  /** Acknowledged deliveries whose id starts with `prefix` (a run's `<job>.<run id>.`), with when and their attempts; those of the last DELIVERED_KEPT_MS only. */
+  deliveredIds(prefix: string): Array<{ id: string; at: string; attempts?: number }> {
     // Expired ids leave the store only as it records or reopens: a quiet outbox still holds them.
     const since = this.now().getTime() - DELIVERED_KEPT_MS;
     return this.store
       .deliveredWith(prefix)
       .filter(({ at }) => at.getTime() >= since)
-      .map(({ id, at }) => ({ id, at: at.toISOString() }));
+      .map(({ id, at, attempts }) => ({ id, at: at.toISOString(), ...(attempts !== undefined ? { attempts } : {}) }));
   }
 
   /** Writes through the store, then tells the bus of each delivery the records changed. */
@@ -354,7 +354,7 @@ export class Outbox implements DeliveryOutbox {
       await this.recordFailure(entry, err);
       return;
     }
-    await Promise.all([counted, this.record({ op: "delivered", id: entry.id, at: this.now().toISOString() })]);
+    await Promise.all([counted, this.record({ op: "delivered", id: entry.id, at: this.now().toISOString(), attempts: entry.attempts })]);
     this.log.info({ delivery: entry.id, attempts: entry.attempts }, "delivered");
   }
 

@@ -56,7 +56,7 @@ export type OutboxRecord =
   /** Appended as the send it counts starts; synced with the attempt's outcome. */
   | { op: "attempt"; id: string; at: string }
   /** The acknowledgement: the entry leaves the outbox and its id is never queued or sent again for DELIVERED_KEPT_MS. */
-  | { op: "delivered"; id: string; at: string }
+  | { op: "delivered"; id: string; at: string; /** Absent in journals written before it was kept. */ attempts?: number }
   | { op: "failed"; id: string; error: string; retryAt: string }
   | { op: "dead"; id: string; error: string }
   /** `countd outbox retry`: pending again, with a fresh schedule and a fresh 24 h. */
@@ -123,7 +123,7 @@ const id = z.string().min(1);
 export const recordShape = z.discriminatedUnion("op", [
   z.object({ op: z.literal("queued"), entry: entryShape }),
   z.object({ op: z.literal("attempt"), id, at: time }),
-  z.object({ op: z.literal("delivered"), id, at: time }),
+  z.object({ op: z.literal("delivered"), id, at: time, attempts: count.optional() }),
   z.object({ op: z.literal("failed"), id, error: z.string(), retryAt: time }),
   z.object({ op: z.literal("dead"), id, error: z.string() }),
   z.object({ op: z.literal("retried"), id, at: time, giveUpAt: time }),

@@ -10,10 +10,16 @@ export { DELIVERED_KEPT_MS, OUTBOX_FILE, type DisabledTarget, type OutboxData, t
 /** Compaction waits for at least this many superseded records, so a small outbox is not rewritten over and over. */
 const COMPACT_AFTER = 10_000;
 
-/** The outbox as its records add up: entries in play, disabled targets, and acknowledged ids (id → epoch ms, in order). */
+/** An acknowledgement: when (epoch ms), and after how many attempts when the journal says. */
+interface Acknowledged {
+  at: number;
+  attempts?: number;
+}
+
+/** The outbox as its records add up: entries in play, disabled targets, and acknowledged ids (in order). */
 class OutboxState {
   readonly data = emptyOutbox();
-  readonly delivered = new Map<string, number>();
+  readonly delivered = new Map<string, Acknowledged>();
   /** Object.keys(data.entries).length, kept as it changes: counting them per record would make a burst quadratic. */
   private entries = 0;
 
@@ -36,7 +42,7 @@ class OutboxState {
       if (this.data.entries[record.id]) this.entries--;
       delete this.data.entries[record.id];
       this.delivered.delete(record.id);
-      this.delivered.set(record.id, Date.parse(record.at));
+      this.delivered.set(record.id, { at: Date.parse(record.at), ...(record.attempts !== undefined ? { attempts: record.attempts } : {}) });
       return undefined;
     }
     const entry = this.data.entries[record.id];
@@ -70,7 +76,7 @@ class OutboxState {
 
   /** Forgets acknowledgements older than DELIVERED_KEPT_MS before `now`. */
   expire(now: number): void {
-    for (const [keptId, at] of this.delivered) {
+    for (const [keptId, { at }] of this.delivered) {
       if (at >= now - DELIVERED_KEPT_MS) break;
       this.delivered.delete(keptId);
     }
@@ -80,7 +86,7 @@ class OutboxState {
   records(): OutboxRecord[] {
     return [
       ...Object.entries(this.data.disabledTargets).map(([target, { at, reason }]): OutboxRecord => ({ op: "disabled", target, at, reason })),
-      ...[...this.delivered].map(([keptId, at]): OutboxRecord => ({ op: "delivered", id: keptId, at: new Date(at).toISOString() })),
+      ...[...this.delivered].map(([keptId, { at, attempts }]): OutboxRecord => ({ op: "delivered", id: keptId, at: new Date(at).toISOString(), ...(attempts !== undefined ? { attempts } : {}) })),
       ...Object.values(this.data.entries).map((entry): OutboxRecord => ({ op: "queued", entry })),
     ];
   }
@@ -167,14 +173,14 @@ export class OutboxStore {
 
   /** When `id` was acknowledged, if within DELIVERED_KEPT_MS. */
   deliveredAt(id: string): Date | undefined {
-    const at = this.state.delivered.get(id);
-    return at === undefined ? undefined : new Date(at);
+    const acknowledged = this.state.delivered.get(id);
+    return acknowledged === undefined ? undefined : new Date(acknowledged.at);
   }
 
-  /** The acknowledged ids starting with `prefix`, with when, oldest first. */
-  deliveredWith(prefix: string): Array<{ id: string; at: Date }> {
-    const found: Array<{ id: string; at: Date }> = [];
-    for (const [id, at] of this.state.delivered) if (id.startsWith(prefix)) found.push({ id, at: new Date(at) });
+  /** The acknowledged ids starting with `prefix`, with when and after how many attempts, oldest first. */
+  deliveredWith(prefix: string): Array<{ id: string; at: Date; attempts?: number }> {
+    const found: Array<{ id: string; at: Date; attempts?: number }> = [];
+    for (const [id, { at, attempts }] of this.state.delivered) if (id.startsWith(prefix)) found.push({ id, at: new Date(at), ...(attempts !== undefined ? { attempts } : {}) });
     return found;
   }
 
@@ -212,7 +218,7 @@ export class OutboxStore {
   private static recordsOf(data: OutboxData, delivered: Map<string, number>): OutboxRecord[] {
     const state = new OutboxState();
     Object.assign(state.data, data);
-    for (const [keptId, at] of delivered) state.delivered.set(keptId, at);
+    for (const [keptId, at] of delivered) state.delivered.set(keptId, { at });
     return state.records();
   }
 }

@@ -47,6 +47,14 @@ describe("countd jobs", () => {
     for (const fire of berlin) expect(fire).toMatch(/^\d{4}-\d\d-\d\d 09:00 \+0[12]:00$/);
   });
 
+  it("names a watch job's globs: those in the workspace as written, the others whole", async () => {
+    await mkdir(join(dir, "workspace", "inbox"), { recursive: true });
+    await writeFile(join(dir, "jobs", "intake.yaml"), `prompt: read them\nwatch:\n  paths: ["inbox/*.csv", "${dir}/*.txt"]\n`);
+    const run = await countd(["jobs"]);
+    expect(run.code).toBe(0);
+    expect(row(run.stdout, "intake").split(/\s{2,}/)[1]).toBe(`watch inbox/*.csv, ${dir}/*.txt`);
+  });
+
   it("lists a job whose file turned invalid with the last good version the daemon fires, marked; not loaded once the daemon is gone", async () => {
     await writeFile(join(dir, "jobs", "weekly.yaml"), 'prompt: weekly\nschedule: "0 9 * * 1"\n');
     await start();

@@ -136,7 +136,7 @@ describe("the console API", () => {
     expect(text!.kind === "text" && text!.html).toContain("<strong>a.txt</strong>");
     expect(text!.kind === "text" && text!.html).not.toContain("javascript:");
     expect(view.transcript.steps.find((step) => step.kind === "llm")).toMatchObject({ model: expect.any(String), usage: { inputTokens: expect.any(Number) } });
-    expect(view.deliveries).toEqual([{ id: expect.stringMatching(new RegExp(`^lister\\.${run.id}\\.webhook-`)), kind: "webhook", to: expect.stringContaining(hooks.url), status: "delivered", delivered_at: expect.any(String) }]);
+    expect(view.deliveries).toEqual([{ id: expect.stringMatching(new RegExp(`^lister\\.${run.id}\\.webhook-`)), kind: "webhook", to: expect.stringContaining(hooks.url), status: "delivered", delivered_at: expect.any(String), attempts: 1 }]);
     expect(hooks.acknowledgedIds()).toEqual([view.deliveries[0]!.id]);
 
     // ?job= names the job, for ids that several jobs share.

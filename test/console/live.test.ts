@@ -86,8 +86,8 @@ describe("LiveHub", () => {
     events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text: "Two files." });
     finish(events, RUN_A);
 
-    expect(socket.types).toEqual(["live", "run_started", "iteration", "stream", "stream", "tool_start", "tool_result", "llm", "stream", "run_finished"]);
-    const [, started, iteration, chunk1, chunk2, toolStart, toolResult, llm, , finished] = socket.messages;
+    expect(socket.types).toEqual(["replay", "live", "run_started", "iteration", "stream", "stream", "tool_start", "tool_result", "llm", "stream", "run_finished"]);
+    const [, , started, iteration, chunk1, chunk2, toolStart, toolResult, llm, , finished] = socket.messages;
     expect(started).toMatchObject({ type: "run_started", run_id: RUN_A.id, job: "report", run: { id: RUN_A.id, status: "running" } });
     expect(iteration).toEqual({ type: "iteration", run_id: RUN_A.id, job: "report", iteration: 1 });
     expect(chunk1).toEqual({ type: "stream", run_id: RUN_A.id, job: "report", content: "Let me " });
@@ -107,7 +107,7 @@ describe("LiveHub", () => {
     events.emit("tool.finished", { sessionId: RUN_A.sessionId, callId: "c", name: "exec", arguments: {}, result: "", durationMs: 1, attempts: 3, error: "exit code 2" });
     events.emit("llm.finished", { sessionId: RUN_A.sessionId, model: "m", usage: emptyUsage(), cost: null, durationMs: 5, finishReason: "error", attempts: 3, error: "HTTP 500" });
     finish(events, RUN_A, { status: "error", error: "LLM request failed: HTTP 500" });
-    expect(socket.messages.slice(2)).toEqual([
+    expect(socket.messages.slice(3)).toEqual([
       expect.objectContaining({ type: "tool_result", attempts: 3, error: "exit code 2" }),
       expect.objectContaining({ type: "llm", cost: null, error: "HTTP 500" }),
       expect.objectContaining({ type: "run_finished", status: "error", error: "LLM request failed: HTTP 500" }),
@@ -122,15 +122,15 @@ describe("LiveHub", () => {
 
     const late = new FakeSocket();
     live.connect(late);
-    expect(late.types).toEqual(["run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "live"]);
-    expect(late.messages[2]).toEqual({ type: "stream", run_id: RUN_A.id, job: "report", content: "Let me look." });
+    expect(late.types).toEqual(["replay", "run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "live"]);
+    expect(late.messages[3]).toEqual({ type: "stream", run_id: RUN_A.id, job: "report", content: "Let me look." });
     // The replay reads as the live messages did, but for the joined chunks.
-    expect(late.messages.filter((m) => m.type !== "stream" && m.type !== "live")).toEqual(early.messages.filter((m) => m.type !== "stream" && m.type !== "live"));
+    expect(late.messages.filter((m) => m.type !== "stream" && m.type !== "live" && m.type !== "replay")).toEqual(early.messages.filter((m) => m.type !== "stream" && m.type !== "live" && m.type !== "replay"));
 
     events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text: "Done" });
     finish(events, RUN_A);
-    expect(late.types.slice(7)).toEqual(["stream", "run_finished"]);
-    expect(late.messages[7]).toMatchObject({ content: "Done" });
+    expect(late.types.slice(8)).toEqual(["stream", "run_finished"]);
+    expect(late.messages[8]).toMatchObject({ content: "Done" });
     // The early client had no replay and saw every chunk on its own.
     expect(early.types.filter((t) => t === "stream")).toHaveLength(3);
   });
@@ -151,7 +151,7 @@ describe("LiveHub", () => {
     finish(events, RUN_A);
     const late = new FakeSocket();
     live.connect(late);
-    expect(late.types).toEqual(["live"]);
+    expect(late.types).toEqual(["replay", "live"]);
     expect(live.active()).toEqual([]);
     expect(live.isRunning(RUN_A.id, RUN_A.job)).toBe(false);
   });
@@ -172,7 +172,7 @@ describe("LiveHub", () => {
     live.connect(late);
     const replayed = late.texts.slice(0, -1);
     expect(replayed.reduce((sum, text) => sum + text.length, 0)).toBeLessThanOrEqual(REPLAY_BYTES_PER_RUN);
-    expect(late.types[0]).toBe("run_started");
+    expect(late.types.slice(0, 2)).toEqual(["replay", "run_started"]);
     const kept = (late.messages.find((m) => m.type === "stream") as { content: string }).content;
     // What is kept is the beginning of the answer, most of the megabyte.
     expect(kept).toBe(chunk.repeat(kept.length / chunk.length));
@@ -217,7 +217,7 @@ describe("LiveHub", () => {
     expect(runsOf(all)).toEqual(new Set([RUN_A.id, RUN_B.id]));
     expect(runsOf(byRun)).toEqual(new Set([RUN_A.id]));
     expect(runsOf(byJob)).toEqual(new Set([RUN_B.id]));
-    expect(other.types).toEqual(["live"]);
+    expect(other.types).toEqual(["replay", "live"]);
     expect(byRun.messages.at(-1)).toEqual({ type: "delivery", id: `report.${RUN_A.id}.webhook-1a2b3c`, job: "report", run_id: RUN_A.id, status: "delivered", attempts: 1, target: "webhook-1a2b3c", to: "json webhook at https://hooks.example.com/report", kind: "webhook" });
     expect(byJob.messages.at(-1)).toMatchObject({ type: "delivery", job: "backup", run_id: RUN_B.id, kind: "email" });
 
@@ -227,13 +227,29 @@ describe("LiveHub", () => {
     expect(runsOf(later)).toEqual(new Set([RUN_A.id, RUN_B.id]));
     later.texts.length = 0;
     client.subscribe({ run: RUN_B.id });
-    expect(later.types).toEqual(["run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "live"]);
+    expect(later.types).toEqual(["replay", "run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "live"]);
     expect(runsOf(later)).toEqual(new Set([RUN_B.id]));
     finish(events, RUN_A);
     finish(events, RUN_B);
     expect(later.types.at(-1)).toBe("run_finished");
     expect(later.messages.at(-1)).toMatchObject({ run_id: RUN_B.id });
     expect(later.messages.filter((m) => m.type === "run_finished")).toHaveLength(1);
+  });
+
+  it("begins its answer to a subscription with `replay`: what a client got before it was the earlier filter's, what follows is each step once, in order", () => {
+    const { events, live } = hub();
+    const socket = new FakeSocket();
+    // A page on the job's screen, which moves to the run's screen while the run goes on.
+    const client = live.connect(socket, { job: "report" });
+    runUntilTool(events, RUN_A);
+    events.emit("iteration", { sessionId: RUN_A.sessionId, iteration: 2 });
+    client.subscribe({ run: RUN_A.id });
+    events.emit("tool.started", { sessionId: RUN_A.sessionId, callId: "call-2", name: "read_file", arguments: { path: "a.txt" } });
+
+    const mark = socket.types.lastIndexOf("replay");
+    // Before the mark: the job's messages, which the replay brings again.
+    expect(socket.types.slice(0, mark)).toEqual(["replay", "live", "run_started", "iteration", "stream", "stream", "tool_start", "tool_result", "llm", "iteration"]);
+    expect(socket.types.slice(mark)).toEqual(["replay", "run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "iteration", "live", "tool_start"]);
   });
 
   it("a delivery that belongs to no run reaches only the clients that asked for everything", () => {
@@ -244,7 +260,7 @@ describe("LiveHub", () => {
     live.connect(byJob, { job: "report" });
     events.emit("delivery", { id: "@heartbeat.checkin-20261202.webhook-1", status: "failed", attempts: 2, target: "webhook-1", to: "json webhook at https://hooks.example.com/beat", kind: "webhook", error: "HTTP 503", nextAttemptAt: "2026-12-02T09:10:00.000Z" });
     expect(all.messages.at(-1)).toEqual({ type: "delivery", id: "@heartbeat.checkin-20261202.webhook-1", status: "failed", attempts: 2, target: "webhook-1", to: "json webhook at https://hooks.example.com/beat", kind: "webhook", error: "HTTP 503", next_attempt_at: "2026-12-02T09:10:00.000Z" });
-    expect(byJob.types).toEqual(["live"]);
+    expect(byJob.types).toEqual(["replay", "live"]);
   });
 
   it("sends nothing of sessions that are no run (countd ask, subagents), nor of a run's session after it ended", () => {
@@ -371,7 +387,7 @@ describe("LiveHub", () => {
     client.close();
     expect(live.clientCount()).toBe(0);
     runUntilTool(events, RUN_A);
-    expect(socket.types).toEqual(["live"]);
+    expect(socket.types).toEqual(["replay", "live"]);
   });
 
   it("knows the runs in progress: how far they got, their tokens and their cost so far (unknown once a call is unpriced)", () => {
@@ -430,7 +446,7 @@ describe("LiveHub in a cluster", () => {
 
     expect(sent.every((message) => message.node === "n1")).toBe(true);
     expect(JSON.stringify(sent)).not.toContain(API_KEY);
-    expect(socket.messages.slice(1)).toEqual(sent);
+    expect(socket.messages.slice(2)).toEqual(sent);
     expect(two.active()).toEqual([{ id: RUN_A.id, job: "report", reason: "manual", started_at: RUN_A.startedAt, iteration: 2, usage: usage(100, 20, 60), cost: 0.25, node: "n1" }]);
     expect(one.active()).toEqual([expect.objectContaining({ id: RUN_A.id, node: "n1" })]);
     expect(two.isRunning(RUN_A.id, "report")).toBe(true);
@@ -452,7 +468,7 @@ describe("LiveHub in a cluster", () => {
 
     const socket = new FakeSocket();
     two.connect(socket);
-    expect(socket.types).toEqual(["run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "live"]);
+    expect(socket.types).toEqual(["replay", "run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "live"]);
     expect(two.active()).toEqual([expect.objectContaining({ id: RUN_A.id, iteration: 1, usage: usage(100, 20, 60), node: "n1" })]);
   });
 

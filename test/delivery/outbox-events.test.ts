@@ -216,7 +216,7 @@ describe("the outbox telling the bus of each delivery's changes", () => {
 });
 
 describe("Outbox.deliveredIds", () => {
-  it("lists a run's acknowledged deliveries by id prefix, with when, oldest first: not another run's, not those pending or dead", async () => {
+  it("lists a run's acknowledged deliveries by id prefix, with when and their attempts, oldest first: not another run's, not those pending or dead", async () => {
     const outbox = await open(400);
     const good = hookAt(receiver!.url);
     const refusing = hookAt(`${receiver!.url}?refuse=1`);
@@ -235,8 +235,8 @@ describe("Outbox.deliveredIds", () => {
     expect(receiver!.acknowledgedIds()).toHaveLength(3);
 
     const expected = [
-      { id: hookId, at: at(0) },
-      { id: mailId, at: at(5 * SECOND) },
+      { id: hookId, at: at(0), attempts: 1 },
+      { id: mailId, at: at(5 * SECOND), attempts: 1 },
     ];
     expect(outbox.deliveredIds(`${run}.`)).toEqual(expected);
     expect(outbox.deliveredIds("daily-report.20260302T080000Z-ffff.")).toEqual([]);
@@ -247,8 +247,8 @@ describe("Outbox.deliveredIds", () => {
     expect(reopened.deliveredIds(`${run}.`)).toEqual(expected);
     // Also by an outbox that stayed open and recorded nothing since.
     t = Date.parse(START) + 7 * DAY + 1;
-    expect(reopened.deliveredIds(`${run}.`)).toEqual([{ id: mailId, at: at(5 * SECOND) }]);
+    expect(reopened.deliveredIds(`${run}.`)).toEqual([{ id: mailId, at: at(5 * SECOND), attempts: 1 }]);
     await reopened.close();
-    expect((await open()).deliveredIds(`${run}.`)).toEqual([{ id: mailId, at: at(5 * SECOND) }]);
+    expect((await open()).deliveredIds(`${run}.`)).toEqual([{ id: mailId, at: at(5 * SECOND), attempts: 1 }]);
   });
 });
