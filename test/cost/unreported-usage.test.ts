@@ -2,6 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { readSpend } from "../../src/store/spend-ledger.js";
 import { openStack, type CostStack } from "../support/cost-stack.js";
 import { runCountd } from "../support/daemon-process.js";
 import { chunk, DONE, startSseServer, type SseServer } from "../support/sse-server.js";
@@ -72,5 +73,26 @@ describe("a provider that reports no usage", () => {
     expect(record.error).toMatch(/^the job's per-run budget of 500 tokens is spent: this run has used ~\d+ tokens$/);
     const table = await runCountd(["cost"], { cwd: dir });
     expect(table.stdout).toMatch(new RegExp(`^loop +${server.requests.length} +~\\d+ +0 +~\\d+ +${server.requests.length} unpriced calls? \\(${server.requests.length} estimated\\)$`, "m"));
+  });
+
+  it("counts a call that broke off after streaming output as estimated, and one that failed before any output not at all", async () => {
+    await server.close();
+    server = await startSseServer([
+      { status: 400, body: '{"error":{"message":"bad request"}}' },
+      { events: [chunk({ role: "assistant", content: "The queue holds three items and" })], after: "drop" },
+    ]);
+    const yaml = [`provider:\n  preset: openai\n  model: ${PRICED}`, "tools:\n  exec:\n    sandbox: none", `prices:\n  ${PRICED}: { input: 20, output: 20 }`].join("\n");
+    stack = await openStack({ dir, yaml, env: { OPENAI_BASE_URL: server.baseURL, OPENAI_API_KEY: "sk-test-nousage-0123456789" } });
+    stack.job("broken", "Count the queue");
+
+    expect(await stack.run("broken")).toMatchObject({ status: "error" });
+    expect(await stack.run("broken")).toMatchObject({ status: "error" });
+    await stack.close();
+
+    const lines = await readSpend(stack.config.paths.state, new Date(0));
+    // The 400 is not a call the provider answered; the broken stream streamed eight words.
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ job: "broken", usage: { outputTokens: 8, estimatedTokens: lines[0]!.usage.inputTokens + 8 } });
+    expect(lines[0]!.cost).toBeGreaterThan(0);
   });
 });
