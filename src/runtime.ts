@@ -8,7 +8,7 @@ import { ToolHistory } from "./audit/tool-history.js";
 import { providerForPreset } from "./config/load.js";
 import type { Config, ProviderConfig } from "./config/schema.js";
 import type { RunSpend } from "./cost/budget.js";
-import { metered } from "./cost/metered.js";
+import { metered, priceOf } from "./cost/metered.js";
 import { Pricer, type PriceRef } from "./cost/prices.js";
 import { EventBus } from "./events.js";
 import type { JobOverrides } from "./jobs/types.js";
@@ -112,10 +112,11 @@ export async function openRuntime(
 
   function loop({ toolNames, overrides = {}, extraTools = [], spend }: LoopOptions = {}): AgentLoop {
     const { provider, model, ref } = providerFor(overrides.provider);
+    const price = priceOf(pricer, ref);
     const settings = {
       ...shared,
-      provider: metered(provider, pricer, ref, spend),
-      ...(spend ? { budget: spend } : {}),
+      provider: metered(provider, price, spend),
+      ...(spend ? { budget: spend.checker(price) } : {}),
       model: overrides.model ?? model,
       temperature: overrides.temperature ?? config.provider.temperature,
       maxTokens: overrides.maxTokens ?? config.provider.maxTokens,

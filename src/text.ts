@@ -20,13 +20,20 @@ export function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
 
-/** Tokens as countd shows them: `1200 in (800 cached, 300 cache writes) / 50 out`, the parts in brackets only when not 0. */
+/** Whether some of these tokens are countd's estimate, the provider having reported none. */
+export const isEstimated = (usage: Usage): boolean => (usage.estimatedTokens ?? 0) > 0;
+
+/**
+ * Tokens as countd shows them: `1200 in (800 cached, 300 cache writes) / 50 out`, the parts in
+ * brackets only when not 0; `~1200 in / ~50 out` when some are estimated.
+ */
 export function tokensText(usage: Usage): string {
   const parts = [
     ...(usage.cachedInputTokens > 0 ? [`${usage.cachedInputTokens} cached`] : []),
     ...(usage.cacheWriteTokens > 0 ? [`${usage.cacheWriteTokens} cache writes`] : []),
   ];
-  return `${usage.inputTokens} in${parts.length > 0 ? ` (${parts.join(", ")})` : ""} / ${usage.outputTokens} out`;
+  const about = isEstimated(usage) ? "~" : "";
+  return `${about}${usage.inputTokens} in${parts.length > 0 ? ` (${parts.join(", ")})` : ""} / ${about}${usage.outputTokens} out`;
 }
 
 /**
@@ -37,9 +44,12 @@ export function usd(amount: number): string {
   return amount > 0 && amount < 0.00005 ? "<$0.0001" : `$${amount.toFixed(4)}`;
 }
 
-/** A run's or a call's cost: USD, `unpriced` for a model with no price (null), `-` where none was recorded (older records). */
-export function costText(cost: number | null | undefined): string {
-  return cost === undefined ? "-" : cost === null ? "unpriced" : usd(cost);
+/**
+ * A run's or a call's cost: USD (`~$0.0123` when its usage is partly estimated), `unpriced` for a
+ * model with no price (null), `-` where none was recorded (older records).
+ */
+export function costText(cost: number | null | undefined, usage?: Usage): string {
+  return cost === undefined ? "-" : cost === null ? "unpriced" : `${usage && isEstimated(usage) ? "~" : ""}${usd(cost)}`;
 }
 
 /** A span of time: `850ms`, `4.2s`, `75s`, `3m 20s`, `2h 5m`, `3d 4h`. */

@@ -190,7 +190,7 @@ export class AgentLoop {
           status = "limit";
           break;
         }
-        await this.opts.budget?.check();
+        await this.opts.budget?.check({ messages, tools: definitions, model: this.model, maxTokens: this.maxTokens });
         iterations++;
         this.events.emit("iteration", { sessionId, iteration: iterations });
 

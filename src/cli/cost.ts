@@ -1,7 +1,7 @@
 import { addUsage, emptyUsage, type Usage } from "../providers/types.js";
 import { clusterSpendSince } from "../cluster/spend.js";
 import { readSpend, type SpendLine } from "../store/spend-ledger.js";
-import { plural, usd } from "../text.js";
+import { isEstimated, plural, usd } from "../text.js";
 import { localClock } from "../time.js";
 import { EXIT, table, when } from "./output.js";
 import { setting } from "./reports.js";
@@ -18,6 +18,8 @@ export interface CostRow {
   /** USD of the priced calls; the unpriced ones are not in it (their USD is not known). */
   cost: number;
   unpricedCalls: number;
+  /** Calls whose provider reported no usage: their tokens, and so their USD, are countd's estimate. */
+  estimatedCalls: number;
 }
 
 /**
@@ -44,25 +46,33 @@ export async function cost(opts: { config?: string; sinceMs: number; by: CostGro
   // Cache writes are Anthropic's alone: their column is shown only when some call had them.
   const writes = total.usage.cacheWriteTokens > 0;
   const header = [opts.by.toUpperCase(), "CALLS", "INPUT", "CACHED", ...(writes ? ["CACHE WRITES"] : []), "OUTPUT", "USD"];
-  const cells = (row: CostRow) => [
-    row.key,
-    String(row.calls),
-    String(row.usage.inputTokens),
-    String(row.usage.cachedInputTokens),
-    ...(writes ? [String(row.usage.cacheWriteTokens)] : []),
-    String(row.usage.outputTokens),
-    usdText(row),
-  ];
+  const cells = (row: CostRow) => {
+    const about = row.estimatedCalls > 0 ? "~" : "";
+    return [
+      row.key,
+      String(row.calls),
+      `${about}${row.usage.inputTokens}`,
+      String(row.usage.cachedInputTokens),
+      ...(writes ? [String(row.usage.cacheWriteTokens)] : []),
+      `${about}${row.usage.outputTokens}`,
+      usdText(row),
+    ];
+  };
   process.stdout.write(`LLM calls ${from}, by ${opts.by}${opts.by === "day" ? ` (${timezone})` : ""}\n`);
   process.stdout.write(table(header, [...rows.map(cells), cells(total)]));
   return EXIT.ok;
 }
 
-/** Unpriced calls are named, never counted as $0: `$0.0123 + 2 unpriced calls`, or `2 unpriced calls` alone. */
+/**
+ * Unpriced calls are named, never counted as $0: `$0.0123 + 2 unpriced calls`, or `2 unpriced
+ * calls` alone; estimated calls are marked: `~$0.0123 (3 estimated)`.
+ */
 function usdText(row: CostRow): string {
   const unpriced = row.unpricedCalls > 0 ? plural(row.unpricedCalls, "unpriced call") : "";
-  if (row.unpricedCalls === row.calls) return unpriced;
-  return unpriced ? `${usd(row.cost)} + ${unpriced}` : usd(row.cost);
+  const estimated = row.estimatedCalls > 0 ? ` (${row.estimatedCalls} estimated)` : "";
+  const priced = `${estimated ? "~" : ""}${usd(row.cost)}`;
+  if (row.unpricedCalls === row.calls) return `${unpriced}${estimated}`;
+  return `${unpriced ? `${priced} + ${unpriced}` : priced}${estimated}`;
 }
 
 /** Days in order; jobs and models by what they cost, the dearest first. */
@@ -82,9 +92,10 @@ function group(lines: readonly SpendLine[], by: CostGroup, timezone: string): Co
 }
 
 function sum(key: string, lines: readonly SpendLine[]): CostRow {
-  const row: CostRow = { key, calls: 0, usage: emptyUsage(), cost: 0, unpricedCalls: 0 };
+  const row: CostRow = { key, calls: 0, usage: emptyUsage(), cost: 0, unpricedCalls: 0, estimatedCalls: 0 };
   for (const line of lines) {
     row.calls++;
+    if (isEstimated(line.usage)) row.estimatedCalls++;
     addUsage(row.usage, line.usage);
     if (line.cost === null) row.unpricedCalls++;
     else row.cost += line.cost;

@@ -54,7 +54,7 @@ export async function history(job: string | undefined, opts: { config?: string; 
     run.status,
     duration(run),
     tokensText(run.usage),
-    costText(run.cost),
+    costText(run.cost, run.usage),
     `${run.error ?? ""}${skippedFilesNote(run)}`,
   ]);
   process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS", "COST", "ERROR"], rows));

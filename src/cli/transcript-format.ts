@@ -32,7 +32,7 @@ export function formatRun(view: RunView, timezone: string, offline = false): str
     ["finished", time(run.finishedAt)],
     ["duration", run.finishedAt ? span(Date.parse(run.finishedAt) - Date.parse(run.startedAt)) : "-"],
     ["tokens", `${tokensText(run.usage)} (${plural(run.iterations, "iteration")}, ${plural(run.toolCalls, "tool call")})`],
-    ["cost", costText(run.cost)],
+    ["cost", costText(run.cost, run.usage)],
     ...(run.error ? [["error", inert(run.error)] as [string, string]] : []),
     ...(run.files ? [["files", filesLines(run)] as [string, string]] : []),
   ];
@@ -69,7 +69,7 @@ function stepLines(step: TranscriptStep): string[] {
   if (step.kind === "llm") {
     const end = step.error ? `  error: ${inert(step.error)}` : step.finish_reason ? `  (${step.finish_reason})` : "";
     // Audit lines written before pricing have no cost: nothing is shown for them.
-    const cost = step.cost !== undefined ? `  ${costText(step.cost)}` : "";
+    const cost = step.cost !== undefined ? `  ${costText(step.cost, step.usage)}` : "";
     return [`  LLM ${step.model}  ${tokensText(step.usage)}${cost}  ${span(step.duration_ms)}${end}`];
   }
   if (step.kind === "text") return [indent(inert(step.text), "    ")];

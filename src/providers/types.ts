@@ -49,6 +49,11 @@ export interface Usage {
   cachedInputTokens: number;
   /** Input written to the provider's prompt cache (Anthropic's cache_creation_input_tokens). */
   cacheWriteTokens: number;
+  /**
+   * How many of these tokens countd estimated because the provider reported no usage
+   * (cost/estimate.ts); absent when every figure is the provider's own.
+   */
+  estimatedTokens?: number;
 }
 
 export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "other";
@@ -87,6 +92,7 @@ export function addUsage(into: Usage, more: Usage): Usage {
   into.outputTokens += more.outputTokens;
   into.cachedInputTokens += more.cachedInputTokens;
   into.cacheWriteTokens += more.cacheWriteTokens;
+  if (more.estimatedTokens) into.estimatedTokens = (into.estimatedTokens ?? 0) + more.estimatedTokens;
   return into;
 }
 

@@ -94,10 +94,10 @@ describe("countd cost", () => {
       by: "job",
       timezone: "Pacific/Kiritimati",
       rows: [
-        { key: "weekly", calls: 2, usage: usage(4000, 2400, 0, 300), cost: 0.0012, unpricedCalls: 0 },
-        { key: "local", calls: 1, usage: usage(500, 0, 0, 50), cost: 0, unpricedCalls: 1 },
+        { key: "weekly", calls: 2, usage: usage(4000, 2400, 0, 300), cost: 0.0012, unpricedCalls: 0, estimatedCalls: 0 },
+        { key: "local", calls: 1, usage: usage(500, 0, 0, 50), cost: 0, unpricedCalls: 1, estimatedCalls: 0 },
       ],
-      total: { key: "total", calls: 3, usage: usage(4500, 2400, 0, 350), cost: 0.0012, unpricedCalls: 1 },
+      total: { key: "total", calls: 3, usage: usage(4500, 2400, 0, 350), cost: 0.0012, unpricedCalls: 1, estimatedCalls: 0 },
     });
     expect(Date.now() - Date.parse(report["since"] as string)).toBeGreaterThanOrEqual(24 * HOUR);
     expect(Date.now() - Date.parse(report["since"] as string)).toBeLessThan(24 * HOUR + 60_000);

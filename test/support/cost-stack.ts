@@ -42,6 +42,8 @@ export interface StackOptions {
   now?: () => Date;
   /** The jobs a stack defines; pass the same map to a reopened stack to keep them. */
   jobs?: Map<string, Job>;
+  /** runner.concurrency: how many runs go at once (2 unless given). */
+  concurrency?: number;
   /** Instead of the job map (e.g. with the heartbeat's job added). */
   lookup?: (jobs: Map<string, Job>, config: () => Config) => (name: string) => Job | undefined;
 }
@@ -59,7 +61,7 @@ export async function openStack(opts: StackOptions): Promise<CostStack> {
     state,
     runtime: () => runtime,
     job: opts.lookup ? opts.lookup(jobs, () => runtime.config) : (name) => jobs.get(name),
-    concurrency: 2,
+    concurrency: opts.concurrency ?? 2,
     streaks: stateStreaks(state),
     paused: (name) => state.isPaused(name),
     ...(opts.now ? { now: opts.now } : {}),
