@@ -49,6 +49,10 @@ function daemonLines(view: StatusView, timezone: string): string[][] {
   return [
     ["version", `${view.version}, up ${span(view.uptime_s * 1_000)} (since ${time(view.started_at)})`],
     ["loaded", `${plural(jobs.loaded, "job")}, ${jobs.invalid} invalid, ${paused}`],
+    ...jobs.invalid_jobs.map((job, i) => [
+      i === 0 ? "invalid" : "",
+      `${job.name} ${job.loaded ? "keeps its last good version" : "not loaded"}: ${job.problems[0] ?? ""}${job.problems.length > 1 ? ` (and ${job.problems.length - 1} more: countd jobs lists them)` : ""}`,
+    ]),
     ["running", `${view.running.length === 0 ? "no run" : plural(view.running.length, "run")}${view.queued > 0 ? `, ${view.queued} queued` : ""}`],
     ...running,
     ["outbox", `${view.outbox.pending} pending, ${view.outbox.dead} dead`],

@@ -22,6 +22,8 @@ export interface Problem {
   offset?: number;
   /** Point at the key rather than its value: right for unknown keys. */
   at?: "key" | "value";
+  /** The environment variable whose being unset is the problem: the commands that send decide what that costs. */
+  unset?: string;
 }
 
 export function parseYaml(name: string, text: string): { source: YamlSource; syntaxErrors: string[] } {

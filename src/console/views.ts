@@ -46,7 +46,7 @@ export function jobView(job: Job, extra: { nextFires: string[]; lastRun?: RunRec
 }
 
 /** A file in the jobs folder that loaded no job: shown with its problems, so a typo is seen where the job should be. */
-export function invalidFileView(file: string, problems: string[], timezone: string): JobView {
+export function invalidFileView(file: string, problems: string[], timezone: string, reason: string): JobView {
   return {
     name: file.replace(/^.*\//, "").replace(/\.ya?ml$/, ""),
     file,
@@ -57,6 +57,7 @@ export function invalidFileView(file: string, problems: string[], timezone: stri
     paused: false,
     problems,
     loaded: false,
+    not_loaded: reason,
   };
 }
 
