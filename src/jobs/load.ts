@@ -196,10 +196,11 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
 
   const tooDeep = mayNestTooDeep(text) ? nestingProblem(shown, text, MAX_JOB_NESTING) : undefined;
   if (tooDeep) return failed([tooDeep]);
-  const { source, syntaxErrors } = parseYaml(shown, text);
-  const stranger = notAJobProblem(source, syntaxErrors.length > 0);
+  const parsed = parseYaml(shown, text);
+  const stranger = notAJobProblem(parsed.source, parsed.syntaxErrors.length > 0);
   if (stranger) return failed([stranger]);
-  if (syntaxErrors.length > 0) return failed(syntaxErrors);
+  if (parsed.syntaxErrors.length > 0 && !parsed.recovered) return failed(parsed.syntaxErrors);
+  const source = parsed.recovered?.source ?? parsed.source;
   const nameAt = nameLocation(source);
 
   let data: unknown;
@@ -209,17 +210,17 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
     return failed(formatProblems(source, [{ path: [], message: `cannot be read: ${(err as Error).message}` }]), nameAt);
   }
 
-  const problems = triggerProblems(data);
-  const parsed = jobSchema.safeParse(data);
-  if (parsed.success) {
+  const problems = [...(parsed.recovered?.problems ?? []), ...triggerProblems(data)];
+  const checked = jobSchema.safeParse(data);
+  if (checked.success) {
     const warnings: Problem[] = [];
-    const job = await toJob(parsed.data, absolute, source, ctx, problems, warnings);
+    const job = await toJob(checked.data, absolute, source, ctx, problems, warnings);
     if (problems.length > 0) return failed(formatProblems(source, problems), nameAt, formatProblems(source, problems.filter((problem) => problem.unset)));
     return { file: absolute, job, problems: [], warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)], nameAt, unset: [] };
   }
 
   // The checks across fields still run on the keys that passed, so one round of fixes shows everything.
-  const shape = zodProblems(parsed.error, jobFileSchema);
+  const shape = zodProblems(checked.error, jobFileSchema);
   problems.push(...shape);
   const passed = jobSchema.safeParse(withoutKeys(data, shape));
   if (passed.success) await toJob(passed.data, absolute, source, ctx, problems, []);
