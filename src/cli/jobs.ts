@@ -1,11 +1,11 @@
 import path from "node:path";
 import ms from "ms";
 import type { Config } from "../config/schema.js";
-import { displayPath, listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
+import { listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
-import { notArmed, type NotArmed } from "../jobs/not-armed.js";
+import { fileProblems } from "../jobs/not-armed.js";
 import { lastExchange } from "../store/last-exchange.js";
 import type { StateStore } from "../store/state.js";
 import { openState } from "../cluster/state.js";
@@ -50,24 +50,22 @@ async function jobsTable(
   armed: Armed | undefined,
 ): Promise<number> {
   const now = new Date();
-  const daemonNotArmed = new Map(armed?.notArmed.map((file) => [file.file, file]));
-  const unarmed = notArmed(results, new Set(selected.jobs.map((job) => job.file)), selected.problems);
-  // What the daemon said of a file counts over this command's reading: its environment decides.
-  const notLoaded = new Map([...unarmed.map((file): [string, NotArmed] => [file.file, file]), ...daemonNotArmed]);
+  const own = fileProblems(results, new Map(selected.jobs.map((job) => [job.file, job.name])), selected.problems);
+  // What the daemon said of a file counts over this command's reading: its environment decides an unset variable.
+  const byFile = new Map([...own, ...(armed?.problems ?? [])].map((file) => [file.file, file]));
   // Its lines are shown too: this command's own reading cannot see the daemon's unset variables.
-  const daemonProblems = [...daemonNotArmed.values()].flatMap((file) => file.problems).filter((problem) => !problems.includes(problem));
+  const daemonProblems = (armed?.problems ?? []).flatMap((file) => file.problems).filter((problem) => !problems.includes(problem));
 
   const rows: string[][] = [];
   for (const result of results) {
-    const shown = displayPath(result.file);
-    const own = problems.filter((problem) => problem.startsWith(`${shown}:`)).length;
+    const count = byFile.get(result.file)?.problems.length ?? 0;
     const valid = selected.jobs.find((job) => job.file === result.file);
     const fired = armed?.jobs.find((job) => job.file === result.file);
     const job: ArmedJob | undefined = armed ? (fired && (valid ?? fired)) : valid;
-    const why = result.job ? "its name is taken" : "invalid file";
-    const mark = own === 0 ? "" : `${why} (${own === 1 ? "1 problem" : `${own} problems`}): its last good version fires`;
+    const nameTaken = result.job !== undefined && result.problems.length === 0 && own.some((file) => file.file === result.file);
+    const mark = count === 0 ? "" : `${nameTaken ? "its name is taken" : "invalid file"} (${count === 1 ? "1 problem" : `${count} problems`}): its last good version fires`;
     if (!job) {
-      const reason = notLoaded.get(result.file)?.reason ?? `not armed by the running daemon (pid ${armed?.pid})`;
+      const reason = byFile.get(result.file)?.reason ?? `not armed by the running daemon (pid ${armed?.pid})`;
       rows.push([path.basename(result.file).replace(/\.ya?ml$/, ""), "-", "-", "-", "-", `not loaded: ${reason}`]);
       continue;
     }

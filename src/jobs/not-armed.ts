@@ -1,12 +1,16 @@
 import path from "node:path";
 import { displayPath, type JobFileResult } from "./load.js";
 
-/** A job file from which no job is fired, and why: every place a user looks at jobs shows these. */
-export interface NotArmed {
+/**
+ * A job file with problems, or from which no job is fired, and why: every place a user looks at
+ * jobs shows these. `armed`: its job (the last good version) is fired all the same.
+ */
+export interface FileProblems {
   /** Absolute. */
   file: string;
   /** The job's name, or the file's when it gave no job. */
   name: string;
+  armed: boolean;
   /** `path:line:col: message` lines. */
   problems: string[];
   /** The first problem without its place, and how many more there are: for a table's column. */
@@ -14,17 +18,19 @@ export interface NotArmed {
 }
 
 /**
- * The files of `results` that give no job in `armed` (by file). `problems` are those of the whole
- * folder: a job whose name another file took has its problem there, not in its file's result.
+ * The files of `results` that have problems or give no job in `armed` (by file). `problems` are
+ * those of the whole folder: a job whose name another file took has its problem there, not in its
+ * file's result. `name` is the armed job's for a file whose last good version is fired.
  */
-export function notArmed(results: readonly JobFileResult[], armed: ReadonlySet<string>, problems: readonly string[]): NotArmed[] {
+export function fileProblems(results: readonly JobFileResult[], armed: ReadonlyMap<string, string>, problems: readonly string[]): FileProblems[] {
   return results
-    .filter((result) => !armed.has(result.file))
+    .filter((result) => !armed.has(result.file) || result.problems.length > 0)
     .map((result) => {
       const own = result.problems.length > 0 ? result.problems : problems.filter((problem) => problem.startsWith(`${result.nameAt}:`));
       return {
         file: result.file,
-        name: result.job?.name ?? path.basename(result.file).replace(/\.ya?ml$/, ""),
+        name: armed.get(result.file) ?? result.job?.name ?? path.basename(result.file).replace(/\.ya?ml$/, ""),
+        armed: armed.has(result.file),
         problems: own,
         reason: reasonOf(result.file, own),
       };

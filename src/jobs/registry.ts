@@ -4,7 +4,7 @@ import { isDeepStrictEqual } from "node:util";
 import { errorText } from "../text.js";
 import { displayPath, isJobFileName, listJobFiles, readJobFiles, selectJobs, type JobContext, type JobFileResult } from "./load.js";
 import { FolderWatch } from "./folder-watch.js";
-import { notArmed, type NotArmed } from "./not-armed.js";
+import { fileProblems, type FileProblems } from "./not-armed.js";
 import type { Job } from "./types.js";
 
 export interface JobRegistryOptions {
@@ -13,8 +13,8 @@ export interface JobRegistryOptions {
   ctx: JobContext;
   /** Called with every job after each change that altered the list (not after load()). */
   onChange?: (jobs: Job[]) => void;
-  /** Called with the files that give no job whenever that list changed (not after load()). */
-  onNotArmed?: (files: NotArmed[]) => void;
+  /** Called with the files that have problems or give no job whenever that list changed (not after load()). */
+  onProblems?: (files: FileProblems[]) => void;
   log?: Logger;
 }
 
@@ -35,13 +35,13 @@ export class JobRegistry {
   private readonly dir: string;
   private ctx: JobContext;
   private readonly onChange: JobRegistryOptions["onChange"];
-  private readonly onNotArmed: JobRegistryOptions["onNotArmed"];
+  private readonly onProblems: JobRegistryOptions["onProblems"];
   private readonly log: Logger;
   /** By file, so a change re-reads one file and the rest stay as loaded. */
   private results = new Map<string, JobFileResult>();
   private jobs: Job[] = [];
   private byName = new Map<string, Job>();
-  private unarmed: NotArmed[] = [];
+  private troubled: FileProblems[] = [];
   /** Keys of the lines logged for the current state: a problem that persists is logged once, not on every change. */
   private reported = new Set<string>();
   /** Problems with the folder itself (missing, unreadable), from the last full scan. */
@@ -55,7 +55,7 @@ export class JobRegistry {
     this.dir = path.resolve(opts.dir);
     this.ctx = opts.ctx;
     this.onChange = opts.onChange;
-    this.onNotArmed = opts.onNotArmed;
+    this.onProblems = opts.onProblems;
     this.log = (opts.log ?? silentLogger).child({ component: "jobs" });
   }
 
@@ -108,13 +108,18 @@ export class JobRegistry {
    */
   files(): Array<{ file: string; job?: Job; problems: string[] }> {
     const byFile = new Map(this.jobs.map((job) => [job.file, job]));
-    const unarmed = new Map(this.unarmed.map((file) => [file.file, file.problems]));
+    const unarmed = new Map(this.notArmed().map((file) => [file.file, file.problems]));
     return [...this.results.values()].map((result) => ({ file: result.file, job: byFile.get(result.file), problems: unarmed.get(result.file) ?? result.problems }));
   }
 
   /** The files that give no job, with why. */
-  notArmed(): NotArmed[] {
-    return [...this.unarmed];
+  notArmed(): FileProblems[] {
+    return this.troubled.filter((file) => !file.armed);
+  }
+
+  /** The files that have problems or give no job. */
+  problemFiles(): FileProblems[] {
+    return [...this.troubled];
   }
 
   /** Problems with the folder itself (missing, unreadable). */
@@ -165,7 +170,7 @@ export class JobRegistry {
   /**
    * Makes `results` current and returns the problems of the new state. With `log`, new problems
    * are logged, and so is a change of the job list; with `notify`, that change is passed to
-   * onChange and a change of the files that give no job to onNotArmed.
+   * onChange and a change of the files with problems or no job to onProblems.
    */
   private apply(results: Map<string, JobFileResult>, log: boolean, notify: boolean): string[] {
     const lastGood = new Map(this.jobs.map((job) => [job.file, job]));
@@ -173,7 +178,8 @@ export class JobRegistry {
     const selected = selectJobs(ordered, lastGood);
     const { jobs, kept } = selected;
     const problems = [...this.dirProblems, ...selected.problems];
-    const unarmed = notArmed(ordered, new Set(jobs.map((job) => job.file)), selected.problems);
+    const troubled = fileProblems(ordered, new Map(jobs.map((job) => [job.file, job.name])), selected.problems);
+    const unarmed = troubled.filter((file) => !file.armed);
     const ofUnarmed = new Set(unarmed.flatMap((file) => file.problems));
 
     const lines: Line[] = [
@@ -199,17 +205,17 @@ export class JobRegistry {
     }
 
     const before = this.jobs;
-    const unarmedBefore = this.unarmed;
+    const troubledBefore = this.troubled;
     this.results = results;
     this.jobs = jobs;
     this.byName = new Map(jobs.map((job) => [job.name, job]));
-    this.unarmed = unarmed;
+    this.troubled = troubled;
     if (log && notify && !isDeepStrictEqual(before, jobs)) {
       const change = describeChange(before, jobs);
       this.log.info(change.fields, change.msg);
       this.onChange?.(this.all());
     }
-    if (notify && !isDeepStrictEqual(unarmedBefore, unarmed)) this.onNotArmed?.(this.notArmed());
+    if (notify && !isDeepStrictEqual(troubledBefore, troubled)) this.onProblems?.(this.problemFiles());
     return problems;
   }
 }

@@ -83,10 +83,18 @@ describe("a job that names an unset variable is not armed, and says so everywher
     expect(row(jobs.stdout, "daily")[5]).toBeUndefined();
     expect(jobs.stderr).toContain(`${UNSET}\n`);
 
+    // Changed to name the variable and reloaded: the job keeps its last good version, and is marked.
+    await writeFile(join(dir, "jobs", "daily.yaml"), 'prompt: daily\nschedule: "0 8 * * *"\ndeliver:\n  - email: { to: ["${REPORT_TO}"] }\n');
+    daemon.child.kill("SIGHUP");
+    await vi.waitFor(() => expect(logLines(daemon!.output(), "job keeps running its last good version until the file is fixed")).not.toEqual([]), { timeout: 15_000, interval: 100 });
+    const kept = await countd(["jobs"]);
+    expect(row(kept.stdout, "daily")[5]).toBe("invalid file (1 problem): its last good version fires");
+
     const status = await countd(["status"]);
     expect(status.code).toBe(0);
-    expect(status.stdout).toContain("loaded:  1 job, 2 invalid, 0 paused\n");
+    expect(status.stdout).toContain("loaded:  1 job, 3 invalid, 0 paused\n");
     expect(status.stdout).toMatch(/^invalid: broken not loaded: jobs\/broken\.yaml:3:10: timeout: /m);
+    expect(status.stdout).toContain("\n         daily keeps its last good version: jobs/daily.yaml:4:20: deliver[0].email.to[0]: environment variable REPORT_TO is not set\n");
     expect(status.stdout).toContain(`\n         report not loaded: ${UNSET}\n`);
   });
 });
