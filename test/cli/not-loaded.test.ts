@@ -52,13 +52,16 @@ describe("a job that names an unset variable is not armed, and says so everywher
     expect(set.stderr).toBe("");
   });
 
-  it("countd jobs with no daemon loads the jobs as countd start would: the job is marked not loaded, with the reason, exit 1", async () => {
+  it("countd jobs and status with no daemon load the jobs as countd start would: the job is marked not loaded, with the reason, exit 1, and named", async () => {
     await writeFile(join(dir, "jobs", "report.yaml"), REPORT);
     const run = await countd(["jobs"]);
     expect(run.code).toBe(1);
     expect(row(run.stdout, "report")).toEqual(["report", "-", "-", "-", "-", "not loaded: deliver[0].email.to[0]: environment variable REPORT_TO is not set"]);
     expect(row(run.stdout, "daily")[5]).toBeUndefined();
     expect(run.stderr).toContain(`${UNSET}\n`);
+
+    const status = await countd(["status"]);
+    expect(status.stdout).toContain(`jobs:    1 in ${join(dir, "jobs")} (1 problem(s) in report: see countd jobs)\n`);
   });
 
   it("beside a daemon: a job it did not arm is logged, listed by countd jobs and named by countd status as not loaded, with the reason", async () => {
