@@ -176,16 +176,18 @@ function JobRow({ job, spent }) {
       </th>
       <td>${job.trigger}</td>
       <td>${job.timezone}</td>
-      <td>
-        ${job.next_fires.length === 0
-          ? html`<span class="muted">–</span>`
-          : html`<ul class="fires">${job.next_fires.map((at) => html`<li><time datetime=${at}>${fireText(at)}</time></li>`)}</ul>`}
-      </td>
-      <td>
-        ${last
-          ? html`<a href=${runHref(job.name, last.id)}><${Status} status=${last.status} /></a> <span class="muted small" title=${last.startedAt}>${ago(last.startedAt)}</span>`
-          : html`<span class="muted">never</span>`}
-      </td>
+      ${job.loaded
+        ? html`<td>
+              ${job.next_fires.length === 0
+                ? html`<span class="muted">–</span>`
+                : html`<ul class="fires">${job.next_fires.map((at) => html`<li><time datetime=${at}>${fireText(at)}</time></li>`)}</ul>`}
+            </td>
+            <td>
+              ${last
+                ? html`<a href=${runHref(job.name, last.id)}><${Status} status=${last.status} /></a> <span class="muted small" title=${last.startedAt}>${ago(last.startedAt)}</span>`
+                : html`<span class="muted">never</span>`}
+            </td>`
+        : html`<td colspan="2" class="not-loaded">not loaded: ${job.not_loaded}</td>`}
       <td class="num">
         ${spent
           ? html`${usd(spent.cost)}<div class="muted small" title=${usageText(spent.tokens)}>${count(tokens(spent.tokens))} tokens${spent.unpriced > 0 ? `, ${unpricedRuns(spent.unpriced)}` : ""}</div>`

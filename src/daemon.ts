@@ -154,11 +154,13 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       onChange: (all) => {
         arm(all).catch((err: unknown) => logger.error({ err }, "could not apply the changed jobs"));
       },
+      onProblems: (files) => void armed.setProblems(files),
     });
 
-    const { problems, warnings } = await jobs.load();
-    problems.forEach((problem) => logger.error(problem));
-    warnings.forEach((warning) => logger.warn(warning));
+    // A variable missing from the daemon's environment is fixed where it is started, as countd.yaml's are: refused now, not found at 09:00.
+    const { unset } = await jobs.load();
+    if (unset.length > 0) throw new ConfigError(unset);
+    await armed.setProblems(jobs.problemFiles());
     const localTranscripts = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
     const view = cluster
       ? await cluster.openView({ live, runner, events: runtime.events, local: localTranscripts, keepMs: () => config.retention.sessionsMs, redactor: () => redactor })

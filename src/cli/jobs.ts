@@ -1,11 +1,12 @@
 import path from "node:path";
 import ms from "ms";
 import type { Config } from "../config/schema.js";
-import { displayPath, listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
+import { listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
 import { watchLabel } from "../jobs/watch-label.js";
 import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
 import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
+import { fileProblems } from "../jobs/not-armed.js";
 import { lastExchange } from "../store/last-exchange.js";
 import type { StateStore } from "../store/state.js";
 import { openState } from "../cluster/state.js";
@@ -18,19 +19,24 @@ const HEADER = ["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN", "PROBLEM
 
 /**
  * `countd jobs`: every job file's job with its trigger, timezone, next three fires and last run,
- * then the heartbeat. A file that is invalid now is listed too, marked: with the last good version
- * the running daemon still fires (it publishes what it fires in armed.json), or as not loaded.
+ * then the heartbeat. Beside a running daemon, what it fires is what it published in armed.json:
+ * a file whose job it did not arm (invalid, or naming a variable its environment lacks) is marked
+ * `not loaded` with the daemon's reason; one that turned invalid since is marked with the last
+ * good version the daemon still fires. With no daemon, the files are loaded as `countd start`
+ * would load them, in this environment. Exits 1 when any job is not loaded or has problems.
  * A paused job is marked: its fires are recorded skipped.
  */
 export async function listJobs(opts: { config?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
+  const armed = await readArmed(config.paths.state);
   const listed = await listJobFiles(config.paths.jobs);
-  const results = await readJobFiles("files" in listed ? listed.files : [], ctx);
+  // Variables are the daemon's to look up; with none running, they are looked up as its start would.
+  const results = await readJobFiles("files" in listed ? listed.files : [], armed ? ctx : { ...ctx, env: process.env });
   const selected = selectJobs(results);
   const problems = [...("problem" in listed ? [listed.problem] : []), ...selected.problems];
   const { state, close } = await openState(config);
   try {
-    return await jobsTable(config, state, results, selected, problems);
+    return await jobsTable(config, state, results, selected, problems, armed);
   } finally {
     await close();
   }
@@ -42,20 +48,26 @@ async function jobsTable(
   results: Awaited<ReturnType<typeof readJobFiles>>,
   selected: ReturnType<typeof selectJobs>,
   problems: string[],
+  armed: Armed | undefined,
 ): Promise<number> {
-  const armed = await readArmed(config.paths.state);
   const now = new Date();
+  const own = fileProblems(results, new Map(selected.jobs.map((job) => [job.file, job.name])), selected.problems);
+  // What the daemon said of a file counts over this command's reading: its environment decides an unset variable.
+  const byFile = new Map([...own, ...(armed?.problems ?? [])].map((file) => [file.file, file]));
+  // Its lines are shown too: this command's own reading cannot see the daemon's unset variables.
+  const daemonProblems = (armed?.problems ?? []).flatMap((file) => file.problems).filter((problem) => !problems.includes(problem));
 
   const rows: string[][] = [];
   for (const result of results) {
-    const shown = displayPath(result.file);
-    const own = problems.filter((problem) => problem.startsWith(`${shown}:`)).length;
+    const count = byFile.get(result.file)?.problems.length ?? 0;
     const valid = selected.jobs.find((job) => job.file === result.file);
-    const job: ArmedJob | undefined = valid ?? armed?.jobs.find((fired) => fired.file === result.file);
-    const why = result.job ? "its name is taken" : "invalid file";
-    const mark = own === 0 ? "" : `${why} (${own === 1 ? "1 problem" : `${own} problems`}): ${job ? "its last good version fires" : "not loaded"}`;
+    const fired = armed?.jobs.find((job) => job.file === result.file);
+    const job: ArmedJob | undefined = armed ? (fired && (valid ?? fired)) : valid;
+    const nameTaken = result.job !== undefined && result.problems.length === 0 && own.some((file) => file.file === result.file);
+    const mark = count === 0 ? "" : `${nameTaken ? "its name is taken" : "invalid file"} (${count === 1 ? "1 problem" : `${count} problems`}): its last good version fires`;
     if (!job) {
-      rows.push([path.basename(result.file).replace(/\.ya?ml$/, ""), "-", "-", "-", "-", mark]);
+      const reason = byFile.get(result.file)?.reason ?? `not armed by the running daemon (pid ${armed?.pid})`;
+      rows.push([path.basename(result.file).replace(/\.ya?ml$/, ""), "-", "-", "-", "-", `not loaded: ${reason}`]);
       continue;
     }
     const done = state.job(job.name).done === true;
@@ -74,8 +86,8 @@ async function jobsTable(
   rows.push(await heartbeatRow(config, state, armed));
 
   process.stdout.write(table(HEADER, rows));
-  problems.forEach((problem) => process.stderr.write(`${problem}\n`));
-  return problems.length > 0 ? EXIT.failure : EXIT.ok;
+  [...problems, ...daemonProblems].forEach((problem) => process.stderr.write(`${problem}\n`));
+  return problems.length + daemonProblems.length > 0 || rows.some((row) => row[5]?.startsWith("not loaded")) ? EXIT.failure : EXIT.ok;
 }
 
 /**

@@ -75,10 +75,14 @@ async function knownJob(name: string, dir: string, ctx: JobContext, state: State
   throw new Error(`no job named "${name}" (known: ${[...known].sort().join(", ")})`);
 }
 
-/** `countd validate`: every problem of every job file as `path:line:col: message`, and a warning for each unpriced model. */
+/**
+ * `countd validate`: every problem of every job file as `path:line:col: message`, and a warning
+ * for each unpriced model and each variable a delivery names that is unset here. Only a warning:
+ * validate is run where the daemon's environment (a unit's EnvironmentFile) is seldom loaded.
+ */
 export async function validate(opts: { config?: string; jobs?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
-  const result = await validateJobs(opts.jobs ?? config.paths.jobs, ctx, (jobs) => unpricedModelWarnings(config, jobs, process.env));
+  const result = await validateJobs(opts.jobs ?? config.paths.jobs, { ...ctx, env: process.env, unsetVariables: "warning" }, (jobs) => unpricedModelWarnings(config, jobs, process.env));
   result.lines.forEach((line) => process.stderr.write(`${line}\n`));
   process.stdout.write(`${result.summary}\n`);
   return result.ok ? EXIT.ok : EXIT.failure;

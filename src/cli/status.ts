@@ -4,7 +4,8 @@ import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import type { StatusView } from "../console/protocol.js";
 import { jobContext } from "../jobs/context.js";
-import { loadJobsDir } from "../jobs/load.js";
+import { listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
+import { fileProblems } from "../jobs/not-armed.js";
 import { isAlive } from "../store/lock.js";
 import { costText, plural, span, tokensText, usd } from "../text.js";
 import { detectSandbox } from "../tools/sandbox.js";
@@ -26,9 +27,18 @@ export async function status(opts: { config?: string; json?: boolean }): Promise
     process.stdout.write(`${JSON.stringify(view ?? { up: running, ...(lock.pid ? { pid: lock.pid } : {}) }, null, 2)}\n`);
     return running ? EXIT.ok : EXIT.notRunning;
   }
-  const { jobs, problems } = await loadJobsDir(config.paths.jobs, jobContext(config, null));
+  // With no daemon, read as its start would: a variable unset here is a job it would not arm.
+  const listed = await listJobFiles(config.paths.jobs);
+  const results = await readJobFiles("files" in listed ? listed.files : [], jobContext(config, view ? null : process.env));
+  const selected = selectJobs(results);
+  const { jobs } = selected;
+  const problems = [...("problem" in listed ? [listed.problem] : []), ...selected.problems];
+  const named = fileProblems(results, new Map(jobs.map((job) => [job.file, job.name])), selected.problems).map((file) => file.name);
   const disabled = jobs.filter((job) => !job.enabled).length;
-  const notes = [...(disabled > 0 ? [`${disabled} disabled`] : []), ...(problems.length > 0 ? [`${problems.length} problem(s): see countd validate`] : [])];
+  const notes = [
+    ...(disabled > 0 ? [`${disabled} disabled`] : []),
+    ...(problems.length > 0 ? [`${problems.length} problem(s)${named.length > 0 ? ` in ${named.join(", ")}` : ""}: see countd jobs`] : []),
+  ];
   const lines = [
     ["daemon", view ? `running (pid ${view.pid})` : lock.text],
     ["jobs", `${jobs.length} in ${config.paths.jobs}${notes.length > 0 ? ` (${notes.join("; ")})` : ""}`],
@@ -49,6 +59,10 @@ function daemonLines(view: StatusView, timezone: string): string[][] {
   return [
     ["version", `${view.version}, up ${span(view.uptime_s * 1_000)} (since ${time(view.started_at)})`],
     ["loaded", `${plural(jobs.loaded, "job")}, ${jobs.invalid} invalid, ${paused}`],
+    ...jobs.invalid_jobs.map((job, i) => [
+      i === 0 ? "invalid" : "",
+      `${job.name} ${job.loaded ? "keeps its last good version" : "not loaded"}: ${job.problems[0] ?? ""}${job.problems.length > 1 ? ` (and ${job.problems.length - 1} more: countd jobs lists them)` : ""}`,
+    ]),
     ["running", `${view.running.length === 0 ? "no run" : plural(view.running.length, "run")}${view.queued > 0 ? `, ${view.queued} queued` : ""}`],
     ...running,
     ["outbox", `${view.outbox.pending} pending, ${view.outbox.dead} dead`],

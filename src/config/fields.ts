@@ -1,6 +1,7 @@
 import bytes from "bytes";
 import ms from "ms";
 import { z } from "zod";
+import { closeName } from "./yaml-errors.js";
 
 /*
  * The zod fields countd.yaml, job files and delivery targets are written with, and how their
@@ -142,4 +143,9 @@ export const oneOf = <T extends readonly [string, ...string[]]>(values: T) => z.
 
 /** An IANA zone name, checked against this machine's ICU data. */
 export const timeZone = () =>
-  text().refine(isTimeZone, { error: (issue) => `expected an IANA time zone name like "Asia/Shanghai", got ${describeValue(issue.input)}` });
+  text().refine(isTimeZone, {
+    error: (issue) => {
+      const near = typeof issue.input === "string" && issue.input.length <= MAX_TIME_ZONE_LENGTH ? closeName(issue.input, Intl.supportedValuesOf("timeZone")) : undefined;
+      return `expected an IANA time zone name like "Asia/Shanghai", got ${describeValue(issue.input)}${near ? ` (did you mean "${near}"?)` : ""}`;
+    },
+  });

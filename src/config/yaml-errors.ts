@@ -22,15 +22,43 @@ export interface Problem {
   offset?: number;
   /** Point at the key rather than its value: right for unknown keys. */
   at?: "key" | "value";
+  /** The environment variable whose being unset is the problem: the commands that send decide what that costs. */
+  unset?: string;
 }
 
-export function parseYaml(name: string, text: string): { source: YamlSource; syntaxErrors: string[] } {
+/**
+ * `recovered`: when the only syntax errors are `${VAR}` references left unquoted in a flow
+ * collection (`to: [${REPORT_TO}]`), the file as it reads with them quoted, and a problem on each,
+ * so that the file's other problems can be listed too.
+ */
+export function parseYaml(name: string, text: string): { source: YamlSource; syntaxErrors: string[]; recovered?: { source: YamlSource; problems: Problem[] } } {
+  const source = parsed(name, text);
+  const { errors } = source.doc;
+  // YAML reads the "{" of an unquoted reference as the start of a mapping: the error lands inside the reference, or just after it.
+  const references = [...text.matchAll(/\$\{[^}\n]*\}/g)].filter((ref) => errors.some((error) => error.pos[0] > ref.index && error.pos[0] <= ref.index + ref[0].length + 1));
+  const inReference = (offset: number) => references.some((ref) => offset > ref.index && offset <= ref.index + ref[0].length + 1);
+  const unquoted = (ref: RegExpMatchArray) => `${ref[0]} must be quoted here: YAML reads its "{" as the start of a mapping; write "${ref[0]}" (e.g. to: ["${ref[0]}"])`;
+  const syntaxErrors = [
+    ...references.map((ref) => ({ at: ref.index!, message: unquoted(ref) })),
+    ...errors.filter((error) => !inReference(error.pos[0])).map((error) => ({ at: error.pos[0], message: error.message })),
+  ]
+    .sort((a, b) => a.at - b.at)
+    .map((error) => `${position(source, error.at)}: ${error.message}`);
+  if (references.length === 0 || errors.some((error) => !inReference(error.pos[0]))) return { source, syntaxErrors };
+  // Quoting shifts what follows on the line by two columns per reference: the other problems' places stay close enough to find.
+  let quotedText = text;
+  for (const ref of [...references].reverse()) quotedText = `${quotedText.slice(0, ref.index)}"${ref[0]}"${quotedText.slice(ref.index! + ref[0].length)}`;
+  const quoted = parsed(name, quotedText);
+  if (quoted.doc.errors.length > 0) return { source, syntaxErrors };
+  const problems = references.map((ref, i): Problem => ({ path: [], offset: ref.index! + 2 * i, message: unquoted(ref) }));
+  return { source, syntaxErrors, recovered: { source: quoted, problems } };
+}
+
+function parsed(name: string, text: string): YamlSource {
   const lineCounter = new LineCounter();
   // prettyErrors would append a snippet to each message; the position is given up front instead.
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
-  const source = { name, text, doc, lineCounter };
-  const syntaxErrors = doc.errors.map((error) => `${position(source, error.pos[0])}: ${error.message}`);
-  return { source, syntaxErrors };
+  return { name, text, doc, lineCounter };
 }
 
 /**
@@ -113,7 +141,17 @@ export function zodProblems(error: z.ZodError, schema?: z.ZodType): Problem[] {
  * two for longer ones or for the same letters swapped (`ulr`), case and `-` for `_` ignored.
  */
 export function closeKey(key: string, known: readonly string[]): string | undefined {
-  const plain = key.toLowerCase().replaceAll("-", "_");
+  return closeMatch(key.toLowerCase().replaceAll("-", "_"), known);
+}
+
+/** The known name nearest to `name` as closeKey finds it, case ignored: for values such as time zones (`europe/berln`). */
+export function closeName(name: string, known: readonly string[]): string | undefined {
+  const lower = known.map((candidate) => candidate.toLowerCase());
+  const near = closeMatch(name.toLowerCase(), lower);
+  return near === undefined ? undefined : known[lower.indexOf(near)];
+}
+
+function closeMatch(plain: string, known: readonly string[]): string | undefined {
   // Cheap for any key: a huge one (a pasted file) costs one length check per candidate.
   const sameLength = known.filter((candidate) => candidate.length === plain.length);
   const letters = (word: string) => [...word].sort().join("");

@@ -23,6 +23,7 @@ import { COOKIE, type Credential, type Guard } from "./guard.js";
 import type { LiveHub } from "./live.js";
 import type { Metrics } from "./metrics.js";
 import type { JobView, RunNowAnswer, RunView, Spend, StatusView } from "./protocol.js";
+import { reasonOf } from "../jobs/not-armed.js";
 import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView, zoned } from "./views.js";
 import type { Asset } from "./assets.js";
 import type { WebhookTrigger } from "../triggers/webhook.js";
@@ -381,7 +382,7 @@ export async function jobViews(deps: ConsoleDeps): Promise<JobView[]> {
   const limit = pLimit(HISTORY_READS);
   const views = await Promise.all(
     deps.jobs.files().map(async ({ file, job, problems }) => {
-      if (!job) return invalidFileView(displayPath(file), problems, deps.config().timezone);
+      if (!job) return invalidFileView(displayPath(file), problems, deps.config().timezone, reasonOf(file, problems));
       const runs = await limit(() => deps.state.runs(job.name));
       return jobView(job, {
         nextFires: nextFiresShown(deps, job, now),
@@ -436,6 +437,7 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
       invalid: views.filter((v) => v.problems.length > 0).length,
       paused: views.filter((v) => v.loaded && v.paused).length,
       paused_all: deps.state.pausedAll() !== undefined,
+      invalid_jobs: views.filter((v) => v.problems.length > 0).map(({ name, file, loaded, problems }) => ({ name, file, loaded, problems })),
     },
     running: active,
     queued: deps.runner.queued().length,

@@ -92,6 +92,8 @@ export interface JobView {
   problems: string[];
   /** False for a file that is invalid and loaded no job: it has no runs, no fires and cannot be run. */
   loaded: boolean;
+  /** Why no job is loaded from the file: its first problem without its place, when `loaded` is false. */
+  not_loaded?: string;
 }
 
 export interface JobDetail extends JobView {
@@ -132,7 +134,14 @@ export interface StatusView {
   version: string;
   started_at: string;
   uptime_s: number;
-  jobs: { loaded: number; invalid: number; paused: number; paused_all: boolean };
+  jobs: {
+    loaded: number;
+    invalid: number;
+    paused: number;
+    paused_all: boolean;
+    /** Each job whose file has problems: `loaded` false when the daemon fires nothing from it. */
+    invalid_jobs: Array<{ name: string; file: string; loaded: boolean; problems: string[] }>;
+  };
   running: ActiveRun[];
   queued: number;
   outbox: { pending: number; dead: number };

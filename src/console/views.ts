@@ -47,7 +47,7 @@ export function jobView(job: Job, extra: { nextFires: string[]; lastRun?: RunRec
 }
 
 /** A file in the jobs folder that loaded no job: shown with its problems, so a typo is seen where the job should be. */
-export function invalidFileView(file: string, problems: string[], timezone: string): JobView {
+export function invalidFileView(file: string, problems: string[], timezone: string, reason: string): JobView {
   return {
     name: file.replace(/^.*\//, "").replace(/\.ya?ml$/, ""),
     file,
@@ -58,6 +58,7 @@ export function invalidFileView(file: string, problems: string[], timezone: stri
     paused: false,
     problems,
     loaded: false,
+    not_loaded: reason,
   };
 }
 

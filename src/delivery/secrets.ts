@@ -24,6 +24,8 @@ interface Field {
 interface FieldProblem {
   message: string;
   reference?: string;
+  /** The variable, when the problem is that it is unset. */
+  unset?: string;
 }
 
 function fieldsOf(target: DeliveryTarget): Field[] {
@@ -71,7 +73,7 @@ function fill(
     if (fallback !== undefined) return fallback;
     if (set === undefined) {
       unset.push(name);
-      problems.push({ reference, message: `environment variable ${name} is not set` });
+      problems.push({ reference, message: `environment variable ${name} is not set`, unset: name });
     }
     return "";
   });
@@ -157,7 +159,7 @@ function placed(field: Field, format: WebhookFormat, env: NodeJS.ProcessEnv | nu
   return fill(field, format, env, declared).problems.map((problem): Problem => {
     const found = problem.reference !== undefined && start !== undefined ? raw.indexOf(problem.reference, from) : -1;
     if (found >= 0) from = found + problem.reference!.length;
-    return { path: [...path], message: problem.message, ...(found >= 0 ? { offset: start! + found } : {}) };
+    return { path: [...path], message: problem.message, ...(found >= 0 ? { offset: start! + found } : {}), ...(problem.unset !== undefined ? { unset: problem.unset } : {}) };
   });
 }
 

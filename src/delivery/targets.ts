@@ -54,7 +54,12 @@ const referenceOr = (literal: z.ZodType<string>, what: string) =>
 
 const hasReference = (value: string) => value.includes("${");
 
-const addresses = () => z.array(referenceOr(address(), 'an email address like "ops@example.com"'), expected("a list of email addresses"));
+/** A list of at least `least` addresses; a single one stands for a list of one (`to: ops@example.com`). */
+const addresses = (least = 0) => {
+  const one = referenceOr(address(), 'an email address like "ops@example.com"');
+  const list = z.array(one).min(least, "expected at least one address");
+  return z.union([one, list], expected("an email address or a list of them")).transform((value) => (Array.isArray(value) ? value : [value]));
+};
 
 const attachPattern = () =>
   text().refine((pattern) => !/^([/\\~]|[A-Za-z]:)/.test(pattern) && !pattern.split(/[/\\]/).includes(".."), {
@@ -73,7 +78,7 @@ const subjectTemplate = () =>
 
 const emailSchema = z.strictObject(
   {
-    to: addresses().min(1, "expected at least one address").describe("Recipients."),
+    to: addresses(1).describe("Recipients: an address, or a list of them."),
     cc: addresses().default([]).describe("Copy recipients."),
     bcc: addresses().default([]).describe("Blind copy recipients."),
     subject: subjectTemplate()

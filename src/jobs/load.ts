@@ -5,7 +5,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import picomatch from "picomatch";
 import { escapePath } from "tinyglobby";
 import { isMap, isScalar, type Node } from "yaml";
-import { closeKey, formatProblem, formatProblems, keysAt, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
+import { closeKey, formatPath, formatProblem, formatProblems, keysAt, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
 import { referenceProblems, secretReferenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
 import { cronProblem, parseAt } from "./schedule.js";
@@ -34,6 +34,11 @@ export interface JobContext {
    * Only delivery targets hold references: job files are not interpolated.
    */
   env?: NodeJS.ProcessEnv | null;
+  /**
+   * What an unset variable in `env` is: a problem (start, run, jobs) or a warning (validate,
+   * whose environment is seldom the daemon's). Default: a problem.
+   */
+  unsetVariables?: "problem" | "warning";
   /**
    * countd.yaml's job_env: the only variables a job file may refer to. A file the agent managed
    * to write could otherwise send any of the daemon's variables (the provider key) to a webhook.
@@ -64,6 +69,8 @@ export interface JobFileResult {
   warnings: string[];
   /** `path:line:col` of the `name:` value, or of the file's start when the name comes from the file name. */
   nameAt: string;
+  /** Those of `problems` that are an unset variable: `countd start` refuses to start with one. */
+  unset: string[];
 }
 
 export async function loadJobFile(file: string, ctx: JobContext): Promise<{ job?: Job; problems: string[] }> {
@@ -176,7 +183,7 @@ export async function readJobFiles(files: readonly string[], ctx: JobContext): P
 export async function readJobFile(file: string, ctx: JobContext): Promise<JobFileResult> {
   const absolute = path.resolve(file);
   const shown = displayPath(absolute);
-  const failed = (problems: string[], nameAt = shown): JobFileResult => ({ file: absolute, problems: capped(shown, problems), warnings: [], nameAt });
+  const failed = (problems: string[], nameAt = shown, unset: string[] = []): JobFileResult => ({ file: absolute, problems: capped(shown, problems), warnings: [], nameAt, unset });
 
   let text: string;
   try {
@@ -189,10 +196,11 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
 
   const tooDeep = mayNestTooDeep(text) ? nestingProblem(shown, text, MAX_JOB_NESTING) : undefined;
   if (tooDeep) return failed([tooDeep]);
-  const { source, syntaxErrors } = parseYaml(shown, text);
-  const stranger = notAJobProblem(source, syntaxErrors.length > 0);
+  const parsed = parseYaml(shown, text);
+  const stranger = notAJobProblem(parsed.source, parsed.syntaxErrors.length > 0);
   if (stranger) return failed([stranger]);
-  if (syntaxErrors.length > 0) return failed(syntaxErrors);
+  if (parsed.syntaxErrors.length > 0 && !parsed.recovered) return failed(parsed.syntaxErrors);
+  const source = parsed.recovered?.source ?? parsed.source;
   const nameAt = nameLocation(source);
 
   let data: unknown;
@@ -202,17 +210,17 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
     return failed(formatProblems(source, [{ path: [], message: `cannot be read: ${(err as Error).message}` }]), nameAt);
   }
 
-  const problems = triggerProblems(data);
-  const parsed = jobSchema.safeParse(data);
-  if (parsed.success) {
+  const problems = [...(parsed.recovered?.problems ?? []), ...triggerProblems(data)];
+  const checked = jobSchema.safeParse(data);
+  if (checked.success) {
     const warnings: Problem[] = [];
-    const job = await toJob(parsed.data, absolute, source, ctx, problems, warnings);
-    if (problems.length > 0) return failed(formatProblems(source, problems), nameAt);
-    return { file: absolute, job, problems: [], warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)], nameAt };
+    const job = await toJob(checked.data, absolute, source, ctx, problems, warnings);
+    if (problems.length > 0) return failed(formatProblems(source, problems), nameAt, formatProblems(source, problems.filter((problem) => problem.unset)));
+    return { file: absolute, job, problems: [], warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)], nameAt, unset: [] };
   }
 
   // The checks across fields still run on the keys that passed, so one round of fixes shows everything.
-  const shape = zodProblems(parsed.error, jobFileSchema);
+  const shape = zodProblems(checked.error, jobFileSchema);
   problems.push(...shape);
   const passed = jobSchema.safeParse(withoutKeys(data, shape));
   if (passed.success) await toJob(passed.data, absolute, source, ctx, problems, []);
@@ -351,12 +359,14 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
   const { settings } = data;
   problems.push(...placeholderProblems(settings.prompt, source));
   const env = ctx.env === undefined ? process.env : ctx.env;
-  problems.push(
+  const references = [
     ...referenceProblems(settings.deliver, env, source, ["deliver"], ctx.jobEnv),
     ...referenceProblems(settings.onFailure, env, source, ["on_failure"], ctx.jobEnv),
-  );
-
-  if (data.webhook) problems.push(...webhookSecretProblems(data.webhook.secret, env, source, ctx));
+    ...(data.webhook ? webhookSecretProblems(data.webhook.secret, env, source, ctx) : []),
+  ];
+  const warnUnset = ctx.unsetVariables === "warning";
+  problems.push(...references.filter((problem) => !(warnUnset && problem.unset)));
+  if (warnUnset) warnings.push(...references.filter((problem) => problem.unset).map(unsetWarning));
 
   if (ctx.knownTools && settings.tools) {
     const mcp = ctx.mcpTools?.();
@@ -406,6 +416,12 @@ function webhookSecretProblems(secret: string, env: NodeJS.ProcessEnv | null, so
       path: at,
       message: `environment variable ${name} is not listed in secrets (countd.yaml): list it there, so that its value is redacted from logs and never reaches a tool`,
     }));
+}
+
+/** An unset variable as `countd validate` reports it: on the reference, the daemon's environment being another. */
+function unsetWarning(problem: Problem): Problem {
+  const message = `warning: ${formatPath(problem.path)}: ${problem.message} here: countd start and countd run refuse the job unless their environment sets it`;
+  return { path: problem.offset === undefined ? problem.path : [], message, ...(problem.offset !== undefined ? { offset: problem.offset } : {}) };
 }
 
 /** What loads but may not do what was meant: a one-shot `at:` that has passed; a webhook secret written in the file. */

@@ -4,6 +4,7 @@ import { isDeepStrictEqual } from "node:util";
 import { errorText } from "../text.js";
 import { displayPath, isJobFileName, listJobFiles, readJobFiles, selectJobs, type JobContext, type JobFileResult } from "./load.js";
 import { FolderWatch } from "./folder-watch.js";
+import { fileProblems, type FileProblems } from "./not-armed.js";
 import type { Job } from "./types.js";
 
 export interface JobRegistryOptions {
@@ -12,6 +13,8 @@ export interface JobRegistryOptions {
   ctx: JobContext;
   /** Called with every job after each change that altered the list (not after load()). */
   onChange?: (jobs: Job[]) => void;
+  /** Called with the files that have problems or give no job whenever that list changed (not after load()). */
+  onProblems?: (files: FileProblems[]) => void;
   log?: Logger;
 }
 
@@ -32,11 +35,13 @@ export class JobRegistry {
   private readonly dir: string;
   private ctx: JobContext;
   private readonly onChange: JobRegistryOptions["onChange"];
+  private readonly onProblems: JobRegistryOptions["onProblems"];
   private readonly log: Logger;
   /** By file, so a change re-reads one file and the rest stay as loaded. */
   private results = new Map<string, JobFileResult>();
   private jobs: Job[] = [];
   private byName = new Map<string, Job>();
+  private troubled: FileProblems[] = [];
   /** Keys of the lines logged for the current state: a problem that persists is logged once, not on every change. */
   private reported = new Set<string>();
   /** Problems with the folder itself (missing, unreadable), from the last full scan. */
@@ -50,13 +55,18 @@ export class JobRegistry {
     this.dir = path.resolve(opts.dir);
     this.ctx = opts.ctx;
     this.onChange = opts.onChange;
+    this.onProblems = opts.onProblems;
     this.log = (opts.log ?? silentLogger).child({ component: "jobs" });
   }
 
-  /** Reads every job file. The problems and warnings are returned for the caller to report, and not logged again later. */
-  async load(): Promise<{ problems: string[]; warnings: string[] }> {
-    const problems = await this.rescan(false);
-    return { problems, warnings: [...this.results.values()].flatMap((result) => result.warnings) };
+  /**
+   * Reads every job file, logging its problems and warnings. `unset` lists the unset variables the
+   * jobs refer to, which a starting daemon refuses.
+   */
+  async load(): Promise<{ problems: string[]; warnings: string[]; unset: string[] }> {
+    const problems = await this.rescan(true, false);
+    const results = [...this.results.values()];
+    return { problems, warnings: results.flatMap((result) => result.warnings), unset: results.flatMap((result) => result.unset) };
   }
 
   /**
@@ -80,7 +90,7 @@ export class JobRegistry {
     return this.serially(async () => {
       if (ctx) this.ctx = ctx;
       this.pending.clear();
-      await this.rescan(true);
+      await this.rescan(true, true);
     });
   }
 
@@ -98,7 +108,18 @@ export class JobRegistry {
    */
   files(): Array<{ file: string; job?: Job; problems: string[] }> {
     const byFile = new Map(this.jobs.map((job) => [job.file, job]));
-    return [...this.results.values()].map((result) => ({ file: result.file, job: byFile.get(result.file), problems: result.problems }));
+    const unarmed = new Map(this.notArmed().map((file) => [file.file, file.problems]));
+    return [...this.results.values()].map((result) => ({ file: result.file, job: byFile.get(result.file), problems: unarmed.get(result.file) ?? result.problems }));
+  }
+
+  /** The files that give no job, with why. */
+  notArmed(): FileProblems[] {
+    return this.troubled.filter((file) => !file.armed);
+  }
+
+  /** The files that have problems or give no job. */
+  problemFiles(): FileProblems[] {
+    return [...this.troubled];
   }
 
   /** Problems with the folder itself (missing, unreadable). */
@@ -135,30 +156,37 @@ export class JobRegistry {
     for (const [file] of batch.filter(([, event]) => event === "removed")) next.delete(file);
     const changed = batch.filter(([, event]) => event === "changed").map(([file]) => file);
     for (const result of await readJobFiles(changed, this.ctx)) next.set(result.file, result);
-    this.apply(next, true);
+    this.apply(next, true, true);
   }
 
-  private async rescan(announce: boolean): Promise<string[]> {
+  private async rescan(log: boolean, notify = log): Promise<string[]> {
     const listed = await listJobFiles(this.dir);
     const files = "files" in listed ? listed.files : [];
     const results = await readJobFiles(files, this.ctx);
     this.dirProblems = "problem" in listed ? [listed.problem] : [];
-    return this.apply(new Map(results.map((result) => [result.file, result])), announce);
+    return this.apply(new Map(results.map((result) => [result.file, result])), log, notify);
   }
 
   /**
-   * Makes `results` current and returns the problems of the new state. When announcing, new
-   * problems are logged and a change of the job list is logged and passed to onChange.
+   * Makes `results` current and returns the problems of the new state. With `log`, new problems
+   * are logged, and so is a change of the job list; with `notify`, that change is passed to
+   * onChange and a change of the files with problems or no job to onProblems.
    */
-  private apply(results: Map<string, JobFileResult>, announce: boolean): string[] {
+  private apply(results: Map<string, JobFileResult>, log: boolean, notify: boolean): string[] {
     const lastGood = new Map(this.jobs.map((job) => [job.file, job]));
     const ordered = [...results.keys()].sort().map((file) => results.get(file)!);
     const selected = selectJobs(ordered, lastGood);
     const { jobs, kept } = selected;
     const problems = [...this.dirProblems, ...selected.problems];
+    const troubled = fileProblems(ordered, new Map(jobs.map((job) => [job.file, job.name])), selected.problems);
+    const unarmed = troubled.filter((file) => !file.armed);
+    const ofUnarmed = new Set(unarmed.flatMap((file) => file.problems));
 
     const lines: Line[] = [
-      ...problems.map((problem): Line => ({ level: "error", fields: { problem }, msg: "problem in the jobs folder" })),
+      ...unarmed.flatMap((file) =>
+        file.problems.map((problem): Line => ({ level: "error", fields: { file: displayPath(file.file), job: file.name, problem }, msg: "job not armed: its file has problems" })),
+      ),
+      ...problems.filter((problem) => !ofUnarmed.has(problem)).map((problem): Line => ({ level: "error", fields: { problem }, msg: "problem in the jobs folder" })),
       ...ordered.flatMap((result) => result.warnings).map((warning): Line => ({ level: "warn", fields: { warning }, msg: "warning in the jobs folder" })),
       ...kept.map(
         (job): Line => ({
@@ -168,23 +196,26 @@ export class JobRegistry {
         }),
       ),
     ];
-    if (announce) for (const line of lines) if (!this.reported.has(keyOf(line))) this.log[line.level](line.fields, line.msg);
+    if (log) for (const line of lines) if (!this.reported.has(keyOf(line))) this.log[line.level](line.fields, line.msg);
     this.reported = new Set(lines.map(keyOf));
     // Its problems were logged; without this line the log would never say they are gone.
     const fixed = jobs.filter((job) => (this.results.get(job.file)?.problems.length ?? 0) > 0 && results.get(job.file)?.problems.length === 0);
-    if (announce) {
+    if (log) {
       for (const job of fixed) this.log.info({ file: displayPath(job.file), job: job.name }, "job file valid again; the job runs as the file now says");
     }
 
     const before = this.jobs;
+    const troubledBefore = this.troubled;
     this.results = results;
     this.jobs = jobs;
     this.byName = new Map(jobs.map((job) => [job.name, job]));
-    if (announce && !isDeepStrictEqual(before, jobs)) {
+    this.troubled = troubled;
+    if (log && notify && !isDeepStrictEqual(before, jobs)) {
       const change = describeChange(before, jobs);
       this.log.info(change.fields, change.msg);
       this.onChange?.(this.all());
     }
+    if (notify && !isDeepStrictEqual(troubledBefore, troubled)) this.onProblems?.(this.problemFiles());
     return problems;
   }
 }

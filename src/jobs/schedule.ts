@@ -90,6 +90,11 @@ export function cronLengthProblem(expression: string): string | undefined {
 export function cronProblem(expression: string, timezone: string, now: Date): string | undefined {
   const tooLong = cronLengthProblem(expression);
   if (tooLong) return tooLong;
+  // croner words a count it refuses two ways (by its own limit of 7, and by the mode's 5 or 6): one message for both.
+  const fields = expression.trim().split(/\s+/).length;
+  if (!expression.trim().startsWith("@") && fields !== 5 && fields !== 6) {
+    return `invalid cron expression ${describeValue(expression)}: it has ${fields} ${fields === 1 ? "field" : "fields"}; expected 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)`;
+  }
   try {
     return nextCronFire(expression, timezone, now) === null ? `cron expression ${describeValue(expression)} never fires (no date matches it)` : undefined;
   } catch (err) {

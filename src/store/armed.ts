@@ -1,6 +1,7 @@
 import { readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
+import type { FileProblems } from "../jobs/not-armed.js";
 import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
 import { isAlive } from "./lock.js";
@@ -17,6 +18,8 @@ export interface Armed {
   /** The daemon that wrote it; a file left by one that is gone is not read. */
   pid: number;
   jobs: ArmedJob[];
+  /** The job files it fires nothing from, or a last good version from, with why (its own environment decides an unset variable). */
+  problems: FileProblems[];
   heartbeat?: { nextTickAt: Date; everyMs: number };
 }
 
@@ -42,12 +45,14 @@ const armedShape = z.object({
       webhook: z.object({}).optional(),
     }),
   ),
+  problems: z.array(z.object({ file: z.string(), name: z.string(), armed: z.boolean(), problems: z.array(z.string()), reason: z.string() })).default([]),
   heartbeat: z.object({ nextTickAt: time, everyMs: z.number().nonnegative() }).optional(),
 });
 
 /** The daemon's side: every change is written whole (temp file and rename), one write at a time. */
 export class ArmedPublisher {
   private jobs: ArmedJob[] = [];
+  private problems: FileProblems[] = [];
   private heartbeat: Armed["heartbeat"];
   private writing: Promise<void> = Promise.resolve();
   private withdrawn = false;
@@ -74,6 +79,11 @@ export class ArmedPublisher {
     return this.write();
   }
 
+  setProblems(files: readonly FileProblems[]): Promise<void> {
+    this.problems = [...files];
+    return this.write();
+  }
+
   setHeartbeat(nextTickAt: Date, everyMs: number): Promise<void> {
     this.heartbeat = { nextTickAt, everyMs };
     return this.write();
@@ -88,7 +98,7 @@ export class ArmedPublisher {
 
   private write(): Promise<void> {
     if (this.withdrawn) return this.writing;
-    const data: Armed = { pid: process.pid, jobs: this.jobs, ...(this.heartbeat ? { heartbeat: this.heartbeat } : {}) };
+    const data: Armed = { pid: process.pid, jobs: this.jobs, problems: this.problems, ...(this.heartbeat ? { heartbeat: this.heartbeat } : {}) };
     const file = join(this.stateDir, FILE);
     this.writing = this.writing
       .then(async () => {
@@ -113,9 +123,10 @@ export async function readArmed(stateDir: string): Promise<Armed | undefined> {
     return undefined;
   }
   if (!parsed.success || !isAlive(parsed.data.pid)) return undefined;
-  const { pid, jobs, heartbeat } = parsed.data;
+  const { pid, jobs, problems, heartbeat } = parsed.data;
   return {
     pid,
+    problems,
     jobs: jobs.map(({ schedule, watch, ...job }) => ({ ...job, ...(schedule ? { schedule } : {}), ...(watch ? { watch } : {}) })),
     ...(heartbeat ? { heartbeat } : {}),
   };

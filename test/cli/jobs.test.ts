@@ -72,7 +72,7 @@ describe("countd jobs", () => {
     daemon!.child.kill("SIGTERM");
     expect(await daemon!.exited).toBe(0);
     const stopped = await countd(["jobs"]);
-    expect(row(stopped.stdout, "weekly").split(/\s{2,}/)).toEqual(["weekly", "-", "-", "-", "-", "invalid file (1 problem): not loaded"]);
+    expect(row(stopped.stdout, "weekly").split(/\s{2,}/)).toEqual(["weekly", "-", "-", "-", "-", 'not loaded: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"']);
   });
 
   it("lists the heartbeat with its next check-in: the first of the daemon's ticks its rules allow", async () => {

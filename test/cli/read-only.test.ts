@@ -41,10 +41,8 @@ describe("commands without the unit's EnvironmentFile", () => {
 
   // status exits 3 when no daemon runs (as systemctl status does), not 78: the configuration was read.
   it.each([
-    ["jobs", 0],
     ["history", 0],
     ["outbox", 0],
-    ["validate", 0],
     ["status", 3],
   ])("countd %s works, since it uses none of the unset variables", async (command, code) => {
     const result = await countd([command]);
@@ -52,9 +50,16 @@ describe("commands without the unit's EnvironmentFile", () => {
     expect(result.code).toBe(code);
   });
 
-  it("countd jobs lists the job whose delivery variable is unset, and validate counts it valid", async () => {
-    expect((await countd(["jobs"])).stdout).toMatch(/^report\s+manual\s/m);
-    expect((await countd(["validate"])).stdout).toBe("1 job valid in jobs/\n");
+  // The job's delivery variable is a job's, not countd.yaml's: start would refuse it, and the two commands that check jobs say so.
+  it("countd jobs marks the job whose delivery variable is unset not loaded, as start would refuse it; validate warns and counts it valid", async () => {
+    const jobs = await countd(["jobs"]);
+    expect(jobs.code).toBe(1);
+    expect(jobs.stdout).toMatch(/^report\s+-\s+-\s+-\s+-\s+not loaded: deliver\[0\]\.webhook\.url: environment variable REPORT_HOOK is not set$/m);
+    expect(jobs.stderr).toBe("jobs/report.yaml:3:22: deliver[0].webhook.url: environment variable REPORT_HOOK is not set\n");
+    const validate = await countd(["validate"]);
+    expect(validate.code).toBe(0);
+    expect(validate.stdout).toBe("1 job valid in jobs/ (1 warning)\n");
+    expect(validate.stderr).toMatch(/^jobs\/report\.yaml:3:22: warning: deliver\[0\]\.webhook\.url: environment variable REPORT_HOOK is not set here/);
   });
 
   it("countd start and countd run still refuse to start, naming each variable at file:line:col", async () => {

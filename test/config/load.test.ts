@@ -251,7 +251,7 @@ describe("errors point at file:line:col", () => {
   it("suggests the key meant, in every section, and nothing when none is close", async () => {
     expect(await problems("heartbeat:\n  enabeld: true\n  deliver:\n    - email: { too: [a@example.com] }\njobsdir: ./jobs\nfrobnicate: 1\n")).toEqual([
       'countd.yaml:2:3: heartbeat.enabeld: unknown key (did you mean "enabled"?)',
-      "countd.yaml:4:14: heartbeat.deliver[0].email.to: expected a list of email addresses, got nothing",
+      "countd.yaml:4:14: heartbeat.deliver[0].email.to: expected an email address or a list of them, got nothing",
       'countd.yaml:4:16: heartbeat.deliver[0].email.too: unknown key (did you mean "to"?)',
       'countd.yaml:5:1: jobsdir: unknown key (did you mean "jobs_dir"?)',
       "countd.yaml:6:1: frobnicate: unknown key",

@@ -176,7 +176,11 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     expect(morning).toContain("cron 0 9 * * *");
     expect(morning).toContain("Asia/Tokyo");
     expect(morning).toMatch(/\d{4}-\d{2}-\d{2} 09:00 \+09:00/);
-    expect(await row("broken").textContent()).toContain("invalid");
+    const broken = (await row("broken").textContent()) ?? "";
+    expect(broken).toContain("invalid");
+    // Not armed: no "never" beside its spend, as if it were waiting for its first fire.
+    expect(broken).toMatch(/not loaded: schedule: /);
+    expect(broken).not.toContain("never");
     expect(await text(page, "tr.problems-row")).toMatch(/jobs\/broken\.yaml is invalid[\s\S]*every monday/);
     expect(await text(page, ".tiles")).toMatch(/Jobs6 loaded, 1 invalid/);
     await page.locator(".connection", { hasText: "live" }).waitFor();

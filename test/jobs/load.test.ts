@@ -186,14 +186,14 @@ describe("job file problems", () => {
       "a cron expression with too few fields",
       "schedule: '* * *'\nprompt: x\n",
       [
-        `job.yaml:1:11: schedule: invalid cron expression "* * *": invalid configuration format ('* * *'), exactly five, six, or seven space separated parts are required.`,
+        'job.yaml:1:11: schedule: invalid cron expression "* * *": it has 3 fields; expected 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)',
       ],
     ],
     [
       "a 7-field cron expression",
       "prompt: x\nschedule: '0 0 9 * * * 2027'\n",
       [
-        `job.yaml:2:11: schedule: invalid cron expression "0 0 9 * * * 2027": mode '5-or-6-parts' requires exactly 5 or 6 parts, but pattern '0 0 9 * * * 2027' has 7 parts.`,
+        'job.yaml:2:11: schedule: invalid cron expression "0 0 9 * * * 2027": it has 7 fields; expected 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)',
       ],
     ],
     [

@@ -48,6 +48,7 @@ const write = (name: string, text: string) => writeFile(path.join(jobsDir, name)
 const prompts = (jobs: readonly Job[]) => jobs.map((job) => `${job.name}=${job.prompt}`);
 const line = (level: LogLine["level"], msg: string, fields: Record<string, unknown>): LogLine => ({ level, msg, fields: { component: "jobs", ...fields } });
 const problem = (text: string) => line("error", "problem in the jobs folder", { problem: text });
+const notArmed = (file: string, job: string, text: string) => line("error", "job not armed: its file has problems", { file: path.join(jobsDir, file), job, problem: text });
 const kept = (file: string, job: string) => line("warn", "job keeps running its last good version until the file is fixed", { file, job });
 const VALID_AGAIN = "job file valid again; the job runs as the file now says";
 const validAgain = (file: string, job: string) => line("info", VALID_AGAIN, { file, job });
@@ -66,7 +67,7 @@ async function inotifyWatches(): Promise<number> {
 }
 
 describe("JobRegistry", () => {
-  it("loads the folder and returns the problems without logging them", async () => {
+  it("loads the folder, returns the problems and logs each with the job it leaves not armed", async () => {
     await write("a.yaml", "prompt: first\n");
     await write("b.yaml", "prompt: second\ntimeout: soon\n");
     const { registry, problems } = await start();
@@ -76,7 +77,12 @@ describe("JobRegistry", () => {
     expect(problems).toEqual([
       `${path.join(jobsDir, "b.yaml")}:2:10: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"`,
     ]);
-    expect(captured.lines).toEqual([]);
+    expect(captured.lines).toEqual([
+      notArmed("b.yaml", "b", `${path.join(jobsDir, "b.yaml")}:2:10: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"`),
+    ]);
+    expect(registry.notArmed().map((file) => [file.name, file.reason])).toEqual([
+      ["b", 'timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"'],
+    ]);
     expect(changes).toEqual([]);
   });
 
@@ -136,7 +142,7 @@ describe("JobRegistry", () => {
     const { registry } = await start();
     await write("bad.yaml", "schedule: '0 9 * * *'\n");
     const error = `${path.join(jobsDir, "bad.yaml")}:1:1: prompt: required: the message the agent is given on each run`;
-    await vi.waitFor(() => expect(captured.lines).toContainEqual(problem(error)), TAKES_EFFECT);
+    await vi.waitFor(() => expect(captured.lines).toContainEqual(notArmed("bad.yaml", "bad", error)), TAKES_EFFECT);
 
     // Another file's change re-applies the folder; the problem that persists is not logged again.
     await write("good.yaml", "prompt: ok\n");
@@ -152,7 +158,7 @@ describe("JobRegistry", () => {
     await vi.waitFor(
       () =>
         expect(captured.lines).toContainEqual(
-          problem(`${path.join(jobsDir, "b.yaml")}:1:7: name: "report" is already the name of the job in ${path.join(jobsDir, "a.yaml")}`),
+          notArmed("b.yaml", "report", `${path.join(jobsDir, "b.yaml")}:1:7: name: "report" is already the name of the job in ${path.join(jobsDir, "a.yaml")}`),
         ),
       TAKES_EFFECT,
     );
