@@ -8,7 +8,7 @@ if (!existsSync(cli)) {
   const folder = fileURLToPath(new URL("..", import.meta.url));
   process.stderr.write(
     `countd is not built: ${fileURLToPath(cli)} is missing. In ${folder} run: npm ci && npm run build\n` +
-      "(or install the packed package, which ships dist/: npm pack, then npm install -g countd-<version>.tgz)\n",
+      "(npm ci --omit=dev installs no TypeScript to build with; the tarball npm pack makes ships dist/ built)\n",
   );
   process.exit(1);
 }

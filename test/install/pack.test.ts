@@ -1,9 +1,9 @@
 import { execFile, spawn } from "node:child_process";
-import { cp, mkdir, mkdtemp, readFile, readdir, realpath, stat, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, readdir, realpath, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { ANY_CONSOLE_PORT, logLines } from "../support/daemon-process.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -19,6 +19,13 @@ function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, PATH: [dirname(process.execPath), ...path].join(delimiter), ...extra };
 }
 
+/** A temporary folder removed after the test: a clone, a tarball and an install come to hundreds of MB. */
+async function scratch(name: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), `countd-${name}-`));
+  onTestFinished(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 async function sh(file: string, args: string[], cwd: string, env = userEnv()): Promise<{ code: number; output: string }> {
   try {
     const { stdout, stderr } = await run(file, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 });
@@ -31,7 +38,7 @@ async function sh(file: string, args: string[], cwd: string, env = userEnv()): P
 
 /** This checkout as a fresh clone has it: the sources, without node_modules, dist/ or what countd wrote. */
 async function cloneOfCheckout(): Promise<string> {
-  const clone = join(await mkdtemp(join(tmpdir(), "countd-clone-")), "countd");
+  const clone = join(await scratch("clone"), "countd");
   const left = new Set(["node_modules", "dist", ".git", "state", "logs"]);
   await cp(ROOT, clone, { recursive: true, filter: (source) => source === ROOT || !left.has(source.slice(ROOT.length + 1).split("/")[0]!) });
   return clone;
@@ -39,7 +46,7 @@ async function cloneOfCheckout(): Promise<string> {
 
 /** A user's own folder, nowhere near the package: countd.yaml and one job. */
 async function userFolder(): Promise<string> {
-  const folder = join(await mkdtemp(join(tmpdir(), "countd-user-")), "my-agents");
+  const folder = join(await scratch("user"), "my-agents");
   await mkdir(join(folder, "jobs"), { recursive: true });
   await writeFile(join(folder, "countd.yaml"), "timezone: UTC\n");
   await writeFile(join(folder, "jobs", "daily-report.yaml"), 'schedule: "0 9 * * 1-5"\nprompt: Summarise the notes.\ntools: [list_dir, read_file]\n');
@@ -59,13 +66,13 @@ describe("countd installed as a user installs it", () => {
     // A clone after `npm ci`: node_modules as real folders (hard links: fast), since the tarball bundles them.
     const modules = await realpath(join(ROOT, "node_modules"));
     if ((await sh("cp", ["-al", modules, join(clone, "node_modules")], clone)).code !== 0) await sh("cp", ["-a", modules, join(clone, "node_modules")], clone);
-    const out = await mkdtemp(join(tmpdir(), "countd-pack-"));
+    const out = await scratch("pack");
     const packed = await sh("npm", ["pack", "--pack-destination", out], clone);
     expect(packed, packed.output).toMatchObject({ code: 0 });
     const [tarball] = (await readdir(out)).filter((name) => name.endsWith(".tgz"));
     expect(tarball).toBe(`countd-${VERSION}.tgz`);
 
-    const prefix = await mkdtemp(join(tmpdir(), "countd-prefix-"));
+    const prefix = await scratch("prefix");
     const installed = await sh("npm", ["install", "-g", "--prefix", prefix, "--offline", "--no-audit", "--no-fund", join(out, tarball!)], out);
     expect(installed, installed.output).toMatchObject({ code: 0 });
     // Nothing runs at install time: no compiler, and npm has no install script of countd's to ask about.
