@@ -149,7 +149,8 @@ export async function listJobFiles(dir: string): Promise<{ files: string[] } | {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const reason = code === "ENOENT" ? "no such folder" : code === "ENOTDIR" ? "not a folder" : `cannot read: ${(err as Error).message}`;
-    return { problem: `${displayPath(absolute)}: ${reason}` };
+    // The full path: "jobs: no such folder" leaves a daemon's reader guessing which folder it looked in.
+    return { problem: `${absolute}: ${reason}` };
   }
 }
 
