@@ -3,13 +3,23 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const cli = new URL("../dist/cli.js", import.meta.url);
-// A clone installed with --omit=dev has no compiler, so nothing built dist/: say how, instead of ERR_MODULE_NOT_FOUND.
-if (!existsSync(cli)) {
-  const folder = fileURLToPath(new URL("..", import.meta.url));
-  process.stderr.write(
-    `countd is not built: ${fileURLToPath(cli)} is missing. In ${folder} run: npm ci && npm run build\n` +
-      "(npm ci --omit=dev installs no TypeScript to build with; the tarball npm pack makes ships dist/ built)\n",
-  );
-  process.exit(1);
+if (existsSync(cli)) {
+  await import(cli.href);
+} else {
+  // A clone after `npm ci` has dist/ only once `npm test`, `npm run build` or `npm pack` built it:
+  // until then its sources run through tsx, a devDependency. A build script run by npm ci would
+  // ship in the tarball as an install script, which npm warns about and will not run.
+  let register;
+  try {
+    ({ register } = await import("tsx/esm/api"));
+  } catch {
+    const folder = fileURLToPath(new URL("..", import.meta.url));
+    process.stderr.write(
+      `countd is not built: ${fileURLToPath(cli)} is missing. In ${folder} run: npm ci && npm run build\n` +
+        "(npm ci --omit=dev installs neither TypeScript nor tsx; the tarball npm pack makes ships dist/ built)\n",
+    );
+    process.exit(1);
+  }
+  register();
+  await import(new URL("../src/cli.ts", import.meta.url).href);
 }
-await import(cli.href);

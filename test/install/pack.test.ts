@@ -1,5 +1,5 @@
 import { execFile, spawn } from "node:child_process";
-import { cp, mkdir, mkdtemp, readFile, readdir, realpath, rm, stat, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, readdir, realpath, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -98,6 +98,15 @@ describe("countd installed as a user installs it", () => {
     daemon.kill("SIGTERM");
     expect(await exited).toBe(0);
     await expect(stat(join(folder, "state"))).resolves.toBeTruthy();
+  });
+
+  it("a clone after npm ci runs countd from its sources until dist/ is built", { timeout: 120_000 }, async () => {
+    const clone = await cloneOfCheckout();
+    await symlink(await realpath(join(ROOT, "node_modules")), join(clone, "node_modules"));
+    const version = await sh(process.execPath, ["bin/countd.js", "--version"], clone);
+    expect(version).toEqual({ code: 0, output: `${VERSION}\n` });
+    const validated = await sh(process.execPath, ["bin/countd.js", "validate"], clone);
+    expect(validated).toEqual({ code: 0, output: "2 jobs valid in jobs/\n" });
   });
 
   it("npm ci --omit=dev in a clone installs, and countd then says how to build it", { timeout: 300_000 }, async () => {
