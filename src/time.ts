@@ -14,6 +14,16 @@ export interface LocalClock {
   offset: string;
 }
 
+/**
+ * The one clock every placeholder of a run reads (the prompt, mail subjects): when the run
+ * started, in its job's zone. Made once per run, so no two of them can show different times.
+ */
+export interface RunClock {
+  at: Date;
+  /** IANA name: the job's. */
+  timeZone: string;
+}
+
 /** Building an Intl.DateTimeFormat costs far more than formatting with one; there is one per zone. */
 const formats = new Map<string, Intl.DateTimeFormat>();
 

@@ -1,6 +1,6 @@
 import { htmlConverter } from "../html/convert.js";
 import type { MailBodies } from "../html/mail.js";
-import { localClock } from "../time.js";
+import { localClock, type RunClock } from "../time.js";
 import type { DeliveryMessage } from "./message.js";
 import { plural, span, tokensText, usd } from "../text.js";
 
@@ -82,10 +82,8 @@ export interface TemplateVars {
   job: string;
   runId: string;
   status: string;
-  /** The moment {{date}} and {{time}} show, in `timeZone`. */
-  at: Date;
-  /** IANA name. */
-  timeZone: string;
+  /** What {{date}} and {{time}} show: the run's clock, the one its prompt was filled from. */
+  clock: RunClock;
 }
 
 /** `{{name}}`, spaces inside the braces allowed. */
@@ -98,7 +96,7 @@ export function unknownTemplatePlaceholders(template: string): string[] {
 
 /** Fills {{job.name}}, {{date}} (YYYY-MM-DD), {{time}} (HH:MM), {{status}} and {{run.id}}; one pass, so values are never re-read as templates. */
 export function renderTemplate(template: string, vars: TemplateVars): string {
-  const clock = localClock(vars.at, vars.timeZone);
+  const clock = localClock(vars.clock.at, vars.clock.timeZone);
   const values: Record<Placeholder, string> = {
     "job.name": vars.job,
     date: clock.date,
