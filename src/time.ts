@@ -62,6 +62,16 @@ export function localClock(at: Date, timeZone: string): LocalClock {
   };
 }
 
+/**
+ * How countd shows a time to a person, in the CLI, the console's API answers and mail alike:
+ * `2026-12-01 09:00:05 -05:00`, local to `timeZone` with its offset. A job's times are shown in
+ * the job's zone, times tied to no job in countd.yaml's; `--json` and the API carry UTC instants.
+ */
+export function shownTime(at: Date | string, timeZone: string, seconds = true): string {
+  const clock = localClock(typeof at === "string" ? new Date(at) : at, timeZone);
+  return `${clock.date} ${seconds ? clock.datetime.slice(11, 19) : clock.time} ${clock.offset}`;
+}
+
 /** LocalClock.weekday in Chinese, for prompts in the zh locale. */
 export const WEEKDAYS_ZH: Readonly<Record<string, string>> = {
   Monday: "星期一",
