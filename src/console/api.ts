@@ -260,7 +260,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
       const view = deliveryView(entry);
       return { ...view, timezone: zone(view.job) };
     };
-    return c.json(safe({ pending: pending.map(shown), dead: dead.map(shown), disabled_targets: await deps.outbox.disabledTargets(), timezone: deps.config().timezone }));
+    return c.json(safe({ pending: pending.map(shown), dead: dead.map(shown), disabled_targets: await deps.outbox.disabledTargets() }));
   });
   app.post("/api/outbox/:id/retry", async (c) => {
     const id = c.req.param("id");
