@@ -181,6 +181,7 @@ export async function openContenders(): Promise<{ exchanges: Record<Contender, E
         id,
         sessionId: runSessionId(job.name, job.session, id),
         request: { job: job.name, reason: "schedule", scheduledAt: new Date(), extraTools: [lookupTool] },
+        clock: { at: new Date(), timeZone: job.timezone },
         cancel: new CancelToken(),
       });
       if (outcome.status !== "ok" || outcome.toolCalls !== TOOL_CALLS) throw new Error(`daemon run ${outcome.status}: ${outcome.error ?? `${outcome.toolCalls} tool calls`}`);

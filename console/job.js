@@ -67,7 +67,7 @@ export function JobPage({ name }) {
         <figure><figcaption>Cost</figcaption><${RunTrend} runs=${stats.data.runs} field="cost" /></figure>
       </div>`}
     </section>`}
-    ${j?.loaded && html`<${History} job=${name} history=${history} />`}
+    ${j?.loaded && html`<${History} job=${name} zone=${j.timezone} history=${history} />`}
   `;
 }
 
@@ -78,7 +78,7 @@ function JobState({ job }) {
       ${!job.loaded && html`<span class="badge badge-bad">invalid: no job loaded</span>`}
       ${job.loaded && !job.enabled && html`<span class="badge">disabled</span>`}
       ${job.paused && html`<span class="badge badge-warn">paused</span>`}
-      ${job.paused && (job.paused_at ? html` <span class="muted">since <${Time} at=${job.paused_at} />: its fires are recorded as skipped</span>` : html` <span class="muted">all jobs are paused (Resume all on the overview)</span>`)}
+      ${job.paused && (job.paused_at ? html` <span class="muted">since <${Time} at=${job.paused_at} zone=${job.timezone} />: its fires are recorded as skipped</span>` : html` <span class="muted">all jobs are paused (Resume all on the overview)</span>`)}
     </p>
     ${job.problems.length > 0 &&
     html`<${Notice} kind=${job.loaded ? "warn" : "error"}>
@@ -96,7 +96,7 @@ function Settings({ job }) {
     <dl class="settings">
       <dt>Trigger</dt><dd>${job.trigger}</dd>
       <dt>Time zone</dt><dd>${job.timezone}</dd>
-      <dt>Next fires</dt><dd>${list(job.next_fires.map((at) => html`<time datetime=${at}>${fireText(at)}</time>`))}</dd>
+      <dt>Next fires</dt><dd>${list(job.next_fires.map((at) => html`<time datetime=${at}>${fireText(at, job.timezone)}</time>`))}</dd>
       ${s.watch && html`<dt>Watches</dt><dd>${list(s.watch.paths)}</dd>`}
       ${s.webhook && html`<dt>Webhook</dt><dd><code>POST ${s.webhook.path}</code>, signed; bodies up to ${count(s.webhook.max_body)} bytes, ${s.webhook.rate} a minute</dd>`}
       <dt>Session</dt><dd>${s.session}</dd>
@@ -151,7 +151,7 @@ function mergeRuns(shown, page) {
   return [...byId.values()].sort((a, b) => (a.startedAt === b.startedAt ? (a.id < b.id ? 1 : -1) : a.startedAt < b.startedAt ? 1 : -1));
 }
 
-function History({ job, history }) {
+function History({ job, zone, history }) {
   return html`<section aria-labelledby="history-title">
     <h2 id="history-title">Runs</h2>
     ${history.error && html`<${Notice} kind="error">Runs: ${history.error.message}<//>`}
@@ -170,8 +170,8 @@ function History({ job, history }) {
             <th scope="row"><a href=${runHref(job, run.id)} class="mono">${run.id}</a></th>
             <td><${Status} status=${run.status} />${run.error && html`<div class="muted small clip" title=${run.error}>${run.error}</div>`}</td>
             <td>${run.reason}</td>
-            <td><${Time} at=${run.scheduledAt} /></td>
-            <td><${Time} at=${run.startedAt} /></td>
+            <td><${Time} at=${run.scheduledAt} zone=${zone} /></td>
+            <td><${Time} at=${run.startedAt} zone=${zone} /></td>
             <td class="num">${run.status === "running" ? "running…" : duration(runDuration(run))}</td>
             <td class="num" title=${usageText(run.usage)}>${count(tokens(run.usage))}${run.usage.cachedInputTokens > 0 && html`<div class="muted small">${count(run.usage.cachedInputTokens)} cached</div>`}</td>
             <td class="num">${usd(run.cost)}</td>

@@ -59,10 +59,10 @@ function Entries({ entries, retried, empty }) {
         (entry) => html`<tr key=${entry.id}>
           <td>${entry.job && entry.run_id ? html`<a href=${runHref(entry.job, entry.run_id)}>${entry.job}</a><div class="mono small muted">${entry.run_id}</div>` : html`<span class="mono small">${entry.id}</span>`}</td>
           <td><span class="badge">${entry.kind}</span> ${entry.to}</td>
-          <td><${Status} status=${entry.status} />${entry.next_attempt_at && html`<div class="muted small">next <${Time} at=${entry.next_attempt_at} /></div>`}</td>
+          <td><${Status} status=${entry.status} />${entry.next_attempt_at && html`<div class="muted small">next <${Time} at=${entry.next_attempt_at} zone=${entry.timezone} /></div>`}</td>
           <td class="num">${entry.attempts}</td>
           <td class="error-text">${entry.last_error ?? ""}</td>
-          <td><${Time} at=${entry.created_at} /></td>
+          <td><${Time} at=${entry.created_at} zone=${entry.timezone} /></td>
           <td>
             <${ActionButton} act=${() => post(`/api/outbox/${enc(entry.id)}/retry`)} onDone=${retried(entry.id)} label=${`Retry ${entry.id}`}>Retry<//>
           </td>

@@ -59,7 +59,7 @@ export function Overview() {
     </div>
     <section aria-labelledby="in-progress">
       <h2 id="in-progress">Runs in progress</h2>
-      <${RunsInProgress} runs=${running} />
+      <${RunsInProgress} runs=${running} zones=${Object.fromEntries((jobs.data?.jobs ?? []).map((job) => [job.name, job.timezone]))} />
     </section>
     <section aria-labelledby="jobs-title">
       <h2 id="jobs-title">Jobs</h2>
@@ -74,7 +74,7 @@ function StatusPanel({ status: s }) {
   return html`<div>
     <p class="daemon">
       <span class="dot dot-up" aria-hidden="true"></span>
-      countd ${s.version} is up: pid ${s.pid}, started <${Time} at=${s.started_at} />, up ${duration(s.uptime_s * 1000)}
+      countd ${s.version} is up: pid ${s.pid}, started <${Time} at=${s.started_at} zone=${s.timezone} />, up ${duration(s.uptime_s * 1000)}
     </p>
     <dl class="tiles">
       <div><dt>Runs today</dt><dd>${count(s.today.runs)}</dd></div>
@@ -136,7 +136,8 @@ function progress(run, m) {
   }
 }
 
-function RunsInProgress({ runs }) {
+/** `zones`: each job's time zone, which its run's start is shown in. */
+function RunsInProgress({ runs, zones }) {
   if (runs.length === 0) return html`<p class="empty">No run in progress.</p>`;
   return html`<ul class="live-runs">
     ${runs.map(
@@ -145,7 +146,7 @@ function RunsInProgress({ runs }) {
           <span class="dot dot-running" aria-hidden="true"></span>
           <a href=${jobHref(run.job)}>${run.job}</a>
           <a href=${runHref(run.job, run.id)} class="mono">${run.id}</a>
-          <span class="muted">${run.reason}${run.node !== undefined ? ` on ${run.node}` : ""}, started <${Time} at=${run.started_at} />, iteration ${run.iteration}, ${count(run.tokens)} tokens, ${usd(run.cost)}</span>
+          <span class="muted">${run.reason}${run.node !== undefined ? ` on ${run.node}` : ""}, started <${Time} at=${run.started_at} zone=${zones[run.job]} />, iteration ${run.iteration}, ${count(run.tokens)} tokens, ${usd(run.cost)}</span>
         </div>
         ${(run.tool || run.lastTool) && html`<div class="live-run-tool muted">${run.tool ? `calling ${run.tool}…` : run.lastTool}</div>`}
         ${run.text && html`<div class="answer live">${run.text}</div>`}
@@ -180,7 +181,7 @@ function JobRow({ job, spent }) {
         ? html`<td>
               ${job.next_fires.length === 0
                 ? html`<span class="muted">–</span>`
-                : html`<ul class="fires">${job.next_fires.map((at) => html`<li><time datetime=${at}>${fireText(at)}</time></li>`)}</ul>`}
+                : html`<ul class="fires">${job.next_fires.map((at) => html`<li><time datetime=${at}>${fireText(at, job.timezone)}</time></li>`)}</ul>`}
             </td>
             <td>
               ${last

@@ -27,14 +27,14 @@ export function RunPage({ job, id }) {
     </div>
     ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
     ${view.error && html`<${Notice} kind="error">${view.error.message}<//>`}
-    ${v && html`<${RunFacts} run=${v.run} running=${running} live=${live} />`}
+    ${v && html`<${RunFacts} run=${v.run} zone=${v.timezone} running=${running} live=${live} />`}
     ${v?.transcript.prompt !== undefined && html`<details class="prompt-box"><summary>Prompt</summary><pre class="prompt">${v.transcript.prompt}</pre></details>`}
     ${v &&
     html`<section aria-labelledby="transcript-title">
       <h2 id="transcript-title">${running ? html`Transcript <span class="live-badge"><span class="dot dot-running" aria-hidden="true"></span>live</span>` : "Transcript"}</h2>
       ${running ? html`<${LiveSteps} steps=${live.steps} />` : html`<${Steps} transcript=${v.transcript} />`}
     </section>`}
-    ${v && html`<${Deliveries} deliveries=${v.deliveries} />`}
+    ${v && html`<${Deliveries} deliveries=${v.deliveries} zone=${v.timezone} />`}
   `;
 }
 
@@ -118,15 +118,15 @@ function liveStep(live, m) {
   }
 }
 
-function RunFacts({ run, running, live }) {
+function RunFacts({ run, zone, running, live }) {
   const usage = running ? live.usage : run.usage;
   const model = running ? live.model : run.model;
   return html`<dl class="facts">
     <div><dt>Status</dt><dd><${Status} status=${running ? "running" : run.status} /></dd></div>
     <div><dt>Reason</dt><dd>${run.reason}</dd></div>
     ${run.node !== undefined && html`<div><dt>Node</dt><dd>${run.node}${run.attempt > 1 ? ` (attempt ${run.attempt})` : ""}</dd></div>`}
-    <div><dt>Scheduled</dt><dd><${Time} at=${run.scheduledAt} /></dd></div>
-    <div><dt>Started</dt><dd><${Time} at=${run.startedAt} /></dd></div>
+    <div><dt>Scheduled</dt><dd><${Time} at=${run.scheduledAt} zone=${zone} /></dd></div>
+    <div><dt>Started</dt><dd><${Time} at=${run.startedAt} zone=${zone} /></dd></div>
     <div><dt>Duration</dt><dd>${running ? "running…" : duration(runDuration(run))}</dd></div>
     <div><dt>Iterations</dt><dd>${running ? live.iteration : run.iterations}</dd></div>
     <div><dt>Tokens</dt><dd>${count(tokens(usage))} <small class="muted">${usageText(usage)}</small></dd></div>
@@ -198,7 +198,7 @@ function argumentsLine(args) {
   return text.length > 120 ? `${text.slice(0, 119)}…` : text;
 }
 
-function Deliveries({ deliveries }) {
+function Deliveries({ deliveries, zone }) {
   return html`<section aria-labelledby="deliveries-title">
     <h2 id="deliveries-title">Deliveries</h2>
     ${deliveries.length === 0
@@ -212,8 +212,8 @@ function Deliveries({ deliveries }) {
                 <td><${Status} status=${d.status} /></td>
                 <td class="num">${d.attempts ?? "–"}</td>
                 <td>
-                  ${d.delivered_at && html`delivered <${Time} at=${d.delivered_at} />`}
-                  ${d.next_attempt_at && html`next attempt <${Time} at=${d.next_attempt_at} />`}
+                  ${d.delivered_at && html`delivered <${Time} at=${d.delivered_at} zone=${zone} />`}
+                  ${d.next_attempt_at && html`next attempt <${Time} at=${d.next_attempt_at} zone=${zone} />`}
                   ${d.last_error && html`<div class="error-text">${d.last_error}</div>`}
                   ${d.status === "dead" && html`<div><a href="#/outbox">Retry it in the outbox</a></div>`}
                 </td>

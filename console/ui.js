@@ -36,12 +36,29 @@ export function ago(iso, now = Date.now()) {
   return relative.format(Math.round(seconds / 86_400), "day");
 }
 
-/** A fire as the daemon gives it, in the job's zone with its offset: "2026-12-07 09:00 +01:00". */
-export function fireText(iso) {
-  const match = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(:\d{2}(?:\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.exec(iso);
-  if (!match) return iso;
-  const seconds = match[3] && match[3] !== ":00" ? match[3] : "";
-  return `${match[1]} ${match[2]}${seconds} ${match[4] === "Z" ? "+00:00" : match[4]}`;
+/** One formatter per zone: building one costs far more than formatting with it. */
+const zoneFormats = new Map();
+
+/**
+ * An instant as countd shows it everywhere (CLI, mail, here): local to `zone` with its offset,
+ * "2026-12-07 09:00:05 -05:00". `zone`: the job's for a job's times, countd.yaml's for the
+ * daemon's own; the API sends it beside the UTC instants. `seconds: false` leaves them out.
+ */
+export function zonedText(iso, zone, seconds = true) {
+  const key = zone ?? "";
+  let format = zoneFormats.get(key);
+  if (!format) {
+    format = new Intl.DateTimeFormat("en-US", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "longOffset" });
+    zoneFormats.set(key, format);
+  }
+  const p = Object.fromEntries(format.formatToParts(new Date(iso)).map((part) => [part.type, part.value]));
+  const offset = p.timeZoneName.replace(/^GMT/, "") || "+00:00";
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}${seconds ? `:${p.second}` : ""} ${offset}`;
+}
+
+/** A job's next fire: seconds only when its schedule has them. */
+export function fireText(iso, zone) {
+  return zonedText(iso, zone, new Date(iso).getUTCSeconds() !== 0);
 }
 
 export function duration(ms) {
@@ -86,9 +103,10 @@ export function runDuration(run) {
   return run.finishedAt ? Date.parse(run.finishedAt) - Date.parse(run.startedAt) : undefined;
 }
 
-export function Time({ at }) {
+/** `zone`: whose clock the time is read on (see zonedText); without one, the browser's, still with its offset. */
+export function Time({ at, zone }) {
   if (!at) return "–";
-  return html`<time datetime=${at} title=${at}>${clock(at)}</time>`;
+  return html`<time datetime=${at} title=${at}>${zonedText(at, zone)}</time>`;
 }
 
 /** A run's or a delivery's status: a word, coloured, never colour alone. */

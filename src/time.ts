@@ -14,6 +14,16 @@ export interface LocalClock {
   offset: string;
 }
 
+/**
+ * The one clock every placeholder of a run reads (the prompt, mail subjects): when the run
+ * started, in its job's zone. Made once per run, so no two of them can show different times.
+ */
+export interface RunClock {
+  at: Date;
+  /** IANA name: the job's. */
+  timeZone: string;
+}
+
 /** Building an Intl.DateTimeFormat costs far more than formatting with one; there is one per zone. */
 const formats = new Map<string, Intl.DateTimeFormat>();
 
@@ -50,6 +60,16 @@ export function localClock(at: Date, timeZone: string): LocalClock {
     weekday: p.weekday,
     offset,
   };
+}
+
+/**
+ * How countd shows a time to a person, in the CLI, the console's API answers and mail alike:
+ * `2026-12-01 09:00:05 -05:00`, local to `timeZone` with its offset. A job's times are shown in
+ * the job's zone, times tied to no job in countd.yaml's; `--json` and the API carry UTC instants.
+ */
+export function shownTime(at: Date | string, timeZone: string, seconds = true): string {
+  const clock = localClock(typeof at === "string" ? new Date(at) : at, timeZone);
+  return `${clock.date} ${seconds ? clock.datetime.slice(11, 19) : clock.time} ${clock.offset}`;
 }
 
 /** LocalClock.weekday in Chinese, for prompts in the zh locale. */

@@ -30,6 +30,8 @@ export interface BuildMessagesOptions {
   /** Image paths, resolved against the process's working directory. */
   media?: string[];
   now?: Date;
+  /** IANA zone of `now` in the runtime facts, in place of the builder's. */
+  timezone?: string;
   channel?: string;
 }
 
@@ -79,7 +81,7 @@ export class ContextBuilder {
     const images = opts.media?.length ? await loadImages(opts.media) : [];
     const facts = runtimeFacts(this.opts.persona.locale, {
       now: opts.now ?? new Date(),
-      timezone: this.timezone,
+      timezone: opts.timezone ?? this.timezone,
       channel: opts.channel,
     });
     return [

@@ -16,6 +16,7 @@ import { errorText, excerpt } from "../text.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../audit/tool-history.js";
 import { CancelToken } from "./cancel.js";
+import type { RunClock } from "../time.js";
 import type { ContextBuilder } from "./context.js";
 import type { Locale } from "./personalities.js";
 import { limitNotice } from "./prompts.js";
@@ -56,6 +57,8 @@ export interface ProcessOptions {
   cancelToken?: CancelToken;
   /** The run this message is, marked in the session file so a shared session's runs can be told apart. */
   runId?: string;
+  /** A job's run: the runtime facts tell the time its prompt was filled from, in the job's zone. */
+  clock?: RunClock;
 }
 
 export interface ToolOutcome {
@@ -177,6 +180,7 @@ export class AgentLoop {
       const messages = await contextBuilder.buildMessages(history, message, {
         media: options.media,
         channel: options.channel,
+        ...(options.clock ? { now: options.clock.at, timezone: options.clock.timeZone } : {}),
       });
       transcript.push(userRecord(message, options.media));
       const definitions = tools.getDefinitions();

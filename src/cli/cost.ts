@@ -3,8 +3,9 @@ import { clusterSpendSince } from "../cluster/spend.js";
 import { readSpend, type SpendLine } from "../store/spend-ledger.js";
 import { isEstimated, plural, usd } from "../text.js";
 import { localClock } from "../time.js";
-import { EXIT, table, when } from "./output.js";
+import { EXIT, table } from "./output.js";
 import { setting } from "./reports.js";
+import { shownTime } from "../time.js";
 
 export const COST_GROUPS = ["job", "model", "day"] as const;
 export type CostGroup = (typeof COST_GROUPS)[number];
@@ -38,7 +39,7 @@ export async function cost(opts: { config?: string; sinceMs: number; by: CostGro
     process.stdout.write(`${JSON.stringify({ since: since.toISOString(), by: opts.by, timezone, rows: rows.map(rounded), total: rounded(total) }, null, 2)}\n`);
     return EXIT.ok;
   }
-  const from = `since ${when(since, timezone, false)}`;
+  const from = `since ${shownTime(since, timezone, false)}`;
   if (lines.length === 0) {
     process.stdout.write(`No LLM calls ${from}.\n`);
     return EXIT.ok;

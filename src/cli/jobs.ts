@@ -12,8 +12,9 @@ import type { StateStore } from "../store/state.js";
 import { openState } from "../cluster/state.js";
 import { hhmm, nextCheckIn } from "../triggers/heartbeat.js";
 import { nextFires } from "../jobs/schedule.js";
-import { EXIT, table, when } from "./output.js";
+import { EXIT, table } from "./output.js";
 import { setting } from "./reports.js";
+import { shownTime } from "../time.js";
 
 const HEADER = ["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN", "PROBLEM"];
 
@@ -78,7 +79,7 @@ async function jobsTable(
       job.name + (job.enabled ? "" : " (disabled)") + (state.isPaused(job.name) ? " (paused)" : ""),
       trigger(job, seconds, config.paths.workspace),
       job.timezone,
-      next.map((date) => when(date, job.timezone, seconds)).join(", ") || (done ? "done" : "-"),
+      next.map((date) => shownTime(date, job.timezone, seconds)).join(", ") || (done ? "done" : "-"),
       lastRun(last, job.timezone, seconds),
       mark,
     ]);
@@ -108,7 +109,7 @@ async function heartbeatRow(config: Config, state: StateStore, armed: Armed | un
       firstTick: armed.heartbeat.nextTickAt,
       ...(await lastExchangeOf(config)),
     });
-    next = at ? when(at, heartbeat.timezone, true) : "none within a week of ticks";
+    next = at ? shownTime(at, heartbeat.timezone, true) : "none within a week of ticks";
   }
   return [
     HEARTBEAT_JOB + (heartbeat.enabled ? "" : " (disabled)"),
@@ -130,14 +131,14 @@ function trigger(job: ArmedJob, seconds: boolean, workspace: string): string {
   const { schedule, watch, webhook } = job;
   if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
   if (schedule?.kind === "every") parts.push(`every ${ms(schedule.intervalMs)}`);
-  if (schedule?.kind === "at") parts.push(`at ${when(schedule.date, job.timezone, seconds)}`);
+  if (schedule?.kind === "at") parts.push(`at ${shownTime(schedule.date, job.timezone, seconds)}`);
   if (watch) parts.push(watchLabel(watch.paths, workspace));
   if (webhook) parts.push("webhook");
   return parts.join(" + ") || "manual";
 }
 
 function lastRun(run: RunRecord | undefined, timezone: string, seconds: boolean): string {
-  return run ? `${run.status} ${when(new Date(run.startedAt), timezone, seconds)}` : "-";
+  return run ? `${run.status} ${shownTime(new Date(run.startedAt), timezone, seconds)}` : "-";
 }
 
 /** Seconds are shown when a time needs them: `*\/10 * * * * *` is otherwise three identical minutes. */

@@ -10,25 +10,31 @@ import { OutboxStore, type DisabledTarget, type OutboxEntry } from "../store/out
 import { acquireLock } from "../store/lock.js";
 import { findDaemon } from "./control.js";
 import { EXIT, table } from "./output.js";
+import { setting } from "./reports.js";
+import { deliveryOwner } from "../console/views.js";
+import { loadJobsDir } from "../jobs/load.js";
+import { zoneOf } from "../jobs/zones.js";
+import { shownTime } from "../time.js";
 
 /**
  * `countd outbox`: in a cluster, the cluster's outbox in Redis, whichever node sent or queued each
  * delivery; otherwise this node's journal, read only, so it works beside a running daemon.
  */
 export async function listOutbox(opts: { config?: string; json?: boolean }): Promise<number> {
-  const config = await loadConfig({ file: opts.config, needs: [] });
+  const { config, ctx } = await setting(opts.config);
   const { entries: all, disabledTargets } = await readOutbox(config);
   const entries = Object.values(all).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   if (opts.json) {
     process.stdout.write(`${JSON.stringify(entries, null, 2)}\n`);
     return EXIT.ok;
   }
+  const zone = zoneOf(config, (await loadJobsDir(config.paths.jobs, ctx)).jobs);
   const rows = entries.map((entry: OutboxEntry) => [
     entry.id,
     entry.status,
     describeTarget(entry.target),
     String(entry.attempts),
-    entry.status === "pending" ? entry.nextAttemptAt : "-",
+    entry.status === "pending" ? shownTime(entry.nextAttemptAt, zone(deliveryOwner(entry.id).job)) : "-",
     entry.lastError ?? "",
   ]);
   process.stdout.write(table(["ID", "STATUS", "TARGET", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR"], rows));
@@ -39,7 +45,8 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
       [
         "",
         "Disabled targets (they answered HTTP 410; nothing is sent to them):",
-        ...disabled.map(([key, { at }]) => `  ${shown.get(key) ?? key}, since ${at}`),
+        // A target is no one job's: countd.yaml's zone.
+        ...disabled.map(([key, { at }]) => `  ${shown.get(key) ?? key}, since ${shownTime(at, config.timezone)}`),
         "Enable one again by changing its URL in the job file, by SIGHUP to the daemon, or with `countd outbox retry <id>` / `--dead`.",
         "",
       ].join("\n"),

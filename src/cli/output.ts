@@ -4,7 +4,6 @@ import { LLMError } from "../providers/errors.js";
 import { LockHeld } from "../store/lock.js";
 import { ConsoleListenError } from "../console/server.js";
 import type { RunStatus } from "../store/run-record.js";
-import { localClock } from "../time.js";
 import { errorText } from "../text.js";
 import { NotRunning } from "./control.js";
 import { RedisUnusable } from "../cluster/checks.js";
@@ -65,12 +64,6 @@ export function reportError(err: unknown): number {
   }
   process.stderr.write(`countd: ${errorText(err)}\n`);
   return EXIT.failure;
-}
-
-/** Every time the CLI shows: `2026-12-01 09:00 +01:00`, local to the zone, with its offset. */
-export function when(date: Date, timezone: string, seconds: boolean): string {
-  const clock = localClock(date, timezone);
-  return `${clock.date} ${seconds ? clock.datetime.slice(11, 19) : clock.time} ${clock.offset}`;
 }
 
 /** A plain text table: columns padded to their widest cell. */

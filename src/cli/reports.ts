@@ -12,6 +12,8 @@ import { catalogFromListings } from "../tools/mcp/catalog.js";
 import { costText, tokensText } from "../text.js";
 import { EXIT, table } from "./output.js";
 import { skippedFilesNote } from "./transcript-format.js";
+import { zoneOf } from "../jobs/zones.js";
+import { shownTime } from "../time.js";
 import { unpricedModelWarnings } from "./unpriced.js";
 
 /**
@@ -47,8 +49,9 @@ export async function history(job: string | undefined, opts: { config?: string; 
     process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
     return EXIT.ok;
   }
+  const zone = zoneOf(config, (await loadJobsDir(config.paths.jobs, ctx)).jobs);
   const rows = runs.map((run) => [
-    run.startedAt,
+    shownTime(run.startedAt, zone(run.job)),
     run.job,
     run.reason,
     run.status,

@@ -9,6 +9,9 @@ import { openTranscripts } from "../cluster/transcripts.js";
 import { findDaemon } from "./control.js";
 import { EXIT } from "./output.js";
 import { formatRun } from "./transcript-format.js";
+import { jobContext } from "../jobs/context.js";
+import { loadJobsDir } from "../jobs/load.js";
+import { zoneOf } from "../jobs/zones.js";
 
 /**
  * `countd show <run-id>`: one run's transcript. The running daemon answers it (with the live
@@ -19,7 +22,7 @@ export async function showRun(runId: string, opts: { config?: string; job?: stri
   const daemon = await findDaemon(config.paths.state);
   const query = opts.job !== undefined ? `?job=${encodeURIComponent(opts.job)}` : "";
   const view = daemon ? await daemon.call<RunView>("GET", `/api/runs/${encodeURIComponent(runId)}${query}`) : await readRunView(config, runId, opts.job);
-  process.stdout.write(opts.json ? `${JSON.stringify(view, null, 2)}\n` : formatRun(view, config.timezone, !daemon));
+  process.stdout.write(opts.json ? `${JSON.stringify(view, null, 2)}\n` : formatRun(view, !daemon));
   return EXIT.ok;
 }
 
@@ -41,5 +44,6 @@ async function readRunView(config: Config, runId: string, job: string | undefine
       const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
       return view;
     });
-  return { run, transcript, deliveries, running: false };
+  const { jobs } = await loadJobsDir(config.paths.jobs, jobContext(config, null));
+  return { run, timezone: zoneOf(config, jobs)(run.job), transcript, deliveries, running: false };
 }

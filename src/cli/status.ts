@@ -10,7 +10,9 @@ import { isAlive } from "../store/lock.js";
 import { costText, plural, span, tokensText, usd } from "../text.js";
 import { detectSandbox } from "../tools/sandbox.js";
 import { findDaemon } from "./control.js";
-import { EXIT, when } from "./output.js";
+import { EXIT } from "./output.js";
+import { shownTime } from "../time.js";
+import { zoneOf } from "../jobs/zones.js";
 
 /**
  * `countd status`: whether a daemon holds the state directory, how many jobs there are, whether
@@ -43,21 +45,23 @@ export async function status(opts: { config?: string; json?: boolean }): Promise
     ["daemon", view ? `running (pid ${view.pid})` : lock.text],
     ["jobs", `${jobs.length} in ${config.paths.jobs}${notes.length > 0 ? ` (${notes.join("; ")})` : ""}`],
     ["sandbox", await sandboxState(config)],
-    ...(view ? daemonLines(view, config.timezone) : lock.pid ? [["console", "the daemon does not answer on its control socket or console yet (starting, or console.enabled: false with a state path too long for a socket)"]] : []),
+    ...(view ? daemonLines(view, config.timezone, zoneOf(config, jobs)) : lock.pid ? [["console", "the daemon does not answer on its control socket or console yet (starting, or console.enabled: false with a state path too long for a socket)"]] : []),
   ];
   process.stdout.write(lines.map(([name, value]) => `${name ? `${name}:` : ""}`.padEnd(9) + `${value}\n`).join(""));
   return running ? EXIT.ok : EXIT.notRunning;
 }
 
-/** What only the running daemon knows; lines without a name continue the one above. */
-function daemonLines(view: StatusView, timezone: string): string[][] {
+/**
+ * What only the running daemon knows; lines without a name continue the one above. A job's times
+ * are in `zone(job)`, the daemon's own in countd.yaml's `timezone`.
+ */
+function daemonLines(view: StatusView, timezone: string, zone: (job: string) => string): string[][] {
   const { jobs, today } = view;
   const paused = jobs.paused_all ? `all paused (countd resume --all)` : `${jobs.paused} paused`;
-  const time = (iso: string) => when(new Date(iso), timezone, true);
-  const running = view.running.map((run) => ["", `${run.job}  ${run.id}${run.node !== undefined ? `  on ${run.node}` : ""}  since ${time(run.started_at)}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}  ${costText(run.cost)}`]);
-  const next = view.next_fires.map((fire, i) => [i === 0 ? "next" : "", `${fire.job}  ${fire.at.replace("T", " ").replace(/([+-]\d\d:\d\d|Z)$/, " $1")}`]);
+  const running = view.running.map((run) => ["", `${run.job}  ${run.id}${run.node !== undefined ? `  on ${run.node}` : ""}  since ${shownTime(run.started_at, zone(run.job))}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}  ${costText(run.cost)}`]);
+  const next = view.next_fires.map((fire, i) => [i === 0 ? "next" : "", `${fire.job}  ${shownTime(fire.at, zone(fire.job))}`]);
   return [
-    ["version", `${view.version}, up ${span(view.uptime_s * 1_000)} (since ${time(view.started_at)})`],
+    ["version", `${view.version}, up ${span(view.uptime_s * 1_000)} (since ${shownTime(view.started_at, timezone)})`],
     ["loaded", `${plural(jobs.loaded, "job")}, ${jobs.invalid} invalid, ${paused}`],
     ...jobs.invalid_jobs.map((job, i) => [
       i === 0 ? "invalid" : "",

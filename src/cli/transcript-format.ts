@@ -1,7 +1,7 @@
 import type { RunDelivery, RunView, TranscriptStep } from "../console/protocol.js";
 import { costText, plural, span, tokensText } from "../text.js";
 import { PAUSED } from "../runner/runner.js";
-import { when } from "./output.js";
+import { shownTime } from "../time.js";
 
 /** A tool result longer than this is cut in the terminal; `--json` has it whole. */
 export const RESULT_CHARS = 2_000;
@@ -20,9 +20,9 @@ export function inert(text: string): string {
  * `countd show`: a run's transcript for a terminal, from header to deliveries. `offline`: read
  * without the daemon, which alone knows the deliveries already acknowledged.
  */
-export function formatRun(view: RunView, timezone: string, offline = false): string {
+export function formatRun(view: RunView, offline = false): string {
   const { run, transcript } = view;
-  const time = (iso: string | undefined) => (iso ? when(new Date(iso), timezone, true) : "-");
+  const time = (iso: string | undefined) => (iso ? shownTime(iso, view.timezone) : "-");
   const header: Array<[string, string]> = [
     ["reason", run.reason],
     ...(run.node !== undefined ? [["node", `${run.node}${run.attempt !== undefined && run.attempt > 1 ? ` (attempt ${run.attempt})` : ""}`] as [string, string]] : []),

@@ -4,6 +4,7 @@ import type { HttpBindings } from "@hono/node-server";
 import type { Redactor } from "../audit/redact.js";
 import type { Config } from "../config/schema.js";
 import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
+import type { OutboxEntry } from "../delivery/outbox.js";
 import type { JobRegistry } from "../jobs/registry.js";
 import { displayPath } from "../jobs/load.js";
 import type { PausedFiles } from "../runner/held-files.js";
@@ -24,9 +25,10 @@ import type { LiveHub } from "./live.js";
 import type { Metrics } from "./metrics.js";
 import type { JobView, RunNowAnswer, RunView, Spend, StatusView } from "./protocol.js";
 import { reasonOf } from "../jobs/not-armed.js";
-import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView, zoned } from "./views.js";
+import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView } from "./views.js";
 import type { Asset } from "./assets.js";
 import type { WebhookTrigger } from "../triggers/webhook.js";
+import { zoneOf } from "../jobs/zones.js";
 
 /** What the console reads and steers: the running daemon's parts, handed over by the composition root. */
 export interface ConsoleDeps {
@@ -225,6 +227,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     for (const step of transcript.steps) if (step.kind === "text") step.html = (await renderMarkdown(step.text)).html;
     const view: RunView = {
       run: safe(run),
+      timezone: zoneOf(deps.config(), (name) => deps.jobs.get(name))(run.job),
       transcript,
       deliveries: safe(await runDeliveries(deps.outbox, run, targetsOf(deps, run.job))),
       running: deps.live.isRunning(run.id, run.job),
@@ -258,7 +261,12 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
 
   app.get("/api/outbox", async (c) => {
     const { pending, dead } = await deps.outbox.list();
-    return c.json(safe({ pending: pending.map(deliveryView), dead: dead.map(deliveryView), disabled_targets: await deps.outbox.disabledTargets() }));
+    const zone = zoneOf(deps.config(), (name) => deps.jobs.get(name));
+    const shown = (entry: Readonly<OutboxEntry>) => {
+      const view = deliveryView(entry);
+      return { ...view, timezone: zone(view.job) };
+    };
+    return c.json(safe({ pending: pending.map(shown), dead: dead.map(shown), disabled_targets: await deps.outbox.disabledTargets() }));
   });
   // The id "dead" retries every dead delivery (delivery ids always hold dots).
   app.post("/api/outbox/:id/retry", async (c) => {
@@ -368,7 +376,7 @@ function nextFiresShown(deps: ConsoleDeps, job: Job, now: number): string[] {
   const kept = shownFires.get(job);
   if (kept && now < kept.until) return kept.fires;
   const fires = job.enabled ? deps.cron.nextFires(job.name, 3) : [];
-  const shown = fires.map((at) => zoned(at, job.timezone));
+  const shown = fires.map((at) => at.toISOString());
   // A job not armed yet (the console listens before start-up arms the jobs) is asked again: that costs nothing.
   if (fires.length > 0) shownFires.set(job, { until: fires[0]!.getTime(), fires: shown });
   return shown;
@@ -431,6 +439,7 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
     pid: process.pid,
     version: deps.version,
     started_at: deps.startedAt.toISOString(),
+    timezone: deps.config().timezone,
     uptime_s: Math.round((now.getTime() - deps.startedAt.getTime()) / 1000),
     jobs: {
       loaded: views.filter((v) => v.loaded).length,

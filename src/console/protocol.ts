@@ -69,6 +69,8 @@ import type { Transcript, RunDelivery } from "../store/transcript.js";
 
 export interface RunView {
   run: RunRecord;
+  /** The job's zone, which the run's times are shown in. */
+  timezone: string;
   transcript: Transcript;
   deliveries: RunDelivery[];
   /** Set while the run is in progress: its live messages so far are on the WebSocket. */
@@ -83,7 +85,7 @@ export interface JobView {
   /** "cron 0 9 * * *", "every 1h", "at …", "watch inbox/*.csv, /srv/drop/*.txt", "webhook", joined by " + "; "manual" with neither. */
   trigger: string;
   timezone: string;
-  /** ISO 8601 with the job's offset, e.g. 2026-12-03T09:00:00+01:00. */
+  /** ISO 8601 UTC, as every time on the wire; shown in `timezone`. */
   next_fires: string[];
   last_run?: Pick<RunRecord, "id" | "status" | "reason" | "startedAt" | "finishedAt" | "error">;
   paused: boolean;
@@ -133,6 +135,8 @@ export interface StatusView {
   pid: number;
   version: string;
   started_at: string;
+  /** countd.yaml's: the zone times tied to no job (the daemon's start) are shown in. */
+  timezone: string;
   uptime_s: number;
   jobs: {
     loaded: number;

@@ -6,7 +6,7 @@ import { displayPath } from "../jobs/load.js";
 import { watchLabel } from "../jobs/watch-label.js";
 import type { Job } from "../jobs/types.js";
 import type { RunRecord, RunStatus } from "../store/run-record.js";
-import { localClock } from "../time.js";
+import { localClock, shownTime } from "../time.js";
 import type { JobDetail, JobView, RunDelivery, StatsView } from "./protocol.js";
 
 /** How the console shows a job's trigger: what `countd jobs` shows, one phrase. */
@@ -15,15 +15,10 @@ export function triggerText(job: Pick<Job, "schedule" | "watch" | "webhook" | "t
   const { schedule, watch, webhook } = job;
   if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
   if (schedule?.kind === "every") parts.push(`every ${ms(schedule.intervalMs)}`);
-  if (schedule?.kind === "at") parts.push(`at ${zoned(schedule.date, job.timezone)}`);
+  if (schedule?.kind === "at") parts.push(`at ${shownTime(schedule.date, job.timezone)}`);
   if (watch) parts.push(watchLabel(watch.paths, workspace));
   if (webhook) parts.push("webhook");
   return parts.join(" + ") || "manual";
-}
-
-/** ISO 8601 in the job's zone with its offset: the time its owner reads on their clock. */
-export function zoned(at: Date, timezone: string): string {
-  return localClock(at, timezone).datetime;
 }
 
 export function jobView(job: Job, extra: { nextFires: string[]; lastRun?: RunRecord; pausedAt?: string; pausedAll: boolean; problems: string[]; workspace: string }): JobView {

@@ -61,10 +61,10 @@ export class RunDispatcher {
     if (run.status === "ok") {
       await this.recovered(job, run);
       if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return;
-      await this.send(job.name, run, job.deliver, message("run.completed", job.name, run, answer));
+      await this.send(job.name, run, job.deliver, jobMessage("run.completed", job, run, answer));
     } else if (run.status !== "skipped") {
       await this.reportFailure(job, run, {
-        ...message("run.failed", job.name, run, answer),
+        ...jobMessage("run.failed", job, run, answer),
         ...(run.error ? { error: run.error } : {}),
         lastToolCalls: lastToolCalls(outcome.calls ?? []),
       });
@@ -80,7 +80,7 @@ export class RunDispatcher {
     const queued = new Set([...pending, ...dead].map((entry) => entry.id));
     const answerIds = job.deliver.map((target) => deliveryId(runKey(job.name, run), target));
     for (const id of answerIds) if (queued.has(id) || (await this.outbox.deliveredAt(id))) return;
-    await this.reportFailure(job, run, { ...message("run.failed", job.name, run, ""), ...(run.error ? { error: run.error } : {}) });
+    await this.reportFailure(job, run, { ...jobMessage("run.failed", job, run, ""), ...(run.error ? { error: run.error } : {}) });
   }
 
   /**
@@ -88,8 +88,8 @@ export class RunDispatcher {
    * report does (X-Countd-Run, the webhook's run.id), and is keyed like one, `@heartbeat.<run id>`,
    * which no job's key can be.
    */
-  checkIn(run: RunRecord, targets: readonly DeliveryTarget[], text: string, persona: string): Promise<string[]> {
-    return this.outbox.enqueue(runKey(HEARTBEAT_JOB, run), targets, { ...message("heartbeat", HEARTBEAT_JOB, run, text), persona }, this.workspace());
+  checkIn(run: RunRecord, targets: readonly DeliveryTarget[], text: string, persona: string, timezone: string): Promise<string[]> {
+    return this.outbox.enqueue(runKey(HEARTBEAT_JOB, run), targets, { ...message("heartbeat", HEARTBEAT_JOB, run, text), persona, timezone }, this.workspace());
   }
 
   /** The failure is reported unless the last report of this streak was under `on_failure_repeat` ago. */
@@ -120,7 +120,7 @@ export class RunDispatcher {
       const streak = await this.streaks.get(job.name);
       if (!streak) return;
       const { since, failures, unreported } = streak;
-      const recovery = { ...message("run.recovered", job.name, run, ""), failing: { since, failures, unreported } };
+      const recovery = { ...jobMessage("run.recovered", job, run, ""), failing: { since, failures, unreported } };
       // Its own key: the same run's answer may go to a target that is also in on_failure.
       await this.outbox.enqueue(`${runKey(job.name, run)}.recovered`, job.onFailure, recovery, this.workspace());
       await this.streaks.set(job.name, undefined);
@@ -143,6 +143,11 @@ function lastToolCalls(calls: readonly ToolCallReport[]): ToolCallSummary[] {
 
 /** Names a run across all jobs (run ids are unique within a job only). */
 const runKey = (job: string, run: RunRecord) => `${job}.${run.id}`;
+
+/** A job's message carries its zone, so a subject's {{date}} is the prompt's. */
+function jobMessage(kind: DeliveryMessage["kind"], job: Job, run: RunRecord, answer: string): DeliveryMessage {
+  return { ...message(kind, job.name, run, answer), timezone: job.timezone };
+}
 
 export function message(kind: DeliveryMessage["kind"], job: string, run: RunRecord, answer: string): DeliveryMessage {
   const finishedAt = run.finishedAt ?? new Date().toISOString();

@@ -142,8 +142,7 @@ async function composeMail(
     job: message.job,
     runId: message.run.id,
     status: message.run.status,
-    at: new Date(message.run.startedAt),
-    timeZone: opts.timezone,
+    clock: { at: new Date(message.run.startedAt), timeZone: message.timezone ?? opts.timezone },
   });
   return {
     from: opts.from,

@@ -30,6 +30,11 @@ export interface DeliveryMessage {
     /** USD; null when a call's model has no price or the run recorded none (it never started, or an entry queued before pricing). */
     cost: number | null;
   };
+  /**
+   * The job's IANA zone: a mail subject's {{date}} and {{time}} are `run.startedAt` in it, as the
+   * prompt's were. Absent on entries queued by an older countd, which showed countd.yaml's zone.
+   */
+  timezone?: string;
   /** The answer, markdown. */
   result: string;
   /** A heartbeat check-in's sender, persona.name: it names the check-in the way a job's name names its report. */

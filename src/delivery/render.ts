@@ -1,6 +1,6 @@
 import { htmlConverter } from "../html/convert.js";
 import type { MailBodies } from "../html/mail.js";
-import { localClock } from "../time.js";
+import { localClock, shownTime, type RunClock } from "../time.js";
 import type { DeliveryMessage } from "./message.js";
 import { plural, span, tokensText, usd } from "../text.js";
 
@@ -44,12 +44,14 @@ export function messageTitle(message: DeliveryMessage): string {
 export function messageMarkdown(message: DeliveryMessage): string {
   const parts = [message.result.trim()];
   const { failing } = message;
+  // A message queued by an older countd has no zone: UTC, which its offset still says.
+  const since = failing ? shownTime(failing.since, message.timezone ?? "UTC") : "";
   if (message.kind === "run.recovered" && failing) {
-    parts.push(`**Run ${message.run.id} ok after ${plural(failing.failures, "failed run")} since ${failing.since}.**`);
+    parts.push(`**Run ${message.run.id} ok after ${plural(failing.failures, "failed run")} since ${since}.**`);
   }
   if (message.kind === "run.failed" && failing) {
     const quiet = failing.unreported > 0 ? `; ${plural(failing.unreported, "failure")} since the last report not reported` : "";
-    parts.push(`**Still failing: ${plural(failing.failures, "failed run")} since ${failing.since}${quiet}.**`);
+    parts.push(`**Still failing: ${plural(failing.failures, "failed run")} since ${since}${quiet}.**`);
   }
   if (message.kind === "run.failed") {
     parts.push(`**Run ${message.run.id} ${message.run.status}.**`);
@@ -84,10 +86,8 @@ export interface TemplateVars {
   job: string;
   runId: string;
   status: string;
-  /** The moment {{date}} and {{time}} show, in `timeZone`. */
-  at: Date;
-  /** IANA name. */
-  timeZone: string;
+  /** What {{date}} and {{time}} show: the run's clock, the one its prompt was filled from. */
+  clock: RunClock;
 }
 
 /** `{{name}}`, spaces inside the braces allowed. */
@@ -100,7 +100,7 @@ export function unknownTemplatePlaceholders(template: string): string[] {
 
 /** Fills {{job.name}}, {{date}} (YYYY-MM-DD), {{time}} (HH:MM), {{status}} and {{run.id}}; one pass, so values are never re-read as templates. */
 export function renderTemplate(template: string, vars: TemplateVars): string {
-  const clock = localClock(vars.at, vars.timeZone);
+  const clock = localClock(vars.clock.at, vars.clock.timeZone);
   const values: Record<Placeholder, string> = {
     "job.name": vars.job,
     date: clock.date,

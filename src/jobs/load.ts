@@ -15,6 +15,7 @@ import { plural } from "../text.js";
 import type { McpCatalog } from "../tools/mcp/catalog.js";
 import { mayNameToolOf } from "../tools/mcp/names.js";
 import { toolsMatching } from "../tools/registry.js";
+import { shownTime } from "../time.js";
 
 export interface JobContext {
   /** Absolute; relative watch paths are taken from it. */
@@ -430,8 +431,11 @@ function jobWarnings(job: Job, source: YamlSource): string[] {
   const warnings: string[] = [];
   const { schedule } = job;
   if (schedule?.kind === "at" && schedule.date.getTime() <= Date.now()) {
-    const at = (source.doc.get("at", true) as Node | undefined)?.range?.[0] ?? 0;
-    const message = `warning: at: ${schedule.date.toISOString()} is in the past: the job fires only as a catch-up run, if countd starts within catch_up of it`;
+    const node = source.doc.get("at", true) as Node | undefined;
+    const at = node?.range?.[0] ?? 0;
+    // As the user wrote it, so they find it in the file; then as the job's clock reads it.
+    const written = node?.range ? source.text.slice(node.range[0], node.range[1]).replace(/^["']|["']$/g, "") : schedule.date.toISOString();
+    const message = `warning: at: ${written} (${shownTime(schedule.date, job.timezone)}) is in the past: the job fires only as a catch-up run, if countd starts within catch_up of it`;
     warnings.push(formatProblem(source, { path: [], offset: at, message }));
   }
   if (job.webhook && !job.webhook.secret.includes("${")) {

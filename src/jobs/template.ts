@@ -1,10 +1,9 @@
-import { localClock } from "../time.js";
+import { localClock, type RunClock } from "../time.js";
 import type { Job } from "./types.js";
 
 export interface PromptVars {
-  now: Date;
-  /** IANA name the date and time are shown in: the job's. */
-  timezone: string;
+  /** What {{date}}, {{time}} and {{datetime}} show. */
+  clock: RunClock;
   job: Job;
   runId: string;
   /** Changed paths of a watch-triggered run, as the trigger gives them. */
@@ -31,7 +30,7 @@ export function unknownPlaceholders(template: string): { text: string; index: nu
 
 /** One pass over the template, so a value that itself holds `{{…}}` (a file name) stays as it is. */
 export function renderPrompt(template: string, vars: PromptVars): string {
-  const clock = localClock(vars.now, vars.timezone);
+  const clock = localClock(vars.clock.at, vars.clock.timeZone);
   const values: Record<Placeholder, () => string> = {
     date: () => clock.date,
     time: () => clock.time,

@@ -7,14 +7,15 @@ import type { RunContext } from "./types.js";
 import type { RunOutcome } from "../agent/outcome.js";
 import { frameUntrusted } from "../tools/untrusted.js";
 import type { Budgets, RunSpend } from "../cost/budget.js";
+import type { RunClock } from "../time.js";
 
 /**
  * Runs one job prompt through the agent loop and returns how it ended, with the loop's own
  * report: its counts are right also when the run fails. A run that hit the iteration or
  * tool-call limit is `ok`: its answer ends with the limit notice.
  */
-export async function runAgent(loop: AgentLoop, prompt: string, sessionId: string, cancel: CancelToken, runId?: string, spend?: RunSpend): Promise<RunOutcome> {
-  const { answer, report } = await loop.settle(prompt, sessionId, { channel: "cron", cancelToken: cancel, ...(runId ? { runId } : {}) });
+export async function runAgent(loop: AgentLoop, prompt: string, sessionId: string, cancel: CancelToken, run?: { id: string; clock: RunClock }, spend?: RunSpend): Promise<RunOutcome> {
+  const { answer, report } = await loop.settle(prompt, sessionId, { channel: "cron", cancelToken: cancel, ...(run ? { runId: run.id, clock: run.clock } : {}) });
   const { iterations, toolCalls, calls } = report;
   // The run's spending counts its subagents' calls too, which the loop's report does not.
   const counts = spend
@@ -37,10 +38,10 @@ export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budge
     const spend = budgets.forRun(job, run.id);
     return runAgent(
       runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools, spend }),
-      prompt ?? renderPrompt(job.prompt, { now: new Date(), timezone: job.timezone, job, runId: run.id, ...(files ? { files } : {}), ...(payload !== undefined ? { payload: framedPayload(payload) } : {}) }),
+      prompt ?? renderPrompt(job.prompt, { clock: run.clock, job, runId: run.id, ...(files ? { files } : {}), ...(payload !== undefined ? { payload: framedPayload(payload) } : {}) }),
       run.sessionId,
       run.cancel,
-      run.id,
+      run,
       spend,
     );
   };

@@ -51,7 +51,7 @@ export async function runCheckIn(runner: Runner, prompt: string, tools: Tool[]):
  * a minute (mail server down) rejects, so it does not count; the outbox goes on delivering it.
  */
 export async function deliverCheckIn(dispatcher: RunDispatcher, outbox: Pick<DeliveryOutbox, "settled">, config: Config, text: string, run: RunRecord): Promise<void> {
-  const ids = await dispatcher.checkIn(run, config.heartbeat.deliver, text, config.persona.name);
+  const ids = await dispatcher.checkIn(run, config.heartbeat.deliver, text, config.persona.name, config.heartbeat.timezone);
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), DELIVERY_WAIT_MS)));
   try {

@@ -449,7 +449,7 @@ export class Runner {
     const timer = job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, LONGEST_TIMER_MS)) : undefined;
     let outcome: RunOutcome;
     try {
-      outcome = await this.opts.execute(job, { id: record.id, sessionId: record.sessionId, request: pending.request, cancel });
+      outcome = await this.opts.execute(job, { id: record.id, sessionId: record.sessionId, request: pending.request, clock: { at: new Date(record.startedAt), timeZone: job.timezone }, cancel });
     } catch (err) {
       outcome = { answer: "", status: "error", error: errorText(err), iterations: 0, toolCalls: 0, usage: emptyUsage() };
     } finally {

@@ -1,5 +1,6 @@
 import type { CancelToken } from "../agent/cancel.js";
 import type { RunReason } from "../store/run-record.js";
+import type { RunClock } from "../time.js";
 import type { Tool } from "../tools/types.js";
 
 /** What a trigger hands the runner: which job, why, and when it was meant to start. */
@@ -22,6 +23,8 @@ export interface RunContext {
   id: string;
   sessionId: string;
   request: FireRequest;
+  /** The run's start in its job's zone: every placeholder of the run reads it. */
+  clock: RunClock;
   /** Fires on timeout, replacement or shutdown; the executor must return soon after it does. */
   cancel: CancelToken;
 }

@@ -9,6 +9,7 @@ import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
 import { runCountd } from "../support/daemon-process.js";
 import { startWebhookReceiver } from "../support/webhook-receiver.js";
+import { shownTime } from "../../src/time.js";
 
 const HOUR = 3_600_000;
 const usage = (inputTokens: number, cachedInputTokens: number, cacheWriteTokens: number, outputTokens: number): Usage => ({
@@ -154,14 +155,16 @@ describe("countd history", () => {
     );
     await state.close();
 
+    // The job names no zone, nor does countd.yaml: the machine's, with its offset.
+    const shownInJobZone = (iso: string) => shownTime(iso, Intl.DateTimeFormat().resolvedOptions().timeZone);
     const shown = await countd(["history", "weekly"]);
     expect(shown).toMatchObject({ code: 0, stderr: "" });
     const rows = shown.stdout.trimEnd().split("\n").map((line) => line.split(/ {2,}/));
     expect(rows.slice(0, 4)).toEqual([
       ["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS", "COST", "ERROR"],
-      ["2020-01-01T09:00:00.000Z", "weekly", "schedule", "ok", "4.2s", "10 in / 5 out", "-"],
-      ["2020-01-02T09:00:00.000Z", "weekly", "schedule", "ok", "4.2s", "1200 in (800 cached, 300 cache writes) / 50 out", "unpriced"],
-      ["2020-01-03T09:00:00.000Z", "weekly", "schedule", "budget", "4.2s", "5000 in / 700 out", "$0.5000", "the job's per-run budget of $0.5000 is spent: this run has cost $0.5000"],
+      [shownInJobZone("2020-01-01T09:00:00.000Z"), "weekly", "schedule", "ok", "4.2s", "10 in / 5 out", "-"],
+      [shownInJobZone("2020-01-02T09:00:00.000Z"), "weekly", "schedule", "ok", "4.2s", "1200 in (800 cached, 300 cache writes) / 50 out", "unpriced"],
+      [shownInJobZone("2020-01-03T09:00:00.000Z"), "weekly", "schedule", "budget", "4.2s", "5000 in / 700 out", "$0.5000", "the job's per-run budget of $0.5000 is spent: this run has cost $0.5000"],
     ]);
     // The run just made against the loopback LLM: gpt-4o-mini, priced from the bundled table.
     expect(rows[4]).toEqual([expect.any(String), "weekly", "manual", "ok", expect.any(String), expect.stringMatching(/^\d+ in .*\/ \d+ out$/), expect.stringMatching(/^(\$\d+\.\d{4}|<\$0\.0001)$/)]);

@@ -61,7 +61,7 @@ describe("the console API", () => {
     return held.open;
   }
 
-  it("GET /api/status and /api/jobs: the daemon, each job's trigger, next fires with offset, and an invalid file with its problem and line", async () => {
+  it("GET /api/status and /api/jobs: the daemon, each job's trigger, next fires in UTC beside the job's zone, and an invalid file with its problem and line", async () => {
     const dir = await consoleFolder({ extra: "timezone: Europe/Berlin\njob_env: [HOOK_SECRET]\n" });
     await writeJob(dir, "morning", 'description: The morning report\nschedule: "0 9 * * *"\nprompt: write the report\ntimezone: Asia/Tokyo\n');
     await writeJob(dir, "hello", "prompt: say hello\n");
@@ -78,7 +78,9 @@ describe("the console API", () => {
       outbox: { pending: 0, dead: 0 },
       today: { runs: 0, failures: 0 },
     });
-    expect(status.next_fires).toEqual([{ job: "morning", at: expect.stringMatching(/T09:00:00\+09:00$/) }]);
+    // 09:00 in Tokyo; on the wire every time is UTC, and the zone it is shown in is beside it.
+    expect(status.next_fires).toEqual([{ job: "morning", at: expect.stringMatching(/T00:00:00\.000Z$/) }]);
+    expect(status.timezone).toBe("Europe/Berlin");
 
     const { jobs } = await console.get<{ jobs: JobView[] }>("/api/jobs");
     expect(jobs.map((job) => job.name)).toEqual(["broken", "hello", "morning"]);
@@ -89,7 +91,7 @@ describe("the console API", () => {
     expect(hello).toMatchObject({ loaded: true, enabled: true, trigger: "manual", timezone: "Europe/Berlin", next_fires: [], paused: false, problems: [] });
     expect(morning).toMatchObject({ loaded: true, trigger: "cron 0 9 * * *", timezone: "Asia/Tokyo", description: "The morning report" });
     expect(morning!.next_fires).toHaveLength(3);
-    for (const at of morning!.next_fires) expect(at).toMatch(/^\d{4}-\d\d-\d\dT09:00:00\+09:00$/);
+    for (const at of morning!.next_fires) expect(at).toMatch(/^\d{4}-\d\d-\d\dT00:00:00\.000Z$/);
 
     const detail = await console.get<JobDetail>("/api/jobs/morning");
     expect(detail.settings).toMatchObject({ prompt: "write the report", session: "isolated", overlap: "skip", retry: { attempts: expect.any(Number) }, deliver: [], on_failure: [] });

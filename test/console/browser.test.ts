@@ -430,6 +430,27 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     expect(await page.getByRole("button", { name: "Cancel run" }).count()).toBe(0);
   });
 
+  it("shows every time with its offset, a job's in the job's zone, whatever zone the browser is in", { timeout: TEST_MS }, async () => {
+    // A browser in Los Angeles: no time on the page may be read on its clock without saying so.
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: "America/Los_Angeles" });
+    contexts.push(context);
+    context.setDefaultTimeout(WAIT_MS);
+    const page = await context.newPage();
+    await page.goto(signInUrl);
+    await page.locator(".daemon", { hasText: "started" }).waitFor();
+    // The daemon's start belongs to no job: countd.yaml's zone, with its offset.
+    expect(await text(page, ".daemon")).toMatch(/started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d\d:\d\d,/);
+
+    await page.goto(`${origin}/#/jobs/morning`);
+    await heading(page).filter({ hasText: "morning" }).waitFor();
+    expect(await page.locator("dd time").first().textContent()).toMatch(/^\d{4}-\d\d-\d\d 09:00 \+09:00$/);
+
+    await page.goto(`${origin}/#/jobs/history`);
+    const started = page.locator("table.runs tbody tr").first().locator("td time").nth(1);
+    await started.waitFor();
+    expect(await started.textContent()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d\d:\d\d$/);
+  });
+
   it("says it is reconnecting while the daemon is away, and is live again once it is back", { timeout: TEST_MS }, async () => {
     const page = await signedIn();
     await page.locator(".connection", { hasText: "live" }).waitFor();

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { useAimock } from "../support/aimock.js";
 import { allRuns, runCountd, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
+import { shownTime } from "../../src/time.js";
 
 const CHECK_IN = "Time to stand up and stretch.";
 
@@ -103,7 +104,9 @@ describe("countd start with the heartbeat", () => {
       const history = await runCountd(args, { cwd: dir, env });
       expect(history.stderr).toBe("");
       expect(history.code).toBe(0);
-      expect(history.stdout).toMatch(new RegExp(`^${runs[0]!.startedAt.replace(/[.]/g, "\\.")}\\s+@heartbeat\\s+heartbeat\\s+ok\\s`, "m"));
+      // In the heartbeat's zone with its offset: countd.yaml names none, so the machine's.
+      const started = shownTime(runs[0]!.startedAt, Intl.DateTimeFormat().resolvedOptions().timeZone).replace(/[+]/g, "\\+");
+      expect(history.stdout).toMatch(new RegExp(`^${started}\\s+@heartbeat\\s+heartbeat\\s+ok\\s`, "m"));
     }
     expect(JSON.parse((await runCountd(["history", "@heartbeat", "--json"], { cwd: dir, env })).stdout)).toEqual(runs);
   }, 60_000);

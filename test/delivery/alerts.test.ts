@@ -180,8 +180,8 @@ describe("on_failure for a job that keeps failing", () => {
     ]);
   });
 
-  it("the 'still failing' and 'recovered' messages say so in a chat format", async () => {
-    const slack = job({ onFailure: [{ kind: "webhook", url: `${receiver.url}/slack`, format: "slack", headers: {} }], deliver: [] });
+  it("the 'still failing' and 'recovered' messages say so in a chat format, since when in the job's zone", async () => {
+    const slack = job({ timezone: "America/New_York", onFailure: [{ kind: "webhook", url: `${receiver.url}/slack`, format: "slack", headers: {} }], deliver: [] });
     const first = await runEnds("error", slack);
     t = T0 + HOUR;
     const still = await runEnds("error", slack);
@@ -190,8 +190,8 @@ describe("on_failure for a job that keeps failing", () => {
     const texts = receiver.requests.map((r) => (JSON.parse(r.body) as { text: string }).text.split("\n\n").slice(0, 2).join("\n\n"));
     expect(texts).toEqual([
       `*flaky: failed (error)*\n\n*Run ${first.id} error.*`,
-      "*flaky: still failing (error)*\n\n*Still failing: 2 failed runs since 2026-03-02T08:00:00.000Z.*",
-      `*flaky: recovered*\n\n*Run ${ok.id} ok after 2 failed runs since 2026-03-02T08:00:00.000Z.*`,
+      "*flaky: still failing (error)*\n\n*Still failing: 2 failed runs since 2026-03-02 03:00:00 -05:00.*",
+      `*flaky: recovered*\n\n*Run ${ok.id} ok after 2 failed runs since 2026-03-02 03:00:00 -05:00.*`,
     ]);
     expect(JSON.parse(receiver.requests[1]!.body).text).toContain(`*Run ${still.id} error.*`);
   });

@@ -599,10 +599,16 @@ describe("validateJobs", () => {
     expect(result).toEqual({
       ok: true,
       lines: [
-        `${path.join(jobsDir, "once.yaml")}:1:5: warning: at: 2020-03-01T09:00:00.000Z is in the past: the job fires only as a catch-up run, if countd starts within catch_up of it`,
+        `${path.join(jobsDir, "once.yaml")}:1:5: warning: at: 2020-03-01T09:00:00Z (2020-03-01 10:00:00 +01:00) is in the past: the job fires only as a catch-up run, if countd starts within catch_up of it`,
       ],
       summary: `2 jobs valid in ${jobsDir}/ (1 warning)`,
     });
+  });
+
+  it("quotes a past at: as it is written, then as the job's clock reads it", async () => {
+    await writeJob("ny.yaml", 'timezone: America/New_York\nat: "2020-07-01T09:00"\nprompt: once\n');
+    const result = await validateJobs(jobsDir, ctx);
+    expect(result.lines).toEqual([expect.stringContaining("ny.yaml:2:5: warning: at: 2020-07-01T09:00 (2020-07-01 09:00:00 -04:00) is in the past")]);
   });
 
   it("counts warnings beside problems", async () => {
@@ -611,7 +617,7 @@ describe("validateJobs", () => {
     const result = await validateJobs(jobsDir, ctx);
     expect(result.ok).toBe(false);
     expect(result.lines).toHaveLength(2);
-    expect(result.lines[1]).toMatch(/once\.yaml:1:5: warning: at: 2020-03-01T08:00:00\.000Z is in the past/);
+    expect(result.lines[1]).toMatch(/once\.yaml:1:5: warning: at: 2020-03-01T09:00:00 \(2020-03-01 09:00:00 \+01:00\) is in the past/);
     expect(result.summary).toBe(`1 problem in ${jobsDir}/ (1 job valid, 1 warning)`);
   });
 

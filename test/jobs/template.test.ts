@@ -16,7 +16,7 @@ const job: Job = {
 const now = new Date("2026-11-30T20:30:05Z");
 
 const render = (template: string, extra: { timezone?: string; files?: string[]; job?: Job; now?: Date } = {}) =>
-  renderPrompt(template, { now: extra.now ?? now, timezone: extra.timezone ?? "Asia/Shanghai", job: extra.job ?? job, runId: "r-42", ...(extra.files ? { files: extra.files } : {}) });
+  renderPrompt(template, { clock: { at: extra.now ?? now, timeZone: extra.timezone ?? "Asia/Shanghai" }, job: extra.job ?? job, runId: "r-42", ...(extra.files ? { files: extra.files } : {}) });
 
 describe("renderPrompt", () => {
   it("fills in the date and time in the job's timezone", () => {
