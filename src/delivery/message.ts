@@ -1,7 +1,8 @@
 import type { Usage } from "../providers/types.js";
 import type { RunReason, RunStatus } from "../store/run-record.js";
 
-export type DeliveryKind = "run.completed" | "run.failed" | "run.recovered" | "heartbeat";
+/** `test`: what `countd test-delivery` sends; it never goes through the outbox, and no run stands behind it. */
+export type DeliveryKind = "run.completed" | "run.failed" | "run.recovered" | "heartbeat" | "test";
 
 export interface ToolCallSummary {
   name: string;

@@ -37,6 +37,8 @@ export function messageTitle(message: DeliveryMessage): string {
     case "heartbeat":
       // Named by its sender, as the mail subject is: "@heartbeat" is a run-history name, not one a reader knows.
       return `${message.persona ?? "countd"}: check-in`;
+    case "test":
+      return `${message.job}: test message`;
   }
 }
 
