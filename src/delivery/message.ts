@@ -40,6 +40,11 @@ export interface DeliveryMessage {
   /** The run's last tool calls, oldest first (run.failed), so the reader sees where it stopped. */
   lastToolCalls?: ToolCallSummary[];
   /**
+   * The run's page in the daemon's console (run.failed), when the daemon serves one. Not in the
+   * json webhook format: its receivers build links from `job` and `run.id` as they choose.
+   */
+  consoleUrl?: string;
+  /**
    * The job's failures since its last success: on a "still failing" run.failed and on
    * run.recovered (the first failure's report has none).
    */
