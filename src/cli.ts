@@ -9,6 +9,7 @@ import { changeOutbox, listOutbox } from "./cli/outbox.js";
 import { listJobs } from "./cli/jobs.js";
 import { history, validate } from "./cli/reports.js";
 import { runJob } from "./cli/run.js";
+import { testDelivery } from "./cli/test-delivery.js";
 import { loadCredentials } from "./config/credentials.js";
 import { status } from "./cli/status.js";
 import { consoleAddress } from "./cli/console.js";
@@ -54,6 +55,14 @@ program
   .description("Run one job now, streaming its answer (inside the daemon when it runs, else here); the exit code reflects its status.")
   .argument("<job>", "job name")
   .action(action((job: string) => runJob(job, { config: configFile() })));
+
+program
+  .command("test-delivery")
+  .description(
+    "Send a test message, marked as one, to each of a job's delivery targets (deliver and on_failure; @heartbeat: heartbeat.deliver) and print what each answered; exits 1 when one failed. Sent from here, not through the daemon's outbox: it records no run and changes no state, so it is safe beside a running daemon.",
+  )
+  .argument("<job>", "job name, or @heartbeat")
+  .action(action((job: string) => testDelivery(job, { config: configFile() })));
 
 program
   .command("status")

@@ -98,6 +98,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const live = new LiveHub(runtime.events, () => redactor, { node: config.cluster?.node });
     started.push(() => live.close());
 
+    // Known once the console listens, after the pipeline is open; a run failing before then is alerted without it.
+    let consoleUrl: string | undefined;
     const { runner, outbox, dispatcher, mailToFiles, ledger, close: closeDelivery } = await openPipeline({
       config,
       env,
@@ -111,6 +113,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       paused: (name) => state.isPaused(name),
       ...(cluster ? { spend: (local) => cluster.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }) } : {}),
       ...(cluster ? { outbox: async (send) => cluster.outbox(send, runtime.events) } : {}),
+      consoleUrl: () => consoleUrl,
     });
     started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
@@ -184,6 +187,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION, transcripts: view?.transcripts ?? localTranscripts, cluster: view, pausedFiles },
       logger,
     );
+    consoleUrl = consoleServer.url;
     started.push(() => consoleServer.close());
     // Watching before arming: a job file changed meanwhile is applied, not missed.
     await jobs.watch();

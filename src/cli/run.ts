@@ -139,7 +139,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
  * or there is none, with the jobs there are and the files that are invalid (one may hold the
  * job under a `name:` key, which an invalid file does not reveal).
  */
-async function notRunnable(name: string, dir: string, loaded: readonly Job[], problems: readonly string[]): Promise<Error> {
+export async function notRunnable(name: string, dir: string, loaded: readonly Job[], problems: readonly string[]): Promise<Error> {
   const listed = await listJobFiles(dir);
   const files = "files" in listed ? listed.files.map(displayPath) : [];
   const problemsOf = (file: string) => problems.filter((problem) => problem.startsWith(`${file}:`));

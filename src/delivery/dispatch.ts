@@ -51,6 +51,8 @@ export class RunDispatcher {
     private readonly workspace: () => string,
     private readonly streaks: StreakStore = memoryStreaks(),
     log: Logger = silentLogger,
+    /** The console's address (`http://host:port/`) while the daemon serves one: a failure alert links the run's page. */
+    private readonly consoleUrl: () => string | undefined = () => undefined,
   ) {
     this.log = log.child({ component: "dispatch" });
   }
@@ -93,8 +95,11 @@ export class RunDispatcher {
   }
 
   /** The failure is reported unless the last report of this streak was under `on_failure_repeat` ago. */
-  private reportFailure(job: Job, run: RunRecord, msg: DeliveryMessage): Promise<void> {
+  private reportFailure(job: Job, run: RunRecord, failure: DeliveryMessage): Promise<void> {
     if (job.onFailure.length === 0) return Promise.resolve();
+    const page = this.consoleUrl();
+    // The console's own route for a run (console/ui.js runHref).
+    const msg = page ? { ...failure, consoleUrl: `${page}#/runs/${encodeURIComponent(job.name)}/${encodeURIComponent(run.id)}` } : failure;
     return this.perJob.run(job.name, async () => {
       const repeatMs = job.onFailureRepeatMs ?? DEFAULT_FAILURE_REPEAT_MS;
       const { report, next } = failed(await this.streaks.get(job.name), new Date(msg.run.finishedAt), repeatMs);
@@ -189,6 +194,8 @@ export async function openDelivery(opts: {
   events?: EventBus;
   /** Opens the outbox in place of the daemon's own (the cluster's shared one), sending with `send`. */
   outbox?: (send: SendFn) => Promise<DeliveryOutbox>;
+  /** The console's address while the daemon serves one, for failure alerts. */
+  consoleUrl?: () => string | undefined;
 }): Promise<DeliveryStage> {
   const { config } = opts;
   const mailer = createMailer({
@@ -204,7 +211,7 @@ export async function openDelivery(opts: {
     : await Outbox.open({ stateDir: config.paths.state, send, log: opts.log, events: opts.events });
   return {
     outbox,
-    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log),
+    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log, opts.consoleUrl),
     mailToFiles: mailer.usesFiles,
     async close() {
       await outbox.close();

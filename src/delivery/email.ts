@@ -13,6 +13,7 @@ import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
 import { messageMarkdown, renderMarkdown, renderTemplate, usageFooter } from "./render.js";
 import type { EmailTarget } from "./targets.js";
+import { authCheck } from "./smtp-auth.js";
 import { errorText } from "../text.js";
 
 export const DEFAULT_SUBJECT = "[countd] {{job.name}} {{status}} {{date}}";
@@ -76,13 +77,15 @@ export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezo
       socketTimeout: SMTP_TIMEOUT_MS,
     }),
   );
+  const checkAuth = smtp.user !== undefined ? authCheck(smtp, SMTP_TIMEOUT_MS, log) : async () => {};
   return {
     usesFiles: false,
     async send(target, message, deliveryId, workspace) {
       const mail = await compose(target, message, deliveryId, workspace);
       const smtpTransport = await transport.get();
       try {
-        const info = await smtpTransport.sendMail(mail);
+        // Beside the send, not before it: the check never delays a mail, and is over once the send is.
+        const [info] = await Promise.all([smtpTransport.sendMail(mail), checkAuth()]);
         const rejected = info.rejected.length > 0 ? `; rejected: ${info.rejected.join(", ")}` : "";
         return { info: `${info.response} (accepted: ${info.accepted.join(", ")}${rejected})` };
       } catch (err) {

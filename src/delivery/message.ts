@@ -1,7 +1,8 @@
 import type { Usage } from "../providers/types.js";
 import type { RunReason, RunStatus } from "../store/run-record.js";
 
-export type DeliveryKind = "run.completed" | "run.failed" | "run.recovered" | "heartbeat";
+/** `test`: what `countd test-delivery` sends; it never goes through the outbox, and no run stands behind it. */
+export type DeliveryKind = "run.completed" | "run.failed" | "run.recovered" | "heartbeat" | "test";
 
 export interface ToolCallSummary {
   name: string;
@@ -43,6 +44,11 @@ export interface DeliveryMessage {
   error?: string;
   /** The run's last tool calls, oldest first (run.failed), so the reader sees where it stopped. */
   lastToolCalls?: ToolCallSummary[];
+  /**
+   * The run's page in the daemon's console (run.failed), when the daemon serves one. Not in the
+   * json webhook format: its receivers build links from `job` and `run.id` as they choose.
+   */
+  consoleUrl?: string;
   /**
    * The job's failures since its last success: on a "still failing" run.failed and on
    * run.recovered (the first failure's report has none).

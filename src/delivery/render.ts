@@ -37,6 +37,8 @@ export function messageTitle(message: DeliveryMessage): string {
     case "heartbeat":
       // Named by its sender, as the mail subject is: "@heartbeat" is a run-history name, not one a reader knows.
       return `${message.persona ?? "countd"}: check-in`;
+    case "test":
+      return `${message.job}: test message`;
   }
 }
 
@@ -61,7 +63,9 @@ export function messageMarkdown(message: DeliveryMessage): string {
       parts.push(`Last tool calls:\n\n${codeBlock(lines.join("\n"))}`);
     }
     // The alert is read away from the machine: it says how to find the run there.
-    parts.push(`See the whole run with \`countd show ${message.run.id} --job ${message.job}\`.`);
+    const show = `See the whole run with \`countd show ${message.run.id} --job ${message.job}\``;
+    // No full stop after a URL: a mail client would take it into the link.
+    parts.push(message.consoleUrl ? `${show}, or open ${message.consoleUrl}` : `${show}.`);
   }
   return parts.filter((part) => part !== "").join("\n\n");
 }

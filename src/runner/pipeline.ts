@@ -45,6 +45,8 @@ export interface PipelineOptions {
   spend?: (local: SpendLedger) => SpendBook;
   /** Opens the cluster's shared outbox in place of the state directory's (single mode, when absent). */
   outbox?: (send: SendFn) => Promise<DeliveryOutbox>;
+  /** The console's address while the daemon serves one, which failure alerts link to. */
+  consoleUrl?: () => string | undefined;
 }
 
 /**
@@ -62,6 +64,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     streaks: opts.streaks,
     events: opts.runtime().events,
     ...(opts.outbox ? { outbox: opts.outbox } : {}),
+    ...(opts.consoleUrl ? { consoleUrl: opts.consoleUrl } : {}),
   });
   const pipelineLog = log.child({ component: "pipeline" });
   const now = opts.now;

@@ -161,6 +161,25 @@ describe("countd start delivering runs", () => {
     expect(hooks.requests).toEqual([]);
   });
 
+  it("names the run's page in the console in a failure alert, when the console is on", async () => {
+    mock.onMessage("summarise the outbox", { error: { message: "context too long", type: "invalid_request_error" }, status: 400 });
+    await writeFile(join(dir, "jobs", "outbox.yaml"), `at: "${soon()}"\nprompt: summarise the outbox\non_failure:\n  - email: { to: [ops@example.com] }\n`);
+    startDaemon();
+
+    const run = await finishedRun("outbox");
+    const folder = join(dir, "state", "mail");
+    let files: string[] = [];
+    await vi.waitFor(async () => {
+      files = (await readdir(folder).catch(() => [])).filter((name) => name.endsWith(".eml"));
+      expect(files).toHaveLength(1);
+    }, SLOW);
+    const { url } = JSON.parse(await readFile(join(dir, "state", "console.json"), "utf8")) as { url: string };
+    const mail = await simpleParser(await readFile(join(folder, files[0]!)));
+    const page = `${url}#/runs/outbox/${run.id}`;
+    expect(mail.text).toContain(`See the whole run with \`countd show ${run.id} --job outbox\`, or open <${page}>`);
+    expect(mail.html).toContain(`<a href="${page}">`);
+  });
+
   it("without smtp: settings writes the mail as an .eml file under state/mail, Message-ID from the delivery id", async () => {
     mock.onMessage("write the daily report", { content: "# Orders\n\nAll 3 shipped." });
     await writeFile(

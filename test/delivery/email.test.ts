@@ -213,6 +213,32 @@ describe("email over SMTP", () => {
     await sender.send(target(), message, DELIVERY_ID, workspace);
     expect(peer!.received).toHaveLength(1);
   });
+
+  it("warns once, naming the host, when smtp.user is set and the server offers no AUTH; not when it offers AUTH", async () => {
+    const open = captureLog();
+    peer = await startSmtpPeer();
+    mailer = createMailer({ smtp: smtpFor(peer.port, { user: "countd", password: "right" }), stateDir, timezone: "UTC", log: open.log });
+    await mailer.send(target(), message, DELIVERY_ID, workspace);
+    await mailer.send(target(), message, DELIVERY_ID, workspace);
+    expect(peer.received).toHaveLength(2);
+    const warned = open.lines.filter((line) => line.level === "warn");
+    expect(warned).toEqual([
+      {
+        level: "warn",
+        msg: "smtp.user is set but the mail server offers no AUTH: mail is sent without signing in",
+        fields: { component: "email", host: "127.0.0.1", port: peer.port },
+      },
+    ]);
+    mailer.close();
+    await peer.close();
+
+    const guarded = captureLog();
+    peer = await startSmtpPeer({ auth: { user: "countd", pass: "right" } });
+    mailer = createMailer({ smtp: smtpFor(peer.port, { user: "countd", password: "right" }), stateDir, timezone: "UTC", log: guarded.log });
+    await mailer.send(target(), message, DELIVERY_ID, workspace);
+    expect(peer.received).toHaveLength(1);
+    expect(guarded.lines.filter((line) => line.level === "warn")).toEqual([]);
+  });
 });
 
 describe("email without SMTP settings", () => {

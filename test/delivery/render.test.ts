@@ -70,6 +70,14 @@ describe("messageMarkdown", () => {
     expect(messageMarkdown(failed)).toContain("See the whole run with `countd show 20260301T090000Z-ab12 --job daily-report`.");
   });
 
+  it("names the run's page in the console after countd show when the daemon serves a console, and only then", () => {
+    const url = "http://127.0.0.1:7420/#/runs/daily-report/20260301T090000Z-ab12";
+    expect(messageMarkdown({ ...failed, consoleUrl: url })).toContain(
+      `See the whole run with \`countd show 20260301T090000Z-ab12 --job daily-report\`, or open ${url}`,
+    );
+    expect(messageMarkdown(failed)).not.toContain("open http");
+  });
+
   it("is just the answer for a completed run", () => {
     expect(messageMarkdown({ ...failed, kind: "run.completed", run: { ...failed.run, status: "ok" } })).toBe("Partial answer.");
   });
