@@ -110,7 +110,7 @@ function useRunsInProgress(onChange) {
     setRuns((previous) => {
       const next = new Map(previous);
       const run = next.get(m.run_id);
-      if (m.type === "run_started") next.set(m.run_id, { id: m.run_id, job: m.job, reason: m.run.reason, node: m.node, started_at: m.run.startedAt, iteration: 0, tokens: 0, cost: 0, text: "" });
+      if (m.type === "run_started") next.set(m.run_id, { id: m.run_id, job: m.job, reason: m.run.reason, node: m.node, started_at: m.run.startedAt, iteration: 0, tokens: 0, cost: m.run.cost === null ? null : 0, text: "" });
       else if (m.type === "run_finished") next.delete(m.run_id);
       else if (run) next.set(m.run_id, progress(run, m));
       return next;

@@ -92,6 +92,8 @@ function liveStep(live, m) {
       if (last?.kind === "text") return { ...live, steps: [...steps.slice(0, -1), { kind: "text", text: last.text + m.content }] };
       return { ...live, steps: [...steps, { kind: "text", text: m.content }] };
     }
+    case "run_started":
+      return m.run.cost === null ? { ...live, cost: null } : live;
     case "tool_start":
       return { ...live, steps: [...steps, { kind: "tool", call_id: m.call_id, name: m.name, arguments: m.arguments, pending: true }] };
     case "tool_result":

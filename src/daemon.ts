@@ -95,7 +95,14 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     runtime.warnings.forEach((warning) => logger.warn(warning));
     // Listening before any run starts, here or (in a cluster) on another node, so the live stream misses none.
     let redactor = new Redactor(config.secrets);
-    const live = new LiveHub(runtime.events, () => redactor, { node: config.cluster?.node });
+    const jobOf = withHeartbeat((name) => jobs.get(name), () => runtime.config);
+    const live = new LiveHub(runtime.events, () => redactor, {
+      node: config.cluster?.node,
+      unpriced: (name) => {
+        const job = jobOf(name);
+        return job !== undefined && !runtime.priced(job.overrides);
+      },
+    });
     started.push(() => live.close());
 
     // Known once the console listens, after the pipeline is open; a run failing before then is alerted without it.
@@ -106,7 +113,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       state,
       // Through getters: a reload swaps the runtime, and later runs use the new one.
       runtime: () => runtime,
-      job: withHeartbeat((name) => jobs.get(name), () => runtime.config),
+      job: jobOf,
       concurrency: config.runner.concurrency,
       log: logger,
       streaks: stateStreaks(state),

@@ -47,6 +47,8 @@ export interface Runtime {
   mcp: McpManager | undefined;
   /** A loop for one run; cheap to make, so each run gets its own with its tools and overrides. */
   loop(opts?: LoopOptions): AgentLoop;
+  /** Whether a run with these overrides calls a model with a known price. */
+  priced(overrides?: JobOverrides): boolean;
   /** For the start-up log: safety settings weaker than asked, such as exec without a sandbox. */
   warnings: string[];
   close(): Promise<void>;
@@ -110,14 +112,23 @@ export async function openRuntime(
     return entry;
   }
 
+  function priced(overrides: JobOverrides = {}): boolean {
+    const { model, ref } = providerFor(overrides.provider);
+    return pricer.priced({ ...ref, model: overrides.model ?? model });
+  }
+
   function loop({ toolNames, overrides = {}, extraTools = [], spend }: LoopOptions = {}): AgentLoop {
     const { provider, model, ref } = providerFor(overrides.provider);
+    // Known before any call ends: a run on a model with no price is unpriced from its start, never $0.
+    const unpriced = !priced(overrides);
+    if (spend && unpriced) spend.markUnpriced();
     const price = priceOf(pricer, ref);
     const settings = {
       ...shared,
       provider: metered(provider, price, spend),
       ...(spend ? { budget: spend.checker(price) } : {}),
       model: overrides.model ?? model,
+      unpriced,
       temperature: overrides.temperature ?? config.provider.temperature,
       maxTokens: overrides.maxTokens ?? config.provider.maxTokens,
     };
@@ -156,6 +167,7 @@ export async function openRuntime(
     },
     mcp,
     loop,
+    priced,
     warnings: [
       ...(sandbox?.kind === "none" ? [sandbox.warning] : sandbox?.kind === "unavailable" ? [sandbox.reason] : []),
       ...(config.tools.writableSkills

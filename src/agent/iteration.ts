@@ -19,13 +19,18 @@ export class Iteration {
   calls: ToolCall[] = [];
   readonly usage: Usage = emptyUsage();
   /** USD; null when the model has no price or the provider is not metered. */
-  cost: number | null = 0;
+  cost: number | null;
   finishReason: FinishReason | undefined;
   /** Requests this call took, counting those the retry layer repeated. */
   attempts = 1;
   private reasoningText = "";
   private blocks: ThinkingBlock[] = [];
   private error: unknown;
+
+  /** `unpriced`: a call cut off before its usage was reported must not show as $0. */
+  constructor(unpriced = false) {
+    this.cost = unpriced ? null : 0;
+  }
 
   /** Takes one event; returns the answer text it carries, if any, for the caller to stream on. */
   accept(event: StreamEvent): string | undefined {

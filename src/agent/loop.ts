@@ -46,6 +46,8 @@ export interface AgentLoopOptions {
   locale?: Locale;
   /** Asked before every LLM call; a reached cap ends the message with status `budget`. */
   budget?: BudgetCheck;
+  /** The model has no price: a call's cost is unknown even before its usage is reported. */
+  unpriced?: boolean;
 }
 
 export interface ProcessOptions {
@@ -198,7 +200,7 @@ export class AgentLoop {
         iterations++;
         this.events.emit("iteration", { sessionId, iteration: iterations });
 
-        const iteration = new Iteration();
+        const iteration = new Iteration(this.opts.unpriced === true);
         const callStarted = performance.now();
         try {
           for await (const event of provider.chatStream(messages, definitions, callOptions)) {

@@ -84,8 +84,11 @@ function budgetText(budget: StatusView["budget"]): string {
 }
 
 /** USD of the priced runs; unpriced ones are named apart, never counted as $0. */
-function spentText(spend: { cost: number; unpriced: number }): string {
-  return `${usd(spend.cost)}${spend.unpriced > 0 ? ` + ${plural(spend.unpriced, "unpriced run")}` : ""}`;
+function spentText(spend: { runs: number; cost: number; unpriced: number }): string {
+  const unpriced = plural(spend.unpriced, "unpriced run");
+  // Runs that are all unpriced have no USD figure at all, not $0.
+  if (spend.unpriced > 0 && spend.unpriced === spend.runs) return unpriced;
+  return `${usd(spend.cost)}${spend.unpriced > 0 ? ` + ${unpriced}` : ""}`;
 }
 
 /** The lock file's pid when that process is alive, and the daemon line to show otherwise. */

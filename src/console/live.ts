@@ -54,13 +54,16 @@ export class LiveHub {
   private readonly detach: Array<() => void> = [];
   private readonly taps = new Set<(message: LiveMessage) => void>();
   private readonly node: string | undefined;
+  /** Whether a job's runs call a model with no price: they are unpriced from their start. */
+  private readonly unpriced: (job: string) => boolean;
 
   constructor(
     events: EventBus,
     private readonly redactor: () => Redactor,
-    opts: { node?: string } = {},
+    opts: { node?: string; unpriced?: (job: string) => boolean } = {},
   ) {
     this.node = opts.node;
+    this.unpriced = opts.unpriced ?? (() => false);
     this.detach.push(
       events.on("run.started", ({ run }) => this.started(run)),
       events.on("iteration", (e) => this.forSession(e.sessionId, (state) => {
@@ -222,10 +225,11 @@ export class LiveHub {
   }
 
   private started(run: RunRecord): void {
-    const state: RunState = { ...freshState(run), ...(this.node !== undefined ? { node: this.node } : {}), remote: false };
+    const state: RunState = { ...freshState(run), ...(this.unpriced(run.job) ? { cost: null } : {}), ...(this.node !== undefined ? { node: this.node } : {}), remote: false };
     this.runs.set(key(run.job, run.id), state);
     this.bySession.set(run.sessionId, state);
-    this.emit(state, { type: "run_started", run_id: run.id, job: run.job, run });
+    // A run on a model with no price says so from its start: the pages begin its cost there.
+    this.emit(state, { type: "run_started", run_id: run.id, job: run.job, run: state.cost === null ? { ...run, cost: null } : run });
   }
 
   private finished(run: RunRecord): void {

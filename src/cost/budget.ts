@@ -86,6 +86,11 @@ export class RunSpend {
     this.inFlight = opts.inFlight ?? new InFlight();
   }
 
+  /** The run's model has no price: what it spends is not known, from its start. */
+  markUnpriced(): void {
+    this.cost = null;
+  }
+
   /** The loop's check, pricing each call's worst case as the run's provider does. */
   checker(price: PriceOf): BudgetCheck {
     return { check: (call) => this.check(price, call) };
