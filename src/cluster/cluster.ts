@@ -54,6 +54,8 @@ export class Cluster {
   private constructor(
     private readonly url: string,
     readonly node: string,
+    /** How long a hold on a fire or delivery this daemon took lasts unless renewed (cluster.hold). */
+    private readonly holdMs: number,
     readonly history: RedisRunHistory,
     readonly state: RedisSharedState,
     private readonly queues: Redis,
@@ -80,7 +82,7 @@ export class Cluster {
       const subscriber = await connectRedis(settings.redis, "records", { name, log });
       connected.push(subscriber);
       const state = await RedisSharedState.open(records, { subscriber, log });
-      return new Cluster(settings.redis, settings.node, new RedisRunHistory(records, { log }), state, queues, records, subscriber, log);
+      return new Cluster(settings.redis, settings.node, settings.hold, new RedisRunHistory(records, { log }), state, queues, records, subscriber, log);
     } catch (err) {
       connected.forEach((client) => client.disconnect());
       throw err;
@@ -123,6 +125,7 @@ export class Cluster {
       ...opts,
       queued,
       node: this.node,
+      holdMs: this.holdMs,
       history: this.history,
       state: this.state,
       replace: (run, why) => this.view?.cancel(run, why),
@@ -155,7 +158,7 @@ export class Cluster {
 
   /** The cluster's outbox, which this daemon's runs queue to and whose deliveries it sends with `send` once started. */
   outbox(send: SendFn, events?: EventBus): ClusterOutbox {
-    this.deliveries = new ClusterOutbox({ redis: this.queues, send, events, log: this.log });
+    this.deliveries = new ClusterOutbox({ redis: this.queues, send, events, holdMs: this.holdMs, log: this.log });
     return this.deliveries;
   }
 

@@ -41,15 +41,22 @@ const KEEP_AT_LEAST_MS = 10 * 60_000;
 export const TAKERS = 32;
 
 /**
- * How long a daemon's hold on a fire it took (BullMQ's job lock) lasts unless renewed. BullMQ
- * renews it every half of this while the run goes on, however long the run, so only a daemon that
- * stopped (killed, its machine down, cut off from Redis) or whose event loop stalled for 10 s
- * loses it. Another daemon notices a dead one's run between LOCK_MS and LOCK_MS + 2 × STALLED_CHECK_MS
- * after its last renewal: within 20 to 40 s of the kill.
+ * How long a daemon's hold on a fire or delivery it took (BullMQ's job lock) lasts unless renewed,
+ * unless countd.yaml sets cluster.hold. BullMQ renews it every half of this while the run goes on,
+ * however long the run, so only a daemon that stopped (killed, its machine down, cut off from Redis)
+ * or whose event loop stalled for half the hold loses it.
  */
-export const LOCK_MS = 20_000;
-/** How often the daemons (one at a time, cluster-wide) look for fires whose hold expired. */
-export const STALLED_CHECK_MS = 5_000;
+export const HOLD_MS = 20_000;
+
+/**
+ * BullMQ's lock options for a hold of `holdMs`. The daemons (one at a time, cluster-wide) look for
+ * expired holds four times per hold, so another daemon notices a dead one's run at most one and a
+ * half holds after its last renewal.
+ */
+export function holdOptions(holdMs: number): { lockDuration: number; stalledInterval: number } {
+  return { lockDuration: holdMs, stalledInterval: Math.round(holdMs / 4) };
+}
+
 /**
  * BullMQ fails a fire outright once its hold expired more often than this; countd's own rule (the
  * job's retry.attempts) stops reruns long before, so this only ends a fire that kills every daemon
@@ -120,6 +127,8 @@ export interface ClusterFiresOptions {
    * between queueing them and noting the run's end had ended the run (ClusterOutbox.queuedStatus).
    */
   queued?: (job: Job, runId: string) => Promise<RunStatus | undefined>;
+  /** How long a hold on a fire lasts unless renewed (cluster.hold); HOLD_MS if not given. */
+  holdMs?: number;
   now?: () => Date;
   log?: Logger;
 }
@@ -137,7 +146,7 @@ export interface ClusterFiresOptions {
  * runner.concurrency at once) runs it through its own runner, and the job stays active, its lock
  * renewed, until the run ended.
  *
- * A daemon killed mid-run stops renewing its lock; once it expired (LOCK_MS), BullMQ's stalled check
+ * A daemon killed mid-run stops renewing its lock; once it expired (cluster.hold), BullMQ's stalled check
  * puts the fire back in `runs`, and the daemon that takes it finds the run noted in it: that run is
  * recorded `interrupted` (with its node), and it is run again, reason `retry`, attempt counted, only
  * when the job's retry.attempts allow (see resume()).
@@ -165,8 +174,7 @@ export class ClusterFires {
           connection,
           prefix: PREFIX,
           concurrency: Math.floor(opts.concurrency / takers) + (i < opts.concurrency % takers ? 1 : 0),
-          lockDuration: LOCK_MS,
-          stalledInterval: STALLED_CHECK_MS,
+          ...holdOptions(opts.holdMs ?? HOLD_MS),
           maxStalledCount: MAX_STALLS,
         }),
     );

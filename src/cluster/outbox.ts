@@ -16,7 +16,7 @@ import { isoTime } from "../store/quarantine.js";
 import { errorText } from "../text.js";
 import type { ClusterConfig } from "../config/schema.js";
 import { commandRedis } from "./command-redis.js";
-import { LOCK_MS, STALLED_CHECK_MS } from "./fires.js";
+import { HOLD_MS, holdOptions } from "./fires.js";
 import { LET_GO_MS, settlesWithin } from "./settle.js";
 
 /** BullMQ's key prefix, as the fire queues': `countd:deliveries:…`. */
@@ -82,6 +82,8 @@ export interface ClusterOutboxOptions {
   send: SendFn;
   /** Where each change this daemon makes to a delivery is told (the console's live view). */
   events?: EventBus;
+  /** How long a hold on a delivery being sent lasts unless renewed (cluster.hold); HOLD_MS if not given. */
+  holdMs?: number;
   log?: Logger;
   /** Quits `redis` on close: the connection is the outbox's own (a command's). */
   ownsConnection?: boolean;
@@ -139,8 +141,7 @@ export class ClusterOutbox implements DeliveryOutbox {
       connection: this.opts.redis,
       prefix: PREFIX,
       concurrency: CONCURRENCY,
-      lockDuration: LOCK_MS,
-      stalledInterval: STALLED_CHECK_MS,
+      ...holdOptions(this.opts.holdMs ?? HOLD_MS),
       maxStalledCount: MAX_STALLS,
       settings: { backoffStrategy: (_attempts, _type, err) => (err instanceof RetryLater ? err.delayMs : RETRY_DELAYS_MS[0]) },
     });
@@ -448,6 +449,6 @@ function parseDisabled(text: string): DisabledTarget {
  */
 export async function openClusterOutbox(settings: ClusterConfig, send: SendFn, log?: Logger): Promise<ClusterOutbox> {
   const redis = await commandRedis(settings, { role: "queues", ...(log ? { log } : {}) });
-  return new ClusterOutbox({ redis, send, ...(log ? { log } : {}), ownsConnection: true });
+  return new ClusterOutbox({ redis, send, holdMs: settings.hold, ...(log ? { log } : {}), ownsConnection: true });
 }
 

@@ -1,7 +1,7 @@
 /**
  * A stopping daemon waits at most this, once its runs ended, for Redis to take back the fires and
  * deliveries it held. Past it (Redis away) it leaves them held and stops: their hold expires
- * (LOCK_MS) and whichever daemon takes them goes on as after a daemon killed mid-run.
+ * (cluster.hold) and whichever daemon takes them goes on as after a daemon killed mid-run.
  */
 export const LET_GO_MS = 5_000;
 

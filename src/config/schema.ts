@@ -210,8 +210,16 @@ export const configSchema = section({
             .max(253, expected("a node name of at most 253 characters"))
             .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, expected("a node name of letters, digits, . _ - (like a host name)"))
             .default(() => hostname()),
+          /**
+           * How long a daemon's hold on a fire or delivery it took lasts unless renewed: how soon
+           * another daemon takes over what a killed one held. Renewed every half hold, so a hold
+           * shorter than 2 s would be lost to an event loop busy for a second.
+           */
+          hold: duration({ allowZero: false })
+            .refine((held) => held >= 2_000, { error: (issue) => `expected a hold of at least 2s, like "20s", got ${String(issue.input)} ms` })
+            .prefault("20s"),
         },
-        expected("a mapping with redis: (and optionally node:)"),
+        expected("a mapping with redis: (and optionally node:, hold:)"),
       )
       .optional(),
   ),

@@ -35,8 +35,18 @@ describe("countd.yaml cluster:", () => {
   });
 
   it("names Redis and this node, the host name by default", async () => {
-    expect((await load("cluster:\n  redis: redis://127.0.0.1:6379/0\n")).cluster).toEqual({ redis: "redis://127.0.0.1:6379/0", node: hostname() });
-    expect((await load("cluster: { redis: 'rediss://redis.example.com:6380', node: web-1 }\n")).cluster).toEqual({ redis: "rediss://redis.example.com:6380", node: "web-1" });
+    expect((await load("cluster:\n  redis: redis://127.0.0.1:6379/0\n")).cluster).toEqual({ redis: "redis://127.0.0.1:6379/0", node: hostname(), hold: 20_000 });
+    expect((await load("cluster: { redis: 'rediss://redis.example.com:6380', node: web-1 }\n")).cluster).toEqual({ redis: "rediss://redis.example.com:6380", node: "web-1", hold: 20_000 });
+  });
+
+  it("holds a fire or delivery a daemon took 20 s unless renewed; cluster.hold sets it, not below 2 s", async () => {
+    expect((await load("cluster:\n  redis: redis://127.0.0.1\n  hold: 4s\n")).cluster?.hold).toBe(4_000);
+    expect(await problems("cluster:\n  redis: redis://127.0.0.1\n  hold: 1500ms\n")).toEqual([
+      'countd.yaml:3:9: cluster.hold: expected a hold of at least 2s, like "20s", got 1500 ms',
+    ]);
+    expect(await problems("cluster:\n  redis: redis://127.0.0.1\n  hold: soon\n")).toEqual([
+      'countd.yaml:3:9: cluster.hold: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"',
+    ]);
   });
 
   it("takes the URL from the environment, and its password is a secret", async () => {

@@ -97,7 +97,15 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
     const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { slow: "prompt: slow\nevery: 2s\noverlap: skip\n" })));
     cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     const allUp = Date.now();
-    await sleep(20_000);
+    // Until two runs ended ok and three slots were skipped.
+    await vi.waitFor(
+      async () => {
+        const runs = await history(dirs[0]!, "slow");
+        expect(runs.filter((run) => run.status === "ok").length).toBeGreaterThanOrEqual(2);
+        expect(runs.filter((run) => run.status === "skipped").length).toBeGreaterThanOrEqual(3);
+      },
+      { timeout: 60_000, interval: 500 },
+    );
     const firstDown = Date.now();
     await cluster.stopDaemons();
 

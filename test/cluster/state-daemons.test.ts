@@ -13,8 +13,6 @@ const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
 
 const NODES = ["n1", "n2", "n3"];
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 describe.skipIf(!hasRedis)("job state shared by three daemons on one Redis", { timeout: 150_000 }, () => {
   const cluster = useCluster();
   const { mock } = cluster;
@@ -34,7 +32,11 @@ describe.skipIf(!hasRedis)("job state shared by three daemons on one Redis", { t
     const paused = Date.now();
     // Every node lists the job paused, from the shared state.
     for (const dir of dirs) expect((await countd(dir, ["jobs"])).stdout).toMatch(/tick \(paused\)/);
-    await sleep(10_000);
+    // Paused across four slots at least, each recorded skipped.
+    await vi.waitFor(
+      async () => expect((await nodeHistory(dirs[2]!, "tick", cluster.env)).filter((run) => Date.parse(run.scheduledAt) > paused && run.status === "skipped").length).toBeGreaterThanOrEqual(4),
+      { timeout: 30_000, interval: 500 },
+    );
 
     expect(await countd(dirs[1]!, ["resume", "tick"])).toMatchObject({ code: 0, stdout: "resumed tick\n" });
     const resumed = Date.now();

@@ -6,17 +6,25 @@ import { afterEach, beforeAll, expect, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "./aimock.js";
 import { llmEnv, stopDaemon } from "./cli-daemon.js";
-import { runCountd, spawnDaemon, type DaemonProcess } from "./daemon-process.js";
+import { logLines, runCountd, spawnDaemon, type DaemonProcess } from "./daemon-process.js";
 import type { RedisServer } from "./redis-server.js";
 import { useRedis } from "./use-redis.js";
 
 /**
  * A cluster node's folder, as on a machine of its own: countd.yaml joining the cluster at `redis`
- * as `node` (with `settings`, more lines of countd.yaml), and jobs/ with `jobs` (name → text).
+ * as `node` (with `settings`, more lines of countd.yaml, and `hold`, its cluster.hold if given),
+ * and jobs/ with `jobs` (name → text).
  */
-export async function nodeFolder(redis: string, node: string, jobs: Record<string, string>, settings: string[] = []): Promise<string> {
+export async function nodeFolder(
+  redis: string,
+  node: string,
+  jobs: Record<string, string>,
+  settings: string[] = [],
+  options: { hold?: string } = {},
+): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `countd-${node}-`));
-  const config = ["runner:", "  shutdown_grace: 2s", "tools:", "  exec:", "    sandbox: none", ...settings, "cluster:", `  redis: ${redis}`, `  node: ${node}`, ""];
+  const hold = options.hold ? [`  hold: ${options.hold}`] : [];
+  const config = ["runner:", "  shutdown_grace: 2s", "tools:", "  exec:", "    sandbox: none", ...settings, "cluster:", `  redis: ${redis}`, `  node: ${node}`, ...hold, ""];
   await writeFile(join(dir, "countd.yaml"), config.join("\n"));
   await mkdir(join(dir, "jobs"));
   for (const [name, text] of Object.entries(jobs)) await writeFile(join(dir, "jobs", `${name}.yaml`), text);
@@ -44,6 +52,25 @@ export async function startNodes(dirs: string[], env: Record<string, string>, in
       }
     },
     { timeout: 60_000, interval: 100 },
+  );
+}
+
+/**
+ * Job `name` (its `text`) added to each running node's jobs folder as an operator adds one: the
+ * file written, then SIGHUP; resolved once every daemon logged the job added. A job whose time is
+ * computed now (`at:`) need not wait out the daemons' start.
+ */
+export async function addJob(dirs: string[], daemons: DaemonProcess[], name: string, text: string): Promise<void> {
+  await Promise.all(dirs.map((dir) => writeFile(join(dir, "jobs", `${name}.yaml`), text)));
+  for (const daemon of daemons) daemon.child.kill("SIGHUP");
+  await vi.waitFor(
+    () => {
+      for (const daemon of daemons) {
+        const added = logLines(daemon.output(), "job list changed").some((line) => (line["added"] as string[] | undefined)?.includes(name));
+        if (!added) throw new Error(`job ${name} not added yet:\n${daemon.output().slice(-2_000)}`);
+      }
+    },
+    { timeout: 30_000, interval: 50 },
   );
 }
 
