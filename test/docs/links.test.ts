@@ -1,19 +1,23 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const DOCS = ["README.md", "docs/architecture.md", "docs/agent-loop.md", "docs/mcp.md"];
+const PAGES = readdirSync(join(ROOT, "docs"))
+  .filter((name) => name.endsWith(".md"))
+  .map((name) => `docs/${name}`);
+const DOCS = ["README.md", ...PAGES];
 
-/** Markdown link targets that point at files, not at a web address or a heading. */
-function fileLinks(markdown: string): string[] {
-  // Code shows markdown as text (`[text](url)` in a table of chat formats): those are no links.
-  const prose = markdown.replace(/```[\s\S]*?```/g, "").replace(/`[^`\n]*`/g, "");
-  return [...prose.matchAll(/\]\(([^)\s]+)\)/g)]
-    .map((m) => m[1]!)
-    .filter((target) => !/^[a-z]+:/i.test(target) && !target.startsWith("#"));
+/** Markdown outside code, where `[text](url)` in backticks or fences is no link. */
+function prose(markdown: string): string {
+  return markdown.replace(/```[\s\S]*?```/g, "").replace(/`[^`\n]*`/g, "");
+}
+
+/** Markdown link targets within this repository: a file, a heading, or both. */
+function localLinks(markdown: string): string[] {
+  return [...prose(markdown).matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!).filter((target) => !/^[a-z]+:/i.test(target));
 }
 
 /** Backticked paths climbing out of their folder (`../shared/x.md`), which a clone does not have. */
@@ -21,21 +25,43 @@ function climbingPaths(markdown: string): string[] {
   return [...markdown.matchAll(/`(\.\.\/[^`\s]+)`/g)].map((m) => m[1]!);
 }
 
+/** The anchors GitHub gives a document's headings: lower case, punctuation dropped, spaces to dashes, repeats numbered. */
+function anchors(markdown: string): Set<string> {
+  const seen = new Map<string, number>();
+  const found = new Set<string>();
+  for (const [, heading] of markdown.replace(/```[\s\S]*?```/g, "").matchAll(/^#{1,6} (.+)$/gm)) {
+    const slug = heading!
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\- _]/gu, "")
+      .replace(/ /g, "-");
+    const count = seen.get(slug) ?? 0;
+    seen.set(slug, count + 1);
+    found.add(count === 0 ? slug : `${slug}-${count}`);
+  }
+  return found;
+}
+
 describe("the project's documents", () => {
-  it.each(DOCS)("%s links only to files in this repository, and they exist", async (doc) => {
+  it.each(DOCS)("%s links only to files and headings in this repository, and they exist", async (doc) => {
     const text = await readFile(join(ROOT, doc), "utf8");
     const outside: string[] = [];
     const missing: string[] = [];
-    for (const target of [...fileLinks(text), ...climbingPaths(text)]) {
-      const path = resolve(ROOT, dirname(doc), target.split("#")[0]!);
+    const noHeading: string[] = [];
+    for (const target of [...localLinks(text), ...climbingPaths(text)]) {
+      const [file = "", anchor] = target.split("#");
+      const path = file === "" ? join(ROOT, doc) : resolve(ROOT, dirname(doc), file);
       if (relative(ROOT, path).startsWith("..")) outside.push(target);
       else if (!existsSync(path)) missing.push(target);
+      else if (anchor !== undefined && path.endsWith(".md") && !anchors(await readFile(path, "utf8")).has(anchor)) noHeading.push(target);
     }
-    expect({ outside, missing }).toEqual({ outside: [], missing: [] });
+    expect({ outside, missing, noHeading }).toEqual({ outside: [], missing: [], noHeading: [] });
   });
 
-  it("the README links the design notes under docs/", async () => {
+  it("the README is a front door of at most 300 lines that links every page under docs/", async () => {
     const text = await readFile(join(ROOT, "README.md"), "utf8");
-    expect(fileLinks(text)).toEqual(expect.arrayContaining(["docs/agent-loop.md", "docs/architecture.md", "docs/mcp.md"]));
+    expect(text.split("\n").length).toBeLessThanOrEqual(300);
+    const linked = new Set(localLinks(text).map((target) => target.split("#")[0]));
+    expect(PAGES.filter((page) => !linked.has(page))).toEqual([]);
   });
 });
