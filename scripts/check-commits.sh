@@ -29,7 +29,7 @@ while IFS= read -r -d '' record; do
     echo "${hash:0:10}: no body saying why: $subject"
     bad=1
   fi
-done < <(git log --format='%H%x1f%P%x1f%s%x1f%b%x00' "$since..HEAD")
+done < <(git log -z --format='%H%x1f%P%x1f%s%x1f%b' "$since..HEAD")
 if ((bad)); then
   echo "check-commits: write a subject of at most 72 characters, imperative, and the why in the body" >&2
   exit 1
