@@ -16,7 +16,7 @@ if (existsSync(cli)) {
     const folder = fileURLToPath(new URL("..", import.meta.url));
     process.stderr.write(
       `countd is not built: ${fileURLToPath(cli)} is missing. In ${folder} run: npm ci && npm run build\n` +
-        "(npm ci --omit=dev installs neither TypeScript nor tsx; the tarball npm pack makes ships dist/ built)\n",
+        "(tsx, which runs the sources until then, is not installed; the tarball npm pack makes ships dist/ built)\n",
     );
     process.exit(1);
   }

@@ -59,7 +59,8 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       ctx: jobContext(config, process.env, () => runtime.mcp?.catalog()),
       log: logger,
     });
-    const { problems } = await jobs.load();
+    // Only the job asked for is reported (notRunnable): other files' problems are the daemon's to log.
+    const { problems } = await jobs.load({ log: false });
     const job = jobs.get(name);
     if (!job) throw await notRunnable(name, config.paths.jobs, jobs.all(), problems);
     const ours = (sessionId: string) => jobOfSession(sessionId) === name;

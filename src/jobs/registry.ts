@@ -60,11 +60,12 @@ export class JobRegistry {
   }
 
   /**
-   * Reads every job file, logging its problems and warnings. `unset` lists the unset variables the
-   * jobs refer to, which a starting daemon refuses.
+   * Reads every job file, logging its problems and warnings unless `log` is false (a command that
+   * reports only the file it was asked about). `unset` lists the unset variables the jobs refer
+   * to, which a starting daemon refuses.
    */
-  async load(): Promise<{ problems: string[]; warnings: string[]; unset: string[] }> {
-    const problems = await this.rescan(true, false);
+  async load({ log = true }: { log?: boolean } = {}): Promise<{ problems: string[]; warnings: string[]; unset: string[] }> {
+    const problems = await this.rescan(log, false);
     const results = [...this.results.values()];
     return { problems, warnings: results.flatMap((result) => result.warnings), unset: results.flatMap((result) => result.unset) };
   }

@@ -109,12 +109,12 @@ describe("countd installed as a user installs it", () => {
     expect(validated).toEqual({ code: 0, output: "2 jobs valid in jobs/\n" });
   });
 
-  it("npm ci --omit=dev in a clone installs, and countd then says how to build it", { timeout: 300_000 }, async () => {
+  it("npm ci --omit=dev in a clone installs, and countd then runs from its sources", { timeout: 300_000 }, async () => {
     const clone = await cloneOfCheckout();
     const installed = await sh("npm", ["ci", "--omit=dev", "--offline", "--no-audit", "--no-fund"], clone);
     expect(installed, installed.output).toMatchObject({ code: 0 });
+    // Nothing built dist/; tsx, which the demo's LLM simulator brings in, runs the sources.
     const version = await sh(process.execPath, ["bin/countd.js", "--version"], clone);
-    expect(version.code).toBe(1);
-    expect(version.output).toContain("npm ci && npm run build");
+    expect(version).toEqual({ code: 0, output: `${VERSION}\n` });
   });
 });
