@@ -44,7 +44,16 @@ function messageFor(runId: string): DeliveryMessage {
   return {
     kind: "run.completed",
     job: "bench",
-    run: { id: runId, reason: "schedule", status: "ok", startedAt: at, finishedAt: at, durationMs: 1_000, usage: emptyUsage(), cost: 0.0042 },
+    run: {
+      id: runId,
+      reason: "schedule",
+      status: "ok",
+      startedAt: at,
+      finishedAt: at,
+      durationMs: 1_000,
+      usage: emptyUsage(),
+      cost: 0.0042,
+    },
     result: RESULT,
   };
 }
@@ -73,7 +82,11 @@ async function round(outboxes: DeliveryOutbox[], url: string, name: string, work
   for (const outbox of outboxes) outbox.start();
   const started = performance.now();
   const ids = (
-    await Promise.all(Array.from({ length: DELIVERIES }, (_, i) => outboxes[i % outboxes.length]!.enqueue(`${name}-${i}`, [target], messageFor(`${name}-${i}`), workspace)))
+    await Promise.all(
+      Array.from({ length: DELIVERIES }, (_, i) =>
+        outboxes[i % outboxes.length]!.enqueue(`${name}-${i}`, [target], messageFor(`${name}-${i}`), workspace),
+      ),
+    )
   ).flat();
   const settled = await outboxes[0]!.settled(ids);
   const seconds = (performance.now() - started) / 1_000;
@@ -97,7 +110,9 @@ async function singleRound(url: string, name: string): Promise<number> {
 export async function benchClusterOutbox(): Promise<ClusterOutboxBenchResult> {
   const redis = await startRedis();
   const hooks = await receiver();
-  const connections = await Promise.all(Array.from({ length: WORKERS }, (_, i) => connectRedis(redis.url, "queues", { name: `bench-${i}` })));
+  const connections = await Promise.all(
+    Array.from({ length: WORKERS }, (_, i) => connectRedis(redis.url, "queues", { name: `bench-${i}` })),
+  );
   const outboxes = connections.map((connection) => new ClusterOutbox({ redis: connection, send }));
   const cluster: number[] = [];
   const single: number[] = [];

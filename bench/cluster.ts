@@ -89,7 +89,16 @@ async function fireSteps(connection: Redis, runs: readonly RunRecord[], slot: Da
   const queue = new Queue("runs", { connection, prefix: "countd" });
   const fires = await Promise.all(runs.map((run) => queue.getJob(slotId(run.job, slot))));
   const at = (pick: (fire: (typeof fires)[number]) => number | undefined) => fires.map((fire) => pick(fire) ?? Number.NaN);
-  return { added: spread(at((fire) => fire?.timestamp), slot), taken: spread(at((fire) => fire?.processedOn), slot) };
+  return {
+    added: spread(
+      at((fire) => fire?.timestamp),
+      slot,
+    ),
+    taken: spread(
+      at((fire) => fire?.processedOn),
+      slot,
+    ),
+  };
 }
 
 /**
@@ -125,10 +134,15 @@ async function engineFloor(url: string): Promise<Lateness & { takers: number }> 
     await queue.addBulk(
       Array.from({ length: JOBS }, (_, i) => {
         const job = jobName(i);
-        return { name: job, data: { job, reason: "schedule", scheduledAt: at.toISOString() }, opts: { jobId: slotId(job, at), removeOnComplete: { age: 600 }, deduplication: { id: job } } };
+        return {
+          name: job,
+          data: { job, reason: "schedule", scheduledAt: at.toISOString() },
+          opts: { jobId: slotId(job, at), removeOnComplete: { age: 600 }, deduplication: { id: job } },
+        };
       }),
     );
-    if (!(await Promise.race([all.then(() => true), sleep(RUNS_WITHIN_MS).then(() => false)]))) throw new Error(`bench/cluster: BullMQ alone started ${started.length} of ${JOBS} jobs`);
+    if (!(await Promise.race([all.then(() => true), sleep(RUNS_WITHIN_MS).then(() => false)])))
+      throw new Error(`bench/cluster: BullMQ alone started ${started.length} of ${JOBS} jobs`);
     return { ...spread(started, at), takers: TAKERS };
   } finally {
     await Promise.all(workers.map((worker) => worker.close(true)));
@@ -142,7 +156,8 @@ async function fire(homes: string[], slot: Date, mock: LLMock): Promise<void> {
   const daemons: Started[] = [];
   try {
     daemons.push(...(await Promise.all(homes.map((dir) => startCountd(dir, JOBS, `${mock.url}/v1`)))));
-    if (Date.now() >= slot.getTime()) throw new Error(`bench/cluster: the daemons started after the slot; LEAD_MS (${LEAD_MS} ms) is too short on this machine`);
+    if (Date.now() >= slot.getTime())
+      throw new Error(`bench/cluster: the daemons started after the slot; LEAD_MS (${LEAD_MS} ms) is too short on this machine`);
     const deadline = slot.getTime() + RUNS_WITHIN_MS;
     while (mock.getRequests().length < JOBS && Date.now() < deadline) await sleep(250);
     // The last runs' final records.
@@ -179,7 +194,12 @@ export async function benchClusterLateness(): Promise<ClusterLatenessResult> {
 
     const engine = await engineFloor(redis.url);
 
-    return { jobs: JOBS, single: lateness(singleRuns, singleSlot), engine, cluster: { ...lateness(clusterRuns, clusterSlot), runsByNode, steps } };
+    return {
+      jobs: JOBS,
+      single: lateness(singleRuns, singleSlot),
+      engine,
+      cluster: { ...lateness(clusterRuns, clusterSlot), runsByNode, steps },
+    };
   } finally {
     await redis.stop();
     await mock.stop();

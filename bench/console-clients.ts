@@ -56,7 +56,9 @@ async function main(options: ClientsOptions): Promise<void> {
     for await (const _ of req);
     res.writeHead(200, { "content-type": "text/event-stream" });
     const event = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-      res.write(`data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 0, model: "bench", choices, ...extra })}\n\n`);
+      res.write(
+        `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 0, model: "bench", choices, ...extra })}\n\n`,
+      );
     for (let i = 0; i < options.chunksPerAnswer; i++) {
       event([{ index: 0, delta: { ...(i === 0 ? { role: "assistant" } : {}), content: chunkText(seq++) }, finish_reason: null }]);
       await sleep(options.chunkEveryMs);
@@ -94,7 +96,8 @@ async function main(options: ClientsOptions): Promise<void> {
       } else if (message.type === "collect") {
         const deadline = Date.now() + COLLECT_TIMEOUT_MS;
         while (clients.some((client) => client.finished < message.runs)) {
-          if (Date.now() > deadline) throw new Error(`not every client read ${message.runs} run_finished messages within ${COLLECT_TIMEOUT_MS / 1000} s`);
+          if (Date.now() > deadline)
+            throw new Error(`not every client read ${message.runs} run_finished messages within ${COLLECT_TIMEOUT_MS / 1000} s`);
           await sleep(10);
         }
         send({ type: "receipts", receipts: clients.map((client) => client.receipts) });

@@ -46,7 +46,8 @@ async function llm(): Promise<{ baseURL: string; close: () => void }> {
     for await (const chunk of req) body += chunk;
     if (body.includes("HOLD")) return;
     res.writeHead(200, { "content-type": "text/event-stream" });
-    const event = (choices: unknown[], extra = {}) => res.write(`data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 0, model: "bench", choices, ...extra })}\n\n`);
+    const event = (choices: unknown[], extra = {}) =>
+      res.write(`data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 0, model: "bench", choices, ...extra })}\n\n`);
     event([{ index: 0, delta: { role: "assistant", content: "tock" }, finish_reason: null }]);
     event([{ index: 0, delta: {}, finish_reason: "stop" }]);
     event([], { usage: { prompt_tokens: 10, completion_tokens: 1, total_tokens: 11 } });
@@ -63,14 +64,19 @@ async function llm(): Promise<{ baseURL: string; close: () => void }> {
   };
 }
 
-function senders(): { ask: (message: Extract<ToSenders, { type: "send" }>) => Promise<Extract<FromSenders, { type: "sent" }>>; stop: () => Promise<void> } {
+function senders(): {
+  ask: (message: Extract<ToSenders, { type: "send" }>) => Promise<Extract<FromSenders, { type: "sent" }>>;
+  stop: () => Promise<void>;
+} {
   const child = spawn(process.execPath, ["--import", "tsx", SENDERS], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   const exited = once(child, "exit");
   process.once("exit", () => child.kill("SIGKILL"));
   return {
     ask: (message) =>
       new Promise((resolve, reject) => {
-        child.once("message", (reply: FromSenders) => (reply.type === "sent" ? resolve(reply) : reject(new Error(`bench/webhook-senders: ${reply.message}`))));
+        child.once("message", (reply: FromSenders) =>
+          reply.type === "sent" ? resolve(reply) : reject(new Error(`bench/webhook-senders: ${reply.message}`)),
+        );
         child.send(message);
       }),
     stop: async () => {
@@ -105,13 +111,23 @@ export async function benchConsoleWebhook(): Promise<WebhookBenchResult> {
     "timezone: UTC\ntools:\n  exec:\n    sandbox: none\nrunner:\n  concurrency: 8\n  shutdown_grace: 1s\njob_env: [BENCH_HOOK]\nsecrets: [BENCH_HOOK]\n",
   );
   await mkdir(join(home, "jobs"));
-  for (let i = 0; i < CRON_JOBS; i++) await writeFile(join(home, "jobs", `tick-${i}.yaml`), 'schedule: "* * * * * *"\nprompt: tick\ntools: []\n');
-  await writeFile(join(home, "jobs", "orders.yaml"), "webhook:\n  secret: ${BENCH_HOOK}\n  rate: 1000000\noverlap: queue\ntools: []\nprompt: HOLD {{payload}}\n");
+  for (let i = 0; i < CRON_JOBS; i++)
+    await writeFile(join(home, "jobs", `tick-${i}.yaml`), 'schedule: "* * * * * *"\nprompt: tick\ntools: []\n');
+  await writeFile(
+    join(home, "jobs", "orders.yaml"),
+    "webhook:\n  secret: ${BENCH_HOOK}\n  rate: 1000000\noverlap: queue\ntools: []\nprompt: HOLD {{payload}}\n",
+  );
   const model = await llm();
   const send = senders();
   const daemon = await startDaemon({
     configFile: join(home, "countd.yaml"),
-    env: { ...process.env, OPENAI_API_KEY: "sk-bench", OPENAI_BASE_URL: model.baseURL, BENCH_HOOK: SECRET, COUNTD_CONSOLE_LISTEN: "127.0.0.1:0" },
+    env: {
+      ...process.env,
+      OPENAI_API_KEY: "sk-bench",
+      OPENAI_BASE_URL: model.baseURL,
+      BENCH_HOOK: SECRET,
+      COUNTD_CONSOLE_LISTEN: "127.0.0.1:0",
+    },
     logger: silentLogger,
   });
   try {
@@ -123,8 +139,19 @@ export async function benchConsoleWebhook(): Promise<WebhookBenchResult> {
     await sleep(LATENESS_S * 1000);
     const quiet = await lateness(daemon, quietFrom, Date.now() - 1000);
     const floodFrom = Date.now();
-    const flood = await send.ask({ type: "send", url, secret: SECRET, valid: false, concurrency: 64, seconds: LATENESS_S, perSecond: FLOOD_PER_SECOND });
-    const flooded = { ...(await lateness(daemon, floodFrom, Date.now() - 1000)), refusedPerSecond: tally(unexpected, flood.statuses, "401") / flood.seconds };
+    const flood = await send.ask({
+      type: "send",
+      url,
+      secret: SECRET,
+      valid: false,
+      concurrency: 64,
+      seconds: LATENESS_S,
+      perSecond: FLOOD_PER_SECOND,
+    });
+    const flooded = {
+      ...(await lateness(daemon, floodFrom, Date.now() - 1000)),
+      refusedPerSecond: tally(unexpected, flood.statuses, "401") / flood.seconds,
+    };
     const refused = await send.ask({ type: "send", url, secret: SECRET, valid: false, concurrency: CLIENTS, seconds: THROUGHPUT_S });
     const accepted = await send.ask({ type: "send", url, secret: SECRET, valid: true, concurrency: CLIENTS, seconds: THROUGHPUT_S });
     return {

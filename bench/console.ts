@@ -121,8 +121,13 @@ function noteChunks(emitted: Map<number, number>, listenersMs: number[]): () => 
 }
 
 /** The clients' process, and a way to send it a message and await its answer of that type. */
-async function startClients(): Promise<{ ask: <T extends FromClients["type"]>(message: ToClients | undefined, answer: T) => Promise<Extract<FromClients, { type: T }>>; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", CLIENTS, JSON.stringify(LIVE)], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+async function startClients(): Promise<{
+  ask: <T extends FromClients["type"]>(message: ToClients | undefined, answer: T) => Promise<Extract<FromClients, { type: T }>>;
+  stop: () => Promise<void>;
+}> {
+  const child = spawn(process.execPath, ["--import", "tsx", CLIENTS, JSON.stringify(LIVE)], {
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
   children.add(child);
   const exited = once(child, "exit").finally(() => children.delete(child));
   const ask = <T extends FromClients["type"]>(message: ToClients | undefined, answer: T) =>
@@ -174,11 +179,13 @@ export async function benchConsoleLatency(): Promise<ConsoleLatencyResult> {
         const { receipts } = await clients.ask({ type: "collect", runs: RUNS_PER_PHASE }, "receipts");
         const latencies: number[] = [];
         for (const read of receipts) {
-          if (read.length / 2 !== emitted.size) throw new Error(`bench/console: a client read ${read.length / 2} of the ${emitted.size} chunks emitted`);
+          if (read.length / 2 !== emitted.size)
+            throw new Error(`bench/console: a client read ${read.length / 2} of the ${emitted.size} chunks emitted`);
           for (let i = 0; i < read.length; i += 2) latencies.push(read[i + 1]! - emitted.get(read[i]!)!);
         }
         // A chunk read before it was emitted would mean the two processes' clocks disagree, and every figure with them.
-        if (latencies.some((ms) => ms < 0)) throw new Error("bench/console: a client read a chunk before the bus emitted it; CLOCK_MONOTONIC is not shared");
+        if (latencies.some((ms) => ms < 0))
+          throw new Error("bench/console: a client read a chunk before the bus emitted it; CLOCK_MONOTONIC is not shared");
         return { latencies, listeners: [...listenersMs] };
       };
       // Warm-up: the first run compiles the loop's, the console's and ws's paths.
@@ -200,7 +207,10 @@ export async function benchConsoleLatency(): Promise<ConsoleLatencyResult> {
           p50Ms: percentile(sorted, 0.5),
           p99Ms: percentile(sorted, 0.99),
           maxMs: sorted.at(-1)!,
-          listenersP50Ms: percentile(listeners.sort((a, b) => a - b), 0.5),
+          listenersP50Ms: percentile(
+            listeners.sort((a, b) => a - b),
+            0.5,
+          ),
           listenersP99Ms: percentile(listeners, 0.99),
         };
       });
@@ -242,9 +252,15 @@ async function startCountd(home: string, jobs: number, nodeArgs: string[] = []):
     });
   }
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`countd did not log "countd started" within ${START_TIMEOUT_MS / 1000} s:\n${output}`)), START_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => reject(new Error(`countd did not log "countd started" within ${START_TIMEOUT_MS / 1000} s:\n${output}`)),
+      START_TIMEOUT_MS,
+    );
     child.stdout!.on("data", () => {
-      const line = output.split("\n").slice(0, -1).find((l) => l.includes('"countd started"'));
+      const line = output
+        .split("\n")
+        .slice(0, -1)
+        .find((l) => l.includes('"countd started"'));
       if (!line) return;
       clearTimeout(timer);
       const loaded = (JSON.parse(line) as { jobs?: number }).jobs;
@@ -261,7 +277,6 @@ async function startCountd(home: string, jobs: number, nodeArgs: string[] = []):
   });
   return { child, home, output: () => output, lastOutputAt: () => lastOutputAt };
 }
-
 
 /** utime + stime of `pid`, in clock ticks (proc(5): fields 14 and 15; the name in field 2 may hold spaces). */
 async function cpuTicks(pid: number): Promise<number> {
@@ -299,7 +314,10 @@ export interface ConsoleIdleResult {
 async function idleJobs(home: string): Promise<void> {
   await Promise.all(
     Array.from({ length: IDLE_JOBS }, (_, i) =>
-      writeFile(join(home, "jobs", `job-${String(i).padStart(3, "0")}.yaml`), `schedule: "${i % 60} ${i % 24} 1 1 *"\nprompt: Summarise the notes of {{date}}.\ntools: [read_file, list_dir]\n`),
+      writeFile(
+        join(home, "jobs", `job-${String(i).padStart(3, "0")}.yaml`),
+        `schedule: "${i % 60} ${i % 24} 1 1 *"\nprompt: Summarise the notes of {{date}}.\ntools: [read_file, list_dir]\n`,
+      ),
     ),
   );
 }
@@ -316,8 +334,13 @@ export async function benchConsoleIdle(): Promise<ConsoleIdleResult> {
   }
   const started: Array<Started & { enabled: boolean }> = [];
   try {
-    started.push(...(await Promise.all(homes.map(async ({ home, enabled }) => ({ ...(await startCountd(home, IDLE_JOBS, ["--trace-gc"])), enabled })))));
-    const settled = (daemon: Started) => daemon.output().includes("Mark-Compact (reduce)") && performance.now() - daemon.lastOutputAt() >= IDLE_QUIET_MS;
+    started.push(
+      ...(await Promise.all(
+        homes.map(async ({ home, enabled }) => ({ ...(await startCountd(home, IDLE_JOBS, ["--trace-gc"])), enabled })),
+      )),
+    );
+    const settled = (daemon: Started) =>
+      daemon.output().includes("Mark-Compact (reduce)") && performance.now() - daemon.lastOutputAt() >= IDLE_QUIET_MS;
     const deadline = performance.now() + IDLE_SETTLE_TIMEOUT_MS;
     while (!started.every(settled) && performance.now() < deadline) await sleep(500);
     const unsettled = started.filter((daemon) => !settled(daemon)).length;
@@ -340,7 +363,15 @@ export async function benchConsoleIdle(): Promise<ConsoleIdleResult> {
       const ticks = of.reduce((sum, i) => sum + ticks1[i]! - ticks0[i]!, 0) / of.length;
       return { rssMb: median(of.map((i) => median(rss[i]!))), cpuPercent: (ticks / ticksPerSecond / seconds) * 100 };
     };
-    const result = { pairs: IDLE_PAIRS, jobs: IDLE_JOBS, seconds, enabled: arm(true), disabled: arm(false), resolutionPercent: (1 / ticksPerSecond / seconds) * 100, unsettled };
+    const result = {
+      pairs: IDLE_PAIRS,
+      jobs: IDLE_JOBS,
+      seconds,
+      enabled: arm(true),
+      disabled: arm(false),
+      resolutionPercent: (1 / ticksPerSecond / seconds) * 100,
+      unsettled,
+    };
     await sleep(BEFORE_SIGTERM_MS);
     await Promise.all(started.map(stopCountd));
     return result;
@@ -397,7 +428,10 @@ async function overviewHome(): Promise<string> {
       const runs = Array.from({ length: RUNS_PER_JOB }, (_, k): RunRecord => {
         const started = new Date(now - ((RUNS_PER_JOB - k) * 14 * DAY_MS) / RUNS_PER_JOB + ((i * 7919) % 3_600_000));
         const status = statuses[(i + k) % statuses.length]!;
-        const stamp = started.toISOString().replace(/\.\d+Z$/, "Z").replace(/[-:]/g, "");
+        const stamp = started
+          .toISOString()
+          .replace(/\.\d+Z$/, "Z")
+          .replace(/[-:]/g, "");
         return {
           id: `${stamp}-${((i * 31 + k) % 65536).toString(16).padStart(4, "0")}`,
           job: name,
@@ -408,8 +442,15 @@ async function overviewHome(): Promise<string> {
           status,
           iterations: status === "skipped" ? 0 : 3,
           toolCalls: status === "skipped" ? 0 : 2,
-          usage: status === "skipped" ? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 , cacheWriteTokens: 0} : { inputTokens: 2400 + i, outputTokens: 350 + k, cachedInputTokens: 1200 , cacheWriteTokens: 0},
-          ...(status === "ok" ? { resultExcerpt: `Notes of the day for ${name}: three items were closed, two remain open (the supplier's invoice and the release date), and one question needs an answer from the team.` } : {}),
+          usage:
+            status === "skipped"
+              ? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheWriteTokens: 0 }
+              : { inputTokens: 2400 + i, outputTokens: 350 + k, cachedInputTokens: 1200, cacheWriteTokens: 0 },
+          ...(status === "ok"
+            ? {
+                resultExcerpt: `Notes of the day for ${name}: three items were closed, two remain open (the supplier's invoice and the release date), and one question needs an answer from the team.`,
+              }
+            : {}),
           ...(status === "error" ? { error: "LLM request failed: 503 Service Unavailable (after 3 attempts)" } : {}),
           ...(status === "skipped" ? { error: "the previous run was still in progress (overlap: skip)" } : {}),
           sessionId: `cron:${name}:${stamp}`,
@@ -443,8 +484,14 @@ async function render(signIn: string): Promise<RenderFigures> {
       const t0 = performance.now();
       await page.goto(signIn);
       const shown = await page
-        .waitForFunction(([selector, n]) => document.querySelectorAll(selector).length >= n, [JOB_ROWS, OVERVIEW_JOBS] as const, { timeout: RENDER_TIMEOUT_MS, polling: "raf" })
-        .then(() => true, () => false);
+        .waitForFunction(([selector, n]) => document.querySelectorAll(selector).length >= n, [JOB_ROWS, OVERVIEW_JOBS] as const, {
+          timeout: RENDER_TIMEOUT_MS,
+          polling: "raf",
+        })
+        .then(
+          () => true,
+          () => false,
+        );
       const ms = performance.now() - t0;
       rows = await page.evaluate((selector) => document.querySelectorAll(selector).length, JOB_ROWS);
       await context.close();

@@ -130,7 +130,13 @@ export async function startCountd(home: string, jobs: number, baseURL: string): 
   const t0 = performance.now();
   const child = spawn(process.execPath, [BIN, "start"], {
     cwd: home,
-    env: { ...process.env, OPENAI_API_KEY: "sk-unused", OPENAI_BASE_URL: baseURL, COUNTD_LOG_LEVEL: "info", COUNTD_CONSOLE_LISTEN: "127.0.0.1:0" },
+    env: {
+      ...process.env,
+      OPENAI_API_KEY: "sk-unused",
+      OPENAI_BASE_URL: baseURL,
+      COUNTD_LOG_LEVEL: "info",
+      COUNTD_CONSOLE_LISTEN: "127.0.0.1:0",
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   daemons.add(child);
@@ -144,7 +150,10 @@ export async function startCountd(home: string, jobs: number, baseURL: string): 
     child.stdout!.on("data", (chunk: Buffer) => {
       const at = performance.now();
       output += chunk.toString();
-      const line = output.split("\n").slice(0, -1).find((l) => l.includes('"countd started"'));
+      const line = output
+        .split("\n")
+        .slice(0, -1)
+        .find((l) => l.includes('"countd started"'));
       if (!line) return;
       clearTimeout(timer);
       const loaded = (JSON.parse(line) as { jobs?: number }).jobs;
@@ -175,7 +184,9 @@ export async function stopCountd({ child, output }: Pick<Started, "child" | "out
   if (result === "timeout") {
     child.kill("SIGKILL");
     await exited;
-    throw new Error(`countd (pid ${child.pid}) did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM; killed. It logged:\n${output()}`);
+    throw new Error(
+      `countd (pid ${child.pid}) did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM; killed. It logged:\n${output()}`,
+    );
   }
   const [code, signal] = result;
   if (code !== 0) throw new Error(`countd (pid ${child.pid}) exited with ${signal ?? `code ${code}`} on SIGTERM. It logged:\n${output()}`);
@@ -266,11 +277,11 @@ export interface IdleResult {
  * high: V8 gives back the heap that start-up grew (a "Mark-Compact (reduce)" some 40 s after
  * start, about 40 MB on 1,000 jobs), and that one GC is also nearly all the CPU an idle daemon uses.
  */
-export async function benchIdle(
-  jobs = 1000,
-  seconds = Number(process.env["COUNTD_BENCH_IDLE_SECONDS"] ?? 60),
-): Promise<IdleResult> {
-  if (!(seconds > 0)) throw new Error(`COUNTD_BENCH_IDLE_SECONDS must be a positive number of seconds, got ${JSON.stringify(process.env["COUNTD_BENCH_IDLE_SECONDS"])}`);
+export async function benchIdle(jobs = 1000, seconds = Number(process.env["COUNTD_BENCH_IDLE_SECONDS"] ?? 60)): Promise<IdleResult> {
+  if (!(seconds > 0))
+    throw new Error(
+      `COUNTD_BENCH_IDLE_SECONDS must be a positive number of seconds, got ${JSON.stringify(process.env["COUNTD_BENCH_IDLE_SECONDS"])}`,
+    );
   const ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
   const home = await countdHome(jobs);
   try {
@@ -286,7 +297,14 @@ export async function benchIdle(
       const memory = await memoryMb(pid);
       const watches = await inotifyWatches(pid);
       await stopCountd(started);
-      return { jobs, inotifyWatches: watches, rssMb: memory.rss, peakRssMb: memory.peak, cpuPercent: ((ticks1 - ticks0) / ticksPerSecond / elapsedS) * 100, seconds: elapsedS };
+      return {
+        jobs,
+        inotifyWatches: watches,
+        rssMb: memory.rss,
+        peakRssMb: memory.peak,
+        cpuPercent: ((ticks1 - ticks0) / ticksPerSecond / elapsedS) * 100,
+        seconds: elapsedS,
+      };
     });
   } finally {
     await rm(home, { recursive: true, force: true });

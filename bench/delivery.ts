@@ -46,7 +46,16 @@ function messageFor(runId: string): DeliveryMessage {
   return {
     kind: "run.completed",
     job: "bench",
-    run: { id: runId, reason: "schedule", status: "ok", startedAt: at, finishedAt: at, durationMs: 1_000, usage: emptyUsage(), cost: 0.0042 },
+    run: {
+      id: runId,
+      reason: "schedule",
+      status: "ok",
+      startedAt: at,
+      finishedAt: at,
+      durationMs: 1_000,
+      usage: emptyUsage(),
+      cost: 0.0042,
+    },
     result: RESULT,
   };
 }
@@ -94,11 +103,18 @@ async function receiver(): Promise<{ url: string; close: () => Promise<void> }> 
 async function outboxRound(url: string): Promise<number> {
   const target: WebhookTarget = { kind: "webhook", url, secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", format: "json", headers: {} };
   const stateDir = await mkdtemp(join(tmpdir(), "countd-bench-delivery-"));
-  const outbox = await Outbox.open({ stateDir, send: async (entry) => void (await sendWebhook(entry.target as WebhookTarget, entry.message, entry.id)) });
+  const outbox = await Outbox.open({
+    stateDir,
+    send: async (entry) => void (await sendWebhook(entry.target as WebhookTarget, entry.message, entry.id)),
+  });
   try {
     outbox.start();
     const started = performance.now();
-    const ids = (await Promise.all(Array.from({ length: THROUGHPUT_RUNS }, (_, i) => outbox.enqueue(`run-${i}`, [target], messageFor(`run-${i}`), stateDir)))).flat();
+    const ids = (
+      await Promise.all(
+        Array.from({ length: THROUGHPUT_RUNS }, (_, i) => outbox.enqueue(`run-${i}`, [target], messageFor(`run-${i}`), stateDir)),
+      )
+    ).flat();
     const settled = await outbox.settled(ids);
     await outbox.close();
     const seconds = (performance.now() - started) / 1_000;
@@ -122,7 +138,11 @@ async function bareRound(url: string): Promise<number> {
     Array.from({ length: CONCURRENCY }, async () => {
       while (next < bodies.length) {
         const i = next++;
-        const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json", "webhook-id": `run-${i}` }, body: bodies[i] });
+        const response = await fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json", "webhook-id": `run-${i}` },
+          body: bodies[i],
+        });
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
         await response.arrayBuffer();
       }
@@ -130,7 +150,6 @@ async function bareRound(url: string): Promise<number> {
   );
   return THROUGHPUT_RUNS / ((performance.now() - started) / 1_000);
 }
-
 
 async function throughput(): Promise<{ outbox: number; bare: number }> {
   const { url, close } = await receiver();

@@ -171,7 +171,14 @@ export async function openContenders(): Promise<{ exchanges: Record<Contender, E
       model: MODEL,
     });
 
-    const job: Job = { ...jobDefaults(), name: "bench", file: join(config.paths.jobs, "bench.yaml"), prompt: PROMPT, timezone: config.timezone, tools: [] };
+    const job: Job = {
+      ...jobDefaults(),
+      name: "bench",
+      file: join(config.paths.jobs, "bench.yaml"),
+      prompt: PROMPT,
+      timezone: config.timezone,
+      tools: [],
+    };
     const budgets = new Budgets({ ledger: await SpendLedger.open(config.paths.state), daemon: () => config.budget });
     const execute = jobExecutor(() => runtime, budgets);
     let runs = 0;
@@ -184,14 +191,23 @@ export async function openContenders(): Promise<{ exchanges: Record<Contender, E
         clock: { at: new Date(), timeZone: job.timezone },
         cancel: new CancelToken(),
       });
-      if (outcome.status !== "ok" || outcome.toolCalls !== TOOL_CALLS) throw new Error(`daemon run ${outcome.status}: ${outcome.error ?? `${outcome.toolCalls} tool calls`}`);
+      if (outcome.status !== "ok" || outcome.toolCalls !== TOOL_CALLS)
+        throw new Error(`daemon run ${outcome.status}: ${outcome.error ?? `${outcome.toolCalls} tool calls`}`);
       return outcome.answer;
     };
 
     const openai = createOpenAI({ baseURL: `${mock.url}/v1`, apiKey: "sk-bench" });
-    const vercelTools = { lookup: vercelTool({ description: DESCRIPTION, inputSchema: parameters, execute: async ({ step }) => lookup(step) }) };
+    const vercelTools = {
+      lookup: vercelTool({ description: DESCRIPTION, inputSchema: parameters, execute: async ({ step }) => lookup(step) }),
+    };
     const vercel: Exchange = async () => {
-      const result = streamText({ model: openai.chat(MODEL), system, prompt: PROMPT, tools: vercelTools, stopWhen: stepCountIs(TOOL_CALLS + 1) });
+      const result = streamText({
+        model: openai.chat(MODEL),
+        system,
+        prompt: PROMPT,
+        tools: vercelTools,
+        stopWhen: stepCountIs(TOOL_CALLS + 1),
+      });
       for await (const _text of result.textStream);
       return result.text;
     };
@@ -228,11 +244,14 @@ export async function openContenders(): Promise<{ exchanges: Record<Contender, E
       const results = (requests.at(-1)?.body as ChatCompletionRequest | undefined)?.messages.filter((m) => m.role === "tool") ?? [];
       const ranTools = results.every((m, i) => m.content === lookup(i + 1));
       if (answer !== ANSWER || requests.length !== TOOL_CALLS + 1 || results.length !== TOOL_CALLS || !ranTools) {
-        throw new Error(`bench/exchange: ${name} did not do the exchange: ${requests.length} requests, ${results.length} tool results, answer ${JSON.stringify(answer)}`);
+        throw new Error(
+          `bench/exchange: ${name} did not do the exchange: ${requests.length} requests, ${results.length} tool results, answer ${JSON.stringify(answer)}`,
+        );
       }
     }
     const wired = { state: await filesUnder(config.paths.state), logs: await filesUnder(config.paths.logs) };
-    if (wired.state === 0 || wired.logs === 0) throw new Error(`bench/exchange: the daemon's run wrote nothing (state ${wired.state} files, logs ${wired.logs})`);
+    if (wired.state === 0 || wired.logs === 0)
+      throw new Error(`bench/exchange: the daemon's run wrote nothing (state ${wired.state} files, logs ${wired.logs})`);
 
     return { exchanges, close };
   } catch (err) {
@@ -252,7 +271,8 @@ export async function benchExchange(rounds = 60, batch = 5, warmupRounds = 6): P
         if (round >= warmupRounds) perRound[name].push((performance.now() - t0) / batch);
       }
     }
-    const each = (figure: (name: Contender) => number) => Object.fromEntries(CONTENDERS.map((name) => [name, figure(name)])) as Record<Contender, number>;
+    const each = (figure: (name: Contender) => number) =>
+      Object.fromEntries(CONTENDERS.map((name) => [name, figure(name)])) as Record<Contender, number>;
     return {
       exchanges: rounds * batch,
       ms: each((name) => median(perRound[name])),

@@ -39,7 +39,7 @@ const instantProvider: LLMProvider = {
   name: "instant",
   async *chatStream(): AsyncIterable<StreamEvent> {
     yield { type: "tool_call", call: { id: "call_1", name: "noop", arguments: {}, rawArguments: "{}" } };
-    yield { type: "usage", usage: { inputTokens: 10, outputTokens: 2, cachedInputTokens: 0 , cacheWriteTokens: 0} };
+    yield { type: "usage", usage: { inputTokens: 10, outputTokens: 2, cachedInputTokens: 0, cacheWriteTokens: 0 } };
     yield { type: "finish", reason: "tool_calls", raw: "tool_calls" };
   },
 };

@@ -40,7 +40,10 @@ if (wanted("loop")) {
     `      as the daemon wires it (openRuntime: audit log, sessions, tool history) ${toSdk("daemon")} ` +
       `(target <= 1.15x) ${verdict(ratio.daemon <= 1.15)}`,
   );
-  for (const [label, name] of [["Vercel AI SDK 6", "vercel"], ["OpenAI Agents JS 0.14", "agents"]] as const) {
+  for (const [label, name] of [
+    ["Vercel AI SDK 6", "vercel"],
+    ["OpenAI Agents JS 0.14", "agents"],
+  ] as const) {
     console.log(`      ${label} ${toSdk(name)} (target: slower than countd as the daemon wires it) ${verdict(ratio[name] > ratio.daemon)}`);
   }
 }
@@ -115,7 +118,9 @@ if (wanted("html")) {
 if (wanted("console")) {
   const live = await benchConsoleLatency();
   console.log("bench/console");
-  console.log(`  (a) answer chunk emitted on the daemon's event bus to a WebSocket client reading it, ${live.chunksPerAnswer}-chunk answers at a chunk every ${live.chunkEveryMs} ms:`);
+  console.log(
+    `  (a) answer chunk emitted on the daemon's event bus to a WebSocket client reading it, ${live.chunksPerAnswer}-chunk answers at a chunk every ${live.chunkEveryMs} ms:`,
+  );
   for (const f of live.byClients) {
     const target = f.clients === 50 ? ` (target p99 <= 20 ms) ${verdict(f.p99Ms <= 20)}` : "";
     console.log(
@@ -132,7 +137,9 @@ if (wanted("console")) {
       `console.enabled: false RSS ${idleConsole.disabled.rssMb.toFixed(1)} MB, CPU ${idleConsole.disabled.cpuPercent.toFixed(3)} %; ` +
       `the console's cost ${moreRss.toFixed(1)} MB (target <= 10 MB) ${verdict(moreRss <= 10)}, ${moreCpu.toFixed(3)} % of a core ` +
       `(target: below one clock tick over the window, ${idleConsole.resolutionPercent.toFixed(3)} %) ${verdict(moreCpu < idleConsole.resolutionPercent)}` +
-      (idleConsole.unsettled > 0 ? `; ${idleConsole.unsettled} of the daemons had not given back start-up's heap, so these figures are not idle ones` : ""),
+      (idleConsole.unsettled > 0
+        ? `; ${idleConsole.unsettled} of the daemons had not given back start-up's heap, so these figures are not idle ones`
+        : ""),
   );
   const overview = await benchConsoleOverview();
   console.log(`  (c) the overview with ${overview.jobs} jobs and ${overview.runs} runs in history (reported, no target):`);
@@ -167,7 +174,9 @@ if (wanted("cluster")) {
   const { jobs, single, engine, cluster } = await benchClusterLateness();
   const timesAlone = (p99Ms: number) => p99Ms / Math.max(single.p99Ms, 1);
   const ratio = timesAlone(cluster.p99Ms);
-  const byNode = Object.entries(cluster.runsByNode).map(([node, runs]) => `${node} ${runs}`).join(", ");
+  const byNode = Object.entries(cluster.runsByNode)
+    .map(([node, runs]) => `${node} ${runs}`)
+    .join(", ");
   console.log("bench/cluster");
   console.log(
     `  fire lateness to the run's start, ${jobs} jobs due in the same second: one daemon alone p50 ${fmt(single.p50Ms)}, p99 ${fmt(single.p99Ms)}, max ${fmt(single.maxMs)}; ` +
@@ -176,7 +185,9 @@ if (wanted("cluster")) {
   );
   const step = (label: string, at: { p50Ms: number; p99Ms: number }) => `${label} p50 ${at.p50Ms} ms, p99 ${at.p99Ms} ms`;
   const { added, taken } = cluster.steps;
-  console.log(`      where a cluster's fire spends it, after the slot: ${step("added to runs", added)}; ${step("taken to run", taken)}; ${step("run started", cluster)}`);
+  console.log(
+    `      where a cluster's fire spends it, after the slot: ${step("added to runs", added)}; ${step("taken to run", taken)}; ${step("run started", cluster)}`,
+  );
   console.log(
     `      the engine's floor, BullMQ alone (no countd, one process, ${engine.takers} workers): ${jobs} jobs added at once reach their workers ` +
       `p50 ${engine.p50Ms} ms, p99 ${engine.p99Ms} ms after the add began; ${timesAlone(engine.p99Ms).toFixed(2)}x one daemon alone's p99; ` +

@@ -75,7 +75,13 @@ async function countdHome(): Promise<string> {
 async function startCountd(home: string, baseURL: string): Promise<{ child: ChildProcess; output: () => string }> {
   const child = spawn(process.execPath, [BIN, "start"], {
     cwd: home,
-    env: { PATH: process.env["PATH"] ?? "", OPENAI_API_KEY: "sk-soak", OPENAI_BASE_URL: baseURL, COUNTD_LOG_LEVEL: "info", COUNTD_CONSOLE_LISTEN: "127.0.0.1:0" },
+    env: {
+      PATH: process.env["PATH"] ?? "",
+      OPENAI_API_KEY: "sk-soak",
+      OPENAI_BASE_URL: baseURL,
+      COUNTD_LOG_LEVEL: "info",
+      COUNTD_CONSOLE_LISTEN: "127.0.0.1:0",
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -85,7 +91,10 @@ async function startCountd(home: string, baseURL: string): Promise<{ child: Chil
   };
   child.stderr!.on("data", keep);
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`countd did not start within ${START_TIMEOUT_MS / 1000} s:\n${output}`)), START_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => reject(new Error(`countd did not start within ${START_TIMEOUT_MS / 1000} s:\n${output}`)),
+      START_TIMEOUT_MS,
+    );
     child.stdout!.on("data", (chunk: Buffer) => {
       keep(chunk);
       if (started || !output.includes('"countd started"')) return;

@@ -9,17 +9,27 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { Webhook } from "standardwebhooks";
 
-export type ToSenders = { type: "send"; url: string; secret: string; valid: boolean; concurrency: number; seconds: number; perSecond?: number } | { type: "stop" };
+export type ToSenders =
+  | { type: "send"; url: string; secret: string; valid: boolean; concurrency: number; seconds: number; perSecond?: number }
+  | { type: "stop" };
 export type FromSenders = { type: "sent"; statuses: Record<string, number>; seconds: number } | { type: "error"; message: string };
 
 const BODY = JSON.stringify({ type: "order.created", data: { id: 1042, total: "19.99" } });
 
 function post(agent: Agent, url: URL, headers: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: "POST", agent, headers: { ...headers, "content-type": "application/json", "content-length": String(Buffer.byteLength(BODY)) } }, (res) => {
-      res.resume();
-      res.on("end", () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      url,
+      {
+        method: "POST",
+        agent,
+        headers: { ...headers, "content-type": "application/json", "content-length": String(Buffer.byteLength(BODY)) },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on("error", reject);
     req.end(BODY);
   });
@@ -33,7 +43,11 @@ async function send(message: Extract<ToSenders, { type: "send" }>): Promise<From
   const one = async () => {
     const id = `msg_${randomUUID()}`;
     const at = new Date();
-    const status = await post(agent, url, { "webhook-id": id, "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": signer.sign(id, at, BODY) });
+    const status = await post(agent, url, {
+      "webhook-id": id,
+      "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+      "webhook-signature": signer.sign(id, at, BODY),
+    });
     statuses[status] = (statuses[status] ?? 0) + 1;
   };
   const started = performance.now();
@@ -49,9 +63,11 @@ async function send(message: Extract<ToSenders, { type: "send" }>): Promise<From
     }
     await Promise.all(pending);
   } else {
-    await Promise.all(Array.from({ length: message.concurrency }, async () => {
-      while (performance.now() < end) await one();
-    }));
+    await Promise.all(
+      Array.from({ length: message.concurrency }, async () => {
+        while (performance.now() < end) await one();
+      }),
+    );
   }
   agent.destroy();
   return { type: "sent", statuses, seconds: (performance.now() - started) / 1000 };

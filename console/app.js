@@ -13,7 +13,8 @@ function route(hash) {
   const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts.length === 0) return { screen: "overview", title: "Overview" };
   if (parts[0] === "jobs" && parts.length === 2) return { screen: "job", name: parts[1], title: parts[1] };
-  if (parts[0] === "runs" && parts.length === 3) return { screen: "run", job: parts[1], id: parts[2], title: `${parts[1]} run ${parts[2]}` };
+  if (parts[0] === "runs" && parts.length === 3)
+    return { screen: "run", job: parts[1], id: parts[2], title: `${parts[1]} run ${parts[2]}` };
   if (parts[0] === "outbox" && parts.length === 1) return { screen: "outbox", title: "Outbox" };
   return { screen: "missing", title: "Not found" };
 }
@@ -47,7 +48,12 @@ function App() {
   }, []);
   if (session.state === "loading") return html`<p class="boot">Loading the console…</p>`;
   if (session.state === "signed-out") return html`<${SignIn} />`;
-  if (session.state === "error") return html`<main class="signin"><h1>countd console</h1><p class="error-text">${session.error.message}</p><p><button type="button" onClick=${() => location.reload()}>Try again</button></p></main>`;
+  if (session.state === "error")
+    return html`<main class="signin">
+      <h1>countd console</h1>
+      <p class="error-text">${session.error.message}</p>
+      <p><button type="button" onClick=${() => location.reload()}>Try again</button></p>
+    </main>`;
   return html`<${Shell} version=${session.version} />`;
 }
 
@@ -60,10 +66,15 @@ function SignIn() {
   }, []);
   return html`<main class="signin" id="main">
     <h1>Sign in to the countd console</h1>
-    <p>${wrongToken ? "The token in that address is not the console's token (it changes when console.token is removed)." : "This browser is not signed in, or the daemon's token has changed."}</p>
+    <p>
+      ${wrongToken ? "The token in that address is not the console's token (it changes when console.token is removed)." : "This browser is not signed in, or the daemon's token has changed."}
+    </p>
     <p>On the machine that runs countd, run</p>
     <pre class="command">countd console</pre>
-    <p>and open the address it prints (<span class="mono">http://127.0.0.1:7420/?token=…</span>). The token leaves the address bar at once; a cookie keeps you signed in.</p>
+    <p>
+      and open the address it prints (<span class="mono">http://127.0.0.1:7420/?token=…</span>). The token leaves the address bar at once; a
+      cookie keeps you signed in.
+    </p>
   </main>`;
 }
 
@@ -92,7 +103,8 @@ function Shell({ version }) {
         <a href="#/outbox" aria-current=${page.screen === "outbox" ? "page" : undefined}>Outbox</a>
       </nav>
       <span class=${`connection connection-${connection}`} role="status">
-        <span class="dot" aria-hidden="true"></span>${connection === "live" ? "live" : connection === "reconnecting" ? "reconnecting…" : "connecting…"}
+        <span class="dot" aria-hidden="true"></span
+        >${connection === "live" ? "live" : connection === "reconnecting" ? "reconnecting…" : "connecting…"}
       </span>
     </header>
     <main id="main" tabindex="-1">${screen(page)}</main>
@@ -111,7 +123,8 @@ function screen(page) {
     case "outbox":
       return html`<${OutboxPage} />`;
     default:
-      return html`<h1 tabindex="-1">Not found</h1><p>No page at this address. <a href="#/">Back to the overview</a></p>`;
+      return html`<h1 tabindex="-1">Not found</h1>
+        <p>No page at this address. <a href="#/">Back to the overview</a></p>`;
   }
 }
 

@@ -64,11 +64,17 @@ export function RunsPerDay({ stats, height }) {
   const sum = (status) => raw[status].reduce((a, b) => a + b, 0);
   const sums = shown.map((status) => `${count(sum(status))} ${status}`).join(", ");
   const make = () => ({
-    scales: { x: { time: false, range: (_u, min, max) => [min - 0.5, max + 0.5] }, y: { range: (_u, _min, max) => [0, Math.max(2, Math.ceil(max * 1.1))] } },
-    axes: [axis({ grid: { show: false }, incrs: [1, 2, 7, 14, 30], values: (_u, splits) => splits.map((i) => dayLabel(days[i]?.date)) }), axis({ incrs: WHOLE, size: 40 })],
+    scales: {
+      x: { time: false, range: (_u, min, max) => [min - 0.5, max + 0.5] },
+      y: { range: (_u, _min, max) => [0, Math.max(2, Math.ceil(max * 1.1))] },
+    },
+    axes: [
+      axis({ grid: { show: false }, incrs: [1, 2, 7, 14, 30], values: (_u, splits) => splits.map((i) => dayLabel(days[i]?.date)) }),
+      axis({ incrs: WHOLE, size: 40 }),
+    ],
     series: [
       // Away from the bars the legend gives the totals over all the days.
-      { label: "Day", value: (_u, i) => (i === null ? `all ${days.length}` : days[i]?.date ?? "") },
+      { label: "Day", value: (_u, i) => (i === null ? `all ${days.length}` : (days[i]?.date ?? "")) },
       ...totals.map(([status]) => ({
         label: status,
         fill: css(`--status-${status}`),
@@ -80,7 +86,13 @@ export function RunsPerDay({ stats, height }) {
     ],
     cursor: { points: { show: false } },
   });
-  return html`<${Chart} source=${stats} height=${height} make=${make} data=${data} label=${`Runs per day over the last ${days.length} days (${stats.timezone}): ${sums}`} />`;
+  return html`<${Chart}
+    source=${stats}
+    height=${height}
+    make=${make}
+    data=${data}
+    label=${`Runs per day over the last ${days.length} days (${stats.timezone}): ${sums}`}
+  />`;
 }
 
 /** What RunTrend draws of each run; runs and tokens come in ones, durations and dollars do not. */
@@ -116,7 +128,10 @@ export function RunTrend({ runs, field }) {
   const last = runs.length - 1;
   const make = () => ({
     scales: { x: { range: () => atLeastTwoHours(data[0]) }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.15 : 1] } },
-    axes: [axis({ grid: { show: false }, space: 90 }), axis({ size: 64, values: (_u, splits) => splits.map(format), ...(incrs ? { incrs } : {}) })],
+    axes: [
+      axis({ grid: { show: false }, space: 90 }),
+      axis({ size: 64, values: (_u, splits) => splits.map(format), ...(incrs ? { incrs } : {}) }),
+    ],
     // Away from the points the legend shows the latest run.
     series: [
       { label: "Run", value: (_u, _v, _s, i) => clock(runs[i ?? last].started_at) },

@@ -2,7 +2,23 @@ import { useCallback, useEffect, useRef, useState } from "/assets/vendor/preact-
 import { enc, get, post } from "./api.js";
 import { RunTrend } from "./charts.js";
 import { useLive } from "./live.js";
-import { ActionButton, count, duration, fireText, html, Notice, runDuration, runHref, Status, Time, tokens, usageText, usd, useDebounced, useResource } from "./ui.js";
+import {
+  ActionButton,
+  count,
+  duration,
+  fireText,
+  html,
+  Notice,
+  runDuration,
+  runHref,
+  Status,
+  Time,
+  tokens,
+  usageText,
+  usd,
+  useDebounced,
+  useResource,
+} from "./ui.js";
 
 const PAGE = 50;
 
@@ -46,27 +62,43 @@ export function JobPage({ name }) {
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Overview</a> / <span>Job</span></nav>
     <div class="heading">
       <h1 tabindex="-1">${name}</h1>
-      ${j?.loaded &&
-      html`<div class="actions">
-        <${ActionButton} class="primary" act=${runNow} onDone=${ranNow}>Run now<//>
-        <${ActionButton} act=${() => post(`/api/jobs/${enc(name)}/${j.paused_at ? "resume" : "pause"}`)} onDone=${toggled}>${j.paused_at ? "Resume" : "Pause"}<//>
-      </div>`}
+      ${
+        j?.loaded &&
+        html`<div class="actions">
+          <${ActionButton} class="primary" act=${runNow} onDone=${ranNow}>Run now<//>
+          <${ActionButton} act=${() => post(`/api/jobs/${enc(name)}/${j.paused_at ? "resume" : "pause"}`)} onDone=${toggled}
+            >${j.paused_at ? "Resume" : "Pause"}<//
+          >
+        </div>`
+      }
     </div>
     ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
-    ${job.error && html`<${Notice} kind="error">${job.error.message}<//>`}
-    ${j && html`<${JobState} job=${j} />`}
+    ${job.error && html`<${Notice} kind="error">${job.error.message}<//>`} ${j && html`<${JobState} job=${j} />`}
     ${j?.settings && html`<${Settings} job=${j} />`}
-    ${j?.loaded &&
-    html`<section aria-labelledby="trend-title">
-      <h2 id="trend-title">Finished runs, last 30 days</h2>
-      ${stats.error && html`<${Notice} kind="error">Charts: ${stats.error.message}<//>`}
-      ${stats.data &&
-      html`<div class="charts">
-        <figure><figcaption>Duration</figcaption><${RunTrend} runs=${stats.data.runs} field="duration_ms" /></figure>
-        <figure><figcaption>Tokens</figcaption><${RunTrend} runs=${stats.data.runs} field="tokens" /></figure>
-        <figure><figcaption>Cost</figcaption><${RunTrend} runs=${stats.data.runs} field="cost" /></figure>
-      </div>`}
-    </section>`}
+    ${
+      j?.loaded &&
+      html`<section aria-labelledby="trend-title">
+        <h2 id="trend-title">Finished runs, last 30 days</h2>
+        ${stats.error && html`<${Notice} kind="error">Charts: ${stats.error.message}<//>`}
+        ${
+          stats.data &&
+          html`<div class="charts">
+            <figure>
+              <figcaption>Duration</figcaption>
+              <${RunTrend} runs=${stats.data.runs} field="duration_ms" />
+            </figure>
+            <figure>
+              <figcaption>Tokens</figcaption>
+              <${RunTrend} runs=${stats.data.runs} field="tokens" />
+            </figure>
+            <figure>
+              <figcaption>Cost</figcaption>
+              <${RunTrend} runs=${stats.data.runs} field="cost" />
+            </figure>
+          </div>`
+        }
+      </section>`
+    }
     ${j?.loaded && html`<${History} job=${name} zone=${j.timezone} history=${history} />`}
   `;
 }
@@ -80,34 +112,65 @@ function JobState({ job }) {
       ${job.paused && html`<span class="badge badge-warn">paused</span>`}
       ${job.paused && (job.paused_at ? html` <span class="muted">since <${Time} at=${job.paused_at} zone=${job.timezone} />: its fires are recorded as skipped</span>` : html` <span class="muted">all jobs are paused (Resume all on the overview)</span>`)}
     </p>
-    ${job.problems.length > 0 &&
-    html`<${Notice} kind=${job.loaded ? "warn" : "error"}>
-      ${job.loaded ? `${job.file} has problems; the job keeps its last good version:` : `${job.file} is invalid:`}
-      <ul class="problems">${job.problems.map((problem) => html`<li>${problem}</li>`)}</ul>
-    <//>`}
+    ${
+      job.problems.length > 0 &&
+      html`<${Notice} kind=${job.loaded ? "warn" : "error"}>
+        ${job.loaded ? `${job.file} has problems; the job keeps its last good version:` : `${job.file} is invalid:`}
+        <ul class="problems">
+          ${job.problems.map((problem) => html`<li>${problem}</li>`)}
+        </ul>
+      <//>`
+    }
   `;
 }
 
 function Settings({ job }) {
   const s = job.settings;
-  const list = (items) => (items.length ? html`<ul class="plain">${items.map((item) => html`<li>${item}</li>`)}</ul>` : html`<span class="muted">none</span>`);
+  const list = (items) =>
+    items.length
+      ? html`<ul class="plain">
+          ${items.map((item) => html`<li>${item}</li>`)}
+        </ul>`
+      : html`<span class="muted">none</span>`;
   return html`<section aria-labelledby="settings-title">
     <h2 id="settings-title">Settings <span class="muted small">${job.file}</span></h2>
     <dl class="settings">
-      <dt>Trigger</dt><dd>${job.trigger}</dd>
-      <dt>Time zone</dt><dd>${job.timezone}</dd>
-      <dt>Next fires</dt><dd>${list(job.next_fires.map((at) => html`<time datetime=${at}>${fireText(at, job.timezone)}</time>`))}</dd>
-      ${s.watch && html`<dt>Watches</dt><dd>${list(s.watch.paths)}</dd>`}
-      ${s.webhook && html`<dt>Webhook</dt><dd><code>POST ${s.webhook.path}</code>, signed; bodies up to ${count(s.webhook.max_body)} bytes, ${s.webhook.rate} a minute</dd>`}
-      <dt>Session</dt><dd>${s.session}</dd>
-      <dt>Overlap</dt><dd>${s.overlap}</dd>
-      <dt>Timeout</dt><dd>${duration(s.timeout_ms)}</dd>
-      <dt>Catch up</dt><dd>${s.catch_up_ms ? `within ${duration(s.catch_up_ms)}` : "no"}</dd>
-      <dt>Retry</dt><dd>${s.retry.attempts > 1 ? `${s.retry.attempts} attempts, ${duration(s.retry.backoff_ms)} apart` : "no"}</dd>
-      <dt>Tools</dt><dd>${s.tools ? list(s.tools) : html`<span class="muted">the default set</span>`}</dd>
-      <dt>Deliver</dt><dd>${list(s.deliver)}${s.deliver.length > 0 && html`<span class="muted small">${s.deliver_when === "always" ? "every answer" : "only a non-empty answer"}</span>`}</dd>
-      <dt>On failure</dt><dd>${list(s.on_failure)}</dd>
-      <dt>Prompt</dt><dd><pre class="prompt">${s.prompt}</pre></dd>
+      <dt>Trigger</dt>
+      <dd>${job.trigger}</dd>
+      <dt>Time zone</dt>
+      <dd>${job.timezone}</dd>
+      <dt>Next fires</dt>
+      <dd>${list(job.next_fires.map((at) => html`<time datetime=${at}>${fireText(at, job.timezone)}</time>`))}</dd>
+      ${
+        s.watch &&
+        html`<dt>Watches</dt>
+          <dd>${list(s.watch.paths)}</dd>`
+      }
+      ${
+        s.webhook &&
+        html`<dt>Webhook</dt>
+          <dd><code>POST ${s.webhook.path}</code>, signed; bodies up to ${count(s.webhook.max_body)} bytes, ${s.webhook.rate} a minute</dd>`
+      }
+      <dt>Session</dt>
+      <dd>${s.session}</dd>
+      <dt>Overlap</dt>
+      <dd>${s.overlap}</dd>
+      <dt>Timeout</dt>
+      <dd>${duration(s.timeout_ms)}</dd>
+      <dt>Catch up</dt>
+      <dd>${s.catch_up_ms ? `within ${duration(s.catch_up_ms)}` : "no"}</dd>
+      <dt>Retry</dt>
+      <dd>${s.retry.attempts > 1 ? `${s.retry.attempts} attempts, ${duration(s.retry.backoff_ms)} apart` : "no"}</dd>
+      <dt>Tools</dt>
+      <dd>${s.tools ? list(s.tools) : html`<span class="muted">the default set</span>`}</dd>
+      <dt>Deliver</dt>
+      <dd>
+        ${list(s.deliver)}${s.deliver.length > 0 && html`<span class="muted small">${s.deliver_when === "always" ? "every answer" : "only a non-empty answer"}</span>`}
+      </dd>
+      <dt>On failure</dt>
+      <dd>${list(s.on_failure)}</dd>
+      <dt>Prompt</dt>
+      <dd><pre class="prompt">${s.prompt}</pre></dd>
     </dl>
   </section>`;
 }
@@ -156,29 +219,46 @@ function History({ job, zone, history }) {
     <h2 id="history-title">Runs</h2>
     ${history.error && html`<${Notice} kind="error">Runs: ${history.error.message}<//>`}
     ${history.runs?.length === 0 && html`<p class="empty">This job has not run yet.</p>`}
-    ${history.runs?.length > 0 &&
-    html`<div class="table-wrap"><table class="runs">
-      <thead>
-        <tr>
-          <th scope="col">Run</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col">Scheduled</th><th scope="col">Started</th>
-          <th scope="col" class="num">Duration</th><th scope="col" class="num">Tokens</th><th scope="col" class="num">Cost</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${history.runs.map(
-          (run) => html`<tr key=${run.id}>
-            <th scope="row"><a href=${runHref(job, run.id)} class="mono">${run.id}</a></th>
-            <td><${Status} status=${run.status} />${run.error && html`<div class="muted small clip" title=${run.error}>${run.error}</div>`}</td>
-            <td>${run.reason}</td>
-            <td><${Time} at=${run.scheduledAt} zone=${zone} /></td>
-            <td><${Time} at=${run.startedAt} zone=${zone} /></td>
-            <td class="num">${run.status === "running" ? "running…" : duration(runDuration(run))}</td>
-            <td class="num" title=${usageText(run.usage)}>${count(tokens(run.usage))}${run.usage.cachedInputTokens > 0 && html`<div class="muted small">${count(run.usage.cachedInputTokens)} cached</div>`}</td>
-            <td class="num">${usd(run.cost)}</td>
-          </tr>`,
-        )}
-      </tbody>
-    </table></div>`}
+    ${
+      history.runs?.length > 0 &&
+      html`<div class="table-wrap">
+        <table class="runs">
+          <thead>
+            <tr>
+              <th scope="col">Run</th>
+              <th scope="col">Status</th>
+              <th scope="col">Reason</th>
+              <th scope="col">Scheduled</th>
+              <th scope="col">Started</th>
+              <th scope="col" class="num">Duration</th>
+              <th scope="col" class="num">Tokens</th>
+              <th scope="col" class="num">Cost</th>
+            </tr>
+          </thead>
+          <tbody>
+            ${history.runs.map(
+              (run) =>
+                html`<tr key=${run.id}>
+                  <th scope="row"><a href=${runHref(job, run.id)} class="mono">${run.id}</a></th>
+                  <td>
+                    <${Status}
+                      status=${run.status}
+                    />${run.error && html`<div class="muted small clip" title=${run.error}>${run.error}</div>`}
+                  </td>
+                  <td>${run.reason}</td>
+                  <td><${Time} at=${run.scheduledAt} zone=${zone} /></td>
+                  <td><${Time} at=${run.startedAt} zone=${zone} /></td>
+                  <td class="num">${run.status === "running" ? "running…" : duration(runDuration(run))}</td>
+                  <td class="num" title=${usageText(run.usage)}>
+                    ${count(tokens(run.usage))}${run.usage.cachedInputTokens > 0 && html`<div class="muted small">${count(run.usage.cachedInputTokens)} cached</div>`}
+                  </td>
+                  <td class="num">${usd(run.cost)}</td>
+                </tr>`,
+            )}
+          </tbody>
+        </table>
+      </div>`
+    }
     ${history.next && html`<p><button type="button" onClick=${history.more}>Older runs</button></p>`}
   </section>`;
 }

@@ -11,12 +11,15 @@ export function OutboxPage() {
   useLive({}, (m) => {
     if (m.type === "delivery" || (m.type === "reset" && m.reconnected)) refresh();
   });
-  const retried = (id) => ({ ok, error }) => {
-    setNotice(ok ? { kind: "info", text: `Sending ${id} again.` } : { kind: "error", text: `Retry: ${error.message}` });
-    outbox.reload();
-  };
+  const retried =
+    (id) =>
+    ({ ok, error }) => {
+      setNotice(ok ? { kind: "info", text: `Sending ${id} again.` } : { kind: "error", text: `Retry: ${error.message}` });
+      outbox.reload();
+    };
   // A purge cannot be undone: the dead deliveries and their errors are gone from the outbox.
-  const purge = () => (confirm("Remove every dead delivery? They are not sent, and cannot be retried afterwards.") ? post("/api/outbox/purge") : undefined);
+  const purge = () =>
+    confirm("Remove every dead delivery? They are not sent, and cannot be retried afterwards.") ? post("/api/outbox/purge") : undefined;
   const purged = ({ ok, value, error }) => {
     if (!ok) setNotice({ kind: "error", text: `Purge: ${error.message}` });
     else if (value) setNotice({ kind: "info", text: `${value.purged} dead ${value.purged === 1 ? "delivery" : "deliveries"} removed.` });
@@ -28,46 +31,74 @@ export function OutboxPage() {
     <h1 tabindex="-1">Outbox</h1>
     ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
     ${outbox.error && html`<${Notice} kind="error">${outbox.error.message}<//>`}
-    ${o?.disabled_targets.length > 0 &&
-    html`<${Notice} kind="warn">Disabled after HTTP 410 (nothing is sent to them until a retry): ${o.disabled_targets.join(", ")}<//>`}
-    ${o &&
-    html`
-      <section aria-labelledby="dead-title">
-        <h2 id="dead-title">Dead <span class="muted">(${o.dead.length})</span></h2>
-        ${o.dead.length > 0 && html`<${ActionButton} act=${purge} onDone=${purged} label="Purge dead deliveries">Purge<//>`}
-        <${Entries} entries=${o.dead} retried=${retried} empty="No dead delivery." />
-      </section>
-      <section aria-labelledby="pending-title">
-        <h2 id="pending-title">Pending <span class="muted">(${o.pending.length})</span></h2>
-        <${Entries} entries=${o.pending} retried=${retried} empty="Nothing waiting to be sent." />
-      </section>
-    `}
+    ${
+      o?.disabled_targets.length > 0 &&
+      html`<${Notice} kind="warn">Disabled after HTTP 410 (nothing is sent to them until a retry): ${o.disabled_targets.join(", ")}<//>`
+    }
+    ${
+      o &&
+      html`
+        <section aria-labelledby="dead-title">
+          <h2 id="dead-title">Dead <span class="muted">(${o.dead.length})</span></h2>
+          ${o.dead.length > 0 && html`<${ActionButton} act=${purge} onDone=${purged} label="Purge dead deliveries">Purge<//>`}
+          <${Entries} entries=${o.dead} retried=${retried} empty="No dead delivery." />
+        </section>
+        <section aria-labelledby="pending-title">
+          <h2 id="pending-title">Pending <span class="muted">(${o.pending.length})</span></h2>
+          <${Entries} entries=${o.pending} retried=${retried} empty="Nothing waiting to be sent." />
+        </section>
+      `
+    }
   `;
 }
 
 function Entries({ entries, retried, empty }) {
   if (entries.length === 0) return html`<p class="empty">${empty}</p>`;
-  return html`<div class="table-wrap"><table class="outbox">
-    <thead>
-      <tr>
-        <th scope="col">Run</th><th scope="col">Target</th><th scope="col">Status</th><th scope="col" class="num">Attempts</th>
-        <th scope="col">Last error</th><th scope="col">Created</th><th scope="col"><span class="sr-only">Action</span></th>
-      </tr>
-    </thead>
-    <tbody>
-      ${entries.map(
-        (entry) => html`<tr key=${entry.id}>
-          <td>${entry.job && entry.run_id ? html`<a href=${runHref(entry.job, entry.run_id)}>${entry.job}</a><div class="mono small muted">${entry.run_id}</div>` : html`<span class="mono small">${entry.id}</span>`}</td>
-          <td><span class="badge">${entry.kind}</span> ${entry.to}</td>
-          <td><${Status} status=${entry.status} />${entry.next_attempt_at && html`<div class="muted small">next <${Time} at=${entry.next_attempt_at} zone=${entry.timezone} /></div>`}</td>
-          <td class="num">${entry.attempts}</td>
-          <td class="error-text">${entry.last_error ?? ""}</td>
-          <td><${Time} at=${entry.created_at} zone=${entry.timezone} /></td>
-          <td>
-            <${ActionButton} act=${() => post(`/api/outbox/${enc(entry.id)}/retry`)} onDone=${retried(entry.id)} label=${`Retry ${entry.id}`}>Retry<//>
-          </td>
-        </tr>`,
-      )}
-    </tbody>
-  </table></div>`;
+  return html`<div class="table-wrap">
+    <table class="outbox">
+      <thead>
+        <tr>
+          <th scope="col">Run</th>
+          <th scope="col">Target</th>
+          <th scope="col">Status</th>
+          <th scope="col" class="num">Attempts</th>
+          <th scope="col">Last error</th>
+          <th scope="col">Created</th>
+          <th scope="col"><span class="sr-only">Action</span></th>
+        </tr>
+      </thead>
+      <tbody>
+        ${entries.map(
+          (entry) =>
+            html`<tr key=${entry.id}>
+              <td>
+                ${
+                  entry.job && entry.run_id
+                    ? html`<a href=${runHref(entry.job, entry.run_id)}>${entry.job}</a>
+                        <div class="mono small muted">${entry.run_id}</div>`
+                    : html`<span class="mono small">${entry.id}</span>`
+                }
+              </td>
+              <td><span class="badge">${entry.kind}</span> ${entry.to}</td>
+              <td>
+                <${Status}
+                  status=${entry.status}
+                />${entry.next_attempt_at && html`<div class="muted small">next <${Time} at=${entry.next_attempt_at} zone=${entry.timezone} /></div>`}
+              </td>
+              <td class="num">${entry.attempts}</td>
+              <td class="error-text">${entry.last_error ?? ""}</td>
+              <td><${Time} at=${entry.created_at} zone=${entry.timezone} /></td>
+              <td>
+                <${ActionButton}
+                  act=${() => post(`/api/outbox/${enc(entry.id)}/retry`)}
+                  onDone=${retried(entry.id)}
+                  label=${`Retry ${entry.id}`}
+                  >Retry<//
+                >
+              </td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>
+  </div>`;
 }

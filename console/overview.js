@@ -2,7 +2,25 @@ import { useEffect, useState } from "/assets/vendor/preact-hooks.js";
 import { get, post } from "./api.js";
 import { RunsPerDay } from "./charts.js";
 import { useLive } from "./live.js";
-import { ActionButton, addCost, ago, count, duration, fireText, html, jobHref, Notice, runHref, Status, Time, tokens, usageText, usd, useDebounced, useResource } from "./ui.js";
+import {
+  ActionButton,
+  addCost,
+  ago,
+  count,
+  duration,
+  fireText,
+  html,
+  jobHref,
+  Notice,
+  runHref,
+  Status,
+  Time,
+  tokens,
+  usageText,
+  usd,
+  useDebounced,
+  useResource,
+} from "./ui.js";
 
 /** The last characters of a run's answer shown on the overview: enough to see it move. */
 const TAIL_CHARS = 600;
@@ -37,18 +55,25 @@ export function Overview() {
   return html`
     <div class="heading">
       <h1 tabindex="-1">Overview</h1>
-      ${s &&
-      html`<${ActionButton}
-        class=${s.jobs.paused_all ? "primary" : "danger"}
-        act=${() => post(s.jobs.paused_all ? "/api/resume" : "/api/pause")}
-        onDone=${toggleAll}
-        >${s.jobs.paused_all ? "Resume all" : "Pause all"}<//
-      >`}
+      ${
+        s &&
+        html`<${ActionButton}
+          class=${s.jobs.paused_all ? "primary" : "danger"}
+          act=${() => post(s.jobs.paused_all ? "/api/resume" : "/api/pause")}
+          onDone=${toggleAll}
+          >${s.jobs.paused_all ? "Resume all" : "Pause all"}<//
+        >`
+      }
     </div>
     ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
     ${status.error && html`<${Notice} kind="error">Status: ${status.error.message}<//>`}
-    ${s?.jobs.paused_all &&
-    html`<${Notice} kind="warn"><strong>All jobs are paused.</strong> No scheduled or watched run starts until you resume them; their slots are recorded as skipped.<//>`}
+    ${
+      s?.jobs.paused_all &&
+      html`<${Notice} kind="warn"
+        ><strong>All jobs are paused.</strong> No scheduled or watched run starts until you resume them; their slots are recorded as
+        skipped.<//
+      >`
+    }
     <div class="overview-top">
       ${s ? html`<${StatusPanel} status=${s} />` : html`<div></div>`}
       <figure>
@@ -77,15 +102,40 @@ function StatusPanel({ status: s }) {
       countd ${s.version} is up: pid ${s.pid}, started <${Time} at=${s.started_at} zone=${s.timezone} />, up ${duration(s.uptime_s * 1000)}
     </p>
     <dl class="tiles">
-      <div><dt>Runs today</dt><dd>${count(s.today.runs)}</dd></div>
-      <div class=${failures > 0 ? "bad" : ""}><dt>Failures today</dt><dd>${count(failures)}</dd></div>
-      <div><dt>Tokens today</dt><dd>${count(tokens(s.today.tokens))}<small> ${count(s.today.tokens.cachedInputTokens)} cached</small></dd></div>
-      <div><dt>Spent today</dt><dd>${usd(s.today.cost)}${s.today.unpriced > 0 && html`<small> + ${unpricedRuns(s.today.unpriced)}</small>`}</dd></div>
-      <div><dt>Running / queued</dt><dd>${s.running.length} / ${s.queued}</dd></div>
-      <div><dt>Jobs</dt><dd>${s.jobs.loaded}<small> loaded${s.jobs.paused ? `, ${s.jobs.paused} paused` : ""}${s.jobs.invalid ? `, ${s.jobs.invalid} invalid` : ""}</small></dd></div>
+      <div>
+        <dt>Runs today</dt>
+        <dd>${count(s.today.runs)}</dd>
+      </div>
+      <div class=${failures > 0 ? "bad" : ""}>
+        <dt>Failures today</dt>
+        <dd>${count(failures)}</dd>
+      </div>
+      <div>
+        <dt>Tokens today</dt>
+        <dd>${count(tokens(s.today.tokens))}<small> ${count(s.today.tokens.cachedInputTokens)} cached</small></dd>
+      </div>
+      <div>
+        <dt>Spent today</dt>
+        <dd>${usd(s.today.cost)}${s.today.unpriced > 0 && html`<small> + ${unpricedRuns(s.today.unpriced)}</small>`}</dd>
+      </div>
+      <div>
+        <dt>Running / queued</dt>
+        <dd>${s.running.length} / ${s.queued}</dd>
+      </div>
+      <div>
+        <dt>Jobs</dt>
+        <dd>
+          ${s.jobs.loaded}<small>
+            loaded${s.jobs.paused ? `, ${s.jobs.paused} paused` : ""}${s.jobs.invalid ? `, ${s.jobs.invalid} invalid` : ""}</small
+          >
+        </dd>
+      </div>
       <div>
         <dt><a href="#/outbox">Outbox</a></dt>
-        <dd>${s.outbox.pending}<small> pending</small> · <span class=${s.outbox.dead > 0 ? "error-text" : ""}>${s.outbox.dead}</span><small> dead</small></dd>
+        <dd>
+          ${s.outbox.pending}<small> pending</small> · <span class=${s.outbox.dead > 0 ? "error-text" : ""}>${s.outbox.dead}</span
+          ><small> dead</small>
+        </dd>
       </div>
     </dl>
   </div>`;
@@ -110,7 +160,18 @@ function useRunsInProgress(onChange) {
     setRuns((previous) => {
       const next = new Map(previous);
       const run = next.get(m.run_id);
-      if (m.type === "run_started") next.set(m.run_id, { id: m.run_id, job: m.job, reason: m.run.reason, node: m.node, started_at: m.run.startedAt, iteration: 0, tokens: 0, cost: m.run.cost === null ? null : 0, text: "" });
+      if (m.type === "run_started")
+        next.set(m.run_id, {
+          id: m.run_id,
+          job: m.job,
+          reason: m.run.reason,
+          node: m.node,
+          started_at: m.run.startedAt,
+          iteration: 0,
+          tokens: 0,
+          cost: m.run.cost === null ? null : 0,
+          text: "",
+        });
       else if (m.type === "run_finished") next.delete(m.run_id);
       else if (run) next.set(m.run_id, progress(run, m));
       return next;
@@ -141,30 +202,45 @@ function RunsInProgress({ runs, zones }) {
   if (runs.length === 0) return html`<p class="empty">No run in progress.</p>`;
   return html`<ul class="live-runs">
     ${runs.map(
-      (run) => html`<li key=${run.id} class="live-run">
-        <div class="live-run-head">
-          <span class="dot dot-running" aria-hidden="true"></span>
-          <a href=${jobHref(run.job)}>${run.job}</a>
-          <a href=${runHref(run.job, run.id)} class="mono">${run.id}</a>
-          <span class="muted">${run.reason}${run.node !== undefined ? ` on ${run.node}` : ""}, started <${Time} at=${run.started_at} zone=${zones[run.job]} />, iteration ${run.iteration}, ${count(run.tokens)} tokens, ${usd(run.cost)}</span>
-        </div>
-        ${(run.tool || run.lastTool) && html`<div class="live-run-tool muted">${run.tool ? `calling ${run.tool}…` : run.lastTool}</div>`}
-        ${run.text && html`<div class="answer live">${run.text}</div>`}
-      </li>`,
+      (run) =>
+        html`<li key=${run.id} class="live-run">
+          <div class="live-run-head">
+            <span class="dot dot-running" aria-hidden="true"></span>
+            <a href=${jobHref(run.job)}>${run.job}</a>
+            <a href=${runHref(run.job, run.id)} class="mono">${run.id}</a>
+            <span class="muted"
+              >${run.reason}${run.node !== undefined ? ` on ${run.node}` : ""}, started
+              <${Time} at=${run.started_at} zone=${zones[run.job]} />, iteration ${run.iteration}, ${count(run.tokens)} tokens,
+              ${usd(run.cost)}</span
+            >
+          </div>
+          ${(run.tool || run.lastTool) && html`<div class="live-run-tool muted">${run.tool ? `calling ${run.tool}…` : run.lastTool}</div>`}
+          ${run.text && html`<div class="answer live">${run.text}</div>`}
+        </li>`,
     )}
   </ul>`;
 }
 
 function JobsTable({ jobs, spent }) {
   if (jobs.length === 0) return html`<p class="empty">No job files in the jobs folder.</p>`;
-  return html`<div class="table-wrap"><table class="jobs">
-    <thead>
-      <tr><th scope="col">Job</th><th scope="col">Trigger</th><th scope="col">Time zone</th><th scope="col">Next fires</th><th scope="col">Last run</th><th scope="col" class="num">Spent today</th><th scope="col">State</th></tr>
-    </thead>
-    <tbody>
-      ${jobs.map((job) => html`<${JobRow} key=${job.file} job=${job} spent=${spent[job.name]} />`)}
-    </tbody>
-  </table></div>`;
+  return html`<div class="table-wrap">
+    <table class="jobs">
+      <thead>
+        <tr>
+          <th scope="col">Job</th>
+          <th scope="col">Trigger</th>
+          <th scope="col">Time zone</th>
+          <th scope="col">Next fires</th>
+          <th scope="col">Last run</th>
+          <th scope="col" class="num">Spent today</th>
+          <th scope="col">State</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${jobs.map((job) => html`<${JobRow} key=${job.file} job=${job} spent=${spent[job.name]} />`)}
+      </tbody>
+    </table>
+  </div>`;
 }
 
 function JobRow({ job, spent }) {
@@ -177,34 +253,54 @@ function JobRow({ job, spent }) {
       </th>
       <td>${job.trigger}</td>
       <td>${job.timezone}</td>
-      ${job.loaded
-        ? html`<td>
-              ${job.next_fires.length === 0
-                ? html`<span class="muted">–</span>`
-                : html`<ul class="fires">${job.next_fires.map((at) => html`<li><time datetime=${at}>${fireText(at, job.timezone)}</time></li>`)}</ul>`}
-            </td>
-            <td>
-              ${last
-                ? html`<a href=${runHref(job.name, last.id)}><${Status} status=${last.status} /></a> <span class="muted small" title=${last.startedAt}>${ago(last.startedAt)}</span>`
-                : html`<span class="muted">never</span>`}
-            </td>`
-        : html`<td colspan="2" class="not-loaded">not loaded: ${job.not_loaded}</td>`}
+      ${
+        job.loaded
+          ? html`<td>
+                ${
+                  job.next_fires.length === 0
+                    ? html`<span class="muted">–</span>`
+                    : html`<ul class="fires">
+                        ${job.next_fires.map((at) => html`<li><time datetime=${at}>${fireText(at, job.timezone)}</time></li>`)}
+                      </ul>`
+                }
+              </td>
+              <td>
+                ${
+                  last
+                    ? html`<a href=${runHref(job.name, last.id)}><${Status} status=${last.status} /></a>
+                        <span class="muted small" title=${last.startedAt}>${ago(last.startedAt)}</span>`
+                    : html`<span class="muted">never</span>`
+                }
+              </td>`
+          : html`<td colspan="2" class="not-loaded">not loaded: ${job.not_loaded}</td>`
+      }
       <td class="num">
-        ${spent
-          ? html`${usd(spent.cost)}<div class="muted small" title=${usageText(spent.tokens)}>${count(tokens(spent.tokens))} tokens${spent.unpriced > 0 ? `, ${unpricedRuns(spent.unpriced)}` : ""}</div>`
-          : html`<span class="muted">–</span>`}
+        ${
+          spent
+            ? html`${usd(spent.cost)}
+                <div class="muted small" title=${usageText(spent.tokens)}>
+                  ${count(tokens(spent.tokens))} tokens${spent.unpriced > 0 ? `, ${unpricedRuns(spent.unpriced)}` : ""}
+                </div>`
+            : html`<span class="muted">–</span>`
+        }
       </td>
       <td>
         ${!job.loaded ? html`<span class="badge badge-bad">invalid</span>` : job.paused ? html`<span class="badge badge-warn">paused</span>` : job.enabled ? html`<span class="badge">active</span>` : html`<span class="badge">disabled</span>`}
       </td>
     </tr>
-    ${job.problems.length > 0 &&
-    html`<tr class="problems-row">
-      <td colspan="7">
-        <strong>${job.loaded ? `${job.file} has problems (the job keeps its last good version):` : `${job.file} is invalid and loaded no job:`}</strong>
-        <ul class="problems">${job.problems.map((problem) => html`<li>${problem}</li>`)}</ul>
-      </td>
-    </tr>`}
+    ${
+      job.problems.length > 0 &&
+      html`<tr class="problems-row">
+        <td colspan="7">
+          <strong
+            >${job.loaded ? `${job.file} has problems (the job keeps its last good version):` : `${job.file} is invalid and loaded no job:`}</strong
+          >
+          <ul class="problems">
+            ${job.problems.map((problem) => html`<li>${problem}</li>`)}
+          </ul>
+        </td>
+      </tr>`
+    }
   `;
 }
 

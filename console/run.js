@@ -1,7 +1,23 @@
 import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
 import { enc, get, post } from "./api.js";
 import { useLive } from "./live.js";
-import { ActionButton, addCost, count, duration, html, jobHref, Notice, runDuration, Status, Time, tokens, usageText, usd, useDebounced, useResource } from "./ui.js";
+import {
+  ActionButton,
+  addCost,
+  count,
+  duration,
+  html,
+  jobHref,
+  Notice,
+  runDuration,
+  Status,
+  Time,
+  tokens,
+  usageText,
+  usd,
+  useDebounced,
+  useResource,
+} from "./ui.js";
 
 /**
  * A run: its record, its transcript and its deliveries. While it runs, what it does comes from the
@@ -17,7 +33,8 @@ export function RunPage({ job, id }) {
   // Until the finished run is loaded, its live steps stay on show; only the cancel goes at once.
   const running = v?.running;
   const cancellable = running && !live.finished;
-  const cancelled = ({ ok, value, error }) => setNotice(ok ? { kind: "info", text: `Cancel: ${value.status}…` } : { kind: "error", text: `Cancel: ${error.message}` });
+  const cancelled = ({ ok, value, error }) =>
+    setNotice(ok ? { kind: "info", text: `Cancel: ${value.status}…` } : { kind: "error", text: `Cancel: ${error.message}` });
 
   return html`
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Overview</a> / <a href=${jobHref(job)}>${job}</a> / <span>Run</span></nav>
@@ -28,12 +45,22 @@ export function RunPage({ job, id }) {
     ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
     ${view.error && html`<${Notice} kind="error">${view.error.message}<//>`}
     ${v && html`<${RunFacts} run=${v.run} zone=${v.timezone} running=${running} live=${live} />`}
-    ${v?.transcript.prompt !== undefined && html`<details class="prompt-box"><summary>Prompt</summary><pre class="prompt">${v.transcript.prompt}</pre></details>`}
-    ${v &&
-    html`<section aria-labelledby="transcript-title">
-      <h2 id="transcript-title">${running ? html`Transcript <span class="live-badge"><span class="dot dot-running" aria-hidden="true"></span>live</span>` : "Transcript"}</h2>
-      ${running ? html`<${LiveSteps} steps=${live.steps} />` : html`<${Steps} transcript=${v.transcript} />`}
-    </section>`}
+    ${
+      v?.transcript.prompt !== undefined &&
+      html`<details class="prompt-box">
+        <summary>Prompt</summary>
+        <pre class="prompt">${v.transcript.prompt}</pre>
+      </details>`
+    }
+    ${
+      v &&
+      html`<section aria-labelledby="transcript-title">
+        <h2 id="transcript-title">
+          ${running ? html`Transcript <span class="live-badge"><span class="dot dot-running" aria-hidden="true"></span>live</span>` : "Transcript"}
+        </h2>
+        ${running ? html`<${LiveSteps} steps=${live.steps} />` : html`<${Steps} transcript=${v.transcript} />`}
+      </section>`
+    }
     ${v && html`<${Deliveries} deliveries=${v.deliveries} zone=${v.timezone} />`}
   `;
 }
@@ -80,7 +107,12 @@ function useLiveRun(job, id, view) {
   return live;
 }
 
-const noProgress = { steps: [], usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheWriteTokens: 0 }, cost: 0, iteration: 0 };
+const noProgress = {
+  steps: [],
+  usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheWriteTokens: 0 },
+  cost: 0,
+  iteration: 0,
+};
 
 function liveStep(live, m) {
   const steps = live.steps;
@@ -101,7 +133,14 @@ function liveStep(live, m) {
         ...live,
         steps: steps.map((step) =>
           step.kind === "tool" && step.call_id === m.call_id
-            ? { ...step, pending: false, result: m.error ?? m.result, is_error: m.error !== undefined, duration_ms: m.duration_ms, attempts: m.attempts }
+            ? {
+                ...step,
+                pending: false,
+                result: m.error ?? m.result,
+                is_error: m.error !== undefined,
+                duration_ms: m.duration_ms,
+                attempts: m.attempts,
+              }
             : step,
         ),
       };
@@ -112,7 +151,9 @@ function liveStep(live, m) {
         usage,
         cost: addCost(live.cost, m.cost),
         model: m.model,
-        steps: m.error ? [...steps, { kind: "llm", model: m.model, usage: m.usage, cost: m.cost, duration_ms: m.duration_ms, error: m.error }] : steps,
+        steps: m.error
+          ? [...steps, { kind: "llm", model: m.model, usage: m.usage, cost: m.cost, duration_ms: m.duration_ms, error: m.error }]
+          : steps,
       };
     }
     default:
@@ -124,19 +165,61 @@ function RunFacts({ run, zone, running, live }) {
   const usage = running ? live.usage : run.usage;
   const model = running ? live.model : run.model;
   return html`<dl class="facts">
-    <div><dt>Status</dt><dd><${Status} status=${running ? "running" : run.status} /></dd></div>
-    <div><dt>Reason</dt><dd>${run.reason}</dd></div>
-    ${run.node !== undefined && html`<div><dt>Node</dt><dd>${run.node}${run.attempt > 1 ? ` (attempt ${run.attempt})` : ""}</dd></div>`}
-    <div><dt>Scheduled</dt><dd><${Time} at=${run.scheduledAt} zone=${zone} /></dd></div>
-    <div><dt>Started</dt><dd><${Time} at=${run.startedAt} zone=${zone} /></dd></div>
-    <div><dt>Duration</dt><dd>${running ? "running…" : duration(runDuration(run))}</dd></div>
-    <div><dt>Iterations</dt><dd>${running ? live.iteration : run.iterations}</dd></div>
-    <div><dt>Tokens</dt><dd>${count(tokens(usage))} <small class="muted">${usageText(usage)}</small></dd></div>
-    <div><dt>Cost</dt><dd>${usd(running ? live.cost : run.cost)}</dd></div>
-    ${model && html`<div><dt>Model</dt><dd>${model}</dd></div>`}
-    ${run.files && html`<div><dt>Files</dt><dd class="small">${run.files.join(", ")}${run.moreFiles ? `, and ${run.moreFiles} more` : ""}</dd></div>`}
-  </dl>
-  ${!running && run.error && html`<${Notice} kind="error">${run.error}<//>`}`;
+      <div>
+        <dt>Status</dt>
+        <dd><${Status} status=${running ? "running" : run.status} /></dd>
+      </div>
+      <div>
+        <dt>Reason</dt>
+        <dd>${run.reason}</dd>
+      </div>
+      ${
+        run.node !== undefined &&
+        html`<div>
+          <dt>Node</dt>
+          <dd>${run.node}${run.attempt > 1 ? ` (attempt ${run.attempt})` : ""}</dd>
+        </div>`
+      }
+      <div>
+        <dt>Scheduled</dt>
+        <dd><${Time} at=${run.scheduledAt} zone=${zone} /></dd>
+      </div>
+      <div>
+        <dt>Started</dt>
+        <dd><${Time} at=${run.startedAt} zone=${zone} /></dd>
+      </div>
+      <div>
+        <dt>Duration</dt>
+        <dd>${running ? "running…" : duration(runDuration(run))}</dd>
+      </div>
+      <div>
+        <dt>Iterations</dt>
+        <dd>${running ? live.iteration : run.iterations}</dd>
+      </div>
+      <div>
+        <dt>Tokens</dt>
+        <dd>${count(tokens(usage))} <small class="muted">${usageText(usage)}</small></dd>
+      </div>
+      <div>
+        <dt>Cost</dt>
+        <dd>${usd(running ? live.cost : run.cost)}</dd>
+      </div>
+      ${
+        model &&
+        html`<div>
+          <dt>Model</dt>
+          <dd>${model}</dd>
+        </div>`
+      }
+      ${
+        run.files &&
+        html`<div>
+          <dt>Files</dt>
+          <dd class="small">${run.files.join(", ")}${run.moreFiles ? `, and ${run.moreFiles} more` : ""}</dd>
+        </div>`
+      }
+    </dl>
+    ${!running && run.error && html`<${Notice} kind="error">${run.error}<//>`}`;
 }
 
 function LiveSteps({ steps }) {
@@ -166,7 +249,8 @@ function Step({ step, call }) {
     return html`<li class=${`step step-call${step.error ? " step-error" : ""}`}>
       <span class="call-label">${call ? `Call ${call}` : "Call"}</span>
       <span class="muted small">
-        ${step.model} · ${usageText(step.usage)}${step.cost !== undefined ? ` · ${usd(step.cost)}` : ""} · ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
+        ${step.model} · ${usageText(step.usage)}${step.cost !== undefined ? ` · ${usd(step.cost)}` : ""} ·
+        ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
       </span>
       ${step.error && html`<div class="error-text">${step.error}</div>`}
     </li>`;
@@ -177,7 +261,11 @@ function Step({ step, call }) {
       ? html`<li class="step step-text"><div class="answer md" dangerouslySetInnerHTML=${{ __html: step.html }}></div></li>`
       : html`<li class="step step-text"><div class="answer live">${step.text}</div></li>`;
   }
-  const state = step.pending ? "running…" : [step.duration_ms !== undefined && duration(step.duration_ms), step.attempts > 1 && `${step.attempts} attempts`].filter(Boolean).join(" · ");
+  const state = step.pending
+    ? "running…"
+    : [step.duration_ms !== undefined && duration(step.duration_ms), step.attempts > 1 && `${step.attempts} attempts`]
+        .filter(Boolean)
+        .join(" · ");
   return html`<li class="step step-tool">
     <details class=${`tool${step.is_error ? " tool-error" : ""}`}>
       <summary>
@@ -196,32 +284,44 @@ function Step({ step, call }) {
 
 /** A tool call's arguments on one line, for the summary: the whole of them is inside. */
 function argumentsLine(args) {
-  const text = typeof args === "string" ? args : JSON.stringify(args) ?? "";
+  const text = typeof args === "string" ? args : (JSON.stringify(args) ?? "");
   return text.length > 120 ? `${text.slice(0, 119)}…` : text;
 }
 
 function Deliveries({ deliveries, zone }) {
   return html`<section aria-labelledby="deliveries-title">
     <h2 id="deliveries-title">Deliveries</h2>
-    ${deliveries.length === 0
-      ? html`<p class="empty">None: this run delivered nothing (yet).</p>`
-      : html`<div class="table-wrap"><table>
-          <thead><tr><th scope="col">Target</th><th scope="col">Status</th><th scope="col" class="num">Attempts</th><th scope="col">When / last error</th></tr></thead>
-          <tbody>
-            ${deliveries.map(
-              (d) => html`<tr key=${d.id}>
-                <td><span class="badge">${d.kind}</span> ${d.to}</td>
-                <td><${Status} status=${d.status} /></td>
-                <td class="num">${d.attempts ?? "–"}</td>
-                <td>
-                  ${d.delivered_at && html`delivered <${Time} at=${d.delivered_at} zone=${zone} />`}
-                  ${d.next_attempt_at && html`next attempt <${Time} at=${d.next_attempt_at} zone=${zone} />`}
-                  ${d.last_error && html`<div class="error-text">${d.last_error}</div>`}
-                  ${d.status === "dead" && html`<div><a href="#/outbox">Retry it in the outbox</a></div>`}
-                </td>
-              </tr>`,
-            )}
-          </tbody>
-        </table></div>`}
+    ${
+      deliveries.length === 0
+        ? html`<p class="empty">None: this run delivered nothing (yet).</p>`
+        : html`<div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Target</th>
+                  <th scope="col">Status</th>
+                  <th scope="col" class="num">Attempts</th>
+                  <th scope="col">When / last error</th>
+                </tr>
+              </thead>
+              <tbody>
+                ${deliveries.map(
+                  (d) =>
+                    html`<tr key=${d.id}>
+                      <td><span class="badge">${d.kind}</span> ${d.to}</td>
+                      <td><${Status} status=${d.status} /></td>
+                      <td class="num">${d.attempts ?? "–"}</td>
+                      <td>
+                        ${d.delivered_at && html`delivered <${Time} at=${d.delivered_at} zone=${zone} />`}
+                        ${d.next_attempt_at && html`next attempt <${Time} at=${d.next_attempt_at} zone=${zone} />`}
+                        ${d.last_error && html`<div class="error-text">${d.last_error}</div>`}
+                        ${d.status === "dead" && html`<div><a href="#/outbox">Retry it in the outbox</a></div>`}
+                      </td>
+                    </tr>`,
+                )}
+              </tbody>
+            </table>
+          </div>`
+    }
   </section>`;
 }

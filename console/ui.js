@@ -12,11 +12,30 @@ export const html = htm.bind(h);
 export const jobHref = (job) => `#/jobs/${encodeURIComponent(job)}`;
 export const runHref = (job, id) => `#/runs/${encodeURIComponent(job)}/${encodeURIComponent(id)}`;
 
-const clockFormat = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
-const yearClockFormat = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+const clockFormat = new Intl.DateTimeFormat(undefined, {
+  month: "short",
+  day: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+  hourCycle: "h23",
+});
+const yearClockFormat = new Intl.DateTimeFormat(undefined, {
+  year: "numeric",
+  month: "short",
+  day: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+  hourCycle: "h23",
+});
 const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
 const number = new Intl.NumberFormat();
-const dollars = new Intl.NumberFormat(undefined, { style: "currency", currency: "USD", minimumFractionDigits: 2, maximumFractionDigits: 2 });
+const dollars = new Intl.NumberFormat(undefined, {
+  style: "currency",
+  currency: "USD",
+  minimumFractionDigits: 2,
+  maximumFractionDigits: 2,
+});
 /** A run's cost is often a fraction of a cent: its first digits say more than a row of zeros. */
 const cents = new Intl.NumberFormat(undefined, { style: "currency", currency: "USD", maximumSignificantDigits: 3 });
 
@@ -48,7 +67,17 @@ export function zonedText(iso, zone, seconds = true) {
   const key = zone ?? "";
   let format = zoneFormats.get(key);
   if (!format) {
-    format = new Intl.DateTimeFormat("en-US", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "longOffset" });
+    format = new Intl.DateTimeFormat("en-US", {
+      timeZone: zone,
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+      hourCycle: "h23",
+      timeZoneName: "longOffset",
+    });
     zoneFormats.set(key, format);
   }
   const p = Object.fromEntries(format.formatToParts(new Date(iso)).map((part) => [part.type, part.value]));
@@ -85,7 +114,12 @@ export const tokens = (usage) => (usage ? usage.inputTokens + usage.outputTokens
  * cache work (or not); cache writes only when the provider reported some.
  */
 export function usageText(usage) {
-  const cache = [`${count(usage.cachedInputTokens)} cached`, usage.cacheWriteTokens > 0 && `${count(usage.cacheWriteTokens)} written to the cache`].filter(Boolean).join(", ");
+  const cache = [
+    `${count(usage.cachedInputTokens)} cached`,
+    usage.cacheWriteTokens > 0 && `${count(usage.cacheWriteTokens)} written to the cache`,
+  ]
+    .filter(Boolean)
+    .join(", ");
   return `${count(usage.inputTokens)} in (${cache}), ${count(usage.outputTokens)} out`;
 }
 
@@ -171,5 +205,7 @@ export function ActionButton({ act, onDone, class: className = "", children, lab
       setBusy(false);
     }
   };
-  return html`<button type="button" class=${className} onClick=${click} disabled=${busy} aria-busy=${busy} aria-label=${label}>${children}</button>`;
+  return html`<button type="button" class=${className} onClick=${click} disabled=${busy} aria-busy=${busy} aria-label=${label}>
+    ${children}
+  </button>`;
 }

@@ -66,7 +66,9 @@ program
 
 program
   .command("status")
-  .description("Say whether the daemon is running and what it is doing, how many jobs there are, and whether exec runs sandboxed (and if not, why); exits 3 when it is not running.")
+  .description(
+    "Say whether the daemon is running and what it is doing, how many jobs there are, and whether exec runs sandboxed (and if not, why); exits 3 when it is not running.",
+  )
   .option("--json", "print the running daemon's status as JSON")
   .action(action((opts: { json?: boolean }) => status({ config: configFile(), ...opts })));
 
@@ -124,11 +126,19 @@ program
 
 program
   .command("cost")
-  .description("Sum what the LLM calls cost (calls, tokens, USD) from the spend files (in a cluster, every node's calls), by job, model or day, with a total; unpriced calls are counted apart.")
-  .addOption(new Option("--since <duration>", "how far back, like 7d, 24h or 30m").default(pastDuration("7d"), "7d").argParser(pastDuration))
+  .description(
+    "Sum what the LLM calls cost (calls, tokens, USD) from the spend files (in a cluster, every node's calls), by job, model or day, with a total; unpriced calls are counted apart.",
+  )
+  .addOption(
+    new Option("--since <duration>", "how far back, like 7d, 24h or 30m").default(pastDuration("7d"), "7d").argParser(pastDuration),
+  )
   .addOption(new Option("--by <group>", "group by").choices(COST_GROUPS).default("job"))
   .option("--json", "print the groups and the total as JSON")
-  .action(action((opts: { since: number; by: CostGroup; json?: boolean }) => cost({ config: configFile(), sinceMs: opts.since, by: opts.by, json: opts.json })));
+  .action(
+    action((opts: { since: number; by: CostGroup; json?: boolean }) =>
+      cost({ config: configFile(), sinceMs: opts.since, by: opts.by, json: opts.json }),
+    ),
+  );
 
 program
   .command("validate")
@@ -154,7 +164,9 @@ outbox
 
 const mcp = program
   .command("mcp")
-  .description("Connect to each MCP server of the configuration and list its state (connected, or failed and why) and its tools; exits 1 when one failed.")
+  .description(
+    "Connect to each MCP server of the configuration and list its state (connected, or failed and why) and its tools; exits 1 when one failed.",
+  )
   .action(action(() => listMcp({ config: configFile() })));
 mcp
   .command("call")
@@ -162,16 +174,26 @@ mcp
   .argument("<server>", "the server's name in mcp_servers")
   .argument("<tool>", "the tool's name on its server (countd mcp lists it)")
   .argument("[arguments]", "the arguments, a JSON object", jsonObject, {})
-  .action(action((server: string, tool: string, args: Record<string, unknown>) => callMcpTool(server, tool, args, { config: configFile() })));
+  .action(
+    action((server: string, tool: string, args: Record<string, unknown>) => callMcpTool(server, tool, args, { config: configFile() })),
+  );
 
 program
   .command("ask")
   .description("Ask the agent once and stream its answer to stdout; tool calls are reported on stderr.")
   .argument("<message>", "what to ask", nonEmpty)
   .option("-s, --session <id>", "session to continue (history is kept per session)", "cli")
-  .option("-i, --image <path>", "attach an image (png, jpeg, gif, webp); repeatable", (v: string, all: string[]) => [...all, v], [] as string[])
+  .option(
+    "-i, --image <path>",
+    "attach an image (png, jpeg, gif, webp); repeatable",
+    (v: string, all: string[]) => [...all, v],
+    [] as string[],
+  )
   .option("-t, --tools <names>", "the only tools the agent may use, comma-separated (default: all enabled)", (v) =>
-    v.split(",").map((name) => name.trim()).filter(Boolean),
+    v
+      .split(",")
+      .map((name) => name.trim())
+      .filter(Boolean),
   )
   .action(
     action((message: string, opts: { session: string; image: string[]; tools?: string[] }) =>

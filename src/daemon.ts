@@ -90,12 +90,21 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
 
     // One for the daemon's life, so a reload keeps the blocks still to be sent to Redis.
     const sessions = cluster?.sessions(new SessionStore(config.paths.state));
-    let runtime = await openRuntime(config, env, new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")), logger, sessions);
+    let runtime = await openRuntime(
+      config,
+      env,
+      new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")),
+      logger,
+      sessions,
+    );
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
     // Listening before any run starts, here or (in a cluster) on another node, so the live stream misses none.
     let redactor = new Redactor(config.secrets);
-    const jobOf = withHeartbeat((name) => jobs.get(name), () => runtime.config);
+    const jobOf = withHeartbeat(
+      (name) => jobs.get(name),
+      () => runtime.config,
+    );
     const live = new LiveHub(runtime.events, () => redactor, {
       node: config.cluster?.node,
       unpriced: (name) => {
@@ -107,7 +116,14 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
 
     // Known once the console listens, after the pipeline is open; a run failing before then is alerted without it.
     let consoleUrl: string | undefined;
-    const { runner, outbox, dispatcher, mailToFiles, ledger, close: closeDelivery } = await openPipeline({
+    const {
+      runner,
+      outbox,
+      dispatcher,
+      mailToFiles,
+      ledger,
+      close: closeDelivery,
+    } = await openPipeline({
       config,
       env,
       state,
@@ -118,7 +134,9 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       log: logger,
       streaks: stateStreaks(state),
       paused: (name) => state.isPaused(name),
-      ...(cluster ? { spend: (local) => cluster.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }) } : {}),
+      ...(cluster
+        ? { spend: (local) => cluster.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }) }
+        : {}),
       ...(cluster ? { outbox: async (send) => cluster.outbox(send, runtime.events) } : {}),
       consoleUrl: () => consoleUrl,
     });
@@ -138,7 +156,9 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           lastExchange: () => lastExchange(config.paths.state),
           onScheduled: (at) => void armed.setHeartbeat(at, config.heartbeat.everyMs),
           // One daemon decides each tick, on the state as the last tick (on any node) left it.
-          claimTick: cluster ? async (slot) => (await cluster.claimTick(slot, config.heartbeat.everyMs)) && (await state.refresh(), true) : undefined,
+          claimTick: cluster
+            ? async (slot) => (await cluster.claimTick(slot, config.heartbeat.everyMs)) && (await state.refresh(), true)
+            : undefined,
           events: runtime.events,
           log: logger,
         })
@@ -150,7 +170,12 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const scheduled = cluster ? (req: FireRequest) => cluster.fire(req) : fire;
     const cron = new CronTrigger({ fire: scheduled, state, log: logger });
     const watch = new WatchTrigger({ fire, events: runtime.events, log: logger });
-    started.push(() => armed.withdraw(), () => watch.close(), () => cron.stop(), () => checkIns?.stop());
+    started.push(
+      () => armed.withdraw(),
+      () => watch.close(),
+      () => cron.stop(),
+      () => checkIns?.stop(),
+    );
     const arm = async (all: Job[]) => {
       cluster?.retain(all);
       cron.set(all);
@@ -173,7 +198,14 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     await armed.setProblems(jobs.problemFiles());
     const localTranscripts = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
     const view = cluster
-      ? await cluster.openView({ live, runner, events: runtime.events, local: localTranscripts, keepMs: () => config.retention.sessionsMs, redactor: () => redactor })
+      ? await cluster.openView({
+          live,
+          runner,
+          events: runtime.events,
+          local: localTranscripts,
+          keepMs: () => config.retention.sessionsMs,
+          redactor: () => redactor,
+        })
       : undefined;
     if (cluster) {
       // Once the jobs are loaded: a fire taken from the cluster names a job this daemon must know.
@@ -188,10 +220,33 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     }
     const metrics = new Metrics({ events: runtime.events, outbox, jobs, state, node: config.cluster?.node });
     started.push(() => metrics.close());
-    const hooks = new WebhookTrigger({ job: (name) => jobs.get(name), runner, ids: await WebhookIds.open(config.paths.state), env, log: logger });
+    const hooks = new WebhookTrigger({
+      job: (name) => jobs.get(name),
+      runner,
+      ids: await WebhookIds.open(config.paths.state),
+      env,
+      log: logger,
+    });
     // A port in use stops the start here.
     const consoleServer = await startConsole(
-      { config: () => config, state, runner, jobs, outbox, cron, live, metrics, hooks, ledger, redactor: () => redactor, startedAt: new Date(), version: VERSION, transcripts: view?.transcripts ?? localTranscripts, cluster: view, pausedFiles },
+      {
+        config: () => config,
+        state,
+        runner,
+        jobs,
+        outbox,
+        cron,
+        live,
+        metrics,
+        hooks,
+        ledger,
+        redactor: () => redactor,
+        startedAt: new Date(),
+        version: VERSION,
+        transcripts: view?.transcripts ?? localTranscripts,
+        cluster: view,
+        pausedFiles,
+      },
       logger,
     );
     consoleUrl = consoleServer.url;

@@ -10,7 +10,7 @@ export type HeartbeatSkip = "outside_active_hours" | "daily_cap" | "recent_conta
  * the web console streams it. The loop does not wait for listeners.
  */
 export interface CountdEvents {
-  "iteration": { sessionId: string; iteration: number };
+  iteration: { sessionId: string; iteration: number };
   "answer.chunk": { sessionId: string; text: string };
   /** `server`: the MCP server a tool comes from. */
   "tool.started": { sessionId: string; callId: string; name: string; arguments: unknown; server?: string };
@@ -39,7 +39,7 @@ export interface CountdEvents {
   /** A file tool wrote this file (an absolute real path). */
   "file.written": { sessionId: string; path: string };
   /** Something went wrong that did not stop the run, such as a failed history summary. */
-  "warning": { sessionId: string; message: string };
+  warning: { sessionId: string; message: string };
   "message.finished": {
     sessionId: string;
     status: "ok" | "limit" | "cancelled" | "error" | "budget";
@@ -59,7 +59,7 @@ export interface CountdEvents {
    */
   "run.finished": { run: RunRecord };
   /** A delivery changed, once the outbox has recorded it. */
-  "delivery": {
+  delivery: {
     id: string;
     status: "queued" | "sending" | "delivered" | "failed" | "dead" | "retried" | "purged";
     attempts: number;

@@ -19,7 +19,12 @@ export function daemonLogger(opts: { pretty?: boolean; level?: string; secrets?:
       streamWrite: (line) => redactor.redact(line),
     },
     ...(pretty
-      ? { transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss", ignore: "pid,hostname", destination } } }
+      ? {
+          transport: {
+            target: "pino-pretty",
+            options: { colorize: true, translateTime: "SYS:HH:MM:ss", ignore: "pid,hostname", destination },
+          },
+        }
       : {}),
   };
   return pretty || destination === 1 ? pino(options) : pino(options, pino.destination({ dest: destination, sync: true }));

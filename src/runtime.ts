@@ -155,7 +155,10 @@ export async function openRuntime(
     });
   }
 
-  const mcp = config.mcpServers.length > 0 ? new McpManager(config.mcpServers, { env, workspace: paths.workspace, log, stateDir: paths.state }) : undefined;
+  const mcp =
+    config.mcpServers.length > 0
+      ? new McpManager(config.mcpServers, { env, workspace: paths.workspace, log, stateDir: paths.state })
+      : undefined;
   await mcp?.start();
 
   return {
@@ -171,7 +174,9 @@ export async function openRuntime(
     warnings: [
       ...(sandbox?.kind === "none" ? [sandbox.warning] : sandbox?.kind === "unavailable" ? [sandbox.reason] : []),
       ...(config.tools.writableSkills
-        ? [`tools.writable_skills is true: the agent's tools may write ${skillsDir(config.paths.workspace)}, and a skill it writes becomes a standing instruction of every later run`]
+        ? [
+            `tools.writable_skills is true: the agent's tools may write ${skillsDir(config.paths.workspace)}, and a skill it writes becomes a standing instruction of every later run`,
+          ]
         : []),
     ],
     /** Writes what is held in memory (tool history, audit lines); one failing does not keep the other in memory. */

@@ -58,7 +58,12 @@ export function span(milliseconds: number): string {
   const seconds = milliseconds / 1_000;
   if (seconds < 10) return `${seconds.toFixed(1)}s`;
   if (seconds < 100) return `${Math.round(seconds)}s`;
-  const units: Array<[string, number]> = [["d", 86_400], ["h", 3_600], ["m", 60], ["s", 1]];
+  const units: Array<[string, number]> = [
+    ["d", 86_400],
+    ["h", 3_600],
+    ["m", 60],
+    ["s", 1],
+  ];
   const whole = Math.round(seconds);
   const first = units.findIndex(([, size]) => whole >= size);
   return units

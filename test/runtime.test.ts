@@ -43,7 +43,9 @@ describe("openRuntime", () => {
     const rt = await runtime();
     await rt.loop({ toolNames: ["read_file", "spawn"] }).processDirect("tools", "a");
     await rt.loop().processDirect("tools", "b");
-    const names = mock.getRequests().map((r) => (r.body as { tools: Array<{ function: { name: string } }> }).tools.map((t) => t.function.name));
+    const names = mock
+      .getRequests()
+      .map((r) => (r.body as { tools: Array<{ function: { name: string } }> }).tools.map((t) => t.function.name));
     expect(names[0]).toEqual(["read_file", "spawn"]);
     expect(names[1]).toEqual(rt.toolNames);
     expect(rt.toolNames).toEqual([

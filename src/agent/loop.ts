@@ -1,14 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { EventBus } from "../events.js";
-import {
-  addCost,
-  addUsage,
-  emptyUsage,
-  type ChatMessage,
-  type LLMProvider,
-  type ToolCall,
-  type Usage,
-} from "../providers/types.js";
+import { addCost, addUsage, emptyUsage, type ChatMessage, type LLMProvider, type ToolCall, type Usage } from "../providers/types.js";
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
 import type { SessionHistory } from "../sessions/store.js";
 import { ToolError } from "../tools/types.js";
@@ -129,7 +121,11 @@ export class AgentLoop {
   }
 
   /** Collects the whole answer: for the CLI, subagents and tests. */
-  async processDirect(content: string, sessionId: string, options: ProcessOptions = {}): Promise<{ answer: string; report: MessageReport }> {
+  async processDirect(
+    content: string,
+    sessionId: string,
+    options: ProcessOptions = {},
+  ): Promise<{ answer: string; report: MessageReport }> {
     const { answer, report, failure } = await this.settle(content, sessionId, options);
     if (report.status === "error") throw failure;
     return { answer, report };
@@ -139,7 +135,11 @@ export class AgentLoop {
    * Like processDirect, but a failure is reported, not thrown: the report of a run that failed
    * still counts its iterations, tool calls and usage (the runner records them).
    */
-  async settle(content: string, sessionId: string, options: ProcessOptions = {}): Promise<{ answer: string; report: MessageReport; failure?: unknown }> {
+  async settle(
+    content: string,
+    sessionId: string,
+    options: ProcessOptions = {},
+  ): Promise<{ answer: string; report: MessageReport; failure?: unknown }> {
     const messages = this.converse(content, sessionId, options);
     let answer = "";
     for (let next = await messages.next(); ; next = await messages.next()) {
@@ -149,7 +149,11 @@ export class AgentLoop {
   }
 
   /** The loop itself; a failure ends it with status `error` and the thrown value beside the report. */
-  private async *converse(message: string, sessionId: string, options: ProcessOptions): AsyncGenerator<string, { report: MessageReport; failure?: unknown }> {
+  private async *converse(
+    message: string,
+    sessionId: string,
+    options: ProcessOptions,
+  ): AsyncGenerator<string, { report: MessageReport; failure?: unknown }> {
     const { provider, tools, contextBuilder, sessions } = this.opts;
     const cancel = options.cancelToken ?? new CancelToken();
     const started = performance.now();
@@ -174,9 +178,7 @@ export class AgentLoop {
           maxHistory: this.maxHistory,
           memory: this.opts.memory,
           summarize: llmSummarizer(provider, callOptions, this.locale),
-        }).catch((err: unknown) =>
-          this.events.emit("warning", { sessionId, message: `history not summarised: ${errorText(err)}` }),
-        );
+        }).catch((err: unknown) => this.events.emit("warning", { sessionId, message: `history not summarised: ${errorText(err)}` }));
       }
       const history = options.context ?? (await sessions?.load(sessionId)) ?? [];
       const messages = await contextBuilder.buildMessages(history, message, {
@@ -240,7 +242,12 @@ export class AgentLoop {
           } else {
             toolCalls++;
             outcome = await this.executeTool(call, { sessionId, userMessage: message, cancelToken: cancel });
-            calls.push({ name: call.name, arguments: call.arguments ?? call.rawArguments, isError: outcome.isError, result: outcome.content });
+            calls.push({
+              name: call.name,
+              arguments: call.arguments ?? call.rawArguments,
+              isError: outcome.isError,
+              result: outcome.content,
+            });
           }
           contextBuilder.addToolResult(messages, call, outcome.content, outcome.isError);
           transcript.push(messages.at(-1)!);
@@ -285,10 +292,7 @@ export class AgentLoop {
    * once (retrying cannot fix them); a tool that throws is tried up to maxRetries times, unless
    * it says its error is not retryable (a refusal, a missing file, an MCP call that failed).
    */
-  async executeTool(
-    call: ToolCall,
-    ctx: { sessionId: string; userMessage?: string; cancelToken?: CancelToken },
-  ): Promise<ToolOutcome> {
+  async executeTool(call: ToolCall, ctx: { sessionId: string; userMessage?: string; cancelToken?: CancelToken }): Promise<ToolOutcome> {
     const { tools, workspace, toolHistory } = this.opts;
     const cancel = ctx.cancelToken ?? new CancelToken();
     const started = performance.now();
@@ -356,7 +360,6 @@ export class AgentLoop {
     });
     return { content, isError, attempts, durationMs };
   }
-
 }
 
 function notRun(content: string): ToolOutcome {

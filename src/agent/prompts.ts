@@ -20,9 +20,7 @@ const heading = (locale: Locale, index: number): string => SECTION_HEADINGS[loca
 export function identitySection(persona: PersonaConfig, workspace: string): string {
   const personality = personalityText(persona);
   if (persona.locale === "zh") {
-    const address = persona.userName
-      ? `称呼用户为“${persona.userName}”。`
-      : "用户没有告诉你称呼，直接用“你”称呼对方。";
+    const address = persona.userName ? `称呼用户为“${persona.userName}”。` : "用户没有告诉你称呼，直接用“你”称呼对方。";
     return [
       heading("zh", 0),
       `你是 ${persona.name}，运行在 countd 中的 AI 助手。countd 是一个无人值守的守护进程，按计划（cron）或触发条件（文件变化、定时问候）执行任务。你工作时通常没有人在旁边看着，所以要独立把任务做完，并把最终回答写成可以事后阅读的样子——它会原样投递出去，例如通过邮件或 webhook。`,

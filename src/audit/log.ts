@@ -110,7 +110,11 @@ export class AuditLog {
     const offs = [
       bus.on("tool.finished", (e) => this.safely(() => this.toolCall(e))),
       bus.on("llm.finished", (e) => this.safely(() => this.llmCall(e))),
-      bus.on("warning", (e) => this.safely(() => this.logger.warn(this.redactor.redactValue({ kind: "warning", session: e.sessionId, message: e.message }) as object))),
+      bus.on("warning", (e) =>
+        this.safely(() =>
+          this.logger.warn(this.redactor.redactValue({ kind: "warning", session: e.sessionId, message: e.message }) as object),
+        ),
+      ),
       bus.on("message.finished", (e) => this.safely(() => this.message(e))),
     ];
     const detach = () => {

@@ -27,7 +27,8 @@ export function jsonObject(value: string): Record<string, unknown> {
   } catch (err) {
     throw new InvalidArgumentError(`not valid JSON: ${(err as Error).message}.`);
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new InvalidArgumentError("expected a JSON object, such as '{\"query\": \"x\"}'.");
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    throw new InvalidArgumentError('expected a JSON object, such as \'{"query": "x"}\'.');
   return parsed as Record<string, unknown>;
 }
 

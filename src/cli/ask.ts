@@ -16,7 +16,12 @@ export interface AskOptions {
 export async function ask(message: string, opts: AskOptions): Promise<number> {
   const config = await loadConfig({ file: opts.config, needs: ["provider", "mcp"] });
   // stdout carries the answer: what goes wrong on the way (an MCP server that does not start) goes to stderr.
-  const runtime = await openRuntime(config, process.env, undefined, daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 }));
+  const runtime = await openRuntime(
+    config,
+    process.env,
+    undefined,
+    daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 }),
+  );
   const loop = runtime.loop({ toolNames: opts.tools });
   for (const warning of runtime.warnings) process.stderr.write(`countd: warning: ${warning}\n`);
   const cancel = new CancelToken();

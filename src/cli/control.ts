@@ -58,7 +58,10 @@ export async function findDaemon(stateDir: string): Promise<Daemon | undefined> 
   const address = await readAddress(stateDir);
   if (!address?.url || !isAlive(address.pid)) return undefined;
   const token = await readToken(stateDir);
-  if (!token) throw new Error(`the daemon (pid ${address.pid}) serves its console at ${address.url}, but ${tokenPath(stateDir)} cannot be read: run countd as the daemon's user`);
+  if (!token)
+    throw new Error(
+      `the daemon (pid ${address.pid}) serves its console at ${address.url}, but ${tokenPath(stateDir)} cannot be read: run countd as the daemon's user`,
+    );
   const endpoint = { url: new URL(address.url), token };
   return (await answers(endpoint)) ? daemonAt(endpoint, address.url) : undefined;
 }
@@ -102,7 +105,9 @@ async function answers(endpoint: Endpoint): Promise<boolean> {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ECONNREFUSED" || code === "ENOENT") return false;
     if (code === "EACCES" && "socket" in endpoint) {
-      throw new Error(`cannot open the control socket ${endpoint.socket}: permission denied (it is the daemon's user's alone: run countd as that user)`);
+      throw new Error(
+        `cannot open the control socket ${endpoint.socket}: permission denied (it is the daemon's user's alone: run countd as that user)`,
+      );
     }
     throw err;
   }
@@ -113,7 +118,11 @@ function send(endpoint: Endpoint, method: string, path: string, timeoutMs?: numb
     const target =
       "socket" in endpoint
         ? { socketPath: endpoint.socket }
-        : { host: endpoint.url.hostname.replace(/^\[|\]$/g, ""), port: endpoint.url.port, headers: { authorization: `Bearer ${endpoint.token}` } };
+        : {
+            host: endpoint.url.hostname.replace(/^\[|\]$/g, ""),
+            port: endpoint.url.port,
+            headers: { authorization: `Bearer ${endpoint.token}` },
+          };
     const req = request({ ...target, method, path, ...(timeoutMs ? { timeout: timeoutMs } : {}) }, (res) => {
       let text = "";
       res.setEncoding("utf8").on("data", (chunk: string) => (text += chunk));
@@ -135,14 +144,18 @@ function parseJson(text: string): unknown {
 }
 
 function openLive(endpoint: Endpoint, filter: Omit<Subscription, "type">, onMessage: (message: LiveMessage) => void): Promise<LiveStream> {
-  const query = new URLSearchParams(Object.entries(filter).filter((entry): entry is [string, string] => typeof entry[1] === "string")).toString();
+  const query = new URLSearchParams(
+    Object.entries(filter).filter((entry): entry is [string, string] => typeof entry[1] === "string"),
+  ).toString();
   const path = `/api/ws${query ? `?${query}` : ""}`;
   const ws =
     "socket" in endpoint
       ? // Not a ws+unix: URL, which would keep a space in the state directory's path percent-encoded.
         new WebSocket(`ws://localhost${path}`, { createConnection: () => connect(endpoint.socket) })
       : new WebSocket(new URL(path, endpoint.url.href.replace(/^http/, "ws")), { headers: { authorization: `Bearer ${endpoint.token}` } });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+  );
   return new Promise((resolve, reject) => {
     ws.on("error", reject);
     ws.on("message", (data) => {

@@ -36,7 +36,9 @@ export async function cost(opts: { config?: string; sinceMs: number; by: CostGro
   const rows = group(lines, opts.by, timezone);
   const total = sum("total", lines);
   if (opts.json) {
-    process.stdout.write(`${JSON.stringify({ since: since.toISOString(), by: opts.by, timezone, rows: rows.map(rounded), total: rounded(total) }, null, 2)}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ since: since.toISOString(), by: opts.by, timezone, rows: rows.map(rounded), total: rounded(total) }, null, 2)}\n`,
+    );
     return EXIT.ok;
   }
   const from = `since ${shownTime(since, timezone, false)}`;

@@ -9,7 +9,6 @@ import { EXIT } from "./output.js";
 import { PACKAGE_DIR } from "../package.js";
 import { history } from "./reports.js";
 
-
 const say = (text: string) => process.stdout.write(`${text}\n`);
 
 /**

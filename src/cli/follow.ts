@@ -17,7 +17,8 @@ export async function follow(job: string | undefined, opts: { config?: string })
   if (job !== undefined && job !== HEARTBEAT_JOB) {
     // A name mistyped would follow nothing, silently, until Ctrl-C.
     const { jobs } = await daemon.call<{ jobs: JobView[] }>("GET", "/api/jobs");
-    if (!jobs.some((view) => view.name === job)) throw new Error(`no job named "${job}" (jobs: ${jobs.map((view) => view.name).join(", ") || "none"})`);
+    if (!jobs.some((view) => view.name === job))
+      throw new Error(`no job named "${job}" (jobs: ${jobs.map((view) => view.name).join(", ") || "none"})`);
   }
   const print = printer();
   const live = await daemon.live(job !== undefined ? { job } : {}, print);
@@ -67,14 +68,21 @@ function printer(): ((message: LiveMessage) => void) & { end(): void } {
   const print = (message: LiveMessage) => {
     switch (message.type) {
       case "run_started":
-        return line(message.job, `run ${message.run_id} started (${message.run.reason}${message.node !== undefined ? `, on ${message.node}` : ""})`);
+        return line(
+          message.job,
+          `run ${message.run_id} started (${message.run.reason}${message.node !== undefined ? `, on ${message.node}` : ""})`,
+        );
       case "stream":
         return answer(message.run_id, message.job, message.content);
       case "tool_start":
         args.set(message.call_id, message.arguments);
         return;
       case "tool_result":
-        line(message.job, toolLine(message.name, args.get(message.call_id), Boolean(message.error), message.duration_ms) + (message.error ? `: ${message.error}` : ""));
+        line(
+          message.job,
+          toolLine(message.name, args.get(message.call_id), Boolean(message.error), message.duration_ms) +
+            (message.error ? `: ${message.error}` : ""),
+        );
         args.delete(message.call_id);
         return;
       case "run_finished": {
@@ -82,7 +90,10 @@ function printer(): ((message: LiveMessage) => void) & { end(): void } {
         const took = run.finishedAt ? `${span(Date.parse(run.finishedAt) - Date.parse(run.startedAt))}, ` : "";
         // A run that never started has no cost recorded: nothing is said of it.
         const cost = run.cost !== undefined ? `, ${costText(run.cost)}` : "";
-        return line(message.job, `run ${message.run_id} ${message.status} (${took}tokens ${tokensText(message.usage)}${cost})${message.error ? `: ${message.error}` : ""}`);
+        return line(
+          message.job,
+          `run ${message.run_id} ${message.status} (${took}tokens ${tokensText(message.usage)}${cost})${message.error ? `: ${message.error}` : ""}`,
+        );
       }
       case "delivery": {
         const attempts = message.attempts > 0 ? ` (attempt ${message.attempts})` : "";

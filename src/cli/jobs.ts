@@ -63,9 +63,12 @@ async function jobsTable(
     const count = byFile.get(result.file)?.problems.length ?? 0;
     const valid = selected.jobs.find((job) => job.file === result.file);
     const fired = armed?.jobs.find((job) => job.file === result.file);
-    const job: ArmedJob | undefined = armed ? (fired && (valid ?? fired)) : valid;
+    const job: ArmedJob | undefined = armed ? fired && (valid ?? fired) : valid;
     const nameTaken = result.job !== undefined && result.problems.length === 0 && own.some((file) => file.file === result.file);
-    const mark = count === 0 ? "" : `${nameTaken ? "its name is taken" : "invalid file"} (${count === 1 ? "1 problem" : `${count} problems`}): its last good version fires`;
+    const mark =
+      count === 0
+        ? ""
+        : `${nameTaken ? "its name is taken" : "invalid file"} (${count === 1 ? "1 problem" : `${count} problems`}): its last good version fires`;
     if (!job) {
       const reason = byFile.get(result.file)?.reason ?? `not armed by the running daemon (pid ${armed?.pid})`;
       rows.push([path.basename(result.file).replace(/\.ya?ml$/, ""), "-", "-", "-", "-", `not loaded: ${reason}`]);

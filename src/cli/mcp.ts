@@ -23,7 +23,11 @@ export async function listMcp(opts: { config?: string }): Promise<number> {
     process.stdout.write(`no MCP servers are configured (mcp_servers: in ${config.file ?? "countd.yaml"})\n`);
     return EXIT.ok;
   }
-  const reports = await withServers(config, config.mcpServers.map((server) => server.name), async (manager) => manager.reports());
+  const reports = await withServers(
+    config,
+    config.mcpServers.map((server) => server.name),
+    async (manager) => manager.reports(),
+  );
   process.stdout.write(reports.map(describe).join("\n"));
   return reports.every((report) => report.state.status === "connected") ? EXIT.ok : EXIT.failure;
 }
@@ -40,7 +44,9 @@ export async function callMcpTool(server: string, tool: string, args: Record<str
     if (report!.state.status === "failed") throw new Error(`the MCP server "${server}" could not be connected: ${report!.state.reason}`);
     if (!report!.tools?.some((offered) => offered.tool === tool)) {
       const offered = report!.tools?.map((offered) => offered.tool).join(", ") || "none";
-      throw new Error(`the MCP server "${server}" offers no tool "${tool}" (offered: ${offered}; include_tools and exclude_tools decide which are)`);
+      throw new Error(
+        `the MCP server "${server}" offers no tool "${tool}" (offered: ${offered}; include_tools and exclude_tools decide which are)`,
+      );
     }
     const cancel = new AbortController();
     const onSigint = () => cancel.abort();
@@ -85,6 +91,8 @@ function describe(report: McpServerReport): string {
     const description = excerpt((tool.description ?? "").split("\n")[0]!.trim(), DESCRIPTION_CHARS);
     return `  ${tool.name.padEnd(width)}  ${tool.tool === tool.name.slice(-tool.tool.length) ? "" : `(${tool.tool}) `}${description}`.trimEnd();
   });
-  const collisions = report.collisions.map((collision) => `  refused, their names collide as ${collision.name}: ${collision.tools.join(", ")}`);
+  const collisions = report.collisions.map(
+    (collision) => `  refused, their names collide as ${collision.name}: ${collision.tools.join(", ")}`,
+  );
   return [`${report.name}  ${status}`, ...tools, ...collisions].join("\n") + "\n";
 }

@@ -89,13 +89,24 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
       return EXIT.ok;
     }
     const { retried } = await daemon.call<{ retried: number }>("POST", `/api/outbox/${encodeURIComponent(which!)}/retry`);
-    process.stdout.write(`${retried} queued again; the daemon sends ${retried === 1 ? "it" : "them"} now (countd outbox shows what is left)\n`);
+    process.stdout.write(
+      `${retried} queued again; the daemon sends ${retried === 1 ? "it" : "them"} now (countd outbox shows what is left)\n`,
+    );
     return EXIT.ok;
   }
-  const mails = change === "retry" && (await readOutbox(located)).entries.some((entry) => entry.target.kind === "email" && (which === "dead" ? entry.status === "dead" : entry.id === which));
+  const mails =
+    change === "retry" &&
+    (await readOutbox(located)).entries.some(
+      (entry) => entry.target.kind === "email" && (which === "dead" ? entry.status === "dead" : entry.id === which),
+    );
   const config = mails ? await loadConfig({ file: opts.config, needs: ["smtp"] }) : located;
   const release = config.cluster ? async () => {} : await acquireLock(config.paths.state);
-  const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone, attachments: config.attachments });
+  const mailer = createMailer({
+    smtp: config.smtp,
+    stateDir: config.paths.state,
+    timezone: config.timezone,
+    attachments: config.attachments,
+  });
   try {
     const outbox = await openOutbox(config, mailer);
     try {

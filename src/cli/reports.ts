@@ -41,7 +41,9 @@ export async function history(job: string | undefined, opts: { config?: string; 
   let runs: RunRecord[];
   try {
     if (job !== undefined) await knownJob(job, config.paths.jobs, ctx, state);
-    runs = (job ? [...(await state.runs(job))] : await state.allRuns()).sort((a, b) => a.startedAt.localeCompare(b.startedAt)).slice(-opts.limit);
+    runs = (job ? [...(await state.runs(job))] : await state.allRuns())
+      .sort((a, b) => a.startedAt.localeCompare(b.startedAt))
+      .slice(-opts.limit);
   } finally {
     await close();
   }
@@ -85,7 +87,9 @@ async function knownJob(name: string, dir: string, ctx: JobContext, state: State
  */
 export async function validate(opts: { config?: string; jobs?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
-  const result = await validateJobs(opts.jobs ?? config.paths.jobs, { ...ctx, env: process.env, unsetVariables: "warning" }, (jobs) => unpricedModelWarnings(config, jobs, process.env));
+  const result = await validateJobs(opts.jobs ?? config.paths.jobs, { ...ctx, env: process.env, unsetVariables: "warning" }, (jobs) =>
+    unpricedModelWarnings(config, jobs, process.env),
+  );
   result.lines.forEach((line) => process.stderr.write(`${line}\n`));
   process.stdout.write(`${result.summary}\n`);
   return result.ok ? EXIT.ok : EXIT.failure;

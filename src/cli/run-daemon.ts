@@ -32,7 +32,8 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
       process.stdout.write(message.content);
       last = message.content;
     } else if (message.type === "tool_start") args.set(message.call_id, message.arguments);
-    else if (message.type === "tool_result") process.stderr.write(`${toolLine(message.name, args.get(message.call_id), Boolean(message.error), message.duration_ms)}\n`);
+    else if (message.type === "tool_result")
+      process.stderr.write(`${toolLine(message.name, args.get(message.call_id), Boolean(message.error), message.duration_ms)}\n`);
     else if (message.type === "run_finished") finish(message);
     else if (message.type === "delivery") deliveries.note(message);
   };
@@ -41,10 +42,16 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
 
   let interrupted = false;
   const cancel = () => {
-    daemon.call("POST", `/api/runs/${encodeURIComponent(runId!)}/cancel?job=${encodeURIComponent(job)}&reason=${encodeURIComponent(CANCELLED_BY_USER)}`).catch((err: unknown) => {
-      // Refused when it ended meanwhile: run_finished says how.
-      if (!(err instanceof DaemonRefused && err.status === 409)) process.stderr.write(`countd: could not cancel run ${runId}: ${(err as Error).message}\n`);
-    });
+    daemon
+      .call(
+        "POST",
+        `/api/runs/${encodeURIComponent(runId!)}/cancel?job=${encodeURIComponent(job)}&reason=${encodeURIComponent(CANCELLED_BY_USER)}`,
+      )
+      .catch((err: unknown) => {
+        // Refused when it ended meanwhile: run_finished says how.
+        if (!(err instanceof DaemonRefused && err.status === 409))
+          process.stderr.write(`countd: could not cancel run ${runId}: ${(err as Error).message}\n`);
+      });
   };
   let stopWaiting = () => {};
   const waitStopped = new Promise<void>((resolve) => (stopWaiting = resolve));
@@ -72,7 +79,9 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
     early.splice(0).forEach(show);
     if (interrupted) cancel();
     const gone = live.closed.then(({ reason }) => {
-      throw new Error(`the daemon closed the live stream before run ${runId} ended${reason ? ` (${reason})` : ""}; countd history shows how it ended`);
+      throw new Error(
+        `the daemon closed the live stream before run ${runId} ended${reason ? ` (${reason})` : ""}; countd history shows how it ended`,
+      );
     });
     const end = await Promise.race([finished, gone]);
     ended = true;

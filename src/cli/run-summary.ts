@@ -19,7 +19,8 @@ export function reportRun(run: { id: string; status: string; error?: string }, d
     .filter(([, list]) => list.length > 0)
     .map(([state, list]) => `${state}: ${list.map((d) => (d.error ? `${d.to} (${d.error})` : d.to)).join(", ")}`);
   if (groups.length > 0) process.stderr.write(`countd: deliveries: ${groups.join(" · ")}\n`);
-  if (deliveries.some((d) => d.state === "queued")) process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
+  if (deliveries.some((d) => d.state === "queued"))
+    process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
 }
 
 /** Which of the job's targets a delivery id (`<job>.<run id>[.recovered].<key>`) is for; -1 for none. */

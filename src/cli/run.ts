@@ -24,7 +24,6 @@ import { deliveredTo, reportRun, targetIndex } from "./run-summary.js";
 import { describeTarget } from "../delivery/targets.js";
 import type { OutboxEntry } from "../store/outbox-store.js";
 
-
 /**
  * `countd run <job>`: one run now, in the foreground, recorded like any other. With a daemon on
  * the same state directory the run happens inside it (runInDaemon); without one, here, under the
@@ -72,7 +71,11 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     });
     let interrupted = false;
     let current: CancelToken | undefined;
-    const { runner, outbox, close: closeDelivery } = await openPipeline({
+    const {
+      runner,
+      outbox,
+      close: closeDelivery,
+    } = await openPipeline({
       config,
       env: process.env,
       state,
@@ -80,7 +83,16 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       job: (jobName) => jobs.get(jobName),
       concurrency: 1,
       log: logger,
-      ...(shared ? { spend: (local) => new ClusterSpend(shared, local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs, log: logger }) } : {}),
+      ...(shared
+        ? {
+            spend: (local) =>
+              new ClusterSpend(shared, local, {
+                timeZone: () => config.budget.timezone,
+                keptMs: () => config.retention.auditMs,
+                log: logger,
+              }),
+          }
+        : {}),
       // In a cluster the answer goes to the cluster's outbox: sent now by this command, retried by any daemon.
       ...(config.cluster ? { outbox: (send) => openClusterOutbox(config.cluster!, send, logger) } : {}),
       wrap: (executeJob) => async (j, run) => {
@@ -113,10 +125,23 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       const { pending, dead } = await outbox.list();
       const targets = [...job.deliver, ...job.onFailure];
       const open = (entries: readonly OutboxEntry[], state: "queued" | "failed") =>
-        entries.filter((entry) => entry.id.startsWith(prefix)).map((entry) => ({ id: entry.id, to: describeTarget(entry.target), state, ...(entry.lastError ? { error: entry.lastError } : {}) }));
-      const delivered = (await outbox.deliveredIds(prefix)).map(({ id }) => ({ id, to: deliveredTo(id, targets), state: "delivered" as const }));
+        entries
+          .filter((entry) => entry.id.startsWith(prefix))
+          .map((entry) => ({
+            id: entry.id,
+            to: describeTarget(entry.target),
+            state,
+            ...(entry.lastError ? { error: entry.lastError } : {}),
+          }));
+      const delivered = (await outbox.deliveredIds(prefix)).map(({ id }) => ({
+        id,
+        to: deliveredTo(id, targets),
+        state: "delivered" as const,
+      }));
       // In the job file's order, as its reader expects them.
-      const all = [...delivered, ...open(pending, "queued"), ...open(dead, "failed")].sort((a, b) => targetIndex(a.id, targets) - targetIndex(b.id, targets));
+      const all = [...delivered, ...open(pending, "queued"), ...open(dead, "failed")].sort(
+        (a, b) => targetIndex(a.id, targets) - targetIndex(b.id, targets),
+      );
       reportRun(record, all);
       return exitForStatus(record.status);
     } finally {
@@ -147,6 +172,9 @@ export async function notRunnable(name: string, dir: string, loaded: readonly Jo
   if (own) return new Error(`${own} is invalid:\n${problemsOf(own).join("\n")}`);
   const known = loaded.map((job) => job.name);
   const invalid = files.filter((file) => problemsOf(file).length > 0);
-  const hint = invalid.length === 0 ? "" : `; ${invalid.length === 1 ? "1 job file is" : `${invalid.length} job files are`} invalid: ${invalid.join(", ")} (countd validate lists their problems)`;
+  const hint =
+    invalid.length === 0
+      ? ""
+      : `; ${invalid.length === 1 ? "1 job file is" : `${invalid.length} job files are`} invalid: ${invalid.join(", ")} (countd validate lists their problems)`;
   return new Error(`no job named "${name}" in ${displayPath(path.resolve(dir))} (jobs: ${known.join(", ") || "none"})${hint}`);
 }

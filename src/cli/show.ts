@@ -21,7 +21,9 @@ export async function showRun(runId: string, opts: { config?: string; job?: stri
   const config = await loadConfig({ file: opts.config, needs: [] });
   const daemon = await findDaemon(config.paths.state);
   const query = opts.job !== undefined ? `?job=${encodeURIComponent(opts.job)}` : "";
-  const view = daemon ? await daemon.call<RunView>("GET", `/api/runs/${encodeURIComponent(runId)}${query}`) : await readRunView(config, runId, opts.job);
+  const view = daemon
+    ? await daemon.call<RunView>("GET", `/api/runs/${encodeURIComponent(runId)}${query}`)
+    : await readRunView(config, runId, opts.job);
   process.stdout.write(opts.json ? `${JSON.stringify(view, null, 2)}\n` : formatRun(view, !daemon));
   return EXIT.ok;
 }
@@ -31,8 +33,10 @@ async function readRunView(config: Config, runId: string, job: string | undefine
   const { state, close } = await openState(config);
   const candidates = await (job !== undefined ? state.runs(job) : state.allRuns()).finally(close);
   const found = candidates.filter((run) => run.id === runId);
-  if (found.length === 0) throw new Error(`no run with id "${runId}"${job !== undefined ? ` in job "${job}"` : ""} (countd history lists the runs)`);
-  if (found.length > 1) throw new Error(`run id "${runId}" is in several jobs (${found.map((run) => run.job).join(", ")}): add --job <name>`);
+  if (found.length === 0)
+    throw new Error(`no run with id "${runId}"${job !== undefined ? ` in job "${job}"` : ""} (countd history lists the runs)`);
+  if (found.length > 1)
+    throw new Error(`run id "${runId}" is in several jobs (${found.map((run) => run.job).join(", ")}): add --job <name>`);
   const run = found[0]!;
   const { transcripts, close: closeTranscripts } = await openTranscripts(config);
   const transcript = new Redactor(config.secrets).redactValue(await transcripts.read(run).finally(closeTranscripts)) as Transcript;

@@ -45,7 +45,16 @@ export async function status(opts: { config?: string; json?: boolean }): Promise
     ["daemon", view ? `running (pid ${view.pid})` : lock.text],
     ["jobs", `${jobs.length} in ${config.paths.jobs}${notes.length > 0 ? ` (${notes.join("; ")})` : ""}`],
     ["sandbox", await sandboxState(config)],
-    ...(view ? daemonLines(view, config.timezone, zoneOf(config, jobs)) : lock.pid ? [["console", "the daemon does not answer on its control socket or console yet (starting, or console.enabled: false with a state path too long for a socket)"]] : []),
+    ...(view
+      ? daemonLines(view, config.timezone, zoneOf(config, jobs))
+      : lock.pid
+        ? [
+            [
+              "console",
+              "the daemon does not answer on its control socket or console yet (starting, or console.enabled: false with a state path too long for a socket)",
+            ],
+          ]
+        : []),
   ];
   process.stdout.write(lines.map(([name, value]) => `${name ? `${name}:` : ""}`.padEnd(9) + `${value}\n`).join(""));
   return running ? EXIT.ok : EXIT.notRunning;
@@ -58,7 +67,10 @@ export async function status(opts: { config?: string; json?: boolean }): Promise
 function daemonLines(view: StatusView, timezone: string, zone: (job: string) => string): string[][] {
   const { jobs, today } = view;
   const paused = jobs.paused_all ? `all paused (countd resume --all)` : `${jobs.paused} paused`;
-  const running = view.running.map((run) => ["", `${run.job}  ${run.id}${run.node !== undefined ? `  on ${run.node}` : ""}  since ${shownTime(run.started_at, zone(run.job))}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}  ${costText(run.cost)}`]);
+  const running = view.running.map((run) => [
+    "",
+    `${run.job}  ${run.id}${run.node !== undefined ? `  on ${run.node}` : ""}  since ${shownTime(run.started_at, zone(run.job))}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}  ${costText(run.cost)}`,
+  ]);
   const next = view.next_fires.map((fire, i) => [i === 0 ? "next" : "", `${fire.job}  ${shownTime(fire.at, zone(fire.job))}`]);
   return [
     ["version", `${view.version}, up ${span(view.uptime_s * 1_000)} (since ${shownTime(view.started_at, timezone)})`],
@@ -67,11 +79,17 @@ function daemonLines(view: StatusView, timezone: string, zone: (job: string) => 
       i === 0 ? "invalid" : "",
       `${job.name} ${job.loaded ? "keeps its last good version" : "not loaded"}: ${job.problems[0] ?? ""}${job.problems.length > 1 ? ` (and ${job.problems.length - 1} more: countd jobs lists them)` : ""}`,
     ]),
-    ["running", `${view.running.length === 0 ? "no run" : plural(view.running.length, "run")}${view.queued > 0 ? `, ${view.queued} queued` : ""}`],
+    [
+      "running",
+      `${view.running.length === 0 ? "no run" : plural(view.running.length, "run")}${view.queued > 0 ? `, ${view.queued} queued` : ""}`,
+    ],
     ...running,
     ["outbox", `${view.outbox.pending} pending, ${view.outbox.dead} dead`],
     ...(next.length > 0 ? next : [["next", "no fire scheduled"]]),
-    ["today", `${plural(today.runs, "run")}, ${plural(today.failures, "failure")}, tokens ${tokensText(today.tokens)}, ${spentText(today)}`],
+    [
+      "today",
+      `${plural(today.runs, "run")}, ${plural(today.failures, "failure")}, tokens ${tokensText(today.tokens)}, ${spentText(today)}`,
+    ],
     ["budget", budgetText(view.budget)],
   ];
 }
@@ -96,7 +114,9 @@ async function lockHolder(stateDir: string): Promise<{ pid?: number; text: strin
   const lock = join(stateDir, "countd.lock");
   const pid = Number.parseInt(await readFile(lock, "utf8").catch(() => ""), 10);
   if (!(pid > 0)) return { text: `not running (no lock in ${stateDir})` };
-  return isAlive(pid) ? { pid, text: `running (pid ${pid})` } : { text: `not running (the lock ${lock} names pid ${pid}, which has exited)` };
+  return isAlive(pid)
+    ? { pid, text: `running (pid ${pid})` }
+    : { text: `not running (the lock ${lock} names pid ${pid}, which has exited)` };
 }
 
 async function sandboxState(config: Config): Promise<string> {

@@ -13,7 +13,11 @@ import { EXIT } from "./output.js";
  * can be paused before the daemon starts (a kill switch thrown before `countd start` must hold
  * from its first fire).
  */
-export async function steerJobs(change: "pause" | "resume", job: string | undefined, opts: { config?: string; all?: boolean }): Promise<number> {
+export async function steerJobs(
+  change: "pause" | "resume",
+  job: string | undefined,
+  opts: { config?: string; all?: boolean },
+): Promise<number> {
   if ((job === undefined) === !opts.all) {
     process.stderr.write(`countd: ${change}: name a job, or --all for every job\n`);
     return EXIT.usage;
@@ -29,7 +33,8 @@ export async function steerJobs(change: "pause" | "resume", job: string | undefi
     try {
       if (job !== undefined) {
         const { jobs } = await loadJobsDir(config.paths.jobs, jobContext(config, null));
-        if (!jobs.some((j) => j.name === job)) throw new Error(`no job named "${job}" in ${config.paths.jobs} (jobs: ${jobs.map((j) => j.name).join(", ") || "none"})`);
+        if (!jobs.some((j) => j.name === job))
+          throw new Error(`no job named "${job}" in ${config.paths.jobs} (jobs: ${jobs.map((j) => j.name).join(", ") || "none"})`);
       }
       const { state, close } = await openState(config);
       try {
@@ -43,8 +48,11 @@ export async function steerJobs(change: "pause" | "resume", job: string | undefi
     }
   }
   const what = job === undefined ? "every job" : job;
-  const done = change === "pause" ? `paused ${what}: fires are recorded skipped ("paused") until countd resume ${job ?? "--all"}` : `resumed ${what}`;
-  process.stdout.write(`${stillPaused ? `${job} stays paused: every job is paused (countd resume --all)` : done}${daemon ? "" : config.cluster ? " (countd is not running here: kept in the cluster's Redis, which every node follows)" : " (countd is not running: kept in state.json for its next start)"}\n`);
+  const done =
+    change === "pause" ? `paused ${what}: fires are recorded skipped ("paused") until countd resume ${job ?? "--all"}` : `resumed ${what}`;
+  process.stdout.write(
+    `${stillPaused ? `${job} stays paused: every job is paused (countd resume --all)` : done}${daemon ? "" : config.cluster ? " (countd is not running here: kept in the cluster's Redis, which every node follows)" : " (countd is not running: kept in state.json for its next start)"}\n`,
+  );
   return EXIT.ok;
 }
 

@@ -28,15 +28,27 @@ export async function testDelivery(name: string, opts: { config?: string }): Pro
     throw new Error(`${where} no delivery targets: nothing to test`);
   }
   // The mail server's settings, and its password, only when there is mail to send.
-  const config = targets.some((target) => target.kind === "email") ? await loadConfig({ file: opts.config, needs: ["smtp", "deliveries"] }) : located;
+  const config = targets.some((target) => target.kind === "email")
+    ? await loadConfig({ file: opts.config, needs: ["smtp", "deliveries"] })
+    : located;
   const log = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
-  const mailer = createMailer({ smtp: config.smtp, stateDir: config.paths.state, timezone: config.timezone, attachments: config.attachments, log });
+  const mailer = createMailer({
+    smtp: config.smtp,
+    stateDir: config.paths.state,
+    timezone: config.timezone,
+    attachments: config.attachments,
+    log,
+  });
   if (mailer.usesFiles && targets.some((target) => target.kind === "email")) {
-    process.stderr.write(`countd: no smtp settings in countd.yaml: mail is written to ${join(config.paths.state, "mail")}/ as .eml files, as the daemon does\n`);
+    process.stderr.write(
+      `countd: no smtp settings in countd.yaml: mail is written to ${join(config.paths.state, "mail")}/ as .eml files, as the daemon does\n`,
+    );
   }
   const message = testMessage(name, new Date());
   try {
-    const outcomes = await Promise.all(targets.map((target) => sendTest(target, message, { mailer, env: process.env, workspace: config.paths.workspace })));
+    const outcomes = await Promise.all(
+      targets.map((target) => sendTest(target, message, { mailer, env: process.env, workspace: config.paths.workspace })),
+    );
     for (const [index, outcome] of outcomes.entries()) {
       process.stdout.write(`${shown(targets[index]!)}: ${outcome.ok ? `ok (${outcome.detail})` : `failed: ${outcome.reason}`}\n`);
     }

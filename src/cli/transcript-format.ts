@@ -25,7 +25,9 @@ export function formatRun(view: RunView, offline = false): string {
   const time = (iso: string | undefined) => (iso ? shownTime(iso, view.timezone) : "-");
   const header: Array<[string, string]> = [
     ["reason", run.reason],
-    ...(run.node !== undefined ? [["node", `${run.node}${run.attempt !== undefined && run.attempt > 1 ? ` (attempt ${run.attempt})` : ""}`] as [string, string]] : []),
+    ...(run.node !== undefined
+      ? [["node", `${run.node}${run.attempt !== undefined && run.attempt > 1 ? ` (attempt ${run.attempt})` : ""}`] as [string, string]]
+      : []),
     ["status", view.running ? "running (countd follow shows it live)" : run.status],
     ["scheduled", time(run.scheduledAt)],
     ["started", time(run.startedAt)],
@@ -78,7 +80,10 @@ function stepLines(step: TranscriptStep): string[] {
     ...(step.duration_ms !== undefined ? [span(step.duration_ms)] : []),
     ...(step.attempts !== undefined && step.attempts > 1 ? [plural(step.attempts, "attempt")] : []),
   ];
-  const lines = [`  tool ${step.name}  ${facts.join("  ")}`, `    arguments  ${firstIndented(inert(cut(argumentsText(step.arguments))), 15)}`];
+  const lines = [
+    `  tool ${step.name}  ${facts.join("  ")}`,
+    `    arguments  ${firstIndented(inert(cut(argumentsText(step.arguments))), 15)}`,
+  ];
   if (step.result !== undefined) lines.push(`    result     ${firstIndented(inert(cut(step.result)), 15)}`);
   return lines;
 }

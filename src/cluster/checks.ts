@@ -29,7 +29,9 @@ export async function checkRedis(url: string): Promise<{ warnings: string[] }> {
   try {
     const version = /^redis_version:(\S+)/m.exec(await client.info("server"))?.[1];
     if (version === undefined || olderThan(version, MIN_REDIS_VERSION)) {
-      throw new RedisUnusable(`Redis at ${shown} is version ${version ?? "unknown"}; countd's cluster needs Redis ${MIN_REDIS_VERSION.join(".")} or later`);
+      throw new RedisUnusable(
+        `Redis at ${shown} is version ${version ?? "unknown"}; countd's cluster needs Redis ${MIN_REDIS_VERSION.join(".")} or later`,
+      );
     }
     return { warnings: [await evictionWarning(client, shown)].filter((line): line is string => line !== undefined) };
   } catch (err) {

@@ -35,7 +35,11 @@ const NODES_KEY = "countd:nodes";
 async function warnOfTagClash(records: Redis, node: string, log: Logger): Promise<void> {
   const [[, others]] = (await records.multi().smembers(NODES_KEY).sadd(NODES_KEY, node).exec()) as [[Error | null, string[]]];
   const clash = others.find((other) => other !== node && nodeTag(other) === nodeTag(node));
-  if (clash) log.warn({ node, other: clash, tag: nodeTag(node) }, `run ids of node ${node} could repeat those of node ${clash}: their names give the same tag; rename one (cluster.node)`);
+  if (clash)
+    log.warn(
+      { node, other: clash, tag: nodeTag(node) },
+      `run ids of node ${node} could repeat those of node ${clash}: their names give the same tag; rename one (cluster.node)`,
+    );
 }
 
 /**
@@ -82,7 +86,17 @@ export class Cluster {
       const subscriber = await connectRedis(settings.redis, "records", { name, log });
       connected.push(subscriber);
       const state = await RedisSharedState.open(records, { subscriber, log });
-      return new Cluster(settings.redis, settings.node, settings.hold, new RedisRunHistory(records, { log }), state, queues, records, subscriber, log);
+      return new Cluster(
+        settings.redis,
+        settings.node,
+        settings.hold,
+        new RedisRunHistory(records, { log }),
+        state,
+        queues,
+        records,
+        subscriber,
+        log,
+      );
     } catch (err) {
       connected.forEach((client) => client.disconnect());
       throw err;

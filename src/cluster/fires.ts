@@ -188,7 +188,9 @@ export class ClusterFires {
       });
       worker.on("failed", (queued, err) => this.log.error({ slot: queued?.id, error: errorText(err) }, "a cluster fire failed"));
       // Alive but cut off from Redis (or stalled) past the lock: another daemon may take the fire over.
-      worker.on("lockRenewalFailed", (ids) => this.log.error({ slots: ids }, "could not renew the hold on a fire; another daemon may run it again"));
+      worker.on("lockRenewalFailed", (ids) =>
+        this.log.error({ slots: ids }, "could not renew the hold on a fire; another daemon may run it again"),
+      );
     }
   }
 
@@ -208,7 +210,11 @@ export class ClusterFires {
    */
   fire(request: FireRequest): void {
     if (this.due.length === 0) setImmediate(() => void this.add());
-    this.due.push({ job: request.job, reason: request.reason === "catch-up" ? "catch-up" : "schedule", scheduledAt: request.scheduledAt.toISOString() });
+    this.due.push({
+      job: request.job,
+      reason: request.reason === "catch-up" ? "catch-up" : "schedule",
+      scheduledAt: request.scheduledAt.toISOString(),
+    });
   }
 
   /**
@@ -225,7 +231,10 @@ export class ClusterFires {
     }
     // BullMQ's commands wait for Redis, so its workers never finish closing: they are left behind
     // (Cluster.close drops the connection, `countd start` exits once stopped).
-    this.log.warn({ waitedMs: LET_GO_MS }, "Redis did not answer: stopping without handing back the fires taken; another daemon takes them once their hold expires");
+    this.log.warn(
+      { waitedMs: LET_GO_MS },
+      "Redis did not answer: stopping without handing back the fires taken; another daemon takes them once their hold expires",
+    );
   }
 
   private kept(): Pick<JobsOptions, "removeOnComplete" | "removeOnFail"> {
@@ -243,7 +252,11 @@ export class ClusterFires {
     let added: QueuedJob[];
     try {
       added = await this.runs.addBulk(
-        fires.map((fire, i) => ({ name: fire.job, data: fire, opts: { jobId: ids[i], ...this.kept(), ...deduplication(fire.job, policies[i]!) } })),
+        fires.map((fire, i) => ({
+          name: fire.job,
+          data: fire,
+          opts: { jobId: ids[i], ...this.kept(), ...deduplication(fire.job, policies[i]!) },
+        })),
       );
     } catch (err) {
       this.log.error({ jobs: fires.map((fire) => fire.job), error: errorText(err) }, "could not add the fires to the cluster's queue");
@@ -257,7 +270,10 @@ export class ClusterFires {
         try {
           await this.deduplicated(fire, policies[i]!, into);
         } catch (err) {
-          this.log.error({ job: fire.job, slot: ids[i], error: errorText(err) }, "could not decide on a fire the cluster's queue deduplicated");
+          this.log.error(
+            { job: fire.job, slot: ids[i], error: errorText(err) },
+            "could not decide on a fire the cluster's queue deduplicated",
+          );
         }
       }),
     );
@@ -316,11 +332,17 @@ export class ClusterFires {
     const [skipped] = await Promise.all([
       fire.run ? false : this.skippedElsewhere(fire),
       this.opts.state.refresh().catch((err: unknown) => {
-        this.log.warn({ job: fire.job, error: errorText(err) }, "could not read the cluster's job state; the fire is run on this daemon's copy");
+        this.log.warn(
+          { job: fire.job, error: errorText(err) },
+          "could not read the cluster's job state; the fire is run on this daemon's copy",
+        );
       }),
     ]);
     if (skipped) {
-      this.log.info({ job: fire.job, slot: queued.id }, "not run: another daemon recorded this slot skipped (overlap: skip) before this one added it");
+      this.log.info(
+        { job: fire.job, slot: queued.id },
+        "not run: another daemon recorded this slot skipped (overlap: skip) before this one added it",
+      );
       return;
     }
     await this.opts.runner.runToEnd(request, { ...opts, watch: this.watch(queued) });
@@ -338,7 +360,10 @@ export class ClusterFires {
     try {
       return (await this.claimSkipOrRun(fire, "run")) === "skipped";
     } catch (err) {
-      this.log.warn({ job: fire.job, error: errorText(err) }, "could not claim the slot's decision against another daemon's skip; it is run");
+      this.log.warn(
+        { job: fire.job, error: errorText(err) },
+        "could not claim the slot's decision against another daemon's skip; it is run",
+      );
       return false;
     }
   }
@@ -352,7 +377,10 @@ export class ClusterFires {
    *   runs again): again only when it failed and would have been retried there (the daemon went
    *   during the backoff); never reported, as its node queued what it had to say.
    */
-  private async resume(fire: QueuedFire, noted: HeldRun): Promise<(Pick<RunOptions, "attempt" | "retry"> & { request: FireRequest }) | undefined> {
+  private async resume(
+    fire: QueuedFire,
+    noted: HeldRun,
+  ): Promise<(Pick<RunOptions, "attempt" | "retry"> & { request: FireRequest }) | undefined> {
     const job = this.opts.job(fire.job);
     const left = await this.endedUnnoted(job, noted);
     const attempts = job?.retry.attempts ?? 1;
@@ -367,7 +395,9 @@ export class ClusterFires {
     }
     this.log.warn(log, "a run left by a daemon that stopped holding it is not run again");
     if (ended === undefined && job && found.marked) {
-      await this.opts.interrupted?.(job, found.marked).catch((err: unknown) => this.log.error({ ...log, error: errorText(err) }, "could not report the interrupted run"));
+      await this.opts
+        .interrupted?.(job, found.marked)
+        .catch((err: unknown) => this.log.error({ ...log, error: errorText(err) }, "could not report the interrupted run"));
     }
     return undefined;
   }
@@ -433,7 +463,8 @@ export class ClusterFires {
     const written = queued.updateData(data).catch((err: unknown) => {
       this.log.error({ slot: queued.id, runId: run.id, error: errorText(err) }, "could not note the run in the cluster's queue");
     });
-    if (!(await settlesWithin(written, NOTE_WAIT_MS))) this.log.warn({ slot: queued.id, runId: run.id }, "noting the run in the cluster's queue is taking long; the run goes on");
+    if (!(await settlesWithin(written, NOTE_WAIT_MS)))
+      this.log.warn({ slot: queued.id, runId: run.id }, "noting the run in the cluster's queue is taking long; the run goes on");
   }
 }
 
@@ -444,7 +475,6 @@ export class ClusterFires {
 function lostConnection(err: Error): boolean {
   return (err as NodeJS.ErrnoException).syscall !== undefined || !isNotConnectionError(err);
 }
-
 
 const slotIdOf = (fire: QueuedFire): string => slotId(fire.job, new Date(fire.scheduledAt));
 

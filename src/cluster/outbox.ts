@@ -130,7 +130,14 @@ export class ClusterOutbox implements DeliveryOutbox {
     const ids = jobs.map((job) => job.opts.jobId);
     for (const [i, id] of ids.entries()) {
       this.mine.add(id);
-      this.tell({ id, status: "queued", attempts: 0, target: targetKey(targets[i]!), to: describeTarget(targets[i]!), kind: targets[i]!.kind });
+      this.tell({
+        id,
+        status: "queued",
+        attempts: 0,
+        target: targetKey(targets[i]!),
+        to: describeTarget(targets[i]!),
+        kind: targets[i]!.kind,
+      });
     }
     return ids;
   }
@@ -167,7 +174,10 @@ export class ClusterOutbox implements DeliveryOutbox {
   async close(): Promise<void> {
     const closed = this.stop().then(() => this.queue.close());
     if (!(await settlesWithin(closed, LET_GO_MS))) {
-      this.log.warn({ waitedMs: LET_GO_MS }, "Redis did not answer: stopping without handing back the deliveries taken; another daemon sends them once their hold expires");
+      this.log.warn(
+        { waitedMs: LET_GO_MS },
+        "Redis did not answer: stopping without handing back the deliveries taken; another daemon sends them once their hold expires",
+      );
       if (this.opts.ownsConnection) this.opts.redis.disconnect();
       return;
     }
@@ -251,7 +261,15 @@ export class ClusterOutbox implements DeliveryOutbox {
       else if (state === "delayed") await job.promote();
       targets.add(targetKey(data.target));
       this.mine.add(job.id!);
-      this.tell({ id: job.id!, status: "retried", attempts: 0, target: targetKey(data.target), to: describeTarget(data.target), kind: data.target.kind, nextAttemptAt: iso(now) });
+      this.tell({
+        id: job.id!,
+        status: "retried",
+        attempts: 0,
+        target: targetKey(data.target),
+        to: describeTarget(data.target),
+        kind: data.target.kind,
+        nextAttemptAt: iso(now),
+      });
     }
     if (targets.size > 0) await this.opts.redis.hdel(DISABLED, ...targets);
     return chosen.length;
@@ -332,7 +350,10 @@ export class ClusterOutbox implements DeliveryOutbox {
     if (failure?.disableTarget) {
       const disabled: DisabledTarget = { at: iso(Date.now()), reason: `target disabled after HTTP ${failure.status ?? 410}` };
       await this.opts.redis.hset(DISABLED, key, JSON.stringify(disabled));
-      this.log.warn(fields, "delivery target disabled; nothing more is sent to it until its URL changes in the job file, SIGHUP, or `countd outbox retry`");
+      this.log.warn(
+        fields,
+        "delivery target disabled; nothing more is sent to it until its URL changes in the job file, SIGHUP, or `countd outbox retry`",
+      );
       this.tell({ ...told, status: "dead", error: reason });
       return new UnrecoverableError(reason);
     }
@@ -363,10 +384,12 @@ export class ClusterOutbox implements DeliveryOutbox {
   /** A delivery that `countd outbox retry <id>` may send again; throws, as a daemon's own outbox does, for one acknowledged or unknown. */
   private async pendingOrDead(id: string): Promise<QueuedJob> {
     const deliveredAt = await this.deliveredAt(id);
-    if (deliveredAt) throw new Error(`delivery ${id} was acknowledged at ${deliveredAt.toISOString()}; a delivered message is not sent again`);
+    if (deliveredAt)
+      throw new Error(`delivery ${id} was acknowledged at ${deliveredAt.toISOString()}; a delivered message is not sent again`);
     const job = await this.queue.getJob(id);
     const state = job ? await job.getState() : "unknown";
-    if (!job || state === "completed" || state === "unknown") throw new Error(`no pending or dead delivery with id "${id}" in the cluster's outbox`);
+    if (!job || state === "completed" || state === "unknown")
+      throw new Error(`no pending or dead delivery with id "${id}" in the cluster's outbox`);
     return job;
   }
 
@@ -395,7 +418,10 @@ export class ClusterOutbox implements DeliveryOutbox {
   private dataOf(job: QueuedJob): DeliveryData | undefined {
     const parsed = dataShape.safeParse(job.data);
     if (parsed.success) return parsed.data;
-    this.log.warn({ delivery: job.id, problem: parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ") }, "delivery in Redis cannot be used; skipped");
+    this.log.warn(
+      { delivery: job.id, problem: parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ") },
+      "delivery in Redis cannot be used; skipped",
+    );
     return undefined;
   }
 
@@ -451,4 +477,3 @@ export async function openClusterOutbox(settings: ClusterConfig, send: SendFn, l
   const redis = await commandRedis(settings, { role: "queues", ...(log ? { log } : {}) });
   return new ClusterOutbox({ redis, send, holdMs: settings.hold, ...(log ? { log } : {}), ownsConnection: true });
 }
-

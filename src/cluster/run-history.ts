@@ -95,7 +95,9 @@ export class RedisRunHistory implements RunHistoryStore {
     }
     const parsed = runRecordShape.safeParse(value);
     if (parsed.success && parsed.data.job === job && parsed.data.id === id) return parsed.data;
-    const problem = parsed.success ? `is a record of ${parsed.data.job}/${parsed.data.id}` : parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ");
+    const problem = parsed.success
+      ? `is a record of ${parsed.data.job}/${parsed.data.id}`
+      : parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ");
     this.log.warn({ job, runId: id, problem }, "run record in Redis cannot be used; skipped");
     return undefined;
   }

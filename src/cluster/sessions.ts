@@ -125,7 +125,9 @@ export class ClusterSessions implements SessionHistory {
       else this.unsent.set(sessionId, [block]);
       await this.send(sessionId);
     });
-    await within(sent, SESSION_WAIT_MS, () => this.log.warn({ sessionId }, "Redis does not answer; the run's messages are added to the shared session when it does"));
+    await within(sent, SESSION_WAIT_MS, () =>
+      this.log.warn({ sessionId }, "Redis does not answer; the run's messages are added to the shared session when it does"),
+    );
     // Written, never read back here: the history is Redis's, and this node's copy only grows.
     const file = this.local.fileOf(sessionId);
     await this.copies.run(file, () => appendJsonLines(file, [...marker, ...messages]));
@@ -140,7 +142,9 @@ export class ClusterSessions implements SessionHistory {
       if (n > 0) await this.redis.eval(DROP, 1, listKey(sessionId), n);
     });
     return within(dropped, SESSION_WAIT_MS, () => {
-      throw new Error(`could not drop the oldest messages of the shared session ${sessionId}: Redis did not answer within ${SESSION_WAIT_MS} ms`);
+      throw new Error(
+        `could not drop the oldest messages of the shared session ${sessionId}: Redis did not answer within ${SESSION_WAIT_MS} ms`,
+      );
     });
   }
 
@@ -152,7 +156,10 @@ export class ClusterSessions implements SessionHistory {
       try {
         await this.redis.eval(APPEND, 2, listKey(sessionId), blockKey(block.id), BLOCK_KEPT_MS, ...block.entries);
       } catch (err) {
-        this.log.warn({ sessionId, unsent: blocks.length, error: errorText(err) }, "could not add a run's messages to the shared session in Redis; kept until Redis is back");
+        this.log.warn(
+          { sessionId, unsent: blocks.length, error: errorText(err) },
+          "could not add a run's messages to the shared session in Redis; kept until Redis is back",
+        );
         return;
       }
       blocks.shift();
@@ -174,7 +181,11 @@ export class ClusterSessions implements SessionHistory {
       if (typeof value === "object" && value !== null && "run" in value && !("role" in value)) continue;
       const message = chatMessageShape.safeParse(value);
       if (message.success) messages.push(message.data);
-      else this.log.warn({ sessionId, index, problem: message.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ") }, "shared session entry in Redis cannot be used; skipped");
+      else
+        this.log.warn(
+          { sessionId, index, problem: message.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ") },
+          "shared session entry in Redis cannot be used; skipped",
+        );
     }
     return messages;
   }

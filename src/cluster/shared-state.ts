@@ -2,7 +2,14 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
 import { isoTime } from "../store/quarantine.js";
-import { deliveredShape, jobStateShape, type HeartbeatState, type JobState, type SharedState, type SharedStateStore } from "../store/state.js";
+import {
+  deliveredShape,
+  jobStateShape,
+  type HeartbeatState,
+  type JobState,
+  type SharedState,
+  type SharedStateStore,
+} from "../store/state.js";
 import { errorText } from "../text.js";
 
 /** Job states by job name (a hash of JSON), the heartbeat's state (JSON), the kill switch (an ISO time). */
@@ -36,7 +43,10 @@ redis.call('PUBLISH', ARGV[3], version)
 return version
 `;
 
-const heartbeatShape = z.object({ delivered: z.array(deliveredShape), lastContactAt: isoTime.optional() }) satisfies z.ZodType<HeartbeatState>;
+const heartbeatShape = z.object({
+  delivered: z.array(deliveredShape),
+  lastContactAt: isoTime.optional(),
+}) satisfies z.ZodType<HeartbeatState>;
 
 interface Snapshot {
   version: string;
@@ -105,7 +115,17 @@ export class RedisSharedState implements SharedStateStore {
           // Already so (each daemon records the same slot fired): nothing to write, nobody to tell, if the copy is current.
           if (((await this.redis.get(VERSION_KEY)) ?? "0") === base.version) return;
         } else {
-          const written = await this.redis.eval(WRITE, 4, VERSION_KEY, JOBS_KEY, HEARTBEAT_KEY, PAUSED_ALL_KEY, base.version, JSON.stringify(changed), STATE_CHANNEL);
+          const written = await this.redis.eval(
+            WRITE,
+            4,
+            VERSION_KEY,
+            JOBS_KEY,
+            HEARTBEAT_KEY,
+            PAUSED_ALL_KEY,
+            base.version,
+            JSON.stringify(changed),
+            STATE_CHANNEL,
+          );
           if (written !== null) {
             this.copy = { version: String(written), data: next };
             return;
@@ -135,7 +155,9 @@ export class RedisSharedState implements SharedStateStore {
     this.reread ??= this.serially(async () => {
       this.reread = undefined;
       this.copy = await this.read();
-    }).catch((err: unknown) => this.log.warn({ error: errorText(err) }, "could not read the cluster's state; reading it again at its next change"));
+    }).catch((err: unknown) =>
+      this.log.warn({ error: errorText(err) }, "could not read the cluster's state; reading it again at its next change"),
+    );
   }
 
   private serially<T>(step: () => Promise<T>): Promise<T> {
@@ -149,7 +171,12 @@ export class RedisSharedState implements SharedStateStore {
     const replies = await this.redis.multi().get(VERSION_KEY).hgetall(JOBS_KEY).get(HEARTBEAT_KEY).get(PAUSED_ALL_KEY).exec();
     if (!replies) throw new Error("the read of the cluster's state was aborted");
     for (const [err] of replies) if (err) throw err;
-    const [version, jobs, heartbeat, pausedAll] = replies.map(([, value]) => value) as [string | null, Record<string, string>, string | null, string | null];
+    const [version, jobs, heartbeat, pausedAll] = replies.map(([, value]) => value) as [
+      string | null,
+      Record<string, string>,
+      string | null,
+      string | null,
+    ];
     const data: SharedState = { jobs: {}, heartbeat: { delivered: [] } };
     for (const [name, text] of Object.entries(jobs)) {
       const state = this.parse(jobStateShape, text, `${JOBS_KEY} ${name}`);
@@ -174,17 +201,24 @@ export class RedisSharedState implements SharedStateStore {
     }
     const parsed = shape.safeParse(value);
     if (parsed.success) return parsed.data;
-    this.log.warn({ key, problem: parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ") }, "shared state in Redis does not fit; left out");
+    this.log.warn(
+      { key, problem: parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ") },
+      "shared state in Redis does not fit; left out",
+    );
     return undefined;
   }
 }
 
 type Diff = ReturnType<typeof diff>;
 
-const unchanged = (changed: Diff): boolean => Object.keys(changed.jobs).length === 0 && changed.heartbeat === undefined && changed.pausedAll === undefined;
+const unchanged = (changed: Diff): boolean =>
+  Object.keys(changed.jobs).length === 0 && changed.heartbeat === undefined && changed.pausedAll === undefined;
 
 /** What WRITE writes: the jobs whose state changed (false: gone), and the other parts if they changed. */
-function diff(before: SharedState, after: SharedState): { jobs: Record<string, string | false>; heartbeat?: string; pausedAll?: string | false } {
+function diff(
+  before: SharedState,
+  after: SharedState,
+): { jobs: Record<string, string | false>; heartbeat?: string; pausedAll?: string | false } {
   const jobs: Record<string, string | false> = {};
   for (const name of new Set([...Object.keys(before.jobs), ...Object.keys(after.jobs)])) {
     const was = before.jobs[name];

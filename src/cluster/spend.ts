@@ -108,13 +108,18 @@ export class ClusterSpend implements SpendBook {
       // Calls this node made that Redis does not have yet count too.
       const spent = { cost: Number(cost ?? 0), tokens: Number(tokens ?? 0), date };
       for (const call of this.unsent) {
-        if (call === this.inFlight || call.timeZone !== timeZone || call.date !== date || (job !== undefined && call.line.job !== job)) continue;
+        if (call === this.inFlight || call.timeZone !== timeZone || call.date !== date || (job !== undefined && call.line.job !== job))
+          continue;
         spent.cost += call.line.cost ?? 0;
         spent.tokens += tokensOf(call.line.usage);
       }
       return spent;
     } catch (err) {
-      if (!this.away) this.log.warn({ error: errorText(err) }, "cannot read the cluster's spend from Redis; budgets count this node's calls only until it is back");
+      if (!this.away)
+        this.log.warn(
+          { error: errorText(err) },
+          "cannot read the cluster's spend from Redis; budgets count this node's calls only until it is back",
+        );
       this.away = true;
       return this.local.today(timeZone, job);
     }
@@ -126,7 +131,11 @@ export class ClusterSpend implements SpendBook {
    */
   async flush(): Promise<void> {
     await Promise.all([this.local.flush(), settlesWithin(this.send(), CLUSTER_FIGURES_WAIT_MS)]);
-    if (this.unsent.length > 0) this.log.warn({ calls: this.unsent.length }, "calls not counted in Redis: the cluster's budgets and `countd cost` miss them (this node's spend file has them)");
+    if (this.unsent.length > 0)
+      this.log.warn(
+        { calls: this.unsent.length },
+        "calls not counted in Redis: the cluster's budgets and `countd cost` miss them (this node's spend file has them)",
+      );
   }
 
   /** Sends the unsent calls in order, one sender at a time; stops at the first that fails, keeping it and those after it. */
@@ -141,7 +150,10 @@ export class ClusterSpend implements SpendBook {
           try {
             await this.redis.eval(RECORD, 3, seenKey(call.id), dayKey(call.timeZone, call.date), callsKey(line.at.slice(0, 10)), ...args);
           } catch (err) {
-            this.log.warn({ unsent: this.unsent.length, error: errorText(err) }, "could not count a call's price in Redis; kept until Redis is back");
+            this.log.warn(
+              { unsent: this.unsent.length, error: errorText(err) },
+              "could not count a call's price in Redis; kept until Redis is back",
+            );
             return;
           } finally {
             this.inFlight = undefined;

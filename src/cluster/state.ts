@@ -44,7 +44,8 @@ export async function recordExchange(config: Config, at = new Date()): Promise<v
   const { state, close } = await openState(config);
   try {
     await state.update(({ heartbeat }) => {
-      if (heartbeat.lastContactAt === undefined || Date.parse(heartbeat.lastContactAt) < at.getTime()) heartbeat.lastContactAt = at.toISOString();
+      if (heartbeat.lastContactAt === undefined || Date.parse(heartbeat.lastContactAt) < at.getTime())
+        heartbeat.lastContactAt = at.toISOString();
     });
   } finally {
     await close();

@@ -72,7 +72,10 @@ export class RedisTranscripts implements TranscriptStore {
       return { steps: [], incomplete: `this run ran on node ${run.node}; its transcript could not be read from Redis: ${errorText(err)}` };
     }
     if (text === null) {
-      return { steps: [], incomplete: `this run ran on node ${run.node} and its transcript is not in Redis: its node stores it a second after the run ended and it goes after retention.sessions; a node stopped before storing it leaves none` };
+      return {
+        steps: [],
+        incomplete: `this run ran on node ${run.node} and its transcript is not in Redis: its node stores it a second after the run ended and it goes after retention.sessions; a node stopped before storing it leaves none`,
+      };
     }
     const parsed = transcriptShape.safeParse(JSON.parse(text));
     if (!parsed.success) {
@@ -89,7 +92,10 @@ export class RedisTranscripts implements TranscriptStore {
       const args = [JSON.stringify(transcript), keepMs, run.id, Date.parse(run.startedAt), RUNS_KEPT_PER_JOB, transcriptsOf(run.job)];
       await this.redis.eval(SAVE, 2, transcriptKey(run.job, run.id), orderKey(run.job), ...args);
     } catch (err) {
-      this.log.warn({ job: run.job, runId: run.id, error: errorText(err) }, "could not store the run's transcript in Redis; other nodes cannot show it");
+      this.log.warn(
+        { job: run.job, runId: run.id, error: errorText(err) },
+        "could not store the run's transcript in Redis; other nodes cannot show it",
+      );
     }
   }
 }
@@ -98,7 +104,14 @@ export class RedisTranscripts implements TranscriptStore {
 function bounded(transcript: Transcript): Transcript {
   const steps: TranscriptStep[] = transcript.steps.map((step) =>
     step.kind === "tool" && step.result !== undefined && step.result.length > STORED_RESULT_CHARS
-      ? { ...step, result: excerpt(step.result, STORED_RESULT_CHARS, ` [cut: ${step.result.length} characters in all; the session file on the run's node has the whole result]`) }
+      ? {
+          ...step,
+          result: excerpt(
+            step.result,
+            STORED_RESULT_CHARS,
+            ` [cut: ${step.result.length} characters in all; the session file on the run's node has the whole result]`,
+          ),
+        }
       : step,
   );
   let bytes = Buffer.byteLength(JSON.stringify({ ...transcript, steps: [] }));

@@ -37,7 +37,13 @@ const envelopeShape = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("sync"), node: z.string(), to: z.string(), run: z.array(messageShape) }),
   z.object({ kind: z.literal("stopped"), node: z.string() }),
   z.object({ kind: z.literal("cancel"), node: z.string(), to: z.string(), request: z.string(), run: z.string(), why: z.string() }),
-  z.object({ kind: z.literal("cancelled"), node: z.string(), to: z.string(), request: z.string(), result: z.enum(["cancelled", "not found"]) }),
+  z.object({
+    kind: z.literal("cancelled"),
+    node: z.string(),
+    to: z.string(),
+    request: z.string(),
+    result: z.enum(["cancelled", "not found"]),
+  }),
 ]);
 type Envelope = z.infer<typeof envelopeShape>;
 
@@ -130,7 +136,8 @@ export class ClusterView<M extends LiveLike> {
     const result = await answered;
     clearTimeout(timer);
     this.answers.delete(request);
-    if (result === "no answer") this.log.warn({ job: run.job, runId: run.id, node: run.node }, "the node holding the run did not answer the cancel");
+    if (result === "no answer")
+      this.log.warn({ job: run.job, runId: run.id, node: run.node }, "the node holding the run did not answer the cancel");
     return result;
   }
 
@@ -202,7 +209,8 @@ export class ClusterView<M extends LiveLike> {
         return;
       }
       case "hello":
-        if (envelope.to === undefined || envelope.to === me) for (const run of live.snapshot()) this.publish({ kind: "sync", node: me, to: envelope.node, run });
+        if (envelope.to === undefined || envelope.to === me)
+          for (const run of live.snapshot()) this.publish({ kind: "sync", node: me, to: envelope.node, run });
         return;
       case "sync":
         if (envelope.to === me) live.remoteReplay(envelope.run as M[]);
@@ -213,7 +221,13 @@ export class ClusterView<M extends LiveLike> {
       case "cancel":
         if (envelope.to !== me) return;
         this.log.info({ runId: envelope.run, from: envelope.node }, "cancel asked by another node");
-        return this.publish({ kind: "cancelled", node: me, to: envelope.node, request: envelope.request, result: this.opts.runner.cancel(envelope.run, envelope.why) });
+        return this.publish({
+          kind: "cancelled",
+          node: me,
+          to: envelope.node,
+          request: envelope.request,
+          result: this.opts.runner.cancel(envelope.run, envelope.why),
+        });
       case "cancelled":
         if (envelope.to === me) this.answers.get(envelope.request)?.(envelope.result);
         return;

@@ -51,8 +51,7 @@ export const positiveInt = () => {
 export const text = () => z.string(expected("a string")).min(1, expected("a non-empty string"));
 
 /** `${VAR}` yields "true"/"false", so switches take those strings too. */
-export const bool = () =>
-  z.preprocess((v) => (v === "true" ? true : v === "false" ? false : v), z.boolean(expected("true or false")));
+export const bool = () => z.preprocess((v) => (v === "true" ? true : v === "false" ? false : v), z.boolean(expected("true or false")));
 
 export const envName = () =>
   z.string(expected("an environment variable name")).regex(/^[A-Za-z_][A-Za-z0-9_]*$/, expected("an environment variable name"));
@@ -145,7 +144,10 @@ export const oneOf = <T extends readonly [string, ...string[]]>(values: T) => z.
 export const timeZone = () =>
   text().refine(isTimeZone, {
     error: (issue) => {
-      const near = typeof issue.input === "string" && issue.input.length <= MAX_TIME_ZONE_LENGTH ? closeName(issue.input, Intl.supportedValuesOf("timeZone")) : undefined;
+      const near =
+        typeof issue.input === "string" && issue.input.length <= MAX_TIME_ZONE_LENGTH
+          ? closeName(issue.input, Intl.supportedValuesOf("timeZone"))
+          : undefined;
       return `expected an IANA time zone name like "Asia/Shanghai", got ${describeValue(issue.input)}${near ? ` (did you mean "${near}"?)` : ""}`;
     },
   });

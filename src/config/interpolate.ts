@@ -39,7 +39,11 @@ export function interpolateEnv(
       node.value = node.value.replace(REFERENCE, (reference, inner: string) => {
         const parsed = NAME_AND_DEFAULT.exec(inner);
         if (!parsed) {
-          problems.push({ path, offset: at(reference), message: `invalid variable reference "${reference}": expected \${NAME} or \${NAME:-default}` });
+          problems.push({
+            path,
+            offset: at(reference),
+            message: `invalid variable reference "${reference}": expected \${NAME} or \${NAME:-default}`,
+          });
           return reference;
         }
         const [, name = "", fallback] = parsed;

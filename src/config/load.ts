@@ -56,11 +56,15 @@ export async function loadConfig(opts: LoadConfigOptions = {}): Promise<Config> 
     // Validating a document that did not parse would only add noise to the real error.
     if (parsed.syntaxErrors.length > 0) throw new ConfigError(parsed.syntaxErrors);
     source = parsed.source;
-    const unused = (at: YamlPath) => ((at[0] === "provider" || at[0] === "smtp") && !needs.has(at[0])) || (at[0] === MCP_SECTION && !needs.has("mcp"));
+    const unused = (at: YamlPath) =>
+      ((at[0] === "provider" || at[0] === "smtp") && !needs.has(at[0])) || (at[0] === MCP_SECTION && !needs.has("mcp"));
     const secret = needs.has("mcp") ? mcpSecrets(source) : { paths: [], names: [] };
     const interpolated = interpolateOutsideTargets(source, env, unused);
     problems.push(...interpolated.problems);
-    data = withoutSections(source.doc.toJS(), interpolated.unresolved.filter((at) => at[0] !== MCP_SECTION));
+    data = withoutSections(
+      source.doc.toJS(),
+      interpolated.unresolved.filter((at) => at[0] !== MCP_SECTION),
+    );
     const filledIn = secret.paths.map((at) => parsed.source.doc.getIn(at));
     secretValues = [...filledIn, ...secret.names.map((name) => env[name])].filter((value): value is string => typeof value === "string");
   }
@@ -105,7 +109,8 @@ function mcpSecrets(source: YamlSource): { paths: YamlPath[]; names: string[] } 
         if (!isScalar(key) || !isScalar(value)) continue;
         const referred = [...String(value.value).matchAll(VARIABLE)].map((match) => match[1]!);
         names.push(...referred);
-        if (referred.length > 0 || isSecretKey(String(key.value))) paths.push([MCP_SECTION, String(server.key.value), field, String(key.value)]);
+        if (referred.length > 0 || isSecretKey(String(key.value)))
+          paths.push([MCP_SECTION, String(server.key.value), field, String(key.value)]);
       }
     }
   }
@@ -185,7 +190,12 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string, mcpSecre
   const provider = resolveProvider(data.provider, env, problems, envProblems);
 
   const { workspace, state, logs, jobs } = data.paths;
-  const paths = { workspace: path.resolve(dir, workspace), state: path.resolve(dir, state), logs: path.resolve(dir, logs), jobs: path.resolve(dir, jobs) };
+  const paths = {
+    workspace: path.resolve(dir, workspace),
+    state: path.resolve(dir, state),
+    logs: path.resolve(dir, logs),
+    jobs: path.resolve(dir, jobs),
+  };
 
   // Every provider's key variable, not just the configured one: a job may switch provider.
   const keyNames = new Set(Object.values(PRESETS).flatMap((preset) => preset.apiKeyEnv));
@@ -197,12 +207,19 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string, mcpSecre
   });
   // Job files may hold a webhook's own token (a listed secret), never the provider's key.
   data.jobEnv.forEach((name, index) => {
-    if (keyNames.has(name)) problems.push({ path: ["job_env", index], message: `${name} holds a provider's key, which job files must never reach` });
+    if (keyNames.has(name))
+      problems.push({ path: ["job_env", index], message: `${name} holds a provider's key, which job files must never reach` });
   });
 
   const consoleSettings = consoleWithOverride(data.console, env, envProblems);
 
-  const secretValues = [provider.apiKey, data.smtp?.password, ...redisSecrets(data.cluster?.redis), ...[...secretNames].map((name) => env[name]), ...mcpSecretValues];
+  const secretValues = [
+    provider.apiKey,
+    data.smtp?.password,
+    ...redisSecrets(data.cluster?.redis),
+    ...[...secretNames].map((name) => env[name]),
+    ...mcpSecretValues,
+  ];
   const settings = data;
   return {
     config: {
@@ -219,7 +236,9 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string, mcpSecre
       tools: { ...data.tools, readOnlyRoots: data.tools.readOnlyRoots.map((root) => path.resolve(dir, root)) },
       // A stdio server runs in the file's folder unless it names another.
       mcpServers: data.mcpServers.map((server) =>
-        server.transport.kind === "stdio" ? { ...server, transport: { ...server.transport, cwd: path.resolve(dir, server.transport.cwd ?? ".") } } : server,
+        server.transport.kind === "stdio"
+          ? { ...server, transport: { ...server.transport, cwd: path.resolve(dir, server.transport.cwd ?? ".") } }
+          : server,
       ),
       secrets: [...new Set(secretValues.filter((value): value is string => !!value))],
     },
@@ -298,7 +317,9 @@ function consoleWithOverride(settings: ConfigFile["console"], env: NodeJS.Proces
     return settings;
   }
   if (!settings.allowRemote && !isLoopback(parsed.data.host)) {
-    envProblems.push(`COUNTD_CONSOLE_LISTEN: ${override} is not a loopback address; set console.allow_remote: true to listen beyond this machine (behind a TLS reverse proxy)`);
+    envProblems.push(
+      `COUNTD_CONSOLE_LISTEN: ${override} is not a loopback address; set console.allow_remote: true to listen beyond this machine (behind a TLS reverse proxy)`,
+    );
     return settings;
   }
   return { ...settings, listen: parsed.data };

@@ -27,7 +27,10 @@ export async function placementProblems(paths: Config["paths"], configDir: strin
   for (const { key, folder, why } of GUARDED) {
     const real = await realPath(paths[folder]);
     if (isInside(real, workspace)) {
-      problems.push({ path: [key], message: `${paths[folder]}${shownReal(paths[folder], real)} is inside the workspace ${paths.workspace}: ${why}` });
+      problems.push({
+        path: [key],
+        message: `${paths[folder]}${shownReal(paths[folder], real)} is inside the workspace ${paths.workspace}: ${why}`,
+      });
     }
   }
   if (configDir !== undefined) {

@@ -6,7 +6,23 @@ import { PRESET_NAMES } from "../providers/presets.js";
 import { mcpServersSchema } from "../tools/mcp/config.js";
 import { budgetCaps, type DaemonBudget } from "../cost/caps.js";
 import type { Price } from "../cost/prices.js";
-import { bool, byteSize, duration, envName, expected, httpURL, list, numeric, oneOf, positiveInt, regex, section, text, timeZone, unlessEmpty } from "./fields.js";
+import {
+  bool,
+  byteSize,
+  duration,
+  envName,
+  expected,
+  httpURL,
+  list,
+  numeric,
+  oneOf,
+  positiveInt,
+  regex,
+  section,
+  text,
+  timeZone,
+  unlessEmpty,
+} from "./fields.js";
 
 const systemTimeZone = (): string => Intl.DateTimeFormat().resolvedOptions().timeZone;
 
@@ -21,7 +37,8 @@ export const listenSchema = z
   .refine((v) => Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, expected("a port from 0 to 65535"))
   .transform(listenAddress);
 
-const usd = () => numeric(z.number(expected("an amount in USD, a number of at least 0")).nonnegative(expected("an amount in USD, a number of at least 0")));
+const usd = () =>
+  numeric(z.number(expected("an amount in USD, a number of at least 0")).nonnegative(expected("an amount in USD, a number of at least 0")));
 
 /** A price per million tokens; what the cache reads and writes cost defaults to the input price. */
 const priceSchema = z
@@ -34,7 +51,12 @@ const priceSchema = z
     },
     expected("a mapping with input: and output: (USD per million tokens), and optionally cached_input:, cache_write:"),
   )
-  .transform((p): Price => ({ input: p.input, cachedInput: p.cached_input ?? p.input, cacheWrite: p.cache_write ?? p.input, output: p.output }));
+  .transform((p): Price => ({
+    input: p.input,
+    cachedInput: p.cached_input ?? p.input,
+    cacheWrite: p.cache_write ?? p.input,
+    output: p.output,
+  }));
 
 /** Caps a job or the heartbeat may set (USD and tokens), shared by countd.yaml's heartbeat and job files. */
 export const budgetCapsShape = {
@@ -56,7 +78,9 @@ export const configSchema = section({
     base_url: unlessEmpty(httpURL),
     api_key: unlessEmpty(z.string(expected("a string"))),
     model: unlessEmpty(text()),
-    temperature: numeric(z.number(expected("a number from 0 to 2")).min(0, expected("a number from 0 to 2")).max(2, expected("a number from 0 to 2"))).default(0.7),
+    temperature: numeric(
+      z.number(expected("a number from 0 to 2")).min(0, expected("a number from 0 to 2")).max(2, expected("a number from 0 to 2")),
+    ).default(0.7),
     max_tokens: positiveInt().default(4096),
     attempts: positiveInt().default(3),
     timeout: duration({ allowZero: false }).prefault("10m"),
@@ -96,9 +120,13 @@ export const configSchema = section({
       path: ["personality"],
       message: '"custom" needs persona.custom_personality (the personality text)',
     })
-    .transform(
-      (p): PersonaConfig => ({ name: p.name, userName: p.user_name, personality: p.personality, customPersonality: p.custom_personality, locale: p.locale }),
-    ),
+    .transform((p): PersonaConfig => ({
+      name: p.name,
+      userName: p.user_name,
+      personality: p.personality,
+      customPersonality: p.custom_personality,
+      locale: p.locale,
+    })),
   /** IANA name. */
   timezone: timeZone().default(systemTimeZone),
   workspace: text().default("./workspace"),
@@ -112,7 +140,13 @@ export const configSchema = section({
       .strictObject(
         {
           host: text(),
-          port: numeric(z.number(expected("a port number")).int(expected("a port number")).min(1, expected("a port number")).max(65535, expected("a port number"))).default(587),
+          port: numeric(
+            z
+              .number(expected("a port number"))
+              .int(expected("a port number"))
+              .min(1, expected("a port number"))
+              .max(65535, expected("a port number")),
+          ).default(587),
           /** TLS from the start (port 465); otherwise STARTTLS when the server offers it. */
           secure: bool().default(false),
           user: unlessEmpty(text()),
@@ -194,7 +228,8 @@ export const configSchema = section({
     // A listen value that failed its own check has been reported already.
     .refine((c) => typeof c.listen !== "object" || c.allow_remote || isLoopback(c.listen.host), {
       path: ["listen"],
-      message: "is not a loopback address; the console serves the daemon's controls, so set console.allow_remote: true to listen beyond this machine (behind a TLS reverse proxy)",
+      message:
+        "is not a loopback address; the console serves the daemon's controls, so set console.allow_remote: true to listen beyond this machine (behind a TLS reverse proxy)",
     })
     .transform((c) => ({ enabled: c.enabled, listen: c.listen, allowRemote: c.allow_remote, metricsPublic: c.metrics_public })),
   /** Several daemons sharing one schedule on Redis (src/cluster/); undefined: this daemon alone, its state on disk. */
@@ -216,7 +251,9 @@ export const configSchema = section({
            * shorter than 2 s would be lost to an event loop busy for a second.
            */
           hold: duration({ allowZero: false })
-            .refine((held) => held >= 2_000, { error: (issue) => `expected a hold of at least 2s, like "20s", got ${String(issue.input)} ms` })
+            .refine((held) => held >= 2_000, {
+              error: (issue) => `expected a hold of at least 2s, like "20s", got ${String(issue.input)} ms`,
+            })
             .prefault("20s"),
         },
         expected("a mapping with redis: (and optionally node:, hold:)"),

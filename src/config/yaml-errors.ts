@@ -31,13 +31,19 @@ export interface Problem {
  * collection (`to: [${REPORT_TO}]`), the file as it reads with them quoted, and a problem on each,
  * so that the file's other problems can be listed too.
  */
-export function parseYaml(name: string, text: string): { source: YamlSource; syntaxErrors: string[]; recovered?: { source: YamlSource; problems: Problem[] } } {
+export function parseYaml(
+  name: string,
+  text: string,
+): { source: YamlSource; syntaxErrors: string[]; recovered?: { source: YamlSource; problems: Problem[] } } {
   const source = parsed(name, text);
   const { errors } = source.doc;
   // YAML reads the "{" of an unquoted reference as the start of a mapping: the error lands inside the reference, or just after it.
-  const references = [...text.matchAll(/\$\{[^}\n]*\}/g)].filter((ref) => errors.some((error) => error.pos[0] > ref.index && error.pos[0] <= ref.index + ref[0].length + 1));
+  const references = [...text.matchAll(/\$\{[^}\n]*\}/g)].filter((ref) =>
+    errors.some((error) => error.pos[0] > ref.index && error.pos[0] <= ref.index + ref[0].length + 1),
+  );
   const inReference = (offset: number) => references.some((ref) => offset > ref.index && offset <= ref.index + ref[0].length + 1);
-  const unquoted = (ref: RegExpMatchArray) => `${ref[0]} must be quoted here: YAML reads its "{" as the start of a mapping; write "${ref[0]}" (e.g. to: ["${ref[0]}"])`;
+  const unquoted = (ref: RegExpMatchArray) =>
+    `${ref[0]} must be quoted here: YAML reads its "{" as the start of a mapping; write "${ref[0]}" (e.g. to: ["${ref[0]}"])`;
   const syntaxErrors = [
     ...references.map((ref) => ({ at: ref.index!, message: unquoted(ref) })),
     ...errors.filter((error) => !inReference(error.pos[0])).map((error) => ({ at: error.pos[0], message: error.message })),
@@ -47,7 +53,8 @@ export function parseYaml(name: string, text: string): { source: YamlSource; syn
   if (references.length === 0 || errors.some((error) => !inReference(error.pos[0]))) return { source, syntaxErrors };
   // Quoting shifts what follows on the line by two columns per reference: the other problems' places stay close enough to find.
   let quotedText = text;
-  for (const ref of [...references].reverse()) quotedText = `${quotedText.slice(0, ref.index)}"${ref[0]}"${quotedText.slice(ref.index! + ref[0].length)}`;
+  for (const ref of [...references].reverse())
+    quotedText = `${quotedText.slice(0, ref.index)}"${ref[0]}"${quotedText.slice(ref.index! + ref[0].length)}`;
   const quoted = parsed(name, quotedText);
   if (quoted.doc.errors.length > 0) return { source, syntaxErrors };
   const problems = references.map((ref, i): Problem => ({ path: [], offset: ref.index! + 2 * i, message: unquoted(ref) }));
@@ -105,7 +112,10 @@ const MAX_KEY_EXCERPT = 32;
  */
 export function keyExcerpt(key: string): string {
   const chars = [...key];
-  const shown = chars.slice(0, MAX_KEY_EXCERPT).join("").replace(/[\p{C}\p{Zl}\p{Zp}]/gu, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`);
+  const shown = chars
+    .slice(0, MAX_KEY_EXCERPT)
+    .join("")
+    .replace(/[\p{C}\p{Zl}\p{Zp}]/gu, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`);
   return chars.length > MAX_KEY_EXCERPT ? `${shown}…` : shown;
 }
 
@@ -158,7 +168,13 @@ function closeMatch(plain: string, known: readonly string[]): string | undefined
   return (
     known.find((candidate) => candidate === plain) ??
     closestMatch(plain, known, { maxDistance: plain.length <= 4 ? 1 : 2 }) ??
-    (sameLength.length > 0 ? closestMatch(plain, sameLength.filter((candidate) => letters(candidate) === letters(plain)), { maxDistance: 2 }) : undefined)
+    (sameLength.length > 0
+      ? closestMatch(
+          plain,
+          sameLength.filter((candidate) => letters(candidate) === letters(plain)),
+          { maxDistance: 2 },
+        )
+      : undefined)
   );
 }
 

@@ -94,7 +94,8 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   app.notFound((c) => c.json({ error: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404));
 
   app.use("*", async (c, next) => {
-    if (!guard.hostAllowed(c.req.header("host"))) return c.json({ error: "this Host is not the console's: open it by the address countd console prints" }, 403);
+    if (!guard.hostAllowed(c.req.header("host")))
+      return c.json({ error: "this Host is not the console's: open it by the address countd console prints" }, 403);
     await next();
     c.header("X-Content-Type-Options", "nosniff");
     c.header("Referrer-Policy", "no-referrer");
@@ -129,7 +130,8 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
 
   app.use("/api/*", async (c, next) => {
     const credential = guard.credential(c.req.raw.headers);
-    if (!credential) return refuse(c, guard, "sign in first: open the address countd console prints, or send Authorization: Bearer <token>");
+    if (!credential)
+      return refuse(c, guard, "sign in first: open the address countd console prints, or send Authorization: Bearer <token>");
     if (c.req.method !== "GET" && c.req.method !== "HEAD" && !guard.changeAllowed(credential, c.req.raw.headers, c.req.header("host"))) {
       return c.json({ error: "refused: a change must come from the console's own page (CSRF check failed)" }, 403);
     }
@@ -170,14 +172,20 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
       const started = await fire.started;
       if (!started) {
         const end = await fire.ended;
-        return c.json({ status: "skipped", run_id: end.record.id, message: end.record.error ?? end.record.status } satisfies RunNowAnswer, 409);
+        return c.json(
+          { status: "skipped", run_id: end.record.id, message: end.record.error ?? end.record.status } satisfies RunNowAnswer,
+          409,
+        );
       }
       return c.json({ status: "started", run_id: started.id } satisfies RunNowAnswer, 202);
     }
     const answer: RunNowAnswer =
       fire.decision === "started"
         ? { status: "started", run_id: fire.run!.id }
-        : { status: "queued", message: "queued: it starts when a run slot is free and the job's running run has ended (its overlap policy)" };
+        : {
+            status: "queued",
+            message: "queued: it starts when a run slot is free and the job's running run has ended (its overlap policy)",
+          };
     return c.json(answer, 202);
   });
   app.post("/api/jobs/:name/pause", async (c) => {
@@ -238,7 +246,11 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
     const why = cancelReason(c.req.query("reason"), c.get("credential"));
     const result = deps.cluster ? await deps.cluster.cancel(run, why) : deps.runner.cancel(run.id, why);
-    if (result === "no answer") throw new ApiError(503, `node ${run.node} holds run ${run.id} of ${run.job} and did not answer the cancel (stopped, or cut off from Redis)`);
+    if (result === "no answer")
+      throw new ApiError(
+        503,
+        `node ${run.node} holds run ${run.id} of ${run.job} and did not answer the cancel (stopped, or cut off from Redis)`,
+      );
     if (result === "not found") throw new ApiError(409, `run ${run.id} of ${run.job} is not in progress (${run.status})`);
     return c.json({ run_id: run.id, job: run.job, status: "cancelling" });
   });
@@ -247,7 +259,8 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     const job = c.req.query("job");
     const text = c.req.query("days") ?? "14";
     const days = Number(text);
-    if (!Number.isInteger(days) || days < 1 || days > MAX_DAYS) throw new ApiError(400, `days must be a whole number from 1 to ${MAX_DAYS}, got "${text}"`);
+    if (!Number.isInteger(days) || days < 1 || days > MAX_DAYS)
+      throw new ApiError(400, `days must be a whole number from 1 to ${MAX_DAYS}, got "${text}"`);
     let timezone = deps.config().timezone;
     if (job !== undefined) {
       const found = deps.jobs.get(job);
@@ -285,7 +298,10 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
 
 function page(c: Context, asset: Asset, status: 200 | 401 = 200): Response {
   c.header("Content-Type", asset.type);
-  c.header("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'");
+  c.header(
+    "Content-Security-Policy",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
+  );
   return c.body(new Uint8Array(asset.body), status);
 }
 
@@ -311,7 +327,10 @@ const MAX_REASON = 200;
 /** What a cancelled run's record says: the client's reason (countd run's Ctrl-C says so), else where the cancel came from. */
 function cancelReason(given: string | undefined, credential: Credential): string {
   // Control characters would reach terminals that show the record (countd history, show).
-  const reason = given?.replace(/[\u0000-\u001f\u007f-\u009f]/g, " ").trim().slice(0, MAX_REASON);
+  const reason = given
+    ?.replace(/[\u0000-\u001f\u007f-\u009f]/g, " ")
+    .trim()
+    .slice(0, MAX_REASON);
   if (reason) return reason;
   return credential === "socket" ? "cancelled with countd cancel" : "cancelled from the console";
 }
@@ -329,10 +348,13 @@ const cursor = (run: RunRecord) => `${run.startedAt}|${run.job}|${run.id}`;
 async function findRun(deps: ConsoleDeps, id: string, job: string | undefined): Promise<RunRecord> {
   const saved = job !== undefined ? await deps.state.runs(job) : await deps.state.allRuns();
   // A run just started may not be saved yet: "run now" answers its id at once, and the page asks for it.
-  const running = deps.runner.running().filter((run) => (job === undefined || run.job === job) && !saved.some((s) => s.id === run.id && s.job === run.job));
+  const running = deps.runner
+    .running()
+    .filter((run) => (job === undefined || run.job === job) && !saved.some((s) => s.id === run.id && s.job === run.job));
   const found = [...saved, ...running].filter((run) => run.id === id);
   if (found.length === 0) throw new ApiError(404, `no run with id "${id}"${job !== undefined ? ` in job "${job}"` : ""}`);
-  if (found.length > 1) throw new ApiError(409, `run id "${id}" is in several jobs (${found.map((run) => run.job).join(", ")}): add ?job=<name>`);
+  if (found.length > 1)
+    throw new ApiError(409, `run id "${id}" is in several jobs (${found.map((run) => run.job).join(", ")}): add ?job=<name>`);
   return found[0]!;
 }
 
@@ -351,14 +373,24 @@ async function runDeliveries(outbox: DeliveryOutbox, run: RunRecord, written: re
   const delivered = (id: string) => {
     const rest = id.slice(prefix.length);
     const found = targets.find(({ key }) => rest === key || rest.endsWith(`.${key}`));
-    return found ? { kind: found.target.kind, to: describeTarget(found.target) } : { kind: /(?:^|\.)(email|webhook)-/.exec(rest)?.[1] ?? rest, to: rest };
+    return found
+      ? { kind: found.target.kind, to: describeTarget(found.target) }
+      : { kind: /(?:^|\.)(email|webhook)-/.exec(rest)?.[1] ?? rest, to: rest };
   };
   const { pending, dead } = await outbox.list();
-  const open = [...pending, ...dead].filter((entry) => entry.id.startsWith(prefix)).map((entry) => {
-    const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
-    return view;
-  });
-  const done = (await outbox.deliveredIds(prefix)).map(({ id, at, attempts }) => ({ id, ...delivered(id), status: "delivered" as const, delivered_at: at, ...(attempts !== undefined ? { attempts } : {}) }));
+  const open = [...pending, ...dead]
+    .filter((entry) => entry.id.startsWith(prefix))
+    .map((entry) => {
+      const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
+      return view;
+    });
+  const done = (await outbox.deliveredIds(prefix)).map(({ id, at, attempts }) => ({
+    id,
+    ...delivered(id),
+    status: "delivered" as const,
+    delivered_at: at,
+    ...(attempts !== undefined ? { attempts } : {}),
+  }));
   return [...open, ...done];
 }
 
@@ -446,7 +478,9 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
       invalid: views.filter((v) => v.problems.length > 0).length,
       paused: views.filter((v) => v.loaded && v.paused).length,
       paused_all: deps.state.pausedAll() !== undefined,
-      invalid_jobs: views.filter((v) => v.problems.length > 0).map(({ name, file, loaded, problems }) => ({ name, file, loaded, problems })),
+      invalid_jobs: views
+        .filter((v) => v.problems.length > 0)
+        .map(({ name, file, loaded, problems }) => ({ name, file, loaded, problems })),
     },
     running: active,
     queued: deps.runner.queued().length,
@@ -477,4 +511,3 @@ function addSpend(spend: Spend, run: Pick<RunRecord, "usage" | "cost">): void {
   if (run.cost === null) spend.unpriced++;
   else spend.cost += run.cost ?? 0;
 }
-

@@ -53,16 +53,14 @@ const VENDOR_FILES: Record<string, string> = {
 /** Read once when the console starts: a few hundred kilobytes, served from memory. */
 export async function loadAssets(): Promise<Map<string, Asset>> {
   const assets = new Map<string, Asset>();
-  const all = [
-    ...Object.entries(PAGE_FILES).map(([path, file]) => [path, join(PAGE_DIR, file)] as const),
-    ...Object.entries(VENDOR_FILES),
-  ];
+  const all = [...Object.entries(PAGE_FILES).map(([path, file]) => [path, join(PAGE_DIR, file)] as const), ...Object.entries(VENDOR_FILES)];
   for (const [path, file] of all) {
     const type = TYPES[file.slice(file.lastIndexOf("."))] ?? "application/octet-stream";
     let body = await readFile(file);
     // The hooks import "preact" by its bare name, which a browser resolves only through an import
     // map, an inline script the page's Content-Security-Policy refuses: point it at the file.
-    if (path === "/assets/vendor/preact-hooks.js") body = Buffer.from(body.toString("utf8").replaceAll('from"preact"', 'from"./preact.js"'));
+    if (path === "/assets/vendor/preact-hooks.js")
+      body = Buffer.from(body.toString("utf8").replaceAll('from"preact"', 'from"./preact.js"'));
     assets.set(path, { type, body });
   }
   return assets;

@@ -23,15 +23,27 @@ export function hookJob(req: IncomingMessage): string | undefined {
  * the least cost to the event loop the daemon's timers share (the fetch-API objects the app's
  * adapter builds for each request were a third of a refusal's cost).
  */
-export async function serveHook(req: IncomingMessage, res: ServerResponse, job: string, guard: Guard, hooks: WebhookTrigger): Promise<void> {
+export async function serveHook(
+  req: IncomingMessage,
+  res: ServerResponse,
+  job: string,
+  guard: Guard,
+  hooks: WebhookTrigger,
+): Promise<void> {
   const headers = { "Content-Type": "application/json", "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff" };
   if (!guard.hostAllowed(req.headers.host)) {
-    res.writeHead(403, headers).end(JSON.stringify({ error: "this Host is not the console's: open it by the address countd console prints" }));
+    res
+      .writeHead(403, headers)
+      .end(JSON.stringify({ error: "this Host is not the console's: open it by the address countd console prints" }));
     return;
   }
   const answer = await hooks
     .handle({ job, header: (name) => headerText(req.headers[name]), body: req })
-    .catch((err: unknown) => ({ status: 500 as const, body: { error: `countd could not answer: ${err instanceof Error ? err.message : String(err)}` }, headers: {} }));
+    .catch((err: unknown) => ({
+      status: 500 as const,
+      body: { error: `countd could not answer: ${err instanceof Error ? err.message : String(err)}` },
+      headers: {},
+    }));
   // A body left unread past max_body: the connection is not reused.
   if (!req.complete) res.setHeader("Connection", "close");
   res.writeHead(answer.status, { ...headers, ...answer.headers }).end(JSON.stringify(answer.body));

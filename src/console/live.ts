@@ -66,10 +66,12 @@ export class LiveHub {
     this.unpriced = opts.unpriced ?? (() => false);
     this.detach.push(
       events.on("run.started", ({ run }) => this.started(run)),
-      events.on("iteration", (e) => this.forSession(e.sessionId, (state) => {
-        state.iteration = e.iteration;
-        return { type: "iteration", run_id: state.record.id, job: state.record.job, iteration: e.iteration };
-      })),
+      events.on("iteration", (e) =>
+        this.forSession(e.sessionId, (state) => {
+          state.iteration = e.iteration;
+          return { type: "iteration", run_id: state.record.id, job: state.record.job, iteration: e.iteration };
+        }),
+      ),
       events.on("answer.chunk", (e) => {
         const state = this.bySession.get(e.sessionId);
         if (!state) return;
@@ -78,7 +80,14 @@ export class LiveHub {
         if (ready !== "") this.emit(state, { type: "stream", run_id: state.record.id, job: state.record.job, content: ready });
       }),
       events.on("tool.started", (e) =>
-        this.forSession(e.sessionId, (state) => ({ type: "tool_start", run_id: state.record.id, job: state.record.job, call_id: e.callId, name: e.name, arguments: e.arguments })),
+        this.forSession(e.sessionId, (state) => ({
+          type: "tool_start",
+          run_id: state.record.id,
+          job: state.record.job,
+          call_id: e.callId,
+          name: e.name,
+          arguments: e.arguments,
+        })),
       ),
       events.on("tool.finished", (e) =>
         this.forSession(e.sessionId, (state) => ({
@@ -147,7 +156,10 @@ export class LiveHub {
   }
 
   /** A new client: it receives `replay`, what the runs it asked for have produced so far, then `live`, then everything as it happens. */
-  connect(socket: LiveSocket, filter: Omit<Subscription, "type"> = {}): { subscribe(filter: Omit<Subscription, "type">): void; close(): void } {
+  connect(
+    socket: LiveSocket,
+    filter: Omit<Subscription, "type"> = {},
+  ): { subscribe(filter: Omit<Subscription, "type">): void; close(): void } {
     const client: Client = { socket, filter };
     this.clients.add(client);
     this.replay(client);
@@ -225,7 +237,12 @@ export class LiveHub {
   }
 
   private started(run: RunRecord): void {
-    const state: RunState = { ...freshState(run), ...(this.unpriced(run.job) ? { cost: null } : {}), ...(this.node !== undefined ? { node: this.node } : {}), remote: false };
+    const state: RunState = {
+      ...freshState(run),
+      ...(this.unpriced(run.job) ? { cost: null } : {}),
+      ...(this.node !== undefined ? { node: this.node } : {}),
+      remote: false,
+    };
     this.runs.set(key(run.job, run.id), state);
     this.bySession.set(run.sessionId, state);
     // A run on a model with no price says so from its start: the pages begin its cost there.

@@ -54,22 +54,74 @@ export class Metrics {
   constructor(private readonly sources: MetricsSources) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    const runs = new Counter({ name: "countd_runs_total", help: "Runs ended, by job, status and reason (skipped fires included).", labelNames: [JOB, "status", "reason"], registers });
-    const duration = new Histogram({ name: "countd_run_duration_seconds", help: "How long runs that started took, from start to end.", labelNames: [JOB], buckets: DURATION_BUCKETS, registers });
-    const lateness = new Histogram({ name: "countd_fire_lateness_seconds", help: "A scheduled run's start after its slot.", labelNames: [JOB], buckets: LATENESS_BUCKETS, registers });
-    const llmRequests = new Counter({ name: "countd_llm_requests_total", help: "LLM calls (a call's retries count once), by job and model.", labelNames: [JOB, "model"], registers });
-    const llmFailures = new Counter({ name: "countd_llm_failures_total", help: "LLM calls that failed after their retries, by job and model.", labelNames: [JOB, "model"], registers });
+    const runs = new Counter({
+      name: "countd_runs_total",
+      help: "Runs ended, by job, status and reason (skipped fires included).",
+      labelNames: [JOB, "status", "reason"],
+      registers,
+    });
+    const duration = new Histogram({
+      name: "countd_run_duration_seconds",
+      help: "How long runs that started took, from start to end.",
+      labelNames: [JOB],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    const lateness = new Histogram({
+      name: "countd_fire_lateness_seconds",
+      help: "A scheduled run's start after its slot.",
+      labelNames: [JOB],
+      buckets: LATENESS_BUCKETS,
+      registers,
+    });
+    const llmRequests = new Counter({
+      name: "countd_llm_requests_total",
+      help: "LLM calls (a call's retries count once), by job and model.",
+      labelNames: [JOB, "model"],
+      registers,
+    });
+    const llmFailures = new Counter({
+      name: "countd_llm_failures_total",
+      help: "LLM calls that failed after their retries, by job and model.",
+      labelNames: [JOB, "model"],
+      registers,
+    });
     const tokens = new Counter({
       name: "countd_llm_tokens_total",
       help: "Tokens by job, model and type: input (cached and cache writes included), output, cached (the input read from the provider's cache), cache_write (the input written to it).",
       labelNames: [JOB, "model", "type"],
       registers,
     });
-    const cost = new Counter({ name: "countd_llm_cost_usd_total", help: "USD of the LLM calls whose model has a price, by job and model.", labelNames: [JOB, "model"], registers });
-    const unpriced = new Counter({ name: "countd_llm_unpriced_calls_total", help: "LLM calls whose model has no price (their cost is not known), by job and model.", labelNames: [JOB, "model"], registers });
-    const tools = new Counter({ name: "countd_tool_calls_total", help: "Tool calls by tool and status (ok, error).", labelNames: ["tool", "status"], registers });
-    const deliveries = new Counter({ name: "countd_deliveries_total", help: "Delivery changes by target kind and status (queued, sending, delivered, failed, dead, retried, purged).", labelNames: ["kind", "status"], registers });
-    const heartbeat = new Counter({ name: "countd_heartbeat_decisions_total", help: "Heartbeat ticks by outcome (skipped, silent, duplicate, failed, sent) and, for skipped, the rule's reason.", labelNames: ["outcome", "reason"], registers });
+    const cost = new Counter({
+      name: "countd_llm_cost_usd_total",
+      help: "USD of the LLM calls whose model has a price, by job and model.",
+      labelNames: [JOB, "model"],
+      registers,
+    });
+    const unpriced = new Counter({
+      name: "countd_llm_unpriced_calls_total",
+      help: "LLM calls whose model has no price (their cost is not known), by job and model.",
+      labelNames: [JOB, "model"],
+      registers,
+    });
+    const tools = new Counter({
+      name: "countd_tool_calls_total",
+      help: "Tool calls by tool and status (ok, error).",
+      labelNames: ["tool", "status"],
+      registers,
+    });
+    const deliveries = new Counter({
+      name: "countd_deliveries_total",
+      help: "Delivery changes by target kind and status (queued, sending, delivered, failed, dead, retried, purged).",
+      labelNames: ["kind", "status"],
+      registers,
+    });
+    const heartbeat = new Counter({
+      name: "countd_heartbeat_decisions_total",
+      help: "Heartbeat ticks by outcome (skipped, silent, duplicate, failed, sent) and, for skipped, the rule's reason.",
+      labelNames: ["outcome", "reason"],
+      registers,
+    });
     const lastSuccess = new Gauge({
       name: "countd_last_success_timestamp_seconds",
       help: "When each loaded job's last successful run ended (none for a job that never succeeded).",
@@ -83,8 +135,22 @@ export class Metrics {
         }
       },
     });
-    new Gauge({ name: "countd_outbox_pending", help: "Deliveries waiting for their next attempt.", registers, async collect() { this.set((await sources.outbox.counts()).pending); } });
-    new Gauge({ name: "countd_outbox_dead", help: "Deliveries given up, until retried or purged.", registers, async collect() { this.set((await sources.outbox.counts()).dead); } });
+    new Gauge({
+      name: "countd_outbox_pending",
+      help: "Deliveries waiting for their next attempt.",
+      registers,
+      async collect() {
+        this.set((await sources.outbox.counts()).pending);
+      },
+    });
+    new Gauge({
+      name: "countd_outbox_dead",
+      help: "Deliveries given up, until retried or purged.",
+      registers,
+      async collect() {
+        this.set((await sources.outbox.counts()).dead);
+      },
+    });
     new Gauge({
       name: "countd_jobs",
       help: "Job files by state: valid, or invalid now (a loaded job then keeps its last good version).",
@@ -98,10 +164,22 @@ export class Metrics {
       },
     });
     if (sources.node !== undefined) {
-      const node = new Gauge({ name: "countd_cluster_node", help: "Always 1: the cluster node (countd.yaml cluster.node) this daemon is; its other metrics count this node's runs only.", labelNames: ["node"], registers });
+      const node = new Gauge({
+        name: "countd_cluster_node",
+        help: "Always 1: the cluster node (countd.yaml cluster.node) this daemon is; its other metrics count this node's runs only.",
+        labelNames: ["node"],
+        registers,
+      });
       node.set({ node: sources.node }, 1);
     }
-    new Gauge({ name: "countd_jobs_paused", help: "Loaded jobs that are paused (all of them while all are paused).", registers, collect() { this.set(sources.jobs.all().filter((job) => sources.state.isPaused(job.name)).length); } });
+    new Gauge({
+      name: "countd_jobs_paused",
+      help: "Loaded jobs that are paused (all of them while all are paused).",
+      registers,
+      collect() {
+        this.set(sources.jobs.all().filter((job) => sources.state.isPaused(job.name)).length);
+      },
+    });
 
     const { events } = sources;
     this.detach.push(
@@ -111,7 +189,8 @@ export class Metrics {
       }),
       events.on("run.finished", ({ run }) => {
         runs.inc({ [JOB]: run.job, status: run.status, reason: run.reason });
-        if (this.running.delete(key(run)) && run.finishedAt) duration.observe({ [JOB]: run.job }, seconds(run.finishedAt) - seconds(run.startedAt));
+        if (this.running.delete(key(run)) && run.finishedAt)
+          duration.observe({ [JOB]: run.job }, seconds(run.finishedAt) - seconds(run.startedAt));
         if (run.status === "ok") this.lastSuccess.set(run.job, seconds(run.finishedAt ?? run.startedAt));
       }),
       events.on("llm.finished", (e) => {

@@ -33,7 +33,16 @@ type LiveEvent =
   /** `cost`: USD, null when the model has no price. */
   | { type: "llm"; run_id: string; job: string; model: string; usage: Usage; cost: number | null; duration_ms: number; error?: string }
   /** `cost` as the run's record has it: absent when the run made no priced call through a runtime (a skipped fire). */
-  | { type: "run_finished"; run_id: string; job: string; status: RunStatus; usage: Usage; cost?: number | null; error?: string; run: RunRecord }
+  | {
+      type: "run_finished";
+      run_id: string;
+      job: string;
+      status: RunStatus;
+      usage: Usage;
+      cost?: number | null;
+      error?: string;
+      run: RunRecord;
+    }
   | {
       type: "delivery";
       id: string;
@@ -178,9 +187,7 @@ export interface Spend {
 
 /** The answer to "run now": what became of the fire. */
 export type RunNowAnswer =
-  | { status: "started"; run_id: string }
-  | { status: "queued"; message: string }
-  | { status: "skipped"; run_id: string; message: string };
+  { status: "started"; run_id: string } | { status: "queued"; message: string } | { status: "skipped"; run_id: string; message: string };
 
 /** What the charts draw (GET /api/stats): runs per day by status and their cost, and each recent run's duration, tokens and cost. */
 export interface StatsView {
@@ -193,5 +200,13 @@ export interface StatsView {
    * Finished runs that started within the days, oldest first; only for one job (`?job=`), else
    * empty. `cost`: USD, null for an unpriced model, absent on runs recorded before pricing.
    */
-  runs: Array<{ id: string; job: string; started_at: string; status: RunStatus; duration_ms: number; tokens: number; cost?: number | null }>;
+  runs: Array<{
+    id: string;
+    job: string;
+    started_at: string;
+    status: RunStatus;
+    duration_ms: number;
+    tokens: number;
+    cost?: number | null;
+  }>;
 }

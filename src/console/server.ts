@@ -85,7 +85,12 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
     }
     // Cross-site WebSocket hijacking: a page elsewhere can open a socket that carries the cookie, but not with our Origin.
     if (!guard.originAllowed(req.headers.origin, host, credential === "cookie")) return refuse(403, "Forbidden");
-    sockets.handleUpgrade(req, socket, head, (ws) => attach(ws, { ...(url.searchParams.get("run") ? { run: url.searchParams.get("run")! } : {}), ...(url.searchParams.get("job") ? { job: url.searchParams.get("job")! } : {}) }));
+    sockets.handleUpgrade(req, socket, head, (ws) =>
+      attach(ws, {
+        ...(url.searchParams.get("run") ? { run: url.searchParams.get("run")! } : {}),
+        ...(url.searchParams.get("job") ? { job: url.searchParams.get("job")! } : {}),
+      }),
+    );
   };
 
   const attach = (ws: WebSocket, filter: Omit<Subscription, "type">) => {
@@ -121,7 +126,11 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
     });
     port = (server.address() as AddressInfo).port;
     result.url = `http://${hostPort(host, port)}/`;
-    if (config.console.allowRemote) log.warn({ url: result.url }, "the console listens beyond this machine (console.allow_remote): put it behind a reverse proxy with TLS");
+    if (config.console.allowRemote)
+      log.warn(
+        { url: result.url },
+        "the console listens beyond this machine (console.allow_remote): put it behind a reverse proxy with TLS",
+      );
   }
 
   const socketPath = join(stateDir, SOCKET_FILE);
@@ -133,11 +142,18 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
     await chmod(socketPath, 0o600);
     result.socket = socketPath;
   } else {
-    log.warn({ path: socketPath }, "the state directory's path is too long for a Unix socket: countd's commands reach the daemon through the console's address and token instead");
+    log.warn(
+      { path: socketPath },
+      "the state directory's path is too long for a Unix socket: countd's commands reach the daemon through the console's address and token instead",
+    );
   }
 
   const addressFile = join(stateDir, ADDRESS_FILE);
-  await writeFile(addressFile, `${JSON.stringify({ pid: process.pid, ...(result.url ? { url: result.url } : {}), ...(result.socket ? { socket: result.socket } : {}) })}\n`, { mode: 0o600 });
+  await writeFile(
+    addressFile,
+    `${JSON.stringify({ pid: process.pid, ...(result.url ? { url: result.url } : {}), ...(result.socket ? { socket: result.socket } : {}) })}\n`,
+    { mode: 0o600 },
+  );
   if (result.url) log.info({ url: result.url }, "console listening (countd console prints the address to sign in with)");
 
   result.close = async () => {

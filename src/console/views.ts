@@ -21,7 +21,10 @@ export function triggerText(job: Pick<Job, "schedule" | "watch" | "webhook" | "t
   return parts.join(" + ") || "manual";
 }
 
-export function jobView(job: Job, extra: { nextFires: string[]; lastRun?: RunRecord; pausedAt?: string; pausedAll: boolean; problems: string[]; workspace: string }): JobView {
+export function jobView(
+  job: Job,
+  extra: { nextFires: string[]; lastRun?: RunRecord; pausedAt?: string; pausedAll: boolean; problems: string[]; workspace: string },
+): JobView {
   const last = extra.lastRun;
   return {
     name: job.name,
@@ -32,7 +35,16 @@ export function jobView(job: Job, extra: { nextFires: string[]; lastRun?: RunRec
     timezone: job.timezone,
     next_fires: extra.nextFires,
     ...(last
-      ? { last_run: { id: last.id, status: last.status, reason: last.reason, startedAt: last.startedAt, ...(last.finishedAt ? { finishedAt: last.finishedAt } : {}), ...(last.error ? { error: last.error } : {}) } }
+      ? {
+          last_run: {
+            id: last.id,
+            status: last.status,
+            reason: last.reason,
+            startedAt: last.startedAt,
+            ...(last.finishedAt ? { finishedAt: last.finishedAt } : {}),
+            ...(last.error ? { error: last.error } : {}),
+          },
+        }
       : {}),
     paused: extra.pausedAt !== undefined || extra.pausedAll,
     ...(extra.pausedAt ? { paused_at: extra.pausedAt } : {}),

@@ -49,7 +49,9 @@ function enforce(
   if (cap === undefined || spent === null || spent + held < cap) return;
   const figure = `${estimated ? "~" : ""}${amount(spent, unit)}`;
   if (held === 0) throw new BudgetExceeded(`${name} of ${amount(cap, unit)} is spent: ${saying(figure)}`);
-  throw new BudgetExceeded(`${name} of ${amount(cap, unit)} is spent or reserved: ${saying(figure)}, and calls in flight may cost up to ${amount(held, unit)}`);
+  throw new BudgetExceeded(
+    `${name} of ${amount(cap, unit)} is spent or reserved: ${saying(figure)}, and calls in flight may cost up to ${amount(held, unit)}`,
+  );
 }
 
 /**
@@ -110,17 +112,53 @@ export class RunSpend {
     const estimated = (this.usage.estimatedTokens ?? 0) > 0;
     const run = this.inFlight.reserved({ run: runId });
     enforce(`${whose} per-run budget`, caps.perRun, this.cost, run.cost, "usd", (spent) => `this run has cost ${spent}`, estimated);
-    enforce(`${whose} per-run budget`, caps.tokensPerRun, tokensOf(this.usage), run.tokens, "tokens", (spent) => `this run has used ${spent}`, estimated);
+    enforce(
+      `${whose} per-run budget`,
+      caps.tokensPerRun,
+      tokensOf(this.usage),
+      run.tokens,
+      "tokens",
+      (spent) => `this run has used ${spent}`,
+      estimated,
+    );
     const on = (spent: { date: string }) => `on ${spent.date} (${daemon.timezone})`;
     if (jobToday) {
       const held = this.inFlight.reserved({ job });
-      enforce(`${whose} daily budget`, caps.perDay, jobToday.cost, held.cost, "usd", (amount) => `its runs have cost ${amount} ${on(jobToday)}`);
-      enforce(`${whose} daily budget`, caps.tokensPerDay, jobToday.tokens, held.tokens, "tokens", (amount) => `its runs have used ${amount} ${on(jobToday)}`);
+      enforce(
+        `${whose} daily budget`,
+        caps.perDay,
+        jobToday.cost,
+        held.cost,
+        "usd",
+        (amount) => `its runs have cost ${amount} ${on(jobToday)}`,
+      );
+      enforce(
+        `${whose} daily budget`,
+        caps.tokensPerDay,
+        jobToday.tokens,
+        held.tokens,
+        "tokens",
+        (amount) => `its runs have used ${amount} ${on(jobToday)}`,
+      );
     }
     if (allToday) {
       const held = this.inFlight.reserved();
-      enforce("countd's daily budget (budget.per_day)", daemon.perDay, allToday.cost, held.cost, "usd", (amount) => `all runs have cost ${amount} ${on(allToday)}`);
-      enforce("countd's daily budget (budget.tokens_per_day)", daemon.tokensPerDay, allToday.tokens, held.tokens, "tokens", (amount) => `all runs have used ${amount} ${on(allToday)}`);
+      enforce(
+        "countd's daily budget (budget.per_day)",
+        daemon.perDay,
+        allToday.cost,
+        held.cost,
+        "usd",
+        (amount) => `all runs have cost ${amount} ${on(allToday)}`,
+      );
+      enforce(
+        "countd's daily budget (budget.tokens_per_day)",
+        daemon.tokensPerDay,
+        allToday.tokens,
+        held.tokens,
+        "tokens",
+        (amount) => `all runs have used ${amount} ${on(allToday)}`,
+      );
     }
     if (call) {
       this.checked.get(call.messages)?.release();
@@ -172,6 +210,14 @@ export class Budgets {
 
   forRun(job: { name: string; budget?: BudgetCaps }, runId: string): RunSpend {
     const { ledger, daemon, now } = this.opts;
-    return new RunSpend({ job: job.name, runId, caps: job.budget ?? {}, daemon: daemon(), ledger, inFlight: this.inFlight, ...(now ? { now } : {}) });
+    return new RunSpend({
+      job: job.name,
+      runId,
+      caps: job.budget ?? {},
+      daemon: daemon(),
+      ledger,
+      inFlight: this.inFlight,
+      ...(now ? { now } : {}),
+    });
   }
 }

@@ -25,4 +25,3 @@ export const budgetCaps = (c: { per_run?: number; per_day?: number; tokens_per_r
   ...(c.tokens_per_run !== undefined ? { tokensPerRun: c.tokens_per_run } : {}),
   ...(c.tokens_per_day !== undefined ? { tokensPerDay: c.tokens_per_day } : {}),
 });
-

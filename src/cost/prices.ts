@@ -86,7 +86,10 @@ function lookup(ref: PriceRef): { providerId: string } | { providerApiUrl: strin
 function ownCost(price: Price, usage: Usage): number {
   const uncached = Math.max(0, usage.inputTokens - usage.cachedInputTokens - usage.cacheWriteTokens);
   return (
-    (uncached * price.input + usage.cachedInputTokens * price.cachedInput + usage.cacheWriteTokens * price.cacheWrite + usage.outputTokens * price.output) /
+    (uncached * price.input +
+      usage.cachedInputTokens * price.cachedInput +
+      usage.cacheWriteTokens * price.cacheWrite +
+      usage.outputTokens * price.output) /
     PER_MILLION
   );
 }

@@ -174,7 +174,10 @@ function list(token: Tokens.List, spell: Spelling): string {
   return token.items
     .map((item, index) => {
       const marker = token.ordered ? `${start + index}.` : spell.bullet;
-      const body = item.tokens.map((child) => block(child, spell)).filter((part) => part !== "").join(item.loose ? "\n\n" : "\n");
+      const body = item.tokens
+        .map((child) => block(child, spell))
+        .filter((part) => part !== "")
+        .join(item.loose ? "\n\n" : "\n");
       const indent = " ".repeat(marker.length + 1);
       return `${marker} ${body.split("\n").join(`\n${indent}`)}`;
     })

@@ -91,7 +91,12 @@ export class RunDispatcher {
    * which no job's key can be.
    */
   checkIn(run: RunRecord, targets: readonly DeliveryTarget[], text: string, persona: string, timezone: string): Promise<string[]> {
-    return this.outbox.enqueue(runKey(HEARTBEAT_JOB, run), targets, { ...message("heartbeat", HEARTBEAT_JOB, run, text), persona, timezone }, this.workspace());
+    return this.outbox.enqueue(
+      runKey(HEARTBEAT_JOB, run),
+      targets,
+      { ...message("heartbeat", HEARTBEAT_JOB, run, text), persona, timezone },
+      this.workspace(),
+    );
   }
 
   /** The failure is reported unless the last report of this streak was under `on_failure_repeat` ago. */

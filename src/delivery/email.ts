@@ -38,7 +38,13 @@ export interface Mailer {
 /** countd.yaml's `attachments:` defaults. */
 export const DEFAULT_ATTACHMENT_LIMITS: AttachmentLimits = { maxFileBytes: 10 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024 };
 
-export function createMailer(opts: { smtp?: SmtpConfig; stateDir: string; timezone: string; attachments?: AttachmentLimits; log?: Logger }): Mailer {
+export function createMailer(opts: {
+  smtp?: SmtpConfig;
+  stateDir: string;
+  timezone: string;
+  attachments?: AttachmentLimits;
+  log?: Logger;
+}): Mailer {
   const { smtp } = opts;
   const from = smtp?.from ?? `countd <countd@${hostname()}>`;
   const limits = opts.attachments ?? DEFAULT_ATTACHMENT_LIMITS;
@@ -203,7 +209,9 @@ async function resolveAttachments(
   try {
     const root = await guard.workspace();
     for (const pattern of patterns) {
-      const found = (await glob(pattern, { cwd: root, absolute: true, onlyFiles: true, followSymbolicLinks: false, expandDirectories: false })).sort();
+      const found = (
+        await glob(pattern, { cwd: root, absolute: true, onlyFiles: true, followSymbolicLinks: false, expandDirectories: false })
+      ).sort();
       if (found.length === 0) unmatched.push(pattern);
       for (const match of found) {
         const path = await guard.forRead(match);
@@ -253,7 +261,9 @@ async function readAsStated(path: string, shown: string, size: number): Promise<
       length += bytesRead;
     }
     if (length !== size) {
-      throw new DeliveryError(`attachment ${shown} changed size while it was being attached (was ${bytes(size)}); trying again later`, { permanent: false });
+      throw new DeliveryError(`attachment ${shown} changed size while it was being attached (was ${bytes(size)}); trying again later`, {
+        permanent: false,
+      });
     }
     return buffer.subarray(0, size);
   } finally {

@@ -49,7 +49,10 @@ export function chatRequests(target: WebhookTarget, format: ChatFormat, message:
       return [
         {
           url: target.url,
-          body: JSON.stringify({ msgtype: "markdown", markdown: { content: truncateUtf8(`**${title}**\n\n${markdown}`, WECOM_MAX_BYTES) } }),
+          body: JSON.stringify({
+            msgtype: "markdown",
+            markdown: { content: truncateUtf8(`**${title}**\n\n${markdown}`, WECOM_MAX_BYTES) },
+          }),
         },
       ];
   }
@@ -69,7 +72,7 @@ function feishuBody(title: string, text: string, secret: string | undefined, now
   };
   let body = build(text);
   // JSON escaping grows the body beyond the text; cut the text by the excess until it fits.
-  for (let limit = Buffer.byteLength(text); Buffer.byteLength(body) > FEISHU_MAX_BODY_BYTES && limit > 0; ) {
+  for (let limit = Buffer.byteLength(text); Buffer.byteLength(body) > FEISHU_MAX_BODY_BYTES && limit > 0;) {
     limit = Math.max(0, limit - (Buffer.byteLength(body) - FEISHU_MAX_BODY_BYTES) - 64);
     body = build(truncateUtf8(text, limit));
   }

@@ -227,7 +227,8 @@ export class Outbox implements DeliveryOutbox {
     const entry = this.store.data.entries[id];
     if (entry) return entry;
     const deliveredAt = this.store.deliveredAt(id);
-    if (deliveredAt) throw new Error(`delivery ${id} was acknowledged at ${deliveredAt.toISOString()}; a delivered message is not sent again`);
+    if (deliveredAt)
+      throw new Error(`delivery ${id} was acknowledged at ${deliveredAt.toISOString()}; a delivered message is not sent again`);
     throw new Error(`no pending or dead delivery with id "${id}" in ${this.store.file}`);
   }
 
@@ -243,7 +244,9 @@ export class Outbox implements DeliveryOutbox {
 
   /** Writes through the store, then tells the bus of each delivery the records changed. */
   private async record(...records: OutboxRecord[]): Promise<void> {
-    const before = records.map((record) => (record.op === "queued" ? record.entry : "id" in record ? this.store.data.entries[record.id] : undefined));
+    const before = records.map((record) =>
+      record.op === "queued" ? record.entry : "id" in record ? this.store.data.entries[record.id] : undefined,
+    );
     const written = this.store.record(...records);
     if (!this.events) return written;
     await written;
@@ -374,7 +377,10 @@ export class Outbox implements DeliveryOutbox {
         { op: "dead", id: entry.id, error: reason },
         ...others.map((other): OutboxRecord => ({ op: "dead", id: other.id, error: disabled.reason })),
       );
-      this.log.warn(fields, "delivery target disabled; nothing more is sent to it until its URL changes in the job file, SIGHUP, or `countd outbox retry`");
+      this.log.warn(
+        fields,
+        "delivery target disabled; nothing more is sent to it until its URL changes in the job file, SIGHUP, or `countd outbox retry`",
+      );
       return;
     }
     if (failure?.permanent) {

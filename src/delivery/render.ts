@@ -118,4 +118,3 @@ export function renderTemplate(template: string, vars: TemplateVars): string {
 function isPlaceholder(name: string): name is Placeholder {
   return (TEMPLATE_PLACEHOLDERS as readonly string[]).includes(name);
 }
-

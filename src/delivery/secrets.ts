@@ -30,7 +30,9 @@ interface FieldProblem {
 
 function fieldsOf(target: DeliveryTarget): Field[] {
   if (target.kind === "email") {
-    return (["to", "cc", "bcc"] as const).flatMap((list) => target[list].map((value, index): Field => ({ path: [list, index], field: "address", value })));
+    return (["to", "cc", "bcc"] as const).flatMap((list) =>
+      target[list].map((value, index): Field => ({ path: [list, index], field: "address", value })),
+    );
   }
   return [
     { path: ["url"], field: "url", value: target.url },
@@ -63,7 +65,10 @@ function fill(
     }
     const [, name = "", fallback] = parsed;
     if (declared && !declared.includes(name)) {
-      problems.push({ reference, message: `environment variable ${name} is not listed in job_env (countd.yaml): a job file may refer only to the variables listed there` });
+      problems.push({
+        reference,
+        message: `environment variable ${name} is not listed in job_env (countd.yaml): a job file may refer only to the variables listed there`,
+      });
       return reference;
     }
     if (env === null) return reference;
@@ -101,7 +106,9 @@ export function resolveTarget<T extends DeliveryTarget>(target: T, env: NodeJS.P
     setIn(resolved, field.path, filled.value);
   }
   if (problems.length > 0) {
-    throw new DeliveryError(`${problems.join("; ")}: fix the environment, restart countd, then run \`countd outbox retry\``, { permanent: true });
+    throw new DeliveryError(`${problems.join("; ")}: fix the environment, restart countd, then run \`countd outbox retry\``, {
+      permanent: true,
+    });
   }
   if (resolved.kind === "webhook" && resolved.secret === "") delete resolved.secret;
   return resolved;
@@ -127,7 +134,9 @@ export function referenceProblems(
   declared?: readonly string[],
 ): Problem[] {
   return targets.flatMap((target, index) =>
-    referring(target).flatMap((field) => placed(field, formatOf(target), env, source, [...at, index, target.kind, ...field.path], declared)),
+    referring(target).flatMap((field) =>
+      placed(field, formatOf(target), env, source, [...at, index, target.kind, ...field.path], declared),
+    ),
   );
 }
 
@@ -135,7 +144,13 @@ export function referenceProblems(
  * referenceProblems for one value outside a delivery target (a webhook trigger's secret, at
  * `path`), checked as a Standard Webhooks secret once filled in; also a literal's form.
  */
-export function secretReferenceProblems(value: string, env: NodeJS.ProcessEnv | null, source: YamlSource, path: YamlPath, declared: readonly string[]): Problem[] {
+export function secretReferenceProblems(
+  value: string,
+  env: NodeJS.ProcessEnv | null,
+  source: YamlSource,
+  path: YamlPath,
+  declared: readonly string[],
+): Problem[] {
   if (!value.includes("${")) {
     const problem = filledInProblem("secret", value, "json");
     return problem ? [{ path, message: `${problem} (the value is not shown here)` }] : [];
@@ -151,7 +166,14 @@ export function resolveSecret(value: string, env: NodeJS.ProcessEnv): { secret: 
 }
 
 /** `field`'s problems, each placed on its reference in `source` when the source shows it, else on the value at `path`. */
-function placed(field: Field, format: WebhookFormat, env: NodeJS.ProcessEnv | null, source: YamlSource, path: YamlPath, declared?: readonly string[]): Problem[] {
+function placed(
+  field: Field,
+  format: WebhookFormat,
+  env: NodeJS.ProcessEnv | null,
+  source: YamlSource,
+  path: YamlPath,
+  declared?: readonly string[],
+): Problem[] {
   const node = source.doc.getIn(path, true);
   const [start, end] = isScalar(node) && node.range ? node.range : [undefined, undefined];
   const raw = start !== undefined ? source.text.slice(start, end) : "";
@@ -159,7 +181,12 @@ function placed(field: Field, format: WebhookFormat, env: NodeJS.ProcessEnv | nu
   return fill(field, format, env, declared).problems.map((problem): Problem => {
     const found = problem.reference !== undefined && start !== undefined ? raw.indexOf(problem.reference, from) : -1;
     if (found >= 0) from = found + problem.reference!.length;
-    return { path: [...path], message: problem.message, ...(found >= 0 ? { offset: start! + found } : {}), ...(problem.unset !== undefined ? { unset: problem.unset } : {}) };
+    return {
+      path: [...path],
+      message: problem.message,
+      ...(found >= 0 ? { offset: start! + found } : {}),
+      ...(problem.unset !== undefined ? { unset: problem.unset } : {}),
+    };
   });
 }
 

@@ -13,7 +13,11 @@ export function authCheck(smtp: SmtpConfig, timeoutMs: number, log: Logger): () 
   return () =>
     (checked ??= offersAuth(smtp, timeoutMs).then(
       (offered) => {
-        if (!offered) log.warn({ host: smtp.host, port: smtp.port }, "smtp.user is set but the mail server offers no AUTH: mail is sent without signing in");
+        if (!offered)
+          log.warn(
+            { host: smtp.host, port: smtp.port },
+            "smtp.user is set but the mail server offers no AUTH: mail is sent without signing in",
+          );
       },
       // A server that cannot be reached fails the send itself, which says why; ask again next time.
       () => {

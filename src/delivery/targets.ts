@@ -42,7 +42,10 @@ export type DeliveryTarget = EmailTarget | WebhookTarget;
 
 /** HTML5's rule: permissive enough for `root@localhost`, strict enough to catch a typo. */
 const address = () =>
-  z.email({ pattern: z.regexes.html5Email, error: (issue) => `expected an email address like "ops@example.com", got ${describeValue(issue.input)}` });
+  z.email({
+    pattern: z.regexes.html5Email,
+    error: (issue) => `expected an email address like "ops@example.com", got ${describeValue(issue.input)}`,
+  });
 
 /**
  * A value holding `${VAR}` references is kept as written, so secrets never reach the state
@@ -58,7 +61,9 @@ const hasReference = (value: string) => value.includes("${");
 const addresses = (least = 0) => {
   const one = referenceOr(address(), 'an email address like "ops@example.com"');
   const list = z.array(one).min(least, "expected at least one address");
-  return z.union([one, list], expected("an email address or a list of them")).transform((value) => (Array.isArray(value) ? value : [value]));
+  return z
+    .union([one, list], expected("an email address or a list of them"))
+    .transform((value) => (Array.isArray(value) ? value : [value]));
 };
 
 const attachPattern = () =>
@@ -83,7 +88,9 @@ const emailSchema = z.strictObject(
     bcc: addresses().default([]).describe("Blind copy recipients."),
     subject: subjectTemplate()
       .optional()
-      .describe('Subject template: {{job.name}}, {{date}}, {{time}}, {{status}}, {{run.id}}. Default: "[countd] {{job.name}} {{status}} {{date}}".'),
+      .describe(
+        'Subject template: {{job.name}}, {{date}}, {{time}}, {{status}}, {{run.id}}. Default: "[countd] {{job.name}} {{status}} {{date}}".',
+      ),
     attach: z
       .array(attachPattern(), expected("a list of paths or globs"))
       .default([])
@@ -96,7 +103,16 @@ const emailSchema = z.strictObject(
 );
 
 /** Set by countd on every request; a target header of the same name would break the request or its signature. */
-const RESERVED_HEADERS = ["content-type", "content-length", "host", "connection", "transfer-encoding", "webhook-id", "webhook-timestamp", "webhook-signature"];
+const RESERVED_HEADERS = [
+  "content-type",
+  "content-length",
+  "host",
+  "connection",
+  "transfer-encoding",
+  "webhook-id",
+  "webhook-timestamp",
+  "webhook-signature",
+];
 
 /** Checked on the whole mapping: zod would report a bad record key with the record's own message. */
 function headerNameProblem(name: string): string | undefined {
@@ -112,8 +128,7 @@ const headerValue = () =>
     .refine((value) => !/[\r\n\0]/.test(value), "a header value cannot hold a line break or NUL");
 
 /** Empty counts as not given, as does a `${VAR:-}` that comes out empty at send time: "sign only if the secret is set". */
-const optionalSecret = () =>
-  z.preprocess((v) => (v === "" ? undefined : v), z.string("expected the secret as a string").optional());
+const optionalSecret = () => z.preprocess((v) => (v === "" ? undefined : v), z.string("expected the secret as a string").optional());
 
 /** Formats that sign their requests, and so take a secret. */
 const SIGNED_FORMATS: readonly WebhookFormat[] = ["json", "feishu", "dingtalk"];
@@ -127,7 +142,9 @@ const webhookSchema = z
       secret: optionalSecret().describe(
         'json: a Standard Webhooks secret "whsec_…"; feishu: the bot\'s signing secret; dingtalk: the robot\'s "SEC…" secret. Usually ${VAR}.',
       ),
-      format: oneOf(WEBHOOK_FORMATS).default("json").describe("Message shape: json (signed, Standard Webhooks), slack, discord, feishu, dingtalk, wecom."),
+      format: oneOf(WEBHOOK_FORMATS)
+        .default("json")
+        .describe("Message shape: json (signed, Standard Webhooks), slack, discord, feishu, dingtalk, wecom."),
       headers: z
         .record(z.string(), referenceOr(headerValue(), "a header value (a string)"), expected("a mapping of header names to values"))
         .superRefine((headers, ctx) => {
@@ -162,7 +179,9 @@ const unsignedProblem = (format: WebhookFormat) => `${format} webhooks are not s
 function secretProblem(format: WebhookFormat, secret: string): string | undefined {
   switch (format) {
     case "json":
-      return /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret) ? undefined : 'expected a Standard Webhooks secret: "whsec_" followed by the base64 key';
+      return /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)
+        ? undefined
+        : 'expected a Standard Webhooks secret: "whsec_" followed by the base64 key';
     case "feishu":
       return secret.trim() === "" ? "expected the Feishu bot's signing secret" : undefined;
     case "dingtalk":
@@ -206,7 +225,10 @@ export const deliveryTargetSchema = z
     if (given.length !== 1) {
       ctx.addIssue({
         code: "custom",
-        message: given.length === 0 ? 'expected a delivery target: "email:" or "webhook:"' : "one target per list item: put email: and webhook: in separate items",
+        message:
+          given.length === 0
+            ? 'expected a delivery target: "email:" or "webhook:"'
+            : "one target per list item: put email: and webhook: in separate items",
       });
     }
   })
@@ -244,7 +266,11 @@ export function targetKey(target: DeliveryTarget): string {
     const { to, cc, bcc, subject, attach, footer } = target;
     return `email-${digest({ to: sorted(to), cc: sorted(cc), bcc: sorted(bcc), subject, attach, footer })}`;
   }
-  const host = keyHost(target.url).toLowerCase().replace(/[^a-z0-9.-]+/g, "-").replace(/^[.-]+|[.-]+$/g, "") || "host";
+  const host =
+    keyHost(target.url)
+      .toLowerCase()
+      .replace(/[^a-z0-9.-]+/g, "-")
+      .replace(/^[.-]+|[.-]+$/g, "") || "host";
   return `webhook-${host}-${digest({ url: target.url, format: target.format, headers: sorted(Object.keys(target.headers).map((name) => name.toLowerCase())) })}`;
 }
 

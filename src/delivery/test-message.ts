@@ -23,7 +23,16 @@ export function testMessage(job: string, at: Date): DeliveryMessage {
   return {
     kind: "test",
     job,
-    run: { id: `test-${iso.replace(/[-:]|\.\d+/g, "")}`, reason: "manual", status: "ok", startedAt: iso, finishedAt: iso, durationMs: 0, usage: emptyUsage(), cost: null },
+    run: {
+      id: `test-${iso.replace(/[-:]|\.\d+/g, "")}`,
+      reason: "manual",
+      status: "ok",
+      startedAt: iso,
+      finishedAt: iso,
+      durationMs: 0,
+      usage: emptyUsage(),
+      cost: null,
+    },
     result: [
       `This is a test message from countd for the job ${job}, sent by \`countd test-delivery ${job}\` on ${hostname()}.`,
       `No run happened: it only shows that what ${job} sends reaches this place.`,
@@ -38,7 +47,11 @@ export type TestOutcome = { ok: true; detail: string } | { ok: false; reason: st
  * carries the test subject, without the target's attachments and usage footer: the test is of
  * the way there, not of a report's content.
  */
-export async function sendTest(target: DeliveryTarget, message: DeliveryMessage, opts: { mailer: Mailer; env: NodeJS.ProcessEnv; workspace: string }): Promise<TestOutcome> {
+export async function sendTest(
+  target: DeliveryTarget,
+  message: DeliveryMessage,
+  opts: { mailer: Mailer; env: NodeJS.ProcessEnv; workspace: string },
+): Promise<TestOutcome> {
   const id = deliveryId(`${message.job}.${message.run.id}`, target);
   try {
     const resolved = resolveTarget(target, opts.env);

@@ -24,10 +24,16 @@ export interface SendWebhookOptions {
  * `webhook-id` is the delivery id, so a resend after a crash carries the same id and the receiver
  * can drop it. Throws a DeliveryError saying whether another attempt could succeed.
  */
-export async function sendWebhook(target: WebhookTarget, message: DeliveryMessage, deliveryId: string, opts: SendWebhookOptions = {}): Promise<{ status: number }> {
+export async function sendWebhook(
+  target: WebhookTarget,
+  message: DeliveryMessage,
+  deliveryId: string,
+  opts: SendWebhookOptions = {},
+): Promise<{ status: number }> {
   const now = opts.now?.() ?? new Date();
   const timeoutMs = opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
-  const requests = target.format === "json" ? [signedJson(target, message, deliveryId, now)] : chatRequests(target, target.format, message, now);
+  const requests =
+    target.format === "json" ? [signedJson(target, message, deliveryId, now)] : chatRequests(target, target.format, message, now);
   let status = 0;
   for (const [index, request] of requests.entries()) {
     const part = requests.length > 1 ? ` (message part ${index + 1} of ${requests.length}; a retry sends every part again)` : "";
@@ -99,7 +105,10 @@ async function post(target: WebhookTarget, request: WebhookRequest, timeoutMs: n
       throw new DeliveryError(`no answer from ${origin} within ${ms(timeoutMs, { long: true })}`, { permanent: false, cause: err });
     }
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    throw new DeliveryError(`could not reach ${origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}`, { permanent: false, cause: err });
+    throw new DeliveryError(`could not reach ${origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}`, {
+      permanent: false,
+      cause: err,
+    });
   } finally {
     clearTimeout(timer);
   }
@@ -138,10 +147,13 @@ function statusError(origin: string, response: Response, text: string, now: Date
   if (status >= 300 && status < 400) {
     const location = response.headers.get("location");
     const to = location ? ` to ${safeOrigin(location, origin)}` : "";
-    return new DeliveryError(`${origin} answered HTTP ${status}, a redirect${to}; redirects are not followed: set the webhook url to the final address`, {
-      permanent: true,
-      status,
-    });
+    return new DeliveryError(
+      `${origin} answered HTTP ${status}, a redirect${to}; redirects are not followed: set the webhook url to the final address`,
+      {
+        permanent: true,
+        status,
+      },
+    );
   }
   if (status === 410) {
     return new DeliveryError(`${answered} (gone): the webhook no longer exists; countd stops sending to this target`, {

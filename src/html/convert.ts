@@ -101,7 +101,11 @@ export class HtmlConverter {
   private startWorker(): Worker {
     const resourceLimits = { maxOldGenerationSizeMb: WORKER_HEAP_MB };
     const worker = fromSource
-      ? new Worker(TS_LOADER, { eval: true, workerData: { tsx: import.meta.resolve("tsx/esm/api"), file: WORKER_FILE.href }, resourceLimits })
+      ? new Worker(TS_LOADER, {
+          eval: true,
+          workerData: { tsx: import.meta.resolve("tsx/esm/api"), file: WORKER_FILE.href },
+          resourceLimits,
+        })
       : new Worker(WORKER_FILE, { resourceLimits });
     this.workerReady = false;
     worker.on("message", (reply: ConversionReply) => {

@@ -9,7 +9,11 @@ import type { JobContext } from "./load.js";
  * delivery variables are looked up; null for the commands that send nothing. `mcpTools`: the MCP
  * servers' tools as known to the caller (live, or as last recorded).
  */
-export function jobContext(config: Config, env: NodeJS.ProcessEnv | null = process.env, mcpTools?: () => McpCatalog | undefined): JobContext {
+export function jobContext(
+  config: Config,
+  env: NodeJS.ProcessEnv | null = process.env,
+  mcpTools?: () => McpCatalog | undefined,
+): JobContext {
   return {
     workspace: config.paths.workspace,
     defaultTimezone: config.timezone,

@@ -5,7 +5,18 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import picomatch from "picomatch";
 import { escapePath } from "tinyglobby";
 import { isMap, isScalar, type Node } from "yaml";
-import { closeKey, formatPath, formatProblem, formatProblems, keysAt, nestingProblem, parseYaml, zodProblems, type Problem, type YamlSource } from "../config/yaml-errors.js";
+import {
+  closeKey,
+  formatPath,
+  formatProblem,
+  formatProblems,
+  keysAt,
+  nestingProblem,
+  parseYaml,
+  zodProblems,
+  type Problem,
+  type YamlSource,
+} from "../config/yaml-errors.js";
 import { referenceProblems, secretReferenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
 import { cronProblem, parseAt } from "./schedule.js";
@@ -103,7 +114,10 @@ export async function validateJobs(
   const where = `${displayPath(path.resolve(dir))}${path.sep}`;
   const valid = `${plural(jobs.length, "job")} valid`;
   const warned = warnings.length > 0 ? `, ${plural(warnings.length, "warning")}` : "";
-  const summary = problems.length === 0 ? `${valid} in ${where}${warned ? ` (${warned.slice(2)})` : ""}` : `${plural(problems.length, "problem")} in ${where} (${valid}${warned})`;
+  const summary =
+    problems.length === 0
+      ? `${valid} in ${where}${warned ? ` (${warned.slice(2)})` : ""}`
+      : `${plural(problems.length, "problem")} in ${where} (${valid}${warned})`;
   return { lines: [...problems, ...warnings], ok: problems.length === 0, summary };
 }
 
@@ -185,7 +199,13 @@ export async function readJobFiles(files: readonly string[], ctx: JobContext): P
 export async function readJobFile(file: string, ctx: JobContext): Promise<JobFileResult> {
   const absolute = path.resolve(file);
   const shown = displayPath(absolute);
-  const failed = (problems: string[], nameAt = shown, unset: string[] = []): JobFileResult => ({ file: absolute, problems: capped(shown, problems), warnings: [], nameAt, unset });
+  const failed = (problems: string[], nameAt = shown, unset: string[] = []): JobFileResult => ({
+    file: absolute,
+    problems: capped(shown, problems),
+    warnings: [],
+    nameAt,
+    unset,
+  });
 
   let text: string;
   try {
@@ -217,8 +237,23 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
   if (checked.success) {
     const warnings: Problem[] = [];
     const job = await toJob(checked.data, absolute, source, ctx, problems, warnings);
-    if (problems.length > 0) return failed(formatProblems(source, problems), nameAt, formatProblems(source, problems.filter((problem) => problem.unset)));
-    return { file: absolute, job, problems: [], warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)], nameAt, unset: [] };
+    if (problems.length > 0)
+      return failed(
+        formatProblems(source, problems),
+        nameAt,
+        formatProblems(
+          source,
+          problems.filter((problem) => problem.unset),
+        ),
+      );
+    return {
+      file: absolute,
+      job,
+      problems: [],
+      warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)],
+      nameAt,
+      unset: [],
+    };
   }
 
   // The checks across fields still run on the keys that passed, so one round of fixes shows everything.
@@ -256,7 +291,11 @@ function notAJobProblem(source: YamlSource, invalidYaml: boolean): string | unde
   if (keys.some((key) => closeKey(key, JOB_KEYS) !== undefined)) return undefined;
   const jobKeys = "prompt:, schedule:, every:, at:, watch: …";
   if (invalidYaml) {
-    return formatProblem(source, { path: [], offset: source.doc.errors[0]?.pos[0] ?? 0, message: `not a job file: not valid YAML, and no job key (${jobKeys}) in it` });
+    return formatProblem(source, {
+      path: [],
+      offset: source.doc.errors[0]?.pos[0] ?? 0,
+      message: `not a job file: not valid YAML, and no job key (${jobKeys}) in it`,
+    });
   }
   if (keys.length === 0) return undefined;
   return formatProblem(source, {
@@ -293,7 +332,10 @@ function capped(shown: string, problems: string[]): string[] {
   const next = problems[MAX_PROBLEMS_PER_FILE]!;
   const position = /^\d+:\d+/.exec(next.slice(shown.length + 1))?.[0] ?? "1:1";
   const rest = problems.length - MAX_PROBLEMS_PER_FILE;
-  return [...problems.slice(0, MAX_PROBLEMS_PER_FILE), `${shown}:${position}: ${rest} more ${rest === 1 ? "problem" : "problems"} in this file not shown`];
+  return [
+    ...problems.slice(0, MAX_PROBLEMS_PER_FILE),
+    `${shown}:${position}: ${rest} more ${rest === 1 ? "problem" : "problems"} in this file not shown`,
+  ];
 }
 
 class FileTooLarge extends Error {}
@@ -344,7 +386,14 @@ function nameLocation(source: YamlSource): string {
 }
 
 /** The checks that need more than one field, the file system or the context; problems go to `problems`, warnings to `warnings`. */
-async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobContext, problems: Problem[], warnings: Problem[]): Promise<Job> {
+async function toJob(
+  data: JobFile,
+  file: string,
+  source: YamlSource,
+  ctx: JobContext,
+  problems: Problem[],
+  warnings: Problem[],
+): Promise<Job> {
   const name = data.name ?? path.basename(file).replace(/\.ya?ml$/, "");
   if (data.name === undefined && !JOB_NAME.test(name)) {
     problems.push({
@@ -400,7 +449,15 @@ async function toJob(data: JobFile, file: string, source: YamlSource, ctx: JobCo
     };
   }
 
-  return { ...settings, name, file, timezone, schedule: toSchedule(data.trigger, timezone), watch, ...(data.webhook ? { webhook: data.webhook } : {}) };
+  return {
+    ...settings,
+    name,
+    file,
+    timezone,
+    schedule: toSchedule(data.trigger, timezone),
+    watch,
+    ...(data.webhook ? { webhook: data.webhook } : {}),
+  };
 }
 
 const SECRET_NAME = /\$\{([A-Za-z_][A-Za-z0-9_]*)/g;
@@ -423,7 +480,11 @@ function webhookSecretProblems(secret: string, env: NodeJS.ProcessEnv | null, so
 /** An unset variable as `countd validate` reports it: on the reference, the daemon's environment being another. */
 function unsetWarning(problem: Problem): Problem {
   const message = `warning: ${formatPath(problem.path)}: ${problem.message} here: countd start and countd run refuse the job unless their environment sets it`;
-  return { path: problem.offset === undefined ? problem.path : [], message, ...(problem.offset !== undefined ? { offset: problem.offset } : {}) };
+  return {
+    path: problem.offset === undefined ? problem.path : [],
+    message,
+    ...(problem.offset !== undefined ? { offset: problem.offset } : {}),
+  };
 }
 
 /** What loads but may not do what was meant: a one-shot `at:` that has passed; a webhook secret written in the file. */
@@ -440,7 +501,8 @@ function jobWarnings(job: Job, source: YamlSource): string[] {
   }
   if (job.webhook && !job.webhook.secret.includes("${")) {
     const at = (source.doc.getIn(["webhook", "secret"], true) as Node | undefined)?.range?.[0] ?? 0;
-    const message = "warning: webhook.secret is written in the job file, where secrets do not belong: write ${VAR} and list VAR in job_env and secrets (countd.yaml)";
+    const message =
+      "warning: webhook.secret is written in the job file, where secrets do not belong: write ${VAR} and list VAR in job_env and secrets (countd.yaml)";
     warnings.push(formatProblem(source, { path: [], offset: at, message }));
   }
   return warnings;
@@ -484,4 +546,3 @@ async function missingBase(pattern: string, workspace: string): Promise<string |
     return `the folder ${folder} does not exist`;
   }
 }
-

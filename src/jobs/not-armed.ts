@@ -22,7 +22,11 @@ export interface FileProblems {
  * those of the whole folder: a job whose name another file took has its problem there, not in its
  * file's result. `name` is the armed job's for a file whose last good version is fired.
  */
-export function fileProblems(results: readonly JobFileResult[], armed: ReadonlyMap<string, string>, problems: readonly string[]): FileProblems[] {
+export function fileProblems(
+  results: readonly JobFileResult[],
+  armed: ReadonlyMap<string, string>,
+  problems: readonly string[],
+): FileProblems[] {
   return results
     .filter((result) => !armed.has(result.file) || result.problems.length > 0)
     .map((result) => {

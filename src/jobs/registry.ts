@@ -109,7 +109,11 @@ export class JobRegistry {
   files(): Array<{ file: string; job?: Job; problems: string[] }> {
     const byFile = new Map(this.jobs.map((job) => [job.file, job]));
     const unarmed = new Map(this.notArmed().map((file) => [file.file, file.problems]));
-    return [...this.results.values()].map((result) => ({ file: result.file, job: byFile.get(result.file), problems: unarmed.get(result.file) ?? result.problems }));
+    return [...this.results.values()].map((result) => ({
+      file: result.file,
+      job: byFile.get(result.file),
+      problems: unarmed.get(result.file) ?? result.problems,
+    }));
   }
 
   /** The files that give no job, with why. */
@@ -184,24 +188,33 @@ export class JobRegistry {
 
     const lines: Line[] = [
       ...unarmed.flatMap((file) =>
-        file.problems.map((problem): Line => ({ level: "error", fields: { file: displayPath(file.file), job: file.name, problem }, msg: "job not armed: its file has problems" })),
+        file.problems.map((problem): Line => ({
+          level: "error",
+          fields: { file: displayPath(file.file), job: file.name, problem },
+          msg: "job not armed: its file has problems",
+        })),
       ),
-      ...problems.filter((problem) => !ofUnarmed.has(problem)).map((problem): Line => ({ level: "error", fields: { problem }, msg: "problem in the jobs folder" })),
-      ...ordered.flatMap((result) => result.warnings).map((warning): Line => ({ level: "warn", fields: { warning }, msg: "warning in the jobs folder" })),
-      ...kept.map(
-        (job): Line => ({
-          level: "warn",
-          fields: { file: displayPath(job.file), job: job.name },
-          msg: "job keeps running its last good version until the file is fixed",
-        }),
-      ),
+      ...problems
+        .filter((problem) => !ofUnarmed.has(problem))
+        .map((problem): Line => ({ level: "error", fields: { problem }, msg: "problem in the jobs folder" })),
+      ...ordered
+        .flatMap((result) => result.warnings)
+        .map((warning): Line => ({ level: "warn", fields: { warning }, msg: "warning in the jobs folder" })),
+      ...kept.map((job): Line => ({
+        level: "warn",
+        fields: { file: displayPath(job.file), job: job.name },
+        msg: "job keeps running its last good version until the file is fixed",
+      })),
     ];
     if (log) for (const line of lines) if (!this.reported.has(keyOf(line))) this.log[line.level](line.fields, line.msg);
     this.reported = new Set(lines.map(keyOf));
     // Its problems were logged; without this line the log would never say they are gone.
-    const fixed = jobs.filter((job) => (this.results.get(job.file)?.problems.length ?? 0) > 0 && results.get(job.file)?.problems.length === 0);
+    const fixed = jobs.filter(
+      (job) => (this.results.get(job.file)?.problems.length ?? 0) > 0 && results.get(job.file)?.problems.length === 0,
+    );
     if (log) {
-      for (const job of fixed) this.log.info({ file: displayPath(job.file), job: job.name }, "job file valid again; the job runs as the file now says");
+      for (const job of fixed)
+        this.log.info({ file: displayPath(job.file), job: job.name }, "job file valid again; the job runs as the file now says");
     }
 
     const before = this.jobs;

@@ -79,7 +79,9 @@ function nextCronFire(expression: string, timezone: string, from: Date): Date | 
 /** Why a cron expression is too long to be one; checked by the job schema, before anything is parsed. */
 export function cronLengthProblem(expression: string): string | undefined {
   // croner quotes the expression in its errors: a huge one would fill the message twice.
-  return expression.length > MAX_CRON_LENGTH ? `expected a cron expression of at most ${MAX_CRON_LENGTH} characters, got ${describeValue(expression)}` : undefined;
+  return expression.length > MAX_CRON_LENGTH
+    ? `expected a cron expression of at most ${MAX_CRON_LENGTH} characters, got ${describeValue(expression)}`
+    : undefined;
 }
 
 /**
@@ -96,7 +98,9 @@ export function cronProblem(expression: string, timezone: string, now: Date): st
     return `invalid cron expression ${describeValue(expression)}: it has ${fields} ${fields === 1 ? "field" : "fields"}; expected 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)`;
   }
   try {
-    return nextCronFire(expression, timezone, now) === null ? `cron expression ${describeValue(expression)} never fires (no date matches it)` : undefined;
+    return nextCronFire(expression, timezone, now) === null
+      ? `cron expression ${describeValue(expression)} never fires (no date matches it)`
+      : undefined;
   } catch (err) {
     return `invalid cron expression ${describeValue(expression)}: ${(err as Error).message.replace(/^Cron\w*: /, "")}`;
   }
@@ -107,7 +111,9 @@ export const AT_FORM = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?(Z|
 
 /** croner rolls 2026-02-31 over into March; a date that does not exist is a typo, so it is refused. */
 export function dateExists(value: string): boolean {
-  const [year, month, day, hour, minute, second] = AT_FORM.exec(value)!.slice(1, 7).map((part) => Number(part ?? 0)) as number[];
+  const [year, month, day, hour, minute, second] = AT_FORM.exec(value)!
+    .slice(1, 7)
+    .map((part) => Number(part ?? 0)) as number[];
   const calendar = new Date(Date.UTC(year!, month! - 1, day!));
   return calendar.getUTCMonth() === month! - 1 && calendar.getUTCDate() === day && hour! < 24 && minute! < 60 && second! < 60;
 }
@@ -146,7 +152,8 @@ function previousCronFire(expression: string, timezone: string, before: Date): D
   const at = before.getTime();
   const known = previousFireMemo.get(key);
   // Nothing fires between the remembered previous fire and the instant it was found for.
-  if (known && at <= known.before && (known.previous === null || known.previous < at)) return known.previous === null ? undefined : new Date(known.previous);
+  if (known && at <= known.before && (known.previous === null || known.previous < at))
+    return known.previous === null ? undefined : new Date(known.previous);
   const previous = parseCron(expression, timezone).previousRuns(1, before)[0];
   previousFireMemo.delete(key);
   previousFireMemo.set(key, { before: at, previous: previous?.getTime() ?? null });

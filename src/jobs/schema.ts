@@ -63,7 +63,7 @@ const webhookSchema = z
   .strictObject(
     {
       secret: text().describe(
-        'The Standard Webhooks signing secret (whsec_…) the sender signs with, as a ${VAR} reference listed in job_env and secrets (countd.yaml): secrets do not belong in job files.',
+        "The Standard Webhooks signing secret (whsec_…) the sender signs with, as a ${VAR} reference listed in job_env and secrets (countd.yaml): secrets do not belong in job files.",
       ),
       max_body: byteSize()
         .refine((size) => size <= MAX_WEBHOOK_BODY, { error: `expected a size of at most ${MAX_WEBHOOK_BODY / 1024 / 1024}MB` })
@@ -134,7 +134,9 @@ export const jobFileSchema = z
         .regex(AT_FORM, { ...atForm(), abort: true })
         .refine(dateExists, { error: (issue) => `no such date and time: ${describeValue(issue.input)}` })
         .optional()
-        .describe("Run once at this date and time, e.g. 2026-12-01T09:00:00+08:00; without an offset, in the job's timezone. Not with schedule: or every:."),
+        .describe(
+          "Run once at this date and time, e.g. 2026-12-01T09:00:00+08:00; without an offset, in the job's timezone. Not with schedule: or every:.",
+        ),
       timezone: timeZone().optional().describe("IANA time zone for the schedule and the prompt's {{date}}; defaults to countd.yaml's."),
       watch: watchSchema.optional(),
       webhook: webhookSchema.optional(),
@@ -180,7 +182,7 @@ export const jobFileSchema = z
       on_failure_repeat: duration({ allowZero: false })
         .prefault("1h")
         .describe(
-          "While the job keeps failing, at most one \"still failing\" report per this interval after the first failure's; the next success sends one \"recovered\".",
+          'While the job keeps failing, at most one "still failing" report per this interval after the first failure\'s; the next success sends one "recovered".',
         ),
     },
     {
@@ -211,7 +213,13 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     enabled: f.enabled,
     prompt: f.prompt,
     session: f.session,
-    overrides: { provider: f.provider, model: f.model, temperature: f.temperature, maxTokens: f.max_tokens, maxIterations: f.max_iterations },
+    overrides: {
+      provider: f.provider,
+      model: f.model,
+      temperature: f.temperature,
+      maxTokens: f.max_tokens,
+      maxIterations: f.max_iterations,
+    },
     tools: f.tools,
     timeoutMs: f.timeout,
     overlap: f.overlap,

@@ -54,4 +54,3 @@ function listFiles(files: readonly string[]): string {
   const rest = files.length - shown.length;
   return [...shown, ...(rest > 0 ? [`… and ${rest} more`] : [])].join("\n");
 }
-

@@ -2,10 +2,7 @@ import type { BudgetCaps } from "../cost/caps.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
 
 /** A job as the rest of countd sees it: validated, defaults applied, durations in milliseconds. */
-export type Schedule =
-  | { kind: "cron"; expression: string }
-  | { kind: "every"; intervalMs: number }
-  | { kind: "at"; date: Date };
+export type Schedule = { kind: "cron"; expression: string } | { kind: "every"; intervalMs: number } | { kind: "at"; date: Date };
 
 export type WatchEvent = "add" | "change" | "unlink";
 

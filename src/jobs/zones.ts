@@ -8,7 +8,10 @@ type Zoned = { name: string; timezone: string };
  * countd.yaml's for a job countd no longer knows (its file removed) and for times of no job.
  * `jobs`: the jobs known, as a list or a lookup by name.
  */
-export function zoneOf(config: Pick<Config, "timezone" | "heartbeat">, jobs: readonly Zoned[] | ((name: string) => Zoned | undefined)): (job: string | undefined) => string {
+export function zoneOf(
+  config: Pick<Config, "timezone" | "heartbeat">,
+  jobs: readonly Zoned[] | ((name: string) => Zoned | undefined),
+): (job: string | undefined) => string {
   const find = typeof jobs === "function" ? jobs : (name: string) => jobs.find((job) => job.name === name);
   return (job) => {
     if (job === undefined) return config.timezone;

@@ -1,10 +1,4 @@
-import type {
-  ContentBlockParam,
-  ImageBlockParam,
-  MessageParam,
-  TextBlockParam,
-  Tool,
-} from "@anthropic-ai/sdk/resources/messages";
+import type { ContentBlockParam, ImageBlockParam, MessageParam, TextBlockParam, Tool } from "@anthropic-ai/sdk/resources/messages";
 import { LLMError } from "./errors.js";
 import type { ChatMessage, ContentPart, ToolDefinition } from "./types.js";
 
@@ -60,9 +54,12 @@ function contentBlocks(message: Exclude<ChatMessage, { role: "system" }>): Conte
         // Sent back byte for byte: Anthropic verifies each thinking block against its signature.
         ...(message.reasoning?.blocks ?? []),
         ...textBlocks(message.content ?? ""),
-        ...(message.toolCalls ?? []).map(
-          (call): ContentBlockParam => ({ type: "tool_use", id: call.id, name: call.name, input: call.arguments ?? {} }),
-        ),
+        ...(message.toolCalls ?? []).map((call): ContentBlockParam => ({
+          type: "tool_use",
+          id: call.id,
+          name: call.name,
+          input: call.arguments ?? {},
+        })),
       ];
     case "tool":
       return [
@@ -93,10 +90,7 @@ function imageBlock(url: string): ImageBlockParam {
   }
   const [, mediaType = "", data = ""] = match;
   if (!isImageMediaType(mediaType)) {
-    throw new LLMError(
-      "client",
-      `image data URL has media type "${mediaType}"; Anthropic accepts ${IMAGE_MEDIA_TYPES.join(", ")}`,
-    );
+    throw new LLMError("client", `image data URL has media type "${mediaType}"; Anthropic accepts ${IMAGE_MEDIA_TYPES.join(", ")}`);
   }
   return { type: "image", source: { type: "base64", media_type: mediaType, data } };
 }

@@ -22,11 +22,7 @@ export class LLMError extends Error {
   /** Requests made before giving up; set by the retry layer. */
   attempts = 1;
 
-  constructor(
-    kind: LLMErrorKind,
-    message: string,
-    opts: { status?: number; retryAfterMs?: number; cause?: unknown } = {},
-  ) {
+  constructor(kind: LLMErrorKind, message: string, opts: { status?: number; retryAfterMs?: number; cause?: unknown } = {}) {
     super(message, { cause: opts.cause });
     this.kind = kind;
     this.status = opts.status;

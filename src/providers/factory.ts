@@ -16,9 +16,7 @@ const UNUSED_KEY = "unused";
 export function requireApiKey(config: ProviderConfig): string | undefined {
   const preset = PRESETS[config.preset];
   if (config.apiKey || !preset.needsApiKey) return config.apiKey || undefined;
-  throw new ConfigError([
-    `no API key for provider "${config.preset}": set ${preset.apiKeyEnv[0]} (or provider.api_key in countd.yaml)`,
-  ]);
+  throw new ConfigError([`no API key for provider "${config.preset}": set ${preset.apiKeyEnv[0]} (or provider.api_key in countd.yaml)`]);
 }
 
 /** The configured provider, wrapped in the single LLM retry layer. */

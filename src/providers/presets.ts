@@ -22,12 +22,7 @@ export interface Preset {
  * the environment must never send one vendor's key to another vendor's host. OPENAI_* apply to
  * the openai and custom presets alone.
  */
-const compatible = (
-  baseURL: string | undefined,
-  env: { key?: string; url?: string },
-  needsApiKey: boolean,
-  model?: string,
-): Preset => ({
+const compatible = (baseURL: string | undefined, env: { key?: string; url?: string }, needsApiKey: boolean, model?: string): Preset => ({
   protocol: "openai",
   baseURL,
   baseURLEnv: env.url ? [env.url] : [],

@@ -3,9 +3,7 @@
  * native form); the Anthropic provider converts on the way out and on the way in.
  */
 
-export type ContentPart =
-  | { type: "text"; text: string }
-  | { type: "image_url"; image_url: { url: string } };
+export type ContentPart = { type: "text"; text: string } | { type: "image_url"; image_url: { url: string } };
 
 /** A tool call as the loop sees it: arguments parsed, or null with the raw text kept when not valid JSON. */
 export interface ToolCall {
@@ -16,9 +14,7 @@ export interface ToolCall {
 }
 
 /** An Anthropic thinking block, kept byte for byte so it can be sent back with its signature. */
-export type ThinkingBlock =
-  | { type: "thinking"; thinking: string; signature: string }
-  | { type: "redacted_thinking"; data: string };
+export type ThinkingBlock = { type: "thinking"; thinking: string; signature: string } | { type: "redacted_thinking"; data: string };
 
 /** Reasoning the provider returned beside the answer; never shown as answer text. */
 export interface Reasoning {
@@ -106,9 +102,7 @@ export function parseToolArguments(raw: string): Record<string, unknown> | null 
   if (raw.trim() === "") return {};
   try {
     const value: unknown = JSON.parse(raw);
-    return value !== null && typeof value === "object" && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : null;
+    return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
   } catch {
     return null;
   }

@@ -14,8 +14,19 @@ import type { RunClock } from "../time.js";
  * report: its counts are right also when the run fails. A run that hit the iteration or
  * tool-call limit is `ok`: its answer ends with the limit notice.
  */
-export async function runAgent(loop: AgentLoop, prompt: string, sessionId: string, cancel: CancelToken, run?: { id: string; clock: RunClock }, spend?: RunSpend): Promise<RunOutcome> {
-  const { answer, report } = await loop.settle(prompt, sessionId, { channel: "cron", cancelToken: cancel, ...(run ? { runId: run.id, clock: run.clock } : {}) });
+export async function runAgent(
+  loop: AgentLoop,
+  prompt: string,
+  sessionId: string,
+  cancel: CancelToken,
+  run?: { id: string; clock: RunClock },
+  spend?: RunSpend,
+): Promise<RunOutcome> {
+  const { answer, report } = await loop.settle(prompt, sessionId, {
+    channel: "cron",
+    cancelToken: cancel,
+    ...(run ? { runId: run.id, clock: run.clock } : {}),
+  });
   const { iterations, toolCalls, calls } = report;
   // The run's spending counts its subagents' calls too, which the loop's report does not.
   const counts = spend
@@ -38,7 +49,14 @@ export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budge
     const spend = budgets.forRun(job, run.id);
     return runAgent(
       runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools, spend }),
-      prompt ?? renderPrompt(job.prompt, { clock: run.clock, job, runId: run.id, ...(files ? { files } : {}), ...(payload !== undefined ? { payload: framedPayload(payload) } : {}) }),
+      prompt ??
+        renderPrompt(job.prompt, {
+          clock: run.clock,
+          job,
+          runId: run.id,
+          ...(files ? { files } : {}),
+          ...(payload !== undefined ? { payload: framedPayload(payload) } : {}),
+        }),
       run.sessionId,
       run.cancel,
       run,

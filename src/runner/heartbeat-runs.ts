@@ -40,7 +40,13 @@ export function withHeartbeat(jobs: (name: string) => Job | undefined, config: (
 
 /** For the HeartbeatService: one agent run with the heartbeat prompt and reply tool; its answer and final record. */
 export async function runCheckIn(runner: Runner, prompt: string, tools: Tool[]): Promise<{ answer: string; run: RunRecord }> {
-  const { record, outcome } = await runner.runToEnd({ job: HEARTBEAT_JOB, reason: "heartbeat", scheduledAt: new Date(), prompt, extraTools: tools });
+  const { record, outcome } = await runner.runToEnd({
+    job: HEARTBEAT_JOB,
+    reason: "heartbeat",
+    scheduledAt: new Date(),
+    prompt,
+    extraTools: tools,
+  });
   if (record.status !== "ok") throw new Error(`heartbeat run ${record.id} ${record.status}: ${record.error ?? ""}`);
   return { answer: outcome?.answer ?? "", run: record };
 }
@@ -50,7 +56,13 @@ export async function runCheckIn(runner: Runner, prompt: string, tools: Tool[]):
  * acknowledged it: only a delivered check-in counts toward the daily cap. One still pending after
  * a minute (mail server down) rejects, so it does not count; the outbox goes on delivering it.
  */
-export async function deliverCheckIn(dispatcher: RunDispatcher, outbox: Pick<DeliveryOutbox, "settled">, config: Config, text: string, run: RunRecord): Promise<void> {
+export async function deliverCheckIn(
+  dispatcher: RunDispatcher,
+  outbox: Pick<DeliveryOutbox, "settled">,
+  config: Config,
+  text: string,
+  run: RunRecord,
+): Promise<void> {
   const ids = await dispatcher.checkIn(run, config.heartbeat.deliver, text, config.persona.name, config.heartbeat.timezone);
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), DELIVERY_WAIT_MS)));

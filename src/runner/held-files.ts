@@ -62,11 +62,17 @@ export class PausedFiles {
           if (Object.keys(state).length === 0) delete data.jobs[name];
         });
       } catch (err) {
-        this.log.error({ job: name, err: errorText(err) }, "the files held while the job was paused could not be taken; tried again at the next resume or start");
+        this.log.error(
+          { job: name, err: errorText(err) },
+          "the files held while the job was paused could not be taken; tried again at the next resume or start",
+        );
         continue;
       }
       if (!taken) continue;
-      this.log.info({ job: name, files: taken.files.length, notKept: taken.overflow }, "job fires for the files that changed while it was paused");
+      this.log.info(
+        { job: name, files: taken.files.length, notKept: taken.overflow },
+        "job fires for the files that changed while it was paused",
+      );
       this.opts.fire({ job: name, reason: "watch", scheduledAt: new Date(), files: taken.files });
     }
   }
@@ -87,7 +93,10 @@ export class PausedFiles {
         state.held = { files: [...kept], overflow, ...(this.opts.node !== undefined ? { node: this.opts.node } : {}) };
       });
     } catch (err) {
-      this.log.error({ job: run.job, runId: run.id, files: files.length, err: errorText(err) }, "the files a paused job's fire carried could not be kept; they will not run at resume");
+      this.log.error(
+        { job: run.job, runId: run.id, files: files.length, err: errorText(err) },
+        "the files a paused job's fire carried could not be kept; they will not run at resume",
+      );
     }
   }
 }

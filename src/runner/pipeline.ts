@@ -83,9 +83,11 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     execute: opts.wrap ? opts.wrap(execute) : execute,
     ...(now ? { now } : {}),
     beforeRunEnd: (job, run, { willRetry, outcome }) =>
-      delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) =>
-        pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries"),
-      ),
+      delivery.dispatcher
+        .finished(job, run, outcome, willRetry)
+        .catch((err: unknown) =>
+          pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries"),
+        ),
   });
   return {
     runner,

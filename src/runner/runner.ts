@@ -233,7 +233,11 @@ export class Runner {
         first = record;
         started(record.status === "running" ? record : undefined);
       };
-      const fire: Pending = { ...pending(request, [resolve], [onStart]), attempt: opts.attempt ?? 1, watchers: opts.watch ? [opts.watch] : [] };
+      const fire: Pending = {
+        ...pending(request, [resolve], [onStart]),
+        attempt: opts.attempt ?? 1,
+        watchers: opts.watch ? [opts.watch] : [],
+      };
       if (opts.retry) this.backOff(job, { ...fire, retryOf: opts.retry.of }, opts.retry.backoffMs);
       else this.accept(job, fire);
     });
@@ -281,7 +285,11 @@ export class Runner {
   /** Fires waiting: for a slot (in arrival order), for their job's run in progress, then retries waiting out their backoff. */
   queued(): QueuedFire[] {
     const lanes = [...this.lanes.values()];
-    const waiting = [...this.queue, ...lanes.flatMap((lane) => (lane.next ? [lane.next] : [])), ...lanes.flatMap((lane) => [...lane.backoff.keys()])];
+    const waiting = [
+      ...this.queue,
+      ...lanes.flatMap((lane) => (lane.next ? [lane.next] : [])),
+      ...lanes.flatMap((lane) => [...lane.backoff.keys()]),
+    ];
     return waiting.map(({ request, retryOf }) => ({
       job: request.job,
       reason: request.reason,
@@ -446,10 +454,17 @@ export class Runner {
     this.log.info({ job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId }, "run started");
     for (const watch of pending.watchers) await this.hook(() => watch.started?.(copy(record), pending.attempt), job, record);
 
-    const timer = job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, LONGEST_TIMER_MS)) : undefined;
+    const timer =
+      job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, LONGEST_TIMER_MS)) : undefined;
     let outcome: RunOutcome;
     try {
-      outcome = await this.opts.execute(job, { id: record.id, sessionId: record.sessionId, request: pending.request, clock: { at: new Date(record.startedAt), timeZone: job.timezone }, cancel });
+      outcome = await this.opts.execute(job, {
+        id: record.id,
+        sessionId: record.sessionId,
+        request: pending.request,
+        clock: { at: new Date(record.startedAt), timeZone: job.timezone },
+        cancel,
+      });
     } catch (err) {
       outcome = { answer: "", status: "error", error: errorText(err), iterations: 0, toolCalls: 0, usage: emptyUsage() };
     } finally {
@@ -527,16 +542,22 @@ export class Runner {
       return;
     }
     this.backOff(job, retry, job.retry.backoffMs);
-    this.log.info({ job: job.name, attempt: retry.attempt, attempts: job.retry.attempts, backoffMs: job.retry.backoffMs }, "retry scheduled");
+    this.log.info(
+      { job: job.name, attempt: retry.attempt, attempts: job.retry.attempts, backoffMs: job.retry.backoffMs },
+      "retry scheduled",
+    );
   }
 
   /** A retry waits out its backoff, then joins the queue for a slot. */
   private backOff(job: Job, retry: Pending, delayMs: number): void {
     const lane = this.lane(job.name);
-    const timer = setTimeout(() => {
-      lane.backoff.delete(retry);
-      this.enqueue(retry);
-    }, Math.min(delayMs, LONGEST_TIMER_MS));
+    const timer = setTimeout(
+      () => {
+        lane.backoff.delete(retry);
+        this.enqueue(retry);
+      },
+      Math.min(delayMs, LONGEST_TIMER_MS),
+    );
     lane.backoff.set(retry, timer);
   }
 
@@ -558,7 +579,10 @@ export class Runner {
       error,
     };
     record.finishedAt = record.startedAt;
-    this.log.info({ job: name, runId: record.id, status, reason: record.reason, error }, status === "skipped" ? "run skipped" : "run cancelled");
+    this.log.info(
+      { job: name, runId: record.id, status, reason: record.reason, error },
+      status === "skipped" ? "run skipped" : "run cancelled",
+    );
     const saved = this.save(record);
     for (const started of pending.starts) started(copy(record));
     void saved.then(() => {
@@ -672,7 +696,10 @@ export class Runner {
  * once in 65,536 pairs of runs of a job started in the same second, one record replacing the other).
  */
 export function runId(startedAt: Date, node?: string): string {
-  const stamp = startedAt.toISOString().replace(/\.\d+Z$/, "Z").replace(/[-:]/g, "");
+  const stamp = startedAt
+    .toISOString()
+    .replace(/\.\d+Z$/, "Z")
+    .replace(/[-:]/g, "");
   return `${stamp}-${node === undefined ? "" : nodeTag(node)}${randomBytes(2).toString("hex")}`;
 }
 

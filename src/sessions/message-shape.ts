@@ -31,5 +31,11 @@ export const chatMessageShape = z.discriminatedUnion("role", [
     toolCalls: z.array(toolCall).optional(),
     reasoning: z.looseObject({ text: z.string(), blocks: z.array(thinkingBlock).optional() }).optional(),
   }),
-  z.looseObject({ role: z.literal("tool"), toolCallId: z.string(), name: z.string(), content: z.string(), isError: z.boolean().optional() }),
+  z.looseObject({
+    role: z.literal("tool"),
+    toolCallId: z.string(),
+    name: z.string(),
+    content: z.string(),
+    isError: z.boolean().optional(),
+  }),
 ]) satisfies z.ZodType<ChatMessage>;

@@ -60,10 +60,7 @@ function renderMessage(m: ChatMessage): string {
     case "system":
       return `system: ${clip(m.content)}`;
     case "user": {
-      const text =
-        typeof m.content === "string"
-          ? m.content
-          : m.content.map((p) => (p.type === "text" ? p.text : "[image]")).join(" ");
+      const text = typeof m.content === "string" ? m.content : m.content.map((p) => (p.type === "text" ? p.text : "[image]")).join(" ");
       return `user: ${clip(text)}`;
     }
     case "assistant": {
@@ -78,7 +75,10 @@ function renderMessage(m: ChatMessage): string {
 
 /** The transcript as plain text, one message after another. */
 export function renderTranscript(messages: ChatMessage[]): string {
-  return messages.map(renderMessage).filter((line) => line !== "").join("\n\n");
+  return messages
+    .map(renderMessage)
+    .filter((line) => line !== "")
+    .join("\n\n");
 }
 
 const INSTRUCTIONS = {

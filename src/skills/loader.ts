@@ -38,7 +38,11 @@ type Parsed = { ok: true; data: z.infer<typeof FrontMatter>; body: string } | { 
 
 function parseSkillFile(file: string, text: string): Parsed {
   const match = FRONT_MATTER.exec(text);
-  if (!match) return { ok: false, problem: `${file}: no YAML front matter (the file must start with a "---" line and close it with another "---" line)` };
+  if (!match)
+    return {
+      ok: false,
+      problem: `${file}: no YAML front matter (the file must start with a "---" line and close it with another "---" line)`,
+    };
   let raw: unknown;
   try {
     raw = parse(match[1]!);
@@ -131,7 +135,9 @@ export class SkillsLoader {
         text = await readFile(file, "utf8");
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        problems.push(code === "ENOENT" ? `${file}: missing (every skill directory needs a SKILL.md)` : `${file}: ${(err as Error).message}`);
+        problems.push(
+          code === "ENOENT" ? `${file}: missing (every skill directory needs a SKILL.md)` : `${file}: ${(err as Error).message}`,
+        );
         continue;
       }
       const parsed = parseSkillFile(file, text);

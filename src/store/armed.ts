@@ -45,7 +45,9 @@ const armedShape = z.object({
       webhook: z.object({}).optional(),
     }),
   ),
-  problems: z.array(z.object({ file: z.string(), name: z.string(), armed: z.boolean(), problems: z.array(z.string()), reason: z.string() })).default([]),
+  problems: z
+    .array(z.object({ file: z.string(), name: z.string(), armed: z.boolean(), problems: z.array(z.string()), reason: z.string() }))
+    .default([]),
   heartbeat: z.object({ nextTickAt: time, everyMs: z.number().nonnegative() }).optional(),
 });
 
@@ -98,7 +100,12 @@ export class ArmedPublisher {
 
   private write(): Promise<void> {
     if (this.withdrawn) return this.writing;
-    const data: Armed = { pid: process.pid, jobs: this.jobs, problems: this.problems, ...(this.heartbeat ? { heartbeat: this.heartbeat } : {}) };
+    const data: Armed = {
+      pid: process.pid,
+      jobs: this.jobs,
+      problems: this.problems,
+      ...(this.heartbeat ? { heartbeat: this.heartbeat } : {}),
+    };
     const file = join(this.stateDir, FILE);
     this.writing = this.writing
       .then(async () => {

@@ -103,7 +103,11 @@ export class Journal {
    * Opens (creating if missing) and reads `file`. `snapshot` gives the records the whole file holds
    * as the owner's state has them now, for compactions.
    */
-  static async open(file: string, snapshot: () => readonly unknown[], parent: Logger = silentLogger): Promise<{ journal: Journal; lines: JournalLine[] }> {
+  static async open(
+    file: string,
+    snapshot: () => readonly unknown[],
+    parent: Logger = silentLogger,
+  ): Promise<{ journal: Journal; lines: JournalLine[] }> {
     const log = parent.child({ component: "journal", file });
     await mkdir(dirname(file), { recursive: true });
     const read = await readJournal(file);

@@ -62,7 +62,7 @@ export async function appendJsonLines(path: string, records: readonly unknown[],
       torn = last[0] !== 0x0a;
     }
     const data = Buffer.from(torn ? "\n" + lines : lines);
-    for (let written = 0; written < data.length; ) written += writeSync(fd, data, written);
+    for (let written = 0; written < data.length;) written += writeSync(fd, data, written);
     if (opts.sync === "always" || (opts.sync === "if new" && size === 0)) {
       await fdatasync(fd);
       if (size === 0) await syncFolders(dirname(path), created === undefined ? dirname(path) : dirname(created));

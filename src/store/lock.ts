@@ -94,8 +94,16 @@ function watchLockFile(stateDir: string, lock: string, pid: number, watch: LockW
     await mkdir(stateDir, { recursive: true });
     await takeLockFile(stateDir, lock, pid);
     // Not `pid`: pino-pretty hides that field at a terminal.
-    if (holder) log.warn({ lock, daemonPid: pid }, "the lock file no longer named this countd; this countd still holds the state directory and wrote it again");
-    else log.warn({ lock }, "the lock file was removed while countd was running; this countd still holds the state directory and wrote it again");
+    if (holder)
+      log.warn(
+        { lock, daemonPid: pid },
+        "the lock file no longer named this countd; this countd still holds the state directory and wrote it again",
+      );
+    else
+      log.warn(
+        { lock },
+        "the lock file was removed while countd was running; this countd still holds the state directory and wrote it again",
+      );
   };
   const timer = setInterval(() => {
     if (looking) return;

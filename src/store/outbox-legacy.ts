@@ -19,7 +19,14 @@ export async function migrateLegacyOutbox(
   log: Logger,
 ): Promise<void> {
   const files = [join(stateDir, "outbox.json"), join(stateDir, "outbox-delivered.jsonl")] as const;
-  const present = await Promise.all([...files, journal].map((file) => access(file).then(() => true, () => false)));
+  const present = await Promise.all(
+    [...files, journal].map((file) =>
+      access(file).then(
+        () => true,
+        () => false,
+      ),
+    ),
+  );
   if (!present[0] && !present[1]) return;
   if (!present[2]) {
     const read = await readJsonFile(files[0], "outbox file", "repair it, or move it away (its pending deliveries are then lost)");
@@ -39,7 +46,12 @@ function fitOutbox(read: { value: unknown } | undefined, file: string, misfits: 
   const data = emptyOutbox();
   if (read === undefined) return data;
   if (!isPlainObject(read.value)) {
-    misfits.push({ file, where: "the whole file", problem: `does not fit: expected an object of deliveries, got ${kind(read.value)}`, value: read.value });
+    misfits.push({
+      file,
+      where: "the whole file",
+      problem: `does not fit: expected an object of deliveries, got ${kind(read.value)}`,
+      value: read.value,
+    });
     return data;
   }
   for (const [key, value] of Object.entries(read.value)) {

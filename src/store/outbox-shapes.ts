@@ -131,4 +131,3 @@ export const recordShape = z.discriminatedUnion("op", [
   z.object({ op: z.literal("disabled"), target: z.string(), at: time, reason: z.string() }),
   z.object({ op: z.literal("enabled"), target: z.string() }),
 ]) satisfies z.ZodType<OutboxRecord>;
-

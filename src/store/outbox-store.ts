@@ -5,7 +5,14 @@ import { migrateLegacyOutbox } from "./outbox-legacy.js";
 import { DELIVERED_KEPT_MS, emptyOutbox, OUTBOX_FILE, recordShape, type OutboxData, type OutboxRecord } from "./outbox-shapes.js";
 import { problemOf, quarantine, type Misfit } from "./quarantine.js";
 
-export { DELIVERED_KEPT_MS, OUTBOX_FILE, type DisabledTarget, type OutboxData, type OutboxEntry, type OutboxRecord } from "./outbox-shapes.js";
+export {
+  DELIVERED_KEPT_MS,
+  OUTBOX_FILE,
+  type DisabledTarget,
+  type OutboxData,
+  type OutboxEntry,
+  type OutboxRecord,
+} from "./outbox-shapes.js";
 
 /** Compaction waits for at least this many superseded records, so a small outbox is not rewritten over and over. */
 const COMPACT_AFTER = 10_000;
@@ -85,8 +92,18 @@ class OutboxState {
   /** The records a compaction writes: one for each thing still in play. */
   records(): OutboxRecord[] {
     return [
-      ...Object.entries(this.data.disabledTargets).map(([target, { at, reason }]): OutboxRecord => ({ op: "disabled", target, at, reason })),
-      ...[...this.delivered].map(([keptId, { at, attempts }]): OutboxRecord => ({ op: "delivered", id: keptId, at: new Date(at).toISOString(), ...(attempts !== undefined ? { attempts } : {}) })),
+      ...Object.entries(this.data.disabledTargets).map(([target, { at, reason }]): OutboxRecord => ({
+        op: "disabled",
+        target,
+        at,
+        reason,
+      })),
+      ...[...this.delivered].map(([keptId, { at, attempts }]): OutboxRecord => ({
+        op: "delivered",
+        id: keptId,
+        at: new Date(at).toISOString(),
+        ...(attempts !== undefined ? { attempts } : {}),
+      })),
       ...Object.values(this.data.entries).map((entry): OutboxRecord => ({ op: "queued", entry })),
     ];
   }
@@ -180,7 +197,8 @@ export class OutboxStore {
   /** The acknowledged ids starting with `prefix`, with when and after how many attempts, oldest first. */
   deliveredWith(prefix: string): Array<{ id: string; at: Date; attempts?: number }> {
     const found: Array<{ id: string; at: Date; attempts?: number }> = [];
-    for (const [id, { at, attempts }] of this.state.delivered) if (id.startsWith(prefix)) found.push({ id, at: new Date(at), ...(attempts !== undefined ? { attempts } : {}) });
+    for (const [id, { at, attempts }] of this.state.delivered)
+      if (id.startsWith(prefix)) found.push({ id, at: new Date(at), ...(attempts !== undefined ? { attempts } : {}) });
     return found;
   }
 

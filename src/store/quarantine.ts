@@ -34,7 +34,10 @@ export async function quarantine(stateDir: string, misfits: readonly Misfit[], l
   const at = new Date().toISOString();
   await appendFile(file, misfits.map((misfit) => `${JSON.stringify({ at, ...misfit })}\n`).join(""));
   for (const { file: source, where, problem } of misfits) {
-    log.warn({ file: source, where, problem, quarantine: file }, "a piece of a state file does not fit; moved aside to the quarantine file and skipped");
+    log.warn(
+      { file: source, where, problem, quarantine: file },
+      "a piece of a state file does not fit; moved aside to the quarantine file and skipped",
+    );
   }
 }
 

@@ -22,7 +22,13 @@ export function hasHistory(name: string): boolean {
 }
 
 /** Records written before cache writes were counted have none. */
-export const usageShape = z.looseObject({ inputTokens: count, outputTokens: count, cachedInputTokens: count, cacheWriteTokens: count.default(0), estimatedTokens: count.optional() });
+export const usageShape = z.looseObject({
+  inputTokens: count,
+  outputTokens: count,
+  cachedInputTokens: count,
+  cacheWriteTokens: count.default(0),
+  estimatedTokens: count.optional(),
+});
 
 /** A run record as saved; fields a newer countd added are kept. */
 export const runRecordShape = z.looseObject({

@@ -101,9 +101,9 @@ export class SpendLedger implements SpendBook {
     this.recent.push(line);
     if (this.day && localClock(new Date(line.at), this.day.timeZone).date === this.day.date) add(this.day, line);
     const file = this.fileOf(new Date(line.at));
-    void this.appends.run(file, () => appendJsonLines(file, [line])).catch((err: unknown) =>
-      this.log.error({ file, error: errorText(err) }, "could not write a call's price to the spend file"),
-    );
+    void this.appends
+      .run(file, () => appendJsonLines(file, [line]))
+      .catch((err: unknown) => this.log.error({ file, error: errorText(err) }, "could not write a call's price to the spend file"));
   }
 
   today(timeZone: string, job?: string): SpentToday {

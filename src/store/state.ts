@@ -180,7 +180,12 @@ function fitLegacyRuns(value: unknown, file: string, misfits: Misfit[]): Record<
   for (const [job, list] of Object.entries(value)) {
     const where = `runs.${job}`;
     if (!hasHistory(job) || !Array.isArray(list)) {
-      misfits.push({ file, where, problem: hasHistory(job) ? `does not fit: expected an array, got ${kind(list)}` : "is not a job name", value: list });
+      misfits.push({
+        file,
+        where,
+        problem: hasHistory(job) ? `does not fit: expected an array, got ${kind(list)}` : "is not a job name",
+        value: list,
+      });
       continue;
     }
     runs[job] = list.flatMap((item, i) => {
@@ -233,7 +238,10 @@ export class StateStore {
    * where runs are kept instead of runs/ (a cluster's, shared by its daemons); `shared`: where job
    * state, pauses and the heartbeat's state are kept instead of state.json (a cluster's).
    */
-  static async open(stateDir: string, opts: { log?: Logger; history?: RunHistoryStore; shared?: SharedStateStore } = {}): Promise<StateStore> {
+  static async open(
+    stateDir: string,
+    opts: { log?: Logger; history?: RunHistoryStore; shared?: SharedStateStore } = {},
+  ): Promise<StateStore> {
     const log = (opts.log ?? silentLogger).child({ component: "state" });
     await mkdir(stateDir, { recursive: true });
     const file = join(stateDir, "state.json");
@@ -398,7 +406,13 @@ export class StateStore {
 async function carryIntoCluster(db: Low<LegacyStateData>, shared: SharedStateStore, log: Logger): Promise<void> {
   const { jobs, heartbeat, pausedAllAt } = db.data;
   const carried = Object.entries(jobs).filter(([, job]) => job.pausedAt !== undefined || job.done || job.lastScheduledAt !== undefined);
-  if (Object.keys(jobs).length === 0 && pausedAllAt === undefined && heartbeat.delivered.length === 0 && heartbeat.lastContactAt === undefined) return;
+  if (
+    Object.keys(jobs).length === 0 &&
+    pausedAllAt === undefined &&
+    heartbeat.delivered.length === 0 &&
+    heartbeat.lastContactAt === undefined
+  )
+    return;
   try {
     await shared.update((data) => {
       for (const [name, job] of carried) {
@@ -410,7 +424,8 @@ async function carryIntoCluster(db: Low<LegacyStateData>, shared: SharedStateSto
       if (pausedAllAt !== undefined) data.pausedAllAt ??= pausedAllAt;
       const known = new Set(data.heartbeat.delivered.map((check) => `${check.at} ${check.hash}`));
       const added = heartbeat.delivered.filter((check) => !known.has(`${check.at} ${check.hash}`));
-      if (added.length > 0) data.heartbeat.delivered = [...data.heartbeat.delivered, ...added].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+      if (added.length > 0)
+        data.heartbeat.delivered = [...data.heartbeat.delivered, ...added].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
       if (isLater(heartbeat.lastContactAt, data.heartbeat.lastContactAt)) data.heartbeat.lastContactAt = heartbeat.lastContactAt;
     });
   } catch (err) {
@@ -427,7 +442,10 @@ async function carryIntoCluster(db: Low<LegacyStateData>, shared: SharedStateSto
     // Carried again at the next start, which changes nothing the cluster has but a pause lifted meanwhile.
     log.warn({ error: errorText(err) }, "carried state.json's job state into the cluster, but could not write state.json without it");
   }
-  log.info({ jobs: carried.length, paused, pausedAll: pausedAllAt !== undefined }, "carried the job state of state.json from before the cluster into the cluster's");
+  log.info(
+    { jobs: carried.length, paused, pausedAll: pausedAllAt !== undefined },
+    "carried the job state of state.json from before the cluster into the cluster's",
+  );
 }
 
 /** Whether ISO time `a` is set and later than `b`, or `b` is not set. */

@@ -80,7 +80,8 @@ export async function readTranscript(paths: { state: string; logs: string }, run
   // A run in progress writes its messages when it ends: nothing is missing yet.
   if (run.status === "running") return transcript;
   if (messages === undefined && audit.length === 0 && run.status !== "skipped" && run.status !== "cancelled") {
-    transcript.incomplete = "no session file or audit lines were found for this run: removed by retention, or the run never reached the model";
+    transcript.incomplete =
+      "no session file or audit lines were found for this run: removed by retention, or the run never reached the model";
   } else if (messages === undefined && run.iterations > 0) {
     transcript.incomplete = "the session file is gone (removed by retention): tool results are shown as the audit log cut them";
   }

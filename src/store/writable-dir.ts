@@ -15,7 +15,8 @@ export async function ensureWritableDir(dir: string, what: string): Promise<void
     await rm(probe, { force: true });
   } catch (err) {
     const { code, message } = err as NodeJS.ErrnoException;
-    if (code === "EEXIST" || code === "ENOTDIR") throw new Error(`the ${what} directory ${dir} is not a directory (a file is in its place)`);
+    if (code === "EEXIST" || code === "ENOTDIR")
+      throw new Error(`the ${what} directory ${dir} is not a directory (a file is in its place)`);
     throw new Error(`the ${what} directory ${dir} is not writable: ${message}`);
   }
 }

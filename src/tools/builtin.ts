@@ -70,7 +70,9 @@ export function selectTools(
     throw new Error("the exec tool is switched off in the configuration (tools.exec.enabled: false)");
   }
   if (names.includes("exec") && !registry.get("exec")) {
-    throw new Error("the exec tool is not offered: no sandbox is available to it (countd status and the start-up log say why and how to fix it)");
+    throw new Error(
+      "the exec tool is not offered: no sandbox is available to it (countd status and the start-up log say why and how to fix it)",
+    );
   }
   for (const name of names) {
     const why = toolsMatching(name, [...registry.names, ...PER_RUN_TOOLS]).length === 0 ? unlisted(name) : undefined;

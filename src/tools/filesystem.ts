@@ -39,7 +39,9 @@ export function fileTools(opts: FileToolOptions): Tool[] {
 const pathArg = z
   .string()
   .min(1)
-  .describe("Path relative to the workspace; an absolute path must lie inside it. A path leading outside (through .., ~ or a symlink) is refused.");
+  .describe(
+    "Path relative to the workspace; an absolute path must lie inside it. A path leading outside (through .., ~ or a symlink) is refused.",
+  );
 
 function readFileTool(files: Files, maxChars: number) {
   return defineTool({
@@ -56,13 +58,27 @@ function readFileTool(files: Files, maxChars: number) {
           .min(1)
           .max(50)
           .optional()
-          .describe("Several files to read in one call; each is headed by `==> path <==`, and a file that cannot be read shows its error without stopping the others."),
-        start_line: z.number().int().min(1).optional().describe("First line to show (1-based). Use it to read on after a truncation notice."),
-        end_line: z.number().int().min(1).optional().describe("Last line to show (inclusive). Without it, reads to the end of the file or the size limit."),
+          .describe(
+            "Several files to read in one call; each is headed by `==> path <==`, and a file that cannot be read shows its error without stopping the others.",
+          ),
+        start_line: z
+          .number()
+          .int()
+          .min(1)
+          .optional()
+          .describe("First line to show (1-based). Use it to read on after a truncation notice."),
+        end_line: z
+          .number()
+          .int()
+          .min(1)
+          .optional()
+          .describe("Last line to show (inclusive). Without it, reads to the end of the file or the size limit."),
         line_numbers: z
           .boolean()
           .default(false)
-          .describe("Prefix each line with its number, as `  12| text`. Handy before edit_file with start_line/end_line; the prefix is not part of the file."),
+          .describe(
+            "Prefix each line with its number, as `  12| text`. Handy before edit_file with start_line/end_line; the prefix is not part of the file.",
+          ),
       })
       .refine((a) => (a.path === undefined) !== (a.paths === undefined), { message: "give either path or paths, not both and not neither" })
       .refine((a) => a.start_line === undefined || a.end_line === undefined || a.end_line >= a.start_line, {
@@ -97,13 +113,20 @@ function writeFileTool(files: Files, maxBytes: number) {
       `One call writes at most ${formatBytes(maxBytes)}.`,
     parameters: z.object({
       path: pathArg.describe("The file to write, relative to the workspace."),
-      content: z.string().describe("The full text to write (or to add, in append mode). Include the final newline if the file should end with one."),
-      mode: z.enum(["overwrite", "append"]).default("overwrite").describe('"overwrite" replaces the whole file; "append" adds content to its end.'),
+      content: z
+        .string()
+        .describe("The full text to write (or to add, in append mode). Include the final newline if the file should end with one."),
+      mode: z
+        .enum(["overwrite", "append"])
+        .default("overwrite")
+        .describe('"overwrite" replaces the whole file; "append" adds content to its end.'),
     }),
     async execute({ path, content, mode }, ctx) {
       const bytes = Buffer.byteLength(content);
       if (bytes > maxBytes) {
-        throw new ToolRefusal(`refused: the content for ${JSON.stringify(path)} is ${formatBytes(bytes)}, over the ${formatBytes(maxBytes)} limit of one write`);
+        throw new ToolRefusal(
+          `refused: the content for ${JSON.stringify(path)} is ${formatBytes(bytes)}, over the ${formatBytes(maxBytes)} limit of one write`,
+        );
       }
       const real = await files.guard.forWrite(path);
       const shown = await files.shown(real);
@@ -139,7 +162,11 @@ function editFileTool(files: Files, maxBytes: number) {
     parameters: z
       .object({
         path: pathArg.describe("The file to edit, relative to the workspace."),
-        old_text: z.string().min(1).optional().describe("Exact text to replace; it must occur exactly once in the file. Include surrounding lines to make it unique."),
+        old_text: z
+          .string()
+          .min(1)
+          .optional()
+          .describe("Exact text to replace; it must occur exactly once in the file. Include surrounding lines to make it unique."),
         new_text: z.string().describe('The replacement text. With a line range, these become the new lines ("" deletes the lines).'),
         start_line: z.number().int().min(1).optional().describe("First line to replace (1-based), instead of old_text."),
         end_line: z.number().int().min(1).optional().describe("Last line to replace (inclusive); defaults to start_line."),
@@ -160,16 +187,21 @@ function editFileTool(files: Files, maxBytes: number) {
       let summary: string;
       try {
         const { size } = await openedRegular(handle, args.path, "edit_file changes one file");
-        if (size > maxBytes) throw new ToolRefusal(`refused: ${shown} is ${formatBytes(size)}, over the ${formatBytes(maxBytes)} edit limit`);
+        if (size > maxBytes)
+          throw new ToolRefusal(`refused: ${shown} is ${formatBytes(size)}, over the ${formatBytes(maxBytes)} edit limit`);
         const buffer = await handle.readFile();
-        if (buffer.subarray(0, BINARY_SNIFF_BYTES).includes(0)) throw new FinalToolError(`${shown} is a binary file; edit_file only changes text files`);
+        if (buffer.subarray(0, BINARY_SNIFF_BYTES).includes(0))
+          throw new FinalToolError(`${shown} is a binary file; edit_file only changes text files`);
         const content = buffer.toString("utf8");
         const edit =
           args.old_text !== undefined
             ? replaceText(content, args.old_text, args.new_text, shown)
             : replaceLines(content, args.start_line!, args.end_line ?? args.start_line!, args.new_text, shown);
         const out = Buffer.from(edit.content);
-        if (out.length > maxBytes) throw new ToolRefusal(`refused: the edit would make ${shown} ${formatBytes(out.length)}, over the ${formatBytes(maxBytes)} limit`);
+        if (out.length > maxBytes)
+          throw new ToolRefusal(
+            `refused: the edit would make ${shown} ${formatBytes(out.length)}, over the ${formatBytes(maxBytes)} limit`,
+          );
         await handle.truncate(0);
         await handle.write(out, 0, out.length, 0);
         summary = edit.summary;
@@ -211,7 +243,10 @@ function listDirTool(files: Files) {
             if (entry.isDirectory()) return `${entry.name}/`;
             if (entry.isSymbolicLink()) return `${entry.name} -> ${await readlink(full).catch(() => "?")}`;
             if (!entry.isFile()) return entry.name;
-            const size = await lstat(full).then((info) => `  ${formatBytes(info.size)}`, () => "");
+            const size = await lstat(full).then(
+              (info) => `  ${formatBytes(info.size)}`,
+              () => "",
+            );
             return entry.name + size;
           }),
         );
@@ -219,7 +254,9 @@ function listDirTool(files: Files) {
         await folder.close();
       }
       if (entries.length > MAX_LIST_ENTRIES) {
-        lines.push(`[${entries.length - MAX_LIST_ENTRIES} more entries not shown (${entries.length} in all); use file_search with a pattern to find what you need]`);
+        lines.push(
+          `[${entries.length - MAX_LIST_ENTRIES} more entries not shown (${entries.length} in all); use file_search with a pattern to find what you need]`,
+        );
       }
       return lines.join("\n");
     },
@@ -242,8 +279,19 @@ function fileSearchTool(files: Files) {
             'names starting with "." match only when the pattern spells the dot. No "..", "~" or absolute paths: choose the folder with path.',
         ),
       path: pathArg.default(".").describe('The folder to search in, relative to the workspace; "." (the default) is the workspace.'),
-      max_depth: z.number().int().min(0).optional().describe("How many folder levels below path to descend; 0 searches path itself only. Default: no limit."),
-      limit: z.number().int().min(1).max(1000).default(100).describe("Most results to return (default 100); a notice says when more matched."),
+      max_depth: z
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .describe("How many folder levels below path to descend; 0 searches path itself only. Default: no limit."),
+      limit: z
+        .number()
+        .int()
+        .min(1)
+        .max(1000)
+        .default(100)
+        .describe("Most results to return (default 100); a notice says when more matched."),
     }),
     async execute({ pattern, path, max_depth, limit }, ctx) {
       // Any "..", not only a whole segment: brace expansion can assemble one ("..{,}/x" becomes "../x").
@@ -256,7 +304,8 @@ function fileSearchTool(files: Files) {
       const info = await stat(root).catch((err) => {
         throw fileError(err, path);
       });
-      if (!info.isDirectory()) throw new FinalToolError(`${JSON.stringify(path)} is a file, not a folder; file_search needs a folder as path`);
+      if (!info.isDirectory())
+        throw new FinalToolError(`${JSON.stringify(path)} is a file, not a folder; file_search needs a folder as path`);
       const found = await glob(pattern, {
         cwd: root,
         absolute: true,
@@ -328,7 +377,14 @@ class Files {
     }
   }
 
-  private async readOpened(handle: FileHandle, path: string, shown: string, range: LineRange, budget: number, limit: number): Promise<{ text: string; used: number }> {
+  private async readOpened(
+    handle: FileHandle,
+    path: string,
+    shown: string,
+    range: LineRange,
+    budget: number,
+    limit: number,
+  ): Promise<{ text: string; used: number }> {
     const { size, binary } = await sniff(handle, path);
     if (binary) return { text: `[${shown} is a binary file (${formatBytes(size)}); read_file only shows text]`, used: 0 };
 
@@ -373,7 +429,8 @@ async function sniff(handle: FileHandle, path: string): Promise<{ size: number; 
 async function openedRegular(handle: FileHandle, path: string, folderHint: string): Promise<Stats> {
   const info = await handle.stat();
   if (info.isDirectory()) throw new FinalToolError(`${JSON.stringify(path)} is a folder, not a file; ${folderHint}`);
-  if (!info.isFile()) throw new FinalToolError(`${JSON.stringify(path)} is not a regular file (a pipe, socket or device); only regular files can be opened`);
+  if (!info.isFile())
+    throw new FinalToolError(`${JSON.stringify(path)} is not a regular file (a pipe, socket or device); only regular files can be opened`);
   return info;
 }
 
@@ -386,7 +443,8 @@ async function regularFile(real: string, path: string, folderHint: string): Prom
     throw fileError(err, path);
   });
   if (info.isDirectory()) throw new FinalToolError(`${JSON.stringify(path)} is a folder, not a file; ${folderHint}`);
-  if (!info.isFile()) throw new FinalToolError(`${JSON.stringify(path)} is not a regular file (a pipe, socket or device); only regular files can be opened`);
+  if (!info.isFile())
+    throw new FinalToolError(`${JSON.stringify(path)} is not a regular file (a pipe, socket or device); only regular files can be opened`);
   return info;
 }
 
@@ -436,7 +494,9 @@ function replaceText(content: string, oldText: string, newText: string, shown: s
   for (let i = content.indexOf(find); i !== -1; i = content.indexOf(find, i + find.length)) at.push(i);
   const lineOf = (index: number): number => content.slice(0, index).split("\n").length;
   if (at.length === 0) {
-    throw new FinalToolError(`old_text was not found in ${shown}; read the file again and copy the text exactly, whitespace and line breaks included`);
+    throw new FinalToolError(
+      `old_text was not found in ${shown}; read the file again and copy the text exactly, whitespace and line breaks included`,
+    );
   }
   if (at.length > 1) {
     throw new FinalToolError(
@@ -459,7 +519,9 @@ function replaceLines(content: string, start: number, end: number, newText: stri
   const lines = content === "" ? [] : content.split(eol);
   if (endsWithEol) lines.pop();
   if (end > lines.length) {
-    throw new FinalToolError(`${end === start ? "start_line" : "end_line"} ${end} is past the end of ${shown}, which has ${plural(lines.length, "line")}`);
+    throw new FinalToolError(
+      `${end === start ? "start_line" : "end_line"} ${end} is past the end of ${shown}, which has ${plural(lines.length, "line")}`,
+    );
   }
   const replacement = newText === "" ? [] : newText.replace(/\r?\n$/, "").split(/\r?\n/);
   lines.splice(start - 1, end - start + 1, ...replacement);

@@ -17,7 +17,12 @@ function memoryWriteTool(memory: MemoryStore) {
       "Write a short, self-contained sentence; line breaks are folded into spaces.",
     parameters: z.object({
       text: z.string().trim().min(1).describe('The fact to remember, e.g. "The user wants reports in German".'),
-      source: z.string().trim().min(1).default("agent").describe('Who or what the fact comes from (default "agent"), e.g. "user" or "cron:daily-report".'),
+      source: z
+        .string()
+        .trim()
+        .min(1)
+        .default("agent")
+        .describe('Who or what the fact comes from (default "agent"), e.g. "user" or "cron:daily-report".'),
     }),
     async execute({ text, source }) {
       return `saved as ${entryLine(await memory.append(source, text))}`;
@@ -35,8 +40,14 @@ function memorySearchTool(memory: MemoryStore) {
     parameters: z
       .object({
         query: z.string().optional().describe('Keywords separated by spaces, e.g. "server password rotation". Give query or keywords.'),
-        keywords: z.array(z.string()).optional().describe('Keywords as a list, for ones that contain spaces, e.g. ["db-1", "backup window"].'),
-        mode: z.enum(["or", "and"]).default("or").describe('"or": entries holding any keyword (the default); "and": entries holding all of them.'),
+        keywords: z
+          .array(z.string())
+          .optional()
+          .describe('Keywords as a list, for ones that contain spaces, e.g. ["db-1", "backup window"].'),
+        mode: z
+          .enum(["or", "and"])
+          .default("or")
+          .describe('"or": entries holding any keyword (the default); "and": entries holding all of them.'),
         limit: z.number().int().min(1).max(200).default(15).describe("Most entries to return (default 15)."),
       })
       .refine((a) => words(a).length > 0, { message: "give at least one keyword, in query or keywords" }),
@@ -64,9 +75,20 @@ function memoryReadTool(memory: MemoryStore) {
       "Reads long-term memory (MEMORY.md) entries, oldest first: the last N entries (default 10), or those on lines start_line..end_line of the file.",
     parameters: z
       .object({
-        start_line: z.number().int().min(1).optional().describe("First line of MEMORY.md to read (1-based), e.g. a few lines before a memory_search hit."),
+        start_line: z
+          .number()
+          .int()
+          .min(1)
+          .optional()
+          .describe("First line of MEMORY.md to read (1-based), e.g. a few lines before a memory_search hit."),
         end_line: z.number().int().min(1).optional().describe("Last line to read (inclusive); without it, reads to the end."),
-        last: z.number().int().min(1).max(500).optional().describe("Read the last N entries instead (default 10 when no line range is given)."),
+        last: z
+          .number()
+          .int()
+          .min(1)
+          .max(500)
+          .optional()
+          .describe("Read the last N entries instead (default 10 when no line range is given)."),
       })
       .refine((a) => a.last === undefined || (a.start_line === undefined && a.end_line === undefined), {
         message: "give either last or start_line/end_line, not both",

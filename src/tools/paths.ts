@@ -101,7 +101,8 @@ function shown(path: string): string {
  * about to be created is judged by the real folder it would land in.
  */
 async function realPathOf(path: string, depth = 0): Promise<string> {
-  const tooManyLinks = () => new ToolRefusal(`refused: ${shown(path)} leads through too many symbolic links (a loop, or a chain longer than 40)`);
+  const tooManyLinks = () =>
+    new ToolRefusal(`refused: ${shown(path)} leads through too many symbolic links (a loop, or a chain longer than 40)`);
   if (depth > 40) throw tooManyLinks();
   try {
     return await realpath(path);

@@ -18,7 +18,8 @@ const definitions = new WeakMap<Tool, ToolDefinition>();
 function definitionOf(tool: Tool): ToolDefinition {
   let definition = definitions.get(tool);
   if (!definition) {
-    const { $schema: _ignored, ...parameters } = tool.inputSchema ?? (z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>);
+    const { $schema: _ignored, ...parameters } =
+      tool.inputSchema ?? (z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>);
     definitions.set(tool, (definition = { type: "function", function: { name: tool.name, description: tool.description, parameters } }));
   }
   return definition;

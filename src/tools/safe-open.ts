@@ -83,7 +83,11 @@ export interface WriteOpen {
  * creating it when `create` is set and it does not exist; nothing is truncated here, so a
  * refused open changes nothing.
  */
-export async function openWrite(real: string, shown: string, opts: { create: boolean; append?: boolean; edit?: boolean }): Promise<WriteOpen> {
+export async function openWrite(
+  real: string,
+  shown: string,
+  opts: { create: boolean; append?: boolean; edit?: boolean },
+): Promise<WriteOpen> {
   const parent = await openFolder(dirname(real), shown).catch((err: unknown) => {
     throw linkRefusal(err, shown);
   });

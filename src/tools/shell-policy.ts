@@ -95,7 +95,10 @@ async function checkPathWord(use: PathUse, ctx: CheckContext, checkPath: (path: 
   if (HARMLESS_DEVICES.has(word) || /^\/dev\/fd\/\d+$/.test(word)) return;
   if (use.partial && !(isAbsolute(word) || word.startsWith("~") || word.includes(".."))) return;
   if (dotDotAfterName(word)) {
-    throw refusal(use.site, `${JSON.stringify(word)} has .. after a folder name: if that name is a symbolic link (one the line creates too), .. leads elsewhere, so it is refused`);
+    throw refusal(
+      use.site,
+      `${JSON.stringify(word)} has .. after a folder name: if that name is a symbolic link (one the line creates too), .. leads elsewhere, so it is refused`,
+    );
   }
   const targets = resolveWord(word, ctx);
   if (targets === "other-home") throw refusal(use.site, `${JSON.stringify(word)} is another user's home folder, outside the workspace`);
@@ -111,6 +114,8 @@ async function checkPathWord(use: PathUse, ctx: CheckContext, checkPath: (path: 
 
 async function checkDeleteRoot(use: PathUse, ctx: CheckContext): Promise<void> {
   const targets = resolveWord(use.word, ctx);
-  const escapes = targets === "other-home" || !(await Promise.all(targets.map(async (t) => isInside(await realpath(t).catch(() => t), ctx.workspace)))).every(Boolean);
+  const escapes =
+    targets === "other-home" ||
+    !(await Promise.all(targets.map(async (t) => isInside(await realpath(t).catch(() => t), ctx.workspace)))).every(Boolean);
   if (escapes) throw refusal(use.site, `find -delete on ${JSON.stringify(use.word)}, outside the workspace, is on the deny-list`);
 }

@@ -21,12 +21,48 @@ export const WRAPPERS: Record<string, { valueOptions: string[]; operandsBefore?:
   stdbuf: { valueOptions: ["-i", "-o", "-e", "--input", "--output", "--error"] },
   timeout: { valueOptions: ["-s", "--signal", "-k", "--kill-after"], operandsBefore: 1 },
   sudo: {
-    valueOptions: ["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-T", "-U", "--user", "--group", "--host", "--prompt", "--chdir", "--role", "--type"],
+    valueOptions: [
+      "-u",
+      "-g",
+      "-h",
+      "-p",
+      "-C",
+      "-D",
+      "-r",
+      "-t",
+      "-T",
+      "-U",
+      "--user",
+      "--group",
+      "--host",
+      "--prompt",
+      "--chdir",
+      "--role",
+      "--type",
+    ],
   },
   doas: { valueOptions: ["-u", "-C"] },
   env: { valueOptions: ["-u", "--unset", "-C", "--chdir"] },
   xargs: {
-    valueOptions: ["-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--eof", "--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"],
+    valueOptions: [
+      "-a",
+      "-d",
+      "-E",
+      "-I",
+      "-L",
+      "-n",
+      "-P",
+      "-s",
+      "--arg-file",
+      "--delimiter",
+      "--eof",
+      "--replace",
+      "--max-lines",
+      "--max-args",
+      "--max-procs",
+      "--max-chars",
+      "--process-slot-var",
+    ],
   },
   busybox: { valueOptions: [] },
   flock: { valueOptions: ["-w", "--timeout", "-E", "--conflict-exit-code"], operandsBefore: 1 },
@@ -50,7 +86,19 @@ export const WRAPPERS: Record<string, { valueOptions: string[]; operandsBefore?:
 };
 
 /** Variables that make a later command run other code than the one named. */
-export const CODE_VARIABLES = new Set(["PATH", "BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "IFS"]);
+export const CODE_VARIABLES = new Set([
+  "PATH",
+  "BASH_ENV",
+  "ENV",
+  "LD_PRELOAD",
+  "LD_LIBRARY_PATH",
+  "LD_AUDIT",
+  "PROMPT_COMMAND",
+  "PS4",
+  "SHELLOPTS",
+  "BASHOPTS",
+  "IFS",
+]);
 
 /** set options that change nothing the check relies on; any other is refused. */
 export const SAFE_SET_LETTERS = "euxvfnC";
@@ -58,7 +106,16 @@ export const SAFE_SET_OPTIONS = new Set(["errexit", "nounset", "xtrace", "verbos
 
 export const DISK_DEVICE = /^\/dev\/(sd|hd|vd|xvd|nvme|mmcblk|disk)/;
 /** Device files a command may name even under the workspace restriction. */
-export const HARMLESS_DEVICES = new Set(["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty"]);
+export const HARMLESS_DEVICES = new Set([
+  "/dev/null",
+  "/dev/zero",
+  "/dev/random",
+  "/dev/urandom",
+  "/dev/stdin",
+  "/dev/stdout",
+  "/dev/stderr",
+  "/dev/tty",
+]);
 
 /**
  * The original deny-list, applied to a command whatever wrapper or nesting it came in: why
@@ -106,7 +163,8 @@ export function skipOptions(args: Arg[], valueOptions: string[]): number {
     if (value === "--") return i + 1;
     if (value.startsWith("--")) {
       // getopt_long takes any unambiguous prefix: `timeout --sig KILL 5 rm` is `--signal KILL`.
-      if (!value.includes("=") && value.length > 3 && valueOptions.some((option) => option.startsWith("--") && option.startsWith(value))) i++;
+      if (!value.includes("=") && value.length > 3 && valueOptions.some((option) => option.startsWith("--") && option.startsWith(value)))
+        i++;
       continue;
     }
     for (let k = 1; k < value.length; k++) {
@@ -124,7 +182,18 @@ export function skipOptions(args: Arg[], valueOptions: string[]): number {
  * prefixes (`--split`) included; or why env is refused: for -S and an option env does not have.
  */
 export function envCommandStart(args: Arg[]): number | { refuse: string } {
-  const longs = ["--ignore-environment", "--null", "--unset", "--chdir", "--split-string", "--block-signal", "--default-signal", "--ignore-signal", "--list-signal-handling", "--debug"];
+  const longs = [
+    "--ignore-environment",
+    "--null",
+    "--unset",
+    "--chdir",
+    "--split-string",
+    "--block-signal",
+    "--default-signal",
+    "--ignore-signal",
+    "--list-signal-handling",
+    "--debug",
+  ];
   let i = 0;
   for (; i < args.length; i++) {
     const value = args[i]!.value;
@@ -135,7 +204,8 @@ export function envCommandStart(args: Arg[]): number | { refuse: string } {
     if (value.startsWith("--")) {
       const written = value.split("=")[0]!;
       const matches = longs.filter((name) => name.startsWith(written));
-      if (matches.length !== 1) return { refuse: `env ${written} is not an option env reads unambiguously, so what it runs cannot be checked` };
+      if (matches.length !== 1)
+        return { refuse: `env ${written} is not an option env reads unambiguously, so what it runs cannot be checked` };
       if (matches[0] === "--split-string") return { refuse: "env -S splits a string into a command, which is not checked" };
       if ((matches[0] === "--unset" || matches[0] === "--chdir") && !value.includes("=")) i++;
       continue;

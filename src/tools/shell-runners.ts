@@ -23,7 +23,8 @@ export type Finding<W extends Word> =
 const INTERPRETERS =
   /^(python[\d.]*|pypy[\d.]*|perl[\d.]*|ruby[\d.]*|irb|node(js)?|deno|bun|php[\d.]*|lua(jit)?[\d.]*|tclsh[\d.]*|wish|expect|Rscript|R|julia|osascript|pwsh|powershell|java|jshell|groovy|scala|make|gmake|bmake|cmake|ninja|npm|npx|pnpm|yarn|pip[\d.]*|cargo|go|gradle|mvn|ant|rake|bundle|gdb|lldb)$/;
 /** Editors, pagers and command-line clients whose commands (`:!cmd`, `!cmd`, `.shell`, `\!`) run a shell. */
-const EDITORS = /^(vi|vim|nvim|view|vimdiff|ex|ed|red|emacs|emacsclient|nano|pico|joe|mcedit|mail|mailx|ftp|lftp|sftp|telnet|sqlite3?|psql|mysql|mariadb|dc|gnuplot)$/;
+const EDITORS =
+  /^(vi|vim|nvim|view|vimdiff|ex|ed|red|emacs|emacsclient|nano|pico|joe|mcedit|mail|mailx|ftp|lftp|sftp|telnet|sqlite3?|psql|mysql|mariadb|dc|gnuplot)$/;
 
 /** The long option `--name`, also abbreviated to any unambiguous prefix of at least `min` characters (GNU getopt accepts those). */
 function longOption(arg: string, name: string, min: number): { value?: string } | undefined {
@@ -33,7 +34,11 @@ function longOption(arg: string, name: string, min: number): { value?: string } 
 }
 
 /** Finds, in `args`, the value of each long option of `names` (with its minimal prefix) and short option of `shorts`. */
-function optionValues<W extends Word>(args: W[], longs: Record<string, number>, shorts: string[]): { found: (string | undefined)[]; unknown: boolean } {
+function optionValues<W extends Word>(
+  args: W[],
+  longs: Record<string, number>,
+  shorts: string[],
+): { found: (string | undefined)[]; unknown: boolean } {
   const found: (string | undefined)[] = [];
   let unknown = false;
   for (let i = 0; i < args.length; i++) {
@@ -61,14 +66,21 @@ function optionValues<W extends Word>(args: W[], longs: Record<string, number>, 
 
 function codeOf<W extends Word>(values: (string | undefined)[], what: string, unknown: boolean): Finding<W>[] {
   return values.map((code) =>
-    code === undefined || unknown ? { kind: "refuse", why: `${what} is decided at run time, so it cannot be checked` } : { kind: "code", code, what },
+    code === undefined || unknown
+      ? { kind: "refuse", why: `${what} is decided at run time, so it cannot be checked` }
+      : { kind: "code", code, what },
   );
 }
 
 /** What `program` runs or writes by way of `args`; `allowList`: allow-list mode, where code the policy cannot read is refused. */
 export function runnerFindings<W extends Word>(program: string, args: W[], allowList: boolean): Finding<W>[] {
   if (allowList && INTERPRETERS.test(program)) {
-    return [{ kind: "refuse", why: `in allow-list mode, ${program} is refused: it runs code from its arguments or from files a command can write, so it would allow every program` }];
+    return [
+      {
+        kind: "refuse",
+        why: `in allow-list mode, ${program} is refused: it runs code from its arguments or from files a command can write, so it would allow every program`,
+      },
+    ];
   }
   if (allowList && EDITORS.test(program)) {
     return [{ kind: "refuse", why: `in allow-list mode, ${program} is refused: its commands can run a shell` }];
@@ -84,7 +96,11 @@ export function runnerFindings<W extends Word>(program: string, args: W[], allow
       return awkFindings(args);
     case "sort": {
       const { found, unknown } = optionValues(args, { "--compress-program": 4 }, []);
-      return found.map((prog) => (prog === undefined || unknown ? { kind: "refuse", why: "sort --compress-program decided at run time cannot be checked" } : { kind: "command", argv: [{ value: prog } as W], what: "sort --compress-program" }));
+      return found.map((prog) =>
+        prog === undefined || unknown
+          ? { kind: "refuse", why: "sort --compress-program decided at run time cannot be checked" }
+          : { kind: "command", argv: [{ value: prog } as W], what: "sort --compress-program" },
+      );
     }
     case "tar":
     case "gtar":
@@ -119,17 +135,23 @@ export function runnerFindings<W extends Word>(program: string, args: W[], allow
         if (value === undefined || (value.startsWith("+") && !/^\+(\d+[gGpP%]?|[FGg]|\/[^!|]*)$/.test(value))) {
           return [{ kind: "refuse", why: `${program} runs its commands given as +cmd, which can start a shell` }];
         }
-        if (/^(-k|--lesskey-file|--lesskey-src)/.test(value)) return [{ kind: "refuse", why: `${program} reads key bindings, which can run a shell, from a file` }];
+        if (/^(-k|--lesskey-file|--lesskey-src)/.test(value))
+          return [{ kind: "refuse", why: `${program} reads key bindings, which can run a shell, from a file` }];
         return [];
       });
     case "diff3":
     case "sdiff": {
       const { found, unknown } = optionValues(args, { "--diff-program": 4 }, []);
-      return found.map((prog) => (prog === undefined || unknown ? { kind: "refuse", why: `${program} --diff-program decided at run time cannot be checked` } : { kind: "command", argv: [{ value: prog } as W], what: `${program} --diff-program` }));
+      return found.map((prog) =>
+        prog === undefined || unknown
+          ? { kind: "refuse", why: `${program} --diff-program decided at run time cannot be checked` }
+          : { kind: "command", argv: [{ value: prog } as W], what: `${program} --diff-program` },
+      );
     }
     case "script": {
       const { found, unknown } = optionValues(args, { "--command": 4 }, ["c"]);
-      if (found.length === 0) return [{ kind: "refuse", why: "script without -c runs an interactive shell, whose commands cannot be checked" }];
+      if (found.length === 0)
+        return [{ kind: "refuse", why: "script without -c runs an interactive shell, whose commands cannot be checked" }];
       return codeOf(found, "script -c", unknown);
     }
     case "nc":
@@ -151,10 +173,17 @@ export function runnerFindings<W extends Word>(program: string, args: W[], allow
     case "curl":
     case "wget":
       return allowList && args.some((arg) => arg.value === undefined || /^(-K|--config|-e|--execute)/.test(arg.value))
-        ? [{ kind: "refuse", why: `in allow-list mode, ${program} options read from a file or given with -e are refused: they are not checked` }]
+        ? [
+            {
+              kind: "refuse",
+              why: `in allow-list mode, ${program} options read from a file or given with -e are refused: they are not checked`,
+            },
+          ]
         : [];
     case "hash":
-      return args.some((arg) => arg.value === undefined || /^-[a-z]*p/.test(arg.value)) ? [{ kind: "refuse", why: "hash -p makes a name run another program, which is refused" }] : [];
+      return args.some((arg) => arg.value === undefined || /^-[a-z]*p/.test(arg.value))
+        ? [{ kind: "refuse", why: "hash -p makes a name run another program, which is refused" }]
+        : [];
     case "enable":
       return [{ kind: "refuse", why: "enable changes which builtins run (or loads new ones), which cannot be checked" }];
     default:
@@ -165,7 +194,14 @@ export function runnerFindings<W extends Word>(program: string, args: W[], allow
 /** tar runs -I/--use-compress-program, --to-command, --checkpoint-action=exec, the volume scripts and a remote shell. */
 function tarFindings<W extends Word>(args: W[]): Finding<W>[] {
   const out: Finding<W>[] = [];
-  const longs = { "--use-compress-program": 5, "--to-command": 5, "--info-script": 4, "--new-volume-script": 5, "--rsh-command": 4, "--rmt-command": 4 };
+  const longs = {
+    "--use-compress-program": 5,
+    "--to-command": 5,
+    "--info-script": 4,
+    "--new-volume-script": 5,
+    "--rsh-command": 4,
+    "--rmt-command": 4,
+  };
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!.value;
     if (arg === undefined) {
@@ -178,7 +214,11 @@ function tarFindings<W extends Word>(args: W[]): Finding<W>[] {
       if (!hit) continue;
       matched = true;
       const code = hit.value ?? args[++i]?.value;
-      out.push(code === undefined ? { kind: "refuse", why: `tar ${name} decided at run time cannot be checked` } : { kind: "code", code, what: `tar ${name}` });
+      out.push(
+        code === undefined
+          ? { kind: "refuse", why: `tar ${name} decided at run time cannot be checked` }
+          : { kind: "code", code, what: `tar ${name}` },
+      );
     }
     const action = longOption(arg, "--checkpoint-action", 13);
     if (action) {
@@ -190,7 +230,11 @@ function tarFindings<W extends Word>(args: W[]): Finding<W>[] {
     if (matched) continue;
     if (arg === "-I" || arg === "-F") {
       const code = args[++i]?.value;
-      out.push(code === undefined ? { kind: "refuse", why: `tar ${arg} decided at run time cannot be checked` } : { kind: "code", code, what: `tar ${arg}` });
+      out.push(
+        code === undefined
+          ? { kind: "refuse", why: `tar ${arg} decided at run time cannot be checked` }
+          : { kind: "code", code, what: `tar ${arg}` },
+      );
     } else if (/^-[IF]./.test(arg)) {
       out.push({ kind: "code", code: arg.slice(2), what: `tar ${arg.slice(0, 2)}` });
     } else if ((i === 0 && /^[A-Za-z]*[IF]/.test(arg) && !arg.startsWith("-")) || /^-[A-Za-z]+[IF]/.test(arg)) {
@@ -208,37 +252,70 @@ const GIT_CODE_KEYS =
 function gitFindings<W extends Word>(args: W[]): Finding<W>[] {
   const out: Finding<W>[] = [];
   const values = args.map((arg) => arg.value);
-  if (values.some((value) => value === undefined)) return [{ kind: "refuse", why: "an argument of git decided at run time could set a program for it to run" }];
+  if (values.some((value) => value === undefined))
+    return [{ kind: "refuse", why: "an argument of git decided at run time could set a program for it to run" }];
   const known = values as string[];
   for (let i = 0; i < known.length; i++) {
     const arg = known[i]!;
-    const setting = arg === "-c" ? known[++i] : arg.startsWith("-c") && arg.length > 2 ? arg.slice(2) : longOption(arg, "--config-env", 10) ? "env" : undefined;
+    const setting =
+      arg === "-c"
+        ? known[++i]
+        : arg.startsWith("-c") && arg.length > 2
+          ? arg.slice(2)
+          : longOption(arg, "--config-env", 10)
+            ? "env"
+            : undefined;
     if (setting === "env") out.push({ kind: "refuse", why: "git --config-env takes a setting from a variable, which cannot be checked" });
     else if (setting !== undefined) {
       const [key = "", ...rest] = setting.split("=");
       if (GIT_CODE_KEYS.test(key)) {
         const value = rest.join("=");
-        if (/^include/i.test(key) || /^protocol/i.test(key)) out.push({ kind: "refuse", why: `git -c ${key} is refused: it changes what git runs or reads` });
-        else if (!/^alias\./i.test(key) || value.startsWith("!")) out.push({ kind: "code", code: value.replace(/^!/, ""), what: `git -c ${key}` });
+        if (/^include/i.test(key) || /^protocol/i.test(key))
+          out.push({ kind: "refuse", why: `git -c ${key} is refused: it changes what git runs or reads` });
+        else if (!/^alias\./i.test(key) || value.startsWith("!"))
+          out.push({ kind: "code", code: value.replace(/^!/, ""), what: `git -c ${key}` });
       }
     }
-    for (const [name, min] of Object.entries({ "--upload-pack": 4, "--receive-pack": 4, "--exec": 6, "--extcmd": 5, "--open-files-in-pager": 4 })) {
+    for (const [name, min] of Object.entries({
+      "--upload-pack": 4,
+      "--receive-pack": 4,
+      "--exec": 6,
+      "--extcmd": 5,
+      "--open-files-in-pager": 4,
+    })) {
       const hit = longOption(arg, name, min);
-      if (hit) out.push(hit.value === undefined && name === "--open-files-in-pager" ? { kind: "refuse", why: "git grep -O runs a pager" } : { kind: "code", code: hit.value ?? known[++i] ?? "", what: `git ${name}` });
+      if (hit)
+        out.push(
+          hit.value === undefined && name === "--open-files-in-pager"
+            ? { kind: "refuse", why: "git grep -O runs a pager" }
+            : { kind: "code", code: hit.value ?? known[++i] ?? "", what: `git ${name}` },
+        );
     }
-    if (arg === "--exec-path" || arg.startsWith("--exec-path=")) out.push({ kind: "refuse", why: "git --exec-path makes git run its commands from another folder" });
+    if (arg === "--exec-path" || arg.startsWith("--exec-path="))
+      out.push({ kind: "refuse", why: "git --exec-path makes git run its commands from another folder" });
   }
-  const sub = known.find((arg, i) => !arg.startsWith("-") && !["-c", "-C", "--git-dir", "--work-tree", "--namespace"].includes(known[i - 1] ?? ""));
+  const sub = known.find(
+    (arg, i) => !arg.startsWith("-") && !["-c", "-C", "--git-dir", "--work-tree", "--namespace"].includes(known[i - 1] ?? ""),
+  );
   if (sub === "config" && !known.some((arg) => /^(--get|--list|-l$|--get-all|--get-regexp|--show)/.test(arg))) {
     const key = known.slice(known.indexOf("config") + 1).find((arg) => !arg.startsWith("-"));
-    if (key === undefined || GIT_CODE_KEYS.test(key)) out.push({ kind: "refuse", why: `git config ${key ?? ""} sets a program for git to run, which is refused`.replace("  ", " ") });
+    if (key === undefined || GIT_CODE_KEYS.test(key))
+      out.push({ kind: "refuse", why: `git config ${key ?? ""} sets a program for git to run, which is refused`.replace("  ", " ") });
   }
   if (["submodule", "bisect", "filter-branch", "rebase", "difftool", "mergetool", "daemon", "instaweb", "send-email"].includes(sub ?? "")) {
-    const runs = sub === "submodule" ? known.includes("foreach") : sub === "bisect" ? known.includes("run") : sub === "rebase" ? known.some((arg) => /^(-x|--exec)/.test(arg)) : true;
+    const runs =
+      sub === "submodule"
+        ? known.includes("foreach")
+        : sub === "bisect"
+          ? known.includes("run")
+          : sub === "rebase"
+            ? known.some((arg) => /^(-x|--exec)/.test(arg))
+            : true;
     if (runs) out.push({ kind: "refuse", why: `git ${sub} runs commands given to it or configured for it, which are not checked` });
   }
   for (let i = 0; i < known.length; i++) {
-    if (sub !== undefined && ["clone", "fetch", "pull", "ls-remote", "archive", "push"].includes(sub) && known[i] === "-u") out.push({ kind: "code", code: known[i + 1] ?? "", what: `git ${sub} -u` });
+    if (sub !== undefined && ["clone", "fetch", "pull", "ls-remote", "archive", "push"].includes(sub) && known[i] === "-u")
+      out.push({ kind: "code", code: known[i + 1] ?? "", what: `git ${sub} -u` });
   }
   return out;
 }
@@ -252,19 +329,37 @@ function sshFindings<W extends Word>(program: string, args: W[]): Finding<W>[] {
       continue;
     }
     if (arg === "--") break;
-    if (arg === "-F" || (arg.startsWith("-F") && !arg.startsWith("--"))) out.push({ kind: "refuse", why: `${program} -F reads a configuration file, which can name commands to run` });
+    if (arg === "-F" || (arg.startsWith("-F") && !arg.startsWith("--")))
+      out.push({ kind: "refuse", why: `${program} -F reads a configuration file, which can name commands to run` });
     if ((program === "scp" || program === "sftp") && /^-[A-Za-z]*[SD]$/.test(arg)) {
       const prog = args[++i]?.value;
-      out.push(prog === undefined ? { kind: "refuse", why: `${program} -S decided at run time cannot be checked` } : { kind: "command", argv: [{ value: prog } as W], what: `${program} -S` });
+      out.push(
+        prog === undefined
+          ? { kind: "refuse", why: `${program} -S decided at run time cannot be checked` }
+          : { kind: "command", argv: [{ value: prog } as W], what: `${program} -S` },
+      );
     }
-    if (program === "sftp" && /^-[A-Za-z]*b/.test(arg)) out.push({ kind: "refuse", why: "sftp -b runs a batch of commands, which can start a shell" });
+    if (program === "sftp" && /^-[A-Za-z]*b/.test(arg))
+      out.push({ kind: "refuse", why: "sftp -b runs a batch of commands, which can start a shell" });
     const option = arg === "-o" ? args[++i]?.value : /^-o./.test(arg) ? arg.slice(2) : undefined;
     if (arg === "-o" && option === undefined) out.push({ kind: "refuse", why: `${program} -o decided at run time cannot be checked` });
     if (option === undefined) continue;
     const match = /^\s*([A-Za-z]+)\s*[=\s]\s*(.*)$/s.exec(option);
     const name = match?.[1]?.toLowerCase() ?? option.toLowerCase();
-    if (["proxycommand", "localcommand", "knownhostscommand", "remotecommand"].includes(name)) out.push({ kind: "code", code: match?.[2] ?? "", what: `${program} -o ${match?.[1]}` });
-    if (["include", "match", "permitlocalcommand", "proxyusefdpass", "securitykeyprovider", "pkcs11provider", "controlpath", "controlmaster"].includes(name)) {
+    if (["proxycommand", "localcommand", "knownhostscommand", "remotecommand"].includes(name))
+      out.push({ kind: "code", code: match?.[2] ?? "", what: `${program} -o ${match?.[1]}` });
+    if (
+      [
+        "include",
+        "match",
+        "permitlocalcommand",
+        "proxyusefdpass",
+        "securitykeyprovider",
+        "pkcs11provider",
+        "controlpath",
+        "controlmaster",
+      ].includes(name)
+    ) {
       out.push({ kind: "refuse", why: `${program} -o ${match?.[1] ?? option} is refused: it can make ${program} run or load other code` });
     }
   }
@@ -282,7 +377,11 @@ function sedFindings<W extends Word>(args: W[]): Finding<W>[] {
     const arg = args[i]!.value;
     if (arg === undefined) return [{ kind: "refuse", why: "an argument of sed decided at run time could be a script that runs commands" }];
     if (operands || !arg.startsWith("-") || arg === "-") {
-      if (scripts.length === 0 && !args.slice(0, i).some((a) => /^(-e|--expression|-f|--file)/.test(a.value ?? "") || /^-[a-zA-Z]*[ef]/.test(a.value ?? ""))) scripts.push(arg);
+      if (
+        scripts.length === 0 &&
+        !args.slice(0, i).some((a) => /^(-e|--expression|-f|--file)/.test(a.value ?? "") || /^-[a-zA-Z]*[ef]/.test(a.value ?? ""))
+      )
+        scripts.push(arg);
       operands = true;
       continue;
     }
@@ -450,7 +549,9 @@ function readSedScript(script: string): { files: string[] } | { refuse: string }
         break;
       }
       default:
-        return { refuse: `the sed script has a command ${JSON.stringify(command ?? "")} that cannot be read, so what it runs cannot be checked` };
+        return {
+          refuse: `the sed script has a command ${JSON.stringify(command ?? "")} that cannot be read, so what it runs cannot be checked`,
+        };
     }
   }
   return { files };
@@ -502,7 +603,8 @@ function awkFindings<W extends Word>(args: W[]): Finding<W>[] {
   if (/\bsystem\s*\(/.test(code) || /@(load|include|namespace)/.test(code)) {
     return [{ kind: "refuse", why: "the awk program runs commands (system()) or loads code, which is refused" }];
   }
-  if (/\|(?!\|)/.test(code.replace(/\|\|/g, ""))) return [{ kind: "refuse", why: "the awk program pipes to or from a command, which is refused" }];
+  if (/\|(?!\|)/.test(code.replace(/\|\|/g, "")))
+    return [{ kind: "refuse", why: "the awk program pipes to or from a command, which is refused" }];
   const out: Finding<W>[] = [];
   // `print > "file"`, `printf ... >> "file"`: the file is a path; a name computed at run time is refused.
   for (const statement of program.split(/[;\n{}]/)) {

@@ -2,7 +2,17 @@ import { basename, dirname, resolve } from "node:path";
 import type * as Sh from "mvdan-sh";
 import { ToolRefusal } from "./paths.js";
 import { expandWord, joined, literal, misreadBraces, type Arg } from "./shell-expand.js";
-import { CODE_VARIABLES, denyReason, DISK_DEVICE, envCommandStart, SAFE_SET_LETTERS, SAFE_SET_OPTIONS, SHELLS, skipOptions, WRAPPERS } from "./shell-rules.js";
+import {
+  CODE_VARIABLES,
+  denyReason,
+  DISK_DEVICE,
+  envCommandStart,
+  SAFE_SET_LETTERS,
+  SAFE_SET_OPTIONS,
+  SHELLS,
+  skipOptions,
+  WRAPPERS,
+} from "./shell-rules.js";
 import { runnerFindings } from "./shell-runners.js";
 import {
   ARITH_TEST_OPS,
@@ -78,10 +88,17 @@ export class Scan {
   /** The refusals that wait for the whole line: option changes, and arithmetic on variables set at run time. */
   finish(): void {
     const [option] = this.optionChanges;
-    if (option !== undefined) throw refusal(option, "changing shell options (shopt, set -o) is refused: they change how bash reads the line, which the check cannot follow");
+    if (option !== undefined)
+      throw refusal(
+        option,
+        "changing shell options (shopt, set -o) is refused: they change how bash reads the line, which the check cannot follow",
+      );
     const [reads] = this.arithmeticReads;
     if (reads !== undefined && this.runtimeWrites.length > 0) {
-      throw refusal(reads, `arithmetic on variables in a line that sets variables at run time (${shown(this.runtimeWrites[0]!)}) is refused: bash would run code found in their values`);
+      throw refusal(
+        reads,
+        `arithmetic on variables in a line that sets variables at run time (${shown(this.runtimeWrites[0]!)}) is refused: bash would run code found in their values`,
+      );
     }
   }
 
@@ -113,11 +130,18 @@ export class Scan {
         this.requireAllowed(name, name);
         const flags = decl.Args.filter((arg) => arg!.Naked && arg!.Value).map((arg) => this.wordText(arg!.Value, src));
         if (this.allowed && (name === "nameref" || flags.some((flag) => flag === undefined || /^-[a-zA-Z]*n/.test(flag)))) {
-          throw refusal(src.of(node), `in allow-list mode, ${name} -n is refused: a name reference writes to another variable, such as PATH`);
+          throw refusal(
+            src.of(node),
+            `in allow-list mode, ${name} -n is refused: a name reference writes to another variable, such as PATH`,
+          );
         }
         // -i: every later assignment to the name is evaluated as arithmetic.
         if (flags.some((flag) => flag === undefined || /^[-+][a-zA-Z]*i/.test(flag))) {
-          if (this.allowed) throw refusal(src.of(node), "in allow-list mode, integer variables (-i) are refused: bash evaluates what is assigned to them as arithmetic");
+          if (this.allowed)
+            throw refusal(
+              src.of(node),
+              "in allow-list mode, integer variables (-i) are refused: bash evaluates what is assigned to them as arithmetic",
+            );
           this.arithmeticReads.push(src.of(node));
         }
         return;
@@ -125,11 +149,15 @@ export class Scan {
       case "UnaryTest": {
         const test = node as Sh.UnaryTest;
         if (this.allowed && (test.Op === TEST_VAR_SET || test.Op === TEST_NAMEREF)) {
-          throw refusal(src.of(node), "in allow-list mode, [[ -v ]] and [[ -R ]] are refused: bash evaluates an array index in the name as code");
+          throw refusal(
+            src.of(node),
+            "in allow-list mode, [[ -v ]] and [[ -R ]] are refused: bash evaluates an array index in the name as code",
+          );
         }
         if (test.Op === TEST_VAR_SET || test.Op === TEST_NAMEREF) {
           const operand = src.of(test.X);
-          if (/\$\(|`/.test(operand)) throw refusal(src.of(node), "[[ -v ]] on a name holding $( or a backquote is refused: bash evaluates its index as code");
+          if (/\$\(|`/.test(operand))
+            throw refusal(src.of(node), "[[ -v ]] on a name holding $( or a backquote is refused: bash evaluates its index as code");
           if (operand.includes("[")) this.arithmeticReads.push(src.of(node));
         }
         if (this.syntax.NodeType(test.X) === "Word") this.pathWords(this.expand(test.X as Sh.Word, src), src.of(node));
@@ -155,7 +183,8 @@ export class Scan {
       case "WordIter": {
         // `for x in $(cat f)`: x holds text known only at run time.
         const loop = node as Sh.WordIter;
-        if (loop.Items.some((item) => this.expand(item!, src).some((arg) => arg.value === undefined || arg.pattern))) this.runtimeWrites.push(src.of(node));
+        if (loop.Items.some((item) => this.expand(item!, src).some((arg) => arg.value === undefined || arg.pattern)))
+          this.runtimeWrites.push(src.of(node));
         return;
       }
     }
@@ -181,9 +210,11 @@ export class Scan {
     if (!redirect.Word) return;
     const targets = this.expand(redirect.Word, src);
     // `2>&1`, `<&0`, `>&-` name file descriptors, not files.
-    if ((redirect.Op === DUP_IN || redirect.Op === DUP_OUT) && targets.every((t) => t.value !== undefined && /^(\d+-?|-)$/.test(t.value))) return;
+    if ((redirect.Op === DUP_IN || redirect.Op === DUP_OUT) && targets.every((t) => t.value !== undefined && /^(\d+-?|-)$/.test(t.value)))
+      return;
     for (const target of targets) {
-      if (target.value !== undefined && DISK_DEVICE.test(target.value)) throw refusal(`${site} ${src.of(redirect)}`, "redirection to a disk device is on the deny-list");
+      if (target.value !== undefined && DISK_DEVICE.test(target.value))
+        throw refusal(`${site} ${src.of(redirect)}`, "redirection to a disk device is on the deny-list");
     }
     this.pathWords(targets, `${site} ${src.of(redirect)}`);
   }
@@ -208,7 +239,12 @@ export class Scan {
     for (const finding of runnerFindings(program, rest, this.allowed !== undefined)) {
       if (finding.kind === "refuse") throw refusal(site.shown, finding.why);
       if (finding.kind === "code") this.source(finding.code, depth + 1);
-      if (finding.kind === "command") this.command(finding.argv.map((arg) => literal(arg.value ?? "")), site, depth + 1);
+      if (finding.kind === "command")
+        this.command(
+          finding.argv.map((arg) => literal(arg.value ?? "")),
+          site,
+          depth + 1,
+        );
       if (finding.kind === "path") this.pathWords([literal(finding.path)], site.shown);
     }
     const data = rest.filter((arg) => !handled.has(arg));
@@ -253,7 +289,10 @@ export class Scan {
       const inner = args.slice(start);
       if (inner.length > 0) runInner(inner);
       else if (program === "xargs") this.command([literal("echo")], site, depth);
-      else if ((program === "sudo" || program === "doas") && args.some((arg) => /^-[a-zA-Z]*[si]|^--(shell|login)$/.test(arg.value ?? ""))) {
+      else if (
+        (program === "sudo" || program === "doas") &&
+        args.some((arg) => /^-[a-zA-Z]*[si]|^--(shell|login)$/.test(arg.value ?? ""))
+      ) {
         this.scriptFromInput(program, site, depth);
       }
     } else if (SHELLS.has(program)) {
@@ -291,7 +330,8 @@ export class Scan {
 
   /** shopt and set -o/+o change how bash reads what follows (globskipdots, extglob, posix, keyword...). */
   private shellOptions(program: string, args: Arg[], shown: string): void {
-    if (program === "shopt" && args.some((arg) => arg.value === undefined || /^-[a-z]*[su]/.test(arg.value))) this.optionChanges.push(shown);
+    if (program === "shopt" && args.some((arg) => arg.value === undefined || /^-[a-z]*[su]/.test(arg.value)))
+      this.optionChanges.push(shown);
     if (program !== "set") return;
     for (let i = 0; i < args.length; i++) {
       const value = args[i]!.value;
@@ -329,7 +369,8 @@ export class Scan {
       }
       if (names.length === 0) names = ["REPLY"];
     } else if (program === "mapfile" || program === "readarray") {
-      if (args.some((arg) => arg.value === undefined || /^-[a-zA-Z]*C/.test(arg.value))) throw refusal(shown, `${program} -C runs a callback, which is not checked`);
+      if (args.some((arg) => arg.value === undefined || /^-[a-zA-Z]*C/.test(arg.value)))
+        throw refusal(shown, `${program} -C runs a callback, which is not checked`);
       const operands = args.filter((arg, i) => !arg.value!.startsWith("-") && !/^-[a-zA-Z]*[dnOsuc]$/.test(args[i - 1]?.value ?? ""));
       names = operands.length > 0 ? operands.map((arg) => arg.value) : ["MAPFILE"];
     } else if (program === "printf") {
@@ -337,7 +378,10 @@ export class Scan {
       if (at >= 0) names = [args[at + 1]?.value];
     } else if (program === "getopts") {
       names = [args[1]?.value];
-    } else if ((program === "compgen" || program === "complete") && args.some((arg) => arg.value === undefined || /^-[a-zA-Z]*C/.test(arg.value))) {
+    } else if (
+      (program === "compgen" || program === "complete") &&
+      args.some((arg) => arg.value === undefined || /^-[a-zA-Z]*C/.test(arg.value))
+    ) {
       throw refusal(shown, `${program} -C runs a command, which is not checked`);
     }
     if (names.length === 0) return;
@@ -384,7 +428,8 @@ export class Scan {
     if (takesCode) return runCode(args[i], `${program} -c`);
     const script = args[i];
     if (script && script.value !== "-" && !fromInput) {
-      if (script.value === undefined) throw refusal(site.shown, `${program} runs a script decided at run time (${script.shown}), which cannot be checked`);
+      if (script.value === undefined)
+        throw refusal(site.shown, `${program} runs a script decided at run time (${script.shown}), which cannot be checked`);
       return;
     }
     this.scriptFromInput(program, site, depth);
@@ -475,7 +520,8 @@ export class Scan {
   private embeddedCode(args: Arg[], site: string, depth: number): void {
     for (const arg of args) {
       if (arg.value === undefined || !/\$\(|`/.test(arg.value)) continue;
-      if (this.allowed) throw refusal(site, "in allow-list mode, text holding $( or a backquote is refused: bash can run it where it evaluates a variable");
+      if (this.allowed)
+        throw refusal(site, "in allow-list mode, text holding $( or a backquote is refused: bash can run it where it evaluates a variable");
       // Evaluated text expands like an unquoted here-document body, so it is parsed as one.
       this.source(`: <<COUNTD_EMBEDDED_TEXT\n${arg.value}\nCOUNTD_EMBEDDED_TEXT\n`, depth + 1, true);
     }
@@ -493,16 +539,21 @@ export class Scan {
       if (text !== undefined && /\$\(|`/.test(text)) {
         throw refusal(src.of(node), "arithmetic on text holding $( or a backquote is refused: bash would run it as a command");
       }
-      const variable = type === "ParamExp" || (text !== undefined && /[A-Za-z_]/.test(text.replace(/\b0[xX][0-9a-fA-F]+\b|\b\d+#[0-9A-Za-z@_]+/g, "")));
+      const variable =
+        type === "ParamExp" || (text !== undefined && /[A-Za-z_]/.test(text.replace(/\b0[xX][0-9a-fA-F]+\b|\b\d+#[0-9A-Za-z@_]+/g, "")));
       if (!variable) return;
-      if (this.allowed) throw refusal(src.of(node), "in allow-list mode, arithmetic on variables is refused: bash can run code found in their values");
+      if (this.allowed)
+        throw refusal(src.of(node), "in allow-list mode, arithmetic on variables is refused: bash can run code found in their values");
       this.arithmeticReads.push(src.of(node));
     });
   }
 
   private parameter(param: Sh.ParamExp, src: Source): void {
     if (param.Excl || param.Index || param.Slice || param.Exp?.Op === PARAM_TRANSFORM) {
-      throw refusal(src.of(param), "in allow-list mode, indirect, indexed, sliced and @-transformed expansions are refused: bash can run code found in variables there");
+      throw refusal(
+        src.of(param),
+        "in allow-list mode, indirect, indexed, sliced and @-transformed expansions are refused: bash can run code found in variables there",
+      );
     }
   }
 
@@ -526,7 +577,11 @@ export class Scan {
 
   /** The words `word` becomes: one per brace expansion, or one with an unknown value. */
   expand(word: Sh.Word, src: Source): Arg[] {
-    if (misreadBraces(this.syntax, word)) throw refusal(src.of(word), "brace expansion holding .. is refused: the parser and bash read it differently, and it can reach a parent folder");
+    if (misreadBraces(this.syntax, word))
+      throw refusal(
+        src.of(word),
+        "brace expansion holding .. is refused: the parser and bash read it differently, and it can reach a parent folder",
+      );
     return expandWord(this.syntax, word, src);
   }
 }

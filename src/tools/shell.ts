@@ -178,7 +178,10 @@ async function runGroup(argv: string[], opts: RunOptions): Promise<RunResult> {
   else opts.signal.addEventListener("abort", onCancel, { once: true });
 
   try {
-    const ended = await Promise.race([exited, new Promise<undefined>((resolve) => stop.signal.addEventListener("abort", () => resolve(undefined)))]);
+    const ended = await Promise.race([
+      exited,
+      new Promise<undefined>((resolve) => stop.signal.addEventListener("abort", () => resolve(undefined))),
+    ]);
     await stopGroup(child.pid!);
     const { code, signal } = ended ?? (await exited);
     // A process that left the group (setsid) may still hold the pipes open; do not wait for it.

@@ -125,7 +125,11 @@ function withoutTrailingDot(name: string): string {
 export function pinnedLookup(addresses: readonly ResolvedAddress[]): LookupFunction {
   return (_hostname, options, callback) => {
     const first = addresses[0]!;
-    if (options.all) callback(null, addresses.map(({ address, family }) => ({ address, family })));
+    if (options.all)
+      callback(
+        null,
+        addresses.map(({ address, family }) => ({ address, family })),
+      );
     else callback(null, first.address, first.family);
   };
 }

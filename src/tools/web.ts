@@ -81,7 +81,9 @@ function httpUrl(raw: string, redirectedFrom?: URL): URL {
   try {
     url = new URL(raw, redirectedFrom);
   } catch {
-    throw new FinalToolError(redirectedFrom ? `${redirectedFrom.href} redirects to an invalid URL: "${raw}"` : `"${raw}" is not a valid URL`);
+    throw new FinalToolError(
+      redirectedFrom ? `${redirectedFrom.href} redirects to an invalid URL: "${raw}"` : `"${raw}" is not a valid URL`,
+    );
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     const rule = `web_fetch only fetches http and https URLs, not ${url.protocol}`;
@@ -145,7 +147,13 @@ function get(url: URL, addresses: ResolvedAddress[], signal: AbortSignal): Promi
 
 type Limits = { maxBytes: number; maxChars: number; maxHtmlChars: number; convertTimeoutMs: number };
 
-async function render(response: IncomingMessage, url: URL, format: "markdown" | "text", limits: Limits, signal: AbortSignal): Promise<string> {
+async function render(
+  response: IncomingMessage,
+  url: URL,
+  format: "markdown" | "text",
+  limits: Limits,
+  signal: AbortSignal,
+): Promise<string> {
   const status = response.statusCode ?? 0;
   const contentType = response.headers["content-type"] ?? "";
   const mediaType = contentType.split(";")[0]!.trim().toLowerCase();
@@ -163,14 +171,18 @@ async function render(response: IncomingMessage, url: URL, format: "markdown" | 
     const text = decode(body, contentType);
     if (kind === "html") {
       if (text.length > limits.maxHtmlChars) {
-        notices.push(`[Truncated: only the first ${limits.maxHtmlChars.toLocaleString("en-US")} of ${text.length.toLocaleString("en-US")} characters of HTML were converted]`);
+        notices.push(
+          `[Truncated: only the first ${limits.maxHtmlChars.toLocaleString("en-US")} of ${text.length.toLocaleString("en-US")} characters of HTML were converted]`,
+        );
       }
       content = await convert(text.slice(0, limits.maxHtmlChars), url, format, limits.convertTimeoutMs, signal);
     } else {
       content = text;
     }
     if (content.length > limits.maxChars) {
-      notices.push(`[Truncated: showing the first ${limits.maxChars.toLocaleString("en-US")} of ${content.length.toLocaleString("en-US")} characters]`);
+      notices.push(
+        `[Truncated: showing the first ${limits.maxChars.toLocaleString("en-US")} of ${content.length.toLocaleString("en-US")} characters]`,
+      );
       content = content.slice(0, limits.maxChars);
     }
   }

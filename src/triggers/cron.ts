@@ -5,7 +5,6 @@ import type { SharedState, StateStore } from "../store/state.js";
 import { nextFires, previousFire } from "../jobs/schedule.js";
 import { errorText } from "../text.js";
 
-
 export interface CronTriggerOptions {
   fire: (req: FireRequest) => void;
   state: StateStore;
@@ -130,7 +129,8 @@ export class CronTrigger {
     }
     if (!next) {
       this.armed.delete(job.name);
-      if (schedule.kind === "at") this.log.info({ job: job.name, at: schedule.date.toISOString() }, "the one-shot's time has passed, not scheduled");
+      if (schedule.kind === "at")
+        this.log.info({ job: job.name, at: schedule.date.toISOString() }, "the one-shot's time has passed, not scheduled");
       else this.log.warn({ job: job.name, after: now.toISOString() }, "the schedule has no fire after this time, not scheduled");
       return;
     }
@@ -209,7 +209,10 @@ export class CronTrigger {
     try {
       this.fire(req);
     } catch (err) {
-      this.log.error({ job: req.job, reason: req.reason, scheduledAt: req.scheduledAt.toISOString(), error: errorText(err) }, "handing on the fire failed");
+      this.log.error(
+        { job: req.job, reason: req.reason, scheduledAt: req.scheduledAt.toISOString(), error: errorText(err) },
+        "handing on the fire failed",
+      );
     }
   }
 }

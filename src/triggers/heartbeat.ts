@@ -25,9 +25,7 @@ const MEMORY_ENTRIES = 5;
 
 export type HeartbeatDecision = { run: true } | { run: false; skip: HeartbeatSkip; reason: string };
 
-export type HeartbeatOutcome =
-  | { ran: false; reason: string }
-  | { ran: true; delivered: boolean; reason?: string; message?: string };
+export type HeartbeatOutcome = { ran: false; reason: string } | { ran: true; delivered: boolean; reason?: string; message?: string };
 
 export const hhmm = (minutes: number): string =>
   `${String(Math.floor(minutes / 60)).padStart(2, "0")}:${String(minutes % 60).padStart(2, "0")}`;
@@ -69,7 +67,7 @@ function asks(token: Token): boolean {
     case "list_item": {
       const item = token as Tokens.ListItem;
       // A ticked task's own text is done; a list nested under it may still hold open items.
-      return item.tokens.some((child) => child.type === "list" || !item.task || !item.checked ? asks(child) : false);
+      return item.tokens.some((child) => (child.type === "list" || !item.task || !item.checked ? asks(child) : false));
     }
     case "blockquote":
       return (token as Tokens.Blockquote).tokens.some(asks);
@@ -131,7 +129,11 @@ export function decideHeartbeat(input: {
   const clock = localClock(now, config.timezone);
   const { start, end } = config.activeHours;
   if (!insideActiveHours(clock.minutes, config.activeHours)) {
-    return { run: false, skip: "outside_active_hours", reason: `outside active hours ${hhmm(start)}-${hhmm(end)} (now ${clock.time} ${config.timezone})` };
+    return {
+      run: false,
+      skip: "outside_active_hours",
+      reason: `outside active hours ${hhmm(start)}-${hhmm(end)} (now ${clock.time} ${config.timezone})`,
+    };
   }
   const today = deliveredToday(state, now, config.timezone);
   if (today >= config.maxPerDay) {
@@ -152,7 +154,11 @@ export function decideHeartbeat(input: {
   if (checklistIsActionable(checklist)) return { run: true };
   if (today === 0) return { run: true };
   const why = checklist === undefined ? "no checklist file" : "no open item in the checklist";
-  return { run: false, skip: "nothing_to_do", reason: `nothing to do: ${why}, and a check-in was already delivered today (${clock.date} ${config.timezone})` };
+  return {
+    run: false,
+    skip: "nothing_to_do",
+    reason: `nothing to do: ${why}, and a check-in was already delivered today (${clock.date} ${config.timezone})`,
+  };
 }
 
 /** Whitespace differences do not make a different message. */
@@ -258,7 +264,12 @@ export class HeartbeatService<Run> {
     const { config, state, memory, persona } = this.opts;
     const now = this.now();
     const checklist = await readChecklist(config.checklist);
-    const decision = decideHeartbeat({ now, config, state: withExchange(state.data.heartbeat, await this.opts.lastExchange?.()), checklist });
+    const decision = decideHeartbeat({
+      now,
+      config,
+      state: withExchange(state.data.heartbeat, await this.opts.lastExchange?.()),
+      checklist,
+    });
     if (!decision.run) {
       this.decided({ outcome: "skipped", reason: decision.skip });
       this.log.info({ reason: decision.reason }, "heartbeat skipped");

@@ -11,7 +11,6 @@ import { jobOfSession } from "../runner/session-ids.js";
 import { isInside, relativeInside } from "../inside.js";
 import { errorText } from "../text.js";
 
-
 export interface WatchTriggerOptions {
   fire: (req: FireRequest) => void;
   events: EventBus;

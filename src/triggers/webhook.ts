@@ -44,7 +44,11 @@ export interface WebhookTriggerOptions {
   now?: () => number;
 }
 
-const refused = (status: HookAnswer["status"], error: string, headers?: Record<string, string>): HookAnswer => ({ status, body: { error }, ...(headers ? { headers } : {}) });
+const refused = (status: HookAnswer["status"], error: string, headers?: Record<string, string>): HookAnswer => ({
+  status,
+  body: { error },
+  ...(headers ? { headers } : {}),
+});
 
 /**
  * Whether a POST to /hooks/<job> fires the job: the Standard Webhooks signature made with the job's
@@ -83,11 +87,21 @@ export class WebhookTrigger {
     const id = req.header("webhook-id");
     const timestamp = req.header("webhook-timestamp");
     const signature = req.header("webhook-signature");
-    if (!id || !timestamp || !signature) return refused(401, "missing signature: a request needs the webhook-id, webhook-timestamp and webhook-signature headers (Standard Webhooks)");
-    if (id.length > MAX_ID || signature.length > MAX_SIGNATURE) return refused(401, `bad signature: webhook-id may hold at most ${MAX_ID} characters, webhook-signature ${MAX_SIGNATURE}`);
+    if (!id || !timestamp || !signature)
+      return refused(
+        401,
+        "missing signature: a request needs the webhook-id, webhook-timestamp and webhook-signature headers (Standard Webhooks)",
+      );
+    if (id.length > MAX_ID || signature.length > MAX_SIGNATURE)
+      return refused(401, `bad signature: webhook-id may hold at most ${MAX_ID} characters, webhook-signature ${MAX_SIGNATURE}`);
     const skew = /^\d{1,12}$/.test(timestamp) ? Number(timestamp) - Math.floor(this.now() / 1000) : Number.NaN;
     if (!(Math.abs(skew) <= TIMESTAMP_TOLERANCE_S)) {
-      return refused(401, Number.isNaN(skew) ? "bad timestamp: webhook-timestamp must be whole seconds since 1970" : `timestamp outside 5 minutes: webhook-timestamp is ${Math.abs(skew)} s ${skew < 0 ? "behind" : "ahead of"} countd's clock`);
+      return refused(
+        401,
+        Number.isNaN(skew)
+          ? "bad timestamp: webhook-timestamp must be whole seconds since 1970"
+          : `timestamp outside 5 minutes: webhook-timestamp is ${Math.abs(skew)} s ${skew < 0 ? "behind" : "ahead of"} countd's clock`,
+      );
     }
 
     const bytes = await readBounded(req.body, spec.maxBody);
@@ -101,7 +115,10 @@ export class WebhookTrigger {
 
     const secret = resolveSecret(spec.secret, this.opts.env);
     if ("problem" in secret) {
-      this.log.error({ job: job.name, problem: secret.problem }, "a webhook request could not be checked: the job's webhook secret cannot be used");
+      this.log.error(
+        { job: job.name, problem: secret.problem },
+        "a webhook request could not be checked: the job's webhook secret cannot be used",
+      );
       return refused(500, `countd cannot check signatures for job "${job.name}": its webhook secret is not usable (see countd's log)`);
     }
     if (!signatureMatches(this.signer(secret.secret), id, Number(timestamp), payload, signature)) {
@@ -110,12 +127,23 @@ export class WebhookTrigger {
     }
 
     const seen = this.opts.ids.get(job.name, id, this.now());
-    if (seen) return { status: 200, body: { status: "duplicate", ...(seen.run ? { run_id: seen.run } : {}), message: `webhook-id "${id}" was already taken: nothing was run again` } };
+    if (seen)
+      return {
+        status: 200,
+        body: {
+          status: "duplicate",
+          ...(seen.run ? { run_id: seen.run } : {}),
+          message: `webhook-id "${id}" was already taken: nothing was run again`,
+        },
+      };
 
     let rate = this.rates.get(job.name);
     if (!rate || rate.limit !== spec.rate) this.rates.set(job.name, (rate = new RateWindow(spec.rate)));
     const wait = rate.take(this.now());
-    if (wait > 0) return refused(429, `over the rate: job "${job.name}" takes ${spec.rate} requests a minute`, { "Retry-After": String(Math.ceil(wait / 1000)) });
+    if (wait > 0)
+      return refused(429, `over the rate: job "${job.name}" takes ${spec.rate} requests a minute`, {
+        "Retry-After": String(Math.ceil(wait / 1000)),
+      });
 
     return this.fire(job, id, payload);
   }
@@ -136,12 +164,17 @@ export class WebhookTrigger {
       await this.opts.ids.add(job.name, id, { at: this.now(), ...(run ? { run } : {}) });
     } catch (err) {
       // The job has fired: the answer says so, or the sender would retry and run it again now.
-      this.log.error({ job: job.name, webhookId: id, error: errorText(err) }, "could not keep the webhook-id: a retry of this request after a restart would run the job again");
+      this.log.error(
+        { job: job.name, webhookId: id, error: errorText(err) },
+        "could not keep the webhook-id: a retry of this request after a restart would run the job again",
+      );
     }
     if (!run) {
       void fire.started
         .then(async (started) => this.opts.ids.started(job.name, id, started?.id ?? (await fire.ended).record.id))
-        .catch((err: unknown) => this.log.error({ job: job.name, error: errorText(err) }, "could not record the run a queued webhook request became"));
+        .catch((err: unknown) =>
+          this.log.error({ job: job.name, error: errorText(err) }, "could not record the run a queued webhook request became"),
+        );
     }
     this.log.info({ job: job.name, runId: run, decision: fire.decision }, "webhook request fired the job");
     return { status: 202, body: { status: fire.decision, ...(run ? { run_id: run } : {}) } };

@@ -9,10 +9,7 @@ import { MemoryStore } from "../../src/memory/store.js";
 import type { ChatMessage, ToolCall } from "../../src/providers/types.js";
 import { SkillsLoader } from "../../src/skills/loader.js";
 
-const PNG_1x1 = Buffer.from(
-  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
-  "base64",
-);
+const PNG_1x1 = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==", "base64");
 
 let workspace: string;
 
@@ -37,7 +34,10 @@ beforeEach(async () => {
   await writeSkill("house-style", "---\ndescription: How to write answers\nalways: true\n---\nAlways sign answers with -- countd.\n");
   await writeSkill("weather", "---\ndescription: Look up the weather forecast\n---\nCall wttr.in with curl.\n");
   await writeSkill("report", "---\ndescription: Build the daily report\nrequires:\n  env: [REPORT_TOKEN]\n---\nReport steps.\n");
-  await writeSkill("needs-bin", "---\ndescription: Needs a missing program\nrequires:\n  bins: [definitely-not-installed]\n---\nHidden body.\n");
+  await writeSkill(
+    "needs-bin",
+    "---\ndescription: Needs a missing program\nrequires:\n  bins: [definitely-not-installed]\n---\nHidden body.\n",
+  );
 });
 
 describe("system prompt", () => {

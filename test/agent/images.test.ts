@@ -4,10 +4,7 @@ import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { loadImages, MAX_IMAGE_BYTES } from "../../src/agent/images.js";
 
-const PNG_1x1 = Buffer.from(
-  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
-  "base64",
-);
+const PNG_1x1 = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==", "base64");
 const JPEG = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01, 0xff, 0xd9]);
 const GIF = Buffer.concat([Buffer.from("GIF89a", "latin1"), Buffer.from([1, 0, 1, 0, 0, 0, 0, 0x3b])]);
 const WEBP = Buffer.concat([
@@ -69,7 +66,9 @@ describe("loadImages", () => {
     const handle = await open(big, "r+");
     await handle.truncate(MAX_IMAGE_BYTES + 1);
     await handle.close();
-    await expect(loadImages([big])).rejects.toThrow(`image ${big}: ${MAX_IMAGE_BYTES + 1} bytes is over the ${MAX_IMAGE_BYTES}-byte (20 MB) limit`);
+    await expect(loadImages([big])).rejects.toThrow(
+      `image ${big}: ${MAX_IMAGE_BYTES + 1} bytes is over the ${MAX_IMAGE_BYTES}-byte (20 MB) limit`,
+    );
   });
 
   it("accepts a file of exactly 20 MB", async () => {

@@ -12,21 +12,14 @@ import { useAimock } from "../support/aimock.js";
 import { startAnthropicSSE, type AnthropicSSEServer } from "../support/anthropic-sse.js";
 import { AuditLog } from "../../src/audit/log.js";
 
-const png = Buffer.from(
-  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==",
-  "base64",
-);
+const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "base64");
 
 type WireRequest = { messages: Array<{ role: string; content: unknown; tool_call_id?: string; tool_calls?: unknown[] }> };
 
 const toolMessages = (req: WireRequest) => req.messages.filter((m) => m.role === "tool");
 const lastMessage = (req: WireRequest) => req.messages.at(-1)!;
 const textOf = (content: unknown): string =>
-  typeof content === "string"
-    ? content
-    : Array.isArray(content)
-      ? content.map((p: { text?: string }) => p.text ?? "").join("")
-      : "";
+  typeof content === "string" ? content : Array.isArray(content) ? content.map((p: { text?: string }) => p.text ?? "").join("") : "";
 
 /** Every tool call in a history has exactly one result: providers reject anything else with HTTP 400. */
 function expectEveryCallAnswered(history: ChatMessage[]) {
@@ -84,11 +77,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     expect(iterations).toEqual([1, 2, 3, 4]);
     const history = await sessions.load("s1");
     expectEveryCallAnswered(history);
-    expect(history.filter((m) => m.role === "tool").map((m) => m.content)).toEqual([
-      "echo: step 1",
-      "echo: step 2",
-      "echo: step 3",
-    ]);
+    expect(history.filter((m) => m.role === "tool").map((m) => m.content)).toEqual(["echo: step 1", "echo: step 2", "echo: step 3"]);
   });
 
   it("executes two tool calls of one turn and answers both ids", async () => {
@@ -184,7 +173,9 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
       },
     });
     const { loop } = await makeAgent(format, mock, new ToolRegistry().register(guarded), { maxRetries: 3 });
-    expect((await loop.processDirect("read the passwords", "s19")).answer).toBe('told: Error: refused: "/etc/shadow" is outside the workspace');
+    expect((await loop.processDirect("read the passwords", "s19")).answer).toBe(
+      'told: Error: refused: "/etc/shadow" is outside the workspace',
+    );
     expect(runs).toBe(1);
   });
 
@@ -232,9 +223,7 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     const { loop, sessions } = await makeAgent(format, mock, new ToolRegistry().register(tool));
     expect((await loop.processDirect("bad calls", "s5")).answer).toBe("recovered");
     expect(calls).toHaveLength(0);
-    const results = Object.fromEntries(
-      (await sessions.load("s5")).flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m.content]] : [])),
-    );
+    const results = Object.fromEntries((await sessions.load("s5")).flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m.content]] : [])));
     expect(results["call_unknown"]).toBe('Error: unknown tool "launch_rockets". Available tools: echo.');
     expect(results["call_badjson"]).toMatch(/^Error: the arguments for echo are not valid JSON: "\{\\"text\\": \\"unterminated"/);
     expect(results["call_badschema"]).toMatch(/^Error: invalid arguments for echo:\n.*text/s);
@@ -334,7 +323,11 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
   });
 
   it("waits out a 429 with Retry-After and then succeeds", async () => {
-    mock.on({ userMessage: "busy", sequenceIndex: 0 }, { error: { message: "slow down", type: "rate_limit_error" }, status: 429, retryAfter: 0.05 } as never);
+    mock.on({ userMessage: "busy", sequenceIndex: 0 }, {
+      error: { message: "slow down", type: "rate_limit_error" },
+      status: 429,
+      retryAfter: 0.05,
+    } as never);
     mock.on({ userMessage: "busy", sequenceIndex: 1 }, { content: "made it" });
     const { loop } = await makeAgent(format, mock, new ToolRegistry());
     const llmCalls: Array<{ attempts: number }> = [];
@@ -366,7 +359,11 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     expect((await agent.loop.processDirect("dropped early", "s12")).answer).toBe("second try worked");
     expect(calls).toHaveLength(0);
 
-    mock.onMessage("dropped late", { content: "This answer is cut off somewhere in the middle of it." }, { truncateAfterChunks: 4, latency: 1 });
+    mock.onMessage(
+      "dropped late",
+      { content: "This answer is cut off somewhere in the middle of it." },
+      { truncateAfterChunks: 4, latency: 1 },
+    );
     const chunks: string[] = [];
     const error = await (async () => {
       for await (const chunk of agent.loop.processMessage("dropped late", "s13")) chunks.push(chunk);
@@ -394,7 +391,9 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     const assistant = (await sessions.load("s14")).find((m) => m.role === "assistant" && m.toolCalls);
     expect(assistant).toMatchObject({ reasoning: { text: "The user wants the echo tool; I will call it." } });
     if (format === "anthropic") {
-      expect(assistant).toMatchObject({ reasoning: { blocks: [expect.objectContaining({ type: "thinking", signature: expect.any(String) })] } });
+      expect(assistant).toMatchObject({
+        reasoning: { blocks: [expect.objectContaining({ type: "thinking", signature: expect.any(String) })] },
+      });
     } else {
       const second = mock.getRequests().at(-1)!.body as { messages: Array<Record<string, unknown>> };
       expect(second.messages.find((m) => m["role"] === "assistant")).toMatchObject({
@@ -470,7 +469,10 @@ describe.each(WIRE_FORMATS)("AgentLoop over the %s wire format", (format) => {
     await audit.close();
     const [file] = await readdir(logs);
     const text = await readFile(join(logs, file!), "utf8");
-    const lines = text.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.filter((l) => l["kind"] === "llm")).toHaveLength(2);
     expect(lines.find((l) => l["kind"] === "tool")).toMatchObject({ session: "s17", tool: "echo", status: "ok", attempts: 1 });
     expect(lines.find((l) => l["kind"] === "message")).toMatchObject({ status: "ok", toolCalls: 1 });
@@ -491,7 +493,17 @@ describe("AgentLoop over the anthropic wire format, against a scripted server", 
 
   const stream = (blocks: Array<Record<string, unknown>>, stopReason: string) => ({
     sse: [
-      { type: "message_start", message: { id: "msg_1", type: "message", role: "assistant", model: "claude-sonnet-5", content: [], usage: { input_tokens: 5, output_tokens: 0 } } },
+      {
+        type: "message_start",
+        message: {
+          id: "msg_1",
+          type: "message",
+          role: "assistant",
+          model: "claude-sonnet-5",
+          content: [],
+          usage: { input_tokens: 5, output_tokens: 0 },
+        },
+      },
       ...blocks.flatMap((block, index) => [
         { type: "content_block_start", index, content_block: block["start"] },
         ...(block["deltas"] as Array<Record<string, unknown>>).map((delta) => ({ type: "content_block_delta", index, delta })),
@@ -505,7 +517,12 @@ describe("AgentLoop over the anthropic wire format, against a scripted server", 
   it("answers invalid JSON tool input with an error result the LLM reads", async () => {
     server.reply(
       stream(
-        [{ start: { type: "tool_use", id: "toolu_bad", name: "echo", input: {} }, deltas: [{ type: "input_json_delta", partial_json: '{"text": "cut' }] }],
+        [
+          {
+            start: { type: "tool_use", id: "toolu_bad", name: "echo", input: {} },
+            deltas: [{ type: "input_json_delta", partial_json: '{"text": "cut' }],
+          },
+        ],
         "tool_use",
       ),
       stream([{ start: { type: "text", text: "" }, deltas: [{ type: "text_delta", text: "recovered" }] }], "end_turn"),

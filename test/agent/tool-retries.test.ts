@@ -56,7 +56,10 @@ describe("tool retries", () => {
   }
 
   function script(prompt: string, name: string, args: Record<string, unknown>) {
-    mock.addFixture({ match: { userMessage: prompt, hasToolResult: false }, response: { toolCalls: [{ name, arguments: JSON.stringify(args) }] } });
+    mock.addFixture({
+      match: { userMessage: prompt, hasToolResult: false },
+      response: { toolCalls: [{ name, arguments: JSON.stringify(args) }] },
+    });
     mock.addFixture({ match: { userMessage: prompt, hasToolResult: true }, response: (req) => ({ content: `got ${lastText(req)}` }) });
   }
 
@@ -65,7 +68,9 @@ describe("tool retries", () => {
     const { loop, finished } = await agent();
     const { answer } = await loop.processDirect("read the missing notes", "r1");
     expect(answer).toBe('got Error: "notes/missing.md" does not exist');
-    expect(finished).toEqual([expect.objectContaining({ name: "read_file", attempts: 1, error: 'Error: "notes/missing.md" does not exist' })]);
+    expect(finished).toEqual([
+      expect.objectContaining({ name: "read_file", attempts: 1, error: 'Error: "notes/missing.md" does not exist' }),
+    ]);
   });
 
   it("tries a folder given to read_file, and a path outside the workspace, once", async () => {

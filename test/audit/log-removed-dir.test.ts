@@ -5,8 +5,16 @@ import { afterEach, beforeEach, expect, it, vi } from "vitest";
 import { AuditLog, localDate } from "../../src/audit/log.js";
 import { EventBus } from "../../src/events.js";
 
-const usage = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 , cacheWriteTokens: 0};
-const message = (sessionId: string) => ({ sessionId, status: "ok" as const, iterations: 1, toolCalls: 0, usage, cost: null, durationMs: 5 });
+const usage = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, cacheWriteTokens: 0 };
+const message = (sessionId: string) => ({
+  sessionId,
+  status: "ok" as const,
+  iterations: 1,
+  toolCalls: 0,
+  usage,
+  cost: null,
+  durationMs: 5,
+});
 
 let dir: string;
 let stderr: string[];

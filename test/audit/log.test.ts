@@ -9,7 +9,7 @@ import { EventBus } from "../../src/events.js";
 
 const API_KEY = "sk-live-9f8e7d6c5b4a";
 const SMTP_PASSWORD = 'pa"ss\\word!';
-const usage = { inputTokens: 120, outputTokens: 30, cachedInputTokens: 0 , cacheWriteTokens: 0};
+const usage = { inputTokens: 120, outputTokens: 30, cachedInputTokens: 0, cacheWriteTokens: 0 };
 
 let dir: string;
 let clock: Date;
@@ -86,7 +86,14 @@ describe("AuditLog", () => {
       durationMs: 42,
       result: "a.txt\nb.txt",
     });
-    expect(failed).toMatchObject({ level: "error", kind: "tool", status: "error", attempts: 3, error: "exit code 1", arguments: { command: "false" } });
+    expect(failed).toMatchObject({
+      level: "error",
+      kind: "tool",
+      status: "error",
+      attempts: 3,
+      error: "exit code 1",
+      arguments: { command: "false" },
+    });
     expect(llm).toEqual({
       level: "info",
       time: expect.any(String),
@@ -180,7 +187,15 @@ describe("AuditLog", () => {
     const stderr = vi.spyOn(process.stderr, "write").mockImplementation(() => true);
     try {
       expect(() =>
-        otherBus.emit("llm.finished", { sessionId: "cli", model: "m", usage, cost: null, durationMs: 1, finishReason: "stop", attempts: 1 }),
+        otherBus.emit("llm.finished", {
+          sessionId: "cli",
+          model: "m",
+          usage,
+          cost: null,
+          durationMs: 1,
+          finishReason: "stop",
+          attempts: 1,
+        }),
       ).not.toThrow();
       expect(String(stderr.mock.calls[0]?.[0])).toContain(`audit log write in ${join(parent, "not-a-dir", "logs")} failed`);
     } finally {
@@ -201,7 +216,10 @@ describe("AuditLog in a process that exits without closing it", () => {
       process.exit(3);`;
     await expect(promisify(execFile)(process.execPath, ["--input-type=module", "-e", script])).rejects.toMatchObject({ code: 3 });
     const text = await readFile(join(dir, `audit-${localDate(new Date())}.jsonl`), "utf8");
-    const sessions = text.trim().split("\n").map((line) => (JSON.parse(line) as { session: string }).session);
+    const sessions = text
+      .trim()
+      .split("\n")
+      .map((line) => (JSON.parse(line) as { session: string }).session);
     expect(sessions).toEqual(Array.from({ length: 500 }, (_, i) => `cron:exit:${i}`));
   });
 });

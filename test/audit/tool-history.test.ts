@@ -18,14 +18,46 @@ describe("ToolHistory", () => {
   it("keeps each session's tool calls apart, oldest first, across a restart", async () => {
     const at = new Date("2026-11-30T09:00:00Z");
     history.record({ sessionId: "cli", toolName: "ls", arguments: { path: "." }, userMessage: "list", result: "a.txt", durationMs: 3, at });
-    history.record({ sessionId: "cron:daily-report:20261130T090000Z", toolName: "web_fetch", arguments: { url: "https://example.test" }, userMessage: "report", result: "<html>", durationMs: 120, at });
-    history.record({ sessionId: "cli", toolName: "read_file", arguments: { path: "a.txt" }, userMessage: "show a", result: "hello", durationMs: 1, at });
+    history.record({
+      sessionId: "cron:daily-report:20261130T090000Z",
+      toolName: "web_fetch",
+      arguments: { url: "https://example.test" },
+      userMessage: "report",
+      result: "<html>",
+      durationMs: 120,
+      at,
+    });
+    history.record({
+      sessionId: "cli",
+      toolName: "read_file",
+      arguments: { path: "a.txt" },
+      userMessage: "show a",
+      result: "hello",
+      durationMs: 1,
+      at,
+    });
     await history.close();
 
     const restarted = new ToolHistory(stateDir, new Redactor([]));
     expect(await restarted.read("cli")).toEqual([
-      { at: "2026-11-30T09:00:00.000Z", sessionId: "cli", toolName: "ls", arguments: { path: "." }, userMessage: "list", result: "a.txt", durationMs: 3 },
-      { at: "2026-11-30T09:00:00.000Z", sessionId: "cli", toolName: "read_file", arguments: { path: "a.txt" }, userMessage: "show a", result: "hello", durationMs: 1 },
+      {
+        at: "2026-11-30T09:00:00.000Z",
+        sessionId: "cli",
+        toolName: "ls",
+        arguments: { path: "." },
+        userMessage: "list",
+        result: "a.txt",
+        durationMs: 3,
+      },
+      {
+        at: "2026-11-30T09:00:00.000Z",
+        sessionId: "cli",
+        toolName: "read_file",
+        arguments: { path: "a.txt" },
+        userMessage: "show a",
+        result: "hello",
+        durationMs: 1,
+      },
     ]);
     expect((await restarted.read("cron:daily-report:20261130T090000Z")).map((r) => r.toolName)).toEqual(["web_fetch"]);
     expect(await restarted.read("nothing-yet")).toEqual([]);
@@ -35,7 +67,15 @@ describe("ToolHistory", () => {
   it("continues a file an earlier countd named URL-encoded, under the readable name", async () => {
     const id = "cron:daily-report:20261130T090000Z-3f2a";
     const dir = join(stateDir, "tool-history");
-    const before = { at: "2026-11-30T09:00:00.000Z", sessionId: id, toolName: "ls", arguments: {}, userMessage: "report", result: "a.txt", durationMs: 3 };
+    const before = {
+      at: "2026-11-30T09:00:00.000Z",
+      sessionId: id,
+      toolName: "ls",
+      arguments: {},
+      userMessage: "report",
+      result: "a.txt",
+      durationMs: 3,
+    };
     await mkdir(dir);
     await writeFile(join(dir, "cron%3Adaily-report%3A20261130T090000Z-3f2a.jsonl"), JSON.stringify(before) + "\n");
 
@@ -84,7 +124,12 @@ describe("ToolHistory", () => {
     history.record({ sessionId: "cli", toolName: "cat", arguments: {}, userMessage: "go", result: "b", durationMs: 1 });
     await expect(readFile(file, "utf8")).rejects.toThrow(/ENOENT/);
     await history.flush("cli");
-    expect((await readFile(file, "utf8")).trim().split("\n").map((line) => (JSON.parse(line) as { toolName: string }).toolName)).toEqual(["ls", "cat"]);
+    expect(
+      (await readFile(file, "utf8"))
+        .trim()
+        .split("\n")
+        .map((line) => (JSON.parse(line) as { toolName: string }).toolName),
+    ).toEqual(["ls", "cat"]);
   });
 
   it("creates its folder again when it was removed while countd runs", async () => {

@@ -36,6 +36,9 @@ describe("countd cancel", { timeout: 90_000 }, () => {
     expect(record).toMatchObject({ id, status: "cancelled", error: expect.stringContaining("countd cancel") });
 
     expect(await countd(["cancel", id])).toMatchObject({ code: 1, stderr: `countd: run ${id} of slow is not in progress (cancelled)\n` });
-    expect(await countd(["cancel", id, "--job", "other"])).toMatchObject({ code: 1, stderr: `countd: no run with id "${id}" in job "other"\n` });
+    expect(await countd(["cancel", id, "--job", "other"])).toMatchObject({
+      code: 1,
+      stderr: `countd: no run with id "${id}" in job "other"\n`,
+    });
   });
 });

@@ -7,7 +7,10 @@ import { useAimock } from "../support/aimock.js";
 import { countdFolder, countdIn, llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 
 /** One GET as a browser or a script sends it, redirects not followed. */
-function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function get(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   return new Promise((resolve, reject) => {
     request(url, { headers }, (res) => {
       let body = "";
@@ -32,7 +35,13 @@ describe("countd console", { timeout: 90_000 }, () => {
     const dir = await countdFolder({ weekly: "prompt: weekly\n" });
     const env = llmEnv(`${mock.url}/v1`);
     const countd = countdIn(dir, env);
-    expect(await countd(["console"])).toMatchObject({ code: 3, stdout: "", stderr: expect.stringMatching(/^countd: countd is not running with the state directory .*: the daemon serves the console \(countd start\)\n$/) });
+    expect(await countd(["console"])).toMatchObject({
+      code: 3,
+      stdout: "",
+      stderr: expect.stringMatching(
+        /^countd: countd is not running with the state directory .*: the daemon serves the console \(countd start\)\n$/,
+      ),
+    });
 
     daemon = await startDaemon(dir, env);
     const shown = await countd(["console"]);
@@ -72,7 +81,11 @@ describe("countd console", { timeout: 90_000 }, () => {
     const dir = await countdFolder({ weekly: "prompt: weekly\n" }, "{ enabled: false }");
     const env = llmEnv(`${mock.url}/v1`);
     const countd = countdIn(dir, env);
-    expect(await countd(["console"])).toMatchObject({ code: 3, stdout: "", stderr: "countd: the console is switched off (console.enabled: false): set it to true and restart countd to serve it\n" });
+    expect(await countd(["console"])).toMatchObject({
+      code: 3,
+      stdout: "",
+      stderr: "countd: the console is switched off (console.enabled: false): set it to true and restart countd to serve it\n",
+    });
     daemon = await startDaemon(dir, env);
     expect(await countd(["console"])).toMatchObject({ code: 3, stdout: "", stderr: expect.stringContaining("console.enabled: false") });
     expect((await countd(["status"])).code).toBe(0);

@@ -59,10 +59,17 @@ describe("countd status and the control channel", { timeout: 90_000 }, () => {
     expect(shown.code).toBe(0);
     const lines = shown.stdout.split("\n");
     expect(lines[0]).toBe(`daemon:  running (pid ${daemon.child.pid})`);
-    expect(shown.stdout).toMatch(new RegExp(`^version: ${version.replace(/\./g, "\\.")}, up \\d+(\\.\\d)?s \\(since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d [+-]\\d\\d:\\d\\d\\)$`, "m"));
+    expect(shown.stdout).toMatch(
+      new RegExp(
+        `^version: ${version.replace(/\./g, "\\.")}, up \\d+(\\.\\d)?s \\(since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d [+-]\\d\\d:\\d\\d\\)$`,
+        "m",
+      ),
+    );
     expect(shown.stdout).toContain("\nloaded:  3 jobs, 1 invalid, 1 paused\n");
     expect(shown.stdout).toContain("\nrunning: 1 run\n");
-    expect(shown.stdout).toMatch(new RegExp(`^         slow  ${runId}  since \\S+ \\S+ \\S+  iteration \\d+  tokens 0 in / 0 out  \\$0\\.0000$`, "m"));
+    expect(shown.stdout).toMatch(
+      new RegExp(`^         slow  ${runId}  since \\S+ \\S+ \\S+  iteration \\d+  tokens 0 in / 0 out  \\$0\\.0000$`, "m"),
+    );
     expect(shown.stdout).toContain("\noutbox:  0 pending, 0 dead\n");
     expect(shown.stdout).toMatch(/^next:    (daily|hourly)  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d\d:\d\d\n {9}(daily|hourly)  /m);
     expect(shown.stdout).toMatch(/^today:   1 run, 0 failures, tokens 0 in \/ 0 out, \$0\.0000$/m);

@@ -37,7 +37,8 @@ async function writeSpend(lines: SpendLine[]): Promise<void> {
     const name = `${line.at.slice(0, 10)}.jsonl`;
     files.set(name, [...(files.get(name) ?? []), line]);
   }
-  for (const [name, members] of files) await writeFile(join(dir, "state", "spend", name), members.map((line) => `${JSON.stringify(line)}\n`).join(""));
+  for (const [name, members] of files)
+    await writeFile(join(dir, "state", "spend", name), members.map((line) => `${JSON.stringify(line)}\n`).join(""));
 }
 
 const ago = (ms: number) => new Date(Date.now() - ms).toISOString();
@@ -73,14 +74,23 @@ describe("countd cost", () => {
   it("groups by model, and by day in budget.timezone, oldest first", async () => {
     await writeSpend(lines);
     const byModel = await countd(["cost", "--by", "model"]);
-    expect(byModel.stdout.split("\n").slice(1, 5).map((line) => line.split(/ {2,}/)[0])).toEqual(["MODEL", "claude-haiku-4-5", "gpt-4o-mini", "llama3.1"]);
+    expect(
+      byModel.stdout
+        .split("\n")
+        .slice(1, 5)
+        .map((line) => line.split(/ {2,}/)[0]),
+    ).toEqual(["MODEL", "claude-haiku-4-5", "gpt-4o-mini", "llama3.1"]);
     expect(byModel.stdout).toMatch(/^llama3\.1 +2 +600 +0 +0 +60 +2 unpriced calls$/m);
 
     const byDay = await countd(["cost", "--by", "day", "--since", "30d"]);
     expect(byDay.stdout.split("\n")[0]).toMatch(/, by day \(Pacific\/Kiritimati\)$/);
     const expected = new Map<string, number>();
     for (const line of lines) expected.set(dayIn(line.at), (expected.get(dayIn(line.at)) ?? 0) + 1);
-    const rows = byDay.stdout.trimEnd().split("\n").slice(2, -1).map((line) => line.split(/ {2,}/));
+    const rows = byDay.stdout
+      .trimEnd()
+      .split("\n")
+      .slice(2, -1)
+      .map((line) => line.split(/ {2,}/));
     expect(rows.map(([day, calls]) => [day, Number(calls)])).toEqual([...expected].sort(([a], [b]) => a.localeCompare(b)));
     expect(byDay.stdout).toMatch(/^total +6 +15600 .* \$1\.7512 \+ 2 unpriced calls$/m);
   });
@@ -105,9 +115,15 @@ describe("countd cost", () => {
   });
 
   it("says when nothing was spent, and refuses a duration without a unit or an unknown grouping", async () => {
-    expect(await countd(["cost"])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^No LLM calls since \d{4}-\d\d-\d\d \d\d:\d\d \+14:00\.\n$/) });
+    expect(await countd(["cost"])).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(/^No LLM calls since \d{4}-\d\d-\d\d \d\d:\d\d \+14:00\.\n$/),
+    });
     for (const [args, reason] of [
-      [["cost", "--since", "7"], /option '--since <duration>' argument '7' is invalid\. expected a duration with its unit, like "7d", "24h" or "30m"\./],
+      [
+        ["cost", "--since", "7"],
+        /option '--since <duration>' argument '7' is invalid\. expected a duration with its unit, like "7d", "24h" or "30m"\./,
+      ],
       [["cost", "--since", "soon"], /argument 'soon' is invalid/],
       [["cost", "--by", "week"], /argument 'week' is invalid\. Allowed choices are job, model, day\./],
     ] as const) {
@@ -143,8 +159,13 @@ describe("countd history", () => {
     });
     const state = await StateStore.open(join(dir, "state"));
     // Written before pricing: no cost, no cache writes.
-    await state.saveRun({ ...run("20200101T090000Z-old1", "2020-01-01T09:00:00.000Z", {}), usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 } as Usage });
-    await state.saveRun(run("20200102T090000Z-unp1", "2020-01-02T09:00:00.000Z", { usage: usage(1200, 800, 300, 50), cost: null, model: "llama3.1" }));
+    await state.saveRun({
+      ...run("20200101T090000Z-old1", "2020-01-01T09:00:00.000Z", {}),
+      usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 } as Usage,
+    });
+    await state.saveRun(
+      run("20200102T090000Z-unp1", "2020-01-02T09:00:00.000Z", { usage: usage(1200, 800, 300, 50), cost: null, model: "llama3.1" }),
+    );
     await state.saveRun(
       run("20200103T090000Z-bud1", "2020-01-03T09:00:00.000Z", {
         status: "budget",
@@ -159,15 +180,43 @@ describe("countd history", () => {
     const shownInJobZone = (iso: string) => shownTime(iso, Intl.DateTimeFormat().resolvedOptions().timeZone);
     const shown = await countd(["history", "weekly"]);
     expect(shown).toMatchObject({ code: 0, stderr: "" });
-    const rows = shown.stdout.trimEnd().split("\n").map((line) => line.split(/ {2,}/));
+    const rows = shown.stdout
+      .trimEnd()
+      .split("\n")
+      .map((line) => line.split(/ {2,}/));
     expect(rows.slice(0, 4)).toEqual([
       ["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS", "COST", "ERROR"],
       [shownInJobZone("2020-01-01T09:00:00.000Z"), "weekly", "schedule", "ok", "4.2s", "10 in / 5 out", "-"],
-      [shownInJobZone("2020-01-02T09:00:00.000Z"), "weekly", "schedule", "ok", "4.2s", "1200 in (800 cached, 300 cache writes) / 50 out", "unpriced"],
-      [shownInJobZone("2020-01-03T09:00:00.000Z"), "weekly", "schedule", "budget", "4.2s", "5000 in / 700 out", "$0.5000", "the job's per-run budget of $0.5000 is spent: this run has cost $0.5000"],
+      [
+        shownInJobZone("2020-01-02T09:00:00.000Z"),
+        "weekly",
+        "schedule",
+        "ok",
+        "4.2s",
+        "1200 in (800 cached, 300 cache writes) / 50 out",
+        "unpriced",
+      ],
+      [
+        shownInJobZone("2020-01-03T09:00:00.000Z"),
+        "weekly",
+        "schedule",
+        "budget",
+        "4.2s",
+        "5000 in / 700 out",
+        "$0.5000",
+        "the job's per-run budget of $0.5000 is spent: this run has cost $0.5000",
+      ],
     ]);
     // The run just made against the loopback LLM: gpt-4o-mini, priced from the bundled table.
-    expect(rows[4]).toEqual([expect.any(String), "weekly", "manual", "ok", expect.any(String), expect.stringMatching(/^\d+ in .*\/ \d+ out$/), expect.stringMatching(/^(\$\d+\.\d{4}|<\$0\.0001)$/)]);
+    expect(rows[4]).toEqual([
+      expect.any(String),
+      "weekly",
+      "manual",
+      "ok",
+      expect.any(String),
+      expect.stringMatching(/^\d+ in .*\/ \d+ out$/),
+      expect.stringMatching(/^(\$\d+\.\d{4}|<\$0\.0001)$/),
+    ]);
 
     const records = JSON.parse((await countd(["history", "weekly", "--json"])).stdout) as RunRecord[];
     expect(records.map((record) => record.cost)).toEqual([undefined, null, 0.5, expect.any(Number)]);

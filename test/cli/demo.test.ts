@@ -19,7 +19,9 @@ describe("countd demo", () => {
     const log = /^Daemon log: +(\S+)$/m.exec(run.stdout)?.[1];
     expect(log).toBeDefined();
     const logLines = (await readFile(log!, "utf8")).trimEnd().split("\n");
-    expect(logLines.map((line) => (JSON.parse(line) as { msg: string }).msg)).toContain("no smtp settings: mail is written as .eml files, not sent");
+    expect(logLines.map((line) => (JSON.parse(line) as { msg: string }).msg)).toContain(
+      "no smtp settings: mail is written as .eml files, not sent",
+    );
 
     const kept = /^The demo folder is kept: (\S+)/m.exec(run.stdout)?.[1];
     expect(kept).toBeDefined();

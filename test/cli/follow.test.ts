@@ -2,7 +2,16 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { StatusView } from "../../src/console/protocol.js";
 import { useAimock } from "../support/aimock.js";
 import { chunk, startSseServer } from "../support/sse-server.js";
-import { countdFolder, countdIn, llmEnv, spawnCountd, startDaemon, stopDaemon, type CountdProcess, type DaemonProcess } from "../support/cli-daemon.js";
+import {
+  countdFolder,
+  countdIn,
+  llmEnv,
+  spawnCountd,
+  startDaemon,
+  stopDaemon,
+  type CountdProcess,
+  type DaemonProcess,
+} from "../support/cli-daemon.js";
 
 // Every step is a countd process of its own, as a user runs it: slow on a loaded machine.
 describe("countd follow", { timeout: 90_000 }, () => {
@@ -23,7 +32,10 @@ describe("countd follow", { timeout: 90_000 }, () => {
   }
 
   it("prints every run's start, tool calls, answer lines, end and deliveries, each led by its job, until Ctrl-C", async () => {
-    mock.on({ userMessage: "weekly numbers", sequenceIndex: 0 }, { toolCalls: [{ name: "list_dir", arguments: JSON.stringify({ path: "." }) }] });
+    mock.on(
+      { userMessage: "weekly numbers", sequenceIndex: 0 },
+      { toolCalls: [{ name: "list_dir", arguments: JSON.stringify({ path: "." }) }] },
+    );
     mock.on({ userMessage: "weekly numbers", sequenceIndex: 1 }, { content: "Revenue is up 4 %.\nCosts are flat." }, { chunkSize: 4 });
     mock.onMessage("other job", { content: "Other answer." });
     const dir = await countdFolder({
@@ -37,7 +49,10 @@ describe("countd follow", { timeout: 90_000 }, () => {
     const otherOnly = await follow(dir, env, ["other"]);
 
     expect((await countd(["run", "weekly"])).code).toBe(0);
-    await vi.waitFor(() => expect(all.stdout()).toMatch(/^\[weekly\] delivery delivered: email to boss@example\.com \(attempt 1\)$/m), { timeout: 15_000, interval: 100 });
+    await vi.waitFor(() => expect(all.stdout()).toMatch(/^\[weekly\] delivery delivered: email to boss@example\.com \(attempt 1\)$/m), {
+      timeout: 15_000,
+      interval: 100,
+    });
     const id = /^\[weekly\] run (\S+) started \(manual\)$/m.exec(all.stdout())?.[1];
     expect(id).toBeDefined();
     const lines = all.stdout().split("\n").filter(Boolean);
@@ -47,7 +62,9 @@ describe("countd follow", { timeout: 90_000 }, () => {
       expect.stringMatching(/^\[weekly\] \[tool\] list_dir \{"path":"\."\} ok \d+ms$/),
       "[weekly] Revenue is up 4 %.",
       "[weekly] Costs are flat.",
-      expect.stringMatching(new RegExp(`^\\[weekly\\] run ${id} ok \\(\\S+, tokens \\d+ in .*/ \\d+ out, (\\$\\d+\\.\\d{4}|<\\$0\\.0001)\\)$`)),
+      expect.stringMatching(
+        new RegExp(`^\\[weekly\\] run ${id} ok \\(\\S+, tokens \\d+ in .*/ \\d+ out, (\\$\\d+\\.\\d{4}|<\\$0\\.0001)\\)$`),
+      ),
     ]);
     // Queued before the run's end is recorded, sent after.
     expect(deliveries).toEqual([
@@ -87,10 +104,15 @@ describe("countd follow", { timeout: 90_000 }, () => {
       const [active] = (JSON.parse((await countd(["status", "--json"])).stdout) as StatusView).running;
 
       const follower = await follow(dir, env, ["slow"]);
-      await vi.waitFor(() => expect(follower.stdout()).toBe(`[slow] run ${active!.id} started (manual)\n[slow] one two `), { timeout: 5_000, interval: 50 });
+      await vi.waitFor(() => expect(follower.stdout()).toBe(`[slow] run ${active!.id} started (manual)\n[slow] one two `), {
+        timeout: 5_000,
+        interval: 50,
+      });
       expect(await countd(["cancel", active!.id])).toMatchObject({ code: 0 });
       await vi.waitFor(() => expect(follower.stdout()).toMatch(/\n\[slow\] run \S+ cancelled /), { timeout: 15_000, interval: 50 });
-      expect(follower.stdout()).toMatch(new RegExp(`^\\[slow\\] run ${active!.id} started \\(manual\\)\\n\\[slow\\] one two \\n\\[slow\\] run ${active!.id} cancelled \\(`));
+      expect(follower.stdout()).toMatch(
+        new RegExp(`^\\[slow\\] run ${active!.id} started \\(manual\\)\\n\\[slow\\] one two \\n\\[slow\\] run ${active!.id} cancelled \\(`),
+      );
       expect(await run.closed).toBe(130);
 
       await stopDaemon(daemon);

@@ -42,7 +42,9 @@ describe("countd jobs", () => {
     expect(fires).toHaveLength(3);
     expect(new Set(fires).size).toBe(3);
     for (const fire of fires) expect(fire).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d0 \+00:00$/);
-    const berlin = row(run.stdout, "berlin").split(/\s{2,}/)[3]!.split(", ");
+    const berlin = row(run.stdout, "berlin")
+      .split(/\s{2,}/)[3]!
+      .split(", ");
     // Winter: Berlin is UTC+1 from late October to late March.
     for (const fire of berlin) expect(fire).toMatch(/^\d{4}-\d\d-\d\d 09:00 \+0[12]:00$/);
   });
@@ -65,28 +67,38 @@ describe("countd jobs", () => {
     expect(running.code).toBe(1);
     const weekly = row(running.stdout, "weekly").split(/\s{2,}/);
     expect(weekly.slice(0, 3)).toEqual(["weekly", "cron 0 9 * * 1", "UTC"]);
-    expect(weekly[3]!.split(", ")).toEqual([expect.stringMatching(/ 09:00 \+00:00$/), expect.stringMatching(/ 09:00 \+00:00$/), expect.stringMatching(/ 09:00 \+00:00$/)]);
+    expect(weekly[3]!.split(", ")).toEqual([
+      expect.stringMatching(/ 09:00 \+00:00$/),
+      expect.stringMatching(/ 09:00 \+00:00$/),
+      expect.stringMatching(/ 09:00 \+00:00$/),
+    ]);
     expect(weekly.at(-1)).toBe("invalid file (1 problem): its last good version fires");
     expect(running.stderr).toMatch(/^jobs\/weekly\.yaml:3:10: timeout: /m);
 
     daemon!.child.kill("SIGTERM");
     expect(await daemon!.exited).toBe(0);
     const stopped = await countd(["jobs"]);
-    expect(row(stopped.stdout, "weekly").split(/\s{2,}/)).toEqual(["weekly", "-", "-", "-", "-", 'not loaded: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"']);
+    expect(row(stopped.stdout, "weekly").split(/\s{2,}/)).toEqual([
+      "weekly",
+      "-",
+      "-",
+      "-",
+      "-",
+      'not loaded: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"',
+    ]);
   });
 
   it("lists the heartbeat with its next check-in: the first of the daemon's ticks its rules allow", async () => {
     await writeFile(
       join(dir, "countd.yaml"),
-      "timezone: UTC\ntools:\n  exec:\n    enabled: false\nheartbeat:\n  enabled: true\n  every: 1h\n  active_hours: \"00:00-00:00\"\n  max_per_day: 1\n  deliver:\n    - email: { to: [me@example.com] }\n",
+      'timezone: UTC\ntools:\n  exec:\n    enabled: false\nheartbeat:\n  enabled: true\n  every: 1h\n  active_hours: "00:00-00:00"\n  max_per_day: 1\n  deliver:\n    - email: { to: [me@example.com] }\n',
     );
     const notRunning = await countd(["jobs"]);
-    expect(row(notRunning.stdout, "@heartbeat").split(/\s{2,}/).slice(0, 4)).toEqual([
-      "@heartbeat",
-      "heartbeat every 1h, all day",
-      "UTC",
-      "- (countd is not running)",
-    ]);
+    expect(
+      row(notRunning.stdout, "@heartbeat")
+        .split(/\s{2,}/)
+        .slice(0, 4),
+    ).toEqual(["@heartbeat", "heartbeat every 1h, all day", "UTC", "- (countd is not running)"]);
 
     await start();
     const { heartbeat } = JSON.parse(await readFile(join(dir, "state", "armed.json"), "utf8")) as { heartbeat: { nextTickAt: string } };
@@ -103,7 +115,9 @@ describe("countd jobs", () => {
       JSON.stringify({ jobs: {}, heartbeat: { delivered: [{ at: delivered, hash: "0".repeat(64) }] }, running: {} }),
     );
     await start();
-    const { heartbeat: again } = JSON.parse(await readFile(join(dir, "state", "armed.json"), "utf8")) as { heartbeat: { nextTickAt: string } };
+    const { heartbeat: again } = JSON.parse(await readFile(join(dir, "state", "armed.json"), "utf8")) as {
+      heartbeat: { nextTickAt: string };
+    };
     let expected = new Date(again.nextTickAt);
     while (expected.toISOString().slice(0, 10) === delivered.slice(0, 10)) expected = new Date(expected.getTime() + 3_600_000);
     expect(row((await countd(["jobs"])).stdout, "@heartbeat").split(/\s{2,}/)[3]).toBe(shown(expected));

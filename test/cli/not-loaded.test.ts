@@ -9,10 +9,11 @@ const ENV = { OPENAI_API_KEY: "sk-not-loaded-test", OPENAI_BASE_URL: "http://127
 
 const REPORT = 'prompt: daily report\nschedule: "0 9 * * *"\ndeliver:\n  - email: { to: ["${REPORT_TO}"] }\n';
 /** Where REPORT names the variable: line 4, the `$` of the reference. */
-const UNSET = 'jobs/report.yaml:4:20: deliver[0].email.to[0]: environment variable REPORT_TO is not set';
+const UNSET = "jobs/report.yaml:4:20: deliver[0].email.to[0]: environment variable REPORT_TO is not set";
 
 /** The cells of the row of `name` in the table countd jobs printed. */
-const row = (stdout: string, name: string): string[] => (stdout.split("\n").find((line) => line.split(/\s{2,}/)[0] === name) ?? "").split(/\s{2,}/);
+const row = (stdout: string, name: string): string[] =>
+  (stdout.split("\n").find((line) => line.split(/\s{2,}/)[0] === name) ?? "").split(/\s{2,}/);
 
 describe("a job that names an unset variable is not armed, and says so everywhere", () => {
   let dir: string;
@@ -56,7 +57,14 @@ describe("a job that names an unset variable is not armed, and says so everywher
     await writeFile(join(dir, "jobs", "report.yaml"), REPORT);
     const run = await countd(["jobs"]);
     expect(run.code).toBe(1);
-    expect(row(run.stdout, "report")).toEqual(["report", "-", "-", "-", "-", "not loaded: deliver[0].email.to[0]: environment variable REPORT_TO is not set"]);
+    expect(row(run.stdout, "report")).toEqual([
+      "report",
+      "-",
+      "-",
+      "-",
+      "-",
+      "not loaded: deliver[0].email.to[0]: environment variable REPORT_TO is not set",
+    ]);
     expect(row(run.stdout, "daily")[5]).toBeUndefined();
     expect(run.stderr).toContain(`${UNSET}\n`);
 
@@ -69,7 +77,10 @@ describe("a job that names an unset variable is not armed, and says so everywher
     daemon = spawnDaemon(dir, ENV);
     await vi.waitFor(() => expect(daemon!.output()).toContain("countd started"), { timeout: 15_000, interval: 100 });
     await writeFile(join(dir, "jobs", "report.yaml"), REPORT);
-    await vi.waitFor(() => expect(logLines(daemon!.output()).filter((line) => line["job"] === "report")).not.toEqual([]), { timeout: 15_000, interval: 100 });
+    await vi.waitFor(() => expect(logLines(daemon!.output()).filter((line) => line["job"] === "report")).not.toEqual([]), {
+      timeout: 15_000,
+      interval: 100,
+    });
 
     const notArmed = logLines(daemon.output()).filter((line) => line["job"] === "report" || line["job"] === "broken");
     expect(notArmed.map((line) => [line["component"], line["job"], line["msg"]])).toEqual([
@@ -81,15 +92,28 @@ describe("a job that names an unset variable is not armed, and says so everywher
     // The command's own environment sets the variable: what counts is what the daemon armed.
     const jobs = await countd(["jobs"], { ...ENV, REPORT_TO: "ops@example.com" });
     expect(jobs.code).toBe(1);
-    expect(row(jobs.stdout, "report")).toEqual(["report", "-", "-", "-", "-", "not loaded: deliver[0].email.to[0]: environment variable REPORT_TO is not set"]);
+    expect(row(jobs.stdout, "report")).toEqual([
+      "report",
+      "-",
+      "-",
+      "-",
+      "-",
+      "not loaded: deliver[0].email.to[0]: environment variable REPORT_TO is not set",
+    ]);
     expect(row(jobs.stdout, "broken")[5]).toMatch(/^not loaded: timeout: /);
     expect(row(jobs.stdout, "daily")[5]).toBeUndefined();
     expect(jobs.stderr).toContain(`${UNSET}\n`);
 
     // Changed to name the variable and reloaded: the job keeps its last good version, and is marked.
-    await writeFile(join(dir, "jobs", "daily.yaml"), 'prompt: daily\nschedule: "0 8 * * *"\ndeliver:\n  - email: { to: ["${REPORT_TO}"] }\n');
+    await writeFile(
+      join(dir, "jobs", "daily.yaml"),
+      'prompt: daily\nschedule: "0 8 * * *"\ndeliver:\n  - email: { to: ["${REPORT_TO}"] }\n',
+    );
     daemon.child.kill("SIGHUP");
-    await vi.waitFor(() => expect(logLines(daemon!.output(), "job keeps running its last good version until the file is fixed")).not.toEqual([]), { timeout: 15_000, interval: 100 });
+    await vi.waitFor(
+      () => expect(logLines(daemon!.output(), "job keeps running its last good version until the file is fixed")).not.toEqual([]),
+      { timeout: 15_000, interval: 100 },
+    );
     const kept = await countd(["jobs"]);
     expect(row(kept.stdout, "daily")[5]).toBe("invalid file (1 problem): its last good version fires");
 
@@ -97,7 +121,9 @@ describe("a job that names an unset variable is not armed, and says so everywher
     expect(status.code).toBe(0);
     expect(status.stdout).toContain("loaded:  1 job, 3 invalid, 0 paused\n");
     expect(status.stdout).toMatch(/^invalid: broken not loaded: jobs\/broken\.yaml:3:10: timeout: /m);
-    expect(status.stdout).toContain("\n         daily keeps its last good version: jobs/daily.yaml:4:20: deliver[0].email.to[0]: environment variable REPORT_TO is not set\n");
+    expect(status.stdout).toContain(
+      "\n         daily keeps its last good version: jobs/daily.yaml:4:20: deliver[0].email.to[0]: environment variable REPORT_TO is not set\n",
+    );
     expect(status.stdout).toContain(`\n         report not loaded: ${UNSET}\n`);
   });
 });

@@ -6,7 +6,8 @@ import { countdFolder, countdIn, llmEnv, startDaemon, stopDaemon, type DaemonPro
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /** countd.yaml with a mail server whose password only the daemon's environment holds. */
-const CONFIG = 'tools:\n  exec:\n    sandbox: none\nconsole: { listen: "127.0.0.1:0" }\nsmtp:\n  host: 127.0.0.1\n  port: 2525\n  user: countd\n  password: ${SMTP_PASSWORD}\n  from: countd@example.com\n';
+const CONFIG =
+  'tools:\n  exec:\n    sandbox: none\nconsole: { listen: "127.0.0.1:0" }\nsmtp:\n  host: 127.0.0.1\n  port: 2525\n  user: countd\n  password: ${SMTP_PASSWORD}\n  from: countd@example.com\n';
 
 // Every step is a countd process of its own, as a user runs it: slow on a loaded machine.
 describe("countd outbox beside a running daemon", { timeout: 90_000 }, () => {

@@ -9,7 +9,6 @@ import { runCountd } from "../support/daemon-process.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 import { completedMessage } from "../support/delivery-message.js";
 
-
 const countd = (args: string[], cwd: string) => runCountd(args, { cwd });
 
 describe("countd outbox", () => {
@@ -32,7 +31,14 @@ describe("countd outbox", () => {
     const [id] = await outbox.enqueue(
       "report.20261130T090000Z-ab12",
       [{ kind: "webhook", url: receiver.url, format: "json", headers: {} }],
-      completedMessage({ job: "report", runId: "20261130T090000Z-ab12", reason: "manual", startedAt: now, durationMs: 0, result: "all good" }),
+      completedMessage({
+        job: "report",
+        runId: "20261130T090000Z-ab12",
+        reason: "manual",
+        startedAt: now,
+        durationMs: 0,
+        result: "all good",
+      }),
       join(dir, "workspace"),
     );
     await outbox.runDue();
@@ -41,7 +47,9 @@ describe("countd outbox", () => {
 
     const listed = await countd(["outbox"], dir);
     expect(listed.code).toBe(0);
-    expect(listed.stdout).toMatch(new RegExp(`${id!.replace(/\./g, "\\.")}\\s+dead\\s+json webhook at http://127\\.0\\.0\\.1:\\d+/hook\\s+1\\s+-\\s+.*400`));
+    expect(listed.stdout).toMatch(
+      new RegExp(`${id!.replace(/\./g, "\\.")}\\s+dead\\s+json webhook at http://127\\.0\\.0\\.1:\\d+/hook\\s+1\\s+-\\s+.*400`),
+    );
 
     const retried = await countd(["outbox", "retry", "--dead"], dir);
     expect(retried).toMatchObject({ code: 0, stdout: "1 queued again; now 0 pending, 0 dead\n" });
@@ -59,8 +67,20 @@ describe("countd outbox", () => {
     const now = new Date().toISOString();
     await outbox.enqueue(
       "report.20261130T090000Z-ab12",
-      tokens.map((token, i) => ({ kind: "webhook" as const, url: `${origin}/services/team-${i}/${token}`, format: "slack" as const, headers: {} })),
-      completedMessage({ job: "report", runId: "20261130T090000Z-ab12", reason: "manual", startedAt: now, durationMs: 0, result: "all good" }),
+      tokens.map((token, i) => ({
+        kind: "webhook" as const,
+        url: `${origin}/services/team-${i}/${token}`,
+        format: "slack" as const,
+        headers: {},
+      })),
+      completedMessage({
+        job: "report",
+        runId: "20261130T090000Z-ab12",
+        reason: "manual",
+        startedAt: now,
+        durationMs: 0,
+        result: "all good",
+      }),
       join(dir, "workspace"),
     );
     await outbox.runDue();
@@ -71,7 +91,9 @@ describe("countd outbox", () => {
     const listed = await countd(["outbox"], dir);
     expect(listed.code).toBe(0);
     for (const token of tokens) expect(listed.stdout).not.toContain(token);
-    const shown = [0, 1].map((i) => new RegExp(`slack webhook at ${origin.replace(/\./g, "\\.")}/services/team-${i}/\\[redacted:[0-9a-f]{4}\\]`));
+    const shown = [0, 1].map(
+      (i) => new RegExp(`slack webhook at ${origin.replace(/\./g, "\\.")}/services/team-${i}/\\[redacted:[0-9a-f]{4}\\]`),
+    );
     for (const pattern of shown) expect(listed.stdout.match(new RegExp(pattern.source, "g"))).toHaveLength(2);
     expect(listed.stdout).toContain("Disabled targets (they answered HTTP 410; nothing is sent to them):");
     expect(listed.stdout).toContain(

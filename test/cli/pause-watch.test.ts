@@ -34,7 +34,10 @@ describe("a watch job's files while it is paused", { timeout: 90_000 }, () => {
     await writeFile(join(inbox, "a.txt"), "first\n");
     await writeFile(join(inbox, "b.txt"), "second\n");
     const files = [join(inbox, "a.txt"), join(inbox, "b.txt")];
-    await vi.waitFor(async () => expect((await runs()).flatMap((run) => run.files ?? []).sort()).toEqual(files), { timeout: 20_000, interval: 300 });
+    await vi.waitFor(async () => expect((await runs()).flatMap((run) => run.files ?? []).sort()).toEqual(files), {
+      timeout: 20_000,
+      interval: 300,
+    });
     const skipped = await runs();
     for (const run of skipped) expect(run).toMatchObject({ status: "skipped", error: "paused", reason: "watch" });
     expect(mock.getRequests()).toEqual([]);
@@ -80,9 +83,13 @@ describe("a watch job's files while it is paused", { timeout: 90_000 }, () => {
 
     expect((await countd(["resume", "inbox"])).code).toBe(0);
     daemon = await startDaemon(dir, llmEnv(`${mock.url}/v1`));
-    await vi.waitFor(async () => expect((await runs()).filter((run) => run.status === "ok")).toEqual([expect.objectContaining({ files: [join(inbox, "c.txt")] })]), {
-      timeout: 20_000,
-      interval: 300,
-    });
+    await vi.waitFor(
+      async () =>
+        expect((await runs()).filter((run) => run.status === "ok")).toEqual([expect.objectContaining({ files: [join(inbox, "c.txt")] })]),
+      {
+        timeout: 20_000,
+        interval: 300,
+      },
+    );
   });
 });

@@ -23,7 +23,9 @@ describe("countd pause and resume", { timeout: 90_000 }, () => {
   }
 
   const runsSince = async (countd: ReturnType<typeof countdIn>, since: number) =>
-    (JSON.parse((await countd(["history", "tick", "--json", "-n", "1000"])).stdout) as RunRecord[]).filter((run) => Date.parse(run.scheduledAt) >= since);
+    (JSON.parse((await countd(["history", "tick", "--json", "-n", "1000"])).stdout) as RunRecord[]).filter(
+      (run) => Date.parse(run.scheduledAt) >= since,
+    );
 
   it("a pause survives a restart: shown by status and jobs, the job's slots recorded skipped (paused) until resumed", async () => {
     const { dir, env, countd } = await setup();
@@ -37,13 +39,19 @@ describe("countd pause and resume", { timeout: 90_000 }, () => {
     expect((await countd(["status"])).stdout).toContain("\nloaded:  1 job, 0 invalid, 1 paused\n");
     expect((await countd(["jobs"])).stdout).toMatch(/^tick \(paused\) +cron \* \* \* \* \* \*/m);
 
-    await vi.waitFor(async () => expect((await runsSince(countd, restarted)).filter((run) => run.reason === "schedule")).not.toEqual([]), { timeout: 15_000, interval: 300 });
+    await vi.waitFor(async () => expect((await runsSince(countd, restarted)).filter((run) => run.reason === "schedule")).not.toEqual([]), {
+      timeout: 15_000,
+      interval: 300,
+    });
     for (const run of await runsSince(countd, restarted)) expect(run).toMatchObject({ status: "skipped", error: "paused" });
     const requests = mock.getRequests().length;
 
     expect(await countd(["resume", "tick"])).toMatchObject({ code: 0, stdout: "resumed tick\n" });
     const resumed = Date.now();
-    await vi.waitFor(async () => expect((await runsSince(countd, resumed)).map((run) => run.status)).toContain("ok"), { timeout: 15_000, interval: 300 });
+    await vi.waitFor(async () => expect((await runsSince(countd, resumed)).map((run) => run.status)).toContain("ok"), {
+      timeout: 15_000,
+      interval: 300,
+    });
     expect(mock.getRequests().length).toBeGreaterThan(requests);
     expect((await countd(["status"])).stdout).toContain("\nloaded:  1 job, 0 invalid, 0 paused\n");
   });
@@ -51,15 +59,24 @@ describe("countd pause and resume", { timeout: 90_000 }, () => {
   it("pause --all is the kill switch: a job resumed alone stays paused until resume --all", async () => {
     const { dir, env, countd } = await setup();
     daemon = await startDaemon(dir, env);
-    expect(await countd(["pause", "--all"])).toMatchObject({ code: 0, stdout: 'paused every job: fires are recorded skipped ("paused") until countd resume --all\n' });
+    expect(await countd(["pause", "--all"])).toMatchObject({
+      code: 0,
+      stdout: 'paused every job: fires are recorded skipped ("paused") until countd resume --all\n',
+    });
     const pausedAt = Date.now();
-    expect(await countd(["resume", "tick"])).toMatchObject({ code: 0, stdout: "tick stays paused: every job is paused (countd resume --all)\n" });
+    expect(await countd(["resume", "tick"])).toMatchObject({
+      code: 0,
+      stdout: "tick stays paused: every job is paused (countd resume --all)\n",
+    });
     await vi.waitFor(async () => expect(await runsSince(countd, pausedAt + 1_000)).not.toEqual([]), { timeout: 15_000, interval: 300 });
     for (const run of await runsSince(countd, pausedAt + 1_000)) expect(run).toMatchObject({ status: "skipped", error: "paused" });
 
     expect(await countd(["resume", "--all"])).toMatchObject({ code: 0, stdout: "resumed every job\n" });
     const resumed = Date.now();
-    await vi.waitFor(async () => expect((await runsSince(countd, resumed)).map((run) => run.status)).toContain("ok"), { timeout: 15_000, interval: 300 });
+    await vi.waitFor(async () => expect((await runsSince(countd, resumed)).map((run) => run.status)).toContain("ok"), {
+      timeout: 15_000,
+      interval: 300,
+    });
   });
 
   it("without a daemon the pause is kept in state.json and holds from the daemon's first fire", async () => {
@@ -67,7 +84,8 @@ describe("countd pause and resume", { timeout: 90_000 }, () => {
     const paused = await countd(["pause", "tick"]);
     expect(paused).toMatchObject({
       code: 0,
-      stdout: 'paused tick: fires are recorded skipped ("paused") until countd resume tick (countd is not running: kept in state.json for its next start)\n',
+      stdout:
+        'paused tick: fires are recorded skipped ("paused") until countd resume tick (countd is not running: kept in state.json for its next start)\n',
     });
     daemon = await startDaemon(dir, env);
     const started = Date.now();

@@ -54,12 +54,16 @@ describe("commands without the unit's EnvironmentFile", () => {
   it("countd jobs marks the job whose delivery variable is unset not loaded, as start would refuse it; validate warns and counts it valid", async () => {
     const jobs = await countd(["jobs"]);
     expect(jobs.code).toBe(1);
-    expect(jobs.stdout).toMatch(/^report\s+-\s+-\s+-\s+-\s+not loaded: deliver\[0\]\.webhook\.url: environment variable REPORT_HOOK is not set$/m);
+    expect(jobs.stdout).toMatch(
+      /^report\s+-\s+-\s+-\s+-\s+not loaded: deliver\[0\]\.webhook\.url: environment variable REPORT_HOOK is not set$/m,
+    );
     expect(jobs.stderr).toBe("jobs/report.yaml:3:22: deliver[0].webhook.url: environment variable REPORT_HOOK is not set\n");
     const validate = await countd(["validate"]);
     expect(validate.code).toBe(0);
     expect(validate.stdout).toBe("1 job valid in jobs/ (1 warning)\n");
-    expect(validate.stderr).toMatch(/^jobs\/report\.yaml:3:22: warning: deliver\[0\]\.webhook\.url: environment variable REPORT_HOOK is not set here/);
+    expect(validate.stderr).toMatch(
+      /^jobs\/report\.yaml:3:22: warning: deliver\[0\]\.webhook\.url: environment variable REPORT_HOOK is not set here/,
+    );
   });
 
   it("countd start and countd run still refuse to start, naming each variable at file:line:col", async () => {

@@ -23,10 +23,14 @@ describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
     return { dir, env, countd: countdIn(dir, env) };
   }
 
-  const history = async (countd: ReturnType<typeof countdIn>, job: string) => JSON.parse((await countd(["history", job, "--json"])).stdout) as RunRecord[];
+  const history = async (countd: ReturnType<typeof countdIn>, job: string) =>
+    JSON.parse((await countd(["history", job, "--json"])).stdout) as RunRecord[];
 
   it("runs the job inside the daemon: its answer on stdout, its tool calls on stderr, recorded with reason manual", async () => {
-    mock.on({ userMessage: "weekly numbers", sequenceIndex: 0 }, { toolCalls: [{ name: "list_dir", arguments: JSON.stringify({ path: "." }) }] });
+    mock.on(
+      { userMessage: "weekly numbers", sequenceIndex: 0 },
+      { toolCalls: [{ name: "list_dir", arguments: JSON.stringify({ path: "." }) }] },
+    );
     mock.on({ userMessage: "weekly numbers", sequenceIndex: 1 }, { content: "Revenue is up 4 %." }, { chunkSize: 3 });
     const { countd } = await setup({ weekly: "prompt: Report the weekly numbers.\ntools: [list_dir]\n" });
 
@@ -41,14 +45,17 @@ describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
 
     expect(record).toMatchObject({ reason: "manual", status: "ok", toolCalls: 1, resultExcerpt: "Revenue is up 4 %." });
     // The daemon ran it: its log has the run, and the command did not take the state lock from it.
-    expect(logLines(daemon!.output(), "run started")).toEqual([expect.objectContaining({ job: "weekly", runId: record!.id, reason: "manual" })]);
+    expect(logLines(daemon!.output(), "run started")).toEqual([
+      expect.objectContaining({ job: "weekly", runId: record!.id, reason: "manual" }),
+    ]);
     expect(daemon!.child.exitCode).toBeNull();
   });
 
   it("returns once the run's deliveries had their first attempt, as a local run does: the mail is written, a webhook that failed is said to be retried", async () => {
     mock.onMessage("weekly numbers", { content: "Revenue is up 4 %." });
     const { dir, countd } = await setup({
-      weekly: "prompt: Report the weekly numbers.\ndeliver:\n  - email: { to: [boss@example.com] }\n  - webhook: { url: 'http://127.0.0.1:9/hook' }\n",
+      weekly:
+        "prompt: Report the weekly numbers.\ndeliver:\n  - email: { to: [boss@example.com] }\n  - webhook: { url: 'http://127.0.0.1:9/hook' }\n",
     });
     const run = await countd(["run", "weekly"]);
     expect(run).toMatchObject({ code: 0, stdout: "Revenue is up 4 %.\n" });
@@ -61,7 +68,8 @@ describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
   it("says on stderr which run it was and what became of each delivery, as a local run does", async () => {
     mock.onMessage("weekly numbers", { content: "Revenue is up 4 %." });
     const { countd } = await setup({
-      weekly: "prompt: Report the weekly numbers.\ndeliver:\n  - email: { to: [boss@example.com] }\n  - webhook: { url: 'http://127.0.0.1:9/hook' }\n",
+      weekly:
+        "prompt: Report the weekly numbers.\ndeliver:\n  - email: { to: [boss@example.com] }\n  - webhook: { url: 'http://127.0.0.1:9/hook' }\n",
     });
     const run = await countd(["run", "weekly"]);
     expect(run).toMatchObject({ code: 0, stdout: "Revenue is up 4 %.\n" });
@@ -69,7 +77,9 @@ describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
     const lines = run.stderr.split("\n").filter((line) => !line.startsWith("countd: warning: "));
     expect(lines.slice(0, 2)).toEqual([
       `countd: run ${record!.id} ok`,
-      expect.stringMatching(/^countd: deliveries: delivered: email to boss@example\.com · queued: json webhook at http:\/\/127\.0\.0\.1:9\/hook \(.+\)$/),
+      expect.stringMatching(
+        /^countd: deliveries: delivered: email to boss@example\.com · queued: json webhook at http:\/\/127\.0\.0\.1:9\/hook \(.+\)$/,
+      ),
     ]);
   });
 
@@ -100,7 +110,10 @@ describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
     mock.onMessage("slow report", { content: "Finally." }, { latency: 60_000 });
     const { dir, env, countd } = await setup({ slow: "prompt: slow report\n", broken: "prompt: broken\ntimeout: soon\n" });
     const first = spawnCountd(dir, env, ["run", "slow"]);
-    await vi.waitFor(async () => expect((JSON.parse((await countd(["status", "--json"])).stdout) as StatusView).running).toHaveLength(1), { timeout: 15_000, interval: 200 });
+    await vi.waitFor(async () => expect((JSON.parse((await countd(["status", "--json"])).stdout) as StatusView).running).toHaveLength(1), {
+      timeout: 15_000,
+      interval: 200,
+    });
 
     const second = await countd(["run", "slow"]);
     expect(second.code).toBe(1);
@@ -108,9 +121,15 @@ describe("countd run beside a running daemon", { timeout: 90_000 }, () => {
     expect(second.stderr).toMatch(/^countd: run \S+ skipped: /m);
 
     const unknown = await countd(["run", "nope"]);
-    expect(unknown).toMatchObject({ code: 1, stderr: expect.stringContaining('countd: no job named "nope" in jobs (jobs: slow); 1 job file is invalid: jobs/broken.yaml') });
+    expect(unknown).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('countd: no job named "nope" in jobs (jobs: slow); 1 job file is invalid: jobs/broken.yaml'),
+    });
     const invalid = await countd(["run", "broken"]);
-    expect(invalid).toMatchObject({ code: 1, stderr: expect.stringMatching(/^countd: jobs\/broken\.yaml is invalid:\njobs\/broken\.yaml:2:10: timeout: /m) });
+    expect(invalid).toMatchObject({
+      code: 1,
+      stderr: expect.stringMatching(/^countd: jobs\/broken\.yaml is invalid:\njobs\/broken\.yaml:2:10: timeout: /m),
+    });
     first.child.kill("SIGINT");
     expect(await first.closed).toBe(130);
   });

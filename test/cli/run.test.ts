@@ -7,7 +7,6 @@ import { useAimock } from "../support/aimock.js";
 import { runCountd } from "../support/daemon-process.js";
 import { startWebhookReceiver } from "../support/webhook-receiver.js";
 
-
 describe("countd run", () => {
   const mock = useAimock();
   let dir: string;
@@ -27,7 +26,6 @@ describe("countd run", () => {
 
   const countd = (args: string[]) =>
     runCountd(args, { cwd: dir, env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-run-test-key" } });
-
 
   it("runs a job now, streams its answer, records the run and delivers it", async () => {
     mock.onMessage("weekly numbers", { content: "Revenue is up 4 %." });
@@ -58,7 +56,9 @@ describe("countd run", () => {
       const [said, deliveries, pending, ...rest] = withoutWarnings(run.stderr).split("\n");
       expect(said).toBe(`countd: run ${record!.id} ok`);
       expect(deliveries).toMatch(
-        new RegExp(`^countd: deliveries: delivered: email to boss@example\\.com, json webhook at ${hook.url.replace(/\./g, "\\.")} · queued: json webhook at http://127\\.0\\.0\\.1:9/down \\(.+\\)$`),
+        new RegExp(
+          `^countd: deliveries: delivered: email to boss@example\\.com, json webhook at ${hook.url.replace(/\./g, "\\.")} · queued: json webhook at http://127\\.0\\.0\\.1:9/down \\(.+\\)$`,
+        ),
       );
       expect([pending, ...rest]).toEqual(["countd: some deliveries are pending; the daemon retries them (see countd outbox)", ""]);
     } finally {

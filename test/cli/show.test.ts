@@ -18,7 +18,10 @@ describe("countd show", { timeout: 90_000 }, () => {
   });
 
   it("shows a run's transcript in the terminal, with the daemon and without it, and as JSON", async () => {
-    mock.on({ userMessage: "weekly numbers", sequenceIndex: 0 }, { content: "Reading the notes first.", toolCalls: [{ name: "read_file", arguments: JSON.stringify({ path: "notes.txt" }) }] });
+    mock.on(
+      { userMessage: "weekly numbers", sequenceIndex: 0 },
+      { content: "Reading the notes first.", toolCalls: [{ name: "read_file", arguments: JSON.stringify({ path: "notes.txt" }) }] },
+    );
     // An escape sequence in the answer would clear the terminal of whoever reads the transcript.
     mock.on({ userMessage: "weekly numbers", sequenceIndex: 1 }, { content: "Revenue is up 4 %.\u001b[2J" });
     const dir = await countdFolder({
@@ -52,7 +55,9 @@ describe("countd show", { timeout: 90_000 }, () => {
     // gpt-4o-mini, priced from the bundled table: the run's cost, and each call's on its LLM line.
     expect(online).toMatch(/^ {2}cost {7}(\$\d+\.\d{4}|<\$0\.0001)$/m);
     expect(online).toContain("\nPrompt\n  Report the weekly numbers.\n");
-    expect(lines.filter((line) => /^ {2}LLM gpt-4o-mini {2}\d+ in( \(\d+ cached\))? \/ \d+ out {2}(\$\d+\.\d{4}|<\$0\.0001) {2}\S+/.test(line))).toHaveLength(2);
+    expect(
+      lines.filter((line) => /^ {2}LLM gpt-4o-mini {2}\d+ in( \(\d+ cached\))? \/ \d+ out {2}(\$\d+\.\d{4}|<\$0\.0001) {2}\S+/.test(line)),
+    ).toHaveLength(2);
     expect(online).toContain("\n    Reading the notes first.\n");
     expect(online).toMatch(/^ {2}tool read_file {2}ok {2}\d+(\.\d)?m?s$/m);
     expect(online).toContain('\n    arguments  {"path":"notes.txt"}\n');
@@ -65,7 +70,14 @@ describe("countd show", { timeout: 90_000 }, () => {
 
     const json = JSON.parse((await countd(["show", id, "--json"])).stdout) as RunView;
     expect(json.run).toMatchObject({ id, job: "weekly", reason: "manual", status: "ok" });
-    expect(json.transcript.steps).toContainEqual(expect.objectContaining({ kind: "tool", name: "read_file", arguments: { path: "notes.txt" }, result: expect.stringContaining("line 100 of the notes") }));
+    expect(json.transcript.steps).toContainEqual(
+      expect.objectContaining({
+        kind: "tool",
+        name: "read_file",
+        arguments: { path: "notes.txt" },
+        result: expect.stringContaining("line 100 of the notes"),
+      }),
+    );
     expect(json.deliveries).toEqual([expect.objectContaining({ kind: "email", status: "delivered" })]);
 
     // Without the daemon: the same transcript, read from the state directory and the audit log.
@@ -86,7 +98,10 @@ describe("countd show", { timeout: 90_000 }, () => {
     const dir = await countdFolder({ weekly: "prompt: weekly\n" });
     const env = llmEnv(`${mock.url}/v1`);
     const countd = countdIn(dir, env);
-    expect(await countd(["show", "20261203T090000Z-abcd"])).toMatchObject({ code: 1, stderr: expect.stringContaining('countd: no run with id "20261203T090000Z-abcd"') });
+    expect(await countd(["show", "20261203T090000Z-abcd"])).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('countd: no run with id "20261203T090000Z-abcd"'),
+    });
     daemon = await startDaemon(dir, env);
     expect(await countd(["show", "20261203T090000Z-abcd", "--job", "weekly"])).toMatchObject({
       code: 1,

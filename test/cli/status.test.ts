@@ -40,7 +40,9 @@ describe("countd status", () => {
   it("with sandbox: none says commands run without a sandbox", async () => {
     const dir = await setup("tools: {exec: {sandbox: none}}\n");
     const run = await runCountd(["status"], { cwd: dir, env: NO_BWRAP });
-    expect(run.stdout).toContain("sandbox: none: exec runs without a sandbox (tools.exec.sandbox: none): the command check is a guard rail, not a boundary");
+    expect(run.stdout).toContain(
+      "sandbox: none: exec runs without a sandbox (tools.exec.sandbox: none): the command check is a guard rail, not a boundary",
+    );
   });
 
   it("names the running daemon, started with its API key read from a systemd credential only", async () => {

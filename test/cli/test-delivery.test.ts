@@ -33,7 +33,10 @@ describe("countd test-delivery", { timeout: 60_000 }, () => {
     );
   const smtpSettings = (port: number, auth = "") => `smtp:\n  host: 127.0.0.1\n  port: ${port}\n  from: countd@example.com\n${auth}`;
   const reportJob = (deliver: string, onFailure = "") =>
-    writeFile(join(dir, "jobs", "report.yaml"), `prompt: Report the numbers.\nschedule: "0 9 * * *"\ndeliver:\n${deliver}${onFailure ? `on_failure:\n${onFailure}` : ""}`);
+    writeFile(
+      join(dir, "jobs", "report.yaml"),
+      `prompt: Report the numbers.\nschedule: "0 9 * * *"\ndeliver:\n${deliver}${onFailure ? `on_failure:\n${onFailure}` : ""}`,
+    );
   const countd = (args: string[], env: Record<string, string> = {}) => runCountd(args, { cwd: dir, env: { HOOK_SECRET: SECRET, ...env } });
 
   it("sends a marked test to each distinct target of deliver and on_failure and says each was accepted", async () => {

@@ -67,7 +67,9 @@ describe("times in countd's output", { timeout: 90_000 }, () => {
 
     const show = await countd(["show", record!.id]);
     expect(show.stdout).toMatch(/^ {2}started {4}\d{4}-\d\d-\d\d \d\d:\d\d:\d\d -0[45]:00$/m);
-    expect(show.stdout).toMatch(/^ {2}json webhook at http:\/\/127\.0\.0\.1:9\S* +pending .*next \d{4}-\d\d-\d\d \d\d:\d\d:\d\d -0[45]:00/m);
+    expect(show.stdout).toMatch(
+      /^ {2}json webhook at http:\/\/127\.0\.0\.1:9\S* +pending .*next \d{4}-\d\d-\d\d \d\d:\d\d:\d\d -0[45]:00/m,
+    );
     expect(show.stdout).not.toContain(TOKYO);
   });
 });

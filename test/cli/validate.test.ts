@@ -62,12 +62,20 @@ describe("unpriced models", () => {
     const result = await countd(["validate"]);
     expect(result).toMatchObject({ code: 0, stdout: "6 jobs valid in jobs/ (3 warnings)\n" });
     expect(result.stderr).toBe(
-      [warning("countd.yaml", "llama3.1", "ollama"), warning("jobs/e.yaml", "mistral-nemo", "ollama"), warning("countd.yaml", "qwen2.5", "ollama"), ""].join("\n"),
+      [
+        warning("countd.yaml", "llama3.1", "ollama"),
+        warning("jobs/e.yaml", "mistral-nemo", "ollama"),
+        warning("countd.yaml", "qwen2.5", "ollama"),
+        "",
+      ].join("\n"),
     );
   });
 
   it("says nothing of a model priced under prices:, nor of the heartbeat when it is off", async () => {
-    await writeFile(join(dir, "countd.yaml"), "provider: { preset: ollama }\nprices:\n  llama3.1: { input: 0, output: 0 }\nheartbeat:\n  model: qwen2.5\n");
+    await writeFile(
+      join(dir, "countd.yaml"),
+      "provider: { preset: ollama }\nprices:\n  llama3.1: { input: 0, output: 0 }\nheartbeat:\n  model: qwen2.5\n",
+    );
     await writeFile(join(dir, "jobs", "a.yaml"), "prompt: x\n");
     expect(await countd(["validate"])).toMatchObject({ code: 0, stdout: "1 job valid in jobs/\n", stderr: "" });
   });

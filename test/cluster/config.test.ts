@@ -35,8 +35,16 @@ describe("countd.yaml cluster:", () => {
   });
 
   it("names Redis and this node, the host name by default", async () => {
-    expect((await load("cluster:\n  redis: redis://127.0.0.1:6379/0\n")).cluster).toEqual({ redis: "redis://127.0.0.1:6379/0", node: hostname(), hold: 20_000 });
-    expect((await load("cluster: { redis: 'rediss://redis.example.com:6380', node: web-1 }\n")).cluster).toEqual({ redis: "rediss://redis.example.com:6380", node: "web-1", hold: 20_000 });
+    expect((await load("cluster:\n  redis: redis://127.0.0.1:6379/0\n")).cluster).toEqual({
+      redis: "redis://127.0.0.1:6379/0",
+      node: hostname(),
+      hold: 20_000,
+    });
+    expect((await load("cluster: { redis: 'rediss://redis.example.com:6380', node: web-1 }\n")).cluster).toEqual({
+      redis: "rediss://redis.example.com:6380",
+      node: "web-1",
+      hold: 20_000,
+    });
   });
 
   it("holds a fire or delivery a daemon took 20 s unless renewed; cluster.hold sets it, not below 2 s", async () => {
@@ -67,7 +75,11 @@ describe("countd.yaml cluster:", () => {
       'countd.yaml:2:10: cluster.redis: expected a Redis URL like "redis://127.0.0.1:6379/0" (or rediss:// for TLS), got "http://127.0.0.1:6379"',
       'countd.yaml:3:9: cluster.node: expected a node name of letters, digits, . _ - (like a host name), got "web 1"',
     ]);
-    expect(await problems("cluster:\n  node: web-1\n")).toEqual([expect.stringMatching(/^countd\.yaml:2:3: cluster\.redis: expected a Redis URL .*, got nothing$/)]);
-    expect(await problems("cluster:\n  redis: redis://127.0.0.1\n  nodes: 3\n")).toEqual([expect.stringMatching(/^countd\.yaml:3:3: cluster\.nodes: unknown key/)]);
+    expect(await problems("cluster:\n  node: web-1\n")).toEqual([
+      expect.stringMatching(/^countd\.yaml:2:3: cluster\.redis: expected a Redis URL .*, got nothing$/),
+    ]);
+    expect(await problems("cluster:\n  redis: redis://127.0.0.1\n  nodes: 3\n")).toEqual([
+      expect.stringMatching(/^countd\.yaml:3:3: cluster\.nodes: unknown key/),
+    ]);
   });
 });

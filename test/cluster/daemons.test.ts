@@ -42,7 +42,8 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
     expect(doubled).toEqual([]);
     // Every slot while all three ran, a slot's length clear of the starts and stops.
     const expected: string[] = [];
-    for (let slot = Math.ceil((allUp + 2_000) / 2_000) * 2_000; slot < firstDown - 2_000; slot += 2_000) expected.push(new Date(slot).toISOString());
+    for (let slot = Math.ceil((allUp + 2_000) / 2_000) * 2_000; slot < firstDown - 2_000; slot += 2_000)
+      expected.push(new Date(slot).toISOString());
     expect(expected.length).toBeGreaterThanOrEqual(12);
     const missed = expected.filter((slot) => !bySlot.has(slot));
     expect(missed).toEqual([]);
@@ -59,14 +60,22 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
     mock.onMessage("report", { content: "the report" });
     // Long enough for three daemons to start within one period on a loaded machine (10 s was not).
     const PERIOD = 20_000;
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { report: "prompt: report\nevery: 20s\ncatch_up: 1h\n" })));
+    const dirs = await Promise.all(
+      NODES.map((node) => nodeFolder(cluster.redis.url, node, { report: "prompt: report\nevery: 20s\ncatch_up: 1h\n" })),
+    );
     cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     // The first slot every daemon saw fire (each records the slots its timer fired in its state.json).
     const seen = Math.ceil((Date.now() + 100) / PERIOD) * PERIOD;
-    await vi.waitFor(async () => expect((await history(dirs[0]!, "report")).find((run) => Date.parse(run.scheduledAt) === seen && run.status === "ok")).toBeDefined(), {
-      timeout: 30_000,
-      interval: 500,
-    });
+    await vi.waitFor(
+      async () =>
+        expect(
+          (await history(dirs[0]!, "report")).find((run) => Date.parse(run.scheduledAt) === seen && run.status === "ok"),
+        ).toBeDefined(),
+      {
+        timeout: 30_000,
+        interval: 500,
+      },
+    );
     await cluster.stopDaemons();
 
     // Down across the next two slots; started together a second after the second one.
@@ -74,10 +83,14 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
     await sleep(missed[1]! + 1_000 - Date.now());
     cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     expect(Date.now()).toBeLessThan(missed[1]! + PERIOD);
-    await vi.waitFor(async () => expect((await history(dirs[1]!, "report")).filter((run) => run.reason === "catch-up" && run.status === "ok")).toHaveLength(1), {
-      timeout: 30_000,
-      interval: 500,
-    });
+    await vi.waitFor(
+      async () =>
+        expect((await history(dirs[1]!, "report")).filter((run) => run.reason === "catch-up" && run.status === "ok")).toHaveLength(1),
+      {
+        timeout: 30_000,
+        interval: 500,
+      },
+    );
     await cluster.stopDaemons();
 
     const runs = await history(dirs[2]!, "report");
@@ -94,7 +107,9 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
       await sleep(5_000);
       return { content: "done" };
     });
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { slow: "prompt: slow\nevery: 2s\noverlap: skip\n" })));
+    const dirs = await Promise.all(
+      NODES.map((node) => nodeFolder(cluster.redis.url, node, { slow: "prompt: slow\nevery: 2s\noverlap: skip\n" })),
+    );
     cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     const allUp = Date.now();
     // Until two runs ended ok and three slots were skipped.
@@ -122,7 +137,9 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
     }
     expect(ran.filter((run) => run.status === "ok").length).toBeGreaterThanOrEqual(2);
     expect(skipped.length).toBeGreaterThanOrEqual(3);
-    process.stderr.write(`cluster overlap skip: ${ran.length} runs, none overlapping, ${skipped.length} skipped slots each recorded once\n`);
+    process.stderr.write(
+      `cluster overlap skip: ${ran.length} runs, none overlapping, ${skipped.length} skipped slots each recorded once\n`,
+    );
   });
 
   it("warns at start when Redis may evict keys (maxmemory-policy other than noeviction)", async () => {
@@ -131,7 +148,9 @@ describe.skipIf(!hasRedis)("a cluster of three daemons on one Redis", { timeout:
       const dir = await nodeFolder(evicting.url, "n1", {});
       const daemon = await startDaemon(dir, cluster.env);
       cluster.daemons = [daemon];
-      const warnings = logLines(daemon.output()).filter((line) => line["level"] === 40).map((line) => line["msg"]);
+      const warnings = logLines(daemon.output())
+        .filter((line) => line["level"] === 40)
+        .map((line) => line["msg"]);
       expect(warnings).toContainEqual(expect.stringContaining("has maxmemory-policy allkeys-lru, not noeviction"));
       await stopDaemon(daemon);
       cluster.daemons = [];
@@ -148,7 +167,11 @@ describe.skipIf(!hasRedis)("a daemon whose Redis cannot be reached", () => {
     const daemon = spawnDaemon(dir, {});
     expect(await daemon.exited).toBe(78);
     const lines = daemon.output().trim().split("\n");
-    expect(lines).toEqual([expect.stringMatching(new RegExp(`^countd: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 \\(cluster\\.redis\\): .*ECONNREFUSED`))]);
+    expect(lines).toEqual([
+      expect.stringMatching(
+        new RegExp(`^countd: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 \\(cluster\\.redis\\): .*ECONNREFUSED`),
+      ),
+    ]);
     expect(daemon.output()).not.toContain("pw-Secret-42");
   });
 });

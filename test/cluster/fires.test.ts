@@ -215,7 +215,11 @@ describe.skipIf(!hasRedis)("the cluster's fires: a run a daemon left (its hold e
     const history = new RedisRunHistory(client);
     await history.save("report", [{ ...running(run.attempt), status: saved }]);
     const runs = (queue = new Queue("runs", { connection: client, prefix: "countd" }));
-    await runs.add("report", { job: "report", reason: "schedule", scheduledAt: at(0).toISOString(), run: { ...left, ...run } }, { jobId: slotId("report", at(0)) });
+    await runs.add(
+      "report",
+      { job: "report", reason: "schedule", scheduledAt: at(0).toISOString(), run: { ...left, ...run } },
+      { jobId: slotId("report", at(0)) },
+    );
     const started: Array<{ request: FireRequest; opts: RunOptions | undefined }> = [];
     const reported: RunRecord[] = [];
     const runner = {
@@ -257,7 +261,10 @@ describe.skipIf(!hasRedis)("the cluster's fires: a run a daemon left (its hold e
 
   it("left after it ended and queued its deliveries: recorded interrupted, run again only if it failed and an attempt is spare, never reported", async () => {
     const ok = await takeOver(3, { attempt: 1, ended: "ok" });
-    expect(ok.record).toMatchObject({ status: "interrupted", error: "node n9 stopped after this run ended (ok) and queued its deliveries, before its record was saved" });
+    expect(ok.record).toMatchObject({
+      status: "interrupted",
+      error: "node n9 stopped after this run ended (ok) and queued its deliveries, before its record was saved",
+    });
     expect(ok.started).toEqual([]);
     expect(ok.reported).toEqual([]);
   });

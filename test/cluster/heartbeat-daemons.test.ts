@@ -54,33 +54,53 @@ describe.skipIf(!hasRedis)("the heartbeat of three daemons on one Redis", { time
 
   /** The slot of each heartbeat decision the daemons logged (a tick is logged once it is decided). */
   const decisions = (msg: string) =>
-    cluster.daemons.flatMap((daemon) => logLines(daemon.output(), msg).map((line) => ({ slot: Math.floor(Number(line["time"]) / EVERY_MS), reason: String(line["reason"] ?? "") })));
+    cluster.daemons.flatMap((daemon) =>
+      logLines(daemon.output(), msg).map((line) => ({
+        slot: Math.floor(Number(line["time"]) / EVERY_MS),
+        reason: String(line["reason"] ?? ""),
+      })),
+    );
 
   it("with something to say, one daemon decides each tick: one check-in per tick, the daily cap counted across the cluster", async () => {
     let asked = 0;
     mock.on({ userMessage: "Heartbeat check-in", hasToolResult: false }, () => ({
-      toolCalls: [{ name: "heartbeat_respond", arguments: JSON.stringify({ notify: true, message: `Check-in ${++asked}: water the plants.` }) }],
+      toolCalls: [
+        { name: "heartbeat_respond", arguments: JSON.stringify({ notify: true, message: `Check-in ${++asked}: water the plants.` }) },
+      ],
     }));
     mock.on({ userMessage: "Heartbeat check-in", hasToolResult: true }, { content: "Sent." });
     const dirs = await nodes("- [ ] water the plants\n");
     await startNodes(dirs, cluster.env, cluster.daemons);
     await smtp.waitFor(MAX_PER_DAY);
     // Ticks enough for every node to have decided one more check-in of its own, were the cap its own.
-    await vi.waitFor(() => expect(decisions("heartbeat skipped").filter((skip) => skip.reason.startsWith("daily cap reached")).length).toBeGreaterThanOrEqual(3), {
-      timeout: 30_000,
-      interval: 500,
-    });
+    await vi.waitFor(
+      () =>
+        expect(decisions("heartbeat skipped").filter((skip) => skip.reason.startsWith("daily cap reached")).length).toBeGreaterThanOrEqual(
+          3,
+        ),
+      {
+        timeout: 30_000,
+        interval: 500,
+      },
+    );
     expect(await Promise.all(cluster.daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
 
-    expect(smtp.received.map((mail) => mail.mail.text?.trim())).toEqual(Array.from({ length: MAX_PER_DAY }, (_, i) => expect.stringContaining(`Check-in ${i + 1}: water the plants.`)));
+    expect(smtp.received.map((mail) => mail.mail.text?.trim())).toEqual(
+      Array.from({ length: MAX_PER_DAY }, (_, i) => expect.stringContaining(`Check-in ${i + 1}: water the plants.`)),
+    );
     // Each check-in asked the LLM twice (the answer, then the tool result), no tick more than once.
     expect(mock.getRequests()).toHaveLength(2 * MAX_PER_DAY);
     const runs = await nodeHistory(dirs[0]!, "@heartbeat", cluster.env);
     expect(runs.map((run) => run.status)).toEqual(Array(MAX_PER_DAY).fill("ok"));
     // Every tick decided once: a check-in's by its run's start, a skipped one's by its log line.
-    const decided = [...runs.map((run) => Math.floor(Date.parse(run.scheduledAt) / EVERY_MS)), ...decisions("heartbeat skipped").map((skip) => skip.slot)];
+    const decided = [
+      ...runs.map((run) => Math.floor(Date.parse(run.scheduledAt) / EVERY_MS)),
+      ...decisions("heartbeat skipped").map((skip) => skip.slot),
+    ];
     expect(new Set(decided).size).toBe(decided.length);
-    process.stderr.write(`cluster heartbeat: ${smtp.received.length} check-ins, ${decided.length} ticks decided once each, by node: ${runs.map((run) => run.node).join(", ")}\n`);
+    process.stderr.write(
+      `cluster heartbeat: ${smtp.received.length} check-ins, ${decided.length} ticks decided once each, by node: ${runs.map((run) => run.node).join(", ")}\n`,
+    );
   });
 
   it("idle, asks the LLM on no node: each tick decided once, without a request", async () => {

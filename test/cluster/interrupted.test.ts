@@ -49,7 +49,8 @@ describe.skipIf(!hasRedis)("a daemon killed mid-run, of three on one Redis", { t
   });
   afterEach(async (context) => {
     // What the daemons said, for a failure on a machine where it cannot be watched.
-    if (context.task.result?.state === "fail") for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
+    if (context.task.result?.state === "fail")
+      for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
     release();
     await cluster.stopDaemons();
   });
@@ -81,11 +82,24 @@ describe.skipIf(!hasRedis)("a daemon killed mid-run, of three on one Redis", { t
       return { content: `the report of ${job}` };
     });
     const target = (to: string) => [`  - webhook:`, `      url: ${hooks.url}?job=${job}&to=${to}`, "      secret: ${HOOK_SECRET}"];
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, {}, ["job_env: [HOOK_SECRET]"], { hold: HOLD })));
+    const dirs = await Promise.all(
+      NODES.map((node) => nodeFolder(cluster.redis.url, node, {}, ["job_env: [HOOK_SECRET]"], { hold: HOLD })),
+    );
     await startNodes(dirs, cluster.env, cluster.daemons);
     // Added once all three run, due a few seconds later (`at:` takes whole seconds).
     const at = new Date(Math.ceil((Date.now() + 5_000) / 1_000) * 1_000).toISOString().replace(".000Z", "Z");
-    const text = [`at: "${at}"`, `prompt: hold ${job}`, "retry:", `  attempts: ${attempts}`, "  backoff: 1s", "deliver:", ...target("deliver"), "on_failure:", ...target("on_failure"), ""];
+    const text = [
+      `at: "${at}"`,
+      `prompt: hold ${job}`,
+      "retry:",
+      `  attempts: ${attempts}`,
+      "  backoff: 1s",
+      "deliver:",
+      ...target("deliver"),
+      "on_failure:",
+      ...target("on_failure"),
+      "",
+    ];
     await addJob(dirs, cluster.daemons, job, text.join("\n"));
 
     // The held call arrived (no process spawned to see it), then its run is listed running.
@@ -130,14 +144,17 @@ describe.skipIf(!hasRedis)("a daemon killed mid-run, of three on one Redis", { t
     await vi.waitFor(() => expect(messages(job)).toHaveLength(1), SLOW);
 
     await restart(dirs, killed);
-    for (const dir of dirs) expect((await history(dir, job)).map((record) => [record.id, record.status])).toEqual([
-      [run.id, "interrupted"],
-      [rerun!.id, "ok"],
-    ]);
+    for (const dir of dirs)
+      expect((await history(dir, job)).map((record) => [record.id, record.status])).toEqual([
+        [run.id, "interrupted"],
+        [rerun!.id, "ok"],
+      ]);
     const got = messages(job);
     expect(got).toEqual([{ id: expect.any(String), type: "run.completed", runId: rerun!.id, status: "ok", failure: false }]);
     expect(new Set(hooks.acknowledgedIds()).size).toBe(hooks.acknowledgedIds().length);
-    process.stderr.write(`cluster kill: ${NODES[killed]} killed mid-run, ${rerun!.node} ran it again (attempt 2), ${got.length} delivery\n`);
+    process.stderr.write(
+      `cluster kill: ${NODES[killed]} killed mid-run, ${rerun!.node} ran it again (attempt 2), ${got.length} delivery\n`,
+    );
   });
 
   it("with retry.attempts 1: records the run interrupted with its node, does not run it again, and reports it to on_failure once", async () => {
@@ -147,13 +164,20 @@ describe.skipIf(!hasRedis)("a daemon killed mid-run, of three on one Redis", { t
 
     await vi.waitFor(async () => {
       expect(await history(other, job)).toEqual([
-        expect.objectContaining({ id: run.id, status: "interrupted", node: NODES[killed], attempt: 1, error: `node ${NODES[killed]} stopped while this run was in progress` }),
+        expect.objectContaining({
+          id: run.id,
+          status: "interrupted",
+          node: NODES[killed],
+          attempt: 1,
+          error: `node ${NODES[killed]} stopped while this run was in progress`,
+        }),
       ]);
     }, SLOW);
     await vi.waitFor(() => expect(messages(job)).toHaveLength(1), SLOW);
 
     await restart(dirs, killed);
-    for (const dir of dirs) expect((await history(dir, job)).map((record) => [record.id, record.status])).toEqual([[run.id, "interrupted"]]);
+    for (const dir of dirs)
+      expect((await history(dir, job)).map((record) => [record.id, record.status])).toEqual([[run.id, "interrupted"]]);
     expect(messages(job)).toEqual([{ id: expect.any(String), type: "run.failed", runId: run.id, status: "interrupted", failure: true }]);
     expect(new Set(hooks.acknowledgedIds()).size).toBe(hooks.acknowledgedIds().length);
     process.stderr.write(`cluster kill: ${NODES[killed]} killed mid-run, not run again (attempts 1), reported to on_failure once\n`);

@@ -38,21 +38,55 @@ describe.skipIf(!hasRedis)("the cluster's outbox while Redis is away", () => {
     const first = await startRedis();
     servers.push(first);
     client = await connectRedis(first.url, "queues", { name: "countd-test" });
-    outbox = new ClusterOutbox({ redis: client, send: async (entry) => void (await sendWebhook(entry.target as WebhookTarget, entry.message, entry.id)) });
+    outbox = new ClusterOutbox({
+      redis: client,
+      send: async (entry) => void (await sendWebhook(entry.target as WebhookTarget, entry.message, entry.id)),
+    });
     outbox.start();
     const at = new Date().toISOString();
     const target: WebhookTarget = { kind: "webhook", url: hooks.url, secret: SECRET, format: "json", headers: {} };
-    const before: RunRecord = { id: "20261130T090000Z-here", job: "report", reason: "schedule", scheduledAt: at, startedAt: at, finishedAt: at, status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage(), sessionId: "report/here" };
-    const sent = await outbox.enqueue(`report.${before.id}`, [target], message("run.completed", "report", before, "the first report"), "/tmp");
+    const before: RunRecord = {
+      id: "20261130T090000Z-here",
+      job: "report",
+      reason: "schedule",
+      scheduledAt: at,
+      startedAt: at,
+      finishedAt: at,
+      status: "ok",
+      iterations: 1,
+      toolCalls: 0,
+      usage: emptyUsage(),
+      sessionId: "report/here",
+    };
+    const sent = await outbox.enqueue(
+      `report.${before.id}`,
+      [target],
+      message("run.completed", "report", before, "the first report"),
+      "/tmp",
+    );
     expect(await outbox.settled(sent)).toEqual([{ id: sent[0], delivered: true }]);
 
     await first.stop();
-    const run: RunRecord = { id: "20261130T090000Z-away", job: "report", reason: "schedule", scheduledAt: at, startedAt: at, finishedAt: at, status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage(), sessionId: "report/away" };
+    const run: RunRecord = {
+      id: "20261130T090000Z-away",
+      job: "report",
+      reason: "schedule",
+      scheduledAt: at,
+      startedAt: at,
+      finishedAt: at,
+      status: "ok",
+      iterations: 1,
+      toolCalls: 0,
+      usage: emptyUsage(),
+      sessionId: "report/away",
+    };
     let queued = false;
-    const enqueued = outbox.enqueue(`report.${run.id}`, [target], message("run.completed", "report", run, "the report"), "/tmp").then((ids) => {
-      queued = true;
-      return ids;
-    });
+    const enqueued = outbox
+      .enqueue(`report.${run.id}`, [target], message("run.completed", "report", run, "the report"), "/tmp")
+      .then((ids) => {
+        queued = true;
+        return ids;
+      });
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     expect(queued).toBe(false);
 

@@ -58,9 +58,18 @@ describe.skipIf(!hasRedis)("a run left between queueing its answer and noting it
     await history.save("report", [record]);
     // Not started: the answer stays queued, as it is while its receiver is down.
     outbox = new ClusterOutbox({ redis: client, send: async () => {} });
-    await outbox.enqueue(`report.${left.id}`, [target], message("run.completed", "report", { ...record, status: "ok", finishedAt: at(5).toISOString() }, "the report"), "/tmp");
+    await outbox.enqueue(
+      `report.${left.id}`,
+      [target],
+      message("run.completed", "report", { ...record, status: "ok", finishedAt: at(5).toISOString() }, "the report"),
+      "/tmp",
+    );
     queue = new Queue("runs", { connection: client, prefix: "countd" });
-    await queue.add("report", { job: "report", reason: "schedule", scheduledAt: at(0).toISOString(), run: left }, { jobId: slotId("report", at(0)) });
+    await queue.add(
+      "report",
+      { job: "report", reason: "schedule", scheduledAt: at(0).toISOString(), run: left },
+      { jobId: slotId("report", at(0)) },
+    );
 
     const started: Array<{ request: FireRequest; opts: RunOptions | undefined }> = [];
     const reported: RunRecord[] = [];

@@ -40,7 +40,8 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
     await hooks?.close();
   });
   afterEach(async (context) => {
-    if (context.task.result?.state === "fail") for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
+    if (context.task.result?.state === "fail")
+      for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-6_000)}\n`);
     await cluster.stopDaemons();
   });
 
@@ -51,7 +52,10 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
   const acknowledged = (job: string) => requests(job).filter((request) => request.status === 200);
 
   /** Which node's log says it delivered `id`. */
-  const senders = (id: string) => cluster.daemons.flatMap((daemon, i) => (logLines(daemon.output(), "delivered").some((line) => line["delivery"] === id) ? [NODES[i]!] : []));
+  const senders = (id: string) =>
+    cluster.daemons.flatMap((daemon, i) =>
+      logLines(daemon.output(), "delivered").some((line) => line["delivery"] === id) ? [NODES[i]!] : [],
+    );
 
   /**
    * Three daemons with one `at` job whose answer goes to the receiver, which answers its first
@@ -60,11 +64,21 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
   async function failFirstAttempt(job: string): Promise<{ dirs: string[]; run: RunRecord }> {
     mock.onMessage(`report ${job}`, { content: `the report of ${job}` });
     hooks.script(503);
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, {}, ["job_env: [HOOK_SECRET]"], { hold: HOLD })));
+    const dirs = await Promise.all(
+      NODES.map((node) => nodeFolder(cluster.redis.url, node, {}, ["job_env: [HOOK_SECRET]"], { hold: HOLD })),
+    );
     await startNodes(dirs, cluster.env, cluster.daemons);
     // Added once all three run, due a few seconds later (`at:` takes whole seconds).
     const at = new Date(Math.ceil((Date.now() + 5_000) / 1_000) * 1_000).toISOString().replace(".000Z", "Z");
-    const text = [`at: "${at}"`, `prompt: report ${job}`, "deliver:", "  - webhook:", `      url: ${hooks.url}?job=${job}`, "      secret: ${HOOK_SECRET}", ""];
+    const text = [
+      `at: "${at}"`,
+      `prompt: report ${job}`,
+      "deliver:",
+      "  - webhook:",
+      `      url: ${hooks.url}?job=${job}`,
+      "      secret: ${HOOK_SECRET}",
+      "",
+    ];
     await addJob(dirs, cluster.daemons, job, text.join("\n"));
     await vi.waitFor(() => expect(requests(job).map((request) => request.status)).toEqual([503]), SLOW);
     const runs = await nodeHistory(dirs[0]!, job, cluster.env);
@@ -117,6 +131,8 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
       [id, 200],
     ]);
     expect(new Set(hooks.acknowledgedIds()).size).toBe(hooks.acknowledgedIds().length);
-    process.stderr.write(`cluster outbox: ${NODES[killed]} ran ${job} and was killed with its delivery pending; ${sender[0]} delivered it\n`);
+    process.stderr.write(
+      `cluster outbox: ${NODES[killed]} ran ${job} and was killed with its delivery pending; ${sender[0]} delivered it\n`,
+    );
   });
 });

@@ -47,7 +47,8 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
   });
   afterEach(async (context) => {
     // What the daemons said, for a failure on a machine where it cannot be watched.
-    if (context.task.result?.state === "fail") for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-8_000)}\n`);
+    if (context.task.result?.state === "fail")
+      for (const [i, daemon] of cluster.daemons.entries()) process.stderr.write(`--- ${NODES[i]}:\n${daemon.output().slice(-8_000)}\n`);
     await cluster.stopDaemons();
   });
 
@@ -103,7 +104,9 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
 
   it("reconnects, finishes the runs in progress and saves their records, runs every slot once (those due while Redis was down too), and delivers each run once", async () => {
     const job = "ticker";
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { [job]: slowJob(job) }, ["job_env: [HOOK_SECRET]"])));
+    const dirs = await Promise.all(
+      NODES.map((node) => nodeFolder(cluster.redis.url, node, { [job]: slowJob(job) }, ["job_env: [HOOK_SECRET]"])),
+    );
     cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
     const allUp = Date.now();
     await sleep(4_000);
@@ -124,7 +127,8 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
     expect(doubled).toEqual([]);
     // Every slot from a slot after all three started to one whose run ended well before the first stopped.
     const expected: string[] = [];
-    for (let slot = Math.ceil((allUp + PERIOD) / PERIOD) * PERIOD; slot < firstDown - RUN_MS - PERIOD; slot += PERIOD) expected.push(new Date(slot).toISOString());
+    for (let slot = Math.ceil((allUp + PERIOD) / PERIOD) * PERIOD; slot < firstDown - RUN_MS - PERIOD; slot += PERIOD)
+      expected.push(new Date(slot).toISOString());
     const missed = expected.filter((slot) => !bySlot.has(slot));
     expect(missed).toEqual([]);
     for (const slot of expected) expect(bySlot.get(slot)![0]).toMatchObject({ status: "ok", reason: "schedule" });
@@ -141,14 +145,23 @@ describe.skipIf(!hasRedis)("Redis ended and started again while three daemons ru
 
     // Each run that ended ok reported once; no message twice.
     const delivered = deliveredRunIds(job);
-    expect(delivered.sort()).toEqual(runs!.filter((run) => run.status === "ok").map((run) => run.id).sort());
+    expect(delivered.sort()).toEqual(
+      runs!
+        .filter((run) => run.status === "ok")
+        .map((run) => run.id)
+        .sort(),
+    );
     expect(new Set(hooks.acknowledgedIds()).size).toBe(hooks.acknowledgedIds().length);
 
     // Each of the two outages said once per connection (the queues'; the records', the shared
     // state's subscriber and the view's subscriber), not at every reconnection attempt.
     const perOutage = ["queues", "records", "records", "records"];
     for (const daemon of cluster.daemons) {
-      expect(logLines(daemon.output(), "lost the connection to Redis; reconnecting").map((line) => line["role"]).sort()).toEqual([...perOutage, ...perOutage].sort());
+      expect(
+        logLines(daemon.output(), "lost the connection to Redis; reconnecting")
+          .map((line) => line["role"])
+          .sort(),
+      ).toEqual([...perOutage, ...perOutage].sort());
       expect(logLines(daemon.output()).filter((line) => line["level"] === 50 && String(line["msg"]).startsWith("cluster "))).toEqual([]);
     }
 

@@ -83,7 +83,9 @@ describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
       },
     });
     const ended = runner.run(fire("outage"));
-    await vi.waitFor(async () => expect(await new RedisRunHistory(await redis.connect("records", away.url)).runs("outage")).toHaveLength(1));
+    await vi.waitFor(async () =>
+      expect(await new RedisRunHistory(await redis.connect("records", away.url)).runs("outage")).toHaveLength(1),
+    );
     await away.stop();
     finish();
     const end = await ended;
@@ -91,10 +93,16 @@ describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
 
     const back = await startRedis([], { port: away.port });
     try {
-      await vi.waitFor(async () => expect((await new RedisRunHistory(await redis.connect("records", back.url)).runs("outage")).map((run) => run.status)).toEqual(["ok"]), {
-        timeout: 15_000,
-        interval: 250,
-      });
+      await vi.waitFor(
+        async () =>
+          expect((await new RedisRunHistory(await redis.connect("records", back.url)).runs("outage")).map((run) => run.status)).toEqual([
+            "ok",
+          ]),
+        {
+          timeout: 15_000,
+          interval: 250,
+        },
+      );
       await runner.shutdown(0);
       await state.close();
     } finally {

@@ -26,7 +26,9 @@ describe.skipIf(!hasRedis)("a session: shared job on a cluster of three daemons"
       requests.push(req.messages as Sent[]);
       return { content: `fact ${requests.length}` };
     });
-    const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { notes: "prompt: Note what you know so far\nsession: shared\n" })));
+    const dirs = await Promise.all(
+      NODES.map((node) => nodeFolder(cluster.redis.url, node, { notes: "prompt: Note what you know so far\nsession: shared\n" })),
+    );
     cluster.daemons = await Promise.all(dirs.map((dir) => startDaemon(dir, cluster.env)));
 
     // `countd run` in a node's folder runs the job in that node's daemon.
@@ -41,7 +43,8 @@ describe.skipIf(!hasRedis)("a session: shared job on a cluster of three daemons"
       ["n2", "ok", "fact 2", "cron:notes"],
       ["n3", "ok", "fact 3", "cron:notes"],
     ]);
-    const conversation = (request: Sent[]) => request.filter((message) => message.role !== "system").map((message) => [message.role, message.content]);
+    const conversation = (request: Sent[]) =>
+      request.filter((message) => message.role !== "system").map((message) => [message.role, message.content]);
     const asked = ["user", "Note what you know so far"];
     expect(requests.map(conversation)).toEqual([
       [asked],
@@ -52,7 +55,17 @@ describe.skipIf(!hasRedis)("a session: shared job on a cluster of three daemons"
     // `countd run` with no daemon on the node continues the same session.
     await cluster.stopDaemons();
     expect(await runCountd(["run", "notes"], { cwd: dirs[1]!, env: cluster.env })).toMatchObject({ code: 0, stdout: "fact 4\n" });
-    expect(conversation(requests[3]!)).toEqual([asked, ["assistant", "fact 1"], asked, ["assistant", "fact 2"], asked, ["assistant", "fact 3"], asked]);
-    process.stderr.write(`cluster sessions: 3 runs on ${NODES.join(", ")}; then 1 without a daemon on n2; request sizes ${requests.map((request) => request.length).join(", ")} messages\n`);
+    expect(conversation(requests[3]!)).toEqual([
+      asked,
+      ["assistant", "fact 1"],
+      asked,
+      ["assistant", "fact 2"],
+      asked,
+      ["assistant", "fact 3"],
+      asked,
+    ]);
+    process.stderr.write(
+      `cluster sessions: 3 runs on ${NODES.join(", ")}; then 1 without a daemon on n2; request sizes ${requests.map((request) => request.length).join(", ")} messages\n`,
+    );
   });
 });

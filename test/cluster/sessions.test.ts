@@ -24,7 +24,10 @@ describe.skipIf(!hasRedis)("the sessions of a cluster's nodes", () => {
   const redis = useRedis();
 
   /** A node: its own state directory (as on a machine of its own) and its connection to the cluster's Redis. */
-  async function node(url = redis.url, opts: ConstructorParameters<typeof ClusterSessions>[2] = {}): Promise<{ sessions: ClusterSessions; local: SessionStore; client: Redis }> {
+  async function node(
+    url = redis.url,
+    opts: ConstructorParameters<typeof ClusterSessions>[2] = {},
+  ): Promise<{ sessions: ClusterSessions; local: SessionStore; client: Redis }> {
     const client = await redis.connect("records", url);
     const local = new SessionStore(await mkdtemp(join(tmpdir(), "countd-node-")));
     return { sessions: new ClusterSessions(client, local, opts), local, client };
@@ -87,30 +90,37 @@ describe.skipIf(!hasRedis)("the sessions of a cluster's nodes", () => {
     await a.client.rpush("countd:session:cron:odd", "{not json", JSON.stringify({ role: "assistant", content: 42 }));
     await a.sessions.append("cron:odd", exchange(2), "run-2");
     expect(await a.sessions.load("cron:odd")).toEqual([...exchange(1), ...exchange(2)]);
-    expect(logs.lines.filter((line) => line.msg === "shared session entry in Redis cannot be used; skipped").map((line) => line.fields["problem"])).toEqual([
-      "is not JSON",
-      expect.stringContaining("content"),
-    ]);
+    expect(
+      logs.lines
+        .filter((line) => line.msg === "shared session entry in Redis cannot be used; skipped")
+        .map((line) => line.fields["problem"]),
+    ).toEqual(["is not JSON", expect.stringContaining("content")]);
   });
 
-  it("does not hold a run up on a Redis that does not answer: its start fails, its end goes on and the messages are added once Redis answers", { timeout: 40_000 }, async () => {
-    const own = await startRedis();
-    try {
-      const a = await node(own.url);
-      await a.sessions.append("cron:hung", exchange(1), "run-1");
-      const pid = Number(/^process_id:(\d+)/m.exec(await a.client.info("server"))![1]);
-      process.kill(pid, "SIGSTOP");
+  it(
+    "does not hold a run up on a Redis that does not answer: its start fails, its end goes on and the messages are added once Redis answers",
+    { timeout: 40_000 },
+    async () => {
+      const own = await startRedis();
       try {
-        await expect(a.sessions.load("cron:hung")).rejects.toThrow(/cannot read the shared session cron:hung from Redis: no answer within/);
-        await a.sessions.append("cron:hung", exchange(2), "run-2");
+        const a = await node(own.url);
+        await a.sessions.append("cron:hung", exchange(1), "run-1");
+        const pid = Number(/^process_id:(\d+)/m.exec(await a.client.info("server"))![1]);
+        process.kill(pid, "SIGSTOP");
+        try {
+          await expect(a.sessions.load("cron:hung")).rejects.toThrow(
+            /cannot read the shared session cron:hung from Redis: no answer within/,
+          );
+          await a.sessions.append("cron:hung", exchange(2), "run-2");
+        } finally {
+          process.kill(pid, "SIGCONT");
+        }
+        expect(await a.sessions.load("cron:hung")).toEqual([...exchange(1), ...exchange(2)]);
       } finally {
-        process.kill(pid, "SIGCONT");
+        await own.stop();
       }
-      expect(await a.sessions.load("cron:hung")).toEqual([...exchange(1), ...exchange(2)]);
-    } finally {
-      await own.stop();
-    }
-  });
+    },
+  );
 
   it("keeps a run's messages while Redis is away and adds them once when it is back; a run that starts meanwhile fails rather than go on without its history", async () => {
     const own = await startRedis();
@@ -124,7 +134,10 @@ describe.skipIf(!hasRedis)("the sessions of a cluster's nodes", () => {
 
       const back = await startRedis([], { port: own.port });
       try {
-        await vi.waitFor(async () => expect(await a.client.lrange("countd:session:cron:outage", 0, -1)).toHaveLength(3), { timeout: 15_000, interval: 100 });
+        await vi.waitFor(async () => expect(await a.client.lrange("countd:session:cron:outage", 0, -1)).toHaveLength(3), {
+          timeout: 15_000,
+          interval: 100,
+        });
         const b = await node(back.url);
         // Redis restarted empty (its data directory was removed): what it has is the run kept meanwhile, once.
         expect(await b.sessions.load("cron:outage")).toEqual(exchange(2));

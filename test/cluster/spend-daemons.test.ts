@@ -19,7 +19,11 @@ const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
 const NODES = ["n1", "n2", "n3"];
 const MODEL = "budget-model";
 /** $1 per million tokens either way: a call of 12,000 + 1,000 tokens costs $0.0130, one of 1,000 + 100 $0.0011. */
-const SETTINGS = [`provider:\n  preset: openai\n  model: ${MODEL}`, `prices:\n  ${MODEL}: { input: 1, output: 1 }`, "budget:\n  per_day: 0.01\n  timezone: UTC"];
+const SETTINGS = [
+  `provider:\n  preset: openai\n  model: ${MODEL}`,
+  `prices:\n  ${MODEL}: { input: 1, output: 1 }`,
+  "budget:\n  per_day: 0.01\n  timezone: UTC",
+];
 
 describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { timeout: 120_000 }, () => {
   const cluster = useCluster();
@@ -50,7 +54,10 @@ describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { t
 
     const cost = await runCountd(["cost", "--by", "job", "--json"], { cwd: c, env: cluster.env });
     expect(cost).toMatchObject({ code: 0, stderr: "" });
-    const summed = JSON.parse(cost.stdout) as { rows: { key: string; calls: number; cost: number }[]; total: { calls: number; cost: number } };
+    const summed = JSON.parse(cost.stdout) as {
+      rows: { key: string; calls: number; cost: number }[];
+      total: { calls: number; cost: number };
+    };
     expect(summed.rows.map((row) => [row.key, row.calls, row.cost])).toEqual([
       ["spender", 1, 0.013],
       ["other", 1, 0.0011],
@@ -79,7 +86,11 @@ describe.skipIf(!hasRedis)("the daily budget of a cluster of three daemons", { t
     const dir = await nodeFolder(`redis://:pw-Secret-42@127.0.0.1:${port}/0`, "n1", {});
     const cost = await runCountd(["cost"], { cwd: dir, env: cluster.env });
     expect(cost.code).toBe(78);
-    expect(cost.stderr.trim().split("\n")).toEqual([expect.stringMatching(new RegExp(`^countd: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 \\(cluster\\.redis\\): .*ECONNREFUSED`))]);
+    expect(cost.stderr.trim().split("\n")).toEqual([
+      expect.stringMatching(
+        new RegExp(`^countd: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 \\(cluster\\.redis\\): .*ECONNREFUSED`),
+      ),
+    ]);
     expect(cost.stdout + cost.stderr).not.toContain("pw-Secret-42");
   });
 });

@@ -28,10 +28,18 @@ describe.skipIf(!hasRedis)("the spend the daily budgets count in a cluster", () 
   const redis = useRedis();
 
   /** A node: its own state directory's spend files and its connection to the cluster's Redis, on `timeZone`'s days. */
-  async function node(url: string, opts: { timeZone?: string; log?: ReturnType<typeof captureLog>["log"] } = {}): Promise<{ spend: ClusterSpend; local: SpendLedger; client: Redis }> {
+  async function node(
+    url: string,
+    opts: { timeZone?: string; log?: ReturnType<typeof captureLog>["log"] } = {},
+  ): Promise<{ spend: ClusterSpend; local: SpendLedger; client: Redis }> {
     const client = await redis.connect("records", url);
     const local = await SpendLedger.open(await mkdtemp(join(tmpdir(), "countd-node-")), { now: () => NOW });
-    const spend = new ClusterSpend(client, local, { timeZone: () => opts.timeZone ?? "UTC", keptMs: () => 30 * DAY_MS, now: () => NOW, ...(opts.log ? { log: opts.log } : {}) });
+    const spend = new ClusterSpend(client, local, {
+      timeZone: () => opts.timeZone ?? "UTC",
+      keptMs: () => 30 * DAY_MS,
+      now: () => NOW,
+      ...(opts.log ? { log: opts.log } : {}),
+    });
     return { spend, local, client };
   }
 

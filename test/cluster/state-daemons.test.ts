@@ -23,10 +23,14 @@ describe.skipIf(!hasRedis)("job state shared by three daemons on one Redis", { t
     mock.onMessage("tick", { content: "tock" });
     const dirs = await Promise.all(NODES.map((node) => nodeFolder(cluster.redis.url, node, { tick: "prompt: tick\nevery: 2s\n" })));
     await startNodes(dirs, cluster.env, cluster.daemons);
-    await vi.waitFor(async () => expect((await nodeHistory(dirs[2]!, "tick", cluster.env)).filter((run) => run.status === "ok").length).toBeGreaterThanOrEqual(2), {
-      timeout: 30_000,
-      interval: 500,
-    });
+    await vi.waitFor(
+      async () =>
+        expect((await nodeHistory(dirs[2]!, "tick", cluster.env)).filter((run) => run.status === "ok").length).toBeGreaterThanOrEqual(2),
+      {
+        timeout: 30_000,
+        interval: 500,
+      },
+    );
 
     expect(await countd(dirs[0]!, ["pause", "tick"])).toMatchObject({ code: 0, stdout: expect.stringContaining("paused tick") });
     const paused = Date.now();
@@ -34,14 +38,23 @@ describe.skipIf(!hasRedis)("job state shared by three daemons on one Redis", { t
     for (const dir of dirs) expect((await countd(dir, ["jobs"])).stdout).toMatch(/tick \(paused\)/);
     // Paused across four slots at least, each recorded skipped.
     await vi.waitFor(
-      async () => expect((await nodeHistory(dirs[2]!, "tick", cluster.env)).filter((run) => Date.parse(run.scheduledAt) > paused && run.status === "skipped").length).toBeGreaterThanOrEqual(4),
+      async () =>
+        expect(
+          (await nodeHistory(dirs[2]!, "tick", cluster.env)).filter(
+            (run) => Date.parse(run.scheduledAt) > paused && run.status === "skipped",
+          ).length,
+        ).toBeGreaterThanOrEqual(4),
       { timeout: 30_000, interval: 500 },
     );
 
     expect(await countd(dirs[1]!, ["resume", "tick"])).toMatchObject({ code: 0, stdout: "resumed tick\n" });
     const resumed = Date.now();
     await vi.waitFor(
-      async () => expect((await nodeHistory(dirs[0]!, "tick", cluster.env)).filter((run) => Date.parse(run.scheduledAt) > resumed && run.status === "ok").length).toBeGreaterThanOrEqual(3),
+      async () =>
+        expect(
+          (await nodeHistory(dirs[0]!, "tick", cluster.env)).filter((run) => Date.parse(run.scheduledAt) > resumed && run.status === "ok")
+            .length,
+        ).toBeGreaterThanOrEqual(3),
       { timeout: 30_000, interval: 500 },
     );
     expect(await Promise.all(cluster.daemons.map((daemon) => stopDaemon(daemon)))).toEqual([0, 0, 0]);
@@ -55,7 +68,9 @@ describe.skipIf(!hasRedis)("job state shared by three daemons on one Redis", { t
     for (const run of whilePaused) expect(run).toMatchObject({ status: "skipped", error: "paused" });
     expect(new Set(whilePaused.map((run) => run.scheduledAt)).size).toBe(whilePaused.length);
     // No run started anywhere for a slot after the pause; slots after the resume ran.
-    expect(runs!.filter((run) => run.status !== "skipped" && Date.parse(run.scheduledAt) > paused && Date.parse(run.scheduledAt) <= resumed)).toEqual([]);
+    expect(
+      runs!.filter((run) => run.status !== "skipped" && Date.parse(run.scheduledAt) > paused && Date.parse(run.scheduledAt) <= resumed),
+    ).toEqual([]);
     const afterResume = runs!.filter((run) => Date.parse(run.scheduledAt) > resumed);
     for (const run of afterResume) expect(run.status).toBe("ok");
     process.stderr.write(

@@ -31,17 +31,31 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     const [one, two] = [await daemonState(), await daemonState()];
     const changes: Promise<void>[] = [];
     for (let i = 0; i < 50; i++) {
-      changes.push(one.update((data) => void ((data.jobs[`one-${i}`] = { lastScheduledAt: new Date(i * 1000).toISOString() }))));
+      changes.push(one.update((data) => void (data.jobs[`one-${i}`] = { lastScheduledAt: new Date(i * 1000).toISOString() })));
       changes.push(
         two.update((data) => {
           const streak = data.jobs["shared"]?.failing;
-          data.jobs["shared"] = { failing: { since: "2026-12-01T00:00:00.000Z", failures: (streak?.failures ?? 0) + 1, reportedAt: "2026-12-01T00:00:00.000Z", unreported: 0 } };
+          data.jobs["shared"] = {
+            failing: {
+              since: "2026-12-01T00:00:00.000Z",
+              failures: (streak?.failures ?? 0) + 1,
+              reportedAt: "2026-12-01T00:00:00.000Z",
+              unreported: 0,
+            },
+          };
         }),
       );
       changes.push(
         one.update((data) => {
           const streak = data.jobs["shared"]?.failing;
-          data.jobs["shared"] = { failing: { since: "2026-12-01T00:00:00.000Z", failures: (streak?.failures ?? 0) + 1, reportedAt: "2026-12-01T00:00:00.000Z", unreported: 0 } };
+          data.jobs["shared"] = {
+            failing: {
+              since: "2026-12-01T00:00:00.000Z",
+              failures: (streak?.failures ?? 0) + 1,
+              reportedAt: "2026-12-01T00:00:00.000Z",
+              unreported: 0,
+            },
+          };
         }),
       );
     }
@@ -71,7 +85,8 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
 
   it("a thousand runs starting at once share their refreshes, and each still sees a pause made before it asked", async () => {
     // Neither follows the changes published, so only the refreshes read the state.
-    const view = async () => StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await redis.connect()) });
+    const view = async () =>
+      StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await redis.connect()) });
     const [one, two] = [await view(), await view()];
     const stats = await redis.connect();
     const gets = async () => Number(/cmdstat_get:calls=(\d+)/.exec(await stats.info("commandstats"))?.[1] ?? 0);
@@ -117,10 +132,18 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     expect(node.data.heartbeat.delivered).toEqual(alone.heartbeat.delivered);
     await vi.waitFor(() => expect(other.isPaused("digest")).toBe(true));
     expect(logs.lines).toContainEqual(
-      expect.objectContaining({ level: "info", msg: "carried the job state of state.json from before the cluster into the cluster's", fields: expect.objectContaining({ paused: ["report"], pausedAll: true }) }),
+      expect.objectContaining({
+        level: "info",
+        msg: "carried the job state of state.json from before the cluster into the cluster's",
+        fields: expect.objectContaining({ paused: ["report"], pausedAll: true }),
+      }),
     );
     // state.json keeps the node's running index alone, so a pause lifted in the cluster is not brought back.
-    expect(JSON.parse(await readFile(join(dir, "state.json"), "utf8"))).toEqual({ jobs: {}, heartbeat: { delivered: [] }, running: alone.running });
+    expect(JSON.parse(await readFile(join(dir, "state.json"), "utf8"))).toEqual({
+      jobs: {},
+      heartbeat: { delivered: [] },
+      running: alone.running,
+    });
     await other.resume(null);
     await node.close();
     const again = await StateStore.open(dir, { shared: await RedisSharedState.open(await redis.connect()) });
@@ -130,7 +153,9 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
 
   it("a change already so on a daemon's old copy is still written when the state moved on", async () => {
     // A command's view: read once, not followed.
-    const stale = await StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), { shared: await RedisSharedState.open(await redis.connect()) });
+    const stale = await StateStore.open(await mkdtemp(join(tmpdir(), "countd-node-")), {
+      shared: await RedisSharedState.open(await redis.connect()),
+    });
     const daemon = await daemonState();
     await stale.pause("report");
     await daemon.refresh();
@@ -154,16 +179,25 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
 
   it("leaves out what does not fit, with a warning, and keeps the rest", async () => {
     const client = await redis.connect();
-    await client.hset("countd:state:jobs", "good", JSON.stringify({ pausedAt: "2026-12-01T10:00:00.000Z" }), "text", "not json", "bad", JSON.stringify({ pausedAt: 7 }));
+    await client.hset(
+      "countd:state:jobs",
+      "good",
+      JSON.stringify({ pausedAt: "2026-12-01T10:00:00.000Z" }),
+      "text",
+      "not json",
+      "bad",
+      JSON.stringify({ pausedAt: 7 }),
+    );
     await client.set("countd:state:heartbeat", JSON.stringify({ delivered: "never" }));
     const logs = captureLog();
     const state = await daemonState({ log: logs.log });
     expect(state.data.jobs).toEqual({ good: { pausedAt: "2026-12-01T10:00:00.000Z" } });
     expect(state.data.heartbeat).toEqual({ delivered: [] });
-    expect(logs.lines.filter((line) => line.msg === "shared state in Redis does not fit; left out").map((line) => line.fields["key"]).sort()).toEqual([
-      "countd:state:heartbeat",
-      "countd:state:jobs bad",
-      "countd:state:jobs text",
-    ]);
+    expect(
+      logs.lines
+        .filter((line) => line.msg === "shared state in Redis does not fit; left out")
+        .map((line) => line.fields["key"])
+        .sort(),
+    ).toEqual(["countd:state:heartbeat", "countd:state:jobs bad", "countd:state:jobs text"]);
   });
 });

@@ -116,7 +116,9 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
     const cancel = await countdIn(b!, cluster.env)(["cancel", run.id]);
     expect(cancel).toMatchObject({ code: 0, stdout: `cancelling run ${run.id} of long: countd show ${run.id} tells how it ended\n` });
     await vi.waitFor(async () => {
-      expect(await nodeHistory(c!, "long", cluster.env)).toEqual([expect.objectContaining({ id: run.id, node: "n1", status: "cancelled", error: "cancelled with countd cancel" })]);
+      expect(await nodeHistory(c!, "long", cluster.env)).toEqual([
+        expect.objectContaining({ id: run.id, node: "n1", status: "cancelled", error: "cancelled with countd cancel" }),
+      ]);
     }, WAIT);
     // `countd run` on n1 saw its run end cancelled.
     expect(await runner.closed).not.toBe(0);
@@ -132,24 +134,38 @@ describe.skipIf(!hasRedis)("one view of a cluster's runs from any node", { timeo
 
     // Which node takes a slot is BullMQ's choice: the fires go on until one node replaced a run another node held.
     let across: { by: string; runId: string; node: string } | undefined;
-    await vi.waitFor(() => {
-      const replaced = cluster.daemons.flatMap((daemon, i) =>
-        logLines(daemon.output(), "a newer fire replaces the run in progress (overlap: replace)").map((line) => ({ by: NODES[i]!, runId: String(line["runId"]), node: String(line["node"]) })),
-      );
-      across = replaced.find((replace) => replace.by !== replace.node);
-      expect(across).toBeDefined();
-    }, { timeout: 150_000, interval: 500 });
+    await vi.waitFor(
+      () => {
+        const replaced = cluster.daemons.flatMap((daemon, i) =>
+          logLines(daemon.output(), "a newer fire replaces the run in progress (overlap: replace)").map((line) => ({
+            by: NODES[i]!,
+            runId: String(line["runId"]),
+            node: String(line["node"]),
+          })),
+        );
+        across = replaced.find((replace) => replace.by !== replace.node);
+        expect(across).toBeDefined();
+      },
+      { timeout: 150_000, interval: 500 },
+    );
 
     let runs: RunRecord[] = [];
     await vi.waitFor(async () => {
       runs = await nodeHistory(dirs[0]!, "swap", cluster.env);
-      expect(runs.find((run) => run.id === across!.runId)).toMatchObject({ node: across!.node, status: "cancelled", error: "replaced by a newer run" });
+      expect(runs.find((run) => run.id === across!.runId)).toMatchObject({
+        node: across!.node,
+        status: "cancelled",
+        error: "replaced by a newer run",
+      });
     }, WAIT);
     const ended = runs.filter((run) => run.status !== "running");
     expect(ended.length).toBeGreaterThanOrEqual(1);
     for (const run of ended) expect(run).toMatchObject({ status: "cancelled", error: "replaced by a newer run" });
     // Runs of a replace job never overlap: each started once the one before had stopped.
-    for (const [i, run] of runs.entries()) if (i > 0) expect(Date.parse(run.startedAt)).toBeGreaterThanOrEqual(Date.parse(runs[i - 1]!.finishedAt!));
-    process.stderr.write(`cluster replace: ${across!.by} replaced the run ${across!.runId} on ${across!.node}; ${ended.length} run(s) replaced in all\n`);
+    for (const [i, run] of runs.entries())
+      if (i > 0) expect(Date.parse(run.startedAt)).toBeGreaterThanOrEqual(Date.parse(runs[i - 1]!.finishedAt!));
+    process.stderr.write(
+      `cluster replace: ${across!.by} replaced the run ${across!.runId} on ${across!.node}; ${ended.length} run(s) replaced in all\n`,
+    );
   }, 240_000);
 });

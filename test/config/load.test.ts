@@ -105,9 +105,7 @@ describe("loadConfig", () => {
   });
 
   it("fails when the file named with --config does not exist", async () => {
-    await expect(loadConfig({ file: "missing.yaml", cwd: dir, env: {} })).rejects.toThrow(
-      new ConfigError(["missing.yaml: no such file"]),
-    );
+    await expect(loadConfig({ file: "missing.yaml", cwd: dir, env: {} })).rejects.toThrow(new ConfigError(["missing.yaml: no such file"]));
   });
 
   it("reads every key", async () => {
@@ -179,14 +177,25 @@ console:
 
   it("refuses a console address beyond this machine unless allow_remote, and takes COUNTD_CONSOLE_LISTEN in place of console.listen", async () => {
     expect(await problems('console:\n  listen: "0.0.0.0:7420"\n')).toEqual([
-      expect.stringMatching(/^countd\.yaml:2:11: console\.listen: is not a loopback address; the console serves the daemon's controls, so set console\.allow_remote: true/),
+      expect.stringMatching(
+        /^countd\.yaml:2:11: console\.listen: is not a loopback address; the console serves the daemon's controls, so set console\.allow_remote: true/,
+      ),
     ]);
-    expect(await problems('console:\n  listen: "127.0.0.1:70000"\n')).toEqual([expect.stringMatching(/^countd\.yaml:2:11: console\.listen: .*a port from 0 to 65535/)]);
-    expect((await load('console:\n  listen: "0.0.0.0:7420"\n  allow_remote: true\n')).console.listen).toEqual({ host: "0.0.0.0", port: 7420 });
+    expect(await problems('console:\n  listen: "127.0.0.1:70000"\n')).toEqual([
+      expect.stringMatching(/^countd\.yaml:2:11: console\.listen: .*a port from 0 to 65535/),
+    ]);
+    expect((await load('console:\n  listen: "0.0.0.0:7420"\n  allow_remote: true\n')).console.listen).toEqual({
+      host: "0.0.0.0",
+      port: 7420,
+    });
 
     expect((await load("", { COUNTD_CONSOLE_LISTEN: "127.0.0.1:0" })).console.listen).toEqual({ host: "127.0.0.1", port: 0 });
-    await expect(load("", { COUNTD_CONSOLE_LISTEN: "0.0.0.0:80" })).rejects.toThrow(/COUNTD_CONSOLE_LISTEN: 0\.0\.0\.0:80 is not a loopback address/);
-    await expect(load("", { COUNTD_CONSOLE_LISTEN: "7420" })).rejects.toThrow('COUNTD_CONSOLE_LISTEN: expected a host and port like "127.0.0.1:7420", got "7420"');
+    await expect(load("", { COUNTD_CONSOLE_LISTEN: "0.0.0.0:80" })).rejects.toThrow(
+      /COUNTD_CONSOLE_LISTEN: 0\.0\.0\.0:80 is not a loopback address/,
+    );
+    await expect(load("", { COUNTD_CONSOLE_LISTEN: "7420" })).rejects.toThrow(
+      'COUNTD_CONSOLE_LISTEN: expected a host and port like "127.0.0.1:7420", got "7420"',
+    );
   });
 
   it("reads attachment limits as sizes, and names a bad one at file:line:col", async () => {
@@ -249,7 +258,9 @@ describe("errors point at file:line:col", () => {
   });
 
   it("suggests the key meant, in every section, and nothing when none is close", async () => {
-    expect(await problems("heartbeat:\n  enabeld: true\n  deliver:\n    - email: { too: [a@example.com] }\njobsdir: ./jobs\nfrobnicate: 1\n")).toEqual([
+    expect(
+      await problems("heartbeat:\n  enabeld: true\n  deliver:\n    - email: { too: [a@example.com] }\njobsdir: ./jobs\nfrobnicate: 1\n"),
+    ).toEqual([
       'countd.yaml:2:3: heartbeat.enabeld: unknown key (did you mean "enabled"?)',
       "countd.yaml:4:14: heartbeat.deliver[0].email.to: expected an email address or a list of them, got nothing",
       'countd.yaml:4:16: heartbeat.deliver[0].email.too: unknown key (did you mean "to"?)',
@@ -283,13 +294,11 @@ describe("errors point at file:line:col", () => {
   });
 
   it("reports a duplicate key", async () => {
-    expect(await problems("agent:\n  max_retries: 2\n  max_retries: 3\n")).toEqual([
-      "countd.yaml:3:3: Map keys must be unique",
-    ]);
+    expect(await problems("agent:\n  max_retries: 2\n  max_retries: 3\n")).toEqual(["countd.yaml:3:3: Map keys must be unique"]);
   });
 
   it("reports a file that is not a mapping", async () => {
-    expect(await problems("- provider\n")).toEqual(['countd.yaml:1:1: expected a mapping, got a list']);
+    expect(await problems("- provider\n")).toEqual(["countd.yaml:1:1: expected a mapping, got a list"]);
   });
 
   it("reports every problem at once, in file order", async () => {
@@ -750,7 +759,9 @@ describe("what a command needs", () => {
   });
 
   it("still reports a malformed reference or a wrong value in a part the command does not use", async () => {
-    await writeConfig("provider:\n  api_key: ${OPENAI_API_KEY\n  temperature: 9\nheartbeat:\n  deliver: [{ webhook: { url: '${1HOOK}' } }]\n");
+    await writeConfig(
+      "provider:\n  api_key: ${OPENAI_API_KEY\n  temperature: 9\nheartbeat:\n  deliver: [{ webhook: { url: '${1HOOK}' } }]\n",
+    );
     const err = (await loadConfig({ cwd: dir, env: {}, needs: [] }).catch((e: unknown) => e)) as ConfigError;
     expect(err.problems).toEqual([
       'countd.yaml:2:12: provider.api_key: unclosed variable reference "${OPENAI_API_KEY": missing "}"',

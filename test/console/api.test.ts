@@ -5,7 +5,16 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { JobDetail, JobView, RunView, StatsView, StatusView } from "../../src/console/protocol.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
-import { consoleFolder, daemonsOf, endedRun, gate, SLOW, startConsoleDaemon, writeJob, type ConsoleDaemon } from "../support/console-daemon.js";
+import {
+  consoleFolder,
+  daemonsOf,
+  endedRun,
+  gate,
+  SLOW,
+  startConsoleDaemon,
+  writeJob,
+  type ConsoleDaemon,
+} from "../support/console-daemon.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /* The console's JSON API against a real daemon (in this process) and a real LLM server on loopback, through fetch. */
@@ -63,7 +72,11 @@ describe("the console API", () => {
 
   it("GET /api/status and /api/jobs: the daemon, each job's trigger, next fires in UTC beside the job's zone, and an invalid file with its problem and line", async () => {
     const dir = await consoleFolder({ extra: "timezone: Europe/Berlin\njob_env: [HOOK_SECRET]\n" });
-    await writeJob(dir, "morning", 'description: The morning report\nschedule: "0 9 * * *"\nprompt: write the report\ntimezone: Asia/Tokyo\n');
+    await writeJob(
+      dir,
+      "morning",
+      'description: The morning report\nschedule: "0 9 * * *"\nprompt: write the report\ntimezone: Asia/Tokyo\n',
+    );
     await writeJob(dir, "hello", "prompt: say hello\n");
     await writeJob(dir, "broken", 'prompt: oops\nschedule: "every now and then"\n');
     const console = await start(dir);
@@ -88,13 +101,28 @@ describe("the console API", () => {
     expect(broken).toMatchObject({ loaded: false, enabled: false, next_fires: [], paused: false });
     expect(broken!.problems).toHaveLength(1);
     expect(broken!.problems[0]).toMatch(/broken\.yaml:2:11: schedule: invalid cron expression "every now and then"/);
-    expect(hello).toMatchObject({ loaded: true, enabled: true, trigger: "manual", timezone: "Europe/Berlin", next_fires: [], paused: false, problems: [] });
+    expect(hello).toMatchObject({
+      loaded: true,
+      enabled: true,
+      trigger: "manual",
+      timezone: "Europe/Berlin",
+      next_fires: [],
+      paused: false,
+      problems: [],
+    });
     expect(morning).toMatchObject({ loaded: true, trigger: "cron 0 9 * * *", timezone: "Asia/Tokyo", description: "The morning report" });
     expect(morning!.next_fires).toHaveLength(3);
     for (const at of morning!.next_fires) expect(at).toMatch(/^\d{4}-\d\d-\d\dT00:00:00\.000Z$/);
 
     const detail = await console.get<JobDetail>("/api/jobs/morning");
-    expect(detail.settings).toMatchObject({ prompt: "write the report", session: "isolated", overlap: "skip", retry: { attempts: expect.any(Number) }, deliver: [], on_failure: [] });
+    expect(detail.settings).toMatchObject({
+      prompt: "write the report",
+      session: "isolated",
+      overlap: "skip",
+      retry: { attempts: expect.any(Number) },
+      deliver: [],
+      on_failure: [],
+    });
     // An invalid file is found by its name too, with its problem.
     expect((await console.get<JobView>("/api/jobs/broken")).problems).toEqual(broken!.problems);
 
@@ -131,14 +159,32 @@ describe("the console API", () => {
     expect(view.transcript.prompt).toContain("list the workspace");
     expect(view.transcript.incomplete).toBeUndefined();
     const tool = view.transcript.steps.find((step) => step.kind === "tool");
-    expect(tool).toMatchObject({ name: "list_dir", arguments: { path: "." }, result: expect.stringContaining("a.txt"), attempts: 1, duration_ms: expect.any(Number) });
+    expect(tool).toMatchObject({
+      name: "list_dir",
+      arguments: { path: "." },
+      result: expect.stringContaining("a.txt"),
+      attempts: 1,
+      duration_ms: expect.any(Number),
+    });
     const text = view.transcript.steps.find((step) => step.kind === "text");
     expect(text).toMatchObject({ text: "There is **a.txt** and [a link](javascript:alert(1))." });
     // The page shows the agent's text only as sanitised HTML.
     expect(text!.kind === "text" && text!.html).toContain("<strong>a.txt</strong>");
     expect(text!.kind === "text" && text!.html).not.toContain("javascript:");
-    expect(view.transcript.steps.find((step) => step.kind === "llm")).toMatchObject({ model: expect.any(String), usage: { inputTokens: expect.any(Number) } });
-    expect(view.deliveries).toEqual([{ id: expect.stringMatching(new RegExp(`^lister\\.${run.id}\\.webhook-`)), kind: "webhook", to: expect.stringContaining(hooks.url), status: "delivered", delivered_at: expect.any(String), attempts: 1 }]);
+    expect(view.transcript.steps.find((step) => step.kind === "llm")).toMatchObject({
+      model: expect.any(String),
+      usage: { inputTokens: expect.any(Number) },
+    });
+    expect(view.deliveries).toEqual([
+      {
+        id: expect.stringMatching(new RegExp(`^lister\\.${run.id}\\.webhook-`)),
+        kind: "webhook",
+        to: expect.stringContaining(hooks.url),
+        status: "delivered",
+        delivered_at: expect.any(String),
+        attempts: 1,
+      },
+    ]);
     expect(hooks.acknowledgedIds()).toEqual([view.deliveries[0]!.id]);
 
     // ?job= names the job, for ids that several jobs share.
@@ -190,8 +236,15 @@ describe("the console API", () => {
 
     const skipped = await console.post("/api/jobs/long/run");
     expect(skipped.status).toBe(409);
-    expect(skipped.body).toEqual({ status: "skipped", run_id: expect.any(String), message: "a run of this job was still in progress (overlap: skip)" });
-    expect((await console.get<RunView>(`/api/runs/${skipped.body.run_id}?job=long`)).run).toMatchObject({ status: "skipped", reason: "manual" });
+    expect(skipped.body).toEqual({
+      status: "skipped",
+      run_id: expect.any(String),
+      message: "a run of this job was still in progress (overlap: skip)",
+    });
+    expect((await console.get<RunView>(`/api/runs/${skipped.body.run_id}?job=long`)).run).toMatchObject({
+      status: "skipped",
+      reason: "manual",
+    });
 
     const status = await console.get<StatusView>("/api/status");
     expect(status.running).toEqual([expect.objectContaining({ id: long.body.run_id, job: "long", reason: "manual" })]);
@@ -205,7 +258,11 @@ describe("the console API", () => {
     expect(startedBody).toEqual({ status: "started", run_id: expect.any(String) });
 
     expect(await endedRun(console, long.body.run_id, "long")).toMatchObject({ status: "ok", resultExcerpt: "released" });
-    expect(await endedRun(console, startedBody.run_id, "patient")).toMatchObject({ status: "ok", reason: "manual", resultExcerpt: "patient answer" });
+    expect(await endedRun(console, startedBody.run_id, "patient")).toMatchObject({
+      status: "ok",
+      reason: "manual",
+      resultExcerpt: "patient answer",
+    });
     const quick = await console.get<{ runs: RunRecord[] }>("/api/runs?job=quick");
     expect(quick.runs).toEqual([expect.objectContaining({ status: "ok", reason: "manual" })]);
   });
@@ -218,7 +275,13 @@ describe("the console API", () => {
     const { body } = await console.post("/api/jobs/long/run");
     // Cancelled from the console at once: found although its record may not be saved yet.
     expect((await console.get<RunView>(`/api/runs/${body.run_id}`)).running).toBe(true);
-    await vi.waitFor(async () => expect((await console.get<StatusView>("/api/status")).running).toEqual([expect.objectContaining({ id: body.run_id, iteration: 1 })]), SLOW);
+    await vi.waitFor(
+      async () =>
+        expect((await console.get<StatusView>("/api/status")).running).toEqual([
+          expect.objectContaining({ id: body.run_id, iteration: 1 }),
+        ]),
+      SLOW,
+    );
 
     const cancel = await console.post(`/api/runs/${body.run_id}/cancel`);
     expect(cancel).toEqual({ status: 200, body: { run_id: body.run_id, job: "long", status: "cancelling" } });
@@ -238,10 +301,13 @@ describe("the console API", () => {
     mock.onMessage("tick", { content: "tock" });
     mock.onMessage("say hello", { content: "hello" });
     let console = await start(dir);
-    await vi.waitFor(async () => expect((await console.get<{ runs: RunRecord[] }>("/api/runs?job=ticker&status=ok")).runs.length).toBeGreaterThan(0), SLOW);
+    await vi.waitFor(
+      async () => expect((await console.get<{ runs: RunRecord[] }>("/api/runs?job=ticker&status=ok")).runs.length).toBeGreaterThan(0),
+      SLOW,
+    );
 
     expect(await console.post("/api/jobs/ticker/pause")).toEqual({ status: 200, body: { job: "ticker", paused: true } });
-    const paused = (await console.get<JobDetail>("/api/jobs/ticker"));
+    const paused = await console.get<JobDetail>("/api/jobs/ticker");
     expect(paused).toMatchObject({ paused: true, paused_at: expect.any(String) });
     expect((await console.get<StatusView>("/api/status")).jobs).toMatchObject({ paused: 1, paused_all: false });
     const pausedAt = paused.paused_at!;
@@ -316,7 +382,9 @@ describe("the console API", () => {
     const first = await console.get<{ runs: RunRecord[]; next?: string }>("/api/runs?job=hello&limit=2");
     expect(first.runs.map((run) => run.id)).toEqual([ids[2], ids[1]]);
     expect(first.next).toEqual(expect.any(String));
-    const second = await console.get<{ runs: RunRecord[]; next?: string }>(`/api/runs?job=hello&limit=2&before=${encodeURIComponent(first.next!)}`);
+    const second = await console.get<{ runs: RunRecord[]; next?: string }>(
+      `/api/runs?job=hello&limit=2&before=${encodeURIComponent(first.next!)}`,
+    );
     expect(second.runs.map((run) => run.id)).toEqual([ids[0]]);
     expect(second.next).toBeUndefined();
 
@@ -342,7 +410,11 @@ describe("the console API", () => {
     expect(missing.status).toBe(404);
     expect(await missing.json()).toEqual({ error: 'no run with id "20200101T000000Z-abcd"' });
 
-    const stats = await console.get<{ timezone: string; days: Array<{ date: string; by_status: object }>; runs: Array<{ id: string; status: string }> }>("/api/stats?days=7");
+    const stats = await console.get<{
+      timezone: string;
+      days: Array<{ date: string; by_status: object }>;
+      runs: Array<{ id: string; status: string }>;
+    }>("/api/stats?days=7");
     expect(stats.days).toHaveLength(7);
     expect(stats.days.at(-1)).toMatchObject({ date: expect.any(String), by_status: { ok: 3, error: 1 } });
     // Each run's point only for one job's charts.
@@ -350,7 +422,9 @@ describe("the console API", () => {
     const hello = await console.get<{ runs: Array<{ id: string; status: string }> }>("/api/stats?job=hello&days=7");
     expect(hello.runs.map((run) => run.id)).toEqual(ids);
     expect((await console.api("/api/stats?days=0")).status).toBe(400);
-    expect(await (await console.api("/api/stats?days=many")).json()).toEqual({ error: 'days must be a whole number from 1 to 90, got "many"' });
+    expect(await (await console.api("/api/stats?days=many")).json()).toEqual({
+      error: 'days must be a whole number from 1 to 90, got "many"',
+    });
     expect((await console.api("/api/stats?job=nope")).status).toBe(404);
 
     const status = await console.get<StatusView>("/api/status");
@@ -384,7 +458,11 @@ describe("the console API", () => {
     const cached = await ran("cached");
     const local = await ran("local");
     const capped = await ran("capped");
-    expect(cached).toMatchObject({ status: "ok", model: "gpt-4o-mini", usage: { inputTokens: 2_000, outputTokens: 200, cachedInputTokens: 800, cacheWriteTokens: 400 } });
+    expect(cached).toMatchObject({
+      status: "ok",
+      model: "gpt-4o-mini",
+      usage: { inputTokens: 2_000, outputTokens: 200, cachedInputTokens: 800, cacheWriteTokens: 400 },
+    });
     expect(cached.cost).toBeCloseTo(2 * CALL, 12);
     expect(local).toMatchObject({ status: "ok", model: "unlisted-local-model", cost: null });
     // The first call crossed the cap: the second is not made.
@@ -406,12 +484,18 @@ describe("the console API", () => {
     }, SLOW);
     expect(view.run).toMatchObject({ cost: cached.cost, model: "gpt-4o-mini" });
     for (const step of view.transcript.steps.filter((step) => step.kind === "llm")) {
-      expect(step).toMatchObject({ model: "gpt-4o-mini", usage: { inputTokens: 1_000, cachedInputTokens: 400, cacheWriteTokens: 200, outputTokens: 100 } });
+      expect(step).toMatchObject({
+        model: "gpt-4o-mini",
+        usage: { inputTokens: 1_000, cachedInputTokens: 400, cacheWriteTokens: 200, outputTokens: 100 },
+      });
       expect(step.cost).toBeCloseTo(CALL, 12);
     }
     await vi.waitFor(async () => {
       const steps = (await console.get<RunView>(`/api/runs/${local.id}`)).transcript.steps.filter((step) => step.kind === "llm");
-      expect(steps).toEqual([expect.objectContaining({ model: "unlisted-local-model", cost: null }), expect.objectContaining({ cost: null })]);
+      expect(steps).toEqual([
+        expect.objectContaining({ model: "unlisted-local-model", cost: null }),
+        expect.objectContaining({ cost: null }),
+      ]);
     }, SLOW);
     expect((await console.get<RunView>(`/api/runs/${capped.id}`)).run).toMatchObject({ status: "budget", error: capped.error });
 
@@ -432,12 +516,20 @@ describe("the console API", () => {
     expect(stats.days.at(-1)).toMatchObject({ by_status: { ok: 2, budget: 1 }, unpriced: 1 });
     expect(stats.days.at(-1)!.cost).toBeCloseTo(3 * CALL, 12);
     expect(stats.days[0]).toMatchObject({ cost: 0, unpriced: 0 });
-    expect((await console.get<StatsView>("/api/stats?job=local&days=1")).runs).toEqual([expect.objectContaining({ id: local.id, cost: null })]);
+    expect((await console.get<StatsView>("/api/stats?job=local&days=1")).runs).toEqual([
+      expect.objectContaining({ id: local.id, cost: null }),
+    ]);
 
     const slow = (await console.post("/api/jobs/slow/run")).body.run_id as string;
     await vi.waitFor(async () => {
       const status = await console.get<StatusView>("/api/status");
-      expect(status.running).toEqual([expect.objectContaining({ id: slow, usage: { inputTokens: 1_000, outputTokens: 100, cachedInputTokens: 400, cacheWriteTokens: 200 }, cost: expect.closeTo(CALL, 12) })]);
+      expect(status.running).toEqual([
+        expect.objectContaining({
+          id: slow,
+          usage: { inputTokens: 1_000, outputTokens: 100, cachedInputTokens: 400, cacheWriteTokens: 200 },
+          cost: expect.closeTo(CALL, 12),
+        }),
+      ]);
       expect(status.today.by_job["slow"]).toEqual({ cost: expect.closeTo(CALL, 12), unpriced: 0, tokens: status.running[0]!.usage });
       expect(status.today.cost).toBeCloseTo(4 * CALL, 12);
     }, SLOW);
@@ -460,15 +552,27 @@ describe("the console API", () => {
       expect(outbox.dead).toHaveLength(1);
     }, SLOW);
     const [dead] = outbox.dead;
-    expect(dead).toMatchObject({ kind: "webhook", to: expect.stringContaining(hooks.url), status: "dead", attempts: 1, last_error: expect.stringContaining("400"), job: "notify", run_id: body.run_id });
+    expect(dead).toMatchObject({
+      kind: "webhook",
+      to: expect.stringContaining(hooks.url),
+      status: "dead",
+      attempts: 1,
+      last_error: expect.stringContaining("400"),
+      job: "notify",
+      run_id: body.run_id,
+    });
     expect(JSON.stringify(outbox)).not.toContain(HOOK_SECRET);
     expect((await console.get<StatusView>("/api/status")).outbox).toEqual({ pending: 0, dead: 1 });
-    expect((await console.get<RunView>(`/api/runs/${body.run_id}`)).deliveries).toEqual([expect.objectContaining({ id: dead!["id"], status: "dead", attempts: 1 })]);
+    expect((await console.get<RunView>(`/api/runs/${body.run_id}`)).deliveries).toEqual([
+      expect.objectContaining({ id: dead!["id"], status: "dead", attempts: 1 }),
+    ]);
 
     expect(await console.post(`/api/outbox/${dead!["id"]}/retry`)).toEqual({ status: 200, body: { id: dead!["id"], retried: 1 } });
     await vi.waitFor(() => expect(hooks.acknowledgedIds()).toEqual([dead!["id"]]), SLOW);
     await vi.waitFor(async () => expect(await console.get("/api/outbox")).toEqual({ pending: [], dead: [], disabled_targets: [] }), SLOW);
-    expect((await console.get<RunView>(`/api/runs/${body.run_id}`)).deliveries).toEqual([expect.objectContaining({ id: dead!["id"], status: "delivered" })]);
+    expect((await console.get<RunView>(`/api/runs/${body.run_id}`)).deliveries).toEqual([
+      expect.objectContaining({ id: dead!["id"], status: "delivered" }),
+    ]);
 
     const again = await console.post(`/api/outbox/${dead!["id"]}/retry`);
     expect(again.status).toBe(409);

@@ -50,7 +50,11 @@ describe.skipIf(!hasChromium)("the console's live transcript and charts in Chrom
     const state = await StateStore.open(join(dir, "state"));
     await state.saveRun(ONCE);
     await state.close();
-    const env = { OPENAI_BASE_URL: llm.baseURL, OPENAI_API_KEY: "sk-browser-test-key", COUNTD_CONSOLE_LISTEN: `127.0.0.1:${await freePort()}` };
+    const env = {
+      OPENAI_BASE_URL: llm.baseURL,
+      OPENAI_API_KEY: "sk-browser-test-key",
+      COUNTD_CONSOLE_LISTEN: `127.0.0.1:${await freePort()}`,
+    };
     daemon = spawnDaemon(dir, env);
     await vi.waitFor(() => expect(daemon.output()).toContain("console listening"), { timeout: WAIT_MS, interval: 100 });
     const printed = await runCountd(["console"], { cwd: dir, env });
@@ -131,7 +135,8 @@ describe.skipIf(!hasChromium)("the console's live transcript and charts in Chrom
     await vi.waitFor(() => expect(passed.at(-1)?.type).toBe("live"), { timeout: WAIT_MS, interval: 20 });
 
     const steps = page.locator(".steps > li");
-    const shown = () => steps.evaluateAll((items) => items.map((item) => item.querySelector(".call-label, .tool-name")?.textContent ?? item.textContent));
+    const shown = () =>
+      steps.evaluateAll((items) => items.map((item) => item.querySelector(".call-label, .tool-name")?.textContent ?? item.textContent));
     // The run is still in progress: its second call is held open.
     await page.locator(".live-badge").waitFor();
     await expect.poll(shown, { timeout: 5_000, interval: 50 }).toEqual(["Iteration 1", "list_dir", "Iteration 2"]);
@@ -149,7 +154,9 @@ describe.skipIf(!hasChromium)("the console's live transcript and charts in Chrom
     await page.goto(`${origin}/#/jobs/once`);
     const canvas = page.locator("figure .chart canvas").first();
     await canvas.waitFor();
-    const labels = await canvas.evaluate((element) => (window as unknown as { drawnText: (canvas: HTMLCanvasElement) => string[] }).drawnText(element as HTMLCanvasElement));
+    const labels = await canvas.evaluate((element) =>
+      (window as unknown as { drawnText: (canvas: HTMLCanvasElement) => string[] }).drawnText(element as HTMLCanvasElement),
+    );
     const years = labels.filter((label) => /^\d{4}$/.test(label));
     expect(years).toEqual([]);
     // The run's hour, as uPlot writes it in the browser's zone (12-hour clock): the axis spans hours around it.

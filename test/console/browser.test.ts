@@ -26,7 +26,13 @@ const TEST_MS = 120_000;
 const hasChromium = await hasSystemPackage("chromium", import.meta.filename);
 
 /** What an untrusted agent might answer, in three ways of running script: an HTML block, inline HTML and a Markdown link. */
-const HOSTILE = ["Here you go.\n\n", "<script>window.pwned=1</script>\n\n", 'Look: <img src=x onerror="window.pwned=2"> and ', "[click](javascript:window.pwned=3)", " to see. Done."];
+const HOSTILE = [
+  "Here you go.\n\n",
+  "<script>window.pwned=1</script>\n\n",
+  'Look: <img src=x onerror="window.pwned=2"> and ',
+  "[click](javascript:window.pwned=3)",
+  " to see. Done.",
+];
 
 describe.skipIf(!hasChromium)("the console in Chromium", () => {
   let dir: string;
@@ -47,7 +53,10 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     hooks = await startWebhookReceiver({ steps: [400] });
     await mkdir(join(dir, "jobs"));
     // A price of its own for the model, so that the costs shown are the test's, not the bundled table's.
-    await writeFile(join(dir, "countd.yaml"), "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\nprices:\n  gpt-4o-mini: { input: 0.15, cached_input: 0.075, output: 0.6 }\n");
+    await writeFile(
+      join(dir, "countd.yaml"),
+      "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\nprices:\n  gpt-4o-mini: { input: 0.15, cached_input: 0.075, output: 0.6 }\n",
+    );
     const jobs: Record<string, string> = {
       report: "description: The weekly numbers\nprompt: Write the weekly report.\ntools: [list_dir]\n",
       hostile: "prompt: Answer the hostile question.\n",
@@ -107,7 +116,9 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     await context.addInitScript(() => {
       const w = window as unknown as { violations: string[] };
       w.violations = [];
-      document.addEventListener("securitypolicyviolation", (event) => w.violations.push(`${event.violatedDirective}: ${event.sample || event.blockedURI}`));
+      document.addEventListener("securitypolicyviolation", (event) =>
+        w.violations.push(`${event.violatedDirective}: ${event.sample || event.blockedURI}`),
+      );
     });
     return context.newPage();
   }
@@ -143,7 +154,9 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
       pwned: (window as unknown as { pwned?: unknown }).pwned,
       scripts: [...document.querySelectorAll("script")].filter((script) => !script.src.endsWith("/assets/app.js")).length,
       images: document.querySelectorAll("main img").length,
-      handlers: [...document.querySelectorAll("*")].filter((element) => [...element.attributes].some((attribute) => attribute.name.startsWith("on"))).length,
+      handlers: [...document.querySelectorAll("*")].filter((element) =>
+        [...element.attributes].some((attribute) => attribute.name.startsWith("on")),
+      ).length,
       javascriptLinks: [...document.querySelectorAll("[href], [src]")].filter((element) =>
         /^\s*javascript:/i.test(element.getAttribute("href") ?? element.getAttribute("src") ?? ""),
       ).length,
@@ -152,182 +165,210 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     expect(found).toEqual({ pwned: undefined, scripts: 0, images: 0, handlers: 0, javascriptLinks: 0, violations: [] });
   }
 
-  it("signs in with the address countd console prints, keeps the token out of the address bar, and lists the jobs with an invalid file's problem", { timeout: TEST_MS }, async () => {
-    const stranger = await newPage();
-    await stranger.goto(`${origin}/`);
-    await stranger.locator("h1", { hasText: "Sign in" }).waitFor();
-    expect(await text(stranger, "main")).toContain("countd console");
-    // An address with a wrong token: the same screen saying so, and the token gone from the address bar.
-    await stranger.goto(`${origin}/?token=not-the-token`);
-    await stranger.locator("main", { hasText: "not the console's token" }).waitFor();
-    expect(stranger.url()).toBe(`${origin}/`);
+  it(
+    "signs in with the address countd console prints, keeps the token out of the address bar, and lists the jobs with an invalid file's problem",
+    { timeout: TEST_MS },
+    async () => {
+      const stranger = await newPage();
+      await stranger.goto(`${origin}/`);
+      await stranger.locator("h1", { hasText: "Sign in" }).waitFor();
+      expect(await text(stranger, "main")).toContain("countd console");
+      // An address with a wrong token: the same screen saying so, and the token gone from the address bar.
+      await stranger.goto(`${origin}/?token=not-the-token`);
+      await stranger.locator("main", { hasText: "not the console's token" }).waitFor();
+      expect(stranger.url()).toBe(`${origin}/`);
 
-    const page = await newPage();
-    await page.goto(signInUrl);
-    await heading(page).filter({ hasText: "Overview" }).waitFor();
-    expect(page.url()).toBe(`${origin}/`);
-    expect(await page.evaluate(() => document.cookie)).toBe("");
-    expect(await page.title()).toBe("Overview · countd");
+      const page = await newPage();
+      await page.goto(signInUrl);
+      await heading(page).filter({ hasText: "Overview" }).waitFor();
+      expect(page.url()).toBe(`${origin}/`);
+      expect(await page.evaluate(() => document.cookie)).toBe("");
+      expect(await page.title()).toBe("Overview · countd");
 
-    await page.locator("table.jobs").waitFor();
-    const row = (name: string) => page.locator("table.jobs tbody tr", { has: page.getByRole("link", { name, exact: true }) });
-    expect(await row("report").textContent()).toContain("manual");
-    const morning = (await row("morning").textContent()) ?? "";
-    expect(morning).toContain("cron 0 9 * * *");
-    expect(morning).toContain("Asia/Tokyo");
-    expect(morning).toMatch(/\d{4}-\d{2}-\d{2} 09:00 \+09:00/);
-    const broken = (await row("broken").textContent()) ?? "";
-    expect(broken).toContain("invalid");
-    // Not armed: no "never" beside its spend, as if it were waiting for its first fire.
-    expect(broken).toMatch(/not loaded: schedule: /);
-    expect(broken).not.toContain("never");
-    expect(await text(page, "tr.problems-row")).toMatch(/jobs\/broken\.yaml is invalid[\s\S]*every monday/);
-    expect(await text(page, ".tiles")).toMatch(/Jobs6 loaded, 1 invalid/);
-    await page.locator(".connection", { hasText: "live" }).waitFor();
+      await page.locator("table.jobs").waitFor();
+      const row = (name: string) => page.locator("table.jobs tbody tr", { has: page.getByRole("link", { name, exact: true }) });
+      expect(await row("report").textContent()).toContain("manual");
+      const morning = (await row("morning").textContent()) ?? "";
+      expect(morning).toContain("cron 0 9 * * *");
+      expect(morning).toContain("Asia/Tokyo");
+      expect(morning).toMatch(/\d{4}-\d{2}-\d{2} 09:00 \+09:00/);
+      const broken = (await row("broken").textContent()) ?? "";
+      expect(broken).toContain("invalid");
+      // Not armed: no "never" beside its spend, as if it were waiting for its first fire.
+      expect(broken).toMatch(/not loaded: schedule: /);
+      expect(broken).not.toContain("never");
+      expect(await text(page, "tr.problems-row")).toMatch(/jobs\/broken\.yaml is invalid[\s\S]*every monday/);
+      expect(await text(page, ".tiles")).toMatch(/Jobs6 loaded, 1 invalid/);
+      await page.locator(".connection", { hasText: "live" }).waitFor();
 
-    // The keyboard alone: the skip link comes first, then g b and g o move between screens.
-    await page.keyboard.press("Tab");
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content");
-    await page.keyboard.press("Enter");
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe("main");
-    await page.keyboard.press("g");
-    await page.keyboard.press("b");
-    await heading(page).filter({ hasText: "Outbox" }).waitFor();
-    await page.keyboard.press("g");
-    await page.keyboard.press("o");
-    await heading(page).filter({ hasText: "Overview" }).waitFor();
-    await expectInert(page);
-  });
-
-  it("pages through a job's older runs and charts their duration, tokens and cost, shows a run stopped by its budget as failed with why, and the overview charts runs per day by status", { timeout: TEST_MS }, async () => {
-    const page = await signedIn();
-    const legend = page.locator("figure", { has: page.locator("figcaption", { hasText: "Runs per day" }) }).locator(".u-legend");
-    await legend.waitFor();
-    for (const status of ["ok", "error", "budget", "timeout"]) expect(await legend.textContent()).toContain(status);
-
-    await page.getByRole("link", { name: "history", exact: true }).click();
-    const rows = page.locator("table.runs tbody tr");
-    await expect.poll(() => rows.count(), { timeout: WAIT_MS }).toBe(50);
-    expect(await rows.first().textContent()).toContain(SEEDED.at(-1)!.id);
-    await page.getByRole("button", { name: "Older runs" }).click();
-    await expect.poll(() => rows.count(), { timeout: WAIT_MS }).toBe(SEEDED.length);
-    expect(await rows.last().textContent()).toContain(SEEDED[0]!.id);
-    expect(await rows.allTextContents()).toEqual([...SEEDED].reverse().map((run) => expect.stringContaining(run.id)));
-    expect(await page.getByRole("button", { name: "Older runs" }).count()).toBe(0);
-    expect(await rows.filter({ hasText: "timeout" }).count()).toBe(SEEDED.filter((run) => run.status === "timeout").length);
-
-    const charts = page.locator("figure .chart");
-    const tokens = SEEDED.map((run) => run.usage.inputTokens + run.usage.outputTokens);
-    const costs = SEEDED.map((run) => run.cost!);
-    expect(await charts.evaluateAll((boxes) => boxes.map((box) => box.getAttribute("aria-label")))).toEqual([
-      "Duration of the last 60 finished runs: from 20 s to 50 s",
-      `Tokens of the last 60 finished runs: from ${Math.min(...tokens).toLocaleString("en-US")} to ${Math.max(...tokens).toLocaleString("en-US")}`,
-      `Cost of the last 60 finished runs: from ${cents(Math.min(...costs))} to ${cents(Math.max(...costs))}`,
-    ]);
-    expect(await page.locator("figure .chart canvas").count()).toBe(3);
-
-    // A run its budget stopped: in the history with its cost and why, and on its page as a failure.
-    const stopped = SEEDED.find((run) => run.status === "budget")!;
-    const row = rows.filter({ hasText: stopped.id });
-    expect(await row.textContent()).toContain(`budget${stopped.error}`);
-    expect(await row.locator("td").last().textContent()).toBe(cents(stopped.cost!));
-    await row.getByRole("link", { name: stopped.id }).click();
-    await page.locator(".facts .status-budget", { hasText: "budget" }).waitFor();
-    expect(await text(page, ".notice-error")).toBe(stopped.error);
-    expect(await text(page, ".facts")).toContain(`Cost${cents(stopped.cost!)}Modelgpt-4o-mini`);
-  });
-
-  it("Run now streams the answer in as it is written and the tool call as it happens, then shows the transcript", { timeout: TEST_MS }, async () => {
-    const page = await signedIn();
-    const first = await runNow(page, "report", "weekly report");
-    await first.request.toolCall("call_1", "list_dir", { path: "." });
-
-    const tool = page.locator(".step-tool").first();
-    await tool.locator("summary", { hasText: "list_dir" }).waitFor();
-    const answer = await llm.take("weekly report");
-    await tool.locator("summary").click();
-    await tool.locator("pre").nth(1).filter({ hasText: "list_dir" }).waitFor();
-    expect(await tool.locator("pre").first().textContent()).toBe('{\n  "path": "."\n}');
-
-    const chunks = ["## Weekly report\n\n", "Revenue is **up 4 %** this week.\n\n", "- 12 orders shipped\n", "- 3 orders waiting for stock\n\n", "Nothing else to report."];
-    let sent = "";
-    for (const [i, chunk] of chunks.entries()) {
-      await answer.text(chunk);
-      sent += chunk;
-      // Each chunk on the page before the next is written: the answer is seen growing, as plain text.
-      await expectShown(page.locator(".answer.live"), sent);
-      if (i === 2) await page.screenshot({ path: join(SCREENSHOTS, "console-live-run.png") });
-    }
-    expect(await page.locator(".answer.md").count()).toBe(0);
-    // 600 of the input read from the prompt cache (held-llm passes the usage on as given).
-    await answer.end({ prompt_tokens: 900, completion_tokens: 40, prompt_tokens_details: { cached_tokens: 600 } } as { prompt_tokens: number; completion_tokens: number });
-
-    await page.locator(".answer.md strong", { hasText: "up 4 %" }).waitFor();
-    expect(await page.locator(".live-badge").count()).toBe(0);
-    expect(await text(page, ".answer.md h2")).toBe("Weekly report");
-    expect(await page.locator(".answer.md li").allTextContents()).toEqual(["12 orders shipped", "3 orders waiting for stock"]);
-    const facts = await text(page, ".facts");
-    expect(facts).toContain("ok");
-    expect(facts).toContain("manual");
-    expect(await page.locator(".step-call .call-label").allTextContents()).toEqual(["Call 1", "Call 2"]);
-    // (120 × $0.15 + 30 × $0.60) and (300 × $0.15 + 600 × $0.075 + 40 × $0.60) per million tokens.
-    expect(await page.locator(".step-call .muted").allTextContents()).toEqual([
-      expect.stringMatching(/gpt-4o-mini · 120 in \(0 cached\), 30 out · \$0\.000036 · [^·]+ · tool_calls/),
-      expect.stringMatching(/gpt-4o-mini · 900 in \(600 cached\), 40 out · \$0\.000114 · [^·]+ · stop/),
-    ]);
-    expect(facts).toContain("Tokens1,090 1,020 in (600 cached), 70 out");
-    expect(facts).toContain("Cost$0.00015Modelgpt-4o-mini");
-    await page.locator(".step-tool summary").click();
-    await page.locator(".step-tool pre").nth(1).filter({ hasText: "list_dir" }).waitFor();
-    await page.screenshot({ path: join(SCREENSHOTS, "console-transcript.png") });
-
-    // The job's history has the run, by reason and with its tokens, the cached ones and its cost.
-    await page.getByRole("link", { name: "report", exact: true }).click();
-    const run = page.locator("table.runs tbody tr", { hasText: first.runId });
-    await run.waitFor();
-    expect(await run.textContent()).toMatch(/okmanual.*1,090600 cached\$0\.00015$/);
-    // The overview adds it to what the job spent today.
-    await page.getByRole("link", { name: "Overview" }).first().click();
-    const today = page.locator("table.jobs tbody tr", { has: page.getByRole("link", { name: "report", exact: true }) });
-    await expect.poll(() => today.locator("td.num").textContent(), { timeout: WAIT_MS }).toBe("$0.000151,090 tokens");
-    // The history's last seeded runs may have started today too.
-    const midnight = new Date();
-    midnight.setHours(0, 0, 0, 0);
-    const seededToday = SEEDED.filter((seeded) => Date.parse(seeded.startedAt) >= midnight.getTime()).reduce((sum, seeded) => sum + seeded.cost!, 0);
-    expect(await text(page, ".tiles")).toContain(`Spent today${cents(seededToday + 0.00015)}`);
-  });
-
-  it("renders an agent's script, image handler and javascript: link inert, while it streams and in the transcript", { timeout: TEST_MS }, async () => {
-    const page = await signedIn();
-    const { runId, request } = await runNow(page, "hostile", "hostile question");
-    // The overview streams the same answer beside it.
-    const overview = await page.context().newPage();
-    await overview.goto(`${origin}/`);
-    await overview.locator(".live-run", { hasText: runId }).waitFor();
-
-    let sent = "";
-    for (const chunk of HOSTILE) {
-      await request.text(chunk);
-      sent += chunk;
-      await expectShown(page.locator(".answer.live"), sent);
-      await expectShown(overview.locator(".live-run .answer"), sent);
+      // The keyboard alone: the skip link comes first, then g b and g o move between screens.
+      await page.keyboard.press("Tab");
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content");
+      await page.keyboard.press("Enter");
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe("main");
+      await page.keyboard.press("g");
+      await page.keyboard.press("b");
+      await heading(page).filter({ hasText: "Outbox" }).waitFor();
+      await page.keyboard.press("g");
+      await page.keyboard.press("o");
+      await heading(page).filter({ hasText: "Overview" }).waitFor();
       await expectInert(page);
-      await expectInert(overview);
-    }
-    await request.end();
+    },
+  );
 
-    await page.locator(".answer.md").waitFor();
-    await expectInert(page);
-    const shown = await text(page, ".answer.md");
-    expect(shown).toContain("Here you go.");
-    expect(shown).toContain("Done.");
-    expect(shown).not.toContain("pwned=1");
-    expect(shown).toContain("click");
-    const addresses = await page.locator(".answer.md a").evaluateAll((links) => links.map((link) => link.getAttribute("href")));
-    expect(addresses.filter((address) => address !== null && !/^https?:/.test(address))).toEqual([]);
-    await overview.locator(".live-runs .live-run", { hasText: runId }).waitFor({ state: "detached" });
-    await expectInert(overview);
-  });
+  it(
+    "pages through a job's older runs and charts their duration, tokens and cost, shows a run stopped by its budget as failed with why, and the overview charts runs per day by status",
+    { timeout: TEST_MS },
+    async () => {
+      const page = await signedIn();
+      const legend = page.locator("figure", { has: page.locator("figcaption", { hasText: "Runs per day" }) }).locator(".u-legend");
+      await legend.waitFor();
+      for (const status of ["ok", "error", "budget", "timeout"]) expect(await legend.textContent()).toContain(status);
+
+      await page.getByRole("link", { name: "history", exact: true }).click();
+      const rows = page.locator("table.runs tbody tr");
+      await expect.poll(() => rows.count(), { timeout: WAIT_MS }).toBe(50);
+      expect(await rows.first().textContent()).toContain(SEEDED.at(-1)!.id);
+      await page.getByRole("button", { name: "Older runs" }).click();
+      await expect.poll(() => rows.count(), { timeout: WAIT_MS }).toBe(SEEDED.length);
+      expect(await rows.last().textContent()).toContain(SEEDED[0]!.id);
+      expect(await rows.allTextContents()).toEqual([...SEEDED].reverse().map((run) => expect.stringContaining(run.id)));
+      expect(await page.getByRole("button", { name: "Older runs" }).count()).toBe(0);
+      expect(await rows.filter({ hasText: "timeout" }).count()).toBe(SEEDED.filter((run) => run.status === "timeout").length);
+
+      const charts = page.locator("figure .chart");
+      const tokens = SEEDED.map((run) => run.usage.inputTokens + run.usage.outputTokens);
+      const costs = SEEDED.map((run) => run.cost!);
+      expect(await charts.evaluateAll((boxes) => boxes.map((box) => box.getAttribute("aria-label")))).toEqual([
+        "Duration of the last 60 finished runs: from 20 s to 50 s",
+        `Tokens of the last 60 finished runs: from ${Math.min(...tokens).toLocaleString("en-US")} to ${Math.max(...tokens).toLocaleString("en-US")}`,
+        `Cost of the last 60 finished runs: from ${cents(Math.min(...costs))} to ${cents(Math.max(...costs))}`,
+      ]);
+      expect(await page.locator("figure .chart canvas").count()).toBe(3);
+
+      // A run its budget stopped: in the history with its cost and why, and on its page as a failure.
+      const stopped = SEEDED.find((run) => run.status === "budget")!;
+      const row = rows.filter({ hasText: stopped.id });
+      expect(await row.textContent()).toContain(`budget${stopped.error}`);
+      expect(await row.locator("td").last().textContent()).toBe(cents(stopped.cost!));
+      await row.getByRole("link", { name: stopped.id }).click();
+      await page.locator(".facts .status-budget", { hasText: "budget" }).waitFor();
+      expect(await text(page, ".notice-error")).toBe(stopped.error);
+      expect(await text(page, ".facts")).toContain(`Cost${cents(stopped.cost!)}Modelgpt-4o-mini`);
+    },
+  );
+
+  it(
+    "Run now streams the answer in as it is written and the tool call as it happens, then shows the transcript",
+    { timeout: TEST_MS },
+    async () => {
+      const page = await signedIn();
+      const first = await runNow(page, "report", "weekly report");
+      await first.request.toolCall("call_1", "list_dir", { path: "." });
+
+      const tool = page.locator(".step-tool").first();
+      await tool.locator("summary", { hasText: "list_dir" }).waitFor();
+      const answer = await llm.take("weekly report");
+      await tool.locator("summary").click();
+      await tool.locator("pre").nth(1).filter({ hasText: "list_dir" }).waitFor();
+      expect(await tool.locator("pre").first().textContent()).toBe('{\n  "path": "."\n}');
+
+      const chunks = [
+        "## Weekly report\n\n",
+        "Revenue is **up 4 %** this week.\n\n",
+        "- 12 orders shipped\n",
+        "- 3 orders waiting for stock\n\n",
+        "Nothing else to report.",
+      ];
+      let sent = "";
+      for (const [i, chunk] of chunks.entries()) {
+        await answer.text(chunk);
+        sent += chunk;
+        // Each chunk on the page before the next is written: the answer is seen growing, as plain text.
+        await expectShown(page.locator(".answer.live"), sent);
+        if (i === 2) await page.screenshot({ path: join(SCREENSHOTS, "console-live-run.png") });
+      }
+      expect(await page.locator(".answer.md").count()).toBe(0);
+      // 600 of the input read from the prompt cache (held-llm passes the usage on as given).
+      await answer.end({ prompt_tokens: 900, completion_tokens: 40, prompt_tokens_details: { cached_tokens: 600 } } as {
+        prompt_tokens: number;
+        completion_tokens: number;
+      });
+
+      await page.locator(".answer.md strong", { hasText: "up 4 %" }).waitFor();
+      expect(await page.locator(".live-badge").count()).toBe(0);
+      expect(await text(page, ".answer.md h2")).toBe("Weekly report");
+      expect(await page.locator(".answer.md li").allTextContents()).toEqual(["12 orders shipped", "3 orders waiting for stock"]);
+      const facts = await text(page, ".facts");
+      expect(facts).toContain("ok");
+      expect(facts).toContain("manual");
+      expect(await page.locator(".step-call .call-label").allTextContents()).toEqual(["Call 1", "Call 2"]);
+      // (120 × $0.15 + 30 × $0.60) and (300 × $0.15 + 600 × $0.075 + 40 × $0.60) per million tokens.
+      expect(await page.locator(".step-call .muted").allTextContents()).toEqual([
+        expect.stringMatching(/gpt-4o-mini · 120 in \(0 cached\), 30 out · \$0\.000036 · [^·]+ · tool_calls/),
+        expect.stringMatching(/gpt-4o-mini · 900 in \(600 cached\), 40 out · \$0\.000114 · [^·]+ · stop/),
+      ]);
+      expect(facts).toContain("Tokens1,090 1,020 in (600 cached), 70 out");
+      expect(facts).toContain("Cost$0.00015Modelgpt-4o-mini");
+      await page.locator(".step-tool summary").click();
+      await page.locator(".step-tool pre").nth(1).filter({ hasText: "list_dir" }).waitFor();
+      await page.screenshot({ path: join(SCREENSHOTS, "console-transcript.png") });
+
+      // The job's history has the run, by reason and with its tokens, the cached ones and its cost.
+      await page.getByRole("link", { name: "report", exact: true }).click();
+      const run = page.locator("table.runs tbody tr", { hasText: first.runId });
+      await run.waitFor();
+      expect(await run.textContent()).toMatch(/okmanual.*1,090600 cached\$0\.00015$/);
+      // The overview adds it to what the job spent today.
+      await page.getByRole("link", { name: "Overview" }).first().click();
+      const today = page.locator("table.jobs tbody tr", { has: page.getByRole("link", { name: "report", exact: true }) });
+      await expect.poll(() => today.locator("td.num").textContent(), { timeout: WAIT_MS }).toBe("$0.000151,090 tokens");
+      // The history's last seeded runs may have started today too.
+      const midnight = new Date();
+      midnight.setHours(0, 0, 0, 0);
+      const seededToday = SEEDED.filter((seeded) => Date.parse(seeded.startedAt) >= midnight.getTime()).reduce(
+        (sum, seeded) => sum + seeded.cost!,
+        0,
+      );
+      expect(await text(page, ".tiles")).toContain(`Spent today${cents(seededToday + 0.00015)}`);
+    },
+  );
+
+  it(
+    "renders an agent's script, image handler and javascript: link inert, while it streams and in the transcript",
+    { timeout: TEST_MS },
+    async () => {
+      const page = await signedIn();
+      const { runId, request } = await runNow(page, "hostile", "hostile question");
+      // The overview streams the same answer beside it.
+      const overview = await page.context().newPage();
+      await overview.goto(`${origin}/`);
+      await overview.locator(".live-run", { hasText: runId }).waitFor();
+
+      let sent = "";
+      for (const chunk of HOSTILE) {
+        await request.text(chunk);
+        sent += chunk;
+        await expectShown(page.locator(".answer.live"), sent);
+        await expectShown(overview.locator(".live-run .answer"), sent);
+        await expectInert(page);
+        await expectInert(overview);
+      }
+      await request.end();
+
+      await page.locator(".answer.md").waitFor();
+      await expectInert(page);
+      const shown = await text(page, ".answer.md");
+      expect(shown).toContain("Here you go.");
+      expect(shown).toContain("Done.");
+      expect(shown).not.toContain("pwned=1");
+      expect(shown).toContain("click");
+      const addresses = await page.locator(".answer.md a").evaluateAll((links) => links.map((link) => link.getAttribute("href")));
+      expect(addresses.filter((address) => address !== null && !/^https?:/.test(address))).toEqual([]);
+      await overview.locator(".live-runs .live-run", { hasText: runId }).waitFor({ state: "detached" });
+      await expectInert(overview);
+    },
+  );
 
   it("pauses and resumes a job, and every job with the kill switch, and shows it everywhere", { timeout: TEST_MS }, async () => {
     const page = await signedIn();
@@ -505,7 +546,8 @@ async function seedHistory(stateDir: string): Promise<void> {
 }
 
 /** USD as the page shows a cost under a dollar, in the browser's en-US. */
-const cents = (usd: number) => new Intl.NumberFormat("en-US", { style: "currency", currency: "USD", maximumSignificantDigits: 3 }).format(usd);
+const cents = (usd: number) =>
+  new Intl.NumberFormat("en-US", { style: "currency", currency: "USD", maximumSignificantDigits: 3 }).format(usd);
 
 /** A port free on 127.0.0.1 now. */
 async function freePort(): Promise<number> {

@@ -6,15 +6,24 @@ const TOKEN = "k3Jx1tHcY0wq4w9jL2m7pQeRr8sT6uVv_zA5bC-dE0f";
 const PORT = 7420;
 
 function guard(opts: { trusted?: boolean; allowRemote?: boolean; now?: () => number } = {}): Guard {
-  return new Guard({ token: TOKEN, trusted: opts.trusted ?? false, allowRemote: opts.allowRemote ?? false, port: () => PORT, ...(opts.now ? { now: opts.now } : {}) });
+  return new Guard({
+    token: TOKEN,
+    trusted: opts.trusted ?? false,
+    allowRemote: opts.allowRemote ?? false,
+    port: () => PORT,
+    ...(opts.now ? { now: opts.now } : {}),
+  });
 }
 
 const headers = (init: Record<string, string>) => new Headers(init);
 
 describe("Guard.hostAllowed: only this machine's names, on the console's port (DNS rebinding)", () => {
-  it.each([`127.0.0.1:${PORT}`, `localhost:${PORT}`, `LOCALHOST:${PORT}`, `[::1]:${PORT}`, `127.0.1.1:${PORT}`])("answers Host %s", (host) => {
-    expect(guard().hostAllowed(host)).toBe(true);
-  });
+  it.each([`127.0.0.1:${PORT}`, `localhost:${PORT}`, `LOCALHOST:${PORT}`, `[::1]:${PORT}`, `127.0.1.1:${PORT}`])(
+    "answers Host %s",
+    (host) => {
+      expect(guard().hostAllowed(host)).toBe(true);
+    },
+  );
 
   it.each([
     // A page on evil.example whose name was made to resolve to 127.0.0.1 sends its own name.

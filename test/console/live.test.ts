@@ -33,7 +33,12 @@ class FakeSocket implements LiveSocket {
 const API_KEY = "sk-live-0123456789abcdefSECRET";
 const HOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-const usage = (input: number, output: number, cached = 0): Usage => ({ inputTokens: input, outputTokens: output, cachedInputTokens: cached, cacheWriteTokens: 0 });
+const usage = (input: number, output: number, cached = 0): Usage => ({
+  inputTokens: input,
+  outputTokens: output,
+  cachedInputTokens: cached,
+  cacheWriteTokens: 0,
+});
 
 function record(job: string, id: string, extra: Partial<RunRecord> = {}): RunRecord {
   return {
@@ -65,12 +70,38 @@ function runUntilTool(events: EventBus, run: RunRecord) {
   events.emit("answer.chunk", { sessionId: run.sessionId, text: "Let me " });
   events.emit("answer.chunk", { sessionId: run.sessionId, text: "look." });
   events.emit("tool.started", { sessionId: run.sessionId, callId: "call-1", name: "list_dir", arguments: { path: "." } });
-  events.emit("tool.finished", { sessionId: run.sessionId, callId: "call-1", name: "list_dir", arguments: { path: "." }, result: "a.txt\nb.txt", durationMs: 3.4, attempts: 1 });
-  events.emit("llm.finished", { sessionId: run.sessionId, model: "gpt-test", usage: usage(100, 20, 60), cost: 0.25, durationMs: 120.6, finishReason: "tool_calls", attempts: 1 });
+  events.emit("tool.finished", {
+    sessionId: run.sessionId,
+    callId: "call-1",
+    name: "list_dir",
+    arguments: { path: "." },
+    result: "a.txt\nb.txt",
+    durationMs: 3.4,
+    attempts: 1,
+  });
+  events.emit("llm.finished", {
+    sessionId: run.sessionId,
+    model: "gpt-test",
+    usage: usage(100, 20, 60),
+    cost: 0.25,
+    durationMs: 120.6,
+    finishReason: "tool_calls",
+    attempts: 1,
+  });
 }
 
 function finish(events: EventBus, run: RunRecord, extra: Partial<RunRecord> = {}) {
-  events.emit("run.finished", { run: { ...run, status: "ok", finishedAt: "2026-12-02T09:00:05.000Z", usage: usage(150, 30, 60), cost: 0.375, model: "gpt-test", ...extra } });
+  events.emit("run.finished", {
+    run: {
+      ...run,
+      status: "ok",
+      finishedAt: "2026-12-02T09:00:05.000Z",
+      usage: usage(150, 30, 60),
+      cost: 0.375,
+      model: "gpt-test",
+      ...extra,
+    },
+  });
 }
 
 const RUN_A = record("report", "20261202T090000Z-aaaa");
@@ -86,16 +117,60 @@ describe("LiveHub", () => {
     events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text: "Two files." });
     finish(events, RUN_A);
 
-    expect(socket.types).toEqual(["replay", "live", "run_started", "iteration", "stream", "stream", "tool_start", "tool_result", "llm", "stream", "run_finished"]);
+    expect(socket.types).toEqual([
+      "replay",
+      "live",
+      "run_started",
+      "iteration",
+      "stream",
+      "stream",
+      "tool_start",
+      "tool_result",
+      "llm",
+      "stream",
+      "run_finished",
+    ]);
     const [, , started, iteration, chunk1, chunk2, toolStart, toolResult, llm, , finished] = socket.messages;
     expect(started).toMatchObject({ type: "run_started", run_id: RUN_A.id, job: "report", run: { id: RUN_A.id, status: "running" } });
     expect(iteration).toEqual({ type: "iteration", run_id: RUN_A.id, job: "report", iteration: 1 });
     expect(chunk1).toEqual({ type: "stream", run_id: RUN_A.id, job: "report", content: "Let me " });
     expect(chunk2).toEqual({ type: "stream", run_id: RUN_A.id, job: "report", content: "look." });
-    expect(toolStart).toEqual({ type: "tool_start", run_id: RUN_A.id, job: "report", call_id: "call-1", name: "list_dir", arguments: { path: "." } });
-    expect(toolResult).toEqual({ type: "tool_result", run_id: RUN_A.id, job: "report", call_id: "call-1", name: "list_dir", result: "a.txt\nb.txt", duration_ms: 3, attempts: 1 });
-    expect(llm).toEqual({ type: "llm", run_id: RUN_A.id, job: "report", model: "gpt-test", usage: usage(100, 20, 60), cost: 0.25, duration_ms: 121 });
-    expect(finished).toMatchObject({ type: "run_finished", run_id: RUN_A.id, job: "report", status: "ok", usage: usage(150, 30, 60), cost: 0.375, run: { status: "ok", cost: 0.375, model: "gpt-test" } });
+    expect(toolStart).toEqual({
+      type: "tool_start",
+      run_id: RUN_A.id,
+      job: "report",
+      call_id: "call-1",
+      name: "list_dir",
+      arguments: { path: "." },
+    });
+    expect(toolResult).toEqual({
+      type: "tool_result",
+      run_id: RUN_A.id,
+      job: "report",
+      call_id: "call-1",
+      name: "list_dir",
+      result: "a.txt\nb.txt",
+      duration_ms: 3,
+      attempts: 1,
+    });
+    expect(llm).toEqual({
+      type: "llm",
+      run_id: RUN_A.id,
+      job: "report",
+      model: "gpt-test",
+      usage: usage(100, 20, 60),
+      cost: 0.25,
+      duration_ms: 121,
+    });
+    expect(finished).toMatchObject({
+      type: "run_finished",
+      run_id: RUN_A.id,
+      job: "report",
+      status: "ok",
+      usage: usage(150, 30, 60),
+      cost: 0.375,
+      run: { status: "ok", cost: 0.375, model: "gpt-test" },
+    });
     expect(finished).not.toHaveProperty("error");
   });
 
@@ -104,8 +179,26 @@ describe("LiveHub", () => {
     const socket = new FakeSocket();
     live.connect(socket);
     events.emit("run.started", { run: RUN_A });
-    events.emit("tool.finished", { sessionId: RUN_A.sessionId, callId: "c", name: "exec", arguments: {}, result: "", durationMs: 1, attempts: 3, error: "exit code 2" });
-    events.emit("llm.finished", { sessionId: RUN_A.sessionId, model: "m", usage: emptyUsage(), cost: null, durationMs: 5, finishReason: "error", attempts: 3, error: "HTTP 500" });
+    events.emit("tool.finished", {
+      sessionId: RUN_A.sessionId,
+      callId: "c",
+      name: "exec",
+      arguments: {},
+      result: "",
+      durationMs: 1,
+      attempts: 3,
+      error: "exit code 2",
+    });
+    events.emit("llm.finished", {
+      sessionId: RUN_A.sessionId,
+      model: "m",
+      usage: emptyUsage(),
+      cost: null,
+      durationMs: 5,
+      finishReason: "error",
+      attempts: 3,
+      error: "HTTP 500",
+    });
     finish(events, RUN_A, { status: "error", error: "LLM request failed: HTTP 500" });
     expect(socket.messages.slice(3)).toEqual([
       expect.objectContaining({ type: "tool_result", attempts: 3, error: "exit code 2" }),
@@ -125,7 +218,9 @@ describe("LiveHub", () => {
     expect(late.types).toEqual(["replay", "run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "live"]);
     expect(late.messages[3]).toEqual({ type: "stream", run_id: RUN_A.id, job: "report", content: "Let me look." });
     // The replay reads as the live messages did, but for the joined chunks.
-    expect(late.messages.filter((m) => m.type !== "stream" && m.type !== "live" && m.type !== "replay")).toEqual(early.messages.filter((m) => m.type !== "stream" && m.type !== "live" && m.type !== "replay"));
+    expect(late.messages.filter((m) => m.type !== "stream" && m.type !== "live" && m.type !== "replay")).toEqual(
+      early.messages.filter((m) => m.type !== "stream" && m.type !== "live" && m.type !== "replay"),
+    );
 
     events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text: "Done" });
     finish(events, RUN_A);
@@ -142,7 +237,10 @@ describe("LiveHub", () => {
     for (const text of ["There ", "are ", "two."]) events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text });
     const late = new FakeSocket();
     live.connect(late);
-    expect(late.messages.filter((m) => m.type === "stream").map((m) => (m as { content: string }).content)).toEqual(["Let me look.", "There are two."]);
+    expect(late.messages.filter((m) => m.type === "stream").map((m) => (m as { content: string }).content)).toEqual([
+      "Let me look.",
+      "There are two.",
+    ]);
   });
 
   it("replays nothing of a run that has ended, and a client after it receives only `live`", () => {
@@ -191,7 +289,15 @@ describe("LiveHub", () => {
     live.connect(socket);
     events.emit("run.started", { run: RUN_A });
     const result = "r".repeat(LIVE_RESULT_CHARS * 3);
-    events.emit("tool.finished", { sessionId: RUN_A.sessionId, callId: "c", name: "read_file", arguments: {}, result, durationMs: 1, attempts: 1 });
+    events.emit("tool.finished", {
+      sessionId: RUN_A.sessionId,
+      callId: "c",
+      name: "read_file",
+      arguments: {},
+      result,
+      durationMs: 1,
+      attempts: 1,
+    });
     const message = socket.messages.find((m) => m.type === "tool_result") as { result: string };
     expect(message.result.length).toBeLessThan(LIVE_RESULT_CHARS + 200);
     expect(message.result.startsWith("r".repeat(LIVE_RESULT_CHARS))).toBe(true);
@@ -210,15 +316,39 @@ describe("LiveHub", () => {
     live.connect(other, { job: "nothing-like-it" });
     runUntilTool(events, RUN_A);
     runUntilTool(events, RUN_B);
-    events.emit("delivery", { id: `report.${RUN_A.id}.webhook-1a2b3c`, status: "delivered", attempts: 1, target: "webhook-1a2b3c", to: "json webhook at https://hooks.example.com/report", kind: "webhook" });
-    events.emit("delivery", { id: `backup.${RUN_B.id}.email-9f8e7d`, status: "queued", attempts: 0, target: "email-9f8e7d", to: "email to ops@example.com", kind: "email" });
+    events.emit("delivery", {
+      id: `report.${RUN_A.id}.webhook-1a2b3c`,
+      status: "delivered",
+      attempts: 1,
+      target: "webhook-1a2b3c",
+      to: "json webhook at https://hooks.example.com/report",
+      kind: "webhook",
+    });
+    events.emit("delivery", {
+      id: `backup.${RUN_B.id}.email-9f8e7d`,
+      status: "queued",
+      attempts: 0,
+      target: "email-9f8e7d",
+      to: "email to ops@example.com",
+      kind: "email",
+    });
 
     const runsOf = (socket: FakeSocket) => new Set(socket.messages.flatMap((m) => ("run_id" in m ? [m.run_id] : [])));
     expect(runsOf(all)).toEqual(new Set([RUN_A.id, RUN_B.id]));
     expect(runsOf(byRun)).toEqual(new Set([RUN_A.id]));
     expect(runsOf(byJob)).toEqual(new Set([RUN_B.id]));
     expect(other.types).toEqual(["replay", "live"]);
-    expect(byRun.messages.at(-1)).toEqual({ type: "delivery", id: `report.${RUN_A.id}.webhook-1a2b3c`, job: "report", run_id: RUN_A.id, status: "delivered", attempts: 1, target: "webhook-1a2b3c", to: "json webhook at https://hooks.example.com/report", kind: "webhook" });
+    expect(byRun.messages.at(-1)).toEqual({
+      type: "delivery",
+      id: `report.${RUN_A.id}.webhook-1a2b3c`,
+      job: "report",
+      run_id: RUN_A.id,
+      status: "delivered",
+      attempts: 1,
+      target: "webhook-1a2b3c",
+      to: "json webhook at https://hooks.example.com/report",
+      kind: "webhook",
+    });
     expect(byJob.messages.at(-1)).toMatchObject({ type: "delivery", job: "backup", run_id: RUN_B.id, kind: "email" });
 
     // Narrowing later: the run's messages so far, then live.
@@ -248,8 +378,30 @@ describe("LiveHub", () => {
 
     const mark = socket.types.lastIndexOf("replay");
     // Before the mark: the job's messages, which the replay brings again.
-    expect(socket.types.slice(0, mark)).toEqual(["replay", "live", "run_started", "iteration", "stream", "stream", "tool_start", "tool_result", "llm", "iteration"]);
-    expect(socket.types.slice(mark)).toEqual(["replay", "run_started", "iteration", "stream", "tool_start", "tool_result", "llm", "iteration", "live", "tool_start"]);
+    expect(socket.types.slice(0, mark)).toEqual([
+      "replay",
+      "live",
+      "run_started",
+      "iteration",
+      "stream",
+      "stream",
+      "tool_start",
+      "tool_result",
+      "llm",
+      "iteration",
+    ]);
+    expect(socket.types.slice(mark)).toEqual([
+      "replay",
+      "run_started",
+      "iteration",
+      "stream",
+      "tool_start",
+      "tool_result",
+      "llm",
+      "iteration",
+      "live",
+      "tool_start",
+    ]);
   });
 
   it("a delivery that belongs to no run reaches only the clients that asked for everything", () => {
@@ -258,8 +410,27 @@ describe("LiveHub", () => {
     const byJob = new FakeSocket();
     live.connect(all);
     live.connect(byJob, { job: "report" });
-    events.emit("delivery", { id: "@heartbeat.checkin-20261202.webhook-1", status: "failed", attempts: 2, target: "webhook-1", to: "json webhook at https://hooks.example.com/beat", kind: "webhook", error: "HTTP 503", nextAttemptAt: "2026-12-02T09:10:00.000Z" });
-    expect(all.messages.at(-1)).toEqual({ type: "delivery", id: "@heartbeat.checkin-20261202.webhook-1", status: "failed", attempts: 2, target: "webhook-1", to: "json webhook at https://hooks.example.com/beat", kind: "webhook", error: "HTTP 503", next_attempt_at: "2026-12-02T09:10:00.000Z" });
+    events.emit("delivery", {
+      id: "@heartbeat.checkin-20261202.webhook-1",
+      status: "failed",
+      attempts: 2,
+      target: "webhook-1",
+      to: "json webhook at https://hooks.example.com/beat",
+      kind: "webhook",
+      error: "HTTP 503",
+      nextAttemptAt: "2026-12-02T09:10:00.000Z",
+    });
+    expect(all.messages.at(-1)).toEqual({
+      type: "delivery",
+      id: "@heartbeat.checkin-20261202.webhook-1",
+      status: "failed",
+      attempts: 2,
+      target: "webhook-1",
+      to: "json webhook at https://hooks.example.com/beat",
+      kind: "webhook",
+      error: "HTTP 503",
+      next_attempt_at: "2026-12-02T09:10:00.000Z",
+    });
     expect(byJob.types).toEqual(["replay", "live"]);
   });
 
@@ -270,7 +441,15 @@ describe("LiveHub", () => {
     events.emit("iteration", { sessionId: "ask:cli", iteration: 1 });
     events.emit("answer.chunk", { sessionId: "ask:cli", text: "private answer" });
     events.emit("tool.started", { sessionId: "subagent:1", callId: "c", name: "exec", arguments: { command: "ls" } });
-    events.emit("llm.finished", { sessionId: "ask:cli", model: "m", usage: usage(1, 1), cost: null, durationMs: 1, finishReason: "stop", attempts: 1 });
+    events.emit("llm.finished", {
+      sessionId: "ask:cli",
+      model: "m",
+      usage: usage(1, 1),
+      cost: null,
+      durationMs: 1,
+      finishReason: "stop",
+      attempts: 1,
+    });
     runUntilTool(events, RUN_A);
     finish(events, RUN_A);
     const count = socket.texts.length;
@@ -291,13 +470,42 @@ describe("LiveHub", () => {
       sessionId: run.sessionId,
       callId: "c",
       name: "exec",
-      arguments: { command: `curl -H 'Authorization: Bearer ${API_KEY}' https://api.example.com`, api_key: "not-listed-but-named-as-secret" },
+      arguments: {
+        command: `curl -H 'Authorization: Bearer ${API_KEY}' https://api.example.com`,
+        api_key: "not-listed-but-named-as-secret",
+      },
     });
-    events.emit("tool.finished", { sessionId: run.sessionId, callId: "c", name: "exec", arguments: {}, result: `HOOK_SECRET=${HOOK_SECRET}`, durationMs: 1, attempts: 1, error: `failed with ${API_KEY}` });
-    events.emit("llm.finished", { sessionId: run.sessionId, model: "m", usage: usage(1, 1), cost: null, durationMs: 1, finishReason: "error", attempts: 1, error: `401 for key ${API_KEY}` });
+    events.emit("tool.finished", {
+      sessionId: run.sessionId,
+      callId: "c",
+      name: "exec",
+      arguments: {},
+      result: `HOOK_SECRET=${HOOK_SECRET}`,
+      durationMs: 1,
+      attempts: 1,
+      error: `failed with ${API_KEY}`,
+    });
+    events.emit("llm.finished", {
+      sessionId: run.sessionId,
+      model: "m",
+      usage: usage(1, 1),
+      cost: null,
+      durationMs: 1,
+      finishReason: "error",
+      attempts: 1,
+      error: `401 for key ${API_KEY}`,
+    });
     const late = new FakeSocket();
     live.connect(late);
-    events.emit("delivery", { id: `leaky.${run.id}.webhook-1`, status: "failed", attempts: 1, target: "webhook-1", to: "json webhook at https://hooks.example.com/beat", kind: "webhook", error: `rejected signature ${HOOK_SECRET}` });
+    events.emit("delivery", {
+      id: `leaky.${run.id}.webhook-1`,
+      status: "failed",
+      attempts: 1,
+      target: "webhook-1",
+      to: "json webhook at https://hooks.example.com/beat",
+      kind: "webhook",
+      error: `rejected signature ${HOOK_SECRET}`,
+    });
     finish(events, run, { status: "error", error: `stopped: ${API_KEY}`, resultExcerpt: `key ${API_KEY}` });
 
     for (const socket of [early, late]) {
@@ -308,9 +516,17 @@ describe("LiveHub", () => {
       expect(all).toContain("[REDACTED]");
     }
     expect(late.messages.find((m) => m.type === "stream")).toMatchObject({ content: "the key is [REDACTED]." });
-    expect(late.messages.find((m) => m.type === "tool_start")).toMatchObject({ arguments: { command: expect.stringContaining("Bearer [REDACTED]"), api_key: "[REDACTED]" } });
-    expect(early.messages.find((m) => m.type === "tool_result")).toMatchObject({ result: "HOOK_SECRET=[REDACTED]", error: "failed with [REDACTED]" });
-    expect(early.messages.find((m) => m.type === "run_finished")).toMatchObject({ error: "stopped: [REDACTED]", run: { resultExcerpt: "key [REDACTED]" } });
+    expect(late.messages.find((m) => m.type === "tool_start")).toMatchObject({
+      arguments: { command: expect.stringContaining("Bearer [REDACTED]"), api_key: "[REDACTED]" },
+    });
+    expect(early.messages.find((m) => m.type === "tool_result")).toMatchObject({
+      result: "HOOK_SECRET=[REDACTED]",
+      error: "failed with [REDACTED]",
+    });
+    expect(early.messages.find((m) => m.type === "run_finished")).toMatchObject({
+      error: "stopped: [REDACTED]",
+      run: { resultExcerpt: "key [REDACTED]" },
+    });
   });
 
   it("redacts with the secrets in force now: a reload's new secrets apply to the next message", () => {
@@ -321,7 +537,10 @@ describe("LiveHub", () => {
     events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text: "token-after-reload-1234" });
     setSecrets(["token-after-reload-1234"]);
     events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text: "token-after-reload-1234" });
-    expect(socket.messages.filter((m) => m.type === "stream").map((m) => (m as { content: string }).content)).toEqual(["token-after-reload-1234", "[REDACTED]"]);
+    expect(socket.messages.filter((m) => m.type === "stream").map((m) => (m as { content: string }).content)).toEqual([
+      "token-after-reload-1234",
+      "[REDACTED]",
+    ]);
   });
 
   it("never sends a secret split across answer chunks, live or on replay; an end that only looked like one is sent when the answer ends", () => {
@@ -342,7 +561,8 @@ describe("LiveHub", () => {
     const streamed = (socket: FakeSocket) => socket.messages.flatMap((m) => (m.type === "stream" ? [m.content] : []));
     expect(streamed(early).join("")).toBe("the key is [REDACTED]. Also sk-liveDone: sk-");
     expect(streamed(late).join("")).toBe("the key is [REDACTED]. Also sk-liveDone: sk-");
-    for (const socket of [early, late]) for (const piece of [API_KEY.slice(0, 10), API_KEY.slice(10, 20)]) expect(socket.texts.join("")).not.toContain(piece);
+    for (const socket of [early, late])
+      for (const piece of [API_KEY.slice(0, 10), API_KEY.slice(10, 20)]) expect(socket.texts.join("")).not.toContain(piece);
     // The held end goes out before the message that ended the text.
     expect(early.types.slice(-5)).toEqual(["stream", "tool_start", "stream", "stream", "run_finished"]);
   });
@@ -366,7 +586,11 @@ describe("LiveHub", () => {
     events.emit("answer.chunk", { sessionId: RUN_A.sessionId, text: "three" });
     finish(events, RUN_A);
     expect(slow.texts).toHaveLength(sent);
-    expect(fast.messages.filter((m) => m.type === "stream").map((m) => (m as { content: string }).content)).toEqual(["one", "two", "three"]);
+    expect(fast.messages.filter((m) => m.type === "stream").map((m) => (m as { content: string }).content)).toEqual([
+      "one",
+      "two",
+      "three",
+    ]);
   });
 
   it("a client already behind when it connects is dropped during its replay", () => {
@@ -394,9 +618,25 @@ describe("LiveHub", () => {
     const { events, live } = hub();
     runUntilTool(events, RUN_A);
     events.emit("iteration", { sessionId: RUN_A.sessionId, iteration: 2 });
-    events.emit("llm.finished", { sessionId: RUN_A.sessionId, model: "gpt-test", usage: usage(50, 5, 40), cost: 0.125, durationMs: 10, finishReason: "stop", attempts: 1 });
+    events.emit("llm.finished", {
+      sessionId: RUN_A.sessionId,
+      model: "gpt-test",
+      usage: usage(50, 5, 40),
+      cost: 0.125,
+      durationMs: 10,
+      finishReason: "stop",
+      attempts: 1,
+    });
     runUntilTool(events, RUN_B);
-    events.emit("llm.finished", { sessionId: RUN_B.sessionId, model: "local-model", usage: usage(50, 5), cost: null, durationMs: 10, finishReason: "stop", attempts: 1 });
+    events.emit("llm.finished", {
+      sessionId: RUN_B.sessionId,
+      model: "local-model",
+      usage: usage(50, 5),
+      cost: null,
+      durationMs: 10,
+      finishReason: "stop",
+      attempts: 1,
+    });
     events.emit("run.started", { run: RUN_C });
     expect(live.active()).toEqual([
       { id: RUN_A.id, job: "report", reason: "manual", started_at: RUN_A.startedAt, iteration: 2, usage: usage(150, 25, 100), cost: 0.375 },
@@ -447,7 +687,18 @@ describe("LiveHub in a cluster", () => {
     expect(sent.every((message) => message.node === "n1")).toBe(true);
     expect(JSON.stringify(sent)).not.toContain(API_KEY);
     expect(socket.messages.slice(2)).toEqual(sent);
-    expect(two.active()).toEqual([{ id: RUN_A.id, job: "report", reason: "manual", started_at: RUN_A.startedAt, iteration: 2, usage: usage(100, 20, 60), cost: 0.25, node: "n1" }]);
+    expect(two.active()).toEqual([
+      {
+        id: RUN_A.id,
+        job: "report",
+        reason: "manual",
+        started_at: RUN_A.startedAt,
+        iteration: 2,
+        usage: usage(100, 20, 60),
+        cost: 0.25,
+        node: "n1",
+      },
+    ]);
     expect(one.active()).toEqual([expect.objectContaining({ id: RUN_A.id, node: "n1" })]);
     expect(two.isRunning(RUN_A.id, "report")).toBe(true);
     expect(two.localRuns()).toEqual([]);

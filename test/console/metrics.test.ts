@@ -26,18 +26,29 @@ function listThenAnswer(request: ChatCompletionRequest): FixtureResponse {
  * sample (Prometheus reads it): those lines are left out.
  */
 async function parse(text: string): Promise<PromMetrics> {
-  return getMetricsFromIterator(text.split("\n").filter((line) => !/ Nan$/.test(line))[Symbol.iterator]());
+  return getMetricsFromIterator(
+    text
+      .split("\n")
+      .filter((line) => !/ Nan$/.test(line))
+      [Symbol.iterator](),
+  );
 }
 
 /** The series of `name` whose labels include `labels`. */
-function series<T extends { labels: Record<string, string> }>(metrics: PromMetrics, name: string, labels: Record<string, string> = {}): T[] {
+function series<T extends { labels: Record<string, string> }>(
+  metrics: PromMetrics,
+  name: string,
+  labels: Record<string, string> = {},
+): T[] {
   const data = (metrics[name]?.data ?? []) as unknown as T[];
   return data.filter((entry) => Object.entries(labels).every(([key, value]) => (entry.labels[key] ?? "") === value));
 }
 
 /** The value of the one series of `name` with exactly these labels; 0 when there is none. */
 function value(metrics: PromMetrics, name: string, labels: Record<string, string> = {}): number {
-  const found = series<{ labels: Record<string, string>; value: number }>(metrics, name, labels).filter((entry) => Object.keys(entry.labels).every((key) => key in labels));
+  const found = series<{ labels: Record<string, string>; value: number }>(metrics, name, labels).filter((entry) =>
+    Object.keys(entry.labels).every((key) => key in labels),
+  );
   expect(found.length).toBeLessThanOrEqual(1);
   return found[0]?.value ?? 0;
 }
@@ -114,7 +125,12 @@ describe("GET /metrics", () => {
     await vi.waitFor(async () => expect((await console.get("/api/outbox")).dead).toHaveLength(1), SLOW);
 
     const metrics = await scrape(console);
-    for (const [job, status, reason] of [["hello", "ok", "manual"], ["notify", "ok", "manual"], ["fails", "error", "manual"], ["timed", "ok", "schedule"]]) {
+    for (const [job, status, reason] of [
+      ["hello", "ok", "manual"],
+      ["notify", "ok", "manual"],
+      ["fails", "error", "manual"],
+      ["timed", "ok", "schedule"],
+    ]) {
       expect(value(metrics, "countd_runs_total", { job_name: job!, status: status!, reason: reason! })).toBe(1);
       expect(histogramCount(metrics, "countd_run_duration_seconds", { job_name: job! })).toBe(1);
     }
@@ -134,7 +150,9 @@ describe("GET /metrics", () => {
     }
     expect(hello.usage.outputTokens).toBeGreaterThan(0);
 
-    expect(series(metrics, "countd_tool_calls_total").map(({ labels, value }: any) => ({ labels, value }))).toEqual([{ labels: { tool: "list_dir", status: "ok" }, value: 1 }]);
+    expect(series(metrics, "countd_tool_calls_total").map(({ labels, value }: any) => ({ labels, value }))).toEqual([
+      { labels: { tool: "list_dir", status: "ok" }, value: 1 },
+    ]);
     expect(value(metrics, "countd_deliveries_total", { kind: "webhook", status: "queued" })).toBe(2);
     expect(value(metrics, "countd_deliveries_total", { kind: "webhook", status: "delivered" })).toBe(1);
     expect(value(metrics, "countd_deliveries_total", { kind: "webhook", status: "dead" })).toBe(1);
@@ -145,7 +163,9 @@ describe("GET /metrics", () => {
     expect(value(metrics, "countd_jobs", { state: "invalid" })).toBe(1);
     expect(value(metrics, "countd_jobs_paused")).toBe(1);
     expect(series(metrics, "countd_last_success_timestamp_seconds").map(({ labels, value }: any) => ({ labels, value }))).toEqual(
-      expect.arrayContaining([hello, notify, timed].map((run) => ({ labels: { job_name: run.job }, value: Date.parse(run.finishedAt!) / 1000 }))),
+      expect.arrayContaining(
+        [hello, notify, timed].map((run) => ({ labels: { job_name: run.job }, value: Date.parse(run.finishedAt!) / 1000 })),
+      ),
     );
     expect(series(metrics, "countd_last_success_timestamp_seconds")).toHaveLength(3);
     expect(value(metrics, "process_cpu_seconds_total")).toBeGreaterThan(0);
@@ -180,7 +200,10 @@ describe("GET /metrics", () => {
     expect(series(metrics, "countd_llm_unpriced_calls_total").map(({ labels, value }: any) => ({ labels, value }))).toEqual([
       { labels: { job_name: "local", model: "unlisted-local-model" }, value: 2 },
     ]);
-    for (const [run, model] of [[priced, "gpt-4o-mini"], [local, "unlisted-local-model"]] as const) {
+    for (const [run, model] of [
+      [priced, "gpt-4o-mini"],
+      [local, "unlisted-local-model"],
+    ] as const) {
       const tokens = (type: string) => value(metrics, "countd_llm_tokens_total", { job_name: run.job, model, type });
       expect([tokens("input"), tokens("cached"), tokens("cache_write"), tokens("output")]).toEqual([2_000, 800, 400, 200]);
     }
@@ -208,7 +231,9 @@ describe("GET /metrics", () => {
 
     await vi.waitFor(async () => {
       const metrics = await scrape(console);
-      expect(value(metrics, "countd_heartbeat_decisions_total", { outcome: "skipped", reason: "outside_active_hours" })).toBeGreaterThanOrEqual(2);
+      expect(
+        value(metrics, "countd_heartbeat_decisions_total", { outcome: "skipped", reason: "outside_active_hours" }),
+      ).toBeGreaterThanOrEqual(2);
       expect(series(metrics, "countd_heartbeat_decisions_total")).toHaveLength(1);
     }, SLOW);
     expect(mock.getRequests()).toEqual([]);
@@ -216,7 +241,12 @@ describe("GET /metrics", () => {
 });
 
 describe("countd_cluster_node", () => {
-  const sources = { events: new EventBus(), outbox: { counts: () => ({ pending: 0, dead: 0 }) }, jobs: { files: () => [], all: () => [] }, state: { isPaused: () => false, runs: async () => [] } };
+  const sources = {
+    events: new EventBus(),
+    outbox: { counts: () => ({ pending: 0, dead: 0 }) },
+    jobs: { files: () => [], all: () => [] },
+    state: { isPaused: () => false, runs: async () => [] },
+  };
 
   it("names the node in a cluster, always 1; a daemon alone has none", async () => {
     const node = new Metrics({ ...sources, node: "web-1" });

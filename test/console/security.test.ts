@@ -9,7 +9,18 @@ import { loadConfig } from "../../src/config/load.js";
 import { ConfigError } from "../../src/config/errors.js";
 import { startDaemon } from "../../src/daemon.js";
 import { useAimock } from "../support/aimock.js";
-import { consoleFolder, daemonsOf, endedRun, gate, openLive, raw, SLOW, startConsoleDaemon, writeJob, type ConsoleDaemon } from "../support/console-daemon.js";
+import {
+  consoleFolder,
+  daemonsOf,
+  endedRun,
+  gate,
+  openLive,
+  raw,
+  SLOW,
+  startConsoleDaemon,
+  writeJob,
+  type ConsoleDaemon,
+} from "../support/console-daemon.js";
 import { logLines, spawnDaemon } from "../support/daemon-process.js";
 import { captureLog } from "../support/log-capture.js";
 import { listenLoopback } from "../support/loopback.js";
@@ -87,7 +98,12 @@ describe("the console's security", () => {
     const console = await start();
     let sender = 0;
     for (const [method, path] of ENDPOINTS) {
-      for (const headers of [{}, { authorization: "Bearer not-the-token" }, { cookie: "countd_console=not-the-token" }, { cookie: "countd_console=%" }] as Array<Record<string, string>>) {
+      for (const headers of [
+        {},
+        { authorization: "Bearer not-the-token" },
+        { cookie: "countd_console=not-the-token" },
+        { cookie: "countd_console=%" },
+      ] as Array<Record<string, string>>) {
         // Each from its own loopback address, so that the slowdown of repeated failures (tested below) does not set in.
         const localAddress = `127.0.${Math.floor(++sender / 4) + 10}.${(sender % 4) + 1}`;
         const answer = await raw({ port: console.port, method, path, headers: { host: console.host, ...headers }, localAddress });
@@ -129,14 +145,20 @@ describe("the console's security", () => {
     expect(signIn.headers.get("location")).toBe("/");
     const setCookie = signIn.headers.get("set-cookie")!;
     expect(setCookie).toMatch(/^countd_console=[^;]+; /);
-    const attributes = setCookie.split(";").slice(1).map((part) => part.trim().toLowerCase());
+    const attributes = setCookie
+      .split(";")
+      .slice(1)
+      .map((part) => part.trim().toLowerCase());
     expect(attributes).toEqual(expect.arrayContaining(["httponly", "samesite=strict", "path=/"]));
     expect(signIn.headers.get("referrer-policy")).toBe("no-referrer");
 
     const cookie = cookieOf(setCookie);
     const status = await fetch(`${console.origin}/api/status`, { headers: { cookie } });
     expect(status.status).toBe(200);
-    const session = (await (await fetch(`${console.origin}/api/session`, { headers: { cookie } })).json()) as { csrf: string; version: string };
+    const session = (await (await fetch(`${console.origin}/api/session`, { headers: { cookie } })).json()) as {
+      csrf: string;
+      version: string;
+    };
     expect(session.csrf).toEqual(expect.any(String));
     expect(session.csrf).not.toContain(console.token);
 
@@ -166,7 +188,13 @@ describe("the console's security", () => {
   it("refuses a foreign Host header (DNS rebinding) with 403 on the page, the sign-in, the API with the token and the WebSocket", async () => {
     const console = await start();
     const bearer = { authorization: `Bearer ${console.token}` };
-    for (const host of [`evil.example:${console.port}`, `127.0.0.1.evil.example:${console.port}`, `localhost.evil.example:${console.port}`, `127.0.0.1:${console.port + 1}`, "127.0.0.1"]) {
+    for (const host of [
+      `evil.example:${console.port}`,
+      `127.0.0.1.evil.example:${console.port}`,
+      `localhost.evil.example:${console.port}`,
+      `127.0.0.1:${console.port + 1}`,
+      "127.0.0.1",
+    ]) {
       for (const [path, headers] of [
         ["/", {}],
         ["/assets/app.js", {}],
@@ -198,17 +226,35 @@ describe("the console's security", () => {
     const url = `ws://${console.host}/api/ws`;
 
     // Cross-site WebSocket hijacking: the browser sends the cookie, but with the other site's Origin.
-    for (const origin of ["http://evil.example", `http://localhost:${console.port}`, `https://${console.host}`, "null", `http://${console.host}.evil.example`]) {
+    for (const origin of [
+      "http://evil.example",
+      `http://localhost:${console.port}`,
+      `https://${console.host}`,
+      "null",
+      `http://${console.host}.evil.example`,
+    ]) {
       expect(await openLive(url, { headers: { cookie }, origin }), origin).toEqual({ ok: false, status: 403 });
     }
     // A browser always sends Origin: a cookie without one is no browser of ours.
     expect(await openLive(url, { headers: { cookie } })).toEqual({ ok: false, status: 403 });
-    expect(await openLive(url, { headers: { authorization: `Bearer ${console.token}` }, origin: "http://evil.example" })).toEqual({ ok: false, status: 403 });
+    expect(await openLive(url, { headers: { authorization: `Bearer ${console.token}` }, origin: "http://evil.example" })).toEqual({
+      ok: false,
+      status: 403,
+    });
     expect(await openLive(url)).toEqual({ ok: false, status: 401 });
-    expect(await openLive(url, { headers: { cookie: "countd_console=%E0%A4%A" }, origin: console.origin })).toEqual({ ok: false, status: 401 });
-    expect(await openLive(`ws://${console.host}/api/elsewhere`, { headers: { authorization: `Bearer ${console.token}` } })).toEqual({ ok: false, status: 404 });
+    expect(await openLive(url, { headers: { cookie: "countd_console=%E0%A4%A" }, origin: console.origin })).toEqual({
+      ok: false,
+      status: 401,
+    });
+    expect(await openLive(`ws://${console.host}/api/elsewhere`, { headers: { authorization: `Bearer ${console.token}` } })).toEqual({
+      ok: false,
+      status: 404,
+    });
 
-    const accepted: Array<Parameters<typeof openLive>[1]> = [{ headers: { cookie }, origin: console.origin }, { headers: { authorization: `Bearer ${console.token}` } }];
+    const accepted: Array<Parameters<typeof openLive>[1]> = [
+      { headers: { cookie }, origin: console.origin },
+      { headers: { authorization: `Bearer ${console.token}` } },
+    ];
     for (const options of accepted) {
       const opened = await openLive(url, options);
       expect(opened.ok).toBe(true);
@@ -231,7 +277,8 @@ describe("the console's security", () => {
         socket.on("error", () => resolve(answer));
         socket.on("close", () => resolve(answer));
       });
-    const upgrade = (target: string, extra = "") => `GET ${target} HTTP/1.1\r\nHost: ${console.host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${extra}\r\n`;
+    const upgrade = (target: string, extra = "") =>
+      `GET ${target} HTTP/1.1\r\nHost: ${console.host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${extra}\r\n`;
     expect(await send(upgrade("http://[", `Authorization: Bearer ${console.token}\r\n`), false)).toMatch(/^HTTP\/1\.1 400/);
     expect(await send(upgrade("/api/ws", "Cookie: countd_console=%\r\n"), false)).toMatch(/^HTTP\/1\.1 401/);
     for (let i = 0; i < 20; i++) await send(upgrade("/api/ws"), true);
@@ -249,7 +296,11 @@ describe("the console's security", () => {
 
     const attempts: Array<[string, Record<string, string>, string?]> = [
       ["the cookie alone", { cookie }],
-      ["a form from another site", { cookie, origin: "http://evil.example", "content-type": "application/x-www-form-urlencoded" }, "job=hello"],
+      [
+        "a form from another site",
+        { cookie, origin: "http://evil.example", "content-type": "application/x-www-form-urlencoded" },
+        "job=hello",
+      ],
       ["our Origin without the CSRF header", { cookie, origin: console.origin }],
       ["a guessed CSRF header", { cookie, origin: console.origin, "x-countd-csrf": "guess" }],
       ["the CSRF header from another site", { cookie, origin: "http://evil.example", "x-countd-csrf": csrf }],
@@ -270,10 +321,20 @@ describe("the console's security", () => {
     const crossRead = await fetch(`${console.origin}/api/session`, { headers: { cookie, origin: "http://evil.example" } });
     expect(crossRead.headers.get("access-control-allow-origin")).toBeNull();
     expect(crossRead.headers.get("access-control-allow-credentials")).toBeNull();
-    const preflight = await fetch(`${console.origin}/api/jobs/hello/pause`, { method: "OPTIONS", headers: { origin: "http://evil.example", "access-control-request-method": "POST", "access-control-request-headers": "x-countd-csrf" } });
+    const preflight = await fetch(`${console.origin}/api/jobs/hello/pause`, {
+      method: "OPTIONS",
+      headers: {
+        origin: "http://evil.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "x-countd-csrf",
+      },
+    });
     expect(preflight.headers.get("access-control-allow-origin")).toBeNull();
     expect(preflight.headers.get("access-control-allow-headers")).toBeNull();
-    const paused = await fetch(`${console.origin}/api/jobs/hello/pause`, { method: "POST", headers: { cookie, origin: console.origin, "x-countd-csrf": csrf } });
+    const paused = await fetch(`${console.origin}/api/jobs/hello/pause`, {
+      method: "POST",
+      headers: { cookie, origin: console.origin, "x-countd-csrf": csrf },
+    });
     expect(paused.status).toBe(200);
     expect((await console.get<JobView>("/api/jobs/hello")).paused).toBe(true);
   });
@@ -287,10 +348,17 @@ describe("the console's security", () => {
     });
     const console = await start();
     await writeJob(console.dir, "long", "prompt: hold the line\n");
-    await vi.waitFor(async () => expect((await console.get<JobView[]>("/api/jobs").then((v: any) => v.jobs)).map((j: JobView) => j.name)).toContain("long"), SLOW);
+    await vi.waitFor(
+      async () =>
+        expect((await console.get<JobView[]>("/api/jobs").then((v: any) => v.jobs)).map((j: JobView) => j.name)).toContain("long"),
+      SLOW,
+    );
     const cookie = await signIn(console);
     const { body } = await console.post("/api/jobs/long/run");
-    const refused = await fetch(`${console.origin}/api/runs/${body.run_id}/cancel`, { method: "POST", headers: { cookie, origin: "http://evil.example" } });
+    const refused = await fetch(`${console.origin}/api/runs/${body.run_id}/cancel`, {
+      method: "POST",
+      headers: { cookie, origin: "http://evil.example" },
+    });
     expect(refused.status).toBe(403);
     expect((await console.get<RunView>(`/api/runs/${body.run_id}`)).running).toBe(true);
     held.open();
@@ -318,7 +386,9 @@ describe("the console's security", () => {
       "leaky",
       `prompt: tell me the secrets\ndeliver:\n  - webhook:\n      url: ${url}\n      secret: \${HOOK_SECRET}\n      headers:\n        X-Extra: "Bearer \${EXTRA_TOKEN}"\n`,
     );
-    mock.onMessage("tell me the secrets", { content: `The key is ${API_KEY}, the hook's is ${HOOK_SECRET}, mail's ${SMTP_PASSWORD} and ${EXTRA_TOKEN}.` });
+    mock.onMessage("tell me the secrets", {
+      content: `The key is ${API_KEY}, the hook's is ${HOOK_SECRET}, mail's ${SMTP_PASSWORD} and ${EXTRA_TOKEN}.`,
+    });
     const console = await startConsoleDaemon(dir, env);
     daemons.started.push(console);
 
@@ -329,10 +399,23 @@ describe("the console's security", () => {
 
     const { body } = await console.post("/api/jobs/leaky/run");
     await endedRun(console, body.run_id);
-    await vi.waitFor(async () => expect((await console.get<RunView>(`/api/runs/${body.run_id}`)).transcript.steps.length).toBeGreaterThan(0), SLOW);
+    await vi.waitFor(
+      async () => expect((await console.get<RunView>(`/api/runs/${body.run_id}`)).transcript.steps.length).toBeGreaterThan(0),
+      SLOW,
+    );
 
     const answers: string[] = [];
-    for (const path of ["/api/config", "/api/session", "/api/status", "/api/jobs", "/api/jobs/leaky", "/api/runs", `/api/runs/${body.run_id}`, "/api/outbox", "/api/stats"]) {
+    for (const path of [
+      "/api/config",
+      "/api/session",
+      "/api/status",
+      "/api/jobs",
+      "/api/jobs/leaky",
+      "/api/runs",
+      `/api/runs/${body.run_id}`,
+      "/api/outbox",
+      "/api/stats",
+    ]) {
       answers.push(JSON.stringify(await console.get(path)));
     }
     const served = answers.join("\n");
@@ -394,26 +477,45 @@ describe("the console's security", () => {
       socket.on("error", (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
     });
     expect(refused).toBe("ECONNREFUSED");
-    expect(JSON.parse(await readFile(join(console.daemon.config.paths.state, "console.json"), "utf8"))).toEqual({ pid: process.pid, socket: console.socket });
+    expect(JSON.parse(await readFile(join(console.daemon.config.paths.state, "console.json"), "utf8"))).toEqual({
+      pid: process.pid,
+      socket: console.socket,
+    });
     expect((await raw({ socketPath: console.socket, path: "/api/jobs" })).json.jobs.map((job: JobView) => job.name)).toEqual(["hello"]);
   });
 
   it("a non-loopback console.listen without allow_remote is a configuration error naming the field", async () => {
     for (const listen of ["0.0.0.0:7420", "192.168.1.20:7420", "console.example.org:443", "[::]:7420"]) {
       const dir = await consoleFolder({ console: `  listen: "${listen}"\n` });
-      const err = await loadConfig({ file: join(dir, "countd.yaml"), env }).then(() => undefined, (e: unknown) => e);
+      const err = await loadConfig({ file: join(dir, "countd.yaml"), env }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err, listen).toBeInstanceOf(ConfigError);
-      expect((err as ConfigError).message).toMatch(/countd\.yaml:2:\d+: console\.listen: is not a loopback address; .*console\.allow_remote: true/);
-      await expect(startDaemon({ configFile: join(dir, "countd.yaml"), env, logger: captureLog().log })).rejects.toThrow(/console\.listen: is not a loopback address/);
+      expect((err as ConfigError).message).toMatch(
+        /countd\.yaml:2:\d+: console\.listen: is not a loopback address; .*console\.allow_remote: true/,
+      );
+      await expect(startDaemon({ configFile: join(dir, "countd.yaml"), env, logger: captureLog().log })).rejects.toThrow(
+        /console\.listen: is not a loopback address/,
+      );
     }
     const allowed = await consoleFolder({ console: '  listen: "0.0.0.0:7420"\n  allow_remote: true\n' });
-    expect((await loadConfig({ file: join(allowed, "countd.yaml"), env })).console).toEqual({ enabled: true, listen: { host: "0.0.0.0", port: 7420 }, allowRemote: true, metricsPublic: false });
+    expect((await loadConfig({ file: join(allowed, "countd.yaml"), env })).console).toEqual({
+      enabled: true,
+      listen: { host: "0.0.0.0", port: 7420 },
+      allowRemote: true,
+      metricsPublic: false,
+    });
   });
 
   it("with allow_remote the daemon warns to put a TLS reverse proxy in front, and leaves the Host to the proxy", async () => {
     const console = await start({ console: '  listen: "0.0.0.0:0"\n  allow_remote: true\n' });
     expect(console.log.some((line) => line.level === "warn" && line.msg.includes("reverse proxy with TLS"))).toBe(true);
-    const answer = await raw({ port: console.port, path: "/api/status", headers: { host: "console.example.org", authorization: `Bearer ${console.token}` } });
+    const answer = await raw({
+      port: console.port,
+      path: "/api/status",
+      headers: { host: "console.example.org", authorization: `Bearer ${console.token}` },
+    });
     expect(answer.status).toBe(200);
     expect((await raw({ port: console.port, path: "/api/status", headers: { host: "console.example.org" } })).status).toBe(401);
   });
@@ -429,8 +531,13 @@ describe("countd start with the console's port in use", () => {
       // COUNTD_CONSOLE_LISTEN empty: countd.yaml's console.listen applies.
       const daemon = spawnDaemon(dir, { COUNTD_CONSOLE_LISTEN: "", OPENAI_API_KEY: API_KEY, OPENAI_BASE_URL: "http://127.0.0.1:1/v1" });
       expect(await daemon.exited).toBe(78);
-      const lines = daemon.output().split("\n").filter((line) => line.trim() !== "" && logLines(line).length === 0);
-      expect(lines).toEqual([`countd: console.listen 127.0.0.1:${port}: the port is in use (another countd, or another program); choose another port, or 0 for a free one`]);
+      const lines = daemon
+        .output()
+        .split("\n")
+        .filter((line) => line.trim() !== "" && logLines(line).length === 0);
+      expect(lines).toEqual([
+        `countd: console.listen 127.0.0.1:${port}: the port is in use (another countd, or another program); choose another port, or 0 for a free one`,
+      ]);
       // Nothing of the failed start is left for the next one.
       await expect(stat(join(dir, "state", "console.json"))).rejects.toThrow();
     } finally {

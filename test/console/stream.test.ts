@@ -4,7 +4,16 @@ import type { ChatCompletionRequest, FixtureResponse } from "@copilotkit/aimock"
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { LiveMessage } from "../../src/console/protocol.js";
 import { useAimock } from "../support/aimock.js";
-import { consoleFolder, daemonsOf, gate, openLive, startConsoleDaemon, writeJob, type ConsoleDaemon, type LiveClient } from "../support/console-daemon.js";
+import {
+  consoleFolder,
+  daemonsOf,
+  gate,
+  openLive,
+  startConsoleDaemon,
+  writeJob,
+  type ConsoleDaemon,
+  type LiveClient,
+} from "../support/console-daemon.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /* The live stream on /api/ws for real runs of a real daemon, read by real `ws` clients. */
@@ -49,9 +58,17 @@ describe("the console's live stream", () => {
     hooks = await startWebhookReceiver({ secret: HOOK_SECRET });
     const dir = await consoleFolder({ extra: "secrets: [HOOK_SECRET]\njob_env: [HOOK_SECRET]\n" });
     await writeFile(join(dir, "workspace", "a.txt"), "alpha\n");
-    await writeJob(dir, "lister", `prompt: list the workspace\ndeliver:\n  - webhook:\n      url: ${hooks.url}\n      secret: \${HOOK_SECRET}\n`);
+    await writeJob(
+      dir,
+      "lister",
+      `prompt: list the workspace\ndeliver:\n  - webhook:\n      url: ${hooks.url}\n      secret: \${HOOK_SECRET}\n`,
+    );
     await writeJob(dir, "other", "prompt: say hello\n");
-    console = await startConsoleDaemon(dir, { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-console-stream-test-key", HOOK_SECRET });
+    console = await startConsoleDaemon(dir, {
+      OPENAI_BASE_URL: `${mock.url}/v1`,
+      OPENAI_API_KEY: "sk-console-stream-test-key",
+      HOOK_SECRET,
+    });
     daemons.started.push(console);
   });
   afterEach(async () => {
@@ -61,7 +78,10 @@ describe("the console's live stream", () => {
     await hooks.close();
   });
 
-  async function connect(query = "", options: Parameters<typeof openLive>[1] = { headers: { authorization: `Bearer ${console.token}` } }): Promise<LiveClient> {
+  async function connect(
+    query = "",
+    options: Parameters<typeof openLive>[1] = { headers: { authorization: `Bearer ${console.token}` } },
+  ): Promise<LiveClient> {
     const opened = await openLive(`ws://${console.host}/api/ws${query}`, options);
     if (!opened.ok) throw new Error(`WebSocket refused: ${opened.status ?? opened.error}`);
     clients.push(opened.client);
@@ -79,13 +99,42 @@ describe("the console's live stream", () => {
     const mine = client.messages.filter((m) => "run_id" in m && m.run_id === runId);
     // The run's own messages, in the order things happened (its delivery is queued as it ends, and sent beside).
     const run = joined(mine.filter((m) => m.type !== "delivery"));
-    expect(run.map((m) => m.type)).toEqual(["run_started", "iteration", "stream", "llm", "tool_start", "tool_result", "iteration", "stream", "llm", "run_finished"]);
+    expect(run.map((m) => m.type)).toEqual([
+      "run_started",
+      "iteration",
+      "stream",
+      "llm",
+      "tool_start",
+      "tool_result",
+      "iteration",
+      "stream",
+      "llm",
+      "run_finished",
+    ]);
     expect(run[0]).toMatchObject({ type: "run_started", job: "lister", run: { id: runId, status: "running", reason: "manual" } });
     expect(run[1]).toEqual({ type: "iteration", run_id: runId, job: "lister", iteration: 1 });
     expect(run[2]).toEqual({ type: "stream", run_id: runId, job: "lister", content: FIRST_WORDS });
-    expect(run[3]).toMatchObject({ type: "llm", model: expect.any(String), usage: { inputTokens: expect.any(Number), outputTokens: expect.any(Number) }, duration_ms: expect.any(Number) });
-    expect(run[4]).toMatchObject({ type: "tool_start", job: "lister", name: "list_dir", arguments: { path: "." }, call_id: expect.any(String) });
-    expect(run[5]).toMatchObject({ type: "tool_result", name: "list_dir", call_id: (run[4] as Of<"tool_start">).call_id, result: expect.stringContaining("a.txt"), attempts: 1, duration_ms: expect.any(Number) });
+    expect(run[3]).toMatchObject({
+      type: "llm",
+      model: expect.any(String),
+      usage: { inputTokens: expect.any(Number), outputTokens: expect.any(Number) },
+      duration_ms: expect.any(Number),
+    });
+    expect(run[4]).toMatchObject({
+      type: "tool_start",
+      job: "lister",
+      name: "list_dir",
+      arguments: { path: "." },
+      call_id: expect.any(String),
+    });
+    expect(run[5]).toMatchObject({
+      type: "tool_result",
+      name: "list_dir",
+      call_id: (run[4] as Of<"tool_start">).call_id,
+      result: expect.stringContaining("a.txt"),
+      attempts: 1,
+      duration_ms: expect.any(Number),
+    });
     expect(run[5]).not.toHaveProperty("error");
     expect(run[7]).toEqual({ type: "stream", run_id: runId, job: "lister", content: ANSWER });
     // The answer really streamed: in more than one chunk.
@@ -98,7 +147,14 @@ describe("the console's live stream", () => {
 
     const deliveries = mine.filter((m) => m.type === "delivery") as Array<Of<"delivery">>;
     expect(deliveries.map((m) => m.status)).toContain("queued");
-    expect(deliveries.at(-1)).toMatchObject({ status: "delivered", kind: "webhook", job: "lister", run_id: runId, attempts: 1, id: hooks.acknowledgedIds()[0] });
+    expect(deliveries.at(-1)).toMatchObject({
+      status: "delivered",
+      kind: "webhook",
+      job: "lister",
+      run_id: runId,
+      attempts: 1,
+      id: hooks.acknowledgedIds()[0],
+    });
     expect(JSON.stringify(client.messages)).not.toContain(HOOK_SECRET);
   });
 
@@ -118,7 +174,16 @@ describe("the console's live stream", () => {
     const late = await connect("", { headers: { cookie }, origin: console.origin });
     const liveAt = late.messages.findIndex((m) => m.type === "live");
     const replay = late.messages.slice(0, liveAt);
-    expect(replay.map((m) => m.type)).toEqual(["replay", "run_started", "iteration", "stream", "llm", "tool_start", "tool_result", "iteration"]);
+    expect(replay.map((m) => m.type)).toEqual([
+      "replay",
+      "run_started",
+      "iteration",
+      "stream",
+      "llm",
+      "tool_start",
+      "tool_result",
+      "iteration",
+    ]);
     // What the late client was given is what the early one saw, the chunks joined.
     expect(replay.slice(1)).toEqual(joined(early.messages.filter((m) => m.type !== "live" && m.type !== "replay")));
     expect(replay[3]).toMatchObject({ content: FIRST_WORDS });
@@ -158,7 +223,9 @@ describe("the console's live stream", () => {
 
     expect(new Set(others.messages.flatMap((m) => ("job" in m && m.job !== undefined ? [m.job] : [])))).toEqual(new Set(["other"]));
     expect(new Set(byRun.messages.flatMap((m) => ("run_id" in m && m.run_id !== undefined ? [m.run_id] : [])))).toEqual(new Set([runId]));
-    expect(new Set(all.messages.flatMap((m) => ("run_id" in m && m.run_id !== undefined ? [m.run_id] : [])))).toEqual(new Set([runId, hello.body.run_id]));
+    expect(new Set(all.messages.flatMap((m) => ("run_id" in m && m.run_id !== undefined ? [m.run_id] : [])))).toEqual(
+      new Set([runId, hello.body.run_id]),
+    );
 
     const closed = new Promise<number>((resolve) => byRun.ws.on("close", (code) => resolve(code)));
     byRun.ws.send("please send everything");

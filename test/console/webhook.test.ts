@@ -5,7 +5,16 @@ import { Webhook } from "standardwebhooks";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
-import { consoleFolder, daemonsOf, endedRun, gate, raw, startConsoleDaemon, writeJob, type ConsoleDaemon } from "../support/console-daemon.js";
+import {
+  consoleFolder,
+  daemonsOf,
+  endedRun,
+  gate,
+  raw,
+  startConsoleDaemon,
+  writeJob,
+  type ConsoleDaemon,
+} from "../support/console-daemon.js";
 
 /* POST /hooks/<job> against a real daemon (in this process) and a real LLM server on loopback, signed with standardwebhooks. */
 
@@ -50,14 +59,23 @@ describe("POST /hooks/<job>", () => {
   /** Answers `answer` to prompts holding `text`, keeping each prompt the LLM was sent. */
   function answer(text: string, answer = "done", held?: Promise<void>): void {
     mock.onMessage(text, async (request: ChatCompletionRequest) => {
-      prompts.push(request.messages.filter((m) => m.role === "user").map((m) => String(m.content)).join("\n"));
+      prompts.push(
+        request.messages
+          .filter((m) => m.role === "user")
+          .map((m) => String(m.content))
+          .join("\n"),
+      );
       await held;
       return { content: answer };
     });
   }
 
   const post = (console: ConsoleDaemon, job: string, body: string, headers: Record<string, string>) =>
-    fetch(`${console.origin}/hooks/${job}`, { method: "POST", body, headers }).then(async (r) => ({ status: r.status, headers: r.headers, body: (await r.json()) as any }));
+    fetch(`${console.origin}/hooks/${job}`, { method: "POST", body, headers }).then(async (r) => ({
+      status: r.status,
+      headers: r.headers,
+      body: (await r.json()) as any,
+    }));
 
   it("fires the job with reason webhook and the body in the prompt as untrusted data, without a console token", async () => {
     const dir = await consoleFolder({ extra: CONFIG });
@@ -120,8 +138,18 @@ describe("POST /hooks/<job>", () => {
       ["no headers", await post(console, "orders", body, { "content-type": "application/json" }), 401, /^missing signature/],
       ["another secret", await post(console, "orders", body, signed(body, { secret: OTHER_SECRET })), 401, /^bad signature/],
       ["a changed body", await post(console, "orders", '{"order":2}', signed(body)), 401, /^bad signature/],
-      ["signed 6 minutes ago", await post(console, "orders", body, signed(body, { at: new Date(Date.now() - 6 * 60_000) })), 401, /^timestamp outside 5 minutes/],
-      ["signed 6 minutes ahead", await post(console, "orders", body, signed(body, { at: new Date(Date.now() + 6 * 60_000) })), 401, /^timestamp outside 5 minutes/],
+      [
+        "signed 6 minutes ago",
+        await post(console, "orders", body, signed(body, { at: new Date(Date.now() - 6 * 60_000) })),
+        401,
+        /^timestamp outside 5 minutes/,
+      ],
+      [
+        "signed 6 minutes ahead",
+        await post(console, "orders", body, signed(body, { at: new Date(Date.now() + 6 * 60_000) })),
+        401,
+        /^timestamp outside 5 minutes/,
+      ],
       ["an unknown job", await post(console, "nosuch", body, signed(body)), 404, /no job named "nosuch"/],
       ["a job without webhook:", await post(console, "plain", body, signed(body)), 404, /has no webhook: trigger/],
       ["a body over max_body", await post(console, "orders", "x".repeat(1025), signed("x".repeat(1025))), 413, /^body too large/],
@@ -133,11 +161,21 @@ describe("POST /hooks/<job>", () => {
     }
 
     const latin1 = Buffer.from("caf\xe9", "latin1");
-    const notUtf8 = await raw({ port: console.port, method: "POST", path: "/hooks/orders", headers: { ...signed(latin1), "content-length": String(latin1.length) }, body: latin1 as unknown as string });
+    const notUtf8 = await raw({
+      port: console.port,
+      method: "POST",
+      path: "/hooks/orders",
+      headers: { ...signed(latin1), "content-length": String(latin1.length) },
+      body: latin1 as unknown as string,
+    });
     expect(notUtf8.status).toBe(415);
     expect(notUtf8.json.error).toBe("the body is not UTF-8: send JSON or text");
 
-    const chunked = await chunkedPost(console.port, "/hooks/orders", signed("y".repeat(4096)), ["y".repeat(800), "y".repeat(800), "y".repeat(2496)]);
+    const chunked = await chunkedPost(console.port, "/hooks/orders", signed("y".repeat(4096)), [
+      "y".repeat(800),
+      "y".repeat(800),
+      "y".repeat(2496),
+    ]);
     expect(chunked.status).toBe(413);
 
     expect(prompts).toEqual([]);
@@ -156,7 +194,11 @@ describe("POST /hooks/<job>", () => {
     expect(first.status).toBe(202);
     const second = await post(console, "orders", "{}", signed("{}"));
     expect(second.status).toBe(409);
-    expect(second.body).toMatchObject({ status: "skipped", run_id: expect.any(String), message: "not run: a run of this job was still in progress (overlap: skip)" });
+    expect(second.body).toMatchObject({
+      status: "skipped",
+      run_id: expect.any(String),
+      message: "not run: a run of this job was still in progress (overlap: skip)",
+    });
     held.open();
     expect(await endedRun(console, second.body.run_id, "orders")).toMatchObject({ reason: "webhook", status: "skipped" });
     expect(await endedRun(console, first.body.run_id, "orders")).toMatchObject({ reason: "webhook", status: "ok" });
@@ -164,7 +206,7 @@ describe("POST /hooks/<job>", () => {
 
   it("answers 429 with Retry-After past rate requests a minute", async () => {
     const dir = await consoleFolder({ extra: CONFIG });
-    await writeJob(dir, "orders", hookJob("handle the order", "  rate: 2\n") .replace("prompt:", "overlap: allow\nprompt:"));
+    await writeJob(dir, "orders", hookJob("handle the order", "  rate: 2\n").replace("prompt:", "overlap: allow\nprompt:"));
     const console = await start(dir);
     answer("handle the order");
 
@@ -191,10 +233,13 @@ describe("POST /hooks/<job>", () => {
 /** A POST whose body goes in chunks, with no Content-Length: what max_body must cap while reading. */
 function chunkedPost(port: number, path: string, headers: Record<string, string>, chunks: string[]): Promise<{ status: number }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: "127.0.0.1", port, method: "POST", path, headers: { ...headers, "transfer-encoding": "chunked" } }, (res) => {
-      res.resume();
-      resolve({ status: res.statusCode ?? 0 });
-    });
+    const req = httpRequest(
+      { host: "127.0.0.1", port, method: "POST", path, headers: { ...headers, "transfer-encoding": "chunked" } },
+      (res) => {
+        res.resume();
+        resolve({ status: res.statusCode ?? 0 });
+      },
+    );
     // The daemon may answer and close before the last chunk is sent.
     req.on("error", (err: NodeJS.ErrnoException) => (err.code === "EPIPE" || err.code === "ECONNRESET" ? undefined : reject(err)));
     for (const chunk of chunks) req.write(chunk);

@@ -58,7 +58,8 @@ describe("budgets", () => {
   };
 
   /** One call answering `prompt`. */
-  const answers = (prompt: string, content: string) => mock.addFixture({ match: { userMessage: prompt }, response: { content, usage: CALL } });
+  const answers = (prompt: string, content: string) =>
+    mock.addFixture({ match: { userMessage: prompt }, response: { content, usage: CALL } });
 
   describe("a per-run cap", () => {
     const PROMPT = "Compare alpha.txt with beta.txt";
@@ -67,13 +68,24 @@ describe("budgets", () => {
     function compareFixtures(): void {
       mock.addFixture({
         match: { userMessage: PROMPT, hasToolResult: false },
-        response: { content: "Reading alpha.txt first.", toolCalls: [{ name: "read_file", arguments: '{"path":"alpha.txt"}' }], usage: CALL },
+        response: {
+          content: "Reading alpha.txt first.",
+          toolCalls: [{ name: "read_file", arguments: '{"path":"alpha.txt"}' }],
+          usage: CALL,
+        },
       });
       mock.addFixture({
         match: { userMessage: PROMPT, toolResultContains: "ALPHA-CONTENT" },
-        response: { content: " Alpha says 3; now beta.txt.", toolCalls: [{ name: "read_file", arguments: '{"path":"beta.txt"}' }], usage: CALL },
+        response: {
+          content: " Alpha says 3; now beta.txt.",
+          toolCalls: [{ name: "read_file", arguments: '{"path":"beta.txt"}' }],
+          usage: CALL,
+        },
       });
-      mock.addFixture({ match: { userMessage: PROMPT, toolResultContains: "BETA-CONTENT" }, response: { content: "Alpha 3, beta 4.", usage: CALL } });
+      mock.addFixture({
+        match: { userMessage: PROMPT, toolResultContains: "BETA-CONTENT" },
+        response: { content: "Alpha 3, beta 4.", usage: CALL },
+      });
     }
 
     it("stops a tool-using run before the call after the one that crossed it: status budget, the amounts named, the partial answer kept, on_failure told once, no retry", async () => {
@@ -98,7 +110,13 @@ describe("budgets", () => {
 
       // $0.0065 after the first call is under the cap; $0.0130 after the second is past it: no third.
       expect(mock.getRequests()).toHaveLength(2);
-      expect(record).toMatchObject({ status: "budget", iterations: 2, toolCalls: 2, model: MODEL, usage: { inputTokens: 12_000, outputTokens: 1_000 } });
+      expect(record).toMatchObject({
+        status: "budget",
+        iterations: 2,
+        toolCalls: 2,
+        model: MODEL,
+        usage: { inputTokens: 12_000, outputTokens: 1_000 },
+      });
       expect(record.cost).toBeCloseTo(0.013, 12);
       expect(record.error).toBe("the job's per-run budget of $0.0100 is spent: this run has cost $0.0130");
       expect(record.resultExcerpt).toBe("Reading alpha.txt first. Alpha says 3; now beta.txt.");
@@ -108,7 +126,13 @@ describe("budgets", () => {
       expect(session).toContain("BETA-CONTENT: 4");
 
       await receiver.waitFor(1);
-      const report = JSON.parse(receiver.requests[0]!.body) as { type: string; job: string; run: { id: string; status: string }; error: string; result: string };
+      const report = JSON.parse(receiver.requests[0]!.body) as {
+        type: string;
+        job: string;
+        run: { id: string; status: string };
+        error: string;
+        result: string;
+      };
       expect(report).toMatchObject({ type: "run.failed", job: "compare", run: { id: record.id, status: "budget" }, error: record.error });
       expect(report.result).toBe("Reading alpha.txt first. Alpha says 3; now beta.txt.");
 
@@ -137,16 +161,26 @@ describe("budgets", () => {
       const record = await stack.run("compare");
 
       expect(mock.getRequests()).toHaveLength(2);
-      expect(record).toMatchObject({ status: "budget", cost: null, model: "unpriced-model", usage: { inputTokens: 12_000, outputTokens: 1_000 } });
+      expect(record).toMatchObject({
+        status: "budget",
+        cost: null,
+        model: "unpriced-model",
+        usage: { inputTokens: 12_000, outputTokens: 1_000 },
+      });
       expect(record.error).toBe("the job's per-run budget of 10000 tokens is spent: this run has used 13000 tokens");
     });
   });
 
   describe("a per-day cap", () => {
     const PROMPT = "Summarise the day";
-    const dailyJob = (stack: CostStack) => stack.jobFile("daily", ["name: daily", `prompt: ${PROMPT}`, "tools: []", "budget: { per_day: 0.01 }"].join("\n"));
+    const dailyJob = (stack: CostStack) =>
+      stack.jobFile("daily", ["name: daily", `prompt: ${PROMPT}`, "tools: []", "budget: { per_day: 0.01 }"].join("\n"));
     /** One call costs more than the day's cap: $0.0130 of $0.0100. */
-    const bigCall = () => mock.addFixture({ match: { userMessage: PROMPT }, response: { content: "A quiet day.", usage: { prompt_tokens: 12_000, completion_tokens: 1_000 } } });
+    const bigCall = () =>
+      mock.addFixture({
+        match: { userMessage: PROMPT },
+        response: { content: "A quiet day.", usage: { prompt_tokens: 12_000, completion_tokens: 1_000 } },
+      });
 
     it("stops the next run of the day before any request, and lets the first run of the next day (in budget.timezone) through", async () => {
       // Auckland is 13 hours ahead in November: its 1 December begins at 11:00 UTC on 30 November.
@@ -193,7 +227,10 @@ describe("budgets", () => {
       const stack = await countd("budget:\n  per_day: 0.01\n  timezone: UTC");
       stack.job("spender", "Spend");
       stack.job("other", "Other work");
-      mock.addFixture({ match: { userMessage: "Spend" }, response: { content: "Spent.", usage: { prompt_tokens: 12_000, completion_tokens: 1_000 } } });
+      mock.addFixture({
+        match: { userMessage: "Spend" },
+        response: { content: "Spent.", usage: { prompt_tokens: 12_000, completion_tokens: 1_000 } },
+      });
       answers("Other work", "Done.");
 
       expect(await stack.run("spender")).toMatchObject({ status: "ok" });

@@ -50,7 +50,10 @@ describe("the heartbeat's own provider, model and budget", () => {
       const answered = JSON.stringify(body.messages).includes('"tool_result"');
       return answered
         ? { text: "HEARTBEAT_OK", usage: USAGE }
-        : { toolCalls: [{ name: "heartbeat_respond", arguments: { notify, message: notify ? "The plants need water today." : "" } }], usage: USAGE };
+        : {
+            toolCalls: [{ name: "heartbeat_respond", arguments: { notify, message: notify ? "The plants need water today." : "" } }],
+            usage: USAGE,
+          };
     });
   });
   afterEach(async () => {
@@ -78,7 +81,13 @@ describe("the heartbeat's own provider, model and budget", () => {
       ANTHROPIC_BASE_URL: server.url,
       ANTHROPIC_API_KEY: "sk-ant-test-0123456789",
     };
-    stack = await openStack({ dir, yaml, env, now: () => clock, lookup: (jobs, config) => withHeartbeat((name) => jobs.get(name), config) });
+    stack = await openStack({
+      dir,
+      yaml,
+      env,
+      now: () => clock,
+      lookup: (jobs, config) => withHeartbeat((name) => jobs.get(name), config),
+    });
     const { config, runtime, state, pipeline } = stack;
     await writeFile(config.heartbeat.checklist, "# Heartbeat\n- [ ] remind me to water the plants\n");
     stack.job("report", "Write the report");
@@ -121,7 +130,11 @@ describe("the heartbeat's own provider, model and budget", () => {
     clock = new Date("2026-11-30T09:30:00Z");
     const stopped = await heartbeat.tick();
     expect(server.requests).toHaveLength(2);
-    expect(stopped).toMatchObject({ ran: true, delivered: false, reason: expect.stringContaining("the heartbeat's daily budget of $0.0040 is spent") });
+    expect(stopped).toMatchObject({
+      ran: true,
+      delivered: false,
+      reason: expect.stringContaining("the heartbeat's daily budget of $0.0040 is spent"),
+    });
     const runs = await stack.state.runs(HEARTBEAT_JOB);
     expect(runs.map((run) => run.status)).toEqual(["ok", "budget"]);
     expect(runs[1]!.error).toBe("the heartbeat's daily budget of $0.0040 is spent: its runs have cost $0.0050 on 2026-11-30 (UTC)");

@@ -37,9 +37,20 @@ describe("calls in flight against the daily caps", () => {
     ["the job's per_day", "", `budget: { per_day: ${CAP} }\noverlap: allow`],
     ["countd's budget.per_day", `budget:\n  per_day: ${CAP}\n  timezone: UTC`, ""],
   ])("keeps four runs started at once within %s plus one call", async (_, daemonBudget, jobBudget) => {
-    const yaml = ["provider:\n  preset: openai\n  model: held-model\n  max_tokens: 1000", "tools:\n  exec:\n    sandbox: none", "prices:\n  held-model: { input: 0, output: 10 }", daemonBudget].join("\n");
-    stack = await openStack({ dir, yaml, env: { OPENAI_BASE_URL: llm.baseURL, OPENAI_API_KEY: "sk-test-inflight-0123456789" }, concurrency: 4 });
-    for (const name of ["a", "b", "c", "d"]) await stack.jobFile(name, [`name: ${name}`, `prompt: ${PROMPT} ${name}`, "tools: []", jobBudget].join("\n"));
+    const yaml = [
+      "provider:\n  preset: openai\n  model: held-model\n  max_tokens: 1000",
+      "tools:\n  exec:\n    sandbox: none",
+      "prices:\n  held-model: { input: 0, output: 10 }",
+      daemonBudget,
+    ].join("\n");
+    stack = await openStack({
+      dir,
+      yaml,
+      env: { OPENAI_BASE_URL: llm.baseURL, OPENAI_API_KEY: "sk-test-inflight-0123456789" },
+      concurrency: 4,
+    });
+    for (const name of ["a", "b", "c", "d"])
+      await stack.jobFile(name, [`name: ${name}`, `prompt: ${PROMPT} ${name}`, "tools: []", jobBudget].join("\n"));
     // A per-job cap is shared by the runs of one job: the same job four times, overlap allowed.
     const jobs = jobBudget ? ["a", "a", "a", "a"] : ["a", "b", "c", "d"];
 
@@ -63,6 +74,8 @@ describe("calls in flight against the daily caps", () => {
     expect(spent).toBeLessThanOrEqual(CAP + ONE_CALL + 1e-9);
     expect(held).toHaveLength(2);
     expect(records.map((record) => record.status).sort()).toEqual(["budget", "budget", "ok", "ok"]);
-    expect(records.find((record) => record.status === "budget")?.error).toMatch(/daily budget.* of \$0\.0150 is spent or reserved: .* have cost \$0\.0000 on \d{4}-\d\d-\d\d \(UTC\), and calls in flight may cost up to \$0\.0200$/);
+    expect(records.find((record) => record.status === "budget")?.error).toMatch(
+      /daily budget.* of \$0\.0150 is spent or reserved: .* have cost \$0\.0000 on \d{4}-\d\d-\d\d \(UTC\), and calls in flight may cost up to \$0\.0200$/,
+    );
   });
 });

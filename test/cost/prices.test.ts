@@ -83,7 +83,16 @@ const REPORTED: Record<LlmFormat, { input: number; output: number; cached: numbe
   anthropic: { input: 10_000, output: 500, cached: 4_000, cacheWrite: 2_000 },
 };
 
-const CASES: Record<LlmFormat, { preset: string; key: string; url: (server: CachingLlm) => Record<string, string>; table: { model: string; call: number }; override: number }> = {
+const CASES: Record<
+  LlmFormat,
+  {
+    preset: string;
+    key: string;
+    url: (server: CachingLlm) => Record<string, string>;
+    table: { model: string; call: number };
+    override: number;
+  }
+> = {
   openai: {
     preset: "openai",
     key: "OPENAI_API_KEY",
@@ -160,10 +169,19 @@ describe.each<LlmFormat>(["openai", "anthropic"])("a run's calls priced end to e
     ]);
     expect(llm).toHaveLength(2);
     for (const line of llm) {
-      expect(line.usage).toEqual({ inputTokens: 10_000, outputTokens: 500, cachedInputTokens: 4_000, cacheWriteTokens: REPORTED[format].cacheWrite });
+      expect(line.usage).toEqual({
+        inputTokens: 10_000,
+        outputTokens: 500,
+        cachedInputTokens: 4_000,
+        cacheWriteTokens: REPORTED[format].cacheWrite,
+      });
       expect(line.cost).toBeCloseTo(override, 12);
     }
-    expect(record).toMatchObject({ status: "ok", model: table.model, usage: { inputTokens: 20_000, cachedInputTokens: 8_000, outputTokens: 1_000 } });
+    expect(record).toMatchObject({
+      status: "ok",
+      model: table.model,
+      usage: { inputTokens: 20_000, cachedInputTokens: 8_000, outputTokens: 1_000 },
+    });
     expect(record.cost).toBeCloseTo(2 * override, 12);
     expect(saved?.cost).toBeCloseTo(2 * override, 12);
   });
@@ -185,7 +203,12 @@ describe.each<LlmFormat>(["openai", "anthropic"])("a run's calls priced end to e
       ["countd-unlisted-model", null],
       ["countd-unlisted-model", null],
     ]);
-    expect(record).toMatchObject({ status: "ok", cost: null, model: "countd-unlisted-model", usage: { inputTokens: 20_000, outputTokens: 1_000 } });
+    expect(record).toMatchObject({
+      status: "ok",
+      cost: null,
+      model: "countd-unlisted-model",
+      usage: { inputTokens: 20_000, outputTokens: 1_000 },
+    });
     expect(saved?.cost).toBeNull();
     const messageLine = (await auditLines(stack.config.paths.logs, "message")).find((line) => line.session === record.sessionId);
     expect(messageLine?.cost).toBeNull();

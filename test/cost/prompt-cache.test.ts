@@ -60,7 +60,11 @@ describe.each<LlmFormat>(["openai", "anthropic"])("the prompt cache across runs 
   });
 
   async function countd(persona = "countd", jobs = new Map<string, Job>()): Promise<CostStack> {
-    const yaml = [`provider:\n  preset: ${preset}\n  model: ${model}`, `persona:\n  name: ${persona}`, "tools:\n  exec:\n    sandbox: none"].join("\n");
+    const yaml = [
+      `provider:\n  preset: ${preset}\n  model: ${model}`,
+      `persona:\n  name: ${persona}`,
+      "tools:\n  exec:\n    sandbox: none",
+    ].join("\n");
     const stack = await openStack({ dir, yaml, env: env(server), jobs });
     stacks.push(stack);
     stack.job("digest", PROMPT, { tools: ["list_dir", "read_file", "write_file"] });

@@ -13,7 +13,10 @@ import { chunk, DONE, startSseServer, type SseServer } from "../support/sse-serv
  */
 
 const PRICED = "gateway-model";
-const READ = chunk({ role: "assistant", tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "read_file", arguments: '{"path":"alpha.txt"}' } }] });
+const READ = chunk({
+  role: "assistant",
+  tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "read_file", arguments: '{"path":"alpha.txt"}' } }],
+});
 
 describe("a provider that reports no usage", () => {
   let dir: string;
@@ -31,10 +34,22 @@ describe("a provider that reports no usage", () => {
   });
 
   async function runJob(model: string) {
-    const yaml = [`provider:\n  preset: openai\n  model: ${model}`, "tools:\n  exec:\n    sandbox: none", `prices:\n  ${PRICED}: { input: 20, output: 20 }`].join("\n");
+    const yaml = [
+      `provider:\n  preset: openai\n  model: ${model}`,
+      "tools:\n  exec:\n    sandbox: none",
+      `prices:\n  ${PRICED}: { input: 20, output: 20 }`,
+    ].join("\n");
     stack = await openStack({ dir, yaml, env: { OPENAI_BASE_URL: server.baseURL, OPENAI_API_KEY: "sk-test-nousage-0123456789" } });
     await writeFile(join(stack.config.paths.workspace, "alpha.txt"), "ALPHA-CONTENT: 3\n");
-    await stack.jobFile("loop", ["name: loop", "prompt: Read alpha.txt until told to stop", "tools: [read_file]", "budget: { per_run: 0.01, tokens_per_run: 500 }"].join("\n"));
+    await stack.jobFile(
+      "loop",
+      [
+        "name: loop",
+        "prompt: Read alpha.txt until told to stop",
+        "tools: [read_file]",
+        "budget: { per_run: 0.01, tokens_per_run: 500 }",
+      ].join("\n"),
+    );
     const record = await stack.run("loop");
     await stack.close();
     return record;
@@ -57,10 +72,18 @@ describe("a provider that reports no usage", () => {
     expect(cost.code).toBe(0);
     const report = JSON.parse(cost.stdout) as { rows: Array<Record<string, unknown>> };
     expect(report.rows).toEqual([
-      expect.objectContaining({ key: "loop", calls: server.requests.length, estimatedCalls: server.requests.length, cost: expect.closeTo(record.cost!, 9), unpricedCalls: 0 }),
+      expect.objectContaining({
+        key: "loop",
+        calls: server.requests.length,
+        estimatedCalls: server.requests.length,
+        cost: expect.closeTo(record.cost!, 9),
+        unpricedCalls: 0,
+      }),
     ]);
     const table = await runCountd(["cost"], { cwd: dir });
-    expect(table.stdout).toMatch(new RegExp(`^loop +${server.requests.length} +~\\d+ +0 +~\\d+ +~\\$0\\.\\d{4} \\(${server.requests.length} estimated\\)$`, "m"));
+    expect(table.stdout).toMatch(
+      new RegExp(`^loop +${server.requests.length} +~\\d+ +0 +~\\d+ +~\\$0\\.\\d{4} \\(${server.requests.length} estimated\\)$`, "m"),
+    );
     const history = await runCountd(["history", "loop"], { cwd: dir });
     expect(history.stdout).toMatch(/ budget +\S+ +~\d+ in \/ ~\d+ out +~\$0\.\d{4} /);
   });
@@ -72,7 +95,12 @@ describe("a provider that reports no usage", () => {
     expect(record).toMatchObject({ status: "budget", cost: null });
     expect(record.error).toMatch(/^the job's per-run budget of 500 tokens is spent: this run has used ~\d+ tokens$/);
     const table = await runCountd(["cost"], { cwd: dir });
-    expect(table.stdout).toMatch(new RegExp(`^loop +${server.requests.length} +~\\d+ +0 +~\\d+ +${server.requests.length} unpriced calls? \\(${server.requests.length} estimated\\)$`, "m"));
+    expect(table.stdout).toMatch(
+      new RegExp(
+        `^loop +${server.requests.length} +~\\d+ +0 +~\\d+ +${server.requests.length} unpriced calls? \\(${server.requests.length} estimated\\)$`,
+        "m",
+      ),
+    );
   });
 
   it("counts a call that broke off after streaming output as estimated, and one that failed before any output not at all", async () => {
@@ -81,7 +109,11 @@ describe("a provider that reports no usage", () => {
       { status: 400, body: '{"error":{"message":"bad request"}}' },
       { events: [chunk({ role: "assistant", content: "The queue holds three items and" })], after: "drop" },
     ]);
-    const yaml = [`provider:\n  preset: openai\n  model: ${PRICED}`, "tools:\n  exec:\n    sandbox: none", `prices:\n  ${PRICED}: { input: 20, output: 20 }`].join("\n");
+    const yaml = [
+      `provider:\n  preset: openai\n  model: ${PRICED}`,
+      "tools:\n  exec:\n    sandbox: none",
+      `prices:\n  ${PRICED}: { input: 20, output: 20 }`,
+    ].join("\n");
     stack = await openStack({ dir, yaml, env: { OPENAI_BASE_URL: server.baseURL, OPENAI_API_KEY: "sk-test-nousage-0123456789" } });
     stack.job("broken", "Count the queue");
 

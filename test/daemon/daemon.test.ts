@@ -8,8 +8,6 @@ import { useAimock } from "../support/aimock.js";
 import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startWebhookReceiver } from "../support/webhook-receiver.js";
 
-
-
 describe("countd start", () => {
   const mock = useAimock();
   let dir: string;
@@ -50,7 +48,12 @@ describe("countd start", () => {
     daemon.child.kill("SIGTERM");
     expect(await daemon.exited).toBe(0);
     const done = (await runs()).filter((r) => r.status === "ok");
-    expect(done[0]).toMatchObject({ job: "ticker", reason: "schedule", resultExcerpt: "tock", usage: { inputTokens: 11, outputTokens: 2 } });
+    expect(done[0]).toMatchObject({
+      job: "ticker",
+      reason: "schedule",
+      resultExcerpt: "tock",
+      usage: { inputTokens: 11, outputTokens: 2 },
+    });
     expect(done[0]!.sessionId).toBe(`cron:ticker:${done[0]!.id}`);
   });
 
@@ -96,7 +99,10 @@ describe("countd start", () => {
       const failureTarget = `on_failure:\n  - webhook: { url: "${receiver.url}" }\n`;
       await writeFile(join(dir, "jobs", "slow.yaml"), `schedule: "* * * * * *"\nprompt: slow\noverlap: skip\n${failureTarget}`);
       const crashed = startDaemon();
-      await vi.waitFor(async () => expect((await runs()).some((r) => r.status === "running")).toBe(true), { timeout: 10_000, interval: 100 });
+      await vi.waitFor(async () => expect((await runs()).some((r) => r.status === "running")).toBe(true), {
+        timeout: 10_000,
+        interval: 100,
+      });
       crashed.child.kill("SIGKILL");
       await crashed.exited;
       await writeFile(join(dir, "jobs", "slow.yaml"), `enabled: false\nprompt: slow\n${failureTarget}`);

@@ -18,7 +18,6 @@ import { startWebhookReceiver, type ReceivedRequest, type ReceiverStep, type Web
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const SLOW = { timeout: 20_000, interval: 200 };
 
-
 /** A one-shot `at` a few seconds ahead (a start slower than that still runs it, as a catch-up). */
 const soon = () => `${new Date(Date.now() + 3_000).toISOString().slice(0, 19)}Z`;
 
@@ -38,7 +37,10 @@ describe("countd start delivering runs", () => {
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "countd-delivery-"));
     await mkdir(join(dir, "jobs"));
-    await writeFile(join(dir, "countd.yaml"), "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\njob_env: [HOOK_SECRET]\n");
+    await writeFile(
+      join(dir, "countd.yaml"),
+      "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\njob_env: [HOOK_SECRET]\n",
+    );
     env = {
       PATH: process.env["PATH"] ?? "",
       OPENAI_BASE_URL: `${mock.url}/v1`,
@@ -92,7 +94,10 @@ describe("countd start delivering runs", () => {
       ["quiet", "anything to report?"],
       ["report", "write the daily report"],
     ]) {
-      await writeFile(join(dir, "jobs", `${job}.yaml`), `at: "${at}"\nprompt: ${prompt}\ndeliver_when: non_empty\ndeliver:\n${hookYaml(hooks.url)}`);
+      await writeFile(
+        join(dir, "jobs", `${job}.yaml`),
+        `at: "${at}"\nprompt: ${prompt}\ndeliver_when: non_empty\ndeliver:\n${hookYaml(hooks.url)}`,
+      );
     }
     const daemon = startDaemon();
 
@@ -163,7 +168,10 @@ describe("countd start delivering runs", () => {
 
   it("names the run's page in the console in a failure alert, when the console is on", async () => {
     mock.onMessage("summarise the outbox", { error: { message: "context too long", type: "invalid_request_error" }, status: 400 });
-    await writeFile(join(dir, "jobs", "outbox.yaml"), `at: "${soon()}"\nprompt: summarise the outbox\non_failure:\n  - email: { to: [ops@example.com] }\n`);
+    await writeFile(
+      join(dir, "jobs", "outbox.yaml"),
+      `at: "${soon()}"\nprompt: summarise the outbox\non_failure:\n  - email: { to: [ops@example.com] }\n`,
+    );
     startDaemon();
 
     const run = await finishedRun("outbox");
@@ -234,7 +242,12 @@ describe("countd start delivering runs", () => {
     const state = await StateStore.open(stateDir);
     await Promise.all([state.saveRun(queued), state.saveRun(unqueued)]);
     const outbox = await Outbox.open({ stateDir, send: () => Promise.reject(new Error("not sending")) });
-    await outbox.enqueue(`ticker.${queued.id}`, [hookTarget(answers.url)], message("run.completed", "ticker", queued, "tock"), join(dir, "workspace"));
+    await outbox.enqueue(
+      `ticker.${queued.id}`,
+      [hookTarget(answers.url)],
+      message("run.completed", "ticker", queued, "tock"),
+      join(dir, "workspace"),
+    );
 
     const daemon = startDaemon();
     await Promise.all([answers.waitFor(1), failures.waitFor(1)]);
@@ -277,7 +290,12 @@ describe("countd start delivering runs", () => {
     const left = (await Outbox.open({ stateDir: join(dir, "state"), send: () => Promise.reject(new Error("not sending")) })).list();
     expect(left.dead).toEqual([]);
     expect(left.pending.map((entry) => entry.id)).toEqual(expect.arrayContaining(expected));
-    expect(left.pending.filter((entry) => entry.attempts === 1).map((entry) => entry.id).sort()).toEqual([...hung].sort());
+    expect(
+      left.pending
+        .filter((entry) => entry.attempts === 1)
+        .map((entry) => entry.id)
+        .sort(),
+    ).toEqual([...hung].sort());
     const queuedAtKill = left.pending.map((entry) => entry.id);
     startDaemon();
 
@@ -286,7 +304,9 @@ describe("countd start delivering runs", () => {
     // Beyond those, exactly the runs the kill caught after their delivery was queued and before
     // their end was recorded: interrupted, yet their answer is sent.
     const interrupted = (await runs("ticker")).filter((r) => r.status === "interrupted").map((r) => `ticker.${r.id}.${key}`);
-    expect(acknowledged.filter((id) => !expected.includes(id)).sort()).toEqual(interrupted.filter((id) => queuedAtKill.includes(id)).sort());
+    expect(acknowledged.filter((id) => !expected.includes(id)).sort()).toEqual(
+      interrupted.filter((id) => queuedAtKill.includes(id)).sort(),
+    );
     expect(new Set(acknowledged).size).toBe(acknowledged.length);
     expect(hung.every((id) => acknowledged.includes(id))).toBe(true);
     // A request repeating an id is a resend of an attempt the receiver never acknowledged.

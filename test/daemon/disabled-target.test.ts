@@ -33,7 +33,8 @@ describe("a webhook target disabled by HTTP 410", () => {
   });
 
   const disabled = async () => Object.keys((await OutboxStore.read(join(dir, "state"), new Date())).disabledTargets);
-  const job = (name: string) => writeFile(join(dir, "jobs", `${name}.yaml`), `at: "${soon()}"\nprompt: say hi\ndeliver:\n  - webhook: { url: "${hooks.url}" }\n`);
+  const job = (name: string) =>
+    writeFile(join(dir, "jobs", `${name}.yaml`), `at: "${soon()}"\nprompt: say hi\ndeliver:\n  - webhook: { url: "${hooks.url}" }\n`);
 
   it("is sent to again after SIGHUP", async () => {
     mock.onMessage("say hi", { content: "hi" });
@@ -42,10 +43,17 @@ describe("a webhook target disabled by HTTP 410", () => {
     daemon = spawnDaemon(dir, { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-test" });
     await vi.waitFor(async () => expect(await disabled()).toEqual([key]), SLOW);
     // The journal records the target disabled before the daemon's log line reaches this process's pipe.
-    await vi.waitFor(() => expect(daemon!.output()).toContain("until its URL changes in the job file, SIGHUP, or `countd outbox retry`"), SLOW);
+    await vi.waitFor(
+      () => expect(daemon!.output()).toContain("until its URL changes in the job file, SIGHUP, or `countd outbox retry`"),
+      SLOW,
+    );
 
     daemon.child.kill("SIGHUP");
-    const enabledAgain = expect.objectContaining({ msg: expect.stringContaining("delivery target enabled again"), target: key, why: "SIGHUP" });
+    const enabledAgain = expect.objectContaining({
+      msg: expect.stringContaining("delivery target enabled again"),
+      target: key,
+      why: "SIGHUP",
+    });
     await vi.waitFor(() => expect(logLines(daemon!.output())).toContainEqual(enabledAgain), SLOW);
     expect(await disabled()).toEqual([]);
 

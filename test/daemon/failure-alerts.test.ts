@@ -19,7 +19,10 @@ describe("on_failure of a job that fails every second", () => {
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "countd-alerts-"));
     await mkdir(join(dir, "jobs"));
-    await writeFile(join(dir, "countd.yaml"), "provider:\n  attempts: 1\nrunner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\n");
+    await writeFile(
+      join(dir, "countd.yaml"),
+      "provider:\n  attempts: 1\nrunner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\n",
+    );
     alerts = await startWebhookReceiver();
   });
   afterEach(async () => {
@@ -35,9 +38,13 @@ describe("on_failure of a job that fails every second", () => {
     expect(await daemon!.exited).toBe(0);
   };
   const job = (prompt: string) =>
-    writeFile(join(dir, "jobs", "flaky.yaml"), `schedule: "* * * * * *"\nprompt: ${prompt}\non_failure:\n  - webhook: { url: "${alerts.url}" }\n`);
+    writeFile(
+      join(dir, "jobs", "flaky.yaml"),
+      `schedule: "* * * * * *"\nprompt: ${prompt}\non_failure:\n  - webhook: { url: "${alerts.url}" }\n`,
+    );
   // A run cut short by SIGTERM counts as a failure too.
-  const failedRuns = async () => (await allRuns(join(dir, "state"))).filter((run) => !["ok", "skipped", "running"].includes(run.status)).length;
+  const failedRuns = async () =>
+    (await allRuns(join(dir, "state"))).filter((run) => !["ok", "skipped", "running"].includes(run.status)).length;
   const types = () => alerts.requests.map((r) => (JSON.parse(r.body) as { type: string }).type);
 
   it("reports the first failure once, across a restart, and the recovery once", async () => {

@@ -51,11 +51,15 @@ describe("countd start and the state directory's lock", () => {
     const second = spawnDaemon(dir, env);
     daemons.push(second);
     expect(await second.exited).toBe(1);
-    expect(second.output()).toContain(`countd: another countd (pid ${first.child.pid}) is already running with the state directory ${join(dir, "state")}`);
+    expect(second.output()).toContain(
+      `countd: another countd (pid ${first.child.pid}) is already running with the state directory ${join(dir, "state")}`,
+    );
     expect(second.output()).not.toContain("countd started");
 
     await vi.waitFor(async () => expect(await readFile(lockFile(), "utf8").catch(() => "")).toBe(`${first.child.pid}\n`), SLOW);
-    expect(first.output()).toContain("was removed while countd was running; this countd still holds the state directory and wrote it again");
+    expect(first.output()).toContain(
+      "was removed while countd was running; this countd still holds the state directory and wrote it again",
+    );
     // The first daemon goes on alone: it still fires, and stops as asked.
     const before = (await allRuns(join(dir, "state"))).length;
     await vi.waitFor(async () => expect((await allRuns(join(dir, "state"))).length).toBeGreaterThan(before), SLOW);

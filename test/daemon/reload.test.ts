@@ -28,11 +28,16 @@ describe("reload feedback", () => {
     const running = await started();
     await writeFile(join(dir, "countd.yaml"), "runner:\n  concurrency: many\n  grace: 1s\n");
     running.child.kill("SIGHUP");
-    await vi.waitFor(() => expect(running.output()).toContain("configuration not reloaded; the previous one stays in force"), { timeout: 10_000 });
-    const lines = running.output().split("\n").filter((line) => line.includes('"level":50'));
+    await vi.waitFor(() => expect(running.output()).toContain("configuration not reloaded; the previous one stays in force"), {
+      timeout: 10_000,
+    });
+    const lines = running
+      .output()
+      .split("\n")
+      .filter((line) => line.includes('"level":50'));
     const messages = lines.map((line) => (JSON.parse(line) as { msg: string }).msg);
     expect(messages).toEqual([
-      "countd.yaml:2:16: runner.concurrency: expected a positive integer, got \"many\"",
+      'countd.yaml:2:16: runner.concurrency: expected a positive integer, got "many"',
       "countd.yaml:3:3: runner.grace: unknown key",
       "configuration not reloaded; the previous one stays in force",
     ]);

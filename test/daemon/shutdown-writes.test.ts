@@ -42,28 +42,45 @@ describe("countd start, stopped by SIGTERM while jobs run", () => {
   });
 
   it("leaves every audit line, tool call and transcript of the runs in their files", async () => {
-    for (let i = 0; i < 3; i++) await writeFile(join(dir, "jobs", `lister-${i}.yaml`), 'schedule: "* * * * * *"\nprompt: list the workspace\n');
+    for (let i = 0; i < 3; i++)
+      await writeFile(join(dir, "jobs", `lister-${i}.yaml`), 'schedule: "* * * * * *"\nprompt: list the workspace\n');
     daemon = spawnDaemon(dir, { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-shutdown-test-key" });
-    await vi.waitFor(async () => expect((await allRuns(join(dir, "state"))).filter((r) => r.status === "ok").length).toBeGreaterThanOrEqual(4), {
-      timeout: 20_000,
-      interval: 100,
-    });
+    await vi.waitFor(
+      async () => expect((await allRuns(join(dir, "state"))).filter((r) => r.status === "ok").length).toBeGreaterThanOrEqual(4),
+      {
+        timeout: 20_000,
+        interval: 100,
+      },
+    );
     daemon.child.kill("SIGTERM");
     expect(await daemon.exited).toBe(0);
 
     const logs = join(dir, "logs");
-    const texts = await Promise.all((await readdir(logs)).filter((name) => name.startsWith("audit-")).map((name) => readFile(join(logs, name), "utf8")));
-    const audit = texts.join("").split("\n").filter(Boolean).map((line) => JSON.parse(line) as AuditLine);
+    const texts = await Promise.all(
+      (await readdir(logs)).filter((name) => name.startsWith("audit-")).map((name) => readFile(join(logs, name), "utf8")),
+    );
+    const audit = texts
+      .join("")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as AuditLine);
     // Every run that reached the agent loop, finished or cut short at the end of the grace period.
     const started = (await allRuns(join(dir, "state"))).filter((run) => run.iterations > 0);
     expect(started.length).toBeGreaterThanOrEqual(4);
     for (const run of started) {
       const context = `run ${run.id} (${run.status})`;
-      expect(audit.filter((line) => line.kind === "message" && line.session === run.sessionId), context).toEqual([
-        expect.objectContaining({ toolCalls: run.toolCalls }),
-      ]);
-      expect(audit.filter((line) => line.kind === "tool" && line.session === run.sessionId), context).toHaveLength(run.toolCalls);
-      expect(audit.filter((line) => line.kind === "llm" && line.session === run.sessionId), context).toHaveLength(run.iterations);
+      expect(
+        audit.filter((line) => line.kind === "message" && line.session === run.sessionId),
+        context,
+      ).toEqual([expect.objectContaining({ toolCalls: run.toolCalls })]);
+      expect(
+        audit.filter((line) => line.kind === "tool" && line.session === run.sessionId),
+        context,
+      ).toHaveLength(run.toolCalls);
+      expect(
+        audit.filter((line) => line.kind === "llm" && line.session === run.sessionId),
+        context,
+      ).toHaveLength(run.iterations);
       const toolHistory = await readFile(join(dir, "state", "tool-history", sessionFileName(run.sessionId)), "utf8").catch(() => "");
       expect(toolHistory.split("\n").filter(Boolean), context).toHaveLength(run.toolCalls);
       const [marker, ...messages] = (await readFile(join(dir, "state", "sessions", sessionFileName(run.sessionId)), "utf8"))
@@ -74,7 +91,10 @@ describe("countd start, stopped by SIGTERM while jobs run", () => {
       expect(marker, context).toEqual({ run: run.id, at: expect.any(String) });
       const transcript = messages.map((message) => message.role);
       expect(transcript[0], context).toBe("user");
-      expect(transcript.filter((role) => role === "tool"), context).toHaveLength(run.toolCalls);
+      expect(
+        transcript.filter((role) => role === "tool"),
+        context,
+      ).toHaveLength(run.toolCalls);
     }
   }, 40_000);
 });

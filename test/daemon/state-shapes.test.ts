@@ -61,7 +61,10 @@ describe("countd start with state files of the wrong shape", () => {
 
   it("delivers the answers of 8 runs with a malformed outbox entry present, moves the entry aside, and stops on SIGTERM", async () => {
     await writeFile(join(state, "outbox.json"), JSON.stringify({ entries: { x: null } }));
-    await writeFile(join(dir, "jobs", "ticker.yaml"), `schedule: "* * * * * *"\nprompt: tick\ndeliver:\n  - webhook: { url: "${receiver.url}" }\n`);
+    await writeFile(
+      join(dir, "jobs", "ticker.yaml"),
+      `schedule: "* * * * * *"\nprompt: tick\ndeliver:\n  - webhook: { url: "${receiver.url}" }\n`,
+    );
     const daemon = start();
     await receiver.waitFor(8);
     daemon.child.kill("SIGTERM");
@@ -110,7 +113,11 @@ describe("countd start with state files of the wrong shape", () => {
       [() => mkdir(join(state, "outbox.json")), `cannot read the outbox file ${join(state, "outbox.json")}: EISDIR`],
       [() => mkdir(join(state, "outbox.jsonl")), `cannot read ${join(state, "outbox.jsonl")}: EISDIR`],
       [
-        () => writeFile(join(dir, "countd.yaml"), `runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\nheartbeat:\n  enabled: true\n  every: 30d\n  deliver:\n    - webhook: { url: "${receiver.url}" }\n`),
+        () =>
+          writeFile(
+            join(dir, "countd.yaml"),
+            `runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\nheartbeat:\n  enabled: true\n  every: 30d\n  deliver:\n    - webhook: { url: "${receiver.url}" }\n`,
+          ),
         "heartbeat.every is 2592000000 ms",
       ],
     ];

@@ -181,7 +181,11 @@ describe("on_failure for a job that keeps failing", () => {
   });
 
   it("the 'still failing' and 'recovered' messages say so in a chat format, since when in the job's zone", async () => {
-    const slack = job({ timezone: "America/New_York", onFailure: [{ kind: "webhook", url: `${receiver.url}/slack`, format: "slack", headers: {} }], deliver: [] });
+    const slack = job({
+      timezone: "America/New_York",
+      onFailure: [{ kind: "webhook", url: `${receiver.url}/slack`, format: "slack", headers: {} }],
+      deliver: [],
+    });
     const first = await runEnds("error", slack);
     t = T0 + HOUR;
     const still = await runEnds("error", slack);

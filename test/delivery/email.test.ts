@@ -22,7 +22,14 @@ const message = completedMessage({
   result: "# Sales\n\n| region | total |\n|---|---|\n| north | 12 |\n\nAll good <script>alert(1)</script>",
 });
 
-const target = (extra: Partial<EmailTarget> = {}): EmailTarget => ({ kind: "email", to: ["ops@example.com"], cc: [], bcc: [], attach: [], ...extra });
+const target = (extra: Partial<EmailTarget> = {}): EmailTarget => ({
+  kind: "email",
+  to: ["ops@example.com"],
+  cc: [],
+  bcc: [],
+  attach: [],
+  ...extra,
+});
 
 let dir: string;
 let workspace: string;
@@ -44,14 +51,19 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const smtpFor = (port: number, extra: Partial<SmtpConfig> = {}): SmtpConfig => ({ host: "127.0.0.1", port, secure: false, from: "countd <countd@example.com>", ...extra });
+const smtpFor = (port: number, extra: Partial<SmtpConfig> = {}): SmtpConfig => ({
+  host: "127.0.0.1",
+  port,
+  secure: false,
+  from: "countd <countd@example.com>",
+  ...extra,
+});
 
 async function smtpMailer(opts: Parameters<typeof startSmtpPeer>[0] = {}, smtp: Partial<SmtpConfig> = {}): Promise<Mailer> {
   peer = await startSmtpPeer(opts);
   mailer = createMailer({ smtp: smtpFor(peer.port, smtp), stateDir, timezone: "Asia/Shanghai" });
   return mailer;
 }
-
 
 describe("email over SMTP", () => {
   it("sends the answer as sanitised HTML with a text part, the rendered subject, headers, Message-ID and attachments", async () => {
@@ -60,7 +72,12 @@ describe("email over SMTP", () => {
     await writeFile(join(workspace, "reports", "notes.txt"), "not attached");
     const sender = await smtpMailer();
     const { info } = await sender.send(
-      target({ cc: ["lead@example.com"], bcc: ["audit@example.com"], subject: "Daily report {{date}} {{time}} ({{status}})", attach: ["reports/*.csv"] }),
+      target({
+        cc: ["lead@example.com"],
+        bcc: ["audit@example.com"],
+        subject: "Daily report {{date}} {{time}} ({{status}})",
+        attach: ["reports/*.csv"],
+      }),
       message,
       DELIVERY_ID,
       workspace,
@@ -96,7 +113,15 @@ describe("email over SMTP", () => {
 
   it("ends the mail with the run's tokens, cost and duration under footer: usage, in text and HTML; without it, no footer", async () => {
     const sender = await smtpMailer();
-    const used = { ...message, run: { ...message.run, usage: { inputTokens: 12_000, cachedInputTokens: 8_000, cacheWriteTokens: 0, outputTokens: 900 }, cost: 0.0042, durationMs: 83_000 } };
+    const used = {
+      ...message,
+      run: {
+        ...message.run,
+        usage: { inputTokens: 12_000, cachedInputTokens: 8_000, cacheWriteTokens: 0, outputTokens: 900 },
+        cost: 0.0042,
+        durationMs: 83_000,
+      },
+    };
     await sender.send(target({ footer: "usage" }), used, DELIVERY_ID, workspace);
     await sender.send(target(), used, `${DELIVERY_ID}-plain`, workspace);
     await sender.send(target({ footer: "usage" }), { ...used, run: { ...used.run, cost: null } }, `${DELIVERY_ID}-unpriced`, workspace);

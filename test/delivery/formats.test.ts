@@ -25,12 +25,24 @@ afterEach(async () => {
 });
 
 /** Sends through a real receiver and returns what it got. */
-async function deliver(format: WebhookFormat, opts: { secret?: string; result?: string; steps?: ReceiverStep[]; message?: DeliveryMessage } = {}) {
+async function deliver(
+  format: WebhookFormat,
+  opts: { secret?: string; result?: string; steps?: ReceiverStep[]; message?: DeliveryMessage } = {},
+) {
   peer = await startWebhookReceiver({ steps: opts.steps });
-  const target: WebhookTarget = { kind: "webhook", url: `${peer.url}?access_token=t0k3n`, format, headers: {}, ...(opts.secret ? { secret: opts.secret } : {}) };
+  const target: WebhookTarget = {
+    kind: "webhook",
+    url: `${peer.url}?access_token=t0k3n`,
+    format,
+    headers: {},
+    ...(opts.secret ? { secret: opts.secret } : {}),
+  };
   const sending = opts.message ?? message;
   const sent = await sendWebhook(target, { ...sending, result: opts.result ?? sending.result }, "delivery-1", { now: () => NOW });
-  return { sent, requests: peer.requests.map((r) => ({ url: new URL(r.url, "http://x"), body: JSON.parse(r.body) as Record<string, any> })) };
+  return {
+    sent,
+    requests: peer.requests.map((r) => ({ url: new URL(r.url, "http://x"), body: JSON.parse(r.body) as Record<string, any> })),
+  };
 }
 
 describe("chat formats: the body each service expects", () => {
@@ -226,7 +238,9 @@ describe("chat formats: each service gets the markup it renders", () => {
     for (const format of ["discord", "feishu"] as const) {
       peer = await startWebhookReceiver();
       const target: WebhookTarget = { kind: "webhook", url: peer.url, format, headers: {} };
-      await sendWebhook(target, { ...message, kind: "run.failed", result: "", error: "exit 2: ``` broke" }, "delivery-1", { now: () => NOW });
+      await sendWebhook(target, { ...message, kind: "run.failed", result: "", error: "exit 2: ``` broke" }, "delivery-1", {
+        now: () => NOW,
+      });
       const body = JSON.parse(peer.requests[0]!.body) as Record<string, any>;
       const text: string = format === "discord" ? body.content : body.card.elements[0].content;
       expect(text, format).toContain("````\nexit 2: ``` broke\n````");
@@ -237,7 +251,11 @@ describe("chat formats: each service gets the markup it renders", () => {
 });
 
 describe("chat formats: refusals the services report with HTTP 200", () => {
-  const answer = (body: unknown): ReceiverStep => ({ status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const answer = (body: unknown): ReceiverStep => ({
+    status: 200,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
 
   it("a bad signature or missing keyword is permanent", async () => {
     for (const [format, body] of [

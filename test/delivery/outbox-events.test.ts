@@ -28,7 +28,12 @@ const DAY = 24 * 3_600 * SECOND;
 const WORKSPACE = "/srv/countd/workspace";
 const START = "2026-03-02T08:00:00.000Z";
 
-const message = completedMessage({ job: "daily-report", runId: "20260302T080000Z-ab12", startedAt: "2026-03-02T07:59:00.000Z", result: "All 3 shipped." });
+const message = completedMessage({
+  job: "daily-report",
+  runId: "20260302T080000Z-ab12",
+  startedAt: "2026-03-02T07:59:00.000Z",
+  result: "All 3 shipped.",
+});
 const RUN_KEY = `daily-report.${message.run.id}`;
 
 const mailTo: EmailTarget = { kind: "email", to: ["ops@example.com"], cc: [], bcc: [], attach: [] };

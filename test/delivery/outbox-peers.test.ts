@@ -24,10 +24,22 @@ const env = { HOOK_SECRET: SECRET };
 const DAY = 24 * 3_600_000;
 const WORKSPACE = "/srv/countd/workspace";
 
-const message = completedMessage({ job: "daily-report", runId: "20260302T080000Z-ab12", startedAt: "2026-03-02T07:59:00.000Z", result: "# Orders\n\nAll 3 shipped." });
+const message = completedMessage({
+  job: "daily-report",
+  runId: "20260302T080000Z-ab12",
+  startedAt: "2026-03-02T07:59:00.000Z",
+  result: "# Orders\n\nAll 3 shipped.",
+});
 const RUN_KEY = `daily-report.${message.run.id}`;
 
-const mailTo: EmailTarget = { kind: "email", to: ["ops@example.com"], cc: [], bcc: [], attach: [], subject: "Report {{job.name}} {{status}}" };
+const mailTo: EmailTarget = {
+  kind: "email",
+  to: ["ops@example.com"],
+  cc: [],
+  bcc: [],
+  attach: [],
+  subject: "Report {{job.name}} {{status}}",
+};
 const hookAt = (url: string): WebhookTarget => ({ kind: "webhook", url, secret: "${HOOK_SECRET}", format: "json", headers: {} });
 
 let dir: string;
@@ -55,7 +67,11 @@ const open = (send: SendFn) => Outbox.open({ stateDir: dir, send, now, random: (
 
 async function smtpOutbox(...steps: SmtpStep[]): Promise<Outbox> {
   smtp = await startSmtpPeer({ steps });
-  mailer = createMailer({ smtp: { host: "127.0.0.1", port: smtp.port, secure: false, from: "countd <countd@example.com>" }, stateDir: dir, timezone: "UTC" });
+  mailer = createMailer({
+    smtp: { host: "127.0.0.1", port: smtp.port, secure: false, from: "countd <countd@example.com>" },
+    stateDir: dir,
+    timezone: "UTC",
+  });
   return open(sendEntry(mailer, env));
 }
 
@@ -87,7 +103,9 @@ describe("the outbox mailing a real SMTP server", () => {
     const [id] = await outbox.enqueue(RUN_KEY, [mailTo], message, WORKSPACE);
 
     await outbox.runDue();
-    expect(outbox.list().pending).toEqual([expect.objectContaining({ id, attempts: 1, lastError: expect.stringContaining(`mail server 127.0.0.1:${smtp!.port}:`) })]);
+    expect(outbox.list().pending).toEqual([
+      expect.objectContaining({ id, attempts: 1, lastError: expect.stringContaining(`mail server 127.0.0.1:${smtp!.port}:`) }),
+    ]);
     await nextAttempt(outbox);
     expect(outbox.list().pending).toEqual([expect.objectContaining({ id, attempts: 2 })]);
     await nextAttempt(outbox);
@@ -129,7 +147,13 @@ describe("the outbox mailing a real SMTP server", () => {
 
     expect(outbox.list()).toEqual({
       pending: [],
-      dead: [expect.objectContaining({ id, attempts: 1, lastError: expect.stringMatching(/^mail server 127\.0\.0\.1:\d+: .*550.*Mailbox unavailable/) })],
+      dead: [
+        expect.objectContaining({
+          id,
+          attempts: 1,
+          lastError: expect.stringMatching(/^mail server 127\.0\.0\.1:\d+: .*550.*Mailbox unavailable/),
+        }),
+      ],
     });
     expect(smtp!.attempts).toEqual([550]);
     expect(smtp!.received).toEqual([]);
@@ -159,7 +183,12 @@ describe("the outbox posting to a real webhook receiver", () => {
       [200, true, id],
     ]);
     expect(receiver!.acknowledgedIds()).toEqual([id]);
-    expect(JSON.parse(receiver!.requests[2]!.body)).toEqual({ type: "run.completed", job: message.job, run: message.run, result: message.result });
+    expect(JSON.parse(receiver!.requests[2]!.body)).toEqual({
+      type: "run.completed",
+      job: message.job,
+      run: message.run,
+      result: message.result,
+    });
   });
 
   it("marks a delivery answered 400 dead with the receiver's reason, after one request", async () => {
@@ -185,7 +214,9 @@ describe("the outbox posting to a real webhook receiver", () => {
     await outbox.runDue();
 
     expect(outbox.disabledTargets()).toEqual([targetKey(gone)]);
-    expect(outbox.list().dead).toEqual([expect.objectContaining({ id: goneId, lastError: expect.stringContaining(`${origin()} answered HTTP 410`) })]);
+    expect(outbox.list().dead).toEqual([
+      expect.objectContaining({ id: goneId, lastError: expect.stringContaining(`${origin()} answered HTTP 410`) }),
+    ]);
 
     t += 60_000;
     const [laterId, otherId] = await outbox.enqueue("daily-report.20260302T080100Z-cd34", [gone, other], message, WORKSPACE);
@@ -193,7 +224,9 @@ describe("the outbox posting to a real webhook receiver", () => {
     t += 2 * DAY;
     await outbox.runDue();
 
-    expect(outbox.list().dead).toContainEqual(expect.objectContaining({ id: laterId, attempts: 0, lastError: "target disabled after HTTP 410" }));
+    expect(outbox.list().dead).toContainEqual(
+      expect.objectContaining({ id: laterId, attempts: 0, lastError: "target disabled after HTTP 410" }),
+    );
     expect(outbox.deliveredAt(otherId!)).toBeDefined();
     expect(receiver!.requests.map((r) => [r.url, r.status, r.headers["webhook-id"]])).toEqual([
       ["/hook", 410, goneId],
@@ -263,7 +296,9 @@ describe("the outbox posting to a real webhook receiver", () => {
     const [id] = await outbox.enqueue(RUN_KEY, [hookAt(receiver.url)], message, WORKSPACE);
 
     await outbox.runDue();
-    expect(outbox.list().pending).toEqual([expect.objectContaining({ id, attempts: 1, lastError: `no answer from ${origin()} within 300 ms` })]);
+    expect(outbox.list().pending).toEqual([
+      expect.objectContaining({ id, attempts: 1, lastError: `no answer from ${origin()} within 300 ms` }),
+    ]);
     await nextAttempt(outbox);
 
     expect(outbox.deliveredAt(id!)).toBeDefined();

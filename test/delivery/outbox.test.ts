@@ -22,10 +22,21 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
-const hook = (host = "hooks.example.com"): WebhookTarget => ({ kind: "webhook", url: `https://${host}/countd`, format: "json", headers: {} });
+const hook = (host = "hooks.example.com"): WebhookTarget => ({
+  kind: "webhook",
+  url: `https://${host}/countd`,
+  format: "json",
+  headers: {},
+});
 const mail: DeliveryTarget = { kind: "email", to: ["ops@example.com"], cc: [], bcc: [], attach: [] };
 
-const message = completedMessage({ job: "daily-report", runId: "run-1", startedAt: "2026-03-02T07:59:00.000Z", result: "All green.", usage: emptyUsage() });
+const message = completedMessage({
+  job: "daily-report",
+  runId: "run-1",
+  startedAt: "2026-03-02T07:59:00.000Z",
+  result: "All green.",
+  usage: emptyUsage(),
+});
 
 const httpError = (status: number, opts: { retryAfterMs?: number } = {}) =>
   new DeliveryError(`https://hooks.example.com answered HTTP ${status}`, {
@@ -135,7 +146,12 @@ describe("Outbox", () => {
 
     await outbox.runDue();
     expect(outbox.list().pending).toEqual([
-      expect.objectContaining({ id, attempts: 1, lastError: "https://hooks.example.com answered HTTP 500", nextAttemptAt: clock.at(30 * SECOND) }),
+      expect.objectContaining({
+        id,
+        attempts: 1,
+        lastError: "https://hooks.example.com answered HTTP 500",
+        nextAttemptAt: clock.at(30 * SECOND),
+      }),
     ]);
     clock.advance(30 * SECOND - 1);
     await outbox.runDue();
@@ -230,7 +246,9 @@ describe("Outbox", () => {
     const [later] = await outbox.enqueue("run-2", [gone], message, "/ws");
     clock.advance(DAY);
     await outbox.runDue();
-    expect(outbox.list().dead).toContainEqual(expect.objectContaining({ id: later, attempts: 0, lastError: "target disabled after HTTP 410" }));
+    expect(outbox.list().dead).toContainEqual(
+      expect.objectContaining({ id: later, attempts: 0, lastError: "target disabled after HTTP 410" }),
+    );
     expect(calls.sort()).toEqual([waiting!, goneId!, otherId!].sort());
     expect(logs).toContainEqual({
       level: "warn",
@@ -290,7 +308,9 @@ describe("Outbox", () => {
     // A retry gives it a fresh 24 h: one more failure keeps it pending.
     expect(await outbox.retry(id!)).toBe(1);
     await outbox.runDue();
-    expect(outbox.list().pending).toEqual([expect.objectContaining({ id, attempts: 1, nextAttemptAt: new Date(clock.now().getTime() + 30 * SECOND).toISOString() })]);
+    expect(outbox.list().pending).toEqual([
+      expect.objectContaining({ id, attempts: 1, nextAttemptAt: new Date(clock.now().getTime() + 30 * SECOND).toISOString() }),
+    ]);
   });
 
   it("resumes pending deliveries after a restart, with the same id", async () => {
@@ -303,7 +323,9 @@ describe("Outbox", () => {
     clock.advance(30 * SECOND);
     const second = scripted();
     const after = await open(second.send);
-    expect(after.list().pending).toEqual([expect.objectContaining({ id, attempts: 1, lastError: "https://hooks.example.com answered HTTP 500" })]);
+    expect(after.list().pending).toEqual([
+      expect.objectContaining({ id, attempts: 1, lastError: "https://hooks.example.com answered HTTP 500" }),
+    ]);
     after.start();
     await after.stop();
     expect(second.calls).toEqual([id]);
@@ -321,7 +343,9 @@ describe("Outbox", () => {
     const after = await open(second.send);
     expect(await after.enqueue("run-1", [hook()], message, "/ws")).toEqual([id]);
     await after.runDue();
-    await expect(after.retry(id!)).rejects.toThrow(`delivery ${id} was acknowledged at ${clock.at(0)}; a delivered message is not sent again`);
+    await expect(after.retry(id!)).rejects.toThrow(
+      `delivery ${id} was acknowledged at ${clock.at(0)}; a delivered message is not sent again`,
+    );
     expect(first.calls).toEqual([id]);
     expect(second.calls).toEqual([]);
     expect(after.list()).toEqual({ pending: [], dead: [] });
@@ -412,7 +436,12 @@ describe("Outbox", () => {
     await outbox.enqueue("run-7", [hook()], message, "/ws");
 
     const reopened = await open(scripted().send);
-    expect(reopened.list().pending.map((e) => e.id).sort()).toEqual(ids.flat().sort());
+    expect(
+      reopened
+        .list()
+        .pending.map((e) => e.id)
+        .sort(),
+    ).toEqual(ids.flat().sort());
     expect(reopened.list().pending).toHaveLength(100);
   });
 

@@ -12,7 +12,7 @@ const failed: DeliveryMessage = {
     startedAt: "2026-03-01T09:00:00.000Z",
     finishedAt: "2026-03-01T09:10:00.000Z",
     durationMs: 600_000,
-    usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 , cacheWriteTokens: 0},
+    usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0, cacheWriteTokens: 0 },
     cost: 0.0001,
   },
   result: "Partial answer.",
@@ -84,13 +84,20 @@ describe("messageMarkdown", () => {
 });
 
 describe("renderTemplate", () => {
-  const vars = { job: "daily-report", runId: "20260301T233000Z-ab12", status: "ok", clock: { at: new Date("2026-03-01T23:30:00Z"), timeZone: "Asia/Shanghai" } };
+  const vars = {
+    job: "daily-report",
+    runId: "20260301T233000Z-ab12",
+    status: "ok",
+    clock: { at: new Date("2026-03-01T23:30:00Z"), timeZone: "Asia/Shanghai" },
+  };
 
   it("fills every placeholder, with date and time in the given time zone", () => {
     expect(renderTemplate("{{job.name}} {{ date }} {{time}} {{status}} {{run.id}}", vars)).toBe(
       "daily-report 2026-03-02 07:30 ok 20260301T233000Z-ab12",
     );
-    expect(renderTemplate("{{date}} {{time}}", { ...vars, clock: { ...vars.clock, timeZone: "America/New_York" } })).toBe("2026-03-01 18:30");
+    expect(renderTemplate("{{date}} {{time}}", { ...vars, clock: { ...vars.clock, timeZone: "America/New_York" } })).toBe(
+      "2026-03-01 18:30",
+    );
   });
 
   it("leaves unknown placeholders alone and never expands a value a second time", () => {

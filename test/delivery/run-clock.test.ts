@@ -11,7 +11,8 @@ import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
 const JOB_ZONE = "Pacific/Kiritimati";
 const DAEMON_ZONE = "Pacific/Pago_Pago";
 
-const dayIn = (at: string, timeZone: string) => new Intl.DateTimeFormat("en-CA", { timeZone, year: "numeric", month: "2-digit", day: "2-digit" }).format(new Date(at));
+const dayIn = (at: string, timeZone: string) =>
+  new Intl.DateTimeFormat("en-CA", { timeZone, year: "numeric", month: "2-digit", day: "2-digit" }).format(new Date(at));
 
 describe("a run's placeholders", { timeout: 90_000 }, () => {
   const mock = useAimock();
@@ -29,12 +30,24 @@ describe("a run's placeholders", { timeout: 90_000 }, () => {
     const dir = await mkdtemp(join(tmpdir(), "countd-run-clock-"));
     await writeFile(
       join(dir, "countd.yaml"),
-      [`timezone: ${DAEMON_ZONE}`, "tools:\n  exec:\n    sandbox: none", 'console: { listen: "127.0.0.1:0" }', `smtp:\n  host: 127.0.0.1\n  port: ${smtp.port}\n  from: "countd <countd@example.com>"`, ""].join("\n"),
+      [
+        `timezone: ${DAEMON_ZONE}`,
+        "tools:\n  exec:\n    sandbox: none",
+        'console: { listen: "127.0.0.1:0" }',
+        `smtp:\n  host: 127.0.0.1\n  port: ${smtp.port}\n  from: "countd <countd@example.com>"`,
+        "",
+      ].join("\n"),
     );
     await mkdir(join(dir, "jobs"));
     await writeFile(
       join(dir, "jobs", "daily.yaml"),
-      [`timezone: ${JOB_ZONE}`, "prompt: Report for {{date}} {{time}}.", "deliver:", '  - email: { to: [me@example.com], subject: "Daily {{date}} {{time}}" }', ""].join("\n"),
+      [
+        `timezone: ${JOB_ZONE}`,
+        "prompt: Report for {{date}} {{time}}.",
+        "deliver:",
+        '  - email: { to: [me@example.com], subject: "Daily {{date}} {{time}}" }',
+        "",
+      ].join("\n"),
     );
     const env = { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-run-clock-test" };
     daemon = await startDaemon(dir, env);

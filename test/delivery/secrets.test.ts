@@ -16,7 +16,13 @@ import { completedMessage } from "../support/delivery-message.js";
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const TOKEN = "tok-9f8e7d6c5b4a";
 
-const hook = (fields: Partial<WebhookTarget>): WebhookTarget => ({ kind: "webhook", url: "https://hooks.example.com/countd", format: "json", headers: {}, ...fields });
+const hook = (fields: Partial<WebhookTarget>): WebhookTarget => ({
+  kind: "webhook",
+  url: "https://hooks.example.com/countd",
+  format: "json",
+  headers: {},
+  ...fields,
+});
 
 /** The error resolveTarget throws, checked to be one the outbox marks dead at once. */
 function refusal(target: DeliveryTarget, env: NodeJS.ProcessEnv): DeliveryError {
@@ -39,11 +45,21 @@ describe("resolveTarget", () => {
     });
     const env = { HOOK_PATH: "countd", COUNTD_WEBHOOK_SECRET: SECRET, API_TOKEN: TOKEN };
     expect(resolveTarget(written, env)).toEqual(
-      hook({ url: "https://hooks.example.com/countd?team=ops", secret: SECRET, headers: { Authorization: `Bearer ${TOKEN}`, "X-Team": "ops" } }),
+      hook({
+        url: "https://hooks.example.com/countd?team=ops",
+        secret: SECRET,
+        headers: { Authorization: `Bearer ${TOKEN}`, "X-Team": "ops" },
+      }),
     );
     expect(written.secret).toBe("${COUNTD_WEBHOOK_SECRET}");
 
-    const mail: DeliveryTarget = { kind: "email", to: ["${OPS_EMAIL}"], cc: ["lead@example.com"], bcc: ["${AUDIT_EMAIL:-audit@example.com}"], attach: [] };
+    const mail: DeliveryTarget = {
+      kind: "email",
+      to: ["${OPS_EMAIL}"],
+      cc: ["lead@example.com"],
+      bcc: ["${AUDIT_EMAIL:-audit@example.com}"],
+      attach: [],
+    };
     expect(resolveTarget(mail, { OPS_EMAIL: "ops@example.com" })).toEqual({ ...mail, to: ["ops@example.com"], bcc: ["audit@example.com"] });
   });
 
@@ -62,7 +78,10 @@ describe("resolveTarget", () => {
 
   it("refuses for good a value of the wrong form once filled in, without showing it", () => {
     const leaked = "not-a-standard-webhooks-secret";
-    const error = refusal(hook({ secret: "${COUNTD_WEBHOOK_SECRET}", url: "${HOOK_URL}" }), { COUNTD_WEBHOOK_SECRET: leaked, HOOK_URL: "ftp://files.example.com/x" });
+    const error = refusal(hook({ secret: "${COUNTD_WEBHOOK_SECRET}", url: "${HOOK_URL}" }), {
+      COUNTD_WEBHOOK_SECRET: leaked,
+      HOOK_URL: "ftp://files.example.com/x",
+    });
     expect(error.reason).toBe(
       [
         'webhook.url: expected an http(s) URL like "https://hooks.example.com/countd" (filled in from HOOK_URL; the value is not shown here)',
@@ -76,7 +95,11 @@ describe("resolveTarget", () => {
 
 describe("unresolvedVariables", () => {
   it("lists each unset variable without a default once", () => {
-    const target = hook({ url: "https://${HOST}/${HOOK_PATH:-x}", secret: "${COUNTD_WEBHOOK_SECRET}", headers: { A: "${HOST}", B: "${EMPTY}" } });
+    const target = hook({
+      url: "https://${HOST}/${HOOK_PATH:-x}",
+      secret: "${COUNTD_WEBHOOK_SECRET}",
+      headers: { A: "${HOST}", B: "${EMPTY}" },
+    });
     expect(unresolvedVariables(target, { EMPTY: "" })).toEqual(["HOST", "COUNTD_WEBHOOK_SECRET"]);
     expect(unresolvedVariables(target, { HOST: "h.example.com", COUNTD_WEBHOOK_SECRET: SECRET, EMPTY: "" })).toEqual([]);
   });
@@ -113,7 +136,13 @@ describe("secrets in the outbox", () => {
         if (entry.target.kind === "webhook") await sendWebhook(resolveTarget(entry.target, env), entry.message, entry.id);
       },
     });
-    const message = completedMessage({ job: "daily-report", runId: "20260302T080000Z-1a2b", startedAt: "2026-03-02T08:00:00.000Z", result: "All green.", usage: emptyUsage() });
+    const message = completedMessage({
+      job: "daily-report",
+      runId: "20260302T080000Z-1a2b",
+      startedAt: "2026-03-02T08:00:00.000Z",
+      result: "All green.",
+      usage: emptyUsage(),
+    });
     const [id] = await outbox.enqueue("daily-report.20260302T080000Z-1a2b", targets, message, stateDir);
 
     const onDisk = await readFile(join(stateDir, "outbox.jsonl"), "utf8");

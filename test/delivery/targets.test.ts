@@ -33,7 +33,14 @@ describe("parseDeliveryTargets", () => {
       "deliver",
     );
     expect(targets).toEqual<DeliveryTarget[]>([
-      { kind: "email", to: ["ops@example.com"], cc: ["lead@example.com"], bcc: [], subject: "Daily report {{date}}", attach: ["reports/*.csv"] },
+      {
+        kind: "email",
+        to: ["ops@example.com"],
+        cc: ["lead@example.com"],
+        bcc: [],
+        subject: "Daily report {{date}}",
+        attach: ["reports/*.csv"],
+      },
       { kind: "webhook", url: "https://hooks.example.com/countd", secret: SECRET, format: "json", headers: { "X-Team": "ops" } },
       { kind: "email", to: ["root@localhost"], cc: [], bcc: [], attach: [] },
       { kind: "webhook", url: "http://127.0.0.1:8080/feishu", secret: "any-feishu-secret", format: "feishu", headers: {} },
@@ -128,7 +135,9 @@ describe("parseDeliveryTargets", () => {
     expect(parseDeliveryTargets(parse("- email: { to: [a@example.com], footer: usage }"), "deliver")).toEqual([
       { kind: "email", to: ["a@example.com"], cc: [], bcc: [], attach: [], footer: "usage" },
     ]);
-    expect(problems([{ email: { to: ["a@example.com"], footer: "tokens" } }])).toEqual(['deliver[0].email.footer: expected one of usage, got "tokens"']);
+    expect(problems([{ email: { to: ["a@example.com"], footer: "tokens" } }])).toEqual([
+      'deliver[0].email.footer: expected one of usage, got "tokens"',
+    ]);
   });
 
   it("accepts nothing but a list", () => {
@@ -138,7 +147,13 @@ describe("parseDeliveryTargets", () => {
 
 describe("targetKey", () => {
   const email: DeliveryTarget = { kind: "email", to: ["a@example.com", "b@example.com"], cc: [], bcc: [], attach: [] };
-  const hook: DeliveryTarget = { kind: "webhook", url: "https://hooks.example.com:8443/x?token=abc", secret: SECRET, format: "json", headers: { Authorization: "Bearer 1" } };
+  const hook: DeliveryTarget = {
+    kind: "webhook",
+    url: "https://hooks.example.com:8443/x?token=abc",
+    secret: SECRET,
+    format: "json",
+    headers: { Authorization: "Bearer 1" },
+  };
 
   it("is the same for the same target, whatever the recipients' order or the secret", () => {
     expect(targetKey({ ...email, to: ["b@example.com", "a@example.com"] })).toBe(targetKey(email));
@@ -161,7 +176,10 @@ describe("targetKey", () => {
   });
 
   it("of an email target without a footer is what it was before footers existed, so its queued deliveries keep their ids", () => {
-    const digest = createHash("sha256").update(JSON.stringify({ to: ["a@example.com", "b@example.com"], cc: [], bcc: [], attach: [] })).digest("hex").slice(0, 12);
+    const digest = createHash("sha256")
+      .update(JSON.stringify({ to: ["a@example.com", "b@example.com"], cc: [], bcc: [], attach: [] }))
+      .digest("hex")
+      .slice(0, 12);
     expect(targetKey(email)).toBe(`email-${digest}`);
   });
 
@@ -178,7 +196,9 @@ describe("describeTarget", () => {
   const fingerprint = (secret: string) => `[redacted:${createHash("sha256").update(secret).digest("hex").slice(0, 4)}]`;
 
   it("shows who receives it: a webhook's whole URL, its secrets redacted", () => {
-    expect(describeTarget({ kind: "email", to: ["a@example.com"], cc: ["b@example.com"], bcc: [], attach: [] })).toBe("email to a@example.com and 1 more");
+    expect(describeTarget({ kind: "email", to: ["a@example.com"], cc: ["b@example.com"], bcc: [], attach: [] })).toBe(
+      "email to a@example.com and 1 more",
+    );
     expect(hook("https://hooks.slack.com/services/T0/B0/SECRETPATH", "slack")).toBe(
       `slack webhook at https://hooks.slack.com/services/T0/B0/${fingerprint("SECRETPATH")}`,
     );
@@ -196,12 +216,17 @@ describe("describeTarget", () => {
     expect(hook("https://ops:hunter2@hooks.example.com/team-a/countd?region=eu&sig=x1")).toBe(
       `json webhook at https://ops:${fingerprint("hunter2")}@hooks.example.com/team-a/countd?region=eu&sig=${fingerprint("x1")}`,
     );
-    expect(hook("https://hooks.example.com/v1/a8f3c2e19b7d4f60/countd")).toBe(`json webhook at https://hooks.example.com/v1/${fingerprint("a8f3c2e19b7d4f60")}/countd`);
+    expect(hook("https://hooks.example.com/v1/a8f3c2e19b7d4f60/countd")).toBe(
+      `json webhook at https://hooks.example.com/v1/${fingerprint("a8f3c2e19b7d4f60")}/countd`,
+    );
   });
 
   it("tells two hooks on one host apart, by path or by the fingerprint of their token", () => {
     expect(hook("https://hooks.example.com/team-a")).not.toBe(hook("https://hooks.example.com/team-b"));
-    const [a, b] = ["https://open.feishu.cn/open-apis/bot/v2/hook/2bd5b2b8-aaaa", "https://open.feishu.cn/open-apis/bot/v2/hook/9c0e1f2a-bbbb"].map((url) => hook(url, "feishu"));
+    const [a, b] = [
+      "https://open.feishu.cn/open-apis/bot/v2/hook/2bd5b2b8-aaaa",
+      "https://open.feishu.cn/open-apis/bot/v2/hook/9c0e1f2a-bbbb",
+    ].map((url) => hook(url, "feishu"));
     expect(a).not.toBe(b);
     expect(`${a} ${b}`).not.toMatch(/2bd5b2b8|9c0e1f2a/);
   });

@@ -30,8 +30,14 @@ afterEach(async () => {
   receivers = [];
 });
 
-const target = (url: string, extra: Partial<WebhookTarget> = {}): WebhookTarget => ({ kind: "webhook", url, secret: SECRET, format: "json", headers: {}, ...extra });
-
+const target = (url: string, extra: Partial<WebhookTarget> = {}): WebhookTarget => ({
+  kind: "webhook",
+  url,
+  secret: SECRET,
+  format: "json",
+  headers: {},
+  ...extra,
+});
 
 describe("sendWebhook, json format", () => {
   it("POSTs the run as JSON signed per Standard Webhooks, which the receiver verifies", async () => {
@@ -175,7 +181,9 @@ describe("sendWebhook failures", () => {
 
 describe("sendWebhook: the answer's body is read only as far as an excerpt", () => {
   /** A real receiver that answers `status` with a body that never ends; counts what it managed to write. */
-  async function endlessAnswer(status: number): Promise<{ url: string; written: () => number; closed: Promise<void>; close: () => Promise<void> }> {
+  async function endlessAnswer(
+    status: number,
+  ): Promise<{ url: string; written: () => number; closed: Promise<void>; close: () => Promise<void> }> {
     let written = 0;
     let onClosed: () => void = () => {};
     const closed = new Promise<void>((resolve) => (onClosed = resolve));

@@ -135,13 +135,24 @@ describe("LLM chaos: 30 % of LLM requests fail", () => {
     const folder = join(dir, "logs");
     const files = (await readdir(folder)).filter((name) => /^audit-.*\.jsonl$/.test(name));
     const texts = await Promise.all(files.map((name) => readFile(join(folder, name), "utf8")));
-    return texts.flatMap((text) => text.split("\n").filter((line) => line !== "").map((line) => JSON.parse(line) as AuditLine));
+    return texts.flatMap((text) =>
+      text
+        .split("\n")
+        .filter((line) => line !== "")
+        .map((line) => JSON.parse(line) as AuditLine),
+    );
   }
 
   it(
     `every one of ${RUNS}+ runs ends ok or error, and its record, audit lines and delivery agree`,
     async () => {
-      const cut: Fixture = { match: { predicate: () => Math.random() < CUT_RATE }, response: reply, truncateAfterChunks: 3, chunkSize: 8, latency: 20 };
+      const cut: Fixture = {
+        match: { predicate: () => Math.random() < CUT_RATE },
+        response: reply,
+        truncateAfterChunks: 3,
+        chunkSize: 8,
+        latency: 20,
+      };
       mock.addFixture(cut);
       mock.addFixture({ match: { predicate: () => true }, response: reply, chunkSize: 8 });
       mock.setChaos(CHAOS);
@@ -201,19 +212,29 @@ describe("LLM chaos: 30 % of LLM requests fail", () => {
         expect(messages[0], context).toMatchObject({ status: run.status, iterations: run.iterations, toolCalls: run.toolCalls });
         expect(tools, context).toHaveLength(run.toolCalls);
         expect(llm, context).toHaveLength(run.iterations);
-        expect(llm.filter((line) => line.error !== undefined), context).toHaveLength(run.status === "error" ? 1 : 0);
-        expect(tools.every((line) => line.status === "ok"), context).toBe(true);
+        expect(
+          llm.filter((line) => line.error !== undefined),
+          context,
+        ).toHaveLength(run.status === "error" ? 1 : 0);
+        expect(
+          tools.every((line) => line.status === "ok"),
+          context,
+        ).toBe(true);
 
         if (run.status === "ok") {
           expect(run, context).toMatchObject({ iterations: 3, toolCalls: 2, resultExcerpt: ANSWER });
-          expect(tools.map((line) => line.tool), context).toEqual(["list_dir", "read_file"]);
+          expect(
+            tools.map((line) => line.tool),
+            context,
+          ).toEqual(["list_dir", "read_file"]);
           expect(tools[1]!.result, context).toContain("held at customs");
           expect(answersByRun.get(run.id), context).toEqual([
             expect.objectContaining({ type: "run.completed", job: run.job, run: described(run), result: ANSWER }),
           ]);
           // The first success after failures tells on_failure the job recovered; nothing else goes there.
           const recovered = failuresByRun.get(run.id);
-          if (recovered) expect(recovered, context).toEqual([expect.objectContaining({ type: "run.recovered", job: run.job, run: described(run) })]);
+          if (recovered)
+            expect(recovered, context).toEqual([expect.objectContaining({ type: "run.recovered", job: run.job, run: described(run) })]);
         } else {
           // What failed, and where: the fault as the provider saw it, and the endpoint.
           expect(run.error, context).toContain(`(openai at ${mock.url}/v1, model `);

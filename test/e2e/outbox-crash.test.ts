@@ -85,79 +85,104 @@ describe(`the outbox journal killed with SIGKILL ${KILLS} times during ${DELIVER
     return ids;
   }
 
-  it("loses nothing queued, and what it sends again it sends under the same id", async () => {
-    const key = targetKey(hookTarget(hooks.url));
-    const kills: Array<{ requests: number; recorded: Set<string> }> = [];
-    let torn = 0;
-    let queued = 0;
-    for (let kill = 1; kill <= KILLS; kill++) {
-      const life = sender(queued);
-      // The kill waits for a random number of requests rather than a random time: on a loaded
-      // machine a process can take longer than any fixed delay to start sending, and a kill that
-      // lands before the first send or after the last tests nothing.
-      const span = Math.floor(DELIVERIES / (KILLS + 1));
-      const due = hooks.requests.length + 20 + Math.floor(random() * span);
-      await Promise.race([hooks.waitFor(due), life.exited, new Promise((done) => setTimeout(done, 30_000))]);
-      life.kill();
-      await life.exited;
-      kills.push({ requests: hooks.requests.length, recorded: await recorded() });
-      queued = Math.max(queued, ...[...life.output().matchAll(/^queued (\d+)$/gm)].map((m) => Number(m[1])));
-      if (random() < 0.5) {
-        // Half of an acknowledgement of a delivery still pending: dropped on open, so it is sent (again) with its id.
-        const pending = Array.from({ length: DELIVERIES }, (_, i) => `crash.run-${i}.${key}`).find((id) => !kills.at(-1)!.recorded.has(id));
-        if (pending) {
-          await appendFile(join(dir, OUTBOX_FILE), JSON.stringify({ op: "delivered", id: pending, at: new Date().toISOString() }).slice(0, 40));
-          torn++;
+  it(
+    "loses nothing queued, and what it sends again it sends under the same id",
+    async () => {
+      const key = targetKey(hookTarget(hooks.url));
+      const kills: Array<{ requests: number; recorded: Set<string> }> = [];
+      let torn = 0;
+      let queued = 0;
+      for (let kill = 1; kill <= KILLS; kill++) {
+        const life = sender(queued);
+        // The kill waits for a random number of requests rather than a random time: on a loaded
+        // machine a process can take longer than any fixed delay to start sending, and a kill that
+        // lands before the first send or after the last tests nothing.
+        const span = Math.floor(DELIVERIES / (KILLS + 1));
+        const due = hooks.requests.length + 20 + Math.floor(random() * span);
+        await Promise.race([hooks.waitFor(due), life.exited, new Promise((done) => setTimeout(done, 30_000))]);
+        life.kill();
+        await life.exited;
+        kills.push({ requests: hooks.requests.length, recorded: await recorded() });
+        queued = Math.max(queued, ...[...life.output().matchAll(/^queued (\d+)$/gm)].map((m) => Number(m[1])));
+        if (random() < 0.5) {
+          // Half of an acknowledgement of a delivery still pending: dropped on open, so it is sent (again) with its id.
+          const pending = Array.from({ length: DELIVERIES }, (_, i) => `crash.run-${i}.${key}`).find(
+            (id) => !kills.at(-1)!.recorded.has(id),
+          );
+          if (pending) {
+            await appendFile(
+              join(dir, OUTBOX_FILE),
+              JSON.stringify({ op: "delivered", id: pending, at: new Date().toISOString() }).slice(0, 40),
+            );
+            torn++;
+          }
         }
       }
-    }
-    const last = sender(queued);
-    expect(await last.exited, last.output()).toBe(0);
-    expect(JSON.parse(last.output().trim().split("\n").at(-1)!)).toEqual({ delivered: DELIVERIES });
+      const last = sender(queued);
+      expect(await last.exited, last.output()).toBe(0);
+      expect(JSON.parse(last.output().trim().split("\n").at(-1)!)).toEqual({ delivered: DELIVERIES });
 
-    const arrivals = hooks.requests.map((request, index) => {
-      expect(request.verified, `webhook signature (seed ${SEED})`).toBe(true);
-      const body = JSON.parse(request.body) as { run: { id: string } };
-      return { index, id: String(request.headers["webhook-id"]), expected: `crash.${body.run.id}.${key}`, acknowledged: request.status === 200 };
-    });
-    expect(arrivals.filter((a) => a.id !== a.expected), `sent under another id (seed ${SEED})`).toEqual([]);
-    const taken = new Set(arrivals.filter((a) => a.acknowledged).map((a) => a.id));
-    const lost = Array.from({ length: DELIVERIES }, (_, i) => `crash.run-${i}.${key}`).filter((id) => !taken.has(id));
-    expect(lost, `queued and never acknowledged (seed ${SEED})`).toEqual([]);
+      const arrivals = hooks.requests.map((request, index) => {
+        expect(request.verified, `webhook signature (seed ${SEED})`).toBe(true);
+        const body = JSON.parse(request.body) as { run: { id: string } };
+        return {
+          index,
+          id: String(request.headers["webhook-id"]),
+          expected: `crash.${body.run.id}.${key}`,
+          acknowledged: request.status === 200,
+        };
+      });
+      expect(
+        arrivals.filter((a) => a.id !== a.expected),
+        `sent under another id (seed ${SEED})`,
+      ).toEqual([]);
+      const taken = new Set(arrivals.filter((a) => a.acknowledged).map((a) => a.id));
+      const lost = Array.from({ length: DELIVERIES }, (_, i) => `crash.run-${i}.${key}`).filter((id) => !taken.has(id));
+      expect(lost, `queued and never acknowledged (seed ${SEED})`).toEqual([]);
 
-    const lifeOf = (index: number) => kills.filter((kill) => kill.requests <= index).length;
-    kills.forEach((kill, k) => {
-      const resent = arrivals.filter((a) => lifeOf(a.index) > k && kill.recorded.has(a.id)).map((a) => a.id);
-      expect(resent, `sent again after kill ${k + 1} had recorded it as acknowledged (seed ${SEED})`).toEqual([]);
-    });
-    const acknowledged = arrivals.filter((a) => a.acknowledged);
-    const seen = new Map<string, number>();
-    const twiceInOneLife = acknowledged.filter((a) => {
-      const life = lifeOf(a.index);
-      const before = seen.get(`${life}:${a.id}`);
-      seen.set(`${life}:${a.id}`, a.index);
-      return before !== undefined;
-    });
-    expect(twiceInOneLife.map((a) => a.id), `acknowledged twice by one process (seed ${SEED})`).toEqual([]);
-    // The at-least-once window: acknowledged by the receiver, and the kill came before countd synced that.
-    kills.forEach((kill, k) => {
-      const unrecorded = new Set(acknowledged.filter((a) => lifeOf(a.index) === k && !kill.recorded.has(a.id)).map((a) => a.id));
-      expect(unrecorded.size, `acknowledged in life ${k + 1} and not recorded at its kill (seed ${SEED})`).toBeLessThanOrEqual(CONCURRENCY);
-    });
+      const lifeOf = (index: number) => kills.filter((kill) => kill.requests <= index).length;
+      kills.forEach((kill, k) => {
+        const resent = arrivals.filter((a) => lifeOf(a.index) > k && kill.recorded.has(a.id)).map((a) => a.id);
+        expect(resent, `sent again after kill ${k + 1} had recorded it as acknowledged (seed ${SEED})`).toEqual([]);
+      });
+      const acknowledged = arrivals.filter((a) => a.acknowledged);
+      const seen = new Map<string, number>();
+      const twiceInOneLife = acknowledged.filter((a) => {
+        const life = lifeOf(a.index);
+        const before = seen.get(`${life}:${a.id}`);
+        seen.set(`${life}:${a.id}`, a.index);
+        return before !== undefined;
+      });
+      expect(
+        twiceInOneLife.map((a) => a.id),
+        `acknowledged twice by one process (seed ${SEED})`,
+      ).toEqual([]);
+      // The at-least-once window: acknowledged by the receiver, and the kill came before countd synced that.
+      kills.forEach((kill, k) => {
+        const unrecorded = new Set(acknowledged.filter((a) => lifeOf(a.index) === k && !kill.recorded.has(a.id)).map((a) => a.id));
+        expect(unrecorded.size, `acknowledged in life ${k + 1} and not recorded at its kill (seed ${SEED})`).toBeLessThanOrEqual(
+          CONCURRENCY,
+        );
+      });
 
-    const figures = {
-      seed: SEED,
-      deliveries: DELIVERIES,
-      kills: KILLS,
-      tornRecords: torn,
-      queuedBeforeLastLife: queued,
-      requests: arrivals.length,
-      acknowledged: acknowledged.length,
-      lost: lost.length,
-      resentSameId: arrivals.length - new Set(arrivals.map((a) => a.id)).size,
-      concurrency: CONCURRENCY,
-    };
-    console.log(`outbox journal crash: ${JSON.stringify(figures)}`);
-    expect(kills.some((kill) => kill.recorded.size > 0 && kill.recorded.size < DELIVERIES), "a kill came mid-way through the deliveries").toBe(true);
-  }, FULL ? 600_000 : 120_000);
+      const figures = {
+        seed: SEED,
+        deliveries: DELIVERIES,
+        kills: KILLS,
+        tornRecords: torn,
+        queuedBeforeLastLife: queued,
+        requests: arrivals.length,
+        acknowledged: acknowledged.length,
+        lost: lost.length,
+        resentSameId: arrivals.length - new Set(arrivals.map((a) => a.id)).size,
+        concurrency: CONCURRENCY,
+      };
+      console.log(`outbox journal crash: ${JSON.stringify(figures)}`);
+      expect(
+        kills.some((kill) => kill.recorded.size > 0 && kill.recorded.size < DELIVERIES),
+        "a kill came mid-way through the deliveries",
+      ).toBe(true);
+    },
+    FULL ? 600_000 : 120_000,
+  );
 });

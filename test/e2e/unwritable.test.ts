@@ -54,7 +54,14 @@ function startedInLog(output: string, since: number): string[] {
 
 /** setpriv can run the CLI as `nobody` here (it exists, and nobody can read the repository). */
 function canRunAsNobody(): boolean {
-  const probe = spawnSync("setpriv", [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", process.execPath, "-e", `require("fs").accessSync(${JSON.stringify(BIN)})`]);
+  const probe = spawnSync("setpriv", [
+    `--reuid=${NOBODY}`,
+    `--regid=${NOBODY}`,
+    "--clear-groups",
+    process.execPath,
+    "-e",
+    `require("fs").accessSync(${JSON.stringify(BIN)})`,
+  ]);
   return process.getuid?.() === 0 && probe.status === 0;
 }
 
@@ -90,7 +97,8 @@ describe("scenario 4: unwritable state and logs directories", () => {
     for (let i = 0; i < JOBS; i++) await writeFile(join(dir, "jobs", `tick-${i}.yaml`), 'schedule: "* * * * * *"\nprompt: tick\n');
   }
 
-  const okRuns = async (since = 0) => (await allRuns(join(dir, "state"))).filter((r) => r.status === "ok" && Date.parse(r.startedAt) > since);
+  const okRuns = async (since = 0) =>
+    (await allRuns(join(dir, "state"))).filter((r) => r.status === "ok" && Date.parse(r.startedAt) > since);
 
   async function auditLines(): Promise<string[]> {
     const files = (await readdir(join(dir, "logs")).catch(() => [] as string[])).filter((name) => name.startsWith("audit-"));
@@ -112,18 +120,21 @@ describe("scenario 4: unwritable state and logs directories", () => {
     await expectRefusedStart(start(), place, /^countd: the \w+ directory \S+ is not a directory/);
   });
 
-  it.skipIf(!canRunAsNobody()).each(["state", "logs"])("refuses to start when the %s directory is read-only for its user", async (place) => {
-    // nobody may enter the test folder and read the job files, but not write in `place`.
-    await chmod(dir, 0o755);
-    await mkdir(join(dir, place));
-    for (const other of ["state", "logs", "workspace"].filter((name) => name !== place)) {
-      await mkdir(join(dir, other), { recursive: true });
-      await chmod(join(dir, other), 0o777);
-    }
-    await chmod(join(dir, place), 0o555);
-    const daemon = spawnDaemonAsNobody();
-    await expectRefusedStart(daemon, place, /^countd: the \w+ directory \S+ is not writable: EACCES/);
-  });
+  it.skipIf(!canRunAsNobody()).each(["state", "logs"])(
+    "refuses to start when the %s directory is read-only for its user",
+    async (place) => {
+      // nobody may enter the test folder and read the job files, but not write in `place`.
+      await chmod(dir, 0o755);
+      await mkdir(join(dir, place));
+      for (const other of ["state", "logs", "workspace"].filter((name) => name !== place)) {
+        await mkdir(join(dir, other), { recursive: true });
+        await chmod(join(dir, other), 0o777);
+      }
+      await chmod(join(dir, place), 0o555);
+      const daemon = spawnDaemonAsNobody();
+      await expectRefusedStart(daemon, place, /^countd: the \w+ directory \S+ is not writable: EACCES/);
+    },
+  );
 
   /** `countd start` as `nobody`, as spawnDaemon would start it. */
   function spawnDaemonAsNobody(): DaemonProcess {
@@ -139,81 +150,99 @@ describe("scenario 4: unwritable state and logs directories", () => {
     return daemon;
   }
 
-  it("recreates the state and logs directories removed while jobs fire, and records every run started after", async () => {
-    await writeTickers();
-    const daemon = start();
-    let removedAt = 0;
-    for (let round = 0; round < ROUNDS; round++) {
+  it(
+    "recreates the state and logs directories removed while jobs fire, and records every run started after",
+    async () => {
+      await writeTickers();
+      const daemon = start();
+      let removedAt = 0;
+      for (let round = 0; round < ROUNDS; round++) {
+        await vi.waitFor(async () => expect((await okRuns()).length).toBeGreaterThanOrEqual(RUNS_PER_STEP), SLOW);
+        await rm(join(dir, "state"), { recursive: true, force: true, maxRetries: 5 });
+        await rm(join(dir, "logs"), { recursive: true, force: true, maxRetries: 5 });
+        const removed = (removedAt = Date.now());
+        await vi.waitFor(async () => expect((await okRuns(removed)).length).toBeGreaterThanOrEqual(RUNS_PER_STEP), SLOW);
+        // Audit lines resume in the recreated folder.
+        await vi.waitFor(async () => expect((await auditLines()).some((line) => line.includes('"kind":"message"'))).toBe(true), SLOW);
+        // Every run started after the removal is recorded, as it ended.
+        const since = removed;
+        await vi.waitFor(async () => {
+          const runs = new Map((await allRuns(join(dir, "state"))).map((r) => [r.id, r]));
+          const finished = finishedInLog(daemon.output(), since);
+          for (const id of startedInLog(daemon.output(), since).filter((started) => finished.has(started))) {
+            expect(runs.get(id)?.status, `run ${id}`).toBe(finished.get(id));
+          }
+        }, SLOW);
+      }
+      // The job state is written again too: each job's last fired slot is later than the removal.
+      const { jobs } = JSON.parse(await readFile(join(dir, "state", "state.json"), "utf8")) as {
+        jobs: Record<string, { lastScheduledAt: string }>;
+      };
+      expect(Object.keys(jobs)).toHaveLength(JOBS);
+      for (const job of Object.values(jobs)) expect(Date.parse(job.lastScheduledAt)).toBeGreaterThan(removedAt);
+      daemon.child.kill("SIGTERM");
+      expect(await daemon.exited).toBe(0);
+      expect((await allRuns(join(dir, "state"))).filter((r) => r.status === "running")).toEqual([]);
+    },
+    TEST_TIMEOUT,
+  );
+
+  it(
+    "logs the failure while the state directory cannot be written, and saves the held runs once it can",
+    async () => {
+      await writeTickers();
+      const daemon = start();
+      const state = join(dir, "state");
+      for (let round = 0; round < ROUNDS; round++) {
+        await vi.waitFor(async () => expect((await okRuns()).length).toBeGreaterThanOrEqual(RUNS_PER_STEP * (round + 1)), SLOW);
+        // The folder moves aside and a file takes its place: no write under state/ can succeed.
+        await rename(state, `${state}.aside`);
+        await writeFile(state, "not a folder\n");
+        const broken = Date.now();
+        await vi.waitFor(() => expect(finishedInLog(daemon.output(), broken).size).toBeGreaterThanOrEqual(RUNS_PER_STEP), SLOW);
+        expect(logLines(daemon.output())).toContainEqual(
+          expect.objectContaining({
+            msg: "could not save a run record; kept, saved again later",
+            runId: expect.any(String),
+            error: expect.any(String),
+          }),
+        );
+        await rm(state);
+        await rename(`${state}.aside`, state);
+        await vi.waitFor(() => expect(daemon.output().split("could not be saved before").length).toBeGreaterThan(round + 1), SLOW);
+      }
+      daemon.child.kill("SIGTERM");
+      expect(await daemon.exited).toBe(0);
+      // Every run the daemon finished, before, during and after the outages, is on disk as it ended.
+      const runs = new Map<string, RunRecord>((await allRuns(state)).map((r) => [r.id, r]));
+      const finished = finishedInLog(daemon.output());
+      expect(finished.size).toBeGreaterThanOrEqual(RUNS_PER_STEP * 2 * ROUNDS);
+      for (const [id, status] of finished) expect(runs.get(id)?.status, `run ${id}`).toBe(status);
+      expect([...runs.values()].filter((r) => r.status === "running")).toEqual([]);
+    },
+    TEST_TIMEOUT,
+  );
+
+  it(
+    "reports lost audit lines while the logs directory cannot be written, and keeps running and recording runs",
+    async () => {
+      await writeTickers();
+      const daemon = start();
       await vi.waitFor(async () => expect((await okRuns()).length).toBeGreaterThanOrEqual(RUNS_PER_STEP), SLOW);
-      await rm(join(dir, "state"), { recursive: true, force: true, maxRetries: 5 });
       await rm(join(dir, "logs"), { recursive: true, force: true, maxRetries: 5 });
-      const removed = (removedAt = Date.now());
-      await vi.waitFor(async () => expect((await okRuns(removed)).length).toBeGreaterThanOrEqual(RUNS_PER_STEP), SLOW);
-      // Audit lines resume in the recreated folder.
-      await vi.waitFor(async () => expect((await auditLines()).some((line) => line.includes('"kind":"message"'))).toBe(true), SLOW);
-      // Every run started after the removal is recorded, as it ended.
-      const since = removed;
-      await vi.waitFor(async () => {
-        const runs = new Map((await allRuns(join(dir, "state"))).map((r) => [r.id, r]));
-        const finished = finishedInLog(daemon.output(), since);
-        for (const id of startedInLog(daemon.output(), since).filter((started) => finished.has(started))) {
-          expect(runs.get(id)?.status, `run ${id}`).toBe(finished.get(id));
-        }
-      }, SLOW);
-    }
-    // The job state is written again too: each job's last fired slot is later than the removal.
-    const { jobs } = JSON.parse(await readFile(join(dir, "state", "state.json"), "utf8")) as { jobs: Record<string, { lastScheduledAt: string }> };
-    expect(Object.keys(jobs)).toHaveLength(JOBS);
-    for (const job of Object.values(jobs)) expect(Date.parse(job.lastScheduledAt)).toBeGreaterThan(removedAt);
-    daemon.child.kill("SIGTERM");
-    expect(await daemon.exited).toBe(0);
-    expect((await allRuns(join(dir, "state"))).filter((r) => r.status === "running")).toEqual([]);
-  }, TEST_TIMEOUT);
-
-  it("logs the failure while the state directory cannot be written, and saves the held runs once it can", async () => {
-    await writeTickers();
-    const daemon = start();
-    const state = join(dir, "state");
-    for (let round = 0; round < ROUNDS; round++) {
-      await vi.waitFor(async () => expect((await okRuns()).length).toBeGreaterThanOrEqual(RUNS_PER_STEP * (round + 1)), SLOW);
-      // The folder moves aside and a file takes its place: no write under state/ can succeed.
-      await rename(state, `${state}.aside`);
-      await writeFile(state, "not a folder\n");
+      await writeFile(join(dir, "logs"), "not a folder\n");
       const broken = Date.now();
-      await vi.waitFor(() => expect(finishedInLog(daemon.output(), broken).size).toBeGreaterThanOrEqual(RUNS_PER_STEP), SLOW);
-      expect(logLines(daemon.output())).toContainEqual(
-        expect.objectContaining({ msg: "could not save a run record; kept, saved again later", runId: expect.any(String), error: expect.any(String) }),
-      );
-      await rm(state);
-      await rename(`${state}.aside`, state);
-      await vi.waitFor(() => expect(daemon.output().split("could not be saved before").length).toBeGreaterThan(round + 1), SLOW);
-    }
-    daemon.child.kill("SIGTERM");
-    expect(await daemon.exited).toBe(0);
-    // Every run the daemon finished, before, during and after the outages, is on disk as it ended.
-    const runs = new Map<string, RunRecord>((await allRuns(state)).map((r) => [r.id, r]));
-    const finished = finishedInLog(daemon.output());
-    expect(finished.size).toBeGreaterThanOrEqual(RUNS_PER_STEP * 2 * ROUNDS);
-    for (const [id, status] of finished) expect(runs.get(id)?.status, `run ${id}`).toBe(status);
-    expect([...runs.values()].filter((r) => r.status === "running")).toEqual([]);
-  }, TEST_TIMEOUT);
-
-  it("reports lost audit lines while the logs directory cannot be written, and keeps running and recording runs", async () => {
-    await writeTickers();
-    const daemon = start();
-    await vi.waitFor(async () => expect((await okRuns()).length).toBeGreaterThanOrEqual(RUNS_PER_STEP), SLOW);
-    await rm(join(dir, "logs"), { recursive: true, force: true, maxRetries: 5 });
-    await writeFile(join(dir, "logs"), "not a folder\n");
-    const broken = Date.now();
-    await vi.waitFor(() => expect(daemon.output()).toMatch(/countd: audit log write in \S+logs failed: /), SLOW);
-    await vi.waitFor(async () => expect((await okRuns(broken)).length).toBeGreaterThanOrEqual(RUNS_PER_STEP), SLOW);
-    await rm(join(dir, "logs"));
-    const repaired = Date.now();
-    await vi.waitFor(async () => {
-      const times = (await auditLines()).map((line) => Date.parse((JSON.parse(line) as { time: string }).time));
-      expect(times.some((time) => time > repaired)).toBe(true);
-    }, SLOW);
-    daemon.child.kill("SIGTERM");
-    expect(await daemon.exited).toBe(0);
-  }, TEST_TIMEOUT);
+      await vi.waitFor(() => expect(daemon.output()).toMatch(/countd: audit log write in \S+logs failed: /), SLOW);
+      await vi.waitFor(async () => expect((await okRuns(broken)).length).toBeGreaterThanOrEqual(RUNS_PER_STEP), SLOW);
+      await rm(join(dir, "logs"));
+      const repaired = Date.now();
+      await vi.waitFor(async () => {
+        const times = (await auditLines()).map((line) => Date.parse((JSON.parse(line) as { time: string }).time));
+        expect(times.some((time) => time > repaired)).toBe(true);
+      }, SLOW);
+      daemon.child.kill("SIGTERM");
+      expect(await daemon.exited).toBe(0);
+    },
+    TEST_TIMEOUT,
+  );
 });

@@ -12,5 +12,7 @@ it("a daemon started without its jobs folder logs the folder's full path", async
   await expect.poll(() => logLines(daemon.output(), "countd started"), { timeout: 15_000 }).toHaveLength(1);
   daemon.child.kill("SIGTERM");
   await daemon.exited;
-  expect(logLines(daemon.output()).filter((line) => line["level"] === 50)).toEqual([expect.objectContaining({ msg: `${join(dir, "jobs")}: no such folder` })]);
+  expect(logLines(daemon.output()).filter((line) => line["level"] === 50)).toEqual([
+    expect.objectContaining({ msg: `${join(dir, "jobs")}: no such folder` }),
+  ]);
 });

@@ -40,7 +40,10 @@ async function sh(file: string, args: string[], cwd: string, env = userEnv()): P
 async function cloneOfCheckout(): Promise<string> {
   const clone = join(await scratch("clone"), "countd");
   const left = new Set(["node_modules", "dist", ".git", "state", "logs"]);
-  await cp(ROOT, clone, { recursive: true, filter: (source) => source === ROOT || !left.has(source.slice(ROOT.length + 1).split("/")[0]!) });
+  await cp(ROOT, clone, {
+    recursive: true,
+    filter: (source) => source === ROOT || !left.has(source.slice(ROOT.length + 1).split("/")[0]!),
+  });
   return clone;
 }
 
@@ -49,7 +52,10 @@ async function userFolder(): Promise<string> {
   const folder = join(await scratch("user"), "my-agents");
   await mkdir(join(folder, "jobs"), { recursive: true });
   await writeFile(join(folder, "countd.yaml"), "timezone: UTC\n");
-  await writeFile(join(folder, "jobs", "daily-report.yaml"), 'schedule: "0 9 * * 1-5"\nprompt: Summarise the notes.\ntools: [list_dir, read_file]\n');
+  await writeFile(
+    join(folder, "jobs", "daily-report.yaml"),
+    'schedule: "0 9 * * 1-5"\nprompt: Summarise the notes.\ntools: [list_dir, read_file]\n',
+  );
   return folder;
 }
 
@@ -57,7 +63,10 @@ const VERSION = (JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) 
 
 describe("countd installed as a user installs it", () => {
   it("bundles every dependency, so that installing the tarball asks no registry", async () => {
-    const manifest = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as { dependencies: object; bundleDependencies: string[] };
+    const manifest = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as {
+      dependencies: object;
+      bundleDependencies: string[];
+    };
     expect(manifest.bundleDependencies).toEqual(Object.keys(manifest.dependencies));
   });
 
@@ -65,7 +74,8 @@ describe("countd installed as a user installs it", () => {
     const clone = await cloneOfCheckout();
     // A clone after `npm ci`: node_modules as real folders (hard links: fast), since the tarball bundles them.
     const modules = await realpath(join(ROOT, "node_modules"));
-    if ((await sh("cp", ["-al", modules, join(clone, "node_modules")], clone)).code !== 0) await sh("cp", ["-a", modules, join(clone, "node_modules")], clone);
+    if ((await sh("cp", ["-al", modules, join(clone, "node_modules")], clone)).code !== 0)
+      await sh("cp", ["-a", modules, join(clone, "node_modules")], clone);
     const out = await scratch("pack");
     const packed = await sh("npm", ["pack", "--pack-destination", out], clone);
     expect(packed, packed.output).toMatchObject({ code: 0 });
@@ -73,7 +83,11 @@ describe("countd installed as a user installs it", () => {
     expect(tarball).toBe(`countd-${VERSION}.tgz`);
 
     const prefix = await scratch("prefix");
-    const installed = await sh("npm", ["install", "-g", "--prefix", prefix, "--offline", "--no-audit", "--no-fund", join(out, tarball!)], out);
+    const installed = await sh(
+      "npm",
+      ["install", "-g", "--prefix", prefix, "--offline", "--no-audit", "--no-fund", join(out, tarball!)],
+      out,
+    );
     expect(installed, installed.output).toMatchObject({ code: 0 });
     // Nothing runs at install time: no compiler, and npm has no install script of countd's to ask about.
     expect(installed.output).not.toMatch(/install-scripts|tsc/);
@@ -94,7 +108,9 @@ describe("countd installed as a user installs it", () => {
     daemon.stdout.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
     daemon.stderr.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
     const exited = new Promise<number | null>((done) => daemon.on("exit", (code) => done(code)));
-    await expect.poll(() => logLines(output, "countd started"), { timeout: 30_000 }).toEqual([expect.objectContaining({ jobs: 1, dir: join(folder, "jobs") })]);
+    await expect
+      .poll(() => logLines(output, "countd started"), { timeout: 30_000 })
+      .toEqual([expect.objectContaining({ jobs: 1, dir: join(folder, "jobs") })]);
     daemon.kill("SIGTERM");
     expect(await exited).toBe(0);
     await expect(stat(join(folder, "state"))).resolves.toBeTruthy();

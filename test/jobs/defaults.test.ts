@@ -20,7 +20,12 @@ describe("jobDefaults", () => {
   it("is what a job file that gives only its prompt is loaded with", async () => {
     const file = path.join(root, "hello.yaml");
     await writeFile(file, "prompt: Say hello\n");
-    const { job, problems } = await loadJobFile(file, { workspace: path.join(root, "workspace"), defaultTimezone: "UTC", knownTools: [], jobEnv: [] });
+    const { job, problems } = await loadJobFile(file, {
+      workspace: path.join(root, "workspace"),
+      defaultTimezone: "UTC",
+      knownTools: [],
+      jobEnv: [],
+    });
     expect(problems).toEqual([]);
     expect(job).toEqual({ name: "hello", file, prompt: "Say hello", timezone: "UTC", ...jobDefaults() });
   });

@@ -38,7 +38,10 @@ describe("the rough edges of a job file a new user meets", () => {
   });
 
   it("words a cron expression with the wrong number of fields one way, naming the count found and the counts taken", async () => {
-    for (const [expression, count] of [["0 9 * *", 4], ["0 0 9 * * * 2027", 7]] as const) {
+    for (const [expression, count] of [
+      ["0 9 * *", 4],
+      ["0 0 9 * * * 2027", 7],
+    ] as const) {
       const { problems } = await load(`prompt: x\nschedule: "${expression}"\n`);
       expect(problems).toEqual([`job.yaml:2:11: schedule: invalid cron expression "${expression}": it has ${count} fields; ${FIELDS}`]);
     }
@@ -46,7 +49,9 @@ describe("the rough edges of a job file a new user meets", () => {
 
   it("suggests the time zone meant by a misspelt one, in a job and in countd.yaml", async () => {
     const { problems } = await load("prompt: x\ntimezone: Europe/Berln\n");
-    expect(problems).toEqual(['job.yaml:2:11: timezone: expected an IANA time zone name like "Asia/Shanghai", got "Europe/Berln" (did you mean "Europe/Berlin"?)']);
+    expect(problems).toEqual([
+      'job.yaml:2:11: timezone: expected an IANA time zone name like "Asia/Shanghai", got "Europe/Berln" (did you mean "Europe/Berlin"?)',
+    ]);
     await writeFile(path.join(root, "countd.yaml"), "timezone: america/new_yrok\n");
     await expect(loadConfig({ file: path.join(root, "countd.yaml"), needs: [] })).rejects.toThrow(
       'timezone: expected an IANA time zone name like "Asia/Shanghai", got "america/new_yrok" (did you mean "America/New_York"?)',
@@ -54,11 +59,15 @@ describe("the rough edges of a job file a new user meets", () => {
   });
 
   it("takes a single address where a list of addresses is meant: email to, cc and bcc", async () => {
-    const { job, problems } = await load('prompt: x\ndeliver:\n  - email: { to: "${REPORT_TO}", cc: boss@example.com }\non_failure:\n  - email:\n      to: ops@example.com\n');
+    const { job, problems } = await load(
+      'prompt: x\ndeliver:\n  - email: { to: "${REPORT_TO}", cc: boss@example.com }\non_failure:\n  - email:\n      to: ops@example.com\n',
+    );
     expect(problems).toEqual([]);
     expect(job?.deliver).toEqual([expect.objectContaining({ kind: "email", to: ["${REPORT_TO}"], cc: ["boss@example.com"], bcc: [] })]);
     expect(job?.onFailure).toEqual([expect.objectContaining({ kind: "email", to: ["ops@example.com"] })]);
     const wrong = await load("prompt: x\ndeliver:\n  - email: { to: [ops@example.com, not-an-address] }\n");
-    expect(wrong.problems).toEqual(['job.yaml:3:36: deliver[0].email.to[1]: expected an email address like "ops@example.com", got "not-an-address"']);
+    expect(wrong.problems).toEqual([
+      'job.yaml:3:36: deliver[0].email.to[1]: expected an email address like "ops@example.com", got "not-an-address"',
+    ]);
   });
 });

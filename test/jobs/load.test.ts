@@ -4,7 +4,16 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { glob } from "tinyglobby";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { displayPath, loadJobFile, loadJobsDir, MAX_JOB_FILE_BYTES, MAX_JOB_NESTING, MAX_PROBLEMS_PER_FILE, validateJobs, type JobContext } from "../../src/jobs/load.js";
+import {
+  displayPath,
+  loadJobFile,
+  loadJobsDir,
+  MAX_JOB_FILE_BYTES,
+  MAX_JOB_NESTING,
+  MAX_PROBLEMS_PER_FILE,
+  validateJobs,
+  type JobContext,
+} from "../../src/jobs/load.js";
 import type { Job } from "../../src/jobs/types.js";
 
 let root: string;
@@ -217,7 +226,11 @@ describe("job file problems", () => {
       ['job.yaml:2:10: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got 0'],
     ],
     ["an interval under a second", "every: 500ms\nprompt: x\n", ["job.yaml:1:8: every: expected an interval of at least 1s"]],
-    ["a missing prompt", "name: quiet\nschedule: '0 9 * * *'\n", ["job.yaml:1:1: prompt: required: the message the agent is given on each run"]],
+    [
+      "a missing prompt",
+      "name: quiet\nschedule: '0 9 * * *'\n",
+      ["job.yaml:1:1: prompt: required: the message the agent is given on each run"],
+    ],
     ["an empty prompt", "prompt: ''\n", ['job.yaml:1:9: prompt: expected a non-empty string, got ""']],
     [
       "an at: that is not a date and time",
@@ -226,7 +239,11 @@ describe("job file problems", () => {
         `job.yaml:1:5: at: expected a date and time like "2026-12-01T09:00:00+08:00" (without an offset: in the job's timezone), got "tomorrow"`,
       ],
     ],
-    ["an at: on a day that does not exist", "at: 2026-02-31T09:00:00\nprompt: x\n", ['job.yaml:1:5: at: no such date and time: "2026-02-31T09:00:00"']],
+    [
+      "an at: on a day that does not exist",
+      "at: 2026-02-31T09:00:00\nprompt: x\n",
+      ['job.yaml:1:5: at: no such date and time: "2026-02-31T09:00:00"'],
+    ],
     ["an at: at hour 24", "at: 2026-02-01T24:00:00Z\nprompt: x\n", ['job.yaml:1:5: at: no such date and time: "2026-02-01T24:00:00Z"']],
     [
       "two triggers at once, at the second key",
@@ -246,14 +263,22 @@ describe("job file problems", () => {
       "prompt: x\ntools: [read_file, rm_rf]\n",
       ['job.yaml:2:20: tools[1]: unknown tool "rm_rf" (known: read_file, list_dir, write_file)'],
     ],
-    ["a bad overlap value", "prompt: x\noverlap: sometimes\n", ['job.yaml:2:10: overlap: expected one of skip, queue, replace, allow, got "sometimes"']],
+    [
+      "a bad overlap value",
+      "prompt: x\noverlap: sometimes\n",
+      ['job.yaml:2:10: overlap: expected one of skip, queue, replace, allow, got "sometimes"'],
+    ],
     ["a bad session value", "prompt: x\nsession: global\n", ['job.yaml:2:10: session: expected one of isolated, shared, got "global"']],
     [
       "a bad watch event",
       "watch:\n  paths: [inbox]\n  events: [add, delete]\nprompt: x\n",
       ['job.yaml:3:17: watch.events[1]: expected one of add, change, unlink, got "delete"'],
     ],
-    ["an empty watch path list", "watch: { paths: [] }\nprompt: x\n", ["job.yaml:1:17: watch.paths: expected a non-empty list of paths or globs, got a list"]],
+    [
+      "an empty watch path list",
+      "watch: { paths: [] }\nprompt: x\n",
+      ["job.yaml:1:17: watch.paths: expected a non-empty list of paths or globs, got a list"],
+    ],
     [
       "a watch glob whose fixed folder does not exist",
       "watch:\n  paths:\n    - inbox/**/*.csv\n    - outbox/**/*.csv\nprompt: x\n",
@@ -264,24 +289,36 @@ describe("job file problems", () => {
       "watch: { paths: [reports/latest.csv] }\nprompt: x\n",
       ["job.yaml:1:18: watch.paths[0]: the folder <ws>/reports does not exist"],
     ],
-    ["a bad name", "name: Daily Report\nprompt: x\n", [
-      'job.yaml:1:7: name: expected a job name of at most 64 lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got "Daily Report"',
-    ]],
-    ["a name too long for the file names made from it", `name: ${"a".repeat(65)}\nprompt: x\n`, [
-      `job.yaml:1:7: name: expected a job name of at most 64 lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got "${"a".repeat(65)}"`,
-    ]],
     [
-      "a temperature out of range",
-      "prompt: x\ntemperature: 3\n",
-      ["job.yaml:2:14: temperature: expected a number from 0 to 2, got 3"],
+      "a bad name",
+      "name: Daily Report\nprompt: x\n",
+      [
+        'job.yaml:1:7: name: expected a job name of at most 64 lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got "Daily Report"',
+      ],
     ],
-    ["a provider that is not a preset", "prompt: x\nprovider: skynet\n", [
-      'job.yaml:2:11: provider: expected one of openai, deepseek, zhipu, qwen, moonshot, ollama, vllm, custom, anthropic, got "skynet"',
-    ]],
-    ["retry attempts of zero", "prompt: x\nretry: { attempts: 0 }\n", ["job.yaml:2:20: retry.attempts: expected a positive integer, got 0"]],
-    ["deliver that is not a list", "prompt: x\ndeliver: me@example.com\n", [
-      'job.yaml:2:10: deliver: expected a list of delivery targets, got "me@example.com"',
-    ]],
+    [
+      "a name too long for the file names made from it",
+      `name: ${"a".repeat(65)}\nprompt: x\n`,
+      [
+        `job.yaml:1:7: name: expected a job name of at most 64 lowercase letters, digits, ".", "_" and "-" (starting with a letter or digit), got "${"a".repeat(65)}"`,
+      ],
+    ],
+    ["a temperature out of range", "prompt: x\ntemperature: 3\n", ["job.yaml:2:14: temperature: expected a number from 0 to 2, got 3"]],
+    [
+      "a provider that is not a preset",
+      "prompt: x\nprovider: skynet\n",
+      ['job.yaml:2:11: provider: expected one of openai, deepseek, zhipu, qwen, moonshot, ollama, vllm, custom, anthropic, got "skynet"'],
+    ],
+    [
+      "retry attempts of zero",
+      "prompt: x\nretry: { attempts: 0 }\n",
+      ["job.yaml:2:20: retry.attempts: expected a positive integer, got 0"],
+    ],
+    [
+      "deliver that is not a list",
+      "prompt: x\ndeliver: me@example.com\n",
+      ['job.yaml:2:10: deliver: expected a list of delivery targets, got "me@example.com"'],
+    ],
   ])("%s", async (_what, text, expected) => {
     expect(await problems(text)).toEqual(expected.map((line) => line.replace("<ws>", workspace)));
   });
@@ -364,7 +401,13 @@ describe("delivery targets", () => {
     const { job, problems } = await loadJobFile(file, { ...ctx, env });
     expect(problems).toEqual([]);
     expect(job?.deliver).toEqual([
-      { kind: "webhook", url: "https://hooks.example.com/countd", secret: "${COUNTD_WEBHOOK_SECRET}", format: "json", headers: { Authorization: "Bearer ${API_TOKEN:-none}" } },
+      {
+        kind: "webhook",
+        url: "https://hooks.example.com/countd",
+        secret: "${COUNTD_WEBHOOK_SECRET}",
+        format: "json",
+        headers: { Authorization: "Bearer ${API_TOKEN:-none}" },
+      },
     ]);
     expect(job?.onFailure).toEqual([
       { kind: "webhook", url: "${SLACK_HOOK_URL}", format: "slack", headers: {} },
@@ -403,33 +446,49 @@ describe("delivery targets", () => {
   });
 
   it.each([
-    ["a bad address", "deliver:\n  - email: { to: [ops@] }\n", ['job.yaml:3:19: deliver[0].email.to[0]: expected an email address like "ops@example.com", got "ops@"']],
+    [
+      "a bad address",
+      "deliver:\n  - email: { to: [ops@] }\n",
+      ['job.yaml:3:19: deliver[0].email.to[0]: expected an email address like "ops@example.com", got "ops@"'],
+    ],
     [
       "a URL that is not http(s)",
       "on_failure:\n  - webhook: { url: 'ftp://files.example.com/drop' }\n",
-      ['job.yaml:3:21: on_failure[0].webhook.url: expected an http(s) URL like "https://api.example.com/v1", got "ftp://files.example.com/drop"'],
+      [
+        'job.yaml:3:21: on_failure[0].webhook.url: expected an http(s) URL like "https://api.example.com/v1", got "ftp://files.example.com/drop"',
+      ],
     ],
     [
       "a secret of the wrong form",
       "deliver:\n  - webhook:\n      url: https://a.example.com\n      secret: hunter2\n",
-      ['job.yaml:5:15: deliver[0].webhook.secret: expected a Standard Webhooks secret: "whsec_" followed by the base64 key (the value is not shown here)'],
+      [
+        'job.yaml:5:15: deliver[0].webhook.secret: expected a Standard Webhooks secret: "whsec_" followed by the base64 key (the value is not shown here)',
+      ],
     ],
     [
       "an unknown format",
       "deliver:\n  - webhook: { url: https://a.example.com, format: teams }\n",
       ['job.yaml:3:52: deliver[0].webhook.format: expected one of json, slack, discord, feishu, dingtalk, wecom, got "teams"'],
     ],
-    ["an unknown target", "deliver:\n  - sms: { to: '+100' }\n", [
-      "job.yaml:3:5: deliver[0].sms: unknown key",
-      'job.yaml:3:5: deliver[0]: expected a delivery target: "email:" or "webhook:"',
-    ]],
-    ["a bad deliver_when", "deliver_when: sometimes\n", ['job.yaml:2:15: deliver_when: expected one of always, non_empty, got "sometimes"']],
+    [
+      "an unknown target",
+      "deliver:\n  - sms: { to: '+100' }\n",
+      ["job.yaml:3:5: deliver[0].sms: unknown key", 'job.yaml:3:5: deliver[0]: expected a delivery target: "email:" or "webhook:"'],
+    ],
+    [
+      "a bad deliver_when",
+      "deliver_when: sometimes\n",
+      ['job.yaml:2:15: deliver_when: expected one of always, non_empty, got "sometimes"'],
+    ],
   ])("reports %s at its position", async (_what, text, expected) => {
     expect(await problems(`prompt: x\n${text}`)).toEqual(expected);
   });
 
   it("does not interpolate the rest of the job file", async () => {
-    const { job, problems } = await loadJobFile(await writeJob("job.yaml", "prompt: Print ${HOME} for {{job.name}}\n"), { ...ctx, env: { HOME: "/root" } });
+    const { job, problems } = await loadJobFile(await writeJob("job.yaml", "prompt: Print ${HOME} for {{job.name}}\n"), {
+      ...ctx,
+      env: { HOME: "/root" },
+    });
     expect(problems).toEqual([]);
     expect(job?.prompt).toBe("Print ${HOME} for {{job.name}}");
   });
@@ -447,7 +506,11 @@ describe("did you mean", () => {
     ["swapped letters", "prompt: x\ntiemout: 5m\n", 'tiemout: unknown key (did you mean "timeout"?)'],
     ["another case and a dash", "prompt: x\nDeliver-When: always\n", 'Deliver-When: unknown key (did you mean "deliver_when"?)'],
     ["a nested key", "prompt: x\nretry:\n  attempt: 3\n", 'retry.attempt: unknown key (did you mean "attempts"?)'],
-    ["a delivery target's key", "prompt: x\ndeliver:\n  - webhook: { ulr: 'https://a.example.com' }\n", 'deliver[0].webhook.ulr: unknown key (did you mean "url"?)'],
+    [
+      "a delivery target's key",
+      "prompt: x\ndeliver:\n  - webhook: { ulr: 'https://a.example.com' }\n",
+      'deliver[0].webhook.ulr: unknown key (did you mean "url"?)',
+    ],
   ])("suggests the known key for %s", async (_what, text, expected) => {
     expect((await problems(text)).some((line) => line.endsWith(expected))).toBe(true);
   });
@@ -520,7 +583,9 @@ describe("hostile job files", () => {
     const lines = await problems(`prompt: x\ntools: [${Array(5000).fill("1").join(", ")}]\n`);
     expect(lines).toHaveLength(MAX_PROBLEMS_PER_FILE + 1);
     expect(lines[0]).toBe("job.yaml:2:9: tools[0]: expected a string, got 1");
-    expect(lines.at(-1)).toBe(`job.yaml:2:${9 + 3 * MAX_PROBLEMS_PER_FILE}: ${5000 - MAX_PROBLEMS_PER_FILE} more problems in this file not shown`);
+    expect(lines.at(-1)).toBe(
+      `job.yaml:2:${9 + 3 * MAX_PROBLEMS_PER_FILE}: ${5000 - MAX_PROBLEMS_PER_FILE} more problems in this file not shown`,
+    );
   });
 
   it("refuses deep nesting at the level past the limit, before parsing it", async () => {
@@ -536,7 +601,7 @@ describe("hostile job files", () => {
   it("reads nesting up to the limit, and does not count brackets inside strings", async () => {
     const nested = `${"[".repeat(MAX_JOB_NESTING)}${"]".repeat(MAX_JOB_NESTING)}`;
     expect(await problems(`prompt: "${nested}${nested}"\ndeliver: ${nested}\n`)).toEqual([
-      "job.yaml:2:11: deliver[0]: expected a delivery target: \"email:\" or \"webhook:\", got a list",
+      'job.yaml:2:11: deliver[0]: expected a delivery target: "email:" or "webhook:", got a list',
     ]);
   });
 });
@@ -608,7 +673,9 @@ describe("validateJobs", () => {
   it("quotes a past at: as it is written, then as the job's clock reads it", async () => {
     await writeJob("ny.yaml", 'timezone: America/New_York\nat: "2020-07-01T09:00"\nprompt: once\n');
     const result = await validateJobs(jobsDir, ctx);
-    expect(result.lines).toEqual([expect.stringContaining("ny.yaml:2:5: warning: at: 2020-07-01T09:00 (2020-07-01 09:00:00 -04:00) is in the past")]);
+    expect(result.lines).toEqual([
+      expect.stringContaining("ny.yaml:2:5: warning: at: 2020-07-01T09:00 (2020-07-01 09:00:00 -04:00) is in the past"),
+    ]);
   });
 
   it("counts warnings beside problems", async () => {

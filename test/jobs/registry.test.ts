@@ -46,9 +46,14 @@ async function start(dir = jobsDir): Promise<{ registry: JobRegistry; problems: 
 
 const write = (name: string, text: string) => writeFile(path.join(jobsDir, name), text);
 const prompts = (jobs: readonly Job[]) => jobs.map((job) => `${job.name}=${job.prompt}`);
-const line = (level: LogLine["level"], msg: string, fields: Record<string, unknown>): LogLine => ({ level, msg, fields: { component: "jobs", ...fields } });
+const line = (level: LogLine["level"], msg: string, fields: Record<string, unknown>): LogLine => ({
+  level,
+  msg,
+  fields: { component: "jobs", ...fields },
+});
 const problem = (text: string) => line("error", "problem in the jobs folder", { problem: text });
-const notArmed = (file: string, job: string, text: string) => line("error", "job not armed: its file has problems", { file: path.join(jobsDir, file), job, problem: text });
+const notArmed = (file: string, job: string, text: string) =>
+  line("error", "job not armed: its file has problems", { file: path.join(jobsDir, file), job, problem: text });
 const kept = (file: string, job: string) => line("warn", "job keeps running its last good version until the file is fixed", { file, job });
 const VALID_AGAIN = "job file valid again; the job runs as the file now says";
 const validAgain = (file: string, job: string) => line("info", VALID_AGAIN, { file, job });
@@ -78,7 +83,11 @@ describe("JobRegistry", () => {
       `${path.join(jobsDir, "b.yaml")}:2:10: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"`,
     ]);
     expect(captured.lines).toEqual([
-      notArmed("b.yaml", "b", `${path.join(jobsDir, "b.yaml")}:2:10: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"`),
+      notArmed(
+        "b.yaml",
+        "b",
+        `${path.join(jobsDir, "b.yaml")}:2:10: timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"`,
+      ),
     ]);
     expect(registry.notArmed().map((file) => [file.name, file.reason])).toEqual([
       ["b", 'timeout: expected a positive duration like "30s", "10m", "500ms" or a number of seconds, got "soon"'],
@@ -129,7 +138,10 @@ describe("JobRegistry", () => {
     await vi.waitFor(() => expect(registry.get("kept")?.prompt).toBe("kept, fixed"), TAKES_EFFECT);
     const back = captured.lines.filter((l) => l.msg === VALID_AGAIN);
     expect(back).toEqual(
-      expect.arrayContaining([validAgain(path.join(jobsDir, "kept.yaml"), "kept"), validAgain(path.join(jobsDir, "skipped.yaml"), "skipped")]),
+      expect.arrayContaining([
+        validAgain(path.join(jobsDir, "kept.yaml"), "kept"),
+        validAgain(path.join(jobsDir, "skipped.yaml"), "skipped"),
+      ]),
     );
     expect(back).toHaveLength(2);
 
@@ -158,7 +170,11 @@ describe("JobRegistry", () => {
     await vi.waitFor(
       () =>
         expect(captured.lines).toContainEqual(
-          notArmed("b.yaml", "report", `${path.join(jobsDir, "b.yaml")}:1:7: name: "report" is already the name of the job in ${path.join(jobsDir, "a.yaml")}`),
+          notArmed(
+            "b.yaml",
+            "report",
+            `${path.join(jobsDir, "b.yaml")}:1:7: name: "report" is already the name of the job in ${path.join(jobsDir, "a.yaml")}`,
+          ),
         ),
       TAKES_EFFECT,
     );

@@ -24,7 +24,9 @@ describe("schema/job.schema.json", () => {
     expect(schema.title).toBe("countd job");
     expect(schema.required).toEqual(["prompt"]);
     expect(schema.additionalProperties).toBe(false);
-    const undescribed = Object.entries(schema.properties).filter(([, field]) => !field.description).map(([key]) => key);
+    const undescribed = Object.entries(schema.properties)
+      .filter(([, field]) => !field.description)
+      .map(([key]) => key);
     expect(undescribed).toEqual([]);
     expect(schema.properties.timeout?.default).toBe("10m");
     expect(schema.properties.overlap?.default).toBe("skip");

@@ -16,7 +16,12 @@ const job: Job = {
 const now = new Date("2026-11-30T20:30:05Z");
 
 const render = (template: string, extra: { timezone?: string; files?: string[]; job?: Job; now?: Date } = {}) =>
-  renderPrompt(template, { clock: { at: extra.now ?? now, timeZone: extra.timezone ?? "Asia/Shanghai" }, job: extra.job ?? job, runId: "r-42", ...(extra.files ? { files: extra.files } : {}) });
+  renderPrompt(template, {
+    clock: { at: extra.now ?? now, timeZone: extra.timezone ?? "Asia/Shanghai" },
+    job: extra.job ?? job,
+    runId: "r-42",
+    ...(extra.files ? { files: extra.files } : {}),
+  });
 
 describe("renderPrompt", () => {
   it("fills in the date and time in the job's timezone", () => {
@@ -25,8 +30,12 @@ describe("renderPrompt", () => {
   });
 
   it("shows the offset in force on the day, across daylight saving time", () => {
-    expect(render("{{datetime}}", { timezone: "America/New_York", now: new Date("2026-07-01T12:00:00Z") })).toBe("2026-07-01T08:00:00-04:00");
-    expect(render("{{datetime}}", { timezone: "America/New_York", now: new Date("2026-12-01T12:00:00Z") })).toBe("2026-12-01T07:00:00-05:00");
+    expect(render("{{datetime}}", { timezone: "America/New_York", now: new Date("2026-07-01T12:00:00Z") })).toBe(
+      "2026-07-01T08:00:00-04:00",
+    );
+    expect(render("{{datetime}}", { timezone: "America/New_York", now: new Date("2026-12-01T12:00:00Z") })).toBe(
+      "2026-12-01T07:00:00-05:00",
+    );
     expect(render("{{time}}", { timezone: "Asia/Kolkata", now: new Date("2026-12-01T00:00:00Z") })).toBe("05:30");
   });
 

@@ -16,7 +16,13 @@ beforeEach(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countd-hook-jobs-"));
   jobsDir = path.join(root, "jobs");
   await mkdir(jobsDir);
-  ctx = { workspace: root, defaultTimezone: "UTC", jobEnv: ["ORDERS_HOOK", "PLAIN"], secretNames: ["ORDERS_HOOK"], env: { ORDERS_HOOK: SECRET, PLAIN: SECRET } };
+  ctx = {
+    workspace: root,
+    defaultTimezone: "UTC",
+    jobEnv: ["ORDERS_HOOK", "PLAIN"],
+    secretNames: ["ORDERS_HOOK"],
+    env: { ORDERS_HOOK: SECRET, PLAIN: SECRET },
+  };
 });
 
 afterEach(async () => {
@@ -59,7 +65,9 @@ describe("webhook: in a job file", () => {
       "orders.yaml:2:11: webhook.secret: environment variable PLAIN is not listed in secrets (countd.yaml): list it there, so that its value is redacted from logs and never reaches a tool",
     ]);
     ctx.env = {};
-    expect((await load("webhook:\n  secret: ${ORDERS_HOOK}\nprompt: go\n")).problems).toEqual(["orders.yaml:2:11: webhook.secret: environment variable ORDERS_HOOK is not set"]);
+    expect((await load("webhook:\n  secret: ${ORDERS_HOOK}\nprompt: go\n")).problems).toEqual([
+      "orders.yaml:2:11: webhook.secret: environment variable ORDERS_HOOK is not set",
+    ]);
     ctx.env = { ORDERS_HOOK: "hunter2" };
     const wrong = (await load("webhook:\n  secret: ${ORDERS_HOOK}\nprompt: go\n")).problems;
     expect(wrong).toEqual([

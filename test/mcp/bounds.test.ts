@@ -14,7 +14,12 @@ type Sent = { tools?: Array<{ function: { name: string; description: string } }>
 
 vi.setConfig({ testTimeout: 60_000 });
 
-const hostile = (env: Record<string, string>, more: Record<string, unknown> = {}) => ({ command: process.execPath, args: [HOSTILE], env, ...more });
+const hostile = (env: Record<string, string>, more: Record<string, unknown> = {}) => ({
+  command: process.execPath,
+  args: [HOSTILE],
+  env,
+  ...more,
+});
 
 describe("what an MCP server sends is bounded", () => {
   const mock = useAimock();
@@ -118,7 +123,9 @@ describe("what an MCP server sends is bounded", () => {
     expect((await callThrough("mcp_storm_storm")).result).toContain("stormed");
     await sleep(4_000);
     expect((await calls(file("storm-count"))).length - before).toBeLessThanOrEqual(3);
-    const relisted = log.lines.slice(linesBefore).filter((line) => line.fields["server"] === "storm" && line.level !== "debug" && /listed again/.test(line.msg));
+    const relisted = log.lines
+      .slice(linesBefore)
+      .filter((line) => line.fields["server"] === "storm" && line.level !== "debug" && /listed again/.test(line.msg));
     expect(relisted.length).toBeLessThanOrEqual(1);
   });
 

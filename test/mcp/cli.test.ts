@@ -41,11 +41,17 @@ describe("countd mcp", () => {
 
   it("calls one tool and prints its result; refuses a tool the server does not offer and arguments that are not a JSON object", async () => {
     const dir = await mcpFolder({ notes: fixtureServer([], { exclude_tools: ["crash"] }), common });
-    expect(await countd(dir, ["mcp", "call", "notes", "echo", '{"text":"hello"}'])).toEqual({ code: 0, stdout: "echo: hello\n", stderr: "" });
+    expect(await countd(dir, ["mcp", "call", "notes", "echo", '{"text":"hello"}'])).toEqual({
+      code: 0,
+      stdout: "echo: hello\n",
+      stderr: "",
+    });
     expect(await countd(dir, ["mcp", "call", "notes", "fail"])).toEqual({ code: 1, stdout: "", stderr: "the notes are locked\n" });
     const missing = await countd(dir, ["mcp", "call", "notes", "crash"]);
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/^countd: the MCP server "notes" offers no tool "crash" \(offered: echo, env, .*; include_tools and exclude_tools decide which are\)\n$/);
+    expect(missing.stderr).toMatch(
+      /^countd: the MCP server "notes" offers no tool "crash" \(offered: echo, env, .*; include_tools and exclude_tools decide which are\)\n$/,
+    );
     const bad = await countd(dir, ["mcp", "call", "notes", "echo", "{text: hello}"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("not valid JSON");
@@ -64,7 +70,9 @@ describe("MCP tool names in job files", () => {
     expect((await countd(dir, ["mcp"])).code).toBe(0);
     const after = await countd(dir, ["validate"]);
     expect(after.code).toBe(1);
-    expect(after.stderr).toMatch(/^jobs\/digest\.yaml:2:49: tools\[3\]: unknown tool "mcp_notes_serch" \(known: read_file, .*, mcp_notes_echo, mcp_notes_env, /);
+    expect(after.stderr).toMatch(
+      /^jobs\/digest\.yaml:2:49: tools\[3\]: unknown tool "mcp_notes_serch" \(known: read_file, .*, mcp_notes_echo, mcp_notes_env, /,
+    );
   });
 });
 
@@ -76,13 +84,18 @@ describe("countd start with MCP servers", () => {
     const dir = await mcpFolder({ notes: fixtureServer([], { env: { PID_FILE: pids } }), common }, "runner:\n  shutdown_grace: 1s\n");
     await writeFile(join(dir, "jobs", "lookup.yaml"), 'every: 1h\ncatch_up: 0s\nprompt: "look up the notes"\ntools: ["mcp_notes_*"]\n');
     await writeFile(join(dir, "jobs", "typo.yaml"), 'every: 1h\nprompt: "x"\ntools: [mcp_notes_ech]\n');
-    mock.addFixture({ match: { userMessage: "look up the notes", hasToolResult: false }, response: { toolCalls: [{ name: "mcp_notes_echo", arguments: '{"text":"daemon"}' }] } });
+    mock.addFixture({
+      match: { userMessage: "look up the notes", hasToolResult: false },
+      response: { toolCalls: [{ name: "mcp_notes_echo", arguments: '{"text":"daemon"}' }] },
+    });
     mock.addFixture({ match: { userMessage: "look up the notes", hasToolResult: true }, response: { content: "the notes say hi" } });
 
     const daemon = spawnDaemon(dir, llmEnv(mock.url));
     try {
       await vi.waitFor(() => expect(daemon.output()).toContain('"countd started"'), { timeout: 60_000, interval: 100 });
-      expect(logLines(daemon.output(), "MCP server connected")).toEqual([expect.objectContaining({ component: "mcp", server: "notes", tools: 8 })]);
+      expect(logLines(daemon.output(), "MCP server connected")).toEqual([
+        expect.objectContaining({ component: "mcp", server: "notes", tools: 8 }),
+      ]);
       expect(daemon.output()).toContain('jobs/typo.yaml:3:9: tools[0]: unknown tool \\"mcp_notes_ech\\"');
       // `countd run` hands the run to the daemon, whose MCP connection serves it.
       const run = await countd(dir, ["run", "lookup"], llmEnv(mock.url));

@@ -15,7 +15,11 @@ async function load(yaml: string, env: Record<string, string> = {}, needs?: NonN
   return loadConfig({ cwd: dir, env, ...(needs ? { needs } : {}) });
 }
 
-const problems = (yaml: string) => load(yaml).then(() => [], (err: Error) => err.message.split("\n"));
+const problems = (yaml: string) =>
+  load(yaml).then(
+    () => [],
+    (err: Error) => err.message.split("\n"),
+  );
 
 describe("mcp_servers in countd.yaml", () => {
   it("reads stdio and HTTP servers with common: settings and defaults, a stdio server's cwd taken from the file's folder", async () => {
@@ -97,7 +101,9 @@ describe("mcp_servers in countd.yaml", () => {
     // validate, jobs, history: the section is still checked, its variables not needed.
     const offline = await load(yaml, {}, []);
     expect(offline.mcpServers.map((server) => server.name)).toEqual(["tracker", "notes"]);
-    await expect(load(yaml, { NOTES_REGION: "eu-north-1" })).rejects.toThrow("countd.yaml:4:39: mcp_servers.tracker.headers.Authorization: environment variable TRACKER_TOKEN is not set");
+    await expect(load(yaml, { NOTES_REGION: "eu-north-1" })).rejects.toThrow(
+      "countd.yaml:4:39: mcp_servers.tracker.headers.Authorization: environment variable TRACKER_TOKEN is not set",
+    );
   });
 });
 
@@ -114,7 +120,12 @@ describe("MCP tool names", () => {
   });
 
   it("that collide are set apart with both original names", () => {
-    const tools = ["search.notes", "search_notes", "list"].map((tool) => ({ server: "notes", tool, name: countdToolName("notes", tool), value: tool }));
+    const tools = ["search.notes", "search_notes", "list"].map((tool) => ({
+      server: "notes",
+      tool,
+      name: countdToolName("notes", tool),
+      value: tool,
+    }));
     const { unique, collisions } = separateCollisions(tools);
     expect(unique.map((tool) => tool.name)).toEqual(["mcp_notes_list"]);
     expect(collisions.map((group) => group.map((tool) => tool.tool))).toEqual([["search.notes", "search_notes"]]);

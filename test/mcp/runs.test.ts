@@ -7,7 +7,17 @@ import type { Runtime } from "../../src/runtime.js";
 import { useAimock } from "../support/aimock.js";
 import { WIRE_FORMATS } from "../support/agent.js";
 import { captureLog } from "../support/log-capture.js";
-import { calls, connected, FILESYSTEM_SERVER, fixtureServer, llmEnv, mcpFolder, runtimeIn, startHttpFixture, type HttpFixture } from "./support.js";
+import {
+  calls,
+  connected,
+  FILESYSTEM_SERVER,
+  fixtureServer,
+  llmEnv,
+  mcpFolder,
+  runtimeIn,
+  startHttpFixture,
+  type HttpFixture,
+} from "./support.js";
 
 /** What the LLM simulator was sent: both wire formats are journaled in OpenAI's form. */
 type Sent = { tools?: Array<{ function: { name: string; parameters: Record<string, unknown> } }> };
@@ -54,7 +64,10 @@ describe("MCP servers' tools in agent runs", () => {
   /** One message in which the model calls `tool` with `args`, then answers "done"; the call's report. */
   async function callThrough(tool: string, args: Record<string, unknown>, format: "openai" | "anthropic" = "openai") {
     const message = `please call ${tool} ${Math.random()}`;
-    mock.addFixture({ match: { userMessage: message, hasToolResult: false }, response: { toolCalls: [{ name: tool, arguments: JSON.stringify(args) }] } });
+    mock.addFixture({
+      match: { userMessage: message, hasToolResult: false },
+      response: { toolCalls: [{ name: tool, arguments: JSON.stringify(args) }] },
+    });
     mock.addFixture({ match: { userMessage: message, hasToolResult: true }, response: { content: "done" } });
     const loop = rt.loop(format === "anthropic" ? { overrides: { provider: "anthropic" } } : {});
     const { answer, report } = await loop.processDirect(message, `mcp-${format}-${tool}`);
@@ -95,7 +108,13 @@ describe("MCP servers' tools in agent runs", () => {
     mock.onMessage("which tools", { content: "these" });
     await rt.loop({ toolNames: ["mcp_notes_e*", "read_file", "mcp_filtered_*"] }).processDirect("which tools", "globs");
     const sent = mock.getRequests().at(-1)!.body as Sent;
-    expect(sent.tools!.map((tool) => tool.function.name)).toEqual(["mcp_notes_echo", "mcp_notes_env", "read_file", "mcp_filtered_echo", "mcp_filtered_image"]);
+    expect(sent.tools!.map((tool) => tool.function.name)).toEqual([
+      "mcp_notes_echo",
+      "mcp_notes_env",
+      "read_file",
+      "mcp_filtered_echo",
+      "mcp_filtered_image",
+    ]);
   });
 
   it("refuses two tools whose names collide, naming both, and offers neither", () => {
@@ -106,7 +125,10 @@ describe("MCP servers' tools in agent runs", () => {
   });
 
   it("gives up on a server that never answers initialize after connect_timeout, and a run naming its tools fails saying so", () => {
-    expect(rt.mcp!.reports().find((server) => server.name === "silent")!.state).toMatchObject({ status: "failed", reason: "no answer within connect_timeout (1s)" });
+    expect(rt.mcp!.reports().find((server) => server.name === "silent")!.state).toMatchObject({
+      status: "failed",
+      reason: "no answer within connect_timeout (1s)",
+    });
     expect(rt.toolNames.some((name) => name.startsWith("mcp_silent_"))).toBe(false);
     expect(() => rt.loop({ toolNames: ["mcp_silent_lookup"] })).toThrow(
       'the tool mcp_silent_lookup is not offered: the MCP server "silent" could not be connected (no answer within connect_timeout (1s)), so its tools are not known; countd keeps trying to connect it',
@@ -116,7 +138,11 @@ describe("MCP servers' tools in agent runs", () => {
   it("ends a call that hangs at call_timeout with an error the model reads, and does not call again", async () => {
     const before = (await calls(countFile)).length;
     const call = await callThrough("mcp_slow_hang", {});
-    expect(call).toMatchObject({ isError: true, result: 'Error: the MCP server "slow" did not answer within call_timeout (1s): the call was cancelled, and is not retried since it may have acted' });
+    expect(call).toMatchObject({
+      isError: true,
+      result:
+        'Error: the MCP server "slow" did not answer within call_timeout (1s): the call was cancelled, and is not retried since it may have acted',
+    });
     expect((await calls(countFile)).slice(before)).toEqual(["hang"]);
     expect(finished.at(-1)).toMatchObject({ name: "mcp_slow_hang", server: "slow", attempts: 1 });
   });
@@ -124,7 +150,9 @@ describe("MCP servers' tools in agent runs", () => {
   it("fails the call in flight clearly when its server dies, restarts the server, and the next run works", async () => {
     const call = await callThrough("mcp_notes_crash", {});
     expect(call.isError).toBe(true);
-    expect(call.result).toMatch(/^Error: the connection to the MCP server "notes" was lost during the call \(.*\); whether the call acted is unknown, so it is not retried; countd is reconnecting the server$/);
+    expect(call.result).toMatch(
+      /^Error: the connection to the MCP server "notes" was lost during the call \(.*\); whether the call acted is unknown, so it is not retried; countd is reconnecting the server$/,
+    );
     await connected(rt, "notes");
     expect((await callThrough("mcp_notes_echo", { text: "still here" })).result).toContain("echo: still here");
   });
@@ -151,7 +179,11 @@ describe("MCP servers' tools in agent runs", () => {
     const logs = join(dir, "logs");
     await vi.waitFor(async () => {
       const text = (await Promise.all((await readdir(logs)).map((file) => readFile(join(logs, file), "utf8")))).join("");
-      const line = text.split("\n").filter(Boolean).map((raw) => JSON.parse(raw) as Record<string, unknown>).find((entry) => entry["tool"] === "mcp_tracker_whoami");
+      const line = text
+        .split("\n")
+        .filter(Boolean)
+        .map((raw) => JSON.parse(raw) as Record<string, unknown>)
+        .find((entry) => entry["tool"] === "mcp_tracker_whoami");
       expect(line).toMatchObject({ kind: "tool", server: "tracker", status: "ok" });
       expect(line!["result"]).toContain("authorization: [REDACTED]");
       expect(text).not.toContain(TOKEN);
@@ -188,6 +220,7 @@ describe("MCP servers' tools in agent runs", () => {
       },
       { timeout: 30_000, interval: 200 },
     );
-    for (const failure of seen.slice(0, -1)) expect(failure).toMatch(/^Error: the (connection to the MCP server "tracker" was lost|MCP server "tracker" is not connected)/);
+    for (const failure of seen.slice(0, -1))
+      expect(failure).toMatch(/^Error: the (connection to the MCP server "tracker" was lost|MCP server "tracker" is not connected)/);
   });
 });

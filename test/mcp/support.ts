@@ -23,7 +23,11 @@ export const FILESYSTEM_SERVER = (() => {
 })();
 
 /** A stdio server entry running the fixture with `flags`; `more`: other keys of the entry. */
-export const fixtureServer = (flags: string[] = [], more: Record<string, unknown> = {}) => ({ command: process.execPath, args: [FIXTURE, ...flags], ...more });
+export const fixtureServer = (flags: string[] = [], more: Record<string, unknown> = {}) => ({
+  command: process.execPath,
+  args: [FIXTURE, ...flags],
+  ...more,
+});
 
 /** A countd folder whose countd.yaml has these MCP servers (and exec unsandboxed, which these tests do not use). */
 export async function mcpFolder(servers: Record<string, unknown>, extra = ""): Promise<string> {
@@ -56,7 +60,10 @@ export interface HttpFixture {
 
 /** A fixture (`script`) over streamable HTTP on a loopback port (a free one unless given), in a process of its own. */
 export async function startHttpFixture(port = 0, script = FIXTURE, env: Record<string, string> = {}): Promise<HttpFixture> {
-  const child = spawn(process.execPath, [script, "--http", `--port=${port}`], { env: { PATH: process.env["PATH"] ?? "", ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [script, "--http", `--port=${port}`], {
+    env: { PATH: process.env["PATH"] ?? "", ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const listening = await new Promise<string>((found, failed) => {
     let out = "";
     child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
@@ -85,8 +92,11 @@ export async function calls(file: string): Promise<string[]> {
 
 /** Until the runtime's server `name` is connected again. */
 export async function connected(runtime: Runtime, name: string): Promise<void> {
-  await vi.waitFor(() => {
-    const state = runtime.mcp?.reports().find((server) => server.name === name)?.state.status;
-    if (state !== "connected") throw new Error(`${name} is ${state}`);
-  }, { timeout: 15_000, interval: 50 });
+  await vi.waitFor(
+    () => {
+      const state = runtime.mcp?.reports().find((server) => server.name === name)?.state.status;
+      if (state !== "connected") throw new Error(`${name} is ${state}`);
+    },
+    { timeout: 15_000, interval: 50 },
+  );
 }

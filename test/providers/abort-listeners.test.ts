@@ -27,7 +27,12 @@ describe("a run's abort signal across many LLM requests", () => {
     const after: Array<[string, number]> = [];
     for (let i = 0; i < ITERATIONS; i++) {
       let text = "";
-      for await (const event of provider.chatStream([{ role: "user", content: "hello" }], [], { model: "m", maxTokens: 100, temperature: 0, signal: run.signal })) {
+      for await (const event of provider.chatStream([{ role: "user", content: "hello" }], [], {
+        model: "m",
+        maxTokens: 100,
+        temperature: 0,
+        signal: run.signal,
+      })) {
         if (event.type === "text") text += event.text;
       }
       after.push([text, getEventListeners(run.signal, "abort").length]);
@@ -41,7 +46,12 @@ describe("a run's abort signal across many LLM requests", () => {
     const run = new AbortController();
     const seen: string[] = [];
     const drained = (async () => {
-      for await (const event of provider.chatStream([{ role: "user", content: "slow" }], [], { model: "m", maxTokens: 100, temperature: 0, signal: run.signal })) {
+      for await (const event of provider.chatStream([{ role: "user", content: "slow" }], [], {
+        model: "m",
+        maxTokens: 100,
+        temperature: 0,
+        signal: run.signal,
+      })) {
         if (event.type === "text") {
           seen.push(event.text);
           run.abort();
@@ -55,14 +65,20 @@ describe("a run's abort signal across many LLM requests", () => {
 
   it(`countd run of a job taking ${ITERATIONS} iterations prints no MaxListenersExceededWarning`, async () => {
     for (let i = 0; i < ITERATIONS - 1; i++) {
-      mock.on({ userMessage: "look around", sequenceIndex: i }, { toolCalls: [{ name: "list_dir", arguments: JSON.stringify({ path: "." }) }] });
+      mock.on(
+        { userMessage: "look around", sequenceIndex: i },
+        { toolCalls: [{ name: "list_dir", arguments: JSON.stringify({ path: "." }) }] },
+      );
     }
     mock.on({ userMessage: "look around", sequenceIndex: ITERATIONS - 1 }, { content: "Looked 24 times." });
     const dir = await mkdtemp(join(tmpdir(), "countd-iterations-"));
     await mkdir(join(dir, "jobs"));
     await writeFile(join(dir, "countd.yaml"), "tools:\n  exec:\n    enabled: false\n");
     await writeFile(join(dir, "jobs", "looker.yaml"), "prompt: look around\ntools: [list_dir]\n");
-    const run = await runCountd(["run", "looker"], { cwd: dir, env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-iterations" } });
+    const run = await runCountd(["run", "looker"], {
+      cwd: dir,
+      env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-iterations" },
+    });
     expect(run.stdout).toBe("Looked 24 times.\n");
     expect(run.code).toBe(0);
     expect(mock.getRequests()).toHaveLength(ITERATIONS);

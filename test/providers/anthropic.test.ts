@@ -48,10 +48,7 @@ describe("AnthropicProvider against aimock", () => {
   });
 
   it("streams a plain answer as several text events, then usage and finish", async () => {
-    mock.on(
-      { userMessage: "greet me" },
-      { content: "Hello there, how can I help?", usage: { input_tokens: 12, output_tokens: 7 } },
-    );
+    mock.on({ userMessage: "greet me" }, { content: "Hello there, how can I help?", usage: { input_tokens: 12, output_tokens: 7 } });
 
     const events = await collect(provider.chatStream([user("greet me")], [], OPTIONS));
 
@@ -66,10 +63,7 @@ describe("AnthropicProvider against aimock", () => {
   });
 
   it("assembles one streamed tool call with parsed arguments", async () => {
-    mock.on(
-      { userMessage: "read notes" },
-      { toolCalls: [{ id: "toolu_1", name: "read_file", arguments: '{"path":"notes/today.md"}' }] },
-    );
+    mock.on({ userMessage: "read notes" }, { toolCalls: [{ id: "toolu_1", name: "read_file", arguments: '{"path":"notes/today.md"}' }] });
 
     const events = await collect(provider.chatStream([user("read notes")], [readFileTool], OPTIONS));
 
@@ -138,16 +132,12 @@ describe("AnthropicProvider against aimock", () => {
     };
     const toolResult: ChatMessage = { role: "tool", toolCallId: call.id, name: call.name, content: "hi" };
 
-    const second = await collect(
-      thinking.chatStream([user("check the file"), assistant, toolResult], [readFileTool], OPTIONS),
-    );
+    const second = await collect(thinking.chatStream([user("check the file"), assistant, toolResult], [readFileTool], OPTIONS));
     expect(texts(second).join("")).toBe("x.md says hi.");
 
     // The same turn without its thinking block is refused, so the acceptance above is meaningful.
     const stripped = { ...assistant, reasoning: { text: "" } };
-    const refused = await collectFailure(
-      thinking.chatStream([user("check the file"), stripped, toolResult], [readFileTool], OPTIONS),
-    );
+    const refused = await collectFailure(thinking.chatStream([user("check the file"), stripped, toolResult], [readFileTool], OPTIONS));
     expect(refused.error).toMatchObject({ kind: "client", status: 400 });
     expect(refused.error.message).toContain("thinking");
   });
@@ -206,15 +196,21 @@ describe("AnthropicProvider against aimock", () => {
   });
 
   it.each([
-    ["an AbortController", () => {
-      const controller = new AbortController();
-      return { signal: controller.signal, cancel: () => controller.abort() };
-    }],
+    [
+      "an AbortController",
+      () => {
+        const controller = new AbortController();
+        return { signal: controller.signal, cancel: () => controller.abort() };
+      },
+    ],
     // CancelToken aborts with its own Error as the reason rather than an AbortError; still a cancel.
-    ["a CancelToken", () => {
-      const token = new CancelToken();
-      return { signal: token.signal, cancel: () => token.cancel() };
-    }],
+    [
+      "a CancelToken",
+      () => {
+        const token = new CancelToken();
+        return { signal: token.signal, cancel: () => token.cancel() };
+      },
+    ],
   ] as const)("stops a slow stream as soon as it is cancelled through %s", async (_via, cancellable) => {
     // At one chunk per 100 ms this answer outlasts the test timeout; only a working abort ends it in time.
     mock.on({ userMessage: "slow" }, { content: "x".repeat(400) }, { chunkSize: 1, latency: 100 });
@@ -357,9 +353,7 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
   });
 
   it("refuses an image type Anthropic cannot read, naming it, before sending anything", async () => {
-    const history: ChatMessage[] = [
-      { role: "user", content: [{ type: "image_url", image_url: { url: "data:image/bmp;base64,Qk0=" } }] },
-    ];
+    const history: ChatMessage[] = [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/bmp;base64,Qk0=" } }] }];
 
     const { error } = await collectFailure(provider.chatStream(history, [], OPTIONS));
 
@@ -511,11 +505,7 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
 
   it("throws a stream error for an error event inside the stream, naming its type", async () => {
     server.reply({
-      sse: [
-        messageStart(),
-        ...textBlock(0, "Partial"),
-        { type: "error", error: { type: "overloaded_error", message: "Overloaded" } },
-      ],
+      sse: [messageStart(), ...textBlock(0, "Partial"), { type: "error", error: { type: "overloaded_error", message: "Overloaded" } }],
     });
 
     const { events: seen, error } = await collectFailure(provider.chatStream([user("hi")], [], OPTIONS));

@@ -17,7 +17,10 @@ const readFile: ToolDefinition = {
 
 const ofType = <T extends StreamEvent["type"]>(events: StreamEvent[], type: T) =>
   events.filter((event): event is Extract<StreamEvent, { type: T }> => event.type === type);
-const textOf = (events: StreamEvent[]) => ofType(events, "text").map((event) => event.text).join("");
+const textOf = (events: StreamEvent[]) =>
+  ofType(events, "text")
+    .map((event) => event.text)
+    .join("");
 const callsOf = (events: StreamEvent[]) => ofType(events, "tool_call").map((event) => event.call);
 
 describe("OpenAIProvider against aimock", () => {
@@ -43,7 +46,11 @@ describe("OpenAIProvider against aimock", () => {
   });
 
   it("assembles one streamed tool call with parsed arguments", async () => {
-    mock.onToolCall("read_file", { toolCalls: [{ id: "call_1", name: "read_file", arguments: '{"path":"notes/today.md"}' }] }, { chunkSize: 4 });
+    mock.onToolCall(
+      "read_file",
+      { toolCalls: [{ id: "call_1", name: "read_file", arguments: '{"path":"notes/today.md"}' }] },
+      { chunkSize: 4 },
+    );
 
     const events = await collect(provider.chatStream(ask("read my notes"), [readFile], options));
 
@@ -90,7 +97,11 @@ describe("OpenAIProvider against aimock", () => {
     const events = await collect(provider.chatStream(ask("six times seven?"), [], { ...options, model: "deepseek-reasoner" }));
 
     expect(ofType(events, "reasoning").length).toBeGreaterThan(1);
-    expect(ofType(events, "reasoning").map((event) => event.text).join("")).toBe(reasoning);
+    expect(
+      ofType(events, "reasoning")
+        .map((event) => event.text)
+        .join(""),
+    ).toBe(reasoning);
     expect(textOf(events)).toBe("42");
   });
 
@@ -147,7 +158,9 @@ describe("OpenAIProvider against aimock", () => {
 
     const events = await collect(provider.chatStream(ask("count tokens"), [], options));
 
-    expect(ofType(events, "usage")).toEqual([{ type: "usage", usage: { inputTokens: 120, outputTokens: 7, cachedInputTokens: 0, cacheWriteTokens: 0 } }]);
+    expect(ofType(events, "usage")).toEqual([
+      { type: "usage", usage: { inputTokens: 120, outputTokens: 7, cachedInputTokens: 0, cacheWriteTokens: 0 } },
+    ]);
   });
 
   it("turns a 429 into a rate_limit error carrying the server's Retry-After", async () => {
@@ -255,10 +268,14 @@ describe("OpenAIProvider against hand-written SSE", () => {
   it("reads DeepSeek's prompt_cache_hit_tokens as cached input", async () => {
     const usage = { prompt_tokens: 900, completion_tokens: 10, prompt_cache_hit_tokens: 768, prompt_cache_miss_tokens: 132 };
     const events = await collect(
-      await run({ events: [chunk({ content: "ok" }), chunk({}, "stop"), data({ id: "x", object: "chat.completion.chunk", choices: [], usage }), DONE] }),
+      await run({
+        events: [chunk({ content: "ok" }), chunk({}, "stop"), data({ id: "x", object: "chat.completion.chunk", choices: [], usage }), DONE],
+      }),
     );
 
-    expect(ofType(events, "usage")).toEqual([{ type: "usage", usage: { inputTokens: 900, outputTokens: 10, cachedInputTokens: 768, cacheWriteTokens: 0 } }]);
+    expect(ofType(events, "usage")).toEqual([
+      { type: "usage", usage: { inputTokens: 900, outputTokens: 10, cachedInputTokens: 768, cacheWriteTokens: 0 } },
+    ]);
   });
 
   it("yields delta.reasoning as reasoning, not text", async () => {
@@ -298,7 +315,9 @@ describe("OpenAIProvider against hand-written SSE", () => {
 
     expect(events).toEqual([]);
     expect(error.kind).toBe("stream");
-    expect(error.message).toBe(`the server answered 200 with ${contentType}, not an event stream (scripted at ${server!.baseURL}, model gpt-4o-mini)`);
+    expect(error.message).toBe(
+      `the server answered 200 with ${contentType}, not an event stream (scripted at ${server!.baseURL}, model gpt-4o-mini)`,
+    );
   });
 
   it("turns a dropped connection into a stream error", async () => {

@@ -22,8 +22,7 @@ async function drain(stream: AsyncIterable<StreamEvent>): Promise<{ events: Stre
   }
 }
 
-const textOf = (events: StreamEvent[]) =>
-  events.flatMap((event) => (event.type === "text" ? [event.text] : [])).join("");
+const textOf = (events: StreamEvent[]) => events.flatMap((event) => (event.type === "text" ? [event.text] : [])).join("");
 const retriesOf = (events: StreamEvent[]) => events.filter((event) => event.type === "retry");
 
 it("waits the server's retry-after-ms after a 429, then succeeds on the second request", async () => {

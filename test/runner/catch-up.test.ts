@@ -7,8 +7,16 @@ const HOUR = 3_600_000;
 
 function job(schedule: Schedule, extra: Partial<Job> = {}): Job {
   return {
-    name: "report", file: "/jobs/report.yaml", timezone: "UTC", prompt: "Report.", ...jobDefaults(),
-    schedule, timeoutMs: 60_000, catchUpMs: HOUR, retry: { attempts: 0, backoffMs: 0 }, ...extra,
+    name: "report",
+    file: "/jobs/report.yaml",
+    timezone: "UTC",
+    prompt: "Report.",
+    ...jobDefaults(),
+    schedule,
+    timeoutMs: 60_000,
+    catchUpMs: HOUR,
+    retry: { attempts: 0, backoffMs: 0 },
+    ...extra,
   };
 }
 

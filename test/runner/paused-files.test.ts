@@ -33,7 +33,14 @@ beforeEach(async () => {
   const job = watchJob("inbox", [join(dir, "inbox/*.txt")], 300);
   const events = new EventBus();
   state = await StateStore.open(stateDir);
-  runner = new Runner({ job: (name) => (name === job.name ? job : undefined), state, execute: held.execute, concurrency: 2, events, paused: (name) => state.isPaused(name) });
+  runner = new Runner({
+    job: (name) => (name === job.name ? job : undefined),
+    state,
+    execute: held.execute,
+    concurrency: 2,
+    events,
+    paused: (name) => state.isPaused(name),
+  });
   const fire = (req: Parameters<Runner["submit"]>[0]) => runner.submit(req);
   pausedFiles = new PausedFiles({ state, events, fire });
   trigger = new WatchTrigger({ fire, events, stabilityMs: 100 });

@@ -39,7 +39,11 @@ it("names a cluster node's runs with its tag", async () => {
     execute: async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
   });
   const run = await runner.run(fire("report"));
-  expect(run).toMatchObject({ status: "ok", node: "n1", id: expect.stringMatching(new RegExp(`^20261130T090000Z-${nodeTag("n1")}[0-9a-f]{4}$`)) });
+  expect(run).toMatchObject({
+    status: "ok",
+    node: "n1",
+    id: expect.stringMatching(new RegExp(`^20261130T090000Z-${nodeTag("n1")}[0-9a-f]{4}$`)),
+  });
   await runner.shutdown(0);
   await state.close();
 });

@@ -17,7 +17,6 @@ import { captureLog } from "../support/log-capture.js";
  * of each run's start and end. Jobs are paused in the real state store, as the daemon does.
  */
 
-
 let stateDir: string;
 let state: StateStore;
 let runners: Runner[];
@@ -234,11 +233,21 @@ describe("Runner.running and Runner.queued", () => {
     runner.request(fire("inbox", { reason: "watch", scheduledAt: new Date("2026-11-30T09:03:00Z"), files: ["b.csv"] }));
     await waitFor(() => expect(held.calls).toHaveLength(3));
 
-    expect(runner.running().map((r) => [r.job, r.status]).sort()).toEqual([
+    expect(
+      runner
+        .running()
+        .map((r) => [r.job, r.status])
+        .sort(),
+    ).toEqual([
       ["inbox", "running"],
       ["late-a", "running"],
     ]);
-    expect(runner.running().map((r) => r.id).sort()).toEqual([inbox.run!.id, other.run!.id].sort());
+    expect(
+      runner
+        .running()
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual([inbox.run!.id, other.run!.id].sort());
     expect(runner.queued()).toEqual([
       { job: "late-b", reason: "schedule", scheduledAt: "2026-11-30T09:02:00.000Z" },
       { job: "inbox", reason: "watch", scheduledAt: "2026-11-30T09:03:00.000Z" },
@@ -262,7 +271,7 @@ describe("Runner.running and Runner.queued", () => {
 });
 
 describe("Runner: paused jobs", () => {
-  it("records a scheduled fire of a paused job as skipped, \"paused\", and runs nothing", async () => {
+  it('records a scheduled fire of a paused job as skipped, "paused", and runs nothing', async () => {
     const { runner } = makeRunner([makeJob("report")]);
     await state.pause("report");
     const answer = runner.request(fire("report"));
@@ -376,7 +385,11 @@ describe("Runner: run.started and run.finished on the bus", () => {
   });
 
   it("tells the end of fires that never started: skipped by overlap, skipped as paused, a retry cancelled in its backoff", async () => {
-    const { runner, events } = makeRunner([makeJob("report"), makeJob("quiet"), makeJob("flaky", { retry: { attempts: 2, backoffMs: 60_000 } })]);
+    const { runner, events } = makeRunner([
+      makeJob("report"),
+      makeJob("quiet"),
+      makeJob("flaky", { retry: { attempts: 2, backoffMs: 60_000 } }),
+    ]);
     const heard = listen(events);
     runner.request(fire("report"));
     await waitFor(() => expect(held.calls).toHaveLength(1));
@@ -401,7 +414,12 @@ describe("Runner: run.started and run.finished on the bus", () => {
     );
     expect(finished).toHaveLength(4);
     // Only the runs that ran were started.
-    expect(heard.filter((h) => h.event === "run.started").map(({ run }) => run.job).sort()).toEqual(["flaky", "report"]);
+    expect(
+      heard
+        .filter((h) => h.event === "run.started")
+        .map(({ run }) => run.job)
+        .sort(),
+    ).toEqual(["flaky", "report"]);
     expect(heard.find((h) => h.run.job === "quiet")!.run).toEqual((await paused.ended).record);
   });
 
@@ -420,10 +438,14 @@ describe("Runner: run.started and run.finished on the bus", () => {
     await waitFor(() => expect(held.calls).toHaveLength(1));
     expect(held.calls[0]!.run.sessionId).toBe(`cron:report:${answer.run!.id}`);
     expect(runner.running()).toEqual([answer.run]);
-    held.calls[0]!.finish({ usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 , cacheWriteTokens: 0} });
+    held.calls[0]!.finish({ usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0, cacheWriteTokens: 0 } });
 
     const { record } = await answer.ended;
-    expect(record).toMatchObject({ status: "ok", usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 , cacheWriteTokens: 0}, sessionId: answer.run!.sessionId });
+    expect(record).toMatchObject({
+      status: "ok",
+      usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0, cacheWriteTokens: 0 },
+      sessionId: answer.run!.sessionId,
+    });
     expect(record).not.toHaveProperty("error");
     expect(await records("report")).toEqual([record]);
 

@@ -17,7 +17,6 @@ import { heldExecutor } from "../support/held-executor.js";
 import { fire, makeJob } from "../support/runner-jobs.js";
 import { captureLog } from "../support/log-capture.js";
 
-
 let stateDir: string;
 let state: StateStore;
 
@@ -47,7 +46,10 @@ describe("Runner: concurrency", () => {
   it("runs at most `concurrency` jobs at once and starts the waiting ones in arrival order", async () => {
     const names = ["a", "b", "c", "d", "e"];
     const { calls, execute, stats } = heldExecutor();
-    const { runner } = makeRunner(names.map((n) => makeJob(n)), execute);
+    const { runner } = makeRunner(
+      names.map((n) => makeJob(n)),
+      execute,
+    );
     for (const name of names) runner.submit(fire(name));
 
     await waitFor(() => expect(calls).toHaveLength(2));
@@ -59,7 +61,12 @@ describe("Runner: concurrency", () => {
     }
     await waitFor(async () => expect((await records("e"))[0]?.status).toBe("ok"));
     expect(stats.maxInFlight).toBe(2);
-    expect(calls.slice(0, 2).map((c) => c.job.name).sort()).toEqual(["a", "b"]);
+    expect(
+      calls
+        .slice(0, 2)
+        .map((c) => c.job.name)
+        .sort(),
+    ).toEqual(["a", "b"]);
     expect(calls.slice(2).map((c) => c.job.name)).toEqual(["c", "d", "e"]);
   });
 });
@@ -284,7 +291,7 @@ describe("Runner: records", () => {
           status: "ok",
           iterations: 3,
           toolCalls: 2,
-          usage: { inputTokens: 120, outputTokens: 45, cachedInputTokens: 10 , cacheWriteTokens: 0},
+          usage: { inputTokens: 120, outputTokens: 45, cachedInputTokens: 10, cacheWriteTokens: 0 },
         };
       },
       {
@@ -316,7 +323,7 @@ describe("Runner: records", () => {
       finishedAt: "2026-11-30T09:00:00.250Z",
       iterations: 3,
       toolCalls: 2,
-      usage: { inputTokens: 120, outputTokens: 45, cachedInputTokens: 10 , cacheWriteTokens: 0},
+      usage: { inputTokens: 120, outputTokens: 45, cachedInputTokens: 10, cacheWriteTokens: 0 },
     });
     expect(saved!.resultExcerpt).toHaveLength(500);
     expect(saved).not.toHaveProperty("error");
@@ -341,14 +348,18 @@ describe("Runner: records", () => {
     const held = new Promise<void>((resolve) => (release = resolve));
     let entered!: () => void;
     const reached = new Promise<void>((resolve) => (entered = resolve));
-    const { runner } = makeRunner([makeJob("report")], async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }), {
-      beforeRunEnd: async (_job, run) => {
-        order.push(`before end ${run.status}`);
-        entered();
-        await held;
-        order.push("queued");
+    const { runner } = makeRunner(
+      [makeJob("report")],
+      async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
+      {
+        beforeRunEnd: async (_job, run) => {
+          order.push(`before end ${run.status}`);
+          entered();
+          await held;
+          order.push("queued");
+        },
       },
-    });
+    );
     const ran = runner.run(fire("report")).then((record) => {
       order.push("run resolved");
       return record;
@@ -365,11 +376,15 @@ describe("Runner: records", () => {
   });
 
   it("still records the run when beforeRunEnd fails, and logs why", async () => {
-    const { runner, logs } = makeRunner([makeJob("report")], async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }), {
-      beforeRunEnd: async () => {
-        throw new Error("disk full");
+    const { runner, logs } = makeRunner(
+      [makeJob("report")],
+      async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
+      {
+        beforeRunEnd: async () => {
+          throw new Error("disk full");
+        },
       },
-    });
+    );
     const record = await runner.run(fire("report"));
     expect((await records("report")).map((r) => r.status)).toEqual(["ok"]);
     expect(logs).toContainEqual({
@@ -383,7 +398,13 @@ describe("Runner: records", () => {
     const { runner, logs } = makeRunner([], heldExecutor().execute);
     await expect(runner.run(fire("nope"))).rejects.toThrow('no job named "nope"');
     runner.submit(fire("nope"));
-    expect(logs).toContainEqual(expect.objectContaining({ level: "warn", msg: "no job by that name: fire ignored", fields: expect.objectContaining({ job: "nope" }) }));
+    expect(logs).toContainEqual(
+      expect.objectContaining({
+        level: "warn",
+        msg: "no job by that name: fire ignored",
+        fields: expect.objectContaining({ job: "nope" }),
+      }),
+    );
   });
 
   it("names the sessions of the runs in progress, which retention must not prune, until each run ends", async () => {
@@ -406,7 +427,10 @@ describe("Runner: records", () => {
 describe("Runner: shutdown", () => {
   it("lets a run finish within the grace period, cancels the one that does not, and drops runs not started", async () => {
     const { calls, execute } = heldExecutor();
-    const { runner, logs } = makeRunner(["fast", "slow", "late"].map((n) => makeJob(n)), execute);
+    const { runner, logs } = makeRunner(
+      ["fast", "slow", "late"].map((n) => makeJob(n)),
+      execute,
+    );
     runner.submit(fire("fast"));
     runner.submit(fire("slow"));
     runner.submit(fire("late"));
@@ -468,7 +492,10 @@ describe("Runner with the real agent loop", () => {
     });
     mock.addFixture({
       match: { userMessage: "Summarise yesterday's notes", hasToolResult: false },
-      response: { toolCalls: [{ name: "read_notes", arguments: "{}" }], usage: { prompt_tokens: 50, completion_tokens: 8, total_tokens: 58 } },
+      response: {
+        toolCalls: [{ name: "read_notes", arguments: "{}" }],
+        usage: { prompt_tokens: 50, completion_tokens: 8, total_tokens: 58 },
+      },
     });
     mock.addFixture({
       match: { userMessage: "Summarise yesterday's notes", hasToolResult: true },
@@ -487,7 +514,7 @@ describe("Runner with the real agent loop", () => {
       status: "ok",
       iterations: 2,
       toolCalls: 1,
-      usage: { inputTokens: 130, outputTokens: 23, cachedInputTokens: 0 , cacheWriteTokens: 0},
+      usage: { inputTokens: 130, outputTokens: 23, cachedInputTokens: 0, cacheWriteTokens: 0 },
       resultExcerpt: "Yesterday: the runner shipped. Open question: retry policy for webhooks.",
     });
     expect((await records("daily-report"))[0]).toEqual(record);

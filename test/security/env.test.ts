@@ -29,21 +29,28 @@ beforeEach(async () => {
 
 /** No `env` option: the tool reads process.env, as in the daemon. */
 function exec(command: string, overrides: Partial<ExecOptions> & { restrict?: boolean } = {}) {
-  return execOn(sb.workspace, overrides).execute({ command }, { sessionId: "leak", workspace: sb.workspace, signal: new AbortController().signal });
+  return execOn(sb.workspace, overrides).execute(
+    { command },
+    { sessionId: "leak", workspace: sb.workspace, signal: new AbortController().signal },
+  );
 }
 
 const sandboxes = [{ sandbox: "none" as const }, ...(bwrapWorks ? [{ sandbox: "bwrap" as const }] : [])];
 
 describe.each(sandboxes)("environment leakage (sandbox: $sandbox)", ({ sandbox }) => {
-  it.each(["env", "printenv", "export -p", "set", "echo PATH=$PATH $OPENAI_API_KEY $SMTP_PASSWORD $COUNTD_WEBHOOK_SECRET", "cat /proc/self/environ | tr '\\0' '\\n'"])(
-    "%s shows no secret value",
-    async (command) => {
-      const out = await exec(command, { sandbox, restrict: false });
-      expect(out).toMatch(/\[exit code 0\]$/);
-      expect(out).toContain("PATH=");
-      expect(out).not.toMatch(LEAK);
-    },
-  );
+  it.each([
+    "env",
+    "printenv",
+    "export -p",
+    "set",
+    "echo PATH=$PATH $OPENAI_API_KEY $SMTP_PASSWORD $COUNTD_WEBHOOK_SECRET",
+    "cat /proc/self/environ | tr '\\0' '\\n'",
+  ])("%s shows no secret value", async (command) => {
+    const out = await exec(command, { sandbox, restrict: false });
+    expect(out).toMatch(/\[exit code 0\]$/);
+    expect(out).toContain("PATH=");
+    expect(out).not.toMatch(LEAK);
+  });
 
   it("passes a configured name through, and only that one", async () => {
     const out = await exec("env", { sandbox, envNames: ["SMTP_PASSWORD"] });

@@ -41,7 +41,11 @@ afterAll(async () => {
 // A time limit well under what the attack pages take, so the test also sees conversions stopped.
 const tool = webFetchTool({ allowHosts: ["127.0.0.1"], convertTimeoutMs: 1_000 });
 const fetchPage = (path: string, format: "markdown" | "text", signal = new AbortController().signal) =>
-  tool.execute(tool.parameters.parse({ url: `${base}/${encodeURIComponent(path)}`, format }), { sessionId: "test", workspace: "/nonexistent", signal });
+  tool.execute(tool.parameters.parse({ url: `${base}/${encodeURIComponent(path)}`, format }), {
+    sessionId: "test",
+    workspace: "/nonexistent",
+    signal,
+  });
 
 describe("attack: HTML that is slow to convert", () => {
   // The loop's busy time while each page is fetched and converted bounds the longest stall in it.
@@ -61,7 +65,8 @@ describe("attack: HTML that is slow to convert", () => {
         const before = performance.eventLoopUtilization();
         outcomes[name] = await fetchPage(name, format).then(
           () => "converted",
-          (err: Error) => (err instanceof ToolRefusal && err.message.includes("took longer than 1 s") ? "stopped" : `failed: ${err.message}`),
+          (err: Error) =>
+            err instanceof ToolRefusal && err.message.includes("took longer than 1 s") ? "stopped" : `failed: ${err.message}`,
         );
         busyMs[name] = Math.min(busyMs[name] ?? Infinity, performance.eventLoopUtilization(before).active);
       }
@@ -100,8 +105,11 @@ describe("attack: HTML that is slow to convert", () => {
       'htmlConverter.convert("<h1>Weather</h1>", "markdown", { timeoutMs: 10_000 }).then((text) => console.log(text));',
     ].join("\n");
     const run = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
-      const child = execFile(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { timeout: 30_000 }, (err, stdout) =>
-        resolve({ code: child.exitCode ?? (err ? -1 : 0), stdout }),
+      const child = execFile(
+        process.execPath,
+        ["--import", "tsx", "--input-type=module", "-e", script],
+        { timeout: 30_000 },
+        (err, stdout) => resolve({ code: child.exitCode ?? (err ? -1 : 0), stdout }),
       );
     });
     expect(run).toEqual({ code: 0, stdout: "# Weather\n" });

@@ -51,12 +51,42 @@ const NOT_A_JOB = "not a job file: none of its";
 
 describe("files that are no job", () => {
   it.each([
-    ["a link to a shadow file", "shadow", SHADOW, `jobs/shadow.yaml:1:1: ${NOT_A_JOB} 3 keys is a job key (prompt:, schedule:, every:, at:, watch: …); its content is not shown`],
-    ["a link to an environment file", "env", "OPENAI_API_KEY=sk-LEAKCHECK-1234\nSMTP_PASSWORD=LEAKCHECK-pw\n", "jobs/env.yaml:1:1: expected a job: a mapping with prompt:, schedule: …, got text"],
-    ["a link to a JSON credentials file", "creds", '{"client_secret": "LEAKCHECK-json", "token": "LEAKCHECK"}\n', `jobs/creds.yaml:1:1: ${NOT_A_JOB} 2 keys is a job key (prompt:, schedule:, every:, at:, watch: …); its content is not shown`],
-    ["a link to a YAML secret", "k8s", "apiVersion: v1\nkind: Secret\ndata:\n  password: LEAKCHECK\n", `jobs/k8s.yaml:1:1: ${NOT_A_JOB} 3 keys is a job key (prompt:, schedule:, every:, at:, watch: …); its content is not shown`],
-    ["a link to notes that are not YAML", "notes", "Dear admin,\nthe password is: LEAKCHECK-notes\n- really: it is\n", "jobs/notes.yaml:1:1: not a job file: not valid YAML, and no job key (prompt:, schedule:, every:, at:, watch: …) in it"],
-    ["a link to a private key", "key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQLEAKCHECK\n-----END OPENSSH PRIVATE KEY-----\n", "jobs/key.yaml:1:1: expected a job: a mapping with prompt:, schedule: …, got text"],
+    [
+      "a link to a shadow file",
+      "shadow",
+      SHADOW,
+      `jobs/shadow.yaml:1:1: ${NOT_A_JOB} 3 keys is a job key (prompt:, schedule:, every:, at:, watch: …); its content is not shown`,
+    ],
+    [
+      "a link to an environment file",
+      "env",
+      "OPENAI_API_KEY=sk-LEAKCHECK-1234\nSMTP_PASSWORD=LEAKCHECK-pw\n",
+      "jobs/env.yaml:1:1: expected a job: a mapping with prompt:, schedule: …, got text",
+    ],
+    [
+      "a link to a JSON credentials file",
+      "creds",
+      '{"client_secret": "LEAKCHECK-json", "token": "LEAKCHECK"}\n',
+      `jobs/creds.yaml:1:1: ${NOT_A_JOB} 2 keys is a job key (prompt:, schedule:, every:, at:, watch: …); its content is not shown`,
+    ],
+    [
+      "a link to a YAML secret",
+      "k8s",
+      "apiVersion: v1\nkind: Secret\ndata:\n  password: LEAKCHECK\n",
+      `jobs/k8s.yaml:1:1: ${NOT_A_JOB} 3 keys is a job key (prompt:, schedule:, every:, at:, watch: …); its content is not shown`,
+    ],
+    [
+      "a link to notes that are not YAML",
+      "notes",
+      "Dear admin,\nthe password is: LEAKCHECK-notes\n- really: it is\n",
+      "jobs/notes.yaml:1:1: not a job file: not valid YAML, and no job key (prompt:, schedule:, every:, at:, watch: …) in it",
+    ],
+    [
+      "a link to a private key",
+      "key",
+      "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQLEAKCHECK\n-----END OPENSSH PRIVATE KEY-----\n",
+      "jobs/key.yaml:1:1: expected a job: a mapping with prompt:, schedule: …, got text",
+    ],
   ])("%s is one problem that quotes none of it", async (_what, name, content, expected) => {
     await linked(name, content);
     const before = await snapshot();
@@ -73,10 +103,7 @@ describe("files that are no job", () => {
     const longKey = `x${"LEAKCHECK".repeat(10)}`;
     await writeFile(file, `prompt: x\n"a\\u202Eb\\u0007c": 1\n${longKey}: 2\n`);
     const { problems } = await loadJobFile(file, { workspace: dir, defaultTimezone: "UTC", jobEnv: [] });
-    expect(problems).toEqual([
-      `${file}:2:1: a\\u202eb\\u0007c: unknown key`,
-      `${file}:3:1: ${longKey.slice(0, 32)}…: unknown key`,
-    ]);
+    expect(problems).toEqual([`${file}:2:1: a\\u202eb\\u0007c: unknown key`, `${file}:3:1: ${longKey.slice(0, 32)}…: unknown key`]);
   });
 
   it("is logged by the running daemon as one line, without its content", async () => {
@@ -88,7 +115,12 @@ describe("files that are no job", () => {
       await vi.waitFor(() => expect(daemon.output()).toContain(`shadow.yaml:1:1: ${NOT_A_JOB} 3 keys`), { timeout: 10_000 });
       expect(daemon.output()).not.toMatch(LEAK);
       // One line, which names the file twice: as its field and at the start of its problem.
-      expect(daemon.output().split("\n").filter((line) => line.includes("shadow.yaml"))).toHaveLength(1);
+      expect(
+        daemon
+          .output()
+          .split("\n")
+          .filter((line) => line.includes("shadow.yaml")),
+      ).toHaveLength(1);
     } finally {
       daemon.child.kill("SIGKILL");
       await daemon.exited;

@@ -29,15 +29,19 @@ describe("attack: an answer whose mail is slow to render", () => {
     expect(Object.entries(busyMs).filter(([, ms]) => ms >= 100)).toEqual([]);
   });
 
-  it("sends the answer as escaped preformatted text when rendering takes too long, so the mail still goes out", { timeout: 60_000 }, async () => {
-    // About 4 s to render here, eight times the limit.
-    const markdown = `${Array.from({ length: 600 }, (_, i) => `${"  ".repeat(i)}- x`).join("\n")}\n\n<script>alert(1)</script>`;
-    const { html, text } = await renderMarkdown(markdown, 500);
-    expect(text === markdown, "the text body is the answer itself").toBe(true);
-    expect(html.slice(0, 12)).toBe("<pre>- x\n  -");
-    expect(html).not.toContain("<script");
-    expect(html.endsWith("\n\n&#60;script&#62;alert(1)&#60;/script&#62;</pre>"), html.slice(-60)).toBe(true);
-  });
+  it(
+    "sends the answer as escaped preformatted text when rendering takes too long, so the mail still goes out",
+    { timeout: 60_000 },
+    async () => {
+      // About 4 s to render here, eight times the limit.
+      const markdown = `${Array.from({ length: 600 }, (_, i) => `${"  ".repeat(i)}- x`).join("\n")}\n\n<script>alert(1)</script>`;
+      const { html, text } = await renderMarkdown(markdown, 500);
+      expect(text === markdown, "the text body is the answer itself").toBe(true);
+      expect(html.slice(0, 12)).toBe("<pre>- x\n  -");
+      expect(html).not.toContain("<script");
+      expect(html.endsWith("\n\n&#60;script&#62;alert(1)&#60;/script&#62;</pre>"), html.slice(-60)).toBe(true);
+    },
+  );
 
   it("renders an ordinary answer as before", async () => {
     const { html, text } = await renderMarkdown("# Sales\n\n**up 4%**");

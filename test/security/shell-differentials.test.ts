@@ -63,7 +63,9 @@ describe("brace expansion holding ..", () => {
   });
 
   it("a plain sequence still runs", async () => {
-    expect(await execOn(sb.workspace).execute({ command: "echo {1..3} {a..c}" }, { sessionId: "t", workspace: sb.workspace, signal: signal() })).toBe("1 2 3 a b c\n[exit code 0]");
+    expect(
+      await execOn(sb.workspace).execute({ command: "echo {1..3} {a..c}" }, { sessionId: "t", workspace: sb.workspace, signal: signal() }),
+    ).toBe("1 2 3 a b c\n[exit code 0]");
   });
 });
 
@@ -143,7 +145,6 @@ describe("a symbolic link followed by ..", () => {
   ])("%s", async (_name, attack) => {
     await expectRefused(sb, typeof attack === "string" ? attack : attack(sb.workspace), SYMLINK);
   });
-
 });
 
 describe("file-name patterns that can match ..", () => {
@@ -176,7 +177,10 @@ describe("shell options, set -o and enable", () => {
   });
 
   it("the usual set options still run", async () => {
-    const out = await execOn(sb.workspace).execute({ command: "set -euo pipefail; set -x; set +x; set +e; shopt -q extglob; echo ok" }, { sessionId: "t", workspace: sb.workspace, signal: signal() });
+    const out = await execOn(sb.workspace).execute(
+      { command: "set -euo pipefail; set -x; set +x; set +e; shopt -q extglob; echo ok" },
+      { sessionId: "t", workspace: sb.workspace, signal: signal() },
+    );
     // set -x traces to stderr, which may arrive before or after stdout's "ok".
     expect(out).toMatch(/^ok$/m);
     expect(out).toMatch(/\[exit code 0\]$/);
@@ -231,7 +235,12 @@ describe("programs that run programs", () => {
     ["tar --use-compress-program", "tar --use-compress-program='rm ../outside/secret.txt' -cf a.tar f", ["tar"], notAllowed],
     ["tar -I", "tar -I 'rm ../outside/secret.txt' -cf a.tar f", ["tar"], notAllowed],
     ["tar --to-command", "tar -xf a.tar --to-command='rm ../outside/secret.txt'", ["tar"], notAllowed],
-    ["tar --checkpoint-action=exec", "tar -cf a.tar --checkpoint=1 --checkpoint-action=exec='rm ../outside/secret.txt' f", ["tar"], notAllowed],
+    [
+      "tar --checkpoint-action=exec",
+      "tar -cf a.tar --checkpoint=1 --checkpoint-action=exec='rm ../outside/secret.txt' f",
+      ["tar"],
+      notAllowed,
+    ],
     ["tar I inside a cluster", "tar -cIf 'rm ../outside/secret.txt' a.tar f", ["tar"], "inside a cluster of options"],
     ["find -exec", "find . -exec rm ../outside/secret.txt \\;", ["find"], notAllowed],
     ["find -execdir", "find . -execdir rm {} +", ["find"], notAllowed],
@@ -267,7 +276,7 @@ describe("programs that run programs", () => {
     ["make", "make -f ../outside/Makefile", ["make"], "runs code from its arguments or from files a command can write"],
     ["perl -e", "perl -e 'unlink \"../outside/secret.txt\"'", ["perl"], "runs code from its arguments"],
     ["python -c", "python3 -c 'import os; os.remove(\"../outside/secret.txt\")'", ["python3"], "runs code from its arguments"],
-    ["node -e", "node -e 'require(\"fs\").rmSync(\"../outside/secret.txt\")'", ["node"], "runs code from its arguments"],
+    ["node -e", 'node -e \'require("fs").rmSync("../outside/secret.txt")\'', ["node"], "runs code from its arguments"],
     ["ssh -o ProxyCommand", "ssh -o ProxyCommand='rm ../outside/secret.txt' host", ["ssh"], notAllowed],
     ["ssh -oProxyCommand glued", "ssh -oProxyCommand='rm ../outside/secret.txt' host", ["ssh"], notAllowed],
     ["ssh -F a config file", "ssh -F cfg host", ["ssh"], "reads a configuration file"],
@@ -308,7 +317,10 @@ describe("programs that run programs", () => {
   it("sed and awk scripts that only edit text still run", async () => {
     await writeFile(join(sb.workspace, "t.txt"), "hello world\n");
     const out = await execOn(sb.workspace, { allowList: ["sed", "awk"] }).execute(
-      { command: "sed -e 's/hello/bye/g;p' -n t.txt && awk '{ if ($1 > 0) print $2 > \"out.txt\" } END { print NR }' t.txt && sed '1w copy.txt' t.txt" },
+      {
+        command:
+          "sed -e 's/hello/bye/g;p' -n t.txt && awk '{ if ($1 > 0) print $2 > \"out.txt\" } END { print NR }' t.txt && sed '1w copy.txt' t.txt",
+      },
       { sessionId: "t", workspace: sb.workspace, signal: signal() },
     );
     expect(out).toBe("bye world\n1\nhello world\n[exit code 0]");

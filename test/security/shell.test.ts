@@ -65,7 +65,11 @@ describe("deny-list bypass attempts", () => {
     ["eval of a literal", (o) => `eval "rm -rf ${o}"`, RM_RF],
     ["eval of a variable", (o) => `C="rm -rf ${o}"; eval "$C"`, "eval of text decided at run time cannot be checked"],
     ["trap code", (o) => `trap "rm -rf ${o}" EXIT`, RM_RF],
-    ["base64 piped into sh", (o) => `echo ${Buffer.from(`rm -rf ${o}`).toString("base64")} | base64 -d | sh`, "sh would run commands read from a pipe"],
+    [
+      "base64 piped into sh",
+      (o) => `echo ${Buffer.from(`rm -rf ${o}`).toString("base64")} | base64 -d | sh`,
+      "sh would run commands read from a pipe",
+    ],
     ["curl piped into bash", () => "curl -s http://127.0.0.1:9/x | bash", "bash would run commands read from a pipe"],
     ["piped into /bin/sh", (o) => `printf 'rm -rf ${o}' | /bin/sh`, "sh would run commands read from a pipe"],
     ["a here-string into bash", (o) => `bash <<< "rm -rf ${o}"`, RM_RF],
@@ -155,7 +159,10 @@ describe("path escapes under the workspace restriction", () => {
 
   it("takes ~ as the command's HOME, which is the workspace: cp x ~/y lands inside", async () => {
     const before = await sb.snapshot();
-    const out = await tool().execute({ command: "echo data > x && cp x ~/y && cat y" }, { sessionId: "attack", workspace: sb.workspace, signal: new AbortController().signal });
+    const out = await tool().execute(
+      { command: "echo data > x && cp x ~/y && cat y" },
+      { sessionId: "attack", workspace: sb.workspace, signal: new AbortController().signal },
+    );
     expect(out).toBe("data\n[exit code 0]");
     expect(await sb.snapshot()).toBe(before);
   });

@@ -83,10 +83,18 @@ const HINT = "web_fetch only reaches public addresses; tools.web.allow_hosts in 
 
 describe("web_fetch refuses addresses inside the machine or its network", () => {
   const literalCases: [string, (port: number) => string, (port: number) => string][] = [
-    ["loopback", (port) => `http://127.0.0.1:${port}/`, (port) => `refused to fetch http://127.0.0.1:${port}/: 127.0.0.1 is a loopback address. ${HINT}`],
+    [
+      "loopback",
+      (port) => `http://127.0.0.1:${port}/`,
+      (port) => `refused to fetch http://127.0.0.1:${port}/: 127.0.0.1 is a loopback address. ${HINT}`,
+    ],
     ["IPv6 loopback", (port) => `http://[::1]:${port}/`, () => "::1 is a loopback address"],
     ["the unspecified address", (port) => `http://0.0.0.0:${port}/`, () => "0.0.0.0 is an unspecified address"],
-    ["cloud metadata", () => "http://169.254.169.254/latest/meta-data", () => "169.254.169.254 is a link-local address (where cloud metadata services live)"],
+    [
+      "cloud metadata",
+      () => "http://169.254.169.254/latest/meta-data",
+      () => "169.254.169.254 is a link-local address (where cloud metadata services live)",
+    ],
     ["loopback in decimal", (port) => `http://2130706433:${port}/`, (port) => `http://127.0.0.1:${port}/: 127.0.0.1 is a loopback address`],
     ["loopback in hex", (port) => `http://0x7f000001:${port}/`, (port) => `http://127.0.0.1:${port}/: 127.0.0.1 is a loopback address`],
     ["loopback in octal", (port) => `http://0177.0.0.1:${port}/`, (port) => `http://127.0.0.1:${port}/: 127.0.0.1 is a loopback address`],
@@ -134,33 +142,44 @@ describe("web_fetch refuses addresses inside the machine or its network", () => 
 
   it("refuses a name with one public and one private address, since the socket may pick either", async () => {
     const dns = fakeDns({ "mixed.example": [v4("93.184.215.14"), v4("10.0.0.5")] });
-    await expectRefusal(fetchWith({ lookup: dns.lookup })("http://mixed.example/"), '"mixed.example" resolves to 10.0.0.5, a private-network address');
+    await expectRefusal(
+      fetchWith({ lookup: dns.lookup })("http://mixed.example/"),
+      '"mixed.example" resolves to 10.0.0.5, a private-network address',
+    );
     expect(dialled).toEqual([]);
   });
 
   it("refuses a name that resolves to an IPv4-mapped loopback address", async () => {
     const dns = fakeDns({ "mapped.example": [v6("::ffff:127.0.0.1")] });
-    await expectRefusal(fetchWith({ lookup: dns.lookup })(`http://mapped.example:${port}/`), "::ffff:7f00:1 (127.0.0.1), a loopback address");
+    await expectRefusal(
+      fetchWith({ lookup: dns.lookup })(`http://mapped.example:${port}/`),
+      "::ffff:7f00:1 (127.0.0.1), a loopback address",
+    );
     expect(dialled).toEqual([]);
     expect(received).toEqual([]);
   });
 
   it("refuses a name that resolves to cloud metadata", async () => {
     const dns = fakeDns({ "metadata.example": [v4("169.254.169.254")] });
-    await expectRefusal(fetchWith({ lookup: dns.lookup })("http://metadata.example/latest/meta-data"), "resolves to 169.254.169.254, a link-local address");
+    await expectRefusal(
+      fetchWith({ lookup: dns.lookup })("http://metadata.example/latest/meta-data"),
+      "resolves to 169.254.169.254, a link-local address",
+    );
     expect(dialled).toEqual([]);
   });
 
   it("does not open 127.0.0.1 when only another address is allowed", async () => {
-    await expectRefusal(fetchWith({ allowHosts: ["10.0.0.0/8", "intranet.example"] })(`http://127.0.0.1:${port}/`), "127.0.0.1 is a loopback address");
+    await expectRefusal(
+      fetchWith({ allowHosts: ["10.0.0.0/8", "intranet.example"] })(`http://127.0.0.1:${port}/`),
+      "127.0.0.1 is a loopback address",
+    );
     expect(received).toEqual([]);
   });
 });
 
 describe("web_fetch checks every redirect again", () => {
   // public.example stands for a page the allow-list opened; it is served by the loopback server.
-  const publicPage = () =>
-    fetchWith({ allowHosts: ["public.example"], lookup: fakeDns({ "public.example": [v4("127.0.0.1")] }).lookup });
+  const publicPage = () => fetchWith({ allowHosts: ["public.example"], lookup: fakeDns({ "public.example": [v4("127.0.0.1")] }).lookup });
 
   it("refuses a redirect to loopback, although the first hop was allowed", async () => {
     await expectRefusal(

@@ -20,7 +20,23 @@ describe("session file names", () => {
   });
 
   it("give distinct ids distinct files, and read back to their id", () => {
-    const ids = ["cron:a:b", "cron:a+b", "cron+a+b", "cron%3Aa%3Ab", "cron:a.b", "a b", "a%20b", "%", "+", ":", "-", ".", "..", "日报", "cli"];
+    const ids = [
+      "cron:a:b",
+      "cron:a+b",
+      "cron+a+b",
+      "cron%3Aa%3Ab",
+      "cron:a.b",
+      "a b",
+      "a%20b",
+      "%",
+      "+",
+      ":",
+      "-",
+      ".",
+      "..",
+      "日报",
+      "cli",
+    ];
     const names = ids.map(sessionFileName);
     expect(new Set(names).size).toBe(ids.length);
     expect(names.map(sessionIdOfFile)).toEqual(ids);

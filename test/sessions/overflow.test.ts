@@ -101,9 +101,7 @@ describe("summarizeOverflow", () => {
     const summarize = async () => {
       throw new Error("LLM unavailable");
     };
-    await expect(summarizeOverflow({ store, sessionId: "cli", maxHistory: 1, summarize, memory })).rejects.toThrow(
-      "LLM unavailable",
-    );
+    await expect(summarizeOverflow({ store, sessionId: "cli", maxHistory: 1, summarize, memory })).rejects.toThrow("LLM unavailable");
     expect(await memoryLines()).toEqual([]);
     expect(await new SessionStore(stateDir).load("cli")).toEqual(history);
   });
@@ -111,9 +109,9 @@ describe("summarizeOverflow", () => {
   it("drops nothing when the summary comes back empty", async () => {
     await store.append("cli", [user("1"), assistant("2"), user("3")]);
     const s = recordingSummarizer("  \n ");
-    await expect(
-      summarizeOverflow({ store, sessionId: "cli", maxHistory: 1, summarize: s.summarize, memory }),
-    ).rejects.toThrow('overflow summary for session "cli" came back empty; 2 old message(s) kept');
+    await expect(summarizeOverflow({ store, sessionId: "cli", maxHistory: 1, summarize: s.summarize, memory })).rejects.toThrow(
+      'overflow summary for session "cli" came back empty; 2 old message(s) kept',
+    );
     expect(await store.load("cli")).toHaveLength(3);
   });
 });

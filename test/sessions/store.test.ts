@@ -115,9 +115,7 @@ describe("SessionStore", () => {
   it("keeps every message whole when appends to one session overlap", async () => {
     const store = new SessionStore(stateDir);
     const big = "x".repeat(200_000);
-    await Promise.all(
-      Array.from({ length: 40 }, (_, i) => store.append("cli", [user(`q${i} ${big}`), assistant(`a${i}`)])),
-    );
+    await Promise.all(Array.from({ length: 40 }, (_, i) => store.append("cli", [user(`q${i} ${big}`), assistant(`a${i}`)])));
     const reloaded = await new SessionStore(stateDir).load("cli");
     expect(reloaded).toHaveLength(80);
     // Each question is followed by its own answer, in call order.

@@ -86,7 +86,9 @@ describe("SkillsLoader", () => {
     expect(problems).toContainEqual(expect.stringMatching(new RegExp(`^${escape(badYaml)}:4:1: `)));
     expect(problems).toContainEqual(expect.stringMatching(new RegExp(`^${escape(badField)}: always: .*boolean`)));
     expect(problems).toContainEqual(expect.stringMatching(new RegExp(`^${escape(noDescription)}: description: `)));
-    expect(problems).toContainEqual(`${join(workspace, "skills", "empty-dir", "SKILL.md")}: missing (every skill directory needs a SKILL.md)`);
+    expect(problems).toContainEqual(
+      `${join(workspace, "skills", "empty-dir", "SKILL.md")}: missing (every skill directory needs a SKILL.md)`,
+    );
   });
 
   it("reports a second skill claiming a name already taken", async () => {

@@ -28,7 +28,19 @@ async function traced(script: string, also: string[] = []): Promise<string[]> {
   const out = join(dir, "strace.out");
   const body = `const dir = ${JSON.stringify(dir)}; const dist = ${JSON.stringify(DIST)};\n${script}`;
   const calls = ["fsync", "fdatasync", "rename", "renameat", "renameat2", ...also];
-  await run("strace", ["-f", "-y", "-qq", "-e", `trace=${calls.join(",")}`, "-o", out, process.execPath, "--input-type=module", "-e", body]);
+  await run("strace", [
+    "-f",
+    "-y",
+    "-qq",
+    "-e",
+    `trace=${calls.join(",")}`,
+    "-o",
+    out,
+    process.execPath,
+    "--input-type=module",
+    "-e",
+    body,
+  ]);
   const wanted = new RegExp(`\\b(${calls.join("|")})\\(`);
   return (await readFile(out, "utf8")).split("\n").filter((line) => wanted.test(line) && !line.includes("resumed>"));
 }
@@ -39,14 +51,20 @@ const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 describe.skipIf(!straceWorks)("what a power cut cannot undo", () => {
   for (const [name, file, script] of [
-    ["state.json", "state.json", `const { StateStore } = await import(dist + "/store/state.js"); const state = await StateStore.open(dir); await state.update((data) => { data.jobs.report = {}; });`],
+    [
+      "state.json",
+      "state.json",
+      `const { StateStore } = await import(dist + "/store/state.js"); const state = await StateStore.open(dir); await state.update((data) => { data.jobs.report = {}; });`,
+    ],
   ] as const) {
     it(`${name}: the new file's data is synced before the rename, and the folder after it`, async () => {
       const calls = await traced(script);
       const escaped = file.replace(".", "\\.");
       const rename = find(calls, new RegExp(`rename\\w*\\(.*${escaped}\\.\\d+-\\d+\\.tmp".*${escaped}"`));
       expect(rename, calls.join("\n")).toBeGreaterThan(0);
-      const dataSync = calls.slice(0, rename).some((line) => new RegExp(`f(data)?sync\\(\\d+<[^>]*${escaped}\\.\\d+-\\d+\\.tmp>`).test(line));
+      const dataSync = calls
+        .slice(0, rename)
+        .some((line) => new RegExp(`f(data)?sync\\(\\d+<[^>]*${escaped}\\.\\d+-\\d+\\.tmp>`).test(line));
       expect(dataSync, calls.join("\n")).toBe(true);
       expect(find(calls, new RegExp(`fsync\\(\\d+<${escape(dir)}>\\)`), rename), calls.join("\n")).toBeGreaterThan(rename);
       expect(JSON.parse(await readFile(join(dir, file), "utf8"))).toBeTruthy();
@@ -64,7 +82,19 @@ describe.skipIf(!straceWorks)("the outbox journal", () => {
       await Promise.all(Array.from({ length: 100 }, (_, n) => store.record(disabled(n))));
       await store.record(disabled(100));
       await store.close();`;
-    await run("strace", ["-f", "-y", "-qq", "-e", "trace=openat,write,writev,pwrite64,pwritev,fsync,fdatasync", "-o", out, process.execPath, "--input-type=module", "-e", body]);
+    await run("strace", [
+      "-f",
+      "-y",
+      "-qq",
+      "-e",
+      "trace=openat,write,writev,pwrite64,pwritev,fsync,fdatasync",
+      "-o",
+      out,
+      process.execPath,
+      "--input-type=module",
+      "-e",
+      body,
+    ]);
     const journal = (await readFile(out, "utf8")).split("\n").filter((line) => line.includes("outbox.jsonl") && !line.includes("resumed>"));
     const opened = journal.filter((line) => /openat\(/.test(line) && !/O_RDONLY/.test(line));
     expect(opened, journal.join("\n")).toHaveLength(1);
@@ -96,12 +126,20 @@ describe.skipIf(!straceWorks)("a run's final record", () => {
     expect(writes, calls.join("\n")).toHaveLength(4);
     // r1's first record created the file; r2's first record is not waited for; both final records are.
     expect(syncs, calls.join("\n")).toHaveLength(3);
-    expect([syncs[0]! > writes[0]!, syncs[1]! > writes[1]!, syncs[2]! > writes[3]!, syncs[1]! < writes[2]!]).toEqual([true, true, true, true]);
+    expect([syncs[0]! > writes[0]!, syncs[1]! > writes[1]!, syncs[2]! > writes[3]!, syncs[1]! < writes[2]!]).toEqual([
+      true,
+      true,
+      true,
+      true,
+    ]);
     // runs/ and the file were new: runs/ holds the file's name and the state folder runs/'s.
     const folderSyncs = (folder: string) => lines(`fsync\\(\\d+<${escape(folder)}>\\)`).filter((i) => i > syncs[0]! && i < syncs[1]!);
     expect(folderSyncs(join(dir, "runs")), calls.join("\n")).toHaveLength(1);
     expect(folderSyncs(dir), calls.join("\n")).toHaveLength(1);
-    const statuses = (await readFile(join(dir, "runs", "report.jsonl"), "utf8")).trim().split("\n").map((line) => (JSON.parse(line) as { status: string }).status);
+    const statuses = (await readFile(join(dir, "runs", "report.jsonl"), "utf8"))
+      .trim()
+      .split("\n")
+      .map((line) => (JSON.parse(line) as { status: string }).status);
     expect(statuses).toEqual(["running", "ok", "running", "ok"]);
   });
 });

@@ -150,7 +150,11 @@ describe("acquireLock with a watch, as the daemon holds it", () => {
       await vi.waitFor(async () => expect(await readFile(lockFile(), "utf8")).toBe(`${process.pid}\n`), { timeout: 10_000, interval: 100 });
     }
     expect(lines).toMatchObject(
-      Array.from({ length: 2 }, () => ({ level: "warn", msg: RENAMED, fields: { component: "lock", lock: lockFile(), daemonPid: process.pid } })),
+      Array.from({ length: 2 }, () => ({
+        level: "warn",
+        msg: RENAMED,
+        fields: { component: "lock", lock: lockFile(), daemonPid: process.pid },
+      })),
     );
     expect(taken).toEqual([]);
     await release();
@@ -162,7 +166,13 @@ describe("acquireLock with a watch, as the daemon holds it", () => {
     await rename(dir, `${dir}.aside`);
     await writeFile(dir, "");
     const cannot = () =>
-      lines.filter((line) => line.level === "warn" && line.msg === "could not check the lock file" && line.fields["lock"] === lockFile() && typeof line.fields["error"] === "string");
+      lines.filter(
+        (line) =>
+          line.level === "warn" &&
+          line.msg === "could not check the lock file" &&
+          line.fields["lock"] === lockFile() &&
+          typeof line.fields["error"] === "string",
+      );
     await vi.waitFor(() => expect(cannot()).toHaveLength(1), { timeout: 10_000, interval: 100 });
     // A few more looks fail the same way (one every 2 s) and add no line.
     await new Promise((resolve) => setTimeout(resolve, 5_000));
@@ -181,10 +191,13 @@ describe("acquireLock with a watch, as the daemon holds it", () => {
     const { taken, watch } = watcher();
     const release = await acquireLock(dir, process.pid, watch);
     await writeFile(lockFile(), `${other}\n`);
-    await vi.waitFor(() => expect(taken).toEqual([`the lock file ${lockFile()} now names pid ${other}: another process took the state directory ${dir}`]), {
-      timeout: 10_000,
-      interval: 100,
-    });
+    await vi.waitFor(
+      () => expect(taken).toEqual([`the lock file ${lockFile()} now names pid ${other}: another process took the state directory ${dir}`]),
+      {
+        timeout: 10_000,
+        interval: 100,
+      },
+    );
     await release();
     expect(await readFile(lockFile(), "utf8")).toBe(`${other}\n`);
     expect(taken).toHaveLength(1);

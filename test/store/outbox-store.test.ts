@@ -16,7 +16,16 @@ function entry(id: string): OutboxEntry {
     message: {
       kind: "run.completed",
       job: "daily-report",
-      run: { id: "run-1", reason: "schedule", status: "ok", startedAt: T0.toISOString(), finishedAt: T0.toISOString(), durationMs: 0, usage: emptyUsage(), cost: 0 },
+      run: {
+        id: "run-1",
+        reason: "schedule",
+        status: "ok",
+        startedAt: T0.toISOString(),
+        finishedAt: T0.toISOString(),
+        durationMs: 0,
+        usage: emptyUsage(),
+        cost: 0,
+      },
       result: "All green.",
     },
     workspace: "/srv/workspace",
@@ -53,14 +62,25 @@ async function openStore(...args: Parameters<typeof OutboxStore.open>): Promise<
 describe("OutboxStore", () => {
   it("keeps pending entries, their attempts and disabled targets across a reopen, one journal line per change", async () => {
     const store = await openStore(dir, T0);
-    await store.record(queued("run-1:a"), { op: "disabled", target: "webhook-x", at: T0.toISOString(), reason: "target disabled after HTTP 410" });
+    await store.record(queued("run-1:a"), {
+      op: "disabled",
+      target: "webhook-x",
+      at: T0.toISOString(),
+      reason: "target disabled after HTTP 410",
+    });
     await store.record({ op: "attempt", id: "run-1:a", at: later(1_000).toISOString() });
     await store.record({ op: "failed", id: "run-1:a", error: "HTTP 500", retryAt: later(31_000).toISOString() });
     expect(await lines()).toHaveLength(4);
     const reopened = await openStore(dir, T0);
     expect(reopened.data).toEqual({
       entries: {
-        "run-1:a": { ...entry("run-1:a"), attempts: 1, lastAttemptAt: later(1_000).toISOString(), lastError: "HTTP 500", nextAttemptAt: later(31_000).toISOString() },
+        "run-1:a": {
+          ...entry("run-1:a"),
+          attempts: 1,
+          lastAttemptAt: later(1_000).toISOString(),
+          lastError: "HTTP 500",
+          nextAttemptAt: later(31_000).toISOString(),
+        },
       },
       disabledTargets: { "webhook-x": { at: T0.toISOString(), reason: "target disabled after HTTP 410" } },
     });
@@ -85,7 +105,10 @@ describe("OutboxStore", () => {
     const { log, lines: logged } = captureLog();
     const reopened = await openStore(dir, T0, log);
     expect(logged.filter((line) => line.level === "warn")).toEqual([
-      expect.objectContaining({ msg: expect.stringMatching(/^dropped a record cut short by a crash/), fields: expect.objectContaining({ file: journal(), line: 4 }) }),
+      expect.objectContaining({
+        msg: expect.stringMatching(/^dropped a record cut short by a crash/),
+        fields: expect.objectContaining({ file: journal(), line: 4 }),
+      }),
     ]);
     expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
     await reopened.record(delivered("run-2:a"));
@@ -106,7 +129,10 @@ describe("OutboxStore", () => {
     expect(Object.keys(reopened.data.entries)).toEqual(["run-1:a"]);
     expect(reopened.data.entries["run-1:a"]!.attempts).toBe(0);
     expect(reopened.deliveredAt("run-3:a")).toEqual(T0);
-    const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8")).trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8"))
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(quarantined.map(({ file, where }) => [file, where])).toEqual([
       [journal(), "line 2"],
       [journal(), "line 3"],
@@ -125,7 +151,10 @@ describe("OutboxStore", () => {
       const ids = Array.from({ length: 300 }, (_, k) => `run-${from + k}:a`);
       await batch(ids, queued);
       await batch(ids, (id) => ({ op: "attempt", id, at: T0.toISOString() }));
-      await batch(ids.filter((_, k) => k % 3 > 0), (id) => delivered(id));
+      await batch(
+        ids.filter((_, k) => k % 3 > 0),
+        (id) => delivered(id),
+      );
     }
     const live = 3_000 + 6_000;
     const written = await lines();
@@ -165,9 +194,15 @@ describe("OutboxStore", () => {
   });
 
   it("moves the outbox.json and outbox-delivered.jsonl of an older countd into the journal, then removes them", async () => {
-    await writeFile(join(dir, "outbox.json"), JSON.stringify({ entries: { "run-1:a": entry("run-1:a"), "run-2:a": entry("run-2:a") }, disabledTargets: {} }));
+    await writeFile(
+      join(dir, "outbox.json"),
+      JSON.stringify({ entries: { "run-1:a": entry("run-1:a"), "run-2:a": entry("run-2:a") }, disabledTargets: {} }),
+    );
     // run-1 was acknowledged and a crash kept outbox.json from being rewritten.
-    await writeFile(join(dir, "outbox-delivered.jsonl"), `${JSON.stringify({ id: "run-1:a", at: T0.toISOString() })}\n{"id":"run-0:a","at":"2026-03-`);
+    await writeFile(
+      join(dir, "outbox-delivered.jsonl"),
+      `${JSON.stringify({ id: "run-1:a", at: T0.toISOString() })}\n{"id":"run-0:a","at":"2026-03-`,
+    );
     const store = await openStore(dir, T0);
     expect(Object.keys(store.data.entries)).toEqual(["run-2:a"]);
     expect(store.deliveredAt("run-1:a")).toEqual(T0);
@@ -187,7 +222,11 @@ describe("OutboxStore", () => {
   it("moves the entries of an old outbox.json that do not fit aside, with a warning, and keeps every entry that does", async () => {
     const shapes: Array<[unknown, string[], string[]]> = [
       [{ entries: { x: null, "run-1:a": entry("run-1:a") } }, ["entries.x"], ["run-1:a"]],
-      [{ entries: { "run-1:a": entry("run-1:a"), y: { id: "y" }, "run-2:a": entry("run-3:a") } }, ["entries.y", "entries.run-2:a"], ["run-1:a"]],
+      [
+        { entries: { "run-1:a": entry("run-1:a"), y: { id: "y" }, "run-2:a": entry("run-3:a") } },
+        ["entries.y", "entries.run-2:a"],
+        ["run-1:a"],
+      ],
       [{ entries: { "run-1:a": { ...entry("run-1:a"), nextAttemptAt: "soon" } } }, ["entries.run-1:a"], []],
       [{ entries: [entry("run-1:a")] }, ["entries"], []],
       [{ entries: {}, disabledTargets: { "webhook-x": 5 }, extra: 1 }, ["disabledTargets.webhook-x", "extra"], []],
@@ -200,8 +239,14 @@ describe("OutboxStore", () => {
       const { log, lines } = captureLog();
       const store = await openStore(dir, T0, log);
       const warnings = lines.filter((line) => line.level === "warn");
-      const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8")).trim().split("\n").map((line) => JSON.parse(line) as { where: string });
-      expect(quarantined.map((q) => q.where), JSON.stringify(shape)).toEqual(where);
+      const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8"))
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line) as { where: string });
+      expect(
+        quarantined.map((q) => q.where),
+        JSON.stringify(shape),
+      ).toEqual(where);
       expect(warnings).toHaveLength(where.length);
       expect(warnings[0]).toMatchObject({ fields: { component: "outbox-store", file: join(dir, "outbox.json"), where: where[0] } });
       expect(Object.keys(store.data.entries)).toEqual(kept);
@@ -209,5 +254,4 @@ describe("OutboxStore", () => {
       expect(await readdir(dir)).not.toContain("outbox.json");
     }
   });
-
 });

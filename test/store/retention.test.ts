@@ -147,7 +147,9 @@ describe("Retention", () => {
     let ticks = 0;
     const timer = setInterval(() => ticks++, 0);
     let ticksWhenDone = -1;
-    const pass = retention().prune().then((report) => ((ticksWhenDone = ticks), report));
+    const pass = retention()
+      .prune()
+      .then((report) => ((ticksWhenDone = ticks), report));
     const report = await pass;
     clearInterval(timer);
 

@@ -11,7 +11,8 @@ beforeEach(async () => {
 });
 
 const stateOnDisk = async () => JSON.parse(await readFile(join(dir, "state.json"), "utf8")) as Record<string, unknown>;
-const quarantined = async () => (await readFile(join(dir, "quarantine.jsonl"), "utf8").catch(() => "")).split("\n").filter((line) => line !== "");
+const quarantined = async () =>
+  (await readFile(join(dir, "quarantine.jsonl"), "utf8").catch(() => "")).split("\n").filter((line) => line !== "");
 
 describe("StateStore: pause", () => {
   it("keeps a paused job paused across a reopen, with the time it was first paused", async () => {
@@ -68,7 +69,10 @@ describe("StateStore: pause", () => {
   });
 
   it("reads a state.json written before pausing existed, and moves aside pause times that are no time", async () => {
-    await writeFile(join(dir, "state.json"), JSON.stringify({ jobs: { report: { lastScheduledAt: "2026-12-01T08:00:00.000Z" } }, heartbeat: { delivered: [] }, running: {} }));
+    await writeFile(
+      join(dir, "state.json"),
+      JSON.stringify({ jobs: { report: { lastScheduledAt: "2026-12-01T08:00:00.000Z" } }, heartbeat: { delivered: [] }, running: {} }),
+    );
     const before = await StateStore.open(dir);
     expect(before.isPaused("report")).toBe(false);
     expect(await quarantined()).toEqual([]);

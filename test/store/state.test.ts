@@ -277,7 +277,12 @@ describe("StateStore", () => {
     expect(quarantined[0]).toMatchObject({ file: join(dir, "state.json"), value: { job: "../x", id: "1" } });
     expect(warnings).toHaveLength(4);
     expect(warnings[0]).toMatchObject({
-      fields: { component: "state", file: join(dir, "state.json"), where: "running.../x/1", problem: expect.stringMatching(/^does not fit/) },
+      fields: {
+        component: "state",
+        file: join(dir, "state.json"),
+        where: "running.../x/1",
+        problem: expect.stringMatching(/^does not fit/),
+      },
     });
     expect(await stateOnDisk()).toEqual({ jobs: {}, heartbeat: { delivered: [] }, running: {} });
   });
@@ -328,7 +333,10 @@ describe("StateStore", () => {
       dir = await mkdtemp(join(tmpdir(), "countd-state-"));
       await writeFile(join(dir, "state.json"), JSON.stringify(shape));
       const state = await StateStore.open(dir);
-      expect((await quarantine()).map((q) => q["where"]), JSON.stringify(shape)).toEqual(where);
+      expect(
+        (await quarantine()).map((q) => q["where"]),
+        JSON.stringify(shape),
+      ).toEqual(where);
       expect(Object.keys(state.data).sort()).toEqual(["heartbeat", "jobs", "running"]);
       expect(await stateOnDisk()).toEqual(state.data);
     }

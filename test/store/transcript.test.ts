@@ -21,7 +21,9 @@ import { useAimock } from "../support/aimock.js";
  * lines off the main thread: everything is closed before anything is read.
  */
 
-const ORDERS = ["id,customer,total", ...Array.from({ length: 120 }, (_, i) => `${1000 + i},customer-${i},${(i * 7.25).toFixed(2)}`)].join("\n");
+const ORDERS = ["id,customer,total", ...Array.from({ length: 120 }, (_, i) => `${1000 + i},customer-${i},${(i * 7.25).toFixed(2)}`)].join(
+  "\n",
+);
 const MODEL = "gpt-4o-mini";
 
 describe("readTranscript", () => {
@@ -44,7 +46,15 @@ describe("readTranscript", () => {
     runtime = await openRuntime(config, env);
     state = await StateStore.open(config.paths.state);
     jobs = new Map();
-    pipeline = await openPipeline({ config, env, state, runtime: () => runtime, job: (name) => jobs.get(name), concurrency: 2, paused: (name) => state.isPaused(name) });
+    pipeline = await openPipeline({
+      config,
+      env,
+      state,
+      runtime: () => runtime,
+      job: (name) => jobs.get(name),
+      concurrency: 2,
+      paused: (name) => state.isPaused(name),
+    });
     closed = false;
   });
 

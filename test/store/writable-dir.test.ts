@@ -31,7 +31,9 @@ describe("ensureWritableDir", () => {
 
   it("names the path when a parent is a file", async () => {
     await writeFile(join(root, "var"), "");
-    await expect(ensureWritableDir(join(root, "var", "logs"), "logs")).rejects.toThrow(`the logs directory ${join(root, "var", "logs")} is not a directory`);
+    await expect(ensureWritableDir(join(root, "var", "logs"), "logs")).rejects.toThrow(
+      `the logs directory ${join(root, "var", "logs")} is not a directory`,
+    );
   });
 });
 
@@ -43,7 +45,9 @@ describe("a state directory removed while countd runs", () => {
     await rm(dir, { recursive: true });
     await state.update((data) => (data.jobs["report"] = { lastScheduledAt: "2026-11-30T10:00:00.000Z" }));
     expect(JSON.parse(await readFile(join(dir, "state.json"), "utf8")).jobs.report.lastScheduledAt).toBe("2026-11-30T10:00:00.000Z");
-    expect(logged).toMatchObject([{ level: "error", msg: "the folder was removed while countd was running; created it again", fields: { component: "state", dir } }]);
+    expect(logged).toMatchObject([
+      { level: "error", msg: "the folder was removed while countd was running; created it again", fields: { component: "state", dir } },
+    ]);
   });
 
   it("StateStore still fails, without recreating anything, when a file stands in the folder's place", async () => {

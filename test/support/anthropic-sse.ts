@@ -9,8 +9,7 @@ import { listenLoopback } from "./loopback.js";
  */
 export type ScriptedReply =
   /** Each object is sent as `event: <type>` + `data: <json>`; a string is written verbatim. */
-  | { sse: Array<Record<string, unknown> | string>; end?: "close" | "drop" }
-  | { status: number; json: unknown };
+  { sse: Array<Record<string, unknown> | string>; end?: "close" | "drop" } | { status: number; json: unknown };
 
 export interface AnthropicSSEServer {
   url: string;

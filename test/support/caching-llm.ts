@@ -70,16 +70,26 @@ export async function startCachingLlm(): Promise<CachingLlm> {
 
   const server = createServer(async (req, res) => {
     const format: LlmFormat | undefined =
-      req.method === "POST" && req.url === "/v1/chat/completions" ? "openai" : req.method === "POST" && req.url === "/v1/messages" ? "anthropic" : undefined;
+      req.method === "POST" && req.url === "/v1/chat/completions"
+        ? "openai"
+        : req.method === "POST" && req.url === "/v1/messages"
+          ? "anthropic"
+          : undefined;
     const raw = await readBody(req);
     if (!format) {
-      res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: `no route for ${req.method} ${req.url}` } }));
+      res
+        .writeHead(404, { "content-type": "application/json" })
+        .end(JSON.stringify({ error: { message: `no route for ${req.method} ${req.url}` } }));
       return;
     }
     const body = JSON.parse(raw) as Record<string, unknown>;
     const request = { format, index: requests.length, model: String(body.model), body };
     const turn = script(request);
-    const usage = turn.usage ? { cached: 0, cacheWrite: 0, ...turn.usage } : format === "openai" ? openaiCache(body, seen.openai, turn) : anthropicCache(body, seen.anthropic, turn);
+    const usage = turn.usage
+      ? { cached: 0, cacheWrite: 0, ...turn.usage }
+      : format === "openai"
+        ? openaiCache(body, seen.openai, turn)
+        : anthropicCache(body, seen.anthropic, turn);
     requests.push({ ...request, usage });
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     res.end((format === "openai" ? openaiEvents(request.model, turn, usage) : anthropicEvents(request.model, turn, usage)).join(""));
@@ -146,7 +156,9 @@ function anthropicCache(body: Record<string, unknown>, seen: Set<string>, turn: 
     ...((body.tools as Block[] | undefined) ?? []),
     ...(typeof body.system === "string" ? [{ type: "text", text: body.system }] : ((body.system as Block[] | undefined) ?? [])),
     ...((body.messages as Array<{ role: string; content: string | Block[] }> | undefined) ?? []).flatMap((m) =>
-      typeof m.content === "string" ? [{ role: m.role, type: "text", text: m.content }] : m.content.map((block) => ({ role: m.role, ...block })),
+      typeof m.content === "string"
+        ? [{ role: m.role, type: "text", text: m.content }]
+        : m.content.map((block) => ({ role: m.role, ...block })),
     ),
   ];
   const parts = [JSON.stringify({ model: body.model }), ...blocks.map((block) => JSON.stringify(block))];
@@ -168,13 +180,23 @@ const pieces = (text: string) => text.match(/.{1,12}/gsu) ?? [];
 
 function openaiEvents(model: string, turn: LlmTurn, usage: ReportedUsage): string[] {
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-    sse({ id: "chatcmpl-cache", object: "chat.completion.chunk", created: 0, model, choices: [{ index: 0, delta, finish_reason: finish }] });
+    sse({
+      id: "chatcmpl-cache",
+      object: "chat.completion.chunk",
+      created: 0,
+      model,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
   const calls = turn.toolCalls ?? [];
   return [
     chunk({ role: "assistant", content: "" }),
     ...pieces(turn.text ?? "").map((content) => chunk({ content })),
     ...calls.map((call, index) =>
-      chunk({ tool_calls: [{ index, id: `call_${index}`, type: "function", function: { name: call.name, arguments: JSON.stringify(call.arguments) } }] }),
+      chunk({
+        tool_calls: [
+          { index, id: `call_${index}`, type: "function", function: { name: call.name, arguments: JSON.stringify(call.arguments) } },
+        ],
+      }),
     ),
     chunk({}, calls.length > 0 ? "tool_calls" : "stop"),
     sse({
@@ -234,7 +256,11 @@ function anthropicEvents(model: string, turn: LlmTurn, usage: ReportedUsage): st
       },
     }),
     ...blocks,
-    event({ type: "message_delta", delta: { stop_reason: (turn.toolCalls ?? []).length > 0 ? "tool_use" : "end_turn", stop_sequence: null }, usage: { output_tokens: usage.output } }),
+    event({
+      type: "message_delta",
+      delta: { stop_reason: (turn.toolCalls ?? []).length > 0 ? "tool_use" : "end_turn", stop_sequence: null },
+      usage: { output_tokens: usage.output },
+    }),
     event({ type: "message_stop" }),
   ];
 }

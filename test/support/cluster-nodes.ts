@@ -24,7 +24,19 @@ export async function nodeFolder(
 ): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `countd-${node}-`));
   const hold = options.hold ? [`  hold: ${options.hold}`] : [];
-  const config = ["runner:", "  shutdown_grace: 2s", "tools:", "  exec:", "    sandbox: none", ...settings, "cluster:", `  redis: ${redis}`, `  node: ${node}`, ...hold, ""];
+  const config = [
+    "runner:",
+    "  shutdown_grace: 2s",
+    "tools:",
+    "  exec:",
+    "    sandbox: none",
+    ...settings,
+    "cluster:",
+    `  redis: ${redis}`,
+    `  node: ${node}`,
+    ...hold,
+    "",
+  ];
   await writeFile(join(dir, "countd.yaml"), config.join("\n"));
   await mkdir(join(dir, "jobs"));
   for (const [name, text] of Object.entries(jobs)) await writeFile(join(dir, "jobs", `${name}.yaml`), text);

@@ -68,7 +68,10 @@ export async function startConsoleDaemon(dir: string, env: Record<string, string
   const port = url ? Number(url.port) : 0;
   const origin = url ? `http://${url.host}` : "";
   const api = (path: string, init: RequestInit = {}) =>
-    fetch(`${origin}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string> | undefined) } });
+    fetch(`${origin}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string> | undefined) },
+    });
   let stopped = false;
   return {
     dir,
@@ -133,7 +136,9 @@ export function raw(opts: {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
       {
-        ...(opts.socketPath ? { socketPath: opts.socketPath } : { host: "127.0.0.1", port: opts.port, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) }),
+        ...(opts.socketPath
+          ? { socketPath: opts.socketPath }
+          : { host: "127.0.0.1", port: opts.port, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) }),
         method: opts.method ?? "GET",
         path: opts.path,
         headers: opts.headers,

@@ -75,7 +75,15 @@ export async function openStack(opts: StackOptions): Promise<CostStack> {
     state,
     pipeline,
     job(name, prompt, extra = {}) {
-      const defined: Job = { name, file: join(opts.dir, "jobs", `${name}.yaml`), timezone: "UTC", prompt, ...jobDefaults(), tools: [], ...extra };
+      const defined: Job = {
+        name,
+        file: join(opts.dir, "jobs", `${name}.yaml`),
+        timezone: "UTC",
+        prompt,
+        ...jobDefaults(),
+        tools: [],
+        ...extra,
+      };
       jobs.set(name, defined);
       return defined;
     },
@@ -106,7 +114,8 @@ export async function auditLines(logsDir: string, kind?: string): Promise<AuditL
   const files = (await readdir(logsDir)).filter((name) => /^audit-.*\.jsonl$/.test(name)).sort();
   const lines: AuditLine[] = [];
   for (const file of files) {
-    for (const line of (await readFile(join(logsDir, file), "utf8")).split("\n")) if (line.trim()) lines.push(JSON.parse(line) as AuditLine);
+    for (const line of (await readFile(join(logsDir, file), "utf8")).split("\n"))
+      if (line.trim()) lines.push(JSON.parse(line) as AuditLine);
   }
   return kind === undefined ? lines : lines.filter((line) => line.kind === kind);
 }

@@ -61,7 +61,10 @@ export function runCountd(
   opts: { cwd: string; env?: Record<string, string>; onStdout?: (text: string, interrupt: () => void) => void },
 ): Promise<CliRun> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd, env: { PATH: process.env["PATH"] ?? "", ...ANY_CONSOLE_PORT, ...opts.env } });
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: opts.cwd,
+      env: { PATH: process.env["PATH"] ?? "", ...ANY_CONSOLE_PORT, ...opts.env },
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => {

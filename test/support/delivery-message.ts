@@ -28,7 +28,7 @@ export function completedMessage(opts: {
       startedAt: opts.startedAt,
       finishedAt: new Date(Date.parse(opts.startedAt) + durationMs).toISOString(),
       durationMs,
-      usage: opts.usage ?? { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0 , cacheWriteTokens: 0},
+      usage: opts.usage ?? { inputTokens: 1200, outputTokens: 300, cachedInputTokens: 0, cacheWriteTokens: 0 },
       cost: opts.cost === undefined ? 0.0123 : opts.cost,
     },
     result: opts.result,

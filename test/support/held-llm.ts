@@ -68,10 +68,23 @@ function held(body: HeldRequest["body"], res: ServerResponse): HeldRequest {
   const send = (payload: unknown) =>
     new Promise<void>((resolve, reject) => res.write(`data: ${JSON.stringify(payload)}\n\n`, (err) => (err ? reject(err) : resolve())));
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-    send({ id: "chatcmpl-held", object: "chat.completion.chunk", created: 0, model: "held-model", choices: [{ index: 0, delta, finish_reason: finish }] });
+    send({
+      id: "chatcmpl-held",
+      object: "chat.completion.chunk",
+      created: 0,
+      model: "held-model",
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
   const finish = async (reason: string, usage = USAGE) => {
     await chunk({}, reason);
-    await send({ id: "chatcmpl-held", object: "chat.completion.chunk", created: 0, model: "held-model", choices: [], usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } });
+    await send({
+      id: "chatcmpl-held",
+      object: "chat.completion.chunk",
+      created: 0,
+      model: "held-model",
+      choices: [],
+      usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens },
+    });
     ended = true;
     await new Promise<void>((resolve) => res.end("data: [DONE]\n\n", resolve));
   };

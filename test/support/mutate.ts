@@ -17,15 +17,7 @@ export function seededRandom(seed: number): () => number {
 
 export type Random = () => number;
 
-export const MUTATIONS = [
-  "byte-flip",
-  "truncate",
-  "wrong-type",
-  "huge-number",
-  "huge-string",
-  "deep-nesting",
-  "alias-bomb",
-] as const;
+export const MUTATIONS = ["byte-flip", "truncate", "wrong-type", "huge-number", "huge-string", "deep-nesting", "alias-bomb"] as const;
 export type MutationKind = (typeof MUTATIONS)[number];
 
 export interface MutatedFile {
@@ -81,9 +73,24 @@ export function mutateJob(random: Random): MutatedFile {
     }
     case "huge-number": {
       const key = pick(random, NUMERIC_KEYS);
-      const value = pick(random, ["1e300", "1e308", "1e400", "-1e400", "99999999999999999999999999999", "0x7fffffffffffffffffff", ".inf", "-.inf", ".nan"]);
+      const value = pick(random, [
+        "1e300",
+        "1e308",
+        "1e400",
+        "-1e400",
+        "99999999999999999999999999999",
+        "0x7fffffffffffffffffff",
+        ".inf",
+        "-.inf",
+        ".nan",
+      ]);
       const line = key === "retry" ? `retry:\n  attempts: ${value}\n  backoff: ${value}` : `${key}: ${value}`;
-      const content = key === "every" ? replaceKey("schedule", value, "every") : KEYS.includes(key) ? replaceKey(key, line.slice(key.length + 2)) : `${BASE_JOB}${line}\n`;
+      const content =
+        key === "every"
+          ? replaceKey("schedule", value, "every")
+          : KEYS.includes(key)
+            ? replaceKey(key, line.slice(key.length + 2))
+            : `${BASE_JOB}${line}\n`;
       return { kind, detail: line, content: Buffer.from(content) };
     }
     case "huge-string":

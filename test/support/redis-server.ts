@@ -42,7 +42,21 @@ export async function freePort(): Promise<number> {
 export async function startRedis(args: string[] = [], opts: { port?: number } = {}): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), "countd-redis-"));
   const port = opts.port ?? (await freePort());
-  const settings = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always", ...args];
+  const settings = [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--dir",
+    dir,
+    "--save",
+    "",
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "always",
+    ...args,
+  ];
   let output = "";
   let child: ChildProcess;
   let exited: Promise<void>;

@@ -104,7 +104,10 @@ export async function expectRefused(sb: Sandbox, command: string, message: strin
   const before = await sb.snapshot();
   const err = await execOn(sb.workspace, { timeoutMs: 2_000, ...overrides })
     .execute({ command }, { sessionId: "attack", workspace: sb.workspace, signal: new AbortController().signal })
-    .then((out) => new Error(`not refused, ran with output: ${out}`), (e: unknown) => e);
+    .then(
+      (out) => new Error(`not refused, ran with output: ${out}`),
+      (e: unknown) => e,
+    );
   expect(err).toBeInstanceOf(ToolRefusal);
   expect((err as Error).message).toMatch(/^refused: /);
   if (typeof message === "string") expect((err as Error).message).toContain(message);

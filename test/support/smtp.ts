@@ -58,7 +58,11 @@ export async function startSmtpPeer(opts: { steps?: SmtpStep[]; auth?: { user: s
         const mailFrom = session.envelope.mailFrom;
         simpleParser(raw).then(
           (mail) => {
-            received.push({ envelope: { from: mailFrom ? mailFrom.address : "", to: session.envelope.rcptTo.map((rcpt) => rcpt.address) }, mail, raw });
+            received.push({
+              envelope: { from: mailFrom ? mailFrom.address : "", to: session.envelope.rcptTo.map((rcpt) => rcpt.address) },
+              mail,
+              raw,
+            });
             for (const waiter of waiters.filter((w) => received.length >= w.count)) {
               waiters.splice(waiters.indexOf(waiter), 1);
               waiter.resolve();

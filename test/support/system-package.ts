@@ -27,7 +27,8 @@ export const SYSTEM_PACKAGES = {
   strace: () =>
     promisify(execFile)("strace", ["-f", "-o", "/dev/null", "true"]).then(
       () => undefined,
-      (err: NodeJS.ErrnoException & { stderr?: string }) => (err.code === "ENOENT" ? "strace not found" : `strace cannot trace here: ${err.stderr?.trim() ?? err.message}`),
+      (err: NodeJS.ErrnoException & { stderr?: string }) =>
+        err.code === "ENOENT" ? "strace not found" : `strace cannot trace here: ${err.stderr?.trim() ?? err.message}`,
     ),
   // Debian's Chromium, which the console's browser tests drive through playwright-core (never a downloaded browser).
   chromium: () =>
@@ -39,7 +40,8 @@ export const SYSTEM_PACKAGES = {
   "redis-server": () =>
     promisify(execFile)("/usr/bin/redis-server", ["--version"]).then(
       () => undefined,
-      (err: NodeJS.ErrnoException) => (err.code === "ENOENT" ? "/usr/bin/redis-server not found" : `redis-server does not start: ${err.message}`),
+      (err: NodeJS.ErrnoException) =>
+        err.code === "ENOENT" ? "/usr/bin/redis-server not found" : `redis-server does not start: ${err.message}`,
     ),
 } satisfies Record<string, () => Promise<string | undefined>>;
 

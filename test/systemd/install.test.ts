@@ -41,7 +41,12 @@ describe("systemd/install.sh", () => {
 
     // Every folder countd.yaml names exists, or is made by countd inside one that does.
     const config = await loadConfig({ file: join(root, "etc/countd/countd.yaml"), env: {} });
-    expect(config.paths).toEqual({ workspace: "/var/lib/countd/workspace", state: "/var/lib/countd/state", logs: "/var/log/countd", jobs: "/etc/countd/jobs" });
+    expect(config.paths).toEqual({
+      workspace: "/var/lib/countd/workspace",
+      state: "/var/lib/countd/state",
+      logs: "/var/log/countd",
+      jobs: "/etc/countd/jobs",
+    });
     for (const folder of [config.paths.jobs, config.paths.logs, dirname(config.paths.state), dirname(config.paths.workspace)]) {
       expect((await stat(join(root, folder))).isDirectory(), folder).toBe(true);
     }

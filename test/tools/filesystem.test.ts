@@ -102,7 +102,9 @@ describe("read_file", () => {
   it("shows the start of a line longer than the limit and says where the next line starts", async () => {
     await put("min.js", "x".repeat(5000) + "\nsecond\n");
     const out = await tools({ maxReadChars: 100 })("read_file", { path: "min.js" });
-    expect(out).toBe(`${"x".repeat(100)}\n[line 1 alone is longer than the 100-character limit; only its start is shown. The next line is start_line=2]`);
+    expect(out).toBe(
+      `${"x".repeat(100)}\n[line 1 alone is longer than the 100-character limit; only its start is shown. The next line is start_line=2]`,
+    );
   });
 
   it("shares the limit among several files and says which were not read", async () => {
@@ -239,7 +241,9 @@ describe("edit_file", () => {
   it("needs exactly one of old_text and start_line", async () => {
     const call = tools();
     await expect(call("edit_file", { path: "a", new_text: "x" })).rejects.toThrow("give either old_text or start_line");
-    await expect(call("edit_file", { path: "a", old_text: "y", start_line: 1, new_text: "x" })).rejects.toThrow("give either old_text or start_line");
+    await expect(call("edit_file", { path: "a", old_text: "y", start_line: 1, new_text: "x" })).rejects.toThrow(
+      "give either old_text or start_line",
+    );
   });
 });
 

@@ -5,7 +5,10 @@ import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
 import { runTool } from "../support/sandbox.js";
 
-type WireRequest = { messages: Array<{ role: string; content: unknown }>; tools?: Array<{ function: { name: string; parameters: { required?: string[] } } }> };
+type WireRequest = {
+  messages: Array<{ role: string; content: unknown }>;
+  tools?: Array<{ function: { name: string; parameters: { required?: string[] } } }>;
+};
 
 describe("heartbeat_respond", () => {
   it("holds nothing until called, then the decision it was given", async () => {

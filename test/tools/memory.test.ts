@@ -35,7 +35,9 @@ const SAMPLE = [
 describe("memory tools", () => {
   it("memory_write appends one dated line, folding line breaks, and says which line it landed on", async () => {
     await writeFile(store.path, "# Memory");
-    expect(await call("memory_write", { text: "User likes\n  short answers" })).toBe(`saved as line 2: ${today()}|agent|User likes short answers`);
+    expect(await call("memory_write", { text: "User likes\n  short answers" })).toBe(
+      `saved as line 2: ${today()}|agent|User likes short answers`,
+    );
     expect(await call("memory_write", { text: "Deploys on Fridays are banned", source: "user" })).toBe(
       `saved as line 3: ${today()}|user|Deploys on Fridays are banned`,
     );
@@ -64,7 +66,9 @@ describe("memory tools", () => {
     expect(await call("memory_search", { query: "db-1 server", mode: "and" })).toBe(
       "line 6: 2025-03-05|agent|db-2 replaced db-1 as primary SERVER\nline 3: 2025-01-10|user|Server db-1 runs PostgreSQL 16",
     );
-    expect(await call("memory_search", { keywords: ["reports in german"] })).toBe("line 5: 2025-02-01|agent|User prefers reports in German");
+    expect(await call("memory_search", { keywords: ["reports in german"] })).toBe(
+      "line 5: 2025-02-01|agent|User prefers reports in German",
+    );
     expect(await call("memory_search", { query: "kubernetes", keywords: ["helm chart"], mode: "and" })).toBe(
       'no memory entry holds all of "kubernetes", "helm chart"',
     );
@@ -112,7 +116,9 @@ describe("memory tools", () => {
     const saved = await call("memory_write", { text: "Grafana dashboard lives at grafana.internal/d/ops", source: "chat" });
     const line = Number(/^saved as line (\d+):/.exec(saved)![1]);
     expect(line).toBe(7);
-    expect(await call("memory_search", { query: "grafana" })).toBe(`line 7: ${today()}|chat|Grafana dashboard lives at grafana.internal/d/ops`);
+    expect(await call("memory_search", { query: "grafana" })).toBe(
+      `line 7: ${today()}|chat|Grafana dashboard lives at grafana.internal/d/ops`,
+    );
     expect(await call("memory_read", { start_line: line, end_line: line })).toBe(
       `line 7: ${today()}|chat|Grafana dashboard lives at grafana.internal/d/ops`,
     );

@@ -49,7 +49,9 @@ describe("bwrapArgs", () => {
   });
 
   it("refuses to hide a folder that holds the workspace", () => {
-    expect(() => bwrapArgs({ ...spec, hidden: [{ path: "/srv", isDir: true }] })).toThrow("exec: the hidden path /srv contains the workspace /srv/ws");
+    expect(() => bwrapArgs({ ...spec, hidden: [{ path: "/srv", isDir: true }] })).toThrow(
+      "exec: the hidden path /srv contains the workspace /srv/ws",
+    );
   });
 });
 
@@ -111,7 +113,9 @@ describe("detectSandbox", () => {
       expect(runtime.toolNames).not.toContain("exec");
       expect(runtime.toolNames).toContain("read_file");
       expect(runtime.warnings).toEqual([expect.stringContaining("exec is not offered to the agent")]);
-      expect(() => runtime.loop({ toolNames: ["read_file", "exec"] })).toThrow("the exec tool is not offered: no sandbox is available to it");
+      expect(() => runtime.loop({ toolNames: ["read_file", "exec"] })).toThrow(
+        "the exec tool is not offered: no sandbox is available to it",
+      );
     } finally {
       await runtime.close();
     }
@@ -122,7 +126,10 @@ describe("detectSandbox", () => {
     const sb = await makeSandbox();
     const before = await sb.snapshot();
     const err = await execOn(sb.workspace, { sandbox: "auto" })
-      .execute({ command: `echo pwned > ${sb.outside}/secret.txt` }, { sessionId: "test", workspace: sb.workspace, signal: new AbortController().signal })
+      .execute(
+        { command: `echo pwned > ${sb.outside}/secret.txt` },
+        { sessionId: "test", workspace: sb.workspace, signal: new AbortController().signal },
+      )
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ToolRefusal);
     expect((err as Error).message).toMatch(/^refused: exec is not offered to the agent/);
@@ -143,7 +150,10 @@ describe.runIf(bwrapWorks)("exec inside bwrap", () => {
 
   /** The workspace restriction is off, so what is tested is the sandbox, not the command check. */
   function exec(command: string, overrides: Partial<ExecOptions> = {}) {
-    return execOn(sb.workspace, { restrict: false, sandbox: "bwrap", ...overrides }).execute({ command }, { sessionId: "test", workspace: sb.workspace, signal: new AbortController().signal });
+    return execOn(sb.workspace, { restrict: false, sandbox: "bwrap", ...overrides }).execute(
+      { command },
+      { sessionId: "test", workspace: sb.workspace, signal: new AbortController().signal },
+    );
   }
 
   it("can write inside the workspace", async () => {
@@ -221,7 +231,9 @@ describe.runIf(bwrapWorks)("exec inside bwrap", () => {
       await mkdir(config.paths.workspace, { recursive: true });
       await writeFile(join(config.paths.workspace, "mine.txt"), "WORKSPACE FILE\n");
       const out = await exec.execute(
-        { command: `cat ${base}/.env ${base}/jobs/hook.yaml ${base}/notes.txt ${base}/countd.yaml; echo "jobs: [$(ls -A ${base}/jobs)]"; cat mine.txt` },
+        {
+          command: `cat ${base}/.env ${base}/jobs/hook.yaml ${base}/notes.txt ${base}/countd.yaml; echo "jobs: [$(ls -A ${base}/jobs)]"; cat mine.txt`,
+        },
         { sessionId: "test", workspace: config.paths.workspace, signal: new AbortController().signal },
       );
       expect(out).not.toContain("SENTINEL");

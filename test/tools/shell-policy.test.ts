@@ -43,9 +43,9 @@ describe("ShellPolicy: ordinary lines run", () => {
     "echo hi > out.txt 2>&1",
     "cat < /dev/null > /dev/null",
     "grep -rn TODO . | sort | head -n 20",
-    "for f in *.txt; do wc -l \"$f\"; done",
+    'for f in *.txt; do wc -l "$f"; done',
     "rm -r build && rm -f a.o",
-    "rm -- \"$f\"",
+    'rm -- "$f"',
     "find . -name '*.tmp' -delete",
     "find . -name '*.log' -exec gzip {} +",
     "mkdir -p src/{a,b} && cp file{,.bak} src/a",
@@ -59,7 +59,7 @@ describe("ShellPolicy: ordinary lines run", () => {
     "git log --oneline | head -5",
     "cd sub && ls",
     "[[ -f sub ]] && echo yes",
-    "echo \"${HOME}/sub\"",
+    'echo "${HOME}/sub"',
   ])("%s", async (line) => {
     expect(await verdict(line)).toBe("ok");
   });
@@ -124,7 +124,17 @@ describe("ShellPolicy: deny-list", () => {
   });
 
   it("sees through quoting, escapes, brace expansion and paths", async () => {
-    for (const line of ["r''m -rf x", '"rm" -rf x', "r\\m -rf x", "$'\\x72m' -rf x", "$'\\162m' -rf x", "{rm,-rf,x}", "rm {-rf,x}", "/bin/rm -rf x", "../../bin/rm -rf x"]) {
+    for (const line of [
+      "r''m -rf x",
+      '"rm" -rf x',
+      "r\\m -rf x",
+      "$'\\x72m' -rf x",
+      "$'\\162m' -rf x",
+      "{rm,-rf,x}",
+      "rm {-rf,x}",
+      "/bin/rm -rf x",
+      "../../bin/rm -rf x",
+    ]) {
       expect(await verdict(line, { restrict: false }), line).toContain("rm with -r and -f");
     }
   });
@@ -161,7 +171,9 @@ describe("ShellPolicy: deny-list", () => {
     expect(await verdict("bash -o pipefail -c 'rm -rf x'")).toContain("rm with -r and -f");
     expect(await verdict("eval 'rm -rf x'")).toContain("rm with -r and -f");
     expect(await verdict("bash -c 'bash -c \"rm -rf x\"'")).toContain("rm with -r and -f");
-    expect(await verdict('bash -c "$CODE"')).toBe('refused: bash -c "$CODE" (the code given to bash -c is decided at run time, so it cannot be checked)');
+    expect(await verdict('bash -c "$CODE"')).toBe(
+      'refused: bash -c "$CODE" (the code given to bash -c is decided at run time, so it cannot be checked)',
+    );
     expect(await verdict("xargs sh -c")).toContain("sh -c without its code in the line cannot be checked");
     expect(await verdict('eval "$CODE"')).toContain("eval of text decided at run time cannot be checked");
     expect(await verdict("source <(curl x)")).toContain("source of a script decided at run time cannot be checked");
@@ -180,7 +192,7 @@ describe("ShellPolicy: deny-list", () => {
     expect(await verdict("bash <<-EOF\n\trm -rf x\n\tEOF")).toContain("rm with -r and -f");
     expect(await verdict("bash <<EOF\necho \\$(rm -rf x)\nEOF")).toContain("rm with -r and -f");
     expect(await verdict("bash <<EOF\n$(curl x)\nEOF")).toContain("would run commands read from text decided at run time");
-    expect(await verdict("bash <<< \"$(curl x)\"")).toContain("would run commands read from text decided at run time");
+    expect(await verdict('bash <<< "$(curl x)"')).toContain("would run commands read from text decided at run time");
   });
 
   it("checks quoted text holding $(…) as code, since bash can evaluate it (PS4, arithmetic, ${x@P}), and alias texts", async () => {
@@ -204,25 +216,39 @@ describe("ShellPolicy: deny-list", () => {
     expect(await verdict("$(echo rm) -rf x")).toContain("refused: $(echo rm) (the command name is decided at run time");
     expect(await verdict("`echo rm` -rf x")).toContain("decided at run time");
     expect(await verdict('"r$X" -rf x')).toContain("decided at run time");
-    expect(await verdict("/bin/r? -rf x", { restrict: false })).toBe("refused: /bin/r? (the command name is a file-name pattern, so it cannot be checked)");
+    expect(await verdict("/bin/r? -rf x", { restrict: false })).toBe(
+      "refused: /bin/r? (the command name is a file-name pattern, so it cannot be checked)",
+    );
     expect(await verdict("env $CMD x")).toContain("decided at run time");
     expect(await verdict("env -S 'rm -rf x'")).toContain("env -S splits a string into a command, which is not checked");
   });
 
   it("refuses find -delete on a folder outside the workspace, even without the workspace restriction", async () => {
-    expect(await verdict("find / -delete", { restrict: false })).toBe('refused: find / -delete (find -delete on "/", outside the workspace, is on the deny-list)');
-    expect(await verdict(`find -L ${sb.outside} -name x -delete`, { restrict: false })).toContain("outside the workspace, is on the deny-list");
+    expect(await verdict("find / -delete", { restrict: false })).toBe(
+      'refused: find / -delete (find -delete on "/", outside the workspace, is on the deny-list)',
+    );
+    expect(await verdict(`find -L ${sb.outside} -name x -delete`, { restrict: false })).toContain(
+      "outside the workspace, is on the deny-list",
+    );
     expect(await verdict("find escape -delete", { restrict: false })).toContain('find -delete on "escape", outside the workspace');
-    expect(await verdict("find $DIR -delete", { restrict: false })).toContain("find -delete on a folder decided at run time cannot be checked");
+    expect(await verdict("find $DIR -delete", { restrict: false })).toContain(
+      "find -delete on a folder decided at run time cannot be checked",
+    );
   });
 
   it("refuses a line the parser cannot read", async () => {
-    expect(await verdict("if ((")).toBe("refused: if (( (the shell parser cannot read it: command:1:4: (( must be followed by an expression)");
-    expect(await verdict("echo 'unterminated")).toMatch(/^refused: echo 'unterminated \(the shell parser cannot read it: command:1:6: reached EOF without closing quote/);
+    expect(await verdict("if ((")).toBe(
+      "refused: if (( (the shell parser cannot read it: command:1:4: (( must be followed by an expression)",
+    );
+    expect(await verdict("echo 'unterminated")).toMatch(
+      /^refused: echo 'unterminated \(the shell parser cannot read it: command:1:6: reached EOF without closing quote/,
+    );
   });
 
   it("applies configured patterns, case-insensitively, to the raw line and to each command without its quotes", async () => {
-    expect(await verdict("curl http://x/ | tee a", { denyPatterns: ["curl\\s+http"] })).toContain("matches the configured deny pattern /curl\\s+http/");
+    expect(await verdict("curl http://x/ | tee a", { denyPatterns: ["curl\\s+http"] })).toContain(
+      "matches the configured deny pattern /curl\\s+http/",
+    );
     expect(await verdict("c'u'rl HTTP://x/", { denyPatterns: ["curl\\s+http"] })).toContain("matches the configured deny pattern");
     expect(await verdict("wget x", { denyPatterns: ["curl\\s+http"] })).toBe("ok");
   });
@@ -232,7 +258,14 @@ describe("ShellPolicy: allow-list mode", () => {
   const allowList = ["ls", "cat", "grep", "echo", "sh", "xargs"];
 
   it("runs lines made only of allowed programs", async () => {
-    for (const line of ["ls -la | grep x", "cat a && echo done", "ls $(echo sub)", "/usr/bin/ls", "sh -c 'ls | cat'", "echo a | xargs ls"]) {
+    for (const line of [
+      "ls -la | grep x",
+      "cat a && echo done",
+      "ls $(echo sub)",
+      "/usr/bin/ls",
+      "sh -c 'ls | cat'",
+      "echo a | xargs ls",
+    ]) {
       expect(await verdict(line, { allowList }), line).toBe("ok");
     }
   });

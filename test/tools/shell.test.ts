@@ -15,7 +15,11 @@ function tool(overrides: Partial<ExecOptions> = {}) {
   return execOn(sb.workspace, overrides);
 }
 
-function exec(args: { command: string; working_dir?: string; timeout?: number }, overrides: Partial<ExecOptions> = {}, signal = new AbortController().signal) {
+function exec(
+  args: { command: string; working_dir?: string; timeout?: number },
+  overrides: Partial<ExecOptions> = {},
+  signal = new AbortController().signal,
+) {
   return tool(overrides).execute(args, { sessionId: "test", workspace: sb.workspace, signal });
 }
 
@@ -63,7 +67,9 @@ describe("exec: normal use", () => {
   });
 
   it("says so when the working_dir does not exist", async () => {
-    await expect(exec({ command: "ls", working_dir: "missing" })).rejects.toThrow('working_dir "missing" is not an existing folder in the workspace');
+    await expect(exec({ command: "ls", working_dir: "missing" })).rejects.toThrow(
+      'working_dir "missing" is not an existing folder in the workspace',
+    );
   });
 
   it("reports (no output) and a command killed by a signal", async () => {
@@ -143,7 +149,9 @@ describe("exec: normal use", () => {
   it("runs only allow-listed programs in allow-list mode", async () => {
     await writeFile(join(sb.workspace, "a.txt"), "alpha\n");
     expect(await exec({ command: "cat a.txt | grep alpha" }, { allowList: ["cat", "grep"] })).toBe("alpha\n[exit code 0]");
-    await expect(exec({ command: "cat a.txt | wc -l" }, { allowList: ["cat", "grep"] })).rejects.toThrow("refused: wc (not in the allow-list: cat, grep)");
+    await expect(exec({ command: "cat a.txt | wc -l" }, { allowList: ["cat", "grep"] })).rejects.toThrow(
+      "refused: wc (not in the allow-list: cat, grep)",
+    );
   });
 
   it("works with the workspace given through a symbolic link", async () => {

@@ -16,8 +16,16 @@ const DAY = 24 * HOUR;
 
 function job(name: string, schedule: Schedule, extra: Partial<Job> = {}): Job {
   return {
-    name, file: `/jobs/${name}.yaml`, timezone: "UTC", prompt: "Go.", ...jobDefaults(),
-    schedule, timeoutMs: 60_000, catchUpMs: 0, retry: { attempts: 0, backoffMs: 0 }, ...extra,
+    name,
+    file: `/jobs/${name}.yaml`,
+    timezone: "UTC",
+    prompt: "Go.",
+    ...jobDefaults(),
+    schedule,
+    timeoutMs: 60_000,
+    catchUpMs: 0,
+    retry: { attempts: 0, backoffMs: 0 },
+    ...extra,
   };
 }
 
@@ -48,7 +56,8 @@ function trigger(now?: () => Date): CronTrigger {
   return t;
 }
 
-const stateOnDisk = () => JSON.parse(readFileSync(join(dir, "state.json"), "utf8")) as { jobs: Record<string, { lastScheduledAt?: string; done?: boolean }> };
+const stateOnDisk = () =>
+  JSON.parse(readFileSync(join(dir, "state.json"), "utf8")) as { jobs: Record<string, { lastScheduledAt?: string; done?: boolean }> };
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "countd-cron-"));
@@ -203,7 +212,9 @@ describe("a slot missed while countd could not run (machine asleep)", () => {
     await waitFor(() => fires.length === 1);
     await sleep(300);
 
-    expect(fires).toEqual([expect.objectContaining({ job: "hourly", reason: "catch-up", scheduledAt: new Date(clock.nextHour + 3 * DAY) })]);
+    expect(fires).toEqual([
+      expect.objectContaining({ job: "hourly", reason: "catch-up", scheduledAt: new Date(clock.nextHour + 3 * DAY) }),
+    ]);
     expect(t.nextFires("hourly", 1)).toEqual([new Date(clock.nextHour + 3 * DAY + HOUR)]);
   });
 

@@ -10,12 +10,7 @@ import { StateStore, type HeartbeatState } from "../../src/store/state.js";
 import { ToolRegistry } from "../../src/tools/registry.js";
 import { EventBus, type CountdEvents } from "../../src/events.js";
 import type { Tool } from "../../src/tools/types.js";
-import {
-  checklistIsActionable,
-  decideHeartbeat,
-  HeartbeatService,
-  messageHash,
-} from "../../src/triggers/heartbeat.js";
+import { checklistIsActionable, decideHeartbeat, HeartbeatService, messageHash } from "../../src/triggers/heartbeat.js";
 import { captureLog } from "../support/log-capture.js";
 import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
@@ -84,9 +79,21 @@ describe("decideHeartbeat", () => {
     ["22:14 Shanghai is after 21:00", { now: "2026-03-05T14:14:00Z" }, "outside active hours 08:00-21:00 (now 22:14 Asia/Shanghai)"],
     ["07:59 is before 08:00", { now: "2026-03-04T23:59:00Z" }, "outside active hours 08:00-21:00 (now 07:59 Asia/Shanghai)"],
     ["08:00 is the first active minute", { now: "2026-03-05T00:00:00Z" }, undefined],
-    ["21:00 is past the end (the end is exclusive)", { now: "2026-03-05T13:00:00Z" }, "outside active hours 08:00-21:00 (now 21:00 Asia/Shanghai)"],
-    ["23:00 inside 22:30-06:00", { now: "2026-03-05T15:00:00Z", config: { activeHours: { start: hm("22:30"), end: hm("06:00") } } }, undefined],
-    ["03:00 inside 22:30-06:00", { now: "2026-03-05T19:00:00Z", config: { activeHours: { start: hm("22:30"), end: hm("06:00") } } }, undefined],
+    [
+      "21:00 is past the end (the end is exclusive)",
+      { now: "2026-03-05T13:00:00Z" },
+      "outside active hours 08:00-21:00 (now 21:00 Asia/Shanghai)",
+    ],
+    [
+      "23:00 inside 22:30-06:00",
+      { now: "2026-03-05T15:00:00Z", config: { activeHours: { start: hm("22:30"), end: hm("06:00") } } },
+      undefined,
+    ],
+    [
+      "03:00 inside 22:30-06:00",
+      { now: "2026-03-05T19:00:00Z", config: { activeHours: { start: hm("22:30"), end: hm("06:00") } } },
+      undefined,
+    ],
     [
       "12:00 outside 22:30-06:00",
       { now: "2026-03-05T04:00:00Z", config: { activeHours: { start: hm("22:30"), end: hm("06:00") } } },
@@ -120,7 +127,11 @@ describe("decideHeartbeat", () => {
       { now: "2026-03-05T02:00:00Z", state: { delivered: [], lastContactAt: "2026-03-05T00:48:00Z" }, checklist: OPEN_CHECKLIST },
       "user in contact recently: last contact 1h 12m ago, idle threshold 4h",
     ],
-    ["contact exactly 4h ago is idle enough", { now: "2026-03-05T04:00:00Z", state: { delivered: [], lastContactAt: "2026-03-05T00:00:00Z" } }, undefined],
+    [
+      "contact exactly 4h ago is idle enough",
+      { now: "2026-03-05T04:00:00Z", state: { delivered: [], lastContactAt: "2026-03-05T00:00:00Z" } },
+      undefined,
+    ],
     [
       "nothing open and a check-in already delivered today",
       { now: "2026-03-05T08:00:00Z", state: delivered("2026-03-05T01:00:00Z"), checklist: DONE_CHECKLIST },
@@ -131,8 +142,16 @@ describe("decideHeartbeat", () => {
       { now: "2026-03-05T08:00:00Z", state: delivered("2026-03-05T01:00:00Z") },
       "nothing to do: no checklist file, and a check-in was already delivered today (2026-03-05 Asia/Shanghai)",
     ],
-    ["an open item runs even after today's greeting", { now: "2026-03-05T08:00:00Z", state: delivered("2026-03-05T01:00:00Z"), checklist: OPEN_CHECKLIST }, undefined],
-    ["a greeting is due: nothing delivered today and idle", { now: "2026-03-05T08:00:00Z", state: delivered("2026-03-04T08:00:00Z"), checklist: DONE_CHECKLIST }, undefined],
+    [
+      "an open item runs even after today's greeting",
+      { now: "2026-03-05T08:00:00Z", state: delivered("2026-03-05T01:00:00Z"), checklist: OPEN_CHECKLIST },
+      undefined,
+    ],
+    [
+      "a greeting is due: nothing delivered today and idle",
+      { now: "2026-03-05T08:00:00Z", state: delivered("2026-03-04T08:00:00Z"), checklist: DONE_CHECKLIST },
+      undefined,
+    ],
   ])("%s", (_what, { now, config, state = empty, checklist }, reason) => {
     const decision = decideHeartbeat({ now: new Date(now), config: heartbeatConfig(config), state, checklist });
     expect(decision).toEqual(reason === undefined ? { run: true } : { run: false, skip: skipOfRule(reason), reason });
@@ -395,7 +414,11 @@ describe("HeartbeatService with a real agent loop", () => {
 
   it.each([
     ["a bare HEARTBEAT_OK answer", "  heartbeat_ok \n", "the agent answered HEARTBEAT_OK without calling heartbeat_respond"],
-    ["an answer text without the tool call", "Good morning! Water the plants.", "the agent did not call heartbeat_respond (its answer text is never delivered)"],
+    [
+      "an answer text without the tool call",
+      "Good morning! Water the plants.",
+      "the agent did not call heartbeat_respond (its answer text is never delivered)",
+    ],
   ])("delivers nothing for %s", async (_what, answer, reason) => {
     await writeChecklist(OPEN_CHECKLIST);
     agentReplies(undefined, answer);
@@ -552,6 +575,8 @@ describe("HeartbeatService with a real agent loop", () => {
     const hb = await service({ enabled: false });
     hb.start();
     hb.stop();
-    expect(captured.lines).toEqual([{ level: "info", msg: "heartbeat disabled (heartbeat.enabled is false)", fields: { component: "heartbeat" } }]);
+    expect(captured.lines).toEqual([
+      { level: "info", msg: "heartbeat disabled (heartbeat.enabled is false)", fields: { component: "heartbeat" } },
+    ]);
   });
 });

@@ -108,7 +108,13 @@ function sseEventBytes(): MessageBytes {
  * TOO_LARGE) or `stop` aborts (the stream ends where it is: the SDK's reader sees an answer
  * cut short, not a broken connection). Either way `source` is cancelled, which closes the socket.
  */
-function boundedBody(source: ReadableStream<Uint8Array>, count: MessageBytes, max: number, stop: AbortSignal, done: () => void): ReadableStream<Uint8Array> {
+function boundedBody(
+  source: ReadableStream<Uint8Array>,
+  count: MessageBytes,
+  max: number,
+  stop: AbortSignal,
+  done: () => void,
+): ReadableStream<Uint8Array> {
   const reader = source.getReader();
   let finished = false;
   const finish = () => {

@@ -11,10 +11,12 @@ export interface McpCatalog {
 
 /** From the listings on record (`<state_dir>/mcp-tools.json`), for the commands that start no server. */
 export function catalogFromListings(servers: readonly McpServerSettings[], listings: Record<string, Listing>): McpCatalog {
-  const current = servers.map((server) => ({ server, listing: listings[server.name] })).map(({ server, listing }) => ({
-    name: server.name,
-    tools: listing && listing.fingerprint === fingerprint(server) ? listing.tools : undefined,
-  }));
+  const current = servers
+    .map((server) => ({ server, listing: listings[server.name] }))
+    .map(({ server, listing }) => ({
+      name: server.name,
+      tools: listing && listing.fingerprint === fingerprint(server) ? listing.tools : undefined,
+    }));
   return {
     tools: current.flatMap((server) => server.tools ?? []),
     unlisted: current.filter((server) => server.tools === undefined).map((server) => server.name),

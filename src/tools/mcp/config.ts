@@ -17,8 +17,7 @@ const COMMON = "common";
 export const MCP_DEFAULTS = { includeTools: ["*"], excludeTools: [] as string[], connectTimeoutMs: 10_000, callTimeoutMs: 60_000 };
 
 /** `${VAR}` yields strings, YAML numbers and switches (`PORT: 8080`); all of them are sent as text. */
-const value = () =>
-  z.union([z.string(), z.number(), z.boolean()], expected("a string")).transform(String);
+const value = () => z.union([z.string(), z.number(), z.boolean()], expected("a string")).transform(String);
 
 const globs = () => z.array(text(), expected("a list of tool names or globs")).optional();
 
@@ -44,11 +43,20 @@ const serverSchema = z
   )
   .superRefine((server, ctx) => {
     if (server.command !== undefined && server.url !== undefined) {
-      ctx.addIssue({ code: "custom", path: ["url"], message: "give either command (a program countd starts) or url (a streamable HTTP endpoint), not both" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["url"],
+        message: "give either command (a program countd starts) or url (a streamable HTTP endpoint), not both",
+      });
     } else if (server.command === undefined && server.url === undefined) {
-      ctx.addIssue({ code: "custom", path: [], message: "needs command (a program countd starts, talking over stdio) or url (a streamable HTTP endpoint)" });
+      ctx.addIssue({
+        code: "custom",
+        path: [],
+        message: "needs command (a program countd starts, talking over stdio) or url (a streamable HTTP endpoint)",
+      });
     }
-    const misplaced = server.url !== undefined ? (["args", "env", "cwd"] as const) : server.command !== undefined ? (["headers"] as const) : [];
+    const misplaced =
+      server.url !== undefined ? (["args", "env", "cwd"] as const) : server.command !== undefined ? (["headers"] as const) : [];
     for (const key of misplaced) {
       if (server[key] !== undefined) {
         ctx.addIssue({ code: "custom", path: [key], message: `applies to ${key === "headers" ? "url" : "command"} servers only` });
@@ -77,7 +85,9 @@ export interface McpServerSettings {
 export const mcpServersSchema = z
   .preprocess(
     (v) => v ?? {},
-    z.object({ [COMMON]: z.preprocess((v) => v ?? {}, z.strictObject(shared, expected("a mapping"))) }, expected("a mapping")).catchall(serverSchema),
+    z
+      .object({ [COMMON]: z.preprocess((v) => v ?? {}, z.strictObject(shared, expected("a mapping"))) }, expected("a mapping"))
+      .catchall(serverSchema),
   )
   .superRefine(
     (servers, ctx) => {
@@ -100,7 +110,13 @@ export const mcpServersSchema = z
       transport:
         server.url !== undefined
           ? { kind: "http", url: server.url, headers: server.headers ?? {} }
-          : { kind: "stdio", command: server.command!, args: server.args ?? [], env: server.env ?? {}, ...(server.cwd ? { cwd: server.cwd } : {}) },
+          : {
+              kind: "stdio",
+              command: server.command!,
+              args: server.args ?? [],
+              env: server.env ?? {},
+              ...(server.cwd ? { cwd: server.cwd } : {}),
+            },
       includeTools: server.include_tools ?? common.include_tools ?? MCP_DEFAULTS.includeTools,
       excludeTools: server.exclude_tools ?? common.exclude_tools ?? MCP_DEFAULTS.excludeTools,
       connectTimeoutMs: server.connect_timeout ?? common.connect_timeout ?? MCP_DEFAULTS.connectTimeoutMs,

@@ -15,9 +15,7 @@ import { openTransport } from "./transport.js";
 export type { ListedTool } from "./listing.js";
 
 export type ServerState =
-  | { status: "connecting" }
-  | { status: "connected"; since: Date }
-  | { status: "failed"; reason: string; since: Date };
+  { status: "connecting" } | { status: "connected"; since: Date } | { status: "failed"; reason: string; since: Date };
 
 export interface ConnectionOptions {
   /** Where a stdio server's allow-listed variables are read from. */
@@ -40,7 +38,9 @@ const REASON_STDERR_LINES = 3;
  * the server's schema with AJV and run it on the event loop, where a pattern that backtracks
  * held the daemon for seconds. The model reads the result as untrusted text either way.
  */
-const UNVALIDATED: jsonSchemaValidator = { getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }) };
+const UNVALIDATED: jsonSchemaValidator = {
+  getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }),
+};
 
 /**
  * One MCP server: connected at start, reconnected with backoff whenever it fails or drops (a stdio
@@ -86,7 +86,10 @@ export class McpConnection {
       throw new FinalToolError(`the MCP server "${this.name}" is not connected${why}; countd keeps trying to connect it`);
     }
     try {
-      return (await client.callTool({ name: tool, arguments: args }, undefined, { timeout: this.settings.callTimeoutMs, signal })) as CallToolResult;
+      return (await client.callTool({ name: tool, arguments: args }, undefined, {
+        timeout: this.settings.callTimeoutMs,
+        signal,
+      })) as CallToolResult;
     } catch (err) {
       throw this.callFailure(client, err, signal);
     }
@@ -110,7 +113,10 @@ export class McpConnection {
       onFailedAttempt: ({ error, attemptNumber }) => {
         if (this.closing.signal.aborted) return;
         this.state = { status: "failed", reason: error.message, since: new Date() };
-        this.log.error({ attempt: attemptNumber, error: error.message, stderr: this.stderrTail() || undefined }, "MCP server could not be connected; trying again with backoff");
+        this.log.error(
+          { attempt: attemptNumber, error: error.message, stderr: this.stderrTail() || undefined },
+          "MCP server could not be connected; trying again with backoff",
+        );
         firstAttemptDone?.();
       },
     })
@@ -125,7 +131,12 @@ export class McpConnection {
   /** One attempt: start or reach the server, the handshake and the tool list, within connect_timeout. */
   private async connectOnce(): Promise<void> {
     const { connectTimeoutMs, callTimeoutMs } = this.settings;
-    const { transport, stderrTail } = openTransport(this.settings.transport, this.opts.env, this.opts.workspace, Math.max(connectTimeoutMs, callTimeoutMs));
+    const { transport, stderrTail } = openTransport(
+      this.settings.transport,
+      this.opts.env,
+      this.opts.workspace,
+      Math.max(connectTimeoutMs, callTimeoutMs),
+    );
     this.stderrTail = stderrTail;
     const client = new Client({ name: "countd", version: VERSION }, { jsonSchemaValidator: UNVALIDATED });
     // Handlers must never throw: the SDK calls them from its own callbacks, where a throw would be uncaught.
@@ -168,7 +179,10 @@ export class McpConnection {
       const before = names(this.tools);
       this.tools = this.listed(listing);
       const changed = names(this.tools) !== before;
-      this.log[changed ? "info" : "debug"]({ tools: this.tools.length }, changed ? "MCP server's tools changed; listed again" : "MCP server said its tools changed; listed again, the same");
+      this.log[changed ? "info" : "debug"](
+        { tools: this.tools.length },
+        changed ? "MCP server's tools changed; listed again" : "MCP server said its tools changed; listed again, the same",
+      );
       this.opts.onTools();
     } catch (err) {
       this.log.warn({ error: errorText(err) }, "MCP server said its tools changed, but listing them failed; the previous list stays");
@@ -208,7 +222,8 @@ export class McpConnection {
         `${server} did not answer within call_timeout (${seconds(this.settings.callTimeoutMs)}): the call was cancelled, and is not retried since it may have acted`,
       );
     }
-    if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) return new FinalToolError(`${server} refused the call: ${err.message}`);
+    if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed)
+      return new FinalToolError(`${server} refused the call: ${err.message}`);
     // Closed, or a transport failure (the server unreachable, its session gone, a message too large): this connection is done for.
     this.dropped(client, isTooLarge(err) ? `the server ${TOO_LARGE}` : `the connection was lost (${errorText(err)})`);
     const why = this.dropReasons.get(client) ?? errorText(err);

@@ -35,11 +35,18 @@ export async function listTools(client: Client, timeout: number, signal: AbortSi
     }
     if (cursor === undefined) return { tools };
   }
-  return { tools, cut: `the server's tool list has more than ${MAX_LIST_PAGES} pages; countd offers the tools of the first ${MAX_LIST_PAGES}` };
+  return {
+    tools,
+    cut: `the server's tool list has more than ${MAX_LIST_PAGES} pages; countd offers the tools of the first ${MAX_LIST_PAGES}`,
+  };
 }
 
 function cutDescription(description: string): string {
-  return excerpt(description, MAX_DESCRIPTION_CHARS, ` [description cut: it has ${description.length} characters; countd offers the first ${MAX_DESCRIPTION_CHARS}]`);
+  return excerpt(
+    description,
+    MAX_DESCRIPTION_CHARS,
+    ` [description cut: it has ${description.length} characters; countd offers the first ${MAX_DESCRIPTION_CHARS}]`,
+  );
 }
 
 export interface Coalesced {

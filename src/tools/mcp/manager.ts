@@ -119,7 +119,10 @@ export class McpManager {
     if (JSON.stringify(described) !== this.reportedCollisions) {
       this.reportedCollisions = JSON.stringify(described);
       for (const collision of described) {
-        this.log.error(collision, "MCP tools refused: their names collide once made valid tool names, so neither is offered (rename one on its server, or leave one out with exclude_tools)");
+        this.log.error(
+          collision,
+          "MCP tools refused: their names collide once made valid tool names, so neither is offered (rename one on its server, or leave one out with exclude_tools)",
+        );
       }
     }
     this.record();
@@ -137,7 +140,9 @@ export class McpManager {
     }
     this.recording = this.recording
       .then(() => recordListings(stateDir, listings))
-      .catch((err: unknown) => this.log.warn({ error: errorText(err), dir: stateDir }, "could not record the MCP servers' tool lists for countd validate"));
+      .catch((err: unknown) =>
+        this.log.warn({ error: errorText(err), dir: stateDir }, "could not record the MCP servers' tool lists for countd validate"),
+      );
   }
 }
 

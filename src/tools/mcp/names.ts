@@ -45,7 +45,10 @@ export function separateCollisions<T>(tools: readonly NamedTool<T>[]): { unique:
   const byName = new Map<string, NamedTool<T>[]>();
   for (const tool of tools) byName.set(tool.name, [...(byName.get(tool.name) ?? []), tool]);
   const groups = [...byName.values()];
-  return { unique: groups.filter((group) => group.length === 1).map((group) => group[0]!), collisions: groups.filter((group) => group.length > 1) };
+  return {
+    unique: groups.filter((group) => group.length === 1).map((group) => group[0]!),
+    collisions: groups.filter((group) => group.length > 1),
+  };
 }
 
 /**

@@ -27,7 +27,9 @@ function partText(part: ContentBlock): string {
     case "resource_link":
       return `[resource link: ${part.uri}${part.name ? ` (${part.name})` : ""}]`;
     case "resource":
-      return "text" in part.resource ? `[resource ${part.resource.uri}]\n${part.resource.text}` : notShown(`resource ${part.resource.uri}`, part.resource.mimeType, part.resource.blob);
+      return "text" in part.resource
+        ? `[resource ${part.resource.uri}]\n${part.resource.text}`
+        : notShown(`resource ${part.resource.uri}`, part.resource.mimeType, part.resource.blob);
   }
 }
 

@@ -25,7 +25,10 @@ export function mcpTool(connection: McpConnection, listed: ListedTool, name: str
     async execute(args, ctx) {
       const result = await connection.call(listed.name, args, ctx.signal);
       const text = resultText(result);
-      if (result.isError) throw new FinalToolError(`the MCP server "${server}" reported an error:\n${frameUntrusted(`the MCP server "${server}" (tool ${name})`, text)}`);
+      if (result.isError)
+        throw new FinalToolError(
+          `the MCP server "${server}" reported an error:\n${frameUntrusted(`the MCP server "${server}" (tool ${name})`, text)}`,
+        );
       return text;
     },
   });

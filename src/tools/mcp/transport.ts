@@ -20,9 +20,17 @@ export interface OpenedTransport {
  * close ends its stdin, then sends SIGTERM and SIGKILL 2 s apart while it lives on. Each message
  * is read up to MAX_MESSAGE_BYTES; an HTTP answer no longer than `maxRequestMs` (bounded-fetch.ts).
  */
-export function openTransport(settings: McpTransportSettings, env: NodeJS.ProcessEnv, workspace: string, maxRequestMs: number): OpenedTransport {
+export function openTransport(
+  settings: McpTransportSettings,
+  env: NodeJS.ProcessEnv,
+  workspace: string,
+  maxRequestMs: number,
+): OpenedTransport {
   if (settings.kind === "http") {
-    const transport = new StreamableHTTPClientTransport(new URL(settings.url), { requestInit: { headers: settings.headers }, fetch: boundedFetch(maxRequestMs) });
+    const transport = new StreamableHTTPClientTransport(new URL(settings.url), {
+      requestInit: { headers: settings.headers },
+      fetch: boundedFetch(maxRequestMs),
+    });
     return { transport, stderrTail: () => "" };
   }
   const transport = new StdioClientTransport({
