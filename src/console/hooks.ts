@@ -37,13 +37,11 @@ export async function serveHook(
       .end(JSON.stringify({ error: "this Host is not the console's: open it by the address countd console prints" }));
     return;
   }
-  const answer = await hooks
-    .handle({ job, header: (name) => headerText(req.headers[name]), body: req })
-    .catch((err: unknown) => ({
-      status: 500 as const,
-      body: { error: `countd could not answer: ${err instanceof Error ? err.message : String(err)}` },
-      headers: {},
-    }));
+  const answer = await hooks.handle({ job, header: (name) => headerText(req.headers[name]), body: req }).catch((err: unknown) => ({
+    status: 500 as const,
+    body: { error: `countd could not answer: ${err instanceof Error ? err.message : String(err)}` },
+    headers: {},
+  }));
   // A body left unread past max_body: the connection is not reused.
   if (!req.complete) res.setHeader("Connection", "close");
   res.writeHead(answer.status, { ...headers, ...answer.headers }).end(JSON.stringify(answer.body));
