@@ -125,9 +125,7 @@ function StatusPanel({ status: s }) {
       <div>
         <dt>Jobs</dt>
         <dd>
-          ${s.jobs.loaded}<small>
-            loaded${s.jobs.paused ? `, ${s.jobs.paused} paused` : ""}${s.jobs.invalid ? `, ${s.jobs.invalid} invalid` : ""}</small
-          >
+          ${s.jobs.loaded}<small> loaded${s.jobs.paused ? `, ${s.jobs.paused} paused` : ""}${s.jobs.invalid ? `, ${s.jobs.invalid} invalid` : ""}</small>
         </dd>
       </div>
       <div>
@@ -208,11 +206,7 @@ function RunsInProgress({ runs, zones }) {
             <span class="dot dot-running" aria-hidden="true"></span>
             <a href=${jobHref(run.job)}>${run.job}</a>
             <a href=${runHref(run.job, run.id)} class="mono">${run.id}</a>
-            <span class="muted"
-              >${run.reason}${run.node !== undefined ? ` on ${run.node}` : ""}, started
-              <${Time} at=${run.started_at} zone=${zones[run.job]} />, iteration ${run.iteration}, ${count(run.tokens)} tokens,
-              ${usd(run.cost)}</span
-            >
+            <span class="muted">${run.reason}${run.node !== undefined ? ` on ${run.node}` : ""}, started <${Time} at=${run.started_at} zone=${zones[run.job]} />, iteration ${run.iteration}, ${count(run.tokens)} tokens, ${usd(run.cost)}</span>
           </div>
           ${(run.tool || run.lastTool) && html`<div class="live-run-tool muted">${run.tool ? `calling ${run.tool}…` : run.lastTool}</div>`}
           ${run.text && html`<div class="answer live">${run.text}</div>`}

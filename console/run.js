@@ -249,8 +249,7 @@ function Step({ step, call }) {
     return html`<li class=${`step step-call${step.error ? " step-error" : ""}`}>
       <span class="call-label">${call ? `Call ${call}` : "Call"}</span>
       <span class="muted small">
-        ${step.model} · ${usageText(step.usage)}${step.cost !== undefined ? ` · ${usd(step.cost)}` : ""} ·
-        ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
+        ${step.model} · ${usageText(step.usage)}${step.cost !== undefined ? ` · ${usd(step.cost)}` : ""} · ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
       </span>
       ${step.error && html`<div class="error-text">${step.error}</div>`}
     </li>`;
