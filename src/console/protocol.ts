@@ -1,6 +1,8 @@
 import type { Usage } from "../providers/types.js";
 import type { RunReason, RunRecord, RunStatus } from "../store/run-record.js";
 
+export type { Usage, RunReason, RunRecord, RunStatus };
+
 /**
  * What the console's API and WebSocket hand to their clients (the page, `countd` commands talking
  * to the daemon, scripts): the one place their shapes are written down. Field names are
