@@ -1,14 +1,41 @@
+// @ts-check
 /**
  * The daemon's JSON API. The sign-in cookie is HttpOnly, so the page never holds the token; what it
  * holds is the CSRF proof from /api/session, which every change must carry.
+ *
+ * Each endpoint the page uses is a function here that returns its answer's shape from
+ * src/console/protocol.ts: `npm test` type-checks the page against it (tsconfig.console.json),
+ * so a field renamed or removed on the server fails there, not in a user's browser.
+ */
+
+/**
+ * @typedef {import("../src/console/protocol.js").SessionView} SessionView
+ * @typedef {import("../src/console/protocol.js").StatusView} StatusView
+ * @typedef {import("../src/console/protocol.js").JobsView} JobsView
+ * @typedef {import("../src/console/protocol.js").JobAnswer} JobAnswer
+ * @typedef {import("../src/console/protocol.js").StatsView} StatsView
+ * @typedef {import("../src/console/protocol.js").RunsPage} RunsPage
+ * @typedef {import("../src/console/protocol.js").RunView} RunView
+ * @typedef {import("../src/console/protocol.js").OutboxView} OutboxView
+ * @typedef {import("../src/console/protocol.js").RunNowAnswer} RunNowAnswer
+ * @typedef {import("../src/console/protocol.js").PauseAnswer} PauseAnswer
+ * @typedef {import("../src/console/protocol.js").CancelAnswer} CancelAnswer
+ * @typedef {import("../src/console/protocol.js").RetryAnswer} RetryAnswer
+ * @typedef {import("../src/console/protocol.js").PurgeAnswer} PurgeAnswer
  */
 
 const CSRF_HEADER = "x-countd-csrf";
 
 let csrf = "";
+/** @type {Set<() => void>} */
 const signedOutListeners = new Set();
 
 export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} message
+   * @param {unknown} [body] what the daemon answered, when it did
+   */
   constructor(status, message, body) {
     super(message);
     this.status = status;
@@ -16,24 +43,123 @@ export class ApiError extends Error {
   }
 }
 
-/** Called once the daemon answers 401: the cookie is gone or the token changed. */
+/**
+ * Called once the daemon answers 401: the cookie is gone or the token changed.
+ * @param {() => void} listener
+ */
 export function onSignedOut(listener) {
   signedOutListeners.add(listener);
 }
 
+/** @returns {Promise<SessionView>} */
+export const session = () => get("/api/session");
+
 export async function startSession() {
-  const session = await get("/api/session");
-  csrf = session.csrf;
-  return session;
+  const answer = await session();
+  csrf = answer.csrf;
+  return answer;
 }
 
-export const get = (path) => request(path, { method: "GET" });
+/** @returns {Promise<StatusView>} */
+export const status = () => get("/api/status");
 
-export const post = (path) => request(path, { method: "POST", headers: { [CSRF_HEADER]: csrf } });
+/** @returns {Promise<JobsView>} */
+export const jobs = () => get("/api/jobs");
+
+/**
+ * @param {string} name
+ * @returns {Promise<JobAnswer>}
+ */
+export const job = (name) => get(`/api/jobs/${enc(name)}`);
+
+/**
+ * Runs per day over the last `days`, of one job (with each run's points) or of all.
+ * @param {number} days
+ * @param {string} [job]
+ * @returns {Promise<StatsView>}
+ */
+export const stats = (days, job) => get(`/api/stats?${job !== undefined ? `job=${enc(job)}&` : ""}days=${days}`);
+
+/**
+ * A page of a job's runs, newest first; `before` is the previous page's `next`.
+ * @param {string} job
+ * @param {number} limit
+ * @param {string} [before]
+ * @returns {Promise<RunsPage>}
+ */
+export const runs = (job, limit, before) => get(`/api/runs?job=${enc(job)}&limit=${limit}${before ? `&before=${enc(before)}` : ""}`);
+
+/**
+ * @param {string} job
+ * @param {string} id
+ * @returns {Promise<RunView>}
+ */
+export const run = (job, id) => get(`/api/runs/${enc(id)}?job=${enc(job)}`);
+
+/** @returns {Promise<OutboxView>} */
+export const outbox = () => get("/api/outbox");
+
+/**
+ * A fire the job's overlap policy skipped answers 409 with why: that is an answer, not a failure.
+ * @param {string} name
+ * @returns {Promise<RunNowAnswer>}
+ */
+export async function runNow(name) {
+  try {
+    return await post(`/api/jobs/${enc(name)}/run`);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 409 && isSkipped(error.body)) return error.body;
+    throw error;
+  }
+}
+
+/**
+ * @param {unknown} body
+ * @returns {body is Extract<RunNowAnswer, { status: "skipped" }>}
+ */
+const isSkipped = (body) => typeof body === "object" && body !== null && "status" in body && body.status === "skipped";
+
+/**
+ * One job, or every job when `name` is undefined.
+ * @param {boolean} paused
+ * @param {string} [name]
+ * @returns {Promise<PauseAnswer>}
+ */
+export const setPaused = (paused, name) => post(`/api${name !== undefined ? `/jobs/${enc(name)}` : ""}/${paused ? "pause" : "resume"}`);
+
+/**
+ * @param {string} job
+ * @param {string} id
+ * @returns {Promise<CancelAnswer>}
+ */
+export const cancelRun = (job, id) => post(`/api/runs/${enc(id)}/cancel?job=${enc(job)}`);
+
+/**
+ * @param {string} id
+ * @returns {Promise<RetryAnswer>}
+ */
+export const retryDelivery = (id) => post(`/api/outbox/${enc(id)}/retry`);
+
+/** @returns {Promise<PurgeAnswer>} */
+export const purgeOutbox = () => post("/api/outbox/purge");
+
+/**
+ * The one place the page trusts the wire: each function above names what its endpoint answers.
+ * @param {string} path
+ */
+const get = (path) => request(path, { method: "GET" });
+
+/** @param {string} path */
+const post = (path) => request(path, { method: "POST", headers: { [CSRF_HEADER]: csrf } });
 
 /** Path segments and query values come from job names and run ids, which a file name chose. */
-export const enc = encodeURIComponent;
+const enc = encodeURIComponent;
 
+/**
+ * @param {string} path
+ * @param {RequestInit} init
+ * @returns {Promise<any>}
+ */
 async function request(path, init) {
   let response;
   try {

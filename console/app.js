@@ -1,3 +1,4 @@
+// @ts-check
 import { render } from "/assets/vendor/preact.js";
 import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
 import { onSignedOut, startSession } from "./api.js";
@@ -8,14 +9,26 @@ import { Overview } from "./overview.js";
 import { RunPage } from "./run.js";
 import { html } from "./ui.js";
 
-/** `#/`, `#/jobs/<name>`, `#/runs/<job>/<id>`, `#/outbox`: the screen for an address. */
+/**
+ * @typedef {{ title: string } & (
+ *   | { screen: "overview" | "outbox" | "missing" }
+ *   | { screen: "job"; name: string }
+ *   | { screen: "run"; job: string; id: string }
+ * )} Route
+ */
+
+/**
+ * `#/`, `#/jobs/<name>`, `#/runs/<job>/<id>`, `#/outbox`: the screen for an address.
+ * @param {string} hash
+ * @returns {Route}
+ */
 function route(hash) {
   const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts.length === 0) return { screen: "overview", title: "Overview" };
-  if (parts[0] === "jobs" && parts.length === 2) return { screen: "job", name: parts[1], title: parts[1] };
-  if (parts[0] === "runs" && parts.length === 3)
-    return { screen: "run", job: parts[1], id: parts[2], title: `${parts[1]} run ${parts[2]}` };
-  if (parts[0] === "outbox" && parts.length === 1) return { screen: "outbox", title: "Outbox" };
+  const [first, second = "", third = ""] = parts;
+  if (first === "jobs" && parts.length === 2) return { screen: "job", name: second, title: second };
+  if (first === "runs" && parts.length === 3) return { screen: "run", job: second, id: third, title: `${second} run ${third}` };
+  if (first === "outbox" && parts.length === 1) return { screen: "outbox", title: "Outbox" };
   return { screen: "missing", title: "Not found" };
 }
 
@@ -31,8 +44,12 @@ function useRoute() {
   return { key: hash, ...route(hash) };
 }
 
+/**
+ * @typedef {{ state: "loading" } | { state: "signed-out" } | { state: "error"; error: Error } | { state: "ready"; version: string }} Session
+ */
+
 function App() {
-  const [session, setSession] = useState({ state: "loading" });
+  const [session, setSession] = useState(/** @type {Session} */ ({ state: "loading" }));
   useEffect(() => {
     onSignedOut(() => {
       stopLive();
@@ -43,7 +60,7 @@ function App() {
         setSession({ state: "ready", version: answer.version });
         startLive();
       },
-      (error) => setSession((previous) => (previous.state === "signed-out" ? previous : { state: "error", error })),
+      (/** @type {Error} */ error) => setSession((previous) => (previous.state === "signed-out" ? previous : { state: "error", error })),
     );
   }, []);
   if (session.state === "loading") return html`<p class="boot">Loading the console…</p>`;
@@ -78,6 +95,7 @@ function SignIn() {
   </main>`;
 }
 
+/** @param {{ version: string }} props */
 function Shell({ version }) {
   const page = useRoute();
   const connection = useLiveState();
@@ -92,7 +110,7 @@ function Shell({ version }) {
       return;
     }
     scrollTo(0, 0);
-    document.querySelector("#main h1")?.focus();
+    document.querySelector("#main")?.querySelector("h1")?.focus();
   }, [page.key]);
   return html`
     <a class="skip" href="#main" onClick=${skipToMain}>Skip to content</a>
@@ -112,6 +130,7 @@ function Shell({ version }) {
   `;
 }
 
+/** @param {Route} page */
 function screen(page) {
   switch (page.screen) {
     case "overview":
@@ -128,12 +147,16 @@ function screen(page) {
   }
 }
 
-/** The skip link moves focus without touching the address: the hash is the router's. */
+/**
+ * The skip link moves focus without touching the address: the hash is the router's.
+ * @param {MouseEvent} event
+ */
 function skipToMain(event) {
   event.preventDefault();
-  document.getElementById("main").focus();
+  document.getElementById("main")?.focus();
 }
 
+/** @type {Record<string, string | undefined>} */
 const GO = { o: "#/", b: "#/outbox" };
 /** A second key within this of `g` completes a shortcut. */
 const CHORD_MS = 1500;
@@ -141,11 +164,15 @@ const CHORD_MS = 1500;
 function useGoShortcuts() {
   useEffect(() => {
     let pressedG = 0;
+    /** @param {KeyboardEvent} event */
     const keydown = (event) => {
-      if (event.ctrlKey || event.metaKey || event.altKey || event.target.closest?.("input, textarea, select, [contenteditable]")) return;
-      if (pressedG && event.timeStamp - pressedG < CHORD_MS && GO[event.key]) {
+      const { target } = event;
+      const typing = target instanceof Element && target.closest("input, textarea, select, [contenteditable]");
+      if (event.ctrlKey || event.metaKey || event.altKey || typing) return;
+      const go = GO[event.key];
+      if (pressedG && event.timeStamp - pressedG < CHORD_MS && go) {
         event.preventDefault();
-        location.hash = GO[event.key];
+        location.hash = go;
         pressedG = 0;
         return;
       }
@@ -156,4 +183,4 @@ function useGoShortcuts() {
   }, []);
 }
 
-render(html`<${App} />`, document.getElementById("app"));
+render(html`<${App} />`, /** @type {HTMLElement} */ (document.getElementById("app")));

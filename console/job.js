@@ -1,5 +1,6 @@
+// @ts-check
 import { useCallback, useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
-import { enc, get, post } from "./api.js";
+import * as api from "./api.js";
 import { RunTrend } from "./charts.js";
 import { useLive } from "./live.js";
 import {
@@ -20,15 +21,29 @@ import {
   useResource,
 } from "./ui.js";
 
+/**
+ * @typedef {import("../src/console/protocol.js").JobView} JobView
+ * @typedef {import("../src/console/protocol.js").JobDetail} JobDetail
+ * @typedef {import("../src/console/protocol.js").RunRecord} RunRecord
+ * @typedef {import("../src/console/protocol.js").RunNowAnswer} RunNowAnswer
+ * @typedef {import("../src/console/protocol.js").PauseAnswer} PauseAnswer
+ * @typedef {import("./ui.js").NoticeText} NoticeText
+ */
+/**
+ * @template T
+ * @typedef {import("./ui.js").ActionResult<T>} ActionResult
+ */
+
 const PAGE = 50;
 
+/** @param {{ name: string }} props */
 export function JobPage({ name }) {
-  const job = useResource(() => get(`/api/jobs/${enc(name)}`), [name]);
+  const job = useResource(() => api.job(name), [name]);
   const history = useHistory(name);
   // A file that loaded no job has no runs to chart: the API would answer 404.
   const loaded = Boolean(job.data?.loaded);
-  const stats = useResource(() => (loaded ? get(`/api/stats?job=${enc(name)}&days=30`) : Promise.resolve()), [name, loaded]);
-  const [notice, setNotice] = useState();
+  const stats = useResource(() => (loaded ? api.stats(30, name) : Promise.resolve(undefined)), [name, loaded]);
+  const [notice, setNotice] = useState(/** @type {NoticeText | undefined} */ (undefined));
   const refresh = useDebounced(() => {
     job.reload();
     history.reload();
@@ -39,21 +54,14 @@ export function JobPage({ name }) {
   });
 
   const j = job.data;
-  const runNow = async () => {
-    try {
-      return await post(`/api/jobs/${enc(name)}/run`);
-    } catch (error) {
-      // 409: the job's overlap policy skipped the fire; the answer says why.
-      if (error.status === 409 && error.body?.status === "skipped") return error.body;
-      throw error;
-    }
-  };
+  /** @param {ActionResult<RunNowAnswer>} result */
   const ranNow = ({ ok, value, error }) => {
     if (!ok) return setNotice({ kind: "error", text: `Run now: ${error.message}` });
     if (value.status === "started") location.hash = runHref(name, value.run_id);
     else setNotice({ kind: value.status === "skipped" ? "warn" : "info", text: `Run now: ${value.status}: ${value.message}` });
     history.reload();
   };
+  /** @param {ActionResult<PauseAnswer>} result */
   const toggled = ({ ok, error }) => {
     if (!ok) setNotice({ kind: "error", text: error.message });
     job.reload();
@@ -65,16 +73,14 @@ export function JobPage({ name }) {
       ${
         j?.loaded &&
         html`<div class="actions">
-          <${ActionButton} class="primary" act=${runNow} onDone=${ranNow}>Run now<//>
-          <${ActionButton} act=${() => post(`/api/jobs/${enc(name)}/${j.paused_at ? "resume" : "pause"}`)} onDone=${toggled}
-            >${j.paused_at ? "Resume" : "Pause"}<//
-          >
+          <${ActionButton} class="primary" act=${() => api.runNow(name)} onDone=${ranNow}>Run now<//>
+          <${ActionButton} act=${() => api.setPaused(!j.paused_at, name)} onDone=${toggled}>${j.paused_at ? "Resume" : "Pause"}<//>
         </div>`
       }
     </div>
-    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
+    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice(undefined)}>${notice.text}<//>`}
     ${job.error && html`<${Notice} kind="error">${job.error.message}<//>`} ${j && html`<${JobState} job=${j} />`}
-    ${j?.settings && html`<${Settings} job=${j} />`}
+    ${j && "settings" in j && html`<${Settings} job=${j} />`}
     ${
       j?.loaded &&
       html`<section aria-labelledby="trend-title">
@@ -103,6 +109,7 @@ export function JobPage({ name }) {
   `;
 }
 
+/** @param {{ job: JobView }} props */
 function JobState({ job }) {
   return html`
     ${job.description && html`<p class="lead">${job.description}</p>`}
@@ -124,8 +131,10 @@ function JobState({ job }) {
   `;
 }
 
+/** @param {{ job: JobDetail }} props */
 function Settings({ job }) {
   const s = job.settings;
+  /** @param {import("/assets/vendor/preact.js").ComponentChild[]} items */
   const list = (items) =>
     items.length
       ? html`<ul class="plain">
@@ -179,15 +188,20 @@ function Settings({ job }) {
  * The job's runs, newest first, a page at a time: "Older runs" follows the API's cursor. A reload
  * (a run started or ended) merges the newest page into what is shown, so older pages stay and no
  * run falls between two pages.
+ * @typedef {{ runs?: RunRecord[]; next?: string; older?: boolean; error?: Error }} HistoryState
+ * @typedef {HistoryState & { more: () => Promise<void>; reload: () => Promise<void> }} JobHistory
+ * @param {string} name
+ * @returns {JobHistory}
  */
 function useHistory(name) {
-  const [history, setHistory] = useState({ runs: undefined });
+  const [history, setHistory] = useState(/** @type {HistoryState} */ ({}));
   const current = useRef(name);
   current.current = name;
   const load = useCallback(
+    /** @param {string} [before] */
     async (before) => {
       try {
-        const page = await get(`/api/runs?job=${enc(name)}&limit=${PAGE}${before ? `&before=${enc(before)}` : ""}`);
+        const page = await api.runs(name, PAGE, before);
         if (current.current !== name) return;
         setHistory((previous) => ({
           runs: mergeRuns(previous.runs ?? [], page.runs),
@@ -196,31 +210,37 @@ function useHistory(name) {
           older: previous.older || Boolean(before),
         }));
       } catch (error) {
-        if (current.current === name) setHistory((previous) => ({ ...previous, error }));
+        if (current.current === name) setHistory((previous) => ({ ...previous, error: /** @type {Error} */ (error) }));
       }
     },
     [name],
   );
   useEffect(() => {
-    setHistory({ runs: undefined });
+    setHistory({});
     load();
   }, [load]);
   return { ...history, more: () => load(history.next), reload: () => load() };
 }
 
+/**
+ * @param {RunRecord[]} shown
+ * @param {RunRecord[]} page
+ */
 function mergeRuns(shown, page) {
   const byId = new Map(shown.map((run) => [run.id, run]));
   for (const run of page) byId.set(run.id, run);
   return [...byId.values()].sort((a, b) => (a.startedAt === b.startedAt ? (a.id < b.id ? 1 : -1) : a.startedAt < b.startedAt ? 1 : -1));
 }
 
+/** @param {{ job: string; zone: string; history: JobHistory }} props */
 function History({ job, zone, history }) {
   return html`<section aria-labelledby="history-title">
     <h2 id="history-title">Runs</h2>
     ${history.error && html`<${Notice} kind="error">Runs: ${history.error.message}<//>`}
     ${history.runs?.length === 0 && html`<p class="empty">This job has not run yet.</p>`}
     ${
-      history.runs?.length > 0 &&
+      history.runs &&
+      history.runs.length > 0 &&
       html`<div class="table-wrap">
         <table class="runs">
           <thead>

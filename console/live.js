@@ -1,5 +1,6 @@
+// @ts-check
 import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
-import { get } from "./api.js";
+import { session } from "./api.js";
 
 /**
  * The page's one WebSocket to /api/ws. The screen on show chooses what it receives (every run, one
@@ -11,21 +12,35 @@ import { get } from "./api.js";
  * before, and would repeat steps the replay brings again, so it is dropped.
  */
 
+/**
+ * @typedef {import("../src/console/protocol.js").LiveMessage} LiveMessage
+ * @typedef {import("../src/console/protocol.js").Subscription} Subscription
+ * @typedef {{ type: "reset"; reconnected: boolean }} Reset
+ * @typedef {Exclude<LiveMessage, { type: "replay" }> | Reset} PageMessage what a screen's `useLive` callback gets: the replay marks stay here
+ * @typedef {Omit<Subscription, "type">} Wanted
+ * @typedef {"connecting" | "live" | "reconnecting"} LiveState
+ */
+
 const FIRST_RETRY_MS = 1_000;
 const MAX_RETRY_MS = 15_000;
 
+/** @type {Set<(message: PageMessage) => void>} */
 const listeners = new Set();
+/** @type {Set<(state: LiveState) => void>} */
 const stateListeners = new Set();
+/** @type {WebSocket | undefined} */
 let socket;
+/** @type {Wanted} */
 let filter = {};
 let retries = 0;
+/** @type {ReturnType<typeof setTimeout> | undefined} */
 let retryTimer;
 let stopped = true;
 /** Answers to subscriptions (or to the connection) whose `replay` mark has not come: until it has, messages belong to an earlier filter. */
 let pendingReplays = 0;
 /** Whether the next reset follows a reconnection. */
 let reconnected = false;
-/** "connecting" | "live" | "reconnecting" */
+/** @type {LiveState} */
 let state = "connecting";
 
 export function startLive() {
@@ -52,6 +67,7 @@ function connect() {
   };
   ws.onmessage = (event) => {
     if (ws !== socket) return;
+    /** @type {LiveMessage} */
     const message = JSON.parse(event.data);
     if (message.type === "replay") {
       pendingReplays--;
@@ -66,7 +82,7 @@ function connect() {
     if (ws !== socket || stopped) return;
     setState("reconnecting");
     // A refused upgrade looks like any dropped connection: ask the API whether the sign-in is gone (a 401 signs the page out).
-    get("/api/session").catch(() => {});
+    session().catch(() => {});
     const wait = Math.min(FIRST_RETRY_MS * 2 ** retries, MAX_RETRY_MS) * (0.8 + Math.random() * 0.4);
     retries++;
     retryTimer = setTimeout(() => !stopped && connect(), wait);
@@ -74,16 +90,20 @@ function connect() {
 }
 
 function subscribe() {
-  socket.send(JSON.stringify({ type: "subscribe", ...filter }));
+  /** @satisfies {Subscription} */
+  const subscription = { type: "subscribe", ...filter };
+  socket?.send(JSON.stringify(subscription));
   pendingReplays++;
 }
 
 function reset() {
+  /** @type {Reset} */
   const message = { type: "reset", reconnected };
   reconnected = false;
   for (const listener of listeners) listener(message);
 }
 
+/** @param {LiveState} next */
 function setState(next) {
   if (next === state) return;
   state = next;
@@ -93,12 +113,15 @@ function setState(next) {
 /**
  * Live messages for the screen that calls it: `{}` every run and delivery, `{job}` or `{run}` one
  * job's or one run's. `onMessage` gets `{type: "reset", reconnected}` before each replay.
+ * @param {Wanted} wanted
+ * @param {(message: PageMessage) => void} onMessage
  */
 export function useLive(wanted, onMessage) {
   const handler = useRef(onMessage);
   handler.current = onMessage;
   const key = JSON.stringify(wanted);
   useEffect(() => {
+    /** @param {PageMessage} message */
     const listener = (message) => handler.current(message);
     listeners.add(listener);
     filter = wanted;

@@ -1,16 +1,30 @@
+// @ts-check
 import { useState } from "/assets/vendor/preact-hooks.js";
-import { enc, get, post } from "./api.js";
+import * as api from "./api.js";
 import { useLive } from "./live.js";
 import { ActionButton, html, Notice, runHref, Status, Time, useDebounced, useResource } from "./ui.js";
 
+/**
+ * @typedef {import("../src/console/protocol.js").OutboxItem} OutboxItem
+ * @typedef {import("../src/console/protocol.js").RetryAnswer} RetryAnswer
+ * @typedef {import("../src/console/protocol.js").PurgeAnswer} PurgeAnswer
+ * @typedef {import("./ui.js").NoticeText} NoticeText
+ * @typedef {(id: string) => (result: ActionResult<RetryAnswer>) => void} Retried
+ */
+/**
+ * @template T
+ * @typedef {import("./ui.js").ActionResult<T>} ActionResult
+ */
+
 /** Deliveries not yet acknowledged: pending ones on their way, dead ones given up on until a retry. */
 export function OutboxPage() {
-  const outbox = useResource(() => get("/api/outbox"), []);
-  const [notice, setNotice] = useState();
+  const outbox = useResource(api.outbox, []);
+  const [notice, setNotice] = useState(/** @type {NoticeText | undefined} */ (undefined));
   const refresh = useDebounced(outbox.reload, 200);
   useLive({}, (m) => {
     if (m.type === "delivery" || (m.type === "reset" && m.reconnected)) refresh();
   });
+  /** @type {Retried} */
   const retried =
     (id) =>
     ({ ok, error }) => {
@@ -18,8 +32,9 @@ export function OutboxPage() {
       outbox.reload();
     };
   // A purge cannot be undone: the dead deliveries and their errors are gone from the outbox.
-  const purge = () =>
-    confirm("Remove every dead delivery? They are not sent, and cannot be retried afterwards.") ? post("/api/outbox/purge") : undefined;
+  const purge = async () =>
+    confirm("Remove every dead delivery? They are not sent, and cannot be retried afterwards.") ? api.purgeOutbox() : undefined;
+  /** @param {ActionResult<PurgeAnswer | undefined>} result */
   const purged = ({ ok, value, error }) => {
     if (!ok) setNotice({ kind: "error", text: `Purge: ${error.message}` });
     else if (value) setNotice({ kind: "info", text: `${value.purged} dead ${value.purged === 1 ? "delivery" : "deliveries"} removed.` });
@@ -29,10 +44,11 @@ export function OutboxPage() {
   return html`
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Overview</a> / <span>Outbox</span></nav>
     <h1 tabindex="-1">Outbox</h1>
-    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
+    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice(undefined)}>${notice.text}<//>`}
     ${outbox.error && html`<${Notice} kind="error">${outbox.error.message}<//>`}
     ${
-      o?.disabled_targets.length > 0 &&
+      o &&
+      o.disabled_targets.length > 0 &&
       html`<${Notice} kind="warn">Disabled after HTTP 410 (nothing is sent to them until a retry): ${o.disabled_targets.join(", ")}<//>`
     }
     ${
@@ -52,6 +68,7 @@ export function OutboxPage() {
   `;
 }
 
+/** @param {{ entries: OutboxItem[]; retried: Retried; empty: string }} props */
 function Entries({ entries, retried, empty }) {
   if (entries.length === 0) return html`<p class="empty">${empty}</p>`;
   return html`<div class="table-wrap">
@@ -89,12 +106,7 @@ function Entries({ entries, retried, empty }) {
               <td class="error-text">${entry.last_error ?? ""}</td>
               <td><${Time} at=${entry.created_at} zone=${entry.timezone} /></td>
               <td>
-                <${ActionButton}
-                  act=${() => post(`/api/outbox/${enc(entry.id)}/retry`)}
-                  onDone=${retried(entry.id)}
-                  label=${`Retry ${entry.id}`}
-                  >Retry<//
-                >
+                <${ActionButton} act=${() => api.retryDelivery(entry.id)} onDone=${retried(entry.id)} label=${`Retry ${entry.id}`}>Retry<//>
               </td>
             </tr>`,
         )}

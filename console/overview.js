@@ -1,5 +1,6 @@
+// @ts-check
 import { useEffect, useState } from "/assets/vendor/preact-hooks.js";
-import { get, post } from "./api.js";
+import * as api from "./api.js";
 import { RunsPerDay } from "./charts.js";
 import { useLive } from "./live.js";
 import {
@@ -22,20 +23,34 @@ import {
   useResource,
 } from "./ui.js";
 
+/**
+ * @typedef {import("../src/console/protocol.js").StatusView} StatusView
+ * @typedef {import("../src/console/protocol.js").JobView} JobView
+ * @typedef {import("../src/console/protocol.js").Spend} Spend
+ * @typedef {import("../src/console/protocol.js").PauseAnswer} PauseAnswer
+ * @typedef {import("../src/console/protocol.js").RunReason} RunReason
+ * @typedef {import("./live.js").PageMessage} PageMessage
+ * @typedef {import("./ui.js").NoticeText} NoticeText
+ */
+/**
+ * @template T
+ * @typedef {import("./ui.js").ActionResult<T>} ActionResult
+ */
+
 /** The last characters of a run's answer shown on the overview: enough to see it move. */
 const TAIL_CHARS = 600;
 const STATUS_EVERY_MS = 30_000;
 
 export function Overview() {
-  const status = useResource(() => get("/api/status"), []);
-  const jobs = useResource(() => get("/api/jobs"), []);
-  const stats = useResource(() => get("/api/stats?days=14"), []);
+  const status = useResource(api.status, []);
+  const jobs = useResource(api.jobs, []);
+  const stats = useResource(() => api.stats(14), []);
   const running = useRunsInProgress(() => {
     status.reload();
     jobs.reload();
     stats.reload();
   });
-  const [notice, setNotice] = useState();
+  const [notice, setNotice] = useState(/** @type {NoticeText | undefined} */ (undefined));
 
   // Uptime, next fires and the runs a schedule started: the overview stays current while left open.
   useEffect(() => {
@@ -47,6 +62,7 @@ export function Overview() {
   }, []);
 
   const s = status.data;
+  /** @param {ActionResult<PauseAnswer>} result */
   const toggleAll = ({ ok, error }) => {
     if (!ok) setNotice({ kind: "error", text: error.message });
     status.reload();
@@ -59,13 +75,13 @@ export function Overview() {
         s &&
         html`<${ActionButton}
           class=${s.jobs.paused_all ? "primary" : "danger"}
-          act=${() => post(s.jobs.paused_all ? "/api/resume" : "/api/pause")}
+          act=${() => api.setPaused(!s.jobs.paused_all)}
           onDone=${toggleAll}
           >${s.jobs.paused_all ? "Resume all" : "Pause all"}<//
         >`
       }
     </div>
-    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
+    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice(undefined)}>${notice.text}<//>`}
     ${status.error && html`<${Notice} kind="error">Status: ${status.error.message}<//>`}
     ${
       s?.jobs.paused_all &&
@@ -94,6 +110,7 @@ export function Overview() {
   `;
 }
 
+/** @param {{ status: StatusView }} props */
 function StatusPanel({ status: s }) {
   const failures = s.today.failures;
   return html`<div>
@@ -125,9 +142,7 @@ function StatusPanel({ status: s }) {
       <div>
         <dt>Jobs</dt>
         <dd>
-          ${s.jobs.loaded}<small>
-            loaded${s.jobs.paused ? `, ${s.jobs.paused} paused` : ""}${s.jobs.invalid ? `, ${s.jobs.invalid} invalid` : ""}</small
-          >
+          ${s.jobs.loaded}<small> loaded${s.jobs.paused ? `, ${s.jobs.paused} paused` : ""}${s.jobs.invalid ? `, ${s.jobs.invalid} invalid` : ""}</small>
         </dd>
       </div>
       <div>
@@ -145,9 +160,10 @@ function StatusPanel({ status: s }) {
  * Runs in progress, built from the live messages alone: the replay after each (re)subscription
  * holds everything a run produced so far. `onChange` is told when runs start or end, and when the
  * outbox changes, for the counts that come from the API.
+ * @param {() => void} onChange
  */
 function useRunsInProgress(onChange) {
-  const [runs, setRuns] = useState(new Map());
+  const [runs, setRuns] = useState(/** @type {Map<string, LiveRun>} */ (new Map()));
   const changed = useDebounced(onChange, 300);
   useLive({}, (m) => {
     if (m.type === "reset") {
@@ -180,6 +196,28 @@ function useRunsInProgress(onChange) {
   return [...runs.values()];
 }
 
+/**
+ * A run in progress as the overview shows it, added up from its live messages.
+ * @typedef {{
+ *   id: string;
+ *   job: string;
+ *   reason: RunReason;
+ *   node: string | undefined;
+ *   started_at: string;
+ *   iteration: number;
+ *   tokens: number;
+ *   cost: number | null;
+ *   text: string;
+ *   tool?: string;
+ *   lastTool?: string;
+ * }} LiveRun
+ */
+
+/**
+ * @param {LiveRun} run
+ * @param {PageMessage} m
+ * @returns {LiveRun}
+ */
 function progress(run, m) {
   switch (m.type) {
     case "iteration":
@@ -197,7 +235,10 @@ function progress(run, m) {
   }
 }
 
-/** `zones`: each job's time zone, which its run's start is shown in. */
+/**
+ * `zones`: each job's time zone, which its run's start is shown in.
+ * @param {{ runs: LiveRun[]; zones: Record<string, string> }} props
+ */
 function RunsInProgress({ runs, zones }) {
   if (runs.length === 0) return html`<p class="empty">No run in progress.</p>`;
   return html`<ul class="live-runs">
@@ -208,11 +249,7 @@ function RunsInProgress({ runs, zones }) {
             <span class="dot dot-running" aria-hidden="true"></span>
             <a href=${jobHref(run.job)}>${run.job}</a>
             <a href=${runHref(run.job, run.id)} class="mono">${run.id}</a>
-            <span class="muted"
-              >${run.reason}${run.node !== undefined ? ` on ${run.node}` : ""}, started
-              <${Time} at=${run.started_at} zone=${zones[run.job]} />, iteration ${run.iteration}, ${count(run.tokens)} tokens,
-              ${usd(run.cost)}</span
-            >
+            <span class="muted">${run.reason}${run.node !== undefined ? ` on ${run.node}` : ""}, started <${Time} at=${run.started_at} zone=${zones[run.job]} />, iteration ${run.iteration}, ${count(run.tokens)} tokens, ${usd(run.cost)}</span>
           </div>
           ${(run.tool || run.lastTool) && html`<div class="live-run-tool muted">${run.tool ? `calling ${run.tool}…` : run.lastTool}</div>`}
           ${run.text && html`<div class="answer live">${run.text}</div>`}
@@ -221,6 +258,7 @@ function RunsInProgress({ runs, zones }) {
   </ul>`;
 }
 
+/** @param {{ jobs: JobView[]; spent: Record<string, Spend> }} props */
 function JobsTable({ jobs, spent }) {
   if (jobs.length === 0) return html`<p class="empty">No job files in the jobs folder.</p>`;
   return html`<div class="table-wrap">
@@ -243,6 +281,7 @@ function JobsTable({ jobs, spent }) {
   </div>`;
 }
 
+/** @param {{ job: JobView; spent: Spend | undefined }} props */
 function JobRow({ job, spent }) {
   const last = job.last_run;
   return html`
@@ -305,4 +344,5 @@ function JobRow({ job, spent }) {
 }
 
 /** Runs whose model has no price: their cost is not in the sum beside. */
+/** @param {number} n */
 const unpricedRuns = (n) => `${n} unpriced run${n === 1 ? "" : "s"}`;

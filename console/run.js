@@ -1,9 +1,11 @@
+// @ts-check
 import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
-import { enc, get, post } from "./api.js";
+import * as api from "./api.js";
 import { useLive } from "./live.js";
 import {
   ActionButton,
   addCost,
+  addUsage,
   count,
   duration,
   html,
@@ -20,19 +22,44 @@ import {
 } from "./ui.js";
 
 /**
+ * @typedef {import("../src/console/protocol.js").RunView} RunView
+ * @typedef {import("../src/console/protocol.js").RunRecord} RunRecord
+ * @typedef {import("../src/console/protocol.js").RunDelivery} RunDelivery
+ * @typedef {import("../src/console/protocol.js").Transcript} Transcript
+ * @typedef {import("../src/console/protocol.js").TranscriptStep} TranscriptStep
+ * @typedef {import("../src/console/protocol.js").CancelAnswer} CancelAnswer
+ * @typedef {import("../src/console/protocol.js").Usage} Usage
+ * @typedef {import("./live.js").PageMessage} PageMessage
+ * @typedef {import("./ui.js").NoticeText} NoticeText
+ * @typedef {TranscriptStep & { pending?: boolean }} Step a transcript's step, or one the live stream built (a tool call may be running)
+ * @typedef {Step | { kind: "iteration"; iteration: number }} LiveStep
+ * @typedef {{ steps: LiveStep[]; usage: Usage; cost: number | null; iteration: number; model?: string; finished?: boolean }} LiveRun
+ */
+/**
+ * @template T
+ * @typedef {import("./ui.js").ActionResult<T>} ActionResult
+ */
+/**
+ * @template T
+ * @typedef {import("./ui.js").Resource<T>} Resource
+ */
+
+/**
  * A run: its record, its transcript and its deliveries. While it runs, what it does comes from the
  * live stream and is shown as it arrives, the answer as plain text (it is Markdown from an
  * untrusted agent, half written); once it ends the page loads the transcript, whose text steps the
  * daemon has rendered and sanitised.
+ * @param {{ job: string; id: string }} props
  */
 export function RunPage({ job, id }) {
-  const view = useResource(() => get(`/api/runs/${enc(id)}?job=${enc(job)}`), [job, id]);
+  const view = useResource(() => api.run(job, id), [job, id]);
   const live = useLiveRun(job, id, view);
-  const [notice, setNotice] = useState();
+  const [notice, setNotice] = useState(/** @type {NoticeText | undefined} */ (undefined));
   const v = view.data;
   // Until the finished run is loaded, its live steps stay on show; only the cancel goes at once.
   const running = v?.running;
   const cancellable = running && !live.finished;
+  /** @param {ActionResult<CancelAnswer>} result */
   const cancelled = ({ ok, value, error }) =>
     setNotice(ok ? { kind: "info", text: `Cancel: ${value.status}…` } : { kind: "error", text: `Cancel: ${error.message}` });
 
@@ -40,9 +67,9 @@ export function RunPage({ job, id }) {
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Overview</a> / <a href=${jobHref(job)}>${job}</a> / <span>Run</span></nav>
     <div class="heading">
       <h1 tabindex="-1"><span class="mono">${id}</span></h1>
-      ${cancellable && html`<${ActionButton} class="danger" act=${() => post(`/api/runs/${enc(id)}/cancel?job=${enc(job)}`)} onDone=${cancelled}>Cancel run<//>`}
+      ${cancellable && html`<${ActionButton} class="danger" act=${() => api.cancelRun(job, id)} onDone=${cancelled}>Cancel run<//>`}
     </div>
-    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice()}>${notice.text}<//>`}
+    ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice(undefined)}>${notice.text}<//>`}
     ${view.error && html`<${Notice} kind="error">${view.error.message}<//>`}
     ${v && html`<${RunFacts} run=${v.run} zone=${v.timezone} running=${running} live=${live} />`}
     ${
@@ -69,10 +96,13 @@ export function RunPage({ job, id }) {
  * The run's live messages, subscribed to for as long as the page shows it. The replay after the
  * subscription holds everything so far; a run that ended before it has none, so the page then
  * loads the finished run.
+ * @param {string} job
+ * @param {string} id
+ * @param {Resource<RunView>} view
  */
 function useLiveRun(job, id, view) {
   const [live, setLive] = useState(noProgress);
-  const seen = useRef({});
+  const seen = useRef(/** @type {{ replayed?: boolean; started?: boolean; reloaded?: boolean }} */ ({}));
   const deliveryChanged = useDebounced(view.reload, 200);
   // Once per replay: the view said running, the replay had no start, so the view is out of date.
   const endedUnseen = () => {
@@ -107,6 +137,7 @@ function useLiveRun(job, id, view) {
   return live;
 }
 
+/** @type {LiveRun} */
 const noProgress = {
   steps: [],
   usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheWriteTokens: 0 },
@@ -114,6 +145,11 @@ const noProgress = {
   iteration: 0,
 };
 
+/**
+ * @param {LiveRun} live
+ * @param {PageMessage} m
+ * @returns {LiveRun}
+ */
 function liveStep(live, m) {
   const steps = live.steps;
   switch (m.type) {
@@ -145,10 +181,9 @@ function liveStep(live, m) {
         ),
       };
     case "llm": {
-      const usage = Object.fromEntries(Object.entries(live.usage).map(([kind, n]) => [kind, n + (m.usage[kind] ?? 0)]));
       return {
         ...live,
-        usage,
+        usage: addUsage(live.usage, m.usage),
         cost: addCost(live.cost, m.cost),
         model: m.model,
         steps: m.error
@@ -161,6 +196,7 @@ function liveStep(live, m) {
   }
 }
 
+/** @param {{ run: RunRecord; zone: string; running: boolean; live: LiveRun }} props */
 function RunFacts({ run, zone, running, live }) {
   const usage = running ? live.usage : run.usage;
   const model = running ? live.model : run.model;
@@ -177,7 +213,7 @@ function RunFacts({ run, zone, running, live }) {
         run.node !== undefined &&
         html`<div>
           <dt>Node</dt>
-          <dd>${run.node}${run.attempt > 1 ? ` (attempt ${run.attempt})` : ""}</dd>
+          <dd>${run.node}${(run.attempt ?? 1) > 1 ? ` (attempt ${run.attempt})` : ""}</dd>
         </div>`
       }
       <div>
@@ -222,6 +258,7 @@ function RunFacts({ run, zone, running, live }) {
     ${!running && run.error && html`<${Notice} kind="error">${run.error}<//>`}`;
 }
 
+/** @param {{ steps: LiveStep[] }} props */
 function LiveSteps({ steps }) {
   if (steps.length === 0) return html`<p class="empty">Waiting for the model…</p>`;
   return html`<ol class="steps">
@@ -233,6 +270,7 @@ function LiveSteps({ steps }) {
   </ol>`;
 }
 
+/** @param {{ transcript: Transcript }} props */
 function Steps({ transcript }) {
   let call = 0;
   return html`
@@ -244,13 +282,13 @@ function Steps({ transcript }) {
   `;
 }
 
+/** @param {{ step: Step; call?: number }} props */
 function Step({ step, call }) {
   if (step.kind === "llm") {
     return html`<li class=${`step step-call${step.error ? " step-error" : ""}`}>
       <span class="call-label">${call ? `Call ${call}` : "Call"}</span>
       <span class="muted small">
-        ${step.model} · ${usageText(step.usage)}${step.cost !== undefined ? ` · ${usd(step.cost)}` : ""} ·
-        ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
+        ${step.model} · ${usageText(step.usage)}${step.cost !== undefined ? ` · ${usd(step.cost)}` : ""} · ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
       </span>
       ${step.error && html`<div class="error-text">${step.error}</div>`}
     </li>`;
@@ -263,7 +301,7 @@ function Step({ step, call }) {
   }
   const state = step.pending
     ? "running…"
-    : [step.duration_ms !== undefined && duration(step.duration_ms), step.attempts > 1 && `${step.attempts} attempts`]
+    : [step.duration_ms !== undefined && duration(step.duration_ms), (step.attempts ?? 1) > 1 && `${step.attempts} attempts`]
         .filter(Boolean)
         .join(" · ");
   return html`<li class="step step-tool">
@@ -282,12 +320,16 @@ function Step({ step, call }) {
   </li>`;
 }
 
-/** A tool call's arguments on one line, for the summary: the whole of them is inside. */
+/**
+ * A tool call's arguments on one line, for the summary: the whole of them is inside.
+ * @param {unknown} args
+ */
 function argumentsLine(args) {
   const text = typeof args === "string" ? args : (JSON.stringify(args) ?? "");
   return text.length > 120 ? `${text.slice(0, 119)}…` : text;
 }
 
+/** @param {{ deliveries: RunDelivery[]; zone: string }} props */
 function Deliveries({ deliveries, zone }) {
   return html`<section aria-labelledby="deliveries-title">
     <h2 id="deliveries-title">Deliveries</h2>

@@ -4,7 +4,6 @@ import type { HttpBindings } from "@hono/node-server";
 import type { Redactor } from "../audit/redact.js";
 import type { Config } from "../config/schema.js";
 import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
-import type { OutboxEntry } from "../delivery/outbox.js";
 import type { JobRegistry } from "../jobs/registry.js";
 import { displayPath } from "../jobs/load.js";
 import type { PausedFiles } from "../runner/held-files.js";
@@ -17,15 +16,30 @@ import type { ClusterCancel } from "../cluster/view.js";
 import { renderMarkdown } from "../delivery/render.js";
 import type { CronTrigger } from "../triggers/cron.js";
 import type { Job } from "../jobs/types.js";
-import { describeTarget, targetKey, type DeliveryTarget } from "../delivery/targets.js";
+import type { DeliveryTarget } from "../delivery/targets.js";
 import { errorText } from "../text.js";
 import { emptyUsage, addUsage } from "../providers/types.js";
 import { COOKIE, type Credential, type Guard } from "./guard.js";
 import type { LiveHub } from "./live.js";
 import type { Metrics } from "./metrics.js";
-import type { JobView, RunNowAnswer, RunView, Spend, StatusView } from "./protocol.js";
+import type {
+  CancelAnswer,
+  JobAnswer,
+  JobsView,
+  JobView,
+  OutboxView,
+  PauseAnswer,
+  PurgeAnswer,
+  RetryAnswer,
+  RunNowAnswer,
+  RunsPage,
+  RunView,
+  SessionView,
+  Spend,
+  StatusView,
+} from "./protocol.js";
 import { reasonOf } from "../jobs/not-armed.js";
-import { deliveryView, invalidFileView, jobDetail, jobView, shownConfig, statsView } from "./views.js";
+import { invalidFileView, jobDetail, jobView, outboxItem, runDeliveries, shownConfig, statsView } from "./views.js";
 import type { Asset } from "./assets.js";
 import type { WebhookTrigger } from "../triggers/webhook.js";
 import { zoneOf } from "../jobs/zones.js";
@@ -140,17 +154,17 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     await next();
   });
 
-  app.get("/api/session", (c) => c.json({ csrf: guard.csrf, version: deps.version }));
+  app.get("/api/session", (c) => c.json({ csrf: guard.csrf, version: deps.version } satisfies SessionView));
   app.get("/api/status", async (c) => c.json(safe(await status(deps))));
   app.get("/api/config", (c) => c.json(safe(shownConfig(deps.config()))));
 
-  app.get("/api/jobs", async (c) => c.json(safe({ jobs: await jobViews(deps) })));
+  app.get("/api/jobs", async (c) => c.json(safe<JobsView>({ jobs: await jobViews(deps) })));
   app.get("/api/jobs/:name", async (c) => {
     const name = c.req.param("name");
     const job = deps.jobs.get(name);
     const view = (await jobViews(deps)).find((v) => v.name === name);
     if (!view) throw new ApiError(404, `no job named "${name}"`);
-    return c.json(safe(job ? jobDetail(view, job) : view));
+    return c.json(safe<JobAnswer>(job ? jobDetail(view, job) : view));
   });
   app.post("/api/jobs/:name/run", async (c) => {
     const name = c.req.param("name");
@@ -192,23 +206,23 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     const name = c.req.param("name");
     if (!deps.jobs.get(name)) throw new ApiError(404, `no job named "${name}"`);
     await deps.state.pause(name);
-    return c.json({ job: name, paused: true });
+    return c.json({ job: name, paused: true } satisfies PauseAnswer);
   });
   app.post("/api/jobs/:name/resume", async (c) => {
     const name = c.req.param("name");
     if (!deps.jobs.get(name)) throw new ApiError(404, `no job named "${name}"`);
     await deps.state.resume(name);
     await deps.pausedFiles?.release();
-    return c.json({ job: name, paused: deps.state.isPaused(name) });
+    return c.json({ job: name, paused: deps.state.isPaused(name) } satisfies PauseAnswer);
   });
   app.post("/api/pause", async (c) => {
     await deps.state.pause(null);
-    return c.json({ paused_all: true });
+    return c.json({ paused_all: true } satisfies PauseAnswer);
   });
   app.post("/api/resume", async (c) => {
     await deps.state.resume(null);
     await deps.pausedFiles?.release();
-    return c.json({ paused_all: false });
+    return c.json({ paused_all: false } satisfies PauseAnswer);
   });
 
   app.get("/api/runs", async (c) => {
@@ -225,7 +239,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     if (before) keyed = keyed.filter(({ key }) => key < before);
     keyed.sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0));
     const page = keyed.slice(0, limit);
-    return c.json(safe({ runs: page.map(({ run }) => run), ...(keyed.length > limit ? { next: page.at(-1)!.key } : {}) }));
+    return c.json(safe<RunsPage>({ runs: page.map(({ run }) => run), ...(keyed.length > limit ? { next: page.at(-1)!.key } : {}) }));
   });
   app.get("/api/runs/:id", async (c) => {
     const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
@@ -252,7 +266,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
         `node ${run.node} holds run ${run.id} of ${run.job} and did not answer the cancel (stopped, or cut off from Redis)`,
       );
     if (result === "not found") throw new ApiError(409, `run ${run.id} of ${run.job} is not in progress (${run.status})`);
-    return c.json({ run_id: run.id, job: run.job, status: "cancelling" });
+    return c.json({ run_id: run.id, job: run.job, status: "cancelling" } satisfies CancelAnswer);
   });
 
   app.get("/api/stats", async (c) => {
@@ -274,24 +288,21 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
 
   app.get("/api/outbox", async (c) => {
     const { pending, dead } = await deps.outbox.list();
-    const zone = zoneOf(deps.config(), (name) => deps.jobs.get(name));
-    const shown = (entry: Readonly<OutboxEntry>) => {
-      const view = deliveryView(entry);
-      return { ...view, timezone: zone(view.job) };
-    };
-    return c.json(safe({ pending: pending.map(shown), dead: dead.map(shown), disabled_targets: await deps.outbox.disabledTargets() }));
+    const shown = outboxItem(zoneOf(deps.config(), (name) => deps.jobs.get(name)));
+    const disabled = await deps.outbox.disabledTargets();
+    return c.json(safe<OutboxView>({ pending: pending.map(shown), dead: dead.map(shown), disabled_targets: disabled }));
   });
   // The id "dead" retries every dead delivery (delivery ids always hold dots).
   app.post("/api/outbox/:id/retry", async (c) => {
     const id = c.req.param("id");
     try {
       const count = await deps.outbox.retry(id);
-      return c.json({ id, retried: count });
+      return c.json({ id, retried: count } satisfies RetryAnswer);
     } catch (err) {
       throw new ApiError(/acknowledged/.test(errorText(err)) ? 409 : 404, errorText(err));
     }
   });
-  app.post("/api/outbox/purge", async (c) => c.json({ purged: await deps.outbox.purge() }));
+  app.post("/api/outbox/purge", async (c) => c.json({ purged: await deps.outbox.purge() } satisfies PurgeAnswer));
 
   return app;
 }
@@ -363,35 +374,6 @@ function targetsOf(deps: ConsoleDeps, name: string): DeliveryTarget[] {
   if (name === HEARTBEAT_JOB) return deps.config().heartbeat.deliver;
   const job = deps.jobs.get(name);
   return job ? [...job.deliver, ...job.onFailure] : [];
-}
-
-/** `written`: the run's job's targets (the heartbeat's for a check-in). */
-async function runDeliveries(outbox: DeliveryOutbox, run: RunRecord, written: readonly DeliveryTarget[]): Promise<RunView["deliveries"]> {
-  const prefix = `${run.job}.${run.id}.`;
-  // The outbox keeps only the id of a delivered message: its target is found by key among the job's (ids end in the target's key).
-  const targets = written.map((target) => ({ target, key: targetKey(target) }));
-  const delivered = (id: string) => {
-    const rest = id.slice(prefix.length);
-    const found = targets.find(({ key }) => rest === key || rest.endsWith(`.${key}`));
-    return found
-      ? { kind: found.target.kind, to: describeTarget(found.target) }
-      : { kind: /(?:^|\.)(email|webhook)-/.exec(rest)?.[1] ?? rest, to: rest };
-  };
-  const { pending, dead } = await outbox.list();
-  const open = [...pending, ...dead]
-    .filter((entry) => entry.id.startsWith(prefix))
-    .map((entry) => {
-      const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
-      return view;
-    });
-  const done = (await outbox.deliveredIds(prefix)).map(({ id, at, attempts }) => ({
-    id,
-    ...delivered(id),
-    status: "delivered" as const,
-    delivered_at: at,
-    ...(attempts !== undefined ? { attempts } : {}),
-  }));
-  return [...open, ...done];
 }
 
 /**

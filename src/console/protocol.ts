@@ -1,6 +1,8 @@
 import type { Usage } from "../providers/types.js";
 import type { RunReason, RunRecord, RunStatus } from "../store/run-record.js";
 
+export type { Usage, RunReason, RunRecord, RunStatus };
+
 /**
  * What the console's API and WebSocket hand to their clients (the page, `countd` commands talking
  * to the daemon, scripts): the one place their shapes are written down. Field names are
@@ -73,8 +75,33 @@ export interface Subscription {
   job?: string;
 }
 
-export type { Transcript, TranscriptStep, RunDelivery } from "../store/transcript.js";
-import type { Transcript, RunDelivery } from "../store/transcript.js";
+export type { Transcript, TranscriptStep, RunDelivery } from "../store/transcript-types.js";
+import type { Transcript, RunDelivery } from "../store/transcript-types.js";
+
+/** What every refusal and failure answers, with its HTTP status (400, 401, 403, 404, 409, 500, 503). */
+export interface ErrorAnswer {
+  error: string;
+}
+
+/** GET /api/session: the CSRF proof every change from the page carries, and the daemon's version. */
+export interface SessionView {
+  csrf: string;
+  version: string;
+}
+
+/** GET /api/jobs: every job file, those that loaded no job too, by name. */
+export interface JobsView {
+  jobs: JobView[];
+}
+
+/** GET /api/jobs/<name>: a loaded job with its settings, or a file that loaded no job (no settings). */
+export type JobAnswer = JobDetail | JobView;
+
+/** GET /api/runs: a page of runs, newest first; `next` is the `before` of the next page, absent on the last. */
+export interface RunsPage {
+  runs: RunRecord[];
+  next?: string;
+}
 
 export interface RunView {
   run: RunRecord;
@@ -184,6 +211,22 @@ export interface Spend {
   unpriced: number;
   tokens: Usage;
 }
+
+/** A delivery in the outbox (GET /api/outbox): its run when it has one, and the zone its times are shown in (its job's). */
+export type OutboxItem = RunDelivery & { job?: string; run_id?: string; created_at: string; timezone: string };
+
+export interface OutboxView {
+  pending: OutboxItem[];
+  dead: OutboxItem[];
+  /** Target keys an HTTP 410 disabled: nothing is sent to them until a retry. */
+  disabled_targets: string[];
+}
+
+/** The answers to the other changes: a run's cancel, a delivery's retry (`retried` deliveries), the outbox's purge, a pause or resume. */
+export type CancelAnswer = { run_id: string; job: string; status: "cancelling" };
+export type RetryAnswer = { id: string; retried: number };
+export type PurgeAnswer = { purged: number };
+export type PauseAnswer = { job: string; paused: boolean } | { paused_all: boolean };
 
 /** The answer to "run now": what became of the fire. */
 export type RunNowAnswer =

@@ -1,13 +1,14 @@
 import ms from "ms";
 import type { Config } from "../config/schema.js";
 import type { OutboxEntry } from "../delivery/outbox.js";
-import { describeTarget } from "../delivery/targets.js";
+import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
+import { describeTarget, targetKey, type DeliveryTarget } from "../delivery/targets.js";
 import { displayPath } from "../jobs/load.js";
 import { watchLabel } from "../jobs/watch-label.js";
 import type { Job } from "../jobs/types.js";
 import type { RunRecord, RunStatus } from "../store/run-record.js";
 import { localClock, shownTime } from "../time.js";
-import type { JobDetail, JobView, RunDelivery, StatsView } from "./protocol.js";
+import type { JobDetail, JobView, OutboxItem, RunDelivery, RunView, StatsView } from "./protocol.js";
 
 /** How the console shows a job's trigger: what `countd jobs` shows, one phrase. */
 export function triggerText(job: Pick<Job, "schedule" | "watch" | "webhook" | "timezone">, workspace: string): string {
@@ -104,6 +105,47 @@ export function deliveryView(entry: Readonly<OutboxEntry>): RunDelivery & { job?
     created_at: entry.createdAt,
   };
 }
+
+/** `written`: the run's job's targets (the heartbeat's for a check-in). */
+export async function runDeliveries(
+  outbox: DeliveryOutbox,
+  run: RunRecord,
+  written: readonly DeliveryTarget[],
+): Promise<RunView["deliveries"]> {
+  const prefix = `${run.job}.${run.id}.`;
+  // The outbox keeps only the id of a delivered message: its target is found by key among the job's (ids end in the target's key).
+  const targets = written.map((target) => ({ target, key: targetKey(target) }));
+  const delivered = (id: string) => {
+    const rest = id.slice(prefix.length);
+    const found = targets.find(({ key }) => rest === key || rest.endsWith(`.${key}`));
+    return found
+      ? { kind: found.target.kind, to: describeTarget(found.target) }
+      : { kind: /(?:^|\.)(email|webhook)-/.exec(rest)?.[1] ?? rest, to: rest };
+  };
+  const { pending, dead } = await outbox.list();
+  const open = [...pending, ...dead]
+    .filter((entry) => entry.id.startsWith(prefix))
+    .map((entry) => {
+      const { job: _job, run_id: _run, created_at: _created, ...view } = deliveryView(entry);
+      return view;
+    });
+  const done = (await outbox.deliveredIds(prefix)).map(({ id, at, attempts }) => ({
+    id,
+    ...delivered(id),
+    status: "delivered" as const,
+    delivered_at: at,
+    ...(attempts !== undefined ? { attempts } : {}),
+  }));
+  return [...open, ...done];
+}
+
+/** A delivery as the outbox page shows it: with its times' zone, its job's (`zone` says whose). */
+export const outboxItem =
+  (zone: (job: string | undefined) => string) =>
+  (entry: Readonly<OutboxEntry>): OutboxItem => {
+    const view = deliveryView(entry);
+    return { ...view, timezone: zone(view.job) };
+  };
 
 /** A run's deliveries have ids `<job>.<run id>.<target key>` (delivery/outbox.ts). */
 export function deliveryOwner(id: string): { job?: string; run_id?: string } {

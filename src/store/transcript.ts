@@ -7,44 +7,9 @@ import { sessionFileName } from "../sessions/file-names.js";
 import type { RunMarker } from "../sessions/store.js";
 import { readJsonLines } from "./jsonl.js";
 import type { RunRecord } from "./run-record.js";
+import type { Transcript, TranscriptStep } from "./transcript-types.js";
 
-/** A run's transcript: what the agent was asked, each step it took, and how it ended. */
-export interface Transcript {
-  /** The prompt as the job rendered it for this run (the user message). */
-  prompt?: string;
-  steps: TranscriptStep[];
-  /** Why steps may be missing: the session file or the audit lines were not found (pruned, or never written). */
-  incomplete?: string;
-}
-
-export type TranscriptStep =
-  /** `html`: the text's Markdown as sanitised HTML, added by the console for its page. */
-  | { kind: "text"; text: string; html?: string }
-  | {
-      kind: "tool";
-      call_id: string;
-      name: string;
-      arguments: unknown;
-      result?: string;
-      is_error?: boolean;
-      duration_ms?: number;
-      attempts?: number;
-    }
-  /** `cost`: USD, null when the model has no price, absent in audit lines written before pricing. */
-  | { kind: "llm"; model: string; usage: Usage; cost?: number | null; duration_ms: number; finish_reason?: string; error?: string };
-
-/** A delivery of a run, as the outbox knows it. */
-export interface RunDelivery {
-  id: string;
-  kind: string;
-  /** Where it goes, without secrets: a mail's recipients, a webhook's URL without query string. */
-  to: string;
-  status: "pending" | "dead" | "delivered";
-  attempts?: number;
-  last_error?: string;
-  next_attempt_at?: string;
-  delivered_at?: string;
-}
+export type { Transcript, TranscriptStep, RunDelivery } from "./transcript-types.js";
 
 /** An audit line of the kinds a transcript uses (audit/log.ts writes them). */
 interface AuditLine {

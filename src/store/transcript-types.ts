@@ -1,0 +1,44 @@
+import type { Usage } from "../providers/types.js";
+
+/*
+ * The transcript's shapes alone, with no code: the console's API sends them (console/protocol.ts)
+ * and its page is type-checked against them, in a program that holds no Node module.
+ */
+
+/** A run's transcript: what the agent was asked, each step it took, and how it ended. */
+export interface Transcript {
+  /** The prompt as the job rendered it for this run (the user message). */
+  prompt?: string;
+  steps: TranscriptStep[];
+  /** Why steps may be missing: the session file or the audit lines were not found (pruned, or never written). */
+  incomplete?: string;
+}
+
+export type TranscriptStep =
+  /** `html`: the text's Markdown as sanitised HTML, added by the console for its page. */
+  | { kind: "text"; text: string; html?: string }
+  | {
+      kind: "tool";
+      call_id: string;
+      name: string;
+      arguments: unknown;
+      result?: string;
+      is_error?: boolean;
+      duration_ms?: number;
+      attempts?: number;
+    }
+  /** `cost`: USD, null when the model has no price, absent in audit lines written before pricing. */
+  | { kind: "llm"; model: string; usage: Usage; cost?: number | null; duration_ms: number; finish_reason?: string; error?: string };
+
+/** A delivery of a run, as the outbox knows it. */
+export interface RunDelivery {
+  id: string;
+  kind: string;
+  /** Where it goes, without secrets: a mail's recipients, a webhook's URL without query string. */
+  to: string;
+  status: "pending" | "dead" | "delivered";
+  attempts?: number;
+  last_error?: string;
+  next_attempt_at?: string;
+  delivered_at?: string;
+}
