@@ -1,4 +1,5 @@
 import { excerpt, plural } from "../text.js";
+import { FinalToolError } from "../tools/types.js";
 
 /** When a run that repeats itself is ended: each count is where the breaker trips. */
 export interface BreakerLimits {
@@ -21,9 +22,12 @@ export function breakerFor(own: false | Partial<BreakerLimits> | undefined, base
   return { ...(base || DEFAULT_BREAKER), ...own };
 }
 
-/** Ends the message with status `error`; its message is the reason, `runaway: …`. */
-export class RunawayRun extends Error {
-  override readonly name = "RunawayRun";
+/**
+ * Ends the message with status `error`; its message is the reason, `runaway: …`. Final: a
+ * subagent that ran away fails its parent's spawn call once, as the same task would run away again.
+ */
+export class RunawayRun extends FinalToolError {
+  override readonly name: string = "RunawayRun";
 }
 
 /**

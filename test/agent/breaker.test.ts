@@ -4,6 +4,8 @@ import type { ChatCompletionRequest, FixtureResponse } from "@copilotkit/aimock"
 import { describe, expect, it } from "vitest";
 import { Breaker, breakerFor, canonical, DEFAULT_BREAKER } from "../../src/agent/breaker.js";
 import type { AgentLoopOptions } from "../../src/agent/loop.js";
+import { SubagentManager } from "../../src/agent/subagents.js";
+import { spawnTool } from "../../src/agent/spawn.js";
 import { fileTools } from "../../src/tools/filesystem.js";
 import { PathGuard } from "../../src/tools/paths.js";
 import { ToolRegistry } from "../../src/tools/registry.js";
@@ -146,5 +148,31 @@ describe("a loop that repeats itself", () => {
     expect(report.calls).toHaveLength(3);
     for (const call of report.calls)
       expect(call).toMatchObject({ name: "read_file", isError: false, result: expect.stringContaining("the same notes") });
+  });
+
+  it("counts a subagent's calls toward its own loop, whose runaway is one tool error for the parent, not tried again", async () => {
+    const subagentRequests = () => mock.getRequests().filter((r) => JSON.stringify(r.body).includes("Channel: subagent")).length;
+    mock.addFixture({
+      match: { predicate: (req) => JSON.stringify(req).includes("Channel: subagent") },
+      response: { toolCalls: [{ name: "read_file", arguments: JSON.stringify({ path: "notes.md" }) }] },
+    });
+    mock.onMessage(
+      "delegate the notes",
+      model((results) => (results === 0 ? { name: "spawn", arguments: { task: "Read notes.md until it changes." } } : undefined)),
+    );
+    const sub = await agent();
+    const parentTools = new ToolRegistry().register(spawnTool(new SubagentManager({ maxConcurrent: 1, timeoutMs: 10_000 }), sub.loop));
+    const parent = await makeAgent("openai", mock, parentTools);
+    const { answer, report } = await parent.loop.settle("delegate the notes", "parent");
+    expect(report.status).toBe("ok");
+    expect(answer).toBe("done");
+    expect(report.calls).toEqual([
+      expect.objectContaining({
+        name: "spawn",
+        isError: true,
+        result: 'Error: runaway: read_file {"path":"notes.md"} called 3 times with the same arguments',
+      }),
+    ]);
+    expect(subagentRequests()).toBe(3);
   });
 });
