@@ -1,5 +1,6 @@
 import { excerpt, plural } from "../text.js";
 import { FinalToolError } from "../tools/types.js";
+import { withoutBoundaries } from "../tools/untrusted.js";
 
 /** When a run that repeats itself is ended: each count is where the breaker trips. */
 export interface BreakerLimits {
@@ -58,7 +59,8 @@ export class Breaker {
 
   /** After a call ran. */
   result(name: string, content: string, isError: boolean): string | undefined {
-    const key = `${name}\0${content}`;
+    // Each frame has its own random boundary: without it, a file read twice is the same result.
+    const key = `${name}\0${withoutBoundaries(content)}`;
     if (!this.results.has(key)) {
       this.results.add(key);
       this.newResult = true;

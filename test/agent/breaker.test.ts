@@ -9,6 +9,7 @@ import { spawnTool } from "../../src/agent/spawn.js";
 import { fileTools } from "../../src/tools/filesystem.js";
 import { PathGuard } from "../../src/tools/paths.js";
 import { ToolRegistry } from "../../src/tools/registry.js";
+import { frameUntrusted } from "../../src/tools/untrusted.js";
 import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
 
@@ -54,6 +55,19 @@ describe("Breaker", () => {
     expect(iterate("b")).toBeUndefined();
     expect(iterate("a")).toBeUndefined();
     expect(iterate("b")).toBe('runaway: 2 LLM iterations in a row brought no new tool result, the last calling web_fetch {"url":"b"}');
+  });
+
+  it("reads the same content in two frames, each with its own boundary, as the same result", () => {
+    const breaker = new Breaker({ ...DEFAULT_BREAKER, idleIterations: 1 });
+    const first = frameUntrusted("the read_file tool", "the same notes");
+    const second = frameUntrusted("the read_file tool", "the same notes");
+    expect(second).not.toBe(first);
+    breaker.call("read_file", { path: "notes.md" });
+    breaker.result("read_file", first, false);
+    expect(breaker.iteration()).toBeUndefined();
+    breaker.call("read_file", { path: "./notes.md" });
+    breaker.result("read_file", second, false);
+    expect(breaker.iteration()).toMatch(/^runaway: 1 LLM iteration in a row brought no new tool result/);
   });
 
   it("lays a job's limits over countd.yaml's, and false turns it off", () => {
