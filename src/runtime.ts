@@ -1,6 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { ContextBuilder } from "./agent/context.js";
 import { AgentLoop } from "./agent/loop.js";
+import { breakerFor } from "./agent/breaker.js";
 import { SubagentManager } from "./agent/subagents.js";
 import { AuditLog } from "./audit/log.js";
 import { Redactor } from "./audit/redact.js";
@@ -131,6 +132,7 @@ export async function openRuntime(
       unpriced,
       temperature: overrides.temperature ?? config.provider.temperature,
       maxTokens: overrides.maxTokens ?? config.provider.maxTokens,
+      breaker: breakerFor(overrides.breaker, config.agent.breaker),
     };
     const all = mcp ? tools.with(mcp.tools()) : tools;
     const chosen = selectTools(all, toolNames ?? [...all.names, "spawn"], config, (name) => mcp?.unlistedReason(name));

@@ -20,6 +20,15 @@ export function frameUntrusted(source: string, content: string, notices: readonl
   ].join("\n");
 }
 
+const BOUNDARY = /; boundary ([0-9a-f]{16})\]\n/g;
+
+/** `text` with each of its frames' boundaries left out: the same content framed twice reads the same, as the agent's breaker compares results. */
+export function withoutBoundaries(text: string): string {
+  let out = text;
+  for (const [, boundary] of text.matchAll(BOUNDARY)) out = out.replaceAll(boundary!, "");
+  return out;
+}
+
 const framed = new WeakMap<Tool, Tool>();
 
 /** The tool as the agent runs it: a tool marked `untrusted` has its output framed. */
