@@ -1,4 +1,5 @@
 import { mkdir } from "node:fs/promises";
+import { Redactor } from "../audit/redact.js";
 import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { silentLogger } from "../log.js";
@@ -28,7 +29,7 @@ export async function listMcp(opts: { config?: string }): Promise<number> {
     config.mcpServers.map((server) => server.name),
     async (manager) => manager.reports(),
   );
-  process.stdout.write(reports.map(describe).join("\n"));
+  process.stdout.write(new Redactor(config.secrets).redact(reports.map(describe).join("\n")));
   return reports.every((report) => report.state.status === "connected") ? EXIT.ok : EXIT.failure;
 }
 
@@ -53,7 +54,7 @@ export async function callMcpTool(server: string, tool: string, args: Record<str
     process.once("SIGINT", onSigint);
     try {
       const result = await manager.connection(server)!.call(tool, args, cancel.signal);
-      const text = resultText(result);
+      const text = new Redactor(config.secrets).redact(resultText(result));
       (result.isError ? process.stderr : process.stdout).write(`${text}\n`);
       return result.isError ? EXIT.failure : EXIT.ok;
     } finally {
@@ -62,7 +63,11 @@ export async function callMcpTool(server: string, tool: string, args: Record<str
   });
 }
 
-/** Connects the named servers (each within its connect_timeout), hands them over, and stops them after. */
+/**
+ * Connects the named servers (each within its connect_timeout), hands them over, and stops them
+ * after. A server's failure (its stderr, an HTTP error body) may quote the secret it was given:
+ * what this command prints, and the error it ends with, are redacted of every configured secret.
+ */
 async function withServers<T>(config: Config, names: readonly string[], use: (manager: McpManager) => Promise<T>): Promise<T> {
   // The listing is recorded for countd validate, which checks job files' MCP tool names against it.
   await mkdir(config.paths.state, { recursive: true });
@@ -73,6 +78,9 @@ async function withServers<T>(config: Config, names: readonly string[], use: (ma
   try {
     await manager.start();
     return await use(manager);
+  } catch (err) {
+    if (err instanceof Error) err.message = new Redactor(config.secrets).redact(err.message);
+    throw err;
   } finally {
     await manager.close();
   }

@@ -1,0 +1,20 @@
+import type { Redactor } from "../audit/redact.js";
+import type { RunOutcome } from "../agent/outcome.js";
+import type { RunnerOptions } from "./runner.js";
+
+/**
+ * A run's outcome redacted as it leaves the agent, before the runner records it or the dispatcher
+ * queues it: a provider's error quoting its key, or an answer repeating a secret a tool read, is
+ * stored and sent as `[REDACTED]` everywhere (run records, `countd history`, on_failure, the
+ * outbox). A thrown error keeps its class (the runner tells a cancel by it), its message redacted.
+ */
+export function redactedExecutor(execute: RunnerOptions["execute"], redactor: () => Redactor): RunnerOptions["execute"] {
+  return async (job, run) => {
+    try {
+      return redactor().redactStrings<RunOutcome>(await execute(job, run));
+    } catch (err) {
+      if (err instanceof Error) err.message = redactor().redact(err.message);
+      throw err;
+    }
+  };
+}
