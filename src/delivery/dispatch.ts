@@ -13,6 +13,7 @@ import type { DeliveryMessage, ToolCallSummary } from "./message.js";
 import type { DeliveryOutbox, SendFn } from "./delivery-outbox.js";
 import { deliveryId, Outbox } from "./outbox.js";
 import { resolveTarget } from "./secrets.js";
+import { redactedSend } from "./redacted-send.js";
 import type { DeliveryTarget } from "./targets.js";
 import { sendWebhook } from "./webhook.js";
 import type { OutboxEntry } from "../store/outbox-store.js";
@@ -219,7 +220,7 @@ export async function openDelivery(opts: {
     attachments: config.attachments,
     log: opts.log,
   });
-  const send = sendEntry(mailer, opts.env);
+  const send = redactedSend(sendEntry(mailer, opts.env), opts.redactor);
   const outbox = opts.outbox
     ? await opts.outbox(send)
     : await Outbox.open({ stateDir: config.paths.state, send, log: opts.log, events: opts.events });

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { useAimock } from "../support/aimock.js";
 import { allRuns, runCountd, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
+import { startDaemon } from "../support/cli-daemon.js";
 import { mcpFolder } from "../mcp/support.js";
 
 /*
@@ -66,7 +67,7 @@ describe("secrets in what countd stores and sends", () => {
   const env = () => ({ OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: PROVIDER_KEY, LISTED, HOOK_TOKEN });
   const stop = async () => {
     daemon!.child.kill("SIGTERM");
-    expect(await daemon!.exited).toBe(0);
+    expect(await daemon!.exited, daemon!.output()).toBe(0);
   };
   const countd = (args: string[]) => runCountd(args, { cwd: dir, env: env() });
 
@@ -118,8 +119,9 @@ describe("secrets in what countd stores and sends", () => {
       join(dir, "jobs", "echo.yaml"),
       ["every: 1h", "prompt: read the notes", "deliver:", `  - webhook: { url: "${receiver.url}/\${HOOK_TOKEN}" }`, ""].join("\n"),
     );
-    daemon = spawnDaemon(dir, env());
-    await vi.waitFor(async () => expect((await countd(["run", "echo"])).code).toBe(0), SLOW);
+    // Started first: a `countd run` retried while the daemon starts could run the job twice.
+    daemon = await startDaemon(dir, env());
+    expect((await countd(["run", "echo"])).code).toBe(0);
     await receiver.waitFor(1);
     await stop();
 
@@ -136,6 +138,25 @@ describe("secrets in what countd stores and sends", () => {
     for (const file of await filesUnder(join(dir, "state"))) expectNone(file.path, file.text, encoded);
     for (const file of await filesUnder(join(dir, "logs"))) expectNone(file.path, file.text, encoded);
     expectNone("countd history --json", (await countd(["history", "echo", "--json"])).stdout, encoded);
+  });
+
+  it("redacts a secret a receiver quotes in its refusal from the outbox journal and countd outbox", async () => {
+    receiver.script({ status: 400, body: `unknown client credential ${LISTED}` });
+    mock.onMessage("say fine", { content: "fine" });
+    await writeFile(
+      join(dir, "jobs", "refused.yaml"),
+      ["every: 1h", "prompt: say fine", "deliver:", `  - webhook: { url: "${receiver.url}" }`, ""].join("\n"),
+    );
+    // Started first: a `countd run` retried while the daemon starts could run the job twice.
+    daemon = await startDaemon(dir, env());
+    expect((await countd(["run", "refused"])).code).toBe(0);
+    await receiver.waitFor(1);
+    const listed = async () => (await countd(["outbox"])).stdout;
+    await vi.waitFor(async () => expect(await listed()).toContain("answered HTTP 400"), SLOW);
+    await stop();
+    expect(await listed()).toContain("unknown client credential [REDACTED]");
+    expectNone("countd outbox", await listed(), forms(LISTED));
+    for (const file of await filesUnder(join(dir, "state"))) expectNone(file.path, file.text, forms(LISTED));
   });
 });
 
