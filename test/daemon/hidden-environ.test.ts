@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { useAimock } from "../support/aimock.js";
-import { spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
+import { runCountd, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 
 const KEY = "sk-environ-sentinel-4711";
 
@@ -60,5 +60,17 @@ describe("countd start with sandbox: none", () => {
       lines.join("\n"),
     ).toBe(true);
     expect(mock.getRequests().map((request) => request.response.status)).toEqual(mock.getRequests().map(() => 200));
+  }, 60_000);
+
+  it("leaves it out of /proc/<pid>/environ of countd run too, which runs the job itself when no daemon runs", async () => {
+    const run = await runCountd(["run", "scan"], { cwd: dir, env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: KEY } });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("Scanned.");
+    const lines = (await readFile(join(dir, "workspace", "found.txt"), "utf8")).trim().split("\n");
+    expect(lines.length, lines.join("\n")).toBeGreaterThan(0);
+    expect(
+      lines.every((line) => line.startsWith("PATH=")),
+      lines.join("\n"),
+    ).toBe(true);
   }, 60_000);
 });
