@@ -11,6 +11,7 @@ import { history, validate } from "./cli/reports.js";
 import { runJob } from "./cli/run.js";
 import { testDelivery } from "./cli/test-delivery.js";
 import { loadCredentials } from "./config/credentials.js";
+import { hideStartEnvironment } from "./config/hidden-environ.js";
 import { status } from "./cli/status.js";
 import { consoleAddress } from "./cli/console.js";
 import { cancelRun, steerJobs } from "./cli/steer.js";
@@ -35,6 +36,10 @@ const configFile = () => program.opts<{ config?: string }>().config;
 const action =
   <A extends unknown[]>(command: (...args: A) => Promise<number>) =>
   async (...args: A) => {
+    // First of all: a key countd was started with must not stay readable to every process of the user.
+    const notHidden = hideStartEnvironment();
+    if (notHidden)
+      process.stderr.write(`countd: the environment countd started with stays readable in /proc/${process.pid}/environ: ${notHidden}\n`);
     process.exitCode = await loadCredentials(process.env)
       .then(() => command(...args))
       .catch(reportError);

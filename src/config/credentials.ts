@@ -7,8 +7,9 @@ const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * systemd's `LoadCredential=NAME:/path` puts each secret in a file of `$CREDENTIALS_DIRECTORY`.
  * Each file whose name is a variable name becomes that variable for `${NAME}` references (one
  * trailing newline dropped), so keys need not be in the environment the service was started
- * with, which `/proc/<pid>/environ` shows (it keeps the environment the process started with, and
- * commands get only an allow-list of variables). A variable the environment already sets keeps its value.
+ * with: that environment is blanked in `/proc/<pid>/environ` only once countd runs (hidden-environ.ts),
+ * while a credential is never in it, not even in the parent that started countd. A variable the
+ * environment already sets keeps its value.
  */
 export async function loadCredentials(env: NodeJS.ProcessEnv): Promise<void> {
   const dir = env["CREDENTIALS_DIRECTORY"];

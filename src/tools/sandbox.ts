@@ -52,6 +52,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
  * nothing to hide. A folder that holds one of `keep` (the workspace, read-only roots) cannot be
  * masked whole, so its entries are hidden instead, down to the kept path: with the default layout
  * the configuration's folder holds the workspace, and its jobs folder and `.env` must still vanish.
+ * The targets of the links directly in a folder to hide are hidden too, wherever they are.
  */
 export async function hiddenPaths(paths: string[], keep: string[] = []): Promise<HiddenPath[]> {
   const found = new Map<string, HiddenPath>();
@@ -63,17 +64,27 @@ export async function hiddenPaths(paths: string[], keep: string[] = []): Promise
       real = await realpath(path);
       isDir = (await stat(real)).isDirectory();
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
+      // A dangling link or a link loop leads nowhere, so nothing there to hide.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" || code === "ELOOP") return;
       throw err;
     }
-    if (!top && keep.includes(real)) return;
+    if (found.has(real) || (!top && keep.includes(real))) return;
     if (!isDir || !keep.some((kept) => kept !== real && isInside(kept, real))) {
       found.set(real, { path: real, isDir });
+      if (isDir) await hideLinkTargets(real);
       return;
     }
     if (expanded.has(real)) return;
     expanded.add(real);
     for (const entry of await readdir(real)) await hide(join(real, entry), false);
+  };
+  // A folder masked whole still leaves what its links point to: job files linked in from a
+  // checkout load through the links, and their targets hold the same webhook URLs.
+  const hideLinkTargets = async (dir: string): Promise<void> => {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      if (entry.isSymbolicLink()) await hide(join(dir, entry.name), false);
+    }
   };
   for (const path of paths) await hide(path, true);
   return [...found.values()];

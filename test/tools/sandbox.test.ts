@@ -74,6 +74,28 @@ describe("hiddenPaths", () => {
   });
 });
 
+describe("hiddenPaths of linked files", () => {
+  it("hides the targets of a hidden folder's links, but not a kept path, and passes over dangling links and loops", async () => {
+    const base = await realpath(await mkdtemp(join(tmpdir(), "countd-hide-links-")));
+    await mkdir(join(base, "jobs"));
+    await mkdir(join(base, "checkout", "more"), { recursive: true });
+    await mkdir(join(base, "workspace"));
+    await writeFile(join(base, "checkout", "hook.yaml"), "x\n");
+    await symlink(join(base, "checkout", "hook.yaml"), join(base, "jobs", "hook.yaml"));
+    await symlink(join(base, "checkout", "more"), join(base, "jobs", "more"));
+    await symlink(join(base, "workspace"), join(base, "jobs", "ws"));
+    await symlink(join(base, "nowhere"), join(base, "jobs", "dangling.yaml"));
+    await symlink(join(base, "jobs", "loop.yaml"), join(base, "jobs", "loop.yaml"));
+    const hidden = await hiddenPaths([join(base, "jobs")], [join(base, "workspace")]);
+    expect(hidden.sort((a, b) => a.path.localeCompare(b.path))).toEqual([
+      { path: join(base, "checkout", "hook.yaml"), isDir: false },
+      { path: join(base, "checkout", "more"), isDir: true },
+      { path: join(base, "jobs"), isDir: true },
+    ]);
+    await rm(base, { recursive: true });
+  });
+});
+
 describe("detectSandbox", () => {
   let savedPath: string | undefined;
   beforeEach(() => {
@@ -240,6 +262,40 @@ describe.runIf(bwrapWorks)("exec inside bwrap", () => {
       expect(out).toContain("jobs: []");
       expect(out).not.toContain("sandbox: bwrap");
       expect(out).toContain("WORKSPACE FILE");
+    } finally {
+      await rm(base, { recursive: true });
+    }
+  });
+
+  it("hides the job files the jobs folder links to, where they really are, and every other link's target there", async () => {
+    // Job files kept in a checkout and linked into the jobs folder: the links load, so their
+    // targets hold the same webhook URLs. Outside /tmp (hidden anyway), so the mask is what is tested.
+    const base = await realpath(await mkdtemp(join("/var/tmp", "countd-linked-jobs-")));
+    try {
+      await mkdir(join(base, "etc"));
+      await mkdir(join(base, "jobs"));
+      await mkdir(join(base, "checkout", "more"), { recursive: true });
+      await writeFile(
+        join(base, "etc", "countd.yaml"),
+        `jobs_dir: ${base}/jobs\nworkspace: ${base}/ws\ntools:\n  restrict_to_workspace: false\n  exec:\n    sandbox: bwrap\n`,
+      );
+      await writeFile(join(base, "checkout", "hook.yaml"), "deliver: {webhook: 'https://hooks.example/LINKED SENTINEL'}\n");
+      await writeFile(join(base, "checkout", "more", "other.yaml"), "deliver: {webhook: 'https://hooks.example/FOLDER SENTINEL'}\n");
+      await writeFile(join(base, "checkout", "README.md"), "CHECKOUT README\n");
+      await symlink(join(base, "checkout", "hook.yaml"), join(base, "jobs", "hook.yaml"));
+      await symlink(join(base, "checkout", "more"), join(base, "jobs", "more"));
+      const config = await loadConfig({ file: join(base, "etc", "countd.yaml"), env: {} });
+      await mkdir(config.paths.workspace, { recursive: true });
+      const exec = builtinTools(config, new MemoryStore(config.paths.workspace)).get("exec")!;
+      const out = await exec.execute(
+        {
+          command: `ls -A ${base}/jobs; cat ${base}/jobs/hook.yaml ${base}/checkout/hook.yaml ${base}/checkout/more/other.yaml ${base}/checkout/README.md`,
+        },
+        { sessionId: "test", workspace: config.paths.workspace, signal: new AbortController().signal },
+      );
+      expect(out).not.toContain("SENTINEL");
+      // Only the targets are hidden, not the folder that holds them.
+      expect(out).toContain("CHECKOUT README");
     } finally {
       await rm(base, { recursive: true });
     }
