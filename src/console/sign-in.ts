@@ -1,11 +1,14 @@
 import type { Context } from "hono";
 import type { HttpBindings } from "@hono/node-server";
 import type { Asset } from "./assets.js";
-import type { Credential, Guard } from "./guard.js";
+import { readCookie, type Credential, type Guard } from "./guard.js";
 import type { SignOutAnswer } from "./protocol.js";
 
 /** The console app's context: Node's request, and the credential the request came with. */
 export type ConsoleEnv = { Bindings: HttpBindings; Variables: { credential: Credential } };
+
+/** Before sessions, the cookie held the token itself under this name: a browser that still sends it is told to drop it. */
+const TOKEN_COOKIE = "countd_console";
 
 /**
  * The sign-in address `countd console` prints (`/?token=…`): a valid token starts a session and
@@ -22,6 +25,8 @@ export async function signIn(c: Context<ConsoleEnv>, guard: Guard, asset: Asset)
   }
   guard.succeeded(address(c));
   c.header("Set-Cookie", guard.signIn(c.req.raw.headers));
+  if (readCookie(c.req.header("cookie"), TOKEN_COOKIE) !== undefined)
+    c.header("Set-Cookie", `${TOKEN_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`, { append: true });
   return c.redirect("/", 303);
 }
 

@@ -84,6 +84,16 @@ describe("the console's sign-in session", () => {
       const opened = await openLive(`ws://${console.host}/api/ws`, { headers: { cookie }, origin: console.origin });
       expect(opened.ok ? "opened" : opened.status, cookie).toBe(401);
     }
+    // A browser that kept the token's cookie from before is told to drop it when it signs in.
+    const answer = await fetch(`${console.origin}/?token=${encodeURIComponent(console.token)}`, {
+      redirect: "manual",
+      headers: { cookie: `countd_console=${console.token}` },
+    });
+    const set = answer.headers.getSetCookie();
+    expect(set).toHaveLength(2);
+    expect(set[0]).toMatch(new RegExp(`^countd_console_${console.port}=[^;]+;`));
+    expect(set[1]).toMatch(/^countd_console=; /);
+    expect(attributesOf(set[1]!)).toContain("max-age=0");
   });
 
   it("a session grants nothing after the daemon restarts; the token signs in again", async () => {
