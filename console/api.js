@@ -1,7 +1,7 @@
 // @ts-check
 /**
- * The daemon's JSON API. The sign-in cookie is HttpOnly, so the page never holds the token; what it
- * holds is the CSRF proof from /api/session, which every change must carry.
+ * The daemon's JSON API. The sign-in cookie is HttpOnly and holds a session id, never the token;
+ * what the page holds is its session's CSRF proof from /api/session, which every change must carry.
  *
  * Each endpoint the page uses is a function here that returns its answer's shape from
  * src/console/protocol.ts: `npm test` type-checks the page against it (tsconfig.console.json),
@@ -10,6 +10,7 @@
 
 /**
  * @typedef {import("../src/console/protocol.js").SessionView} SessionView
+ * @typedef {import("../src/console/protocol.js").SignOutAnswer} SignOutAnswer
  * @typedef {import("../src/console/protocol.js").StatusView} StatusView
  * @typedef {import("../src/console/protocol.js").JobsView} JobsView
  * @typedef {import("../src/console/protocol.js").JobAnswer} JobAnswer
@@ -57,6 +58,17 @@ export const session = () => get("/api/session");
 export async function startSession() {
   const answer = await session();
   csrf = answer.csrf;
+  return answer;
+}
+
+/**
+ * Ends this browser's session on the daemon (the cookie alone would outlive a closed tab), then
+ * shows the sign-in screen.
+ * @returns {Promise<SignOutAnswer>}
+ */
+export async function signOut() {
+  const answer = await post("/api/sign-out");
+  for (const listener of signedOutListeners) listener();
   return answer;
 }
 

@@ -1,13 +1,13 @@
 // @ts-check
 import { render } from "/assets/vendor/preact.js";
 import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
-import { onSignedOut, startSession } from "./api.js";
+import { onSignedOut, signOut, startSession } from "./api.js";
 import { JobPage } from "./job.js";
 import { startLive, stopLive, useLiveState } from "./live.js";
 import { OutboxPage } from "./outbox.js";
 import { Overview } from "./overview.js";
 import { RunPage } from "./run.js";
-import { html } from "./ui.js";
+import { ActionButton, html } from "./ui.js";
 
 /**
  * @typedef {{ title: string } & (
@@ -84,7 +84,7 @@ function SignIn() {
   return html`<main class="signin" id="main">
     <h1>Sign in to the countd console</h1>
     <p>
-      ${wrongToken ? "The token in that address is not the console's token (it changes when console.token is removed)." : "This browser is not signed in, or the daemon's token has changed."}
+      ${wrongToken ? "The token in that address is not the console's token (it changes when console.token is removed)." : "This browser is not signed in: a sign-in lasts until you sign out or the daemon restarts."}
     </p>
     <p>On the machine that runs countd, run</p>
     <pre class="command">countd console</pre>
@@ -126,8 +126,19 @@ function Shell({ version }) {
       </span>
     </header>
     <main id="main" tabindex="-1">${screen(page)}</main>
-    <footer class="foot muted small">countd ${version} · keys: <kbd>g</kbd> <kbd>o</kbd> overview, <kbd>g</kbd> <kbd>b</kbd> outbox</footer>
+    <footer class="foot muted small">
+      countd ${version} · keys: <kbd>g</kbd> <kbd>o</kbd> overview, <kbd>g</kbd> <kbd>b</kbd> outbox ·
+      <${ActionButton} class="link" act=${signOut} onDone=${signedOutOrSay}>Sign out<//>
+    </footer>
   `;
+}
+
+/**
+ * A sign-out the daemon did not answer leaves the session alive: the user is told, not shown the sign-in screen.
+ * @param {import("./ui.js").ActionResult<unknown>} result
+ */
+function signedOutOrSay(result) {
+  if (!result.ok) alert(`Not signed out: ${result.error.message}`);
 }
 
 /** @param {Route} page */

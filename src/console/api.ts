@@ -1,6 +1,5 @@
-import { Hono, type Context } from "hono";
+import { Hono } from "hono";
 import pLimit from "p-limit";
-import type { HttpBindings } from "@hono/node-server";
 import type { Redactor } from "../audit/redact.js";
 import type { Config } from "../config/schema.js";
 import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
@@ -19,7 +18,7 @@ import type { Job } from "../jobs/types.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
 import { errorText } from "../text.js";
 import { emptyUsage, addUsage } from "../providers/types.js";
-import { COOKIE, type Credential, type Guard } from "./guard.js";
+import type { Credential, Guard } from "./guard.js";
 import type { LiveHub } from "./live.js";
 import type { Metrics } from "./metrics.js";
 import type {
@@ -41,6 +40,7 @@ import type {
 import { reasonOf } from "../jobs/not-armed.js";
 import { invalidFileView, jobDetail, jobView, outboxItem, runDeliveries, shownConfig, statsView } from "./views.js";
 import type { Asset } from "./assets.js";
+import { page, refuse, signIn, signOut, type ConsoleEnv } from "./sign-in.js";
 import type { WebhookTrigger } from "../triggers/webhook.js";
 import { zoneOf } from "../jobs/zones.js";
 
@@ -68,8 +68,6 @@ export interface ConsoleDeps {
   pausedFiles?: Pick<PausedFiles, "release">;
 }
 
-type Env = { Bindings: HttpBindings; Variables: { credential: Credential } };
-
 /** A page of runs at most; the default page is smaller. */
 const MAX_PAGE = 500;
 const DEFAULT_PAGE = 50;
@@ -90,11 +88,11 @@ class ApiError extends Error {
 
 /**
  * The console's HTTP side: the page's files, the JSON API under /api/ and sign-in. Every request
- * passes the Host check; everything but the page's files needs the token (bearer or cookie), and
+ * passes the Host check; everything but the page's files needs the token or a session's cookie, and
  * every change a CSRF proof when it comes with the cookie.
  */
-export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<string, Asset>): Hono<Env> {
-  const app = new Hono<Env>();
+export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<string, Asset>): Hono<ConsoleEnv> {
+  const app = new Hono<ConsoleEnv>();
   /**
    * Every answer goes out redacted: a run's answer excerpt or error, a delivery's last error, may
    * quote a secret the agent or a peer saw; the state store keeps them as they were.
@@ -116,21 +114,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     c.header("X-Frame-Options", "DENY");
   });
 
-  app.get("/", async (c) => {
-    const given = c.req.query("token");
-    if (given !== undefined) {
-      // A person opened this address: the page tells them how to sign in, after the slowdown a script gets.
-      if (!guard.validToken(given)) {
-        await slowDown(c, guard);
-        return page(c, assets.get("/")!, 401);
-      }
-      guard.succeeded(address(c));
-      // The token leaves the address bar (and the history) at once; the cookie carries it from now on.
-      c.header("Set-Cookie", `${COOKIE}=${encodeURIComponent(given)}; Path=/; HttpOnly; SameSite=Strict`);
-      return c.redirect("/", 303);
-    }
-    return page(c, assets.get("/")!);
-  });
+  app.get("/", (c) => signIn(c, guard, assets.get("/")!));
   for (const [path, asset] of assets) if (path !== "/") app.get(path, (c) => page(c, asset));
 
   // Beside /api/, where scrapers look for it; console.metrics_public opens it to a scraper that holds no token.
@@ -154,7 +138,8 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     await next();
   });
 
-  app.get("/api/session", (c) => c.json({ csrf: guard.csrf, version: deps.version } satisfies SessionView));
+  app.get("/api/session", (c) => c.json({ csrf: guard.csrf(c.req.raw.headers), version: deps.version } satisfies SessionView));
+  app.post("/api/sign-out", (c) => signOut(c, guard));
   app.get("/api/status", async (c) => c.json(safe(await status(deps))));
   app.get("/api/config", (c) => c.json(safe(shownConfig(deps.config()))));
 
@@ -305,31 +290,6 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   app.post("/api/outbox/purge", async (c) => c.json({ purged: await deps.outbox.purge() } satisfies PurgeAnswer));
 
   return app;
-}
-
-function page(c: Context, asset: Asset, status: 200 | 401 = 200): Response {
-  c.header("Content-Type", asset.type);
-  c.header(
-    "Content-Security-Policy",
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
-  );
-  return c.body(new Uint8Array(asset.body), status);
-}
-
-/** A refused credential: 401 after the slowdown the guard asks for. */
-async function refuse(c: Context<Env>, guard: Guard, message: string): Promise<Response> {
-  await slowDown(c, guard);
-  return c.json({ error: message }, 401);
-}
-
-/** Counts a failed credential and waits as long as the guard asks. */
-async function slowDown(c: Context<Env>, guard: Guard): Promise<void> {
-  const wait = guard.failed(address(c));
-  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-}
-
-function address(c: Context<Env>): string {
-  return c.env.incoming.socket.remoteAddress ?? "local";
 }
 
 /** The longest reason a client may give for a cancel; the run's record keeps it. */

@@ -1,10 +1,20 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { csrfToken, sameSecret } from "./token.js";
+import { Sessions } from "./sessions.js";
+import { sameSecret } from "./token.js";
 
-/** The browser's sign-in cookie: HttpOnly, so the page's scripts (and anything injected into them) never read it. */
-export const COOKIE = "countd_console";
-/** The header the page sends with every change, holding csrfToken(token). */
+/**
+ * The browser's sign-in cookie, holding a session id (sessions.ts): HttpOnly, so the page's scripts
+ * (and anything injected into them) never read it. Behind a TLS reverse proxy it is `__Host-`,
+ * which the browser keeps to this exact origin. That prefix needs Secure, which a browser refuses
+ * on plain http, so on loopback the name carries the console's port instead: cookies ignore ports,
+ * and two consoles on one machine must not overwrite each other's.
+ */
+export const SECURE_COOKIE = "__Host-countd_console";
+export const plainCookie = (port: number) => `countd_console_${port}`;
+/** The header the page sends with every change, holding its session's CSRF proof. */
 export const CSRF_HEADER = "x-countd-csrf";
+
+type AnyHeaders = IncomingHttpHeaders | Headers;
 
 /** Failed sign-ins from one address past which each answer waits, doubling up to MAX_DELAY_MS. */
 const FREE_FAILURES = 5;
@@ -30,11 +40,10 @@ export interface GuardOptions {
 /** Who may reach the daemon through its console, decided in one place for HTTP and WebSocket alike. */
 export class Guard {
   private readonly failures = new Map<string, { count: number; since: number }>();
-  readonly csrf: string;
+  private readonly sessions = new Sessions();
   private readonly now: () => number;
 
   constructor(private readonly opts: GuardOptions) {
-    this.csrf = csrfToken(opts.token);
     this.now = opts.now ?? Date.now;
   }
 
@@ -53,14 +62,34 @@ export class Guard {
   }
 
   /** How the request proves it may act for the daemon's owner, if it does. */
-  credential(headers: IncomingHttpHeaders | Headers): Credential | undefined {
+  credential(headers: AnyHeaders): Credential | undefined {
     if (this.opts.trusted) return "socket";
-    const get = (name: string) => (headers instanceof Headers ? (headers.get(name) ?? undefined) : (headers[name] as string | undefined));
-    const bearer = /^Bearer\s+(\S+)$/i.exec(get("authorization") ?? "")?.[1];
+    const bearer = /^Bearer\s+(\S+)$/i.exec(header(headers, "authorization") ?? "")?.[1];
     if (bearer !== undefined && sameSecret(bearer, this.opts.token)) return "bearer";
-    const cookie = readCookie(get("cookie"), COOKIE);
-    if (cookie !== undefined && sameSecret(cookie, this.opts.token)) return "cookie";
+    if (this.session(headers) !== undefined) return "cookie";
     return undefined;
+  }
+
+  /** After a valid token: a new session, and the Set-Cookie that hands its id to the browser. */
+  signIn(headers: AnyHeaders): string {
+    const secure = this.secure(headers);
+    return `${secure ? SECURE_COOKIE : plainCookie(this.opts.port())}=${this.sessions.create()}; ${attributes(secure)}`;
+  }
+
+  /** Ends the request's session, if it has one, and answers the Set-Cookie that clears it. */
+  signOut(headers: AnyHeaders): { ended: boolean; setCookie: string } {
+    const found = this.session(headers);
+    const secure = found?.name === SECURE_COOKIE;
+    return {
+      ended: found !== undefined && this.sessions.end(found.id),
+      setCookie: `${found?.name ?? plainCookie(this.opts.port())}=; ${attributes(secure)}; Max-Age=0`,
+    };
+  }
+
+  /** The CSRF proof of the request's session: what /api/session tells the page. Empty for a bearer token or the socket, which need none. */
+  csrf(headers: AnyHeaders): string {
+    const found = this.session(headers);
+    return found ? this.sessions.csrf(found.id)! : "";
   }
 
   /** The token given in the sign-in URL, checked. */
@@ -77,7 +106,8 @@ export class Guard {
   changeAllowed(credential: Credential, headers: Headers, host: string | undefined): boolean {
     if (credential !== "cookie") return true;
     const sent = headers.get(CSRF_HEADER);
-    if (sent === null || !sameSecret(sent, this.csrf)) return false;
+    const expected = this.csrf(headers);
+    if (sent === null || expected === "" || !sameSecret(sent, expected)) return false;
     return this.originAllowed(headers.get("origin") ?? undefined, host, false);
   }
 
@@ -107,6 +137,31 @@ export class Guard {
   succeeded(address: string): void {
     this.failures.delete(address);
   }
+
+  /** The live session a cookie names, under either name: which one the browser keeps depends on the scheme it signed in by. */
+  private session(headers: AnyHeaders): { name: string; id: string } | undefined {
+    const cookies = header(headers, "cookie");
+    for (const name of [SECURE_COOKIE, plainCookie(this.opts.port())]) {
+      const id = readCookie(cookies, name);
+      if (id !== undefined && this.sessions.csrf(id) !== undefined) return { name, id };
+    }
+    return undefined;
+  }
+
+  /**
+   * The daemon serves plain http; a browser reaches it by https only through a reverse proxy, which
+   * console.allow_remote expects and which says so in X-Forwarded-Proto. A forged header only costs
+   * the sender its own sign-in: a browser on plain http drops a Secure cookie.
+   */
+  private secure(headers: AnyHeaders): boolean {
+    return this.opts.allowRemote && header(headers, "x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase() === "https";
+  }
+}
+
+const attributes = (secure: boolean) => `Path=/; HttpOnly; SameSite=Strict${secure ? "; Secure" : ""}`;
+
+function header(headers: AnyHeaders, name: string): string | undefined {
+  return headers instanceof Headers ? (headers.get(name) ?? undefined) : (headers[name] as string | undefined);
 }
 
 export function readCookie(header: string | undefined, name: string): string | undefined {

@@ -11,6 +11,11 @@ export const LIVE_RESULT_CHARS = 16_000;
 export const REPLAY_BYTES_PER_RUN = 1_000_000;
 /** A client this far behind is dropped: the daemon does not hold a slow reader's backlog. */
 export const SLOW_CLIENT_BYTES = 4_000_000;
+/**
+ * Subscribe messages one client may send a second; past it the client is told why and dropped. The
+ * page sends one per screen it opens; each is answered with a replay of the runs it names.
+ */
+export const SUBSCRIBES_PER_SECOND = 10;
 
 /** The side of a WebSocket the hub needs; `ws`'s WebSocket fits it. */
 export interface LiveSocket {
@@ -27,15 +32,24 @@ interface RunState {
   iteration: number;
   usage: Usage;
   cost: number | null;
-  replay: LiveMessage[];
+  replay: Kept[];
   replayBytes: number;
   /** The answer's end not yet sent: it could be the start of a secret that the next chunk completes. */
   held: string;
 }
 
+/** A message kept for replay with its text, serialised once however many clients are sent it. */
+interface Kept {
+  message: LiveMessage;
+  /** Unset while a stream message is still being joined to. */
+  text?: string;
+}
+
 interface Client {
   socket: LiveSocket;
   filter: Omit<Subscription, "type">;
+  /** When the current second of subscribes began, and how many came in it. */
+  window: { since: number; count: number };
 }
 
 /**
@@ -160,11 +174,13 @@ export class LiveHub {
     socket: LiveSocket,
     filter: Omit<Subscription, "type"> = {},
   ): { subscribe(filter: Omit<Subscription, "type">): void; close(): void } {
-    const client: Client = { socket, filter };
+    const client: Client = { socket, filter, window: { since: performance.now(), count: 0 } };
     this.clients.add(client);
     this.replay(client);
     return {
       subscribe: (next) => {
+        // A client dropped for its rate may still have a burst on the wire: each is refused here at no cost.
+        if (!this.clients.has(client) || !this.withinRate(client)) return;
         client.filter = { ...(next.run ? { run: next.run } : {}), ...(next.job ? { job: next.job } : {}) };
         this.replay(client);
       },
@@ -180,7 +196,7 @@ export class LiveHub {
 
   /** What each of this daemon's runs in progress has produced so far, run_started first: for a node that joined late. */
   snapshot(): LiveMessage[][] {
-    return [...this.runs.values()].filter((state) => !state.remote).map((state) => [...state.replay]);
+    return [...this.runs.values()].filter((state) => !state.remote).map((state) => state.replay.map((kept) => kept.message));
   }
 
   /** The runs in progress on this daemon, as `job/id`. */
@@ -293,9 +309,13 @@ export class LiveHub {
     if (state.replayBytes + text.length <= REPLAY_BYTES_PER_RUN) {
       const last = state.replay.at(-1);
       // Chunks kept one by one would cost a message each on replay; joined, they read the same.
-      if (safe.type === "stream" && last?.type === "stream") last.content += safe.content;
+      if (safe.type === "stream" && last?.message.type === "stream") {
+        last.message.content += safe.content;
+        delete last.text;
+      }
       // A copy: the message itself went to the clients and the cluster, and later chunks are joined to what is kept.
-      else state.replay.push(safe.type === "stream" ? { ...safe } : safe);
+      else if (safe.type === "stream") state.replay.push({ message: { ...safe } });
+      else state.replay.push({ message: safe, text });
       state.replayBytes += text.length;
     }
   }
@@ -319,9 +339,19 @@ export class LiveHub {
     this.deliver(client, JSON.stringify({ type: "replay" } satisfies LiveMessage));
     for (const state of this.runs.values()) {
       if (!wants(client.filter, { type: "run_started", run_id: state.record.id, job: state.record.job } as LiveMessage)) continue;
-      for (const message of state.replay) this.deliver(client, JSON.stringify(message));
+      for (const kept of state.replay) this.deliver(client, (kept.text ??= JSON.stringify(kept.message)));
     }
     this.deliver(client, JSON.stringify({ type: "live" } satisfies LiveMessage));
+  }
+
+  /** Counts a subscribe; past the rate the client is dropped, so a flood costs one replay a message at most ten times a second. */
+  private withinRate(client: Client): boolean {
+    const now = performance.now();
+    if (now - client.window.since >= 1000) client.window = { since: now, count: 0 };
+    if (++client.window.count <= SUBSCRIBES_PER_SECOND) return true;
+    this.clients.delete(client);
+    client.socket.close(1008, `too many subscribe messages: at most ${SUBSCRIBES_PER_SECOND} a second`);
+    return false;
   }
 
   private deliver(client: Client, text: string): void {

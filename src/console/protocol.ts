@@ -83,10 +83,15 @@ export interface ErrorAnswer {
   error: string;
 }
 
-/** GET /api/session: the CSRF proof every change from the page carries, and the daemon's version. */
+/** GET /api/session: the session's CSRF proof every change from the page carries ("" with a bearer token), and the daemon's version. */
 export interface SessionView {
   csrf: string;
   version: string;
+}
+
+/** POST /api/sign-out: whether a session ended; the answer's Set-Cookie clears the cookie. */
+export interface SignOutAnswer {
+  signed_out: boolean;
 }
 
 /** GET /api/jobs: every job file, those that loaded no job too, by name. */

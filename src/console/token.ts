@@ -45,8 +45,3 @@ export function sameSecret(given: string, expected: string): boolean {
   const b = createHmac("sha256", "countd").update(expected).digest();
   return timingSafeEqual(a, b);
 }
-
-/** A value derived from the token for the page's state-changing requests (CSRF): it proves the request came from a page that could read it. */
-export function csrfToken(token: string): string {
-  return createHmac("sha256", token).update("countd console csrf").digest("base64url");
-}

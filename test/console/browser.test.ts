@@ -216,6 +216,18 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     },
   );
 
+  it("keeps a session id in its cookie, not the token, and signing out ends it on the daemon", { timeout: TEST_MS }, async () => {
+    const page = await signedIn();
+    const [cookie] = await page.context().cookies();
+    expect(cookie).toMatchObject({ name: `countd_console_${new URL(origin).port}`, httpOnly: true, sameSite: "Strict", path: "/" });
+    expect(signInUrl).not.toContain(cookie!.value);
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.locator("h1", { hasText: "Sign in" }).waitFor();
+    // The cookie a browser kept, or another local service was sent, opens nothing now.
+    const stale = await fetch(`${origin}/api/status`, { headers: { cookie: `${cookie!.name}=${cookie!.value}` } });
+    expect(stale.status).toBe(401);
+  });
+
   it(
     "pages through a job's older runs and charts their duration, tokens and cost, shows a run stopped by its budget as failed with why, and the overview charts runs per day by status",
     { timeout: TEST_MS },
@@ -492,20 +504,28 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     expect(await started.textContent()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d\d:\d\d$/);
   });
 
-  it("says it is reconnecting while the daemon is away, and is live again once it is back", { timeout: TEST_MS }, async () => {
-    const page = await signedIn();
-    await page.locator(".connection", { hasText: "live" }).waitFor();
-    const before = await text(page, ".daemon");
-    daemon.child.kill("SIGTERM");
-    expect(await daemon.exited).toBe(0);
-    await page.locator(".connection", { hasText: "reconnecting" }).waitFor();
+  it(
+    "says it is reconnecting while the daemon is away; once it is back, asks to sign in again, then is live",
+    { timeout: TEST_MS },
+    async () => {
+      const page = await signedIn();
+      await page.locator(".connection", { hasText: "live" }).waitFor();
+      const before = await text(page, ".daemon");
+      daemon.child.kill("SIGTERM");
+      expect(await daemon.exited).toBe(0);
+      await page.locator(".connection", { hasText: "reconnecting" }).waitFor();
 
-    daemon = await startDaemon();
-    await page.locator(".connection", { hasText: "live" }).waitFor();
-    // What the overview shows is the new daemon's, reloaded on reconnection.
-    await expect.poll(() => text(page, ".daemon"), { timeout: WAIT_MS }).toContain(`pid ${daemon.child.pid}`);
-    expect(before).not.toContain(`pid ${daemon.child.pid}`);
-  });
+      // Sessions live in the daemon's memory: the new daemon knows none, and the page says how to sign in.
+      daemon = await startDaemon();
+      await page.locator("main", { hasText: "the daemon restarts" }).waitFor();
+      expect(await text(page, "main")).toContain("countd console");
+      await page.goto(signInUrl);
+      await page.locator(".connection", { hasText: "live" }).waitFor();
+      // What the overview shows is the new daemon's.
+      await expect.poll(() => text(page, ".daemon"), { timeout: WAIT_MS }).toContain(`pid ${daemon.child.pid}`);
+      expect(before).not.toContain(`pid ${daemon.child.pid}`);
+    },
+  );
 });
 
 /** Sixty finished runs of the job "history" over the last twelve days, newest last, some failed. */

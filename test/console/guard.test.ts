@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { COOKIE, CSRF_HEADER, Guard, readCookie } from "../../src/console/guard.js";
-import { csrfToken } from "../../src/console/token.js";
+import { CSRF_HEADER, Guard, plainCookie, readCookie } from "../../src/console/guard.js";
 
 const TOKEN = "k3Jx1tHcY0wq4w9jL2m7pQeRr8sT6uVv_zA5bC-dE0f";
 const PORT = 7420;
@@ -16,6 +15,9 @@ function guard(opts: { trusted?: boolean; allowRemote?: boolean; now?: () => num
 }
 
 const headers = (init: Record<string, string>) => new Headers(init);
+const COOKIE = plainCookie(PORT);
+/** Signs in as the sign-in address does: the new session's id, which the cookie holds. */
+const sessionOf = (g: Guard) => readCookie(g.signIn(headers({})).split(";", 1)[0], COOKIE)!;
 
 describe("Guard.hostAllowed: only this machine's names, on the console's port (DNS rebinding)", () => {
   it.each([`127.0.0.1:${PORT}`, `localhost:${PORT}`, `LOCALHOST:${PORT}`, `[::1]:${PORT}`, `127.0.1.1:${PORT}`])(
@@ -65,12 +67,13 @@ describe("Guard.hostAllowed: only this machine's names, on the console's port (D
 });
 
 describe("Guard.credential", () => {
-  it("takes the token as a bearer token or the sign-in cookie, from Node's headers or fetch's", () => {
+  it("takes the token as a bearer token or a signed-in session's cookie, from Node's headers or fetch's", () => {
     const g = guard();
+    const id = sessionOf(g);
     expect(g.credential(headers({ authorization: `Bearer ${TOKEN}` }))).toBe("bearer");
     expect(g.credential({ authorization: `bearer   ${TOKEN}` })).toBe("bearer");
-    expect(g.credential(headers({ cookie: `theme=dark; ${COOKIE}=${encodeURIComponent(TOKEN)}; other=1` }))).toBe("cookie");
-    expect(g.credential({ cookie: `${COOKIE}=${TOKEN}` })).toBe("cookie");
+    expect(g.credential(headers({ cookie: `theme=dark; ${COOKIE}=${encodeURIComponent(id)}; other=1` }))).toBe("cookie");
+    expect(g.credential({ cookie: `${COOKIE}=${id}` })).toBe("cookie");
   });
 
   it("refuses a wrong, partial, empty or misplaced token", () => {
@@ -84,8 +87,12 @@ describe("Guard.credential", () => {
       { authorization: `Basic ${Buffer.from(`countd:${TOKEN}`).toString("base64")}` },
       { cookie: `${COOKIE}=wrong` },
       { cookie: `${COOKIE}=` },
-      { cookie: `x${COOKIE}=${TOKEN}` },
-      { cookie: `other=${TOKEN}` },
+      { cookie: `${COOKIE}=${TOKEN}` },
+      { cookie: `countd_console=${TOKEN}` },
+      { cookie: `x${COOKIE}=${sessionOf(g)}` },
+      { cookie: `other=${sessionOf(g)}` },
+      { cookie: `${plainCookie(PORT + 1)}=${sessionOf(g)}` },
+      { cookie: `${COOKIE}=${sessionOf(guard())}` },
       { "x-countd-token": TOKEN },
     ];
     for (const init of refused) {
@@ -95,7 +102,7 @@ describe("Guard.credential", () => {
 
   it("a wrong bearer token does not hide a right cookie, nor the reverse", () => {
     const g = guard();
-    expect(g.credential(headers({ authorization: "Bearer wrong", cookie: `${COOKIE}=${TOKEN}` }))).toBe("cookie");
+    expect(g.credential(headers({ authorization: "Bearer wrong", cookie: `${COOKIE}=${sessionOf(g)}` }))).toBe("cookie");
     expect(g.credential(headers({ authorization: `Bearer ${TOKEN}`, cookie: `${COOKIE}=wrong` }))).toBe("bearer");
   });
 
@@ -119,19 +126,24 @@ describe("Guard.credential", () => {
 
 describe("Guard.changeAllowed (CSRF) and originAllowed", () => {
   const host = `127.0.0.1:${PORT}`;
-  const csrf = csrfToken(TOKEN);
+  const g = guard();
+  const cookie = `${COOKIE}=${sessionOf(g)}`;
+  const csrf = g.csrf(headers({ cookie }));
 
-  it("the CSRF value is derived from the token and is not the token", () => {
-    expect(guard().csrf).toBe(csrf);
+  it("the CSRF value is the session's: not the token, another for each session, none without one", () => {
+    expect(csrf).not.toBe("");
     expect(csrf).not.toContain(TOKEN);
-    expect(csrfToken("another token entirely")).not.toBe(csrf);
+    expect(g.csrf(headers({ cookie: `${COOKIE}=${sessionOf(g)}` }))).not.toBe(csrf);
+    expect(g.csrf(headers({ authorization: `Bearer ${TOKEN}` }))).toBe("");
   });
 
-  it("lets a change with the cookie through only with the CSRF header and the console's own Origin", () => {
-    const g = guard();
-    expect(g.changeAllowed("cookie", headers({ [CSRF_HEADER]: csrf, origin: `http://${host}` }), host)).toBe(true);
+  it("lets a change with the cookie through only with its session's CSRF header and the console's own Origin", () => {
+    expect(g.changeAllowed("cookie", headers({ cookie, [CSRF_HEADER]: csrf, origin: `http://${host}` }), host)).toBe(true);
     // Same-origin fetch from older browsers may leave Origin out; the CSRF header alone proves the page read /api/session.
-    expect(g.changeAllowed("cookie", headers({ [CSRF_HEADER]: csrf }), host)).toBe(true);
+    expect(g.changeAllowed("cookie", headers({ cookie, [CSRF_HEADER]: csrf }), host)).toBe(true);
+    // Another session's proof is not this one's.
+    const other = `${COOKIE}=${sessionOf(g)}`;
+    expect(g.changeAllowed("cookie", headers({ cookie: other, [CSRF_HEADER]: csrf, origin: `http://${host}` }), host)).toBe(false);
   });
 
   it.each([
@@ -144,7 +156,7 @@ describe("Guard.changeAllowed (CSRF) and originAllowed", () => {
     ["the right CSRF header from another port", { [CSRF_HEADER]: csrf, origin: `http://127.0.0.1:${PORT + 1}` }],
     ["the right CSRF header from an opaque origin", { [CSRF_HEADER]: csrf, origin: "null" }],
   ])("refuses a cookie change with %s", (_why, init) => {
-    expect(guard().changeAllowed("cookie", headers(init as Record<string, string>), host)).toBe(false);
+    expect(g.changeAllowed("cookie", headers({ cookie, ...(init as Record<string, string>) }), host)).toBe(false);
   });
 
   it("a bearer token or the socket needs no CSRF proof: no browser sends them on its own", () => {

@@ -101,8 +101,8 @@ describe("the console's security", () => {
       for (const headers of [
         {},
         { authorization: "Bearer not-the-token" },
-        { cookie: "countd_console=not-the-token" },
-        { cookie: "countd_console=%" },
+        { cookie: `countd_console_${console.port}=not-the-token` },
+        { cookie: `countd_console_${console.port}=%` },
       ] as Array<Record<string, string>>) {
         // Each from its own loopback address, so that the slowdown of repeated failures (tested below) does not set in.
         const localAddress = `127.0.${Math.floor(++sender / 4) + 10}.${(sender % 4) + 1}`;
@@ -144,7 +144,9 @@ describe("the console's security", () => {
     expect(signIn.status).toBe(303);
     expect(signIn.headers.get("location")).toBe("/");
     const setCookie = signIn.headers.get("set-cookie")!;
-    expect(setCookie).toMatch(/^countd_console=[^;]+; /);
+    // A session id named for the console's port, not the token (session.test.ts has the rest).
+    expect(setCookie).toMatch(new RegExp(`^countd_console_${console.port}=[^;]+; `));
+    expect(setCookie).not.toContain(console.token);
     const attributes = setCookie
       .split(";")
       .slice(1)
@@ -242,7 +244,7 @@ describe("the console's security", () => {
       status: 403,
     });
     expect(await openLive(url)).toEqual({ ok: false, status: 401 });
-    expect(await openLive(url, { headers: { cookie: "countd_console=%E0%A4%A" }, origin: console.origin })).toEqual({
+    expect(await openLive(url, { headers: { cookie: `countd_console_${console.port}=%E0%A4%A` }, origin: console.origin })).toEqual({
       ok: false,
       status: 401,
     });
@@ -280,7 +282,7 @@ describe("the console's security", () => {
     const upgrade = (target: string, extra = "") =>
       `GET ${target} HTTP/1.1\r\nHost: ${console.host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${extra}\r\n`;
     expect(await send(upgrade("http://[", `Authorization: Bearer ${console.token}\r\n`), false)).toMatch(/^HTTP\/1\.1 400/);
-    expect(await send(upgrade("/api/ws", "Cookie: countd_console=%\r\n"), false)).toMatch(/^HTTP\/1\.1 401/);
+    expect(await send(upgrade("/api/ws", `Cookie: countd_console_${console.port}=%\r\n`), false)).toMatch(/^HTTP\/1\.1 401/);
     for (let i = 0; i < 20; i++) await send(upgrade("/api/ws"), true);
     for (let i = 0; i < 5; i++) await send(upgrade("/api/ws", `Authorization: Bearer ${console.token}\r\n`), true);
     expect((await console.api("/api/status")).status).toBe(200);
