@@ -39,7 +39,8 @@ describe("subscribe messages on the live stream", () => {
   beforeEach(async () => {
     const dir = await consoleFolder();
     await writeFile(join(dir, "workspace", "big.txt"), BIG);
-    await writeJob(dir, "reader", "prompt: read the big file\n");
+    // The same read many times over is what makes the replay large; the breaker would end it.
+    await writeJob(dir, "reader", "prompt: read the big file\nbreaker: false\n");
     console = await startConsoleDaemon(dir, { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-console-subscribe-test-key" });
     daemons.started.push(console);
     // The run reads the file READS times, then waits for the test.

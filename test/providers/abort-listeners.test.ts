@@ -74,7 +74,8 @@ describe("a run's abort signal across many LLM requests", () => {
     const dir = await mkdtemp(join(tmpdir(), "countd-iterations-"));
     await mkdir(join(dir, "jobs"));
     await writeFile(join(dir, "countd.yaml"), "tools:\n  exec:\n    enabled: false\n");
-    await writeFile(join(dir, "jobs", "looker.yaml"), "prompt: look around\ntools: [list_dir]\n");
+    // 24 identical list_dir calls on purpose: the breaker, which would end them at the third, is off.
+    await writeFile(join(dir, "jobs", "looker.yaml"), "prompt: look around\ntools: [list_dir]\nbreaker: false\n");
     const run = await runCountd(["run", "looker"], {
       cwd: dir,
       env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-iterations" },
