@@ -1,6 +1,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
+import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { countdFolder, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import { logLines } from "../support/daemon-process.js";
@@ -23,7 +24,10 @@ describe("webhook requests before their signature is checked", { timeout: 90_000
   });
 
   async function start(): Promise<number> {
-    const dir = await countdFolder({ orders: "webhook:\n  secret: ${ORDERS_HOOK}\nprompt: handle {{payload}}\n" });
+    const dir = await countdFolder({
+      orders: "webhook:\n  secret: ${ORDERS_HOOK}\nprompt: handle {{payload}}\n",
+      exports: "webhook:\n  secret: ${ORDERS_HOOK}\n  max_body: 20MB\nprompt: import {{payload}}\n",
+    });
     const yaml = await readFile(join(dir, "countd.yaml"), "utf8");
     await writeFile(join(dir, "countd.yaml"), `${yaml}job_env: [ORDERS_HOOK]\nsecrets: [ORDERS_HOOK]\n`);
     daemon = await startDaemon(dir, { ORDERS_HOOK: SECRET, OPENAI_API_KEY: "sk-unused" });
@@ -103,5 +107,23 @@ describe("webhook requests before their signature is checked", { timeout: 90_000
     expect(sender.answer()).toMatch(/^HTTP\/1\.1 408 /);
     expect(sender.closedAt - startedAt).toBeGreaterThanOrEqual(29_000);
     expect(sender.closedAt - startedAt).toBeLessThan(33_000);
+  });
+
+  it("still takes a signed body larger than the total when it is the only one being read", async () => {
+    const port = await start();
+    const body = JSON.stringify({ rows: "r".repeat(17 * MB) });
+    const id = "msg_large_export";
+    const at = new Date();
+    const answer = await fetch(`http://127.0.0.1:${port}/hooks/exports`, {
+      method: "POST",
+      body,
+      headers: {
+        "content-type": "application/json",
+        "webhook-id": id,
+        "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+        "webhook-signature": new Webhook(SECRET).sign(id, at, body),
+      },
+    });
+    expect({ status: answer.status, body: await answer.json() }).toMatchObject({ status: 202, body: { status: "started" } });
   });
 });
