@@ -1,6 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { ContextBuilder } from "./agent/context.js";
 import { AgentLoop } from "./agent/loop.js";
+import { breakerFor } from "./agent/breaker.js";
 import { SubagentManager } from "./agent/subagents.js";
 import { AuditLog } from "./audit/log.js";
 import { Redactor } from "./audit/redact.js";
@@ -18,6 +19,7 @@ import { PRESET_NAMES, type PresetName } from "./providers/presets.js";
 import type { LLMProvider } from "./providers/types.js";
 import { silentLogger, type Logger } from "./log.js";
 import { SessionStore, type SessionHistory } from "./sessions/store.js";
+import { redactedSessions } from "./sessions/redacted.js";
 import { SkillsLoader, skillsDir } from "./skills/loader.js";
 import { builtinTools, selectTools, SUBAGENT_TOOLS } from "./tools/builtin.js";
 import type { Tool } from "./tools/types.js";
@@ -51,6 +53,8 @@ export interface Runtime {
   priced(overrides?: JobOverrides): boolean;
   /** For the start-up log: safety settings weaker than asked, such as exec without a sandbox. */
   warnings: string[];
+  /** The config's secrets, compiled once: what every store and sender of this runtime's runs redacts. */
+  redactor: Redactor;
   close(): Promise<void>;
 }
 
@@ -82,7 +86,8 @@ export async function openRuntime(
   const audit = new AuditLog({ dir: paths.logs, secrets: config.secrets });
   const detach = audit.attach(events);
   const memory = new MemoryStore(paths.workspace);
-  const toolHistory = new ToolHistory(paths.state, new Redactor(config.secrets));
+  const redactor = new Redactor(config.secrets);
+  const toolHistory = new ToolHistory(paths.state, redactor);
   const sandbox = config.tools.exec.enabled ? await detectSandbox(config.tools.exec.sandbox) : undefined;
   const tools = builtinTools(config, memory, sandbox);
   const subagents = new SubagentManager({ maxConcurrent: config.tools.spawn.maxConcurrent, timeoutMs: config.tools.spawn.timeoutMs });
@@ -95,7 +100,7 @@ export async function openRuntime(
       persona: config.persona,
       timezone: config.timezone,
     }),
-    sessions,
+    sessions: redactedSessions(sessions, redactor),
     toolHistory,
     events,
     maxRetries: config.agent.maxRetries,
@@ -131,6 +136,7 @@ export async function openRuntime(
       unpriced,
       temperature: overrides.temperature ?? config.provider.temperature,
       maxTokens: overrides.maxTokens ?? config.provider.maxTokens,
+      breaker: breakerFor(overrides.breaker, config.agent.breaker),
     };
     const all = mcp ? tools.with(mcp.tools()) : tools;
     const chosen = selectTools(all, toolNames ?? [...all.names, "spawn"], config, (name) => mcp?.unlistedReason(name));
@@ -171,6 +177,7 @@ export async function openRuntime(
     mcp,
     loop,
     priced,
+    redactor,
     warnings: [
       ...(sandbox?.kind === "none" ? [sandbox.warning] : sandbox?.kind === "unavailable" ? [sandbox.reason] : []),
       ...(config.tools.writableSkills

@@ -14,6 +14,7 @@ import type { Locale } from "./personalities.js";
 import { limitNotice } from "./prompts.js";
 import { Iteration } from "./iteration.js";
 import { BudgetExceeded, type BudgetCheck } from "../cost/budget.js";
+import { Breaker, DEFAULT_BREAKER, RunawayRun, type BreakerSettings } from "./breaker.js";
 
 /** What the loop needs of the context builder: it builds the prompt and shapes every message. */
 export type MessageBuilder = Pick<ContextBuilder, "buildMessages" | "addAssistantMessage" | "addToolResult">;
@@ -40,6 +41,8 @@ export interface AgentLoopOptions {
   budget?: BudgetCheck;
   /** The model has no price: a call's cost is unknown even before its usage is reported. */
   unpriced?: boolean;
+  /** When a message that repeats itself is ended with status `error` (`runaway: …`); false: never. Default DEFAULT_BREAKER. */
+  breaker?: BreakerSettings;
 }
 
 export interface ProcessOptions {
@@ -165,6 +168,9 @@ export class AgentLoop {
     let status: EndStatus = "ok";
     let failure: unknown;
     const calls: ToolCallReport[] = [];
+    const breakerLimits = this.opts.breaker ?? DEFAULT_BREAKER;
+    const breaker = breakerLimits ? new Breaker(breakerLimits) : undefined;
+    let runaway: string | undefined;
     let figures: Omit<MessageReport, "calls">;
     const callOptions = { model: this.model, temperature: this.temperature, maxTokens: this.maxTokens, signal: cancel.signal };
 
@@ -239,6 +245,8 @@ export class AgentLoop {
           } else if (toolCalls >= this.maxIterations) {
             status = "limit";
             outcome = notRun(`Error: not run, the limit of ${this.maxIterations} tool calls was reached.`);
+          } else if (runaway || (runaway = breaker?.call(call.name, call.arguments ?? call.rawArguments))) {
+            outcome = notRun(`Error: not run, ${runaway}.`);
           } else {
             toolCalls++;
             outcome = await this.executeTool(call, { sessionId, userMessage: message, cancelToken: cancel });
@@ -248,11 +256,15 @@ export class AgentLoop {
               isError: outcome.isError,
               result: outcome.content,
             });
+            runaway = breaker?.result(call.name, outcome.content, outcome.isError);
           }
           contextBuilder.addToolResult(messages, call, outcome.content, outcome.isError);
           transcript.push(messages.at(-1)!);
         }
         if (status !== "ok") break;
+        runaway ??= breaker?.iteration();
+        // Every call was answered above, so the session stays well formed for the next run.
+        if (runaway) throw new RunawayRun(runaway);
         if (toolCalls >= this.maxIterations) status = "limit";
       }
 

@@ -1,8 +1,9 @@
 import { mkdir } from "node:fs/promises";
+import { Redactor } from "../audit/redact.js";
 import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { silentLogger } from "../log.js";
-import { excerpt } from "../text.js";
+import { errorText, excerpt } from "../text.js";
 import { McpManager, type McpServerReport } from "../tools/mcp/manager.js";
 import { resultText } from "../tools/mcp/result.js";
 import { EXIT } from "./output.js";
@@ -23,12 +24,12 @@ export async function listMcp(opts: { config?: string }): Promise<number> {
     process.stdout.write(`no MCP servers are configured (mcp_servers: in ${config.file ?? "countd.yaml"})\n`);
     return EXIT.ok;
   }
-  const reports = await withServers(
+  const { reports, redactor } = await withServers(
     config,
     config.mcpServers.map((server) => server.name),
-    async (manager) => manager.reports(),
+    async (manager, redactor) => ({ reports: manager.reports(), redactor }),
   );
-  process.stdout.write(reports.map(describe).join("\n"));
+  process.stdout.write(redactor.redact(reports.map(describe).join("\n")));
   return reports.every((report) => report.state.status === "connected") ? EXIT.ok : EXIT.failure;
 }
 
@@ -39,7 +40,7 @@ export async function callMcpTool(server: string, tool: string, args: Record<str
     const known = config.mcpServers.map((settings) => settings.name).join(", ") || "none";
     throw new Error(`no MCP server named "${server}" in ${config.file ?? "countd.yaml"} (servers: ${known})`);
   }
-  return withServers(config, [server], async (manager) => {
+  return withServers(config, [server], async (manager, redactor) => {
     const [report] = manager.reports();
     if (report!.state.status === "failed") throw new Error(`the MCP server "${server}" could not be connected: ${report!.state.reason}`);
     if (!report!.tools?.some((offered) => offered.tool === tool)) {
@@ -53,7 +54,7 @@ export async function callMcpTool(server: string, tool: string, args: Record<str
     process.once("SIGINT", onSigint);
     try {
       const result = await manager.connection(server)!.call(tool, args, cancel.signal);
-      const text = resultText(result);
+      const text = redactor.redact(resultText(result));
       (result.isError ? process.stderr : process.stdout).write(`${text}\n`);
       return result.isError ? EXIT.failure : EXIT.ok;
     } finally {
@@ -62,17 +63,31 @@ export async function callMcpTool(server: string, tool: string, args: Record<str
   });
 }
 
-/** Connects the named servers (each within its connect_timeout), hands them over, and stops them after. */
-async function withServers<T>(config: Config, names: readonly string[], use: (manager: McpManager) => Promise<T>): Promise<T> {
+/**
+ * Connects the named servers (each within its connect_timeout), hands them over, and stops them
+ * after. A server's failure (its stderr, an HTTP error body) may quote the secret it was given:
+ * what this command prints, and the error it ends with, are redacted of every configured secret.
+ */
+async function withServers<T>(
+  config: Config,
+  names: readonly string[],
+  use: (manager: McpManager, redactor: Redactor) => Promise<T>,
+): Promise<T> {
   // The listing is recorded for countd validate, which checks job files' MCP tool names against it.
   await mkdir(config.paths.state, { recursive: true });
+  const redactor = new Redactor(config.secrets);
   const manager = new McpManager(
     config.mcpServers.filter((server) => names.includes(server.name)),
     { env: process.env, workspace: config.paths.workspace, log: silentLogger, stateDir: config.paths.state },
   );
   try {
     await manager.start();
-    return await use(manager);
+    return await use(manager, redactor);
+  } catch (err) {
+    const text = errorText(err);
+    const safe = redactor.redact(text);
+    if (safe === text) throw err;
+    throw new Error(safe);
   } finally {
     await manager.close();
   }

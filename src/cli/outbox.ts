@@ -3,6 +3,8 @@ import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
 import { sendEntry } from "../delivery/dispatch.js";
+import { redactedSend } from "../delivery/redacted-send.js";
+import { Redactor } from "../audit/redact.js";
 import { createMailer, type Mailer } from "../delivery/email.js";
 import { Outbox } from "../delivery/outbox.js";
 import { describeTarget, targetKey } from "../delivery/targets.js";
@@ -131,6 +133,7 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
 const removed = (count: number) => `${count} dead ${count === 1 ? "delivery" : "deliveries"} removed`;
 
 function openOutbox(config: Config, mailer: Mailer): Promise<DeliveryOutbox> {
-  const send = sendEntry(mailer, process.env);
+  const redactor = new Redactor(config.secrets);
+  const send = redactedSend(sendEntry(mailer, process.env), () => redactor);
   return config.cluster ? openClusterOutbox(config.cluster, send) : Outbox.open({ stateDir: config.paths.state, send });
 }

@@ -14,6 +14,7 @@ import { EXIT, table } from "./output.js";
 import { skippedFilesNote } from "./transcript-format.js";
 import { zoneOf } from "../jobs/zones.js";
 import { shownTime } from "../time.js";
+import { sharedSecretWarnings } from "./shared-secrets.js";
 import { unpricedModelWarnings } from "./unpriced.js";
 
 /**
@@ -82,14 +83,16 @@ async function knownJob(name: string, dir: string, ctx: JobContext, state: State
 
 /**
  * `countd validate`: every problem of every job file as `path:line:col: message`, and a warning
- * for each unpriced model and each variable a delivery names that is unset here. Only a warning:
+ * for each unpriced model, each webhook secret two jobs share and each variable a delivery names
+ * that is unset here. Only a warning:
  * validate is run where the daemon's environment (a unit's EnvironmentFile) is seldom loaded.
  */
 export async function validate(opts: { config?: string; jobs?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
-  const result = await validateJobs(opts.jobs ?? config.paths.jobs, { ...ctx, env: process.env, unsetVariables: "warning" }, (jobs) =>
-    unpricedModelWarnings(config, jobs, process.env),
-  );
+  const result = await validateJobs(opts.jobs ?? config.paths.jobs, { ...ctx, env: process.env, unsetVariables: "warning" }, (jobs) => [
+    ...unpricedModelWarnings(config, jobs, process.env),
+    ...sharedSecretWarnings(jobs, process.env),
+  ]);
   result.lines.forEach((line) => process.stderr.write(`${line}\n`));
   process.stdout.write(`${result.summary}\n`);
   return result.ok ? EXIT.ok : EXIT.failure;

@@ -218,6 +218,8 @@ function resolve(data: ConfigFile, env: NodeJS.ProcessEnv, dir: string, mcpSecre
     data.smtp?.password,
     ...redisSecrets(data.cluster?.redis),
     ...[...secretNames].map((name) => env[name]),
+    // A job_env variable exists to be filled into a job's targets: a webhook's token, a chat URL.
+    ...data.jobEnv.map((name) => env[name]),
     ...mcpSecretValues,
   ];
   const settings = data;

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
+import { DEFAULT_BREAKER, type BreakerSettings } from "../agent/breaker.js";
 import { DEFAULT_PERSONA, PERSONALITY_PRESETS, type Locale, type PersonaConfig } from "../agent/personalities.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import { PRESET_NAMES } from "../providers/presets.js";
@@ -102,12 +103,32 @@ export const configSchema = section({
     max_retries: positiveInt().default(3),
     retry_delay: duration({ allowZero: true }).prefault("1s"),
     max_history: positiveInt().default(100),
+    breaker: z
+      .preprocess(
+        (v) => (v === "false" ? false : v),
+        z.union(
+          [
+            z.literal(false),
+            section({
+              same_call: positiveInt().default(DEFAULT_BREAKER.sameCall),
+              errors_in_a_row: positiveInt().default(DEFAULT_BREAKER.errorsInARow),
+              idle_iterations: positiveInt().default(DEFAULT_BREAKER.idleIterations),
+            }),
+          ],
+          expected("false or a mapping with same_call:, errors_in_a_row:, idle_iterations:"),
+        ),
+      )
+      .transform(
+        (b): BreakerSettings => b && { sameCall: b.same_call, errorsInARow: b.errors_in_a_row, idleIterations: b.idle_iterations },
+      ),
   }).transform((a) => ({
     maxIterations: a.max_iterations,
     /** Attempts per tool call. */
     maxRetries: a.max_retries,
     retryDelayMs: a.retry_delay,
     maxHistory: a.max_history,
+    /** Per message, subagents' included; a job's `breaker:` is laid over it. */
+    breaker: a.breaker,
   })),
   persona: section({
     name: text().default(DEFAULT_PERSONA.name),

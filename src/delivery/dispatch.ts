@@ -1,3 +1,4 @@
+import { Redactor } from "../audit/redact.js";
 import type { EventBus } from "../events.js";
 import type { Config } from "../config/schema.js";
 import type { ToolCallReport } from "../agent/loop.js";
@@ -12,6 +13,7 @@ import type { DeliveryMessage, ToolCallSummary } from "./message.js";
 import type { DeliveryOutbox, SendFn } from "./delivery-outbox.js";
 import { deliveryId, Outbox } from "./outbox.js";
 import { resolveTarget } from "./secrets.js";
+import { redactedSend } from "./redacted-send.js";
 import type { DeliveryTarget } from "./targets.js";
 import { sendWebhook } from "./webhook.js";
 import type { OutboxEntry } from "../store/outbox-store.js";
@@ -53,6 +55,8 @@ export class RunDispatcher {
     log: Logger = silentLogger,
     /** The console's address (`http://host:port/`) while the daemon serves one: a failure alert links the run's page. */
     private readonly consoleUrl: () => string | undefined = () => undefined,
+    /** The secrets no message may carry (the runtime's, which a reload replaces). */
+    private readonly redactor: () => Redactor = () => new Redactor([]),
   ) {
     this.log = log.child({ component: "dispatch" });
   }
@@ -91,12 +95,7 @@ export class RunDispatcher {
    * which no job's key can be.
    */
   checkIn(run: RunRecord, targets: readonly DeliveryTarget[], text: string, persona: string, timezone: string): Promise<string[]> {
-    return this.outbox.enqueue(
-      runKey(HEARTBEAT_JOB, run),
-      targets,
-      { ...message("heartbeat", HEARTBEAT_JOB, run, text), persona, timezone },
-      this.workspace(),
-    );
+    return this.enqueue(runKey(HEARTBEAT_JOB, run), targets, { ...message("heartbeat", HEARTBEAT_JOB, run, text), persona, timezone });
   }
 
   /** The failure is reported unless the last report of this streak was under `on_failure_repeat` ago. */
@@ -132,14 +131,23 @@ export class RunDispatcher {
       const { since, failures, unreported } = streak;
       const recovery = { ...jobMessage("run.recovered", job, run, ""), failing: { since, failures, unreported } };
       // Its own key: the same run's answer may go to a target that is also in on_failure.
-      await this.outbox.enqueue(`${runKey(job.name, run)}.recovered`, job.onFailure, recovery, this.workspace());
+      await this.enqueue(`${runKey(job.name, run)}.recovered`, job.onFailure, recovery);
       await this.streaks.set(job.name, undefined);
     });
   }
 
   private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<void> {
     if (targets.length === 0) return;
-    await this.outbox.enqueue(runKey(job, run), targets, msg, this.workspace());
+    await this.enqueue(runKey(job, run), targets, msg);
+  }
+
+  /**
+   * Every message is redacted here, before the outbox stores it: the journal, the cluster's queue,
+   * the mail and the webhook body all carry what is stored. Targets are not: their `${VAR}`
+   * references are filled in only when sent.
+   */
+  private enqueue(key: string, targets: readonly DeliveryTarget[], msg: DeliveryMessage): Promise<string[]> {
+    return this.outbox.enqueue(key, targets, this.redactor().redactStrings(msg), this.workspace());
   }
 }
 
@@ -201,6 +209,8 @@ export async function openDelivery(opts: {
   outbox?: (send: SendFn) => Promise<DeliveryOutbox>;
   /** The console's address while the daemon serves one, for failure alerts. */
   consoleUrl?: () => string | undefined;
+  /** The secrets every queued message is redacted of. */
+  redactor: () => Redactor;
 }): Promise<DeliveryStage> {
   const { config } = opts;
   const mailer = createMailer({
@@ -210,13 +220,13 @@ export async function openDelivery(opts: {
     attachments: config.attachments,
     log: opts.log,
   });
-  const send = sendEntry(mailer, opts.env);
+  const send = redactedSend(sendEntry(mailer, opts.env), opts.redactor);
   const outbox = opts.outbox
     ? await opts.outbox(send)
     : await Outbox.open({ stateDir: config.paths.state, send, log: opts.log, events: opts.events });
   return {
     outbox,
-    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log, opts.consoleUrl),
+    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log, opts.consoleUrl, opts.redactor),
     mailToFiles: mailer.usesFiles,
     async close() {
       await outbox.close();

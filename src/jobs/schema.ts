@@ -5,6 +5,7 @@ import { deliveryTargetsSchema } from "../delivery/targets.js";
 import { budgetCaps } from "../cost/caps.js";
 import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
+import type { BreakerLimits } from "../agent/breaker.js";
 
 /**
  * Job names end up in session ids (`cron:<job>:<run>`) and file names, so they stay plain, and
@@ -103,6 +104,40 @@ const budgetSchema = z
   )
   .describe("Caps on what the job spends; a run that reaches one ends with status budget, and on_failure is told.");
 
+const breakerSchema = z
+  .union(
+    [
+      flag(),
+      z.strictObject(
+        {
+          same_call: positiveInt()
+            .optional()
+            .describe("The run ends when it would make the same tool call with the same arguments this many times; that call is not made."),
+          errors_in_a_row: positiveInt().optional().describe("The run ends after this many tool errors in a row."),
+          idle_iterations: positiveInt()
+            .optional()
+            .describe(
+              "The run ends after this many LLM iterations in a row whose tool calls brought no result not seen before in the run.",
+            ),
+        },
+        expected("a mapping with same_call:, errors_in_a_row: or idle_iterations:"),
+      ),
+    ],
+    expected("true, false or a mapping with same_call:, errors_in_a_row:, idle_iterations:"),
+  )
+  .transform((b): false | Partial<BreakerLimits> =>
+    typeof b === "boolean"
+      ? b && {}
+      : {
+          ...(b.same_call !== undefined ? { sameCall: b.same_call } : {}),
+          ...(b.errors_in_a_row !== undefined ? { errorsInARow: b.errors_in_a_row } : {}),
+          ...(b.idle_iterations !== undefined ? { idleIterations: b.idle_iterations } : {}),
+        },
+  )
+  .describe(
+    "Ends a run that repeats itself with status error (runaway: …): false turns it off; unset limits are countd.yaml's agent.breaker (3, 5, 8).",
+  );
+
 /** A job file as written (snake_case), with defaults applied and durations in milliseconds. */
 export const jobFileSchema = z
   .strictObject(
@@ -159,6 +194,7 @@ export const jobFileSchema = z
       temperature: temperature().optional().describe("Sampling temperature for this job (0 to 2)."),
       max_tokens: positiveInt().optional().describe("Largest answer per LLM request for this job."),
       max_iterations: positiveInt().optional().describe("Most agent loop iterations for this job."),
+      breaker: breakerSchema.optional(),
       tools: z
         .array(text(), expected("a list of tool names"))
         .optional()
@@ -219,6 +255,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
       temperature: f.temperature,
       maxTokens: f.max_tokens,
       maxIterations: f.max_iterations,
+      ...(f.breaker !== undefined ? { breaker: f.breaker } : {}),
     },
     tools: f.tools,
     timeoutMs: f.timeout,

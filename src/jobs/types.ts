@@ -1,5 +1,6 @@
 import type { BudgetCaps } from "../cost/caps.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
+import type { BreakerLimits } from "../agent/breaker.js";
 
 /** A job as the rest of countd sees it: validated, defaults applied, durations in milliseconds. */
 export type Schedule = { kind: "cron"; expression: string } | { kind: "every"; intervalMs: number } | { kind: "at"; date: Date };
@@ -35,6 +36,8 @@ export interface JobOverrides {
   temperature?: number;
   maxTokens?: number;
   maxIterations?: number;
+  /** false: no breaker; limits: over countd.yaml's agent.breaker; undefined: countd.yaml's. */
+  breaker?: false | Partial<BreakerLimits>;
 }
 
 export interface Job {

@@ -10,6 +10,7 @@ import { jobExecutor } from "./execute.js";
 import { Budgets } from "../cost/budget.js";
 import { SpendLedger, type SpendBook } from "../store/spend-ledger.js";
 import { Runner, type RunnerOptions } from "./runner.js";
+import { redactedExecutor } from "./redacted-run.js";
 
 /** The stages a run passes through, composed the same way for the daemon and `countd run`. */
 export interface Pipeline {
@@ -65,13 +66,14 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     events: opts.runtime().events,
     ...(opts.outbox ? { outbox: opts.outbox } : {}),
     ...(opts.consoleUrl ? { consoleUrl: opts.consoleUrl } : {}),
+    redactor: () => opts.runtime().redactor,
   });
   const pipelineLog = log.child({ component: "pipeline" });
   const now = opts.now;
   const local = await SpendLedger.open(config.paths.state, { log, ...(now ? { now } : {}) });
   const ledger = opts.spend ? opts.spend(local) : local;
   const budgets = new Budgets({ ledger, daemon: () => opts.runtime().config.budget, ...(now ? { now } : {}) });
-  const execute = jobExecutor(opts.runtime, budgets);
+  const execute = redactedExecutor(jobExecutor(opts.runtime, budgets), () => opts.runtime().redactor);
   const runner = new Runner({
     job: opts.job,
     state: opts.state,

@@ -5,7 +5,7 @@ import { resolveSecret } from "../delivery/secrets.js";
 import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { Runner } from "../runner/runner.js";
-import type { WebhookIds } from "../store/webhook-ids.js";
+import type { Seen, WebhookIds } from "../store/webhook-ids.js";
 import { errorText } from "../text.js";
 import { readBounded } from "./webhook-body.js";
 import { MAX_UNVERIFIED_BYTES, UnverifiedBytes, type BodyHold } from "./webhook-budget.js";
@@ -145,8 +145,11 @@ export class WebhookTrigger {
       return refused(401, "bad signature: webhook-signature does not match the body signed with the job's secret");
     }
 
-    const seen = this.opts.ids.get(job.name, id, this.now());
-    if (seen)
+    const seen = this.opts.ids.get(secret.secret, job.name, id, this.now());
+    // The signature does not cover the job: the same request sent to another job with this secret is a replay.
+    if (seen && seen.job !== job.name)
+      return refused(409, `webhook-id "${id}" already fired another job signed with this secret: nothing was run`);
+    if (seen && !seen.skipped)
       return {
         status: 200,
         body: {
@@ -164,10 +167,10 @@ export class WebhookTrigger {
         "Retry-After": String(Math.ceil(wait / 1000)),
       });
 
-    return this.fire(job, id, payload);
+    return this.fire(job, secret.secret, id, payload);
   }
 
-  private async fire(job: Job, id: string, payload: string): Promise<HookAnswer> {
+  private async fire(job: Job, secret: string, id: string, payload: string): Promise<HookAnswer> {
     let fire;
     try {
       fire = this.opts.runner.request({ job: job.name, reason: "webhook", scheduledAt: new Date(this.now()), payload });
@@ -175,28 +178,33 @@ export class WebhookTrigger {
       return refused(503, errorText(err));
     }
     if (fire.decision === "skipped") {
-      // A skipped fire takes no id: the sender's retry may find the job free.
+      // Taken for this job only: the sender's retry may find the job free, and no other job with the secret may take it.
+      await this.keep(job, secret, id, { job: job.name, at: this.now(), skipped: true });
       return { status: 409, body: { status: "skipped", run_id: fire.run!.id, message: `not run: ${fire.run!.error ?? "skipped"}` } };
     }
     const run = fire.run?.id;
-    try {
-      await this.opts.ids.add(job.name, id, { at: this.now(), ...(run ? { run } : {}) });
-    } catch (err) {
-      // The job has fired: the answer says so, or the sender would retry and run it again now.
-      this.log.error(
-        { job: job.name, webhookId: id, error: errorText(err) },
-        "could not keep the webhook-id: a retry of this request after a restart would run the job again",
-      );
-    }
+    await this.keep(job, secret, id, { job: job.name, at: this.now(), ...(run ? { run } : {}) });
     if (!run) {
       void fire.started
-        .then(async (started) => this.opts.ids.started(job.name, id, started?.id ?? (await fire.ended).record.id))
+        .then(async (started) => this.opts.ids.started(secret, id, started?.id ?? (await fire.ended).record.id))
         .catch((err: unknown) =>
           this.log.error({ job: job.name, error: errorText(err) }, "could not record the run a queued webhook request became"),
         );
     }
     this.log.info({ job: job.name, runId: run, decision: fire.decision }, "webhook request fired the job");
     return { status: 202, body: { status: fire.decision, ...(run ? { run_id: run } : {}) } };
+  }
+
+  private async keep(job: Job, secret: string, id: string, seen: Seen): Promise<void> {
+    try {
+      await this.opts.ids.add(secret, id, seen);
+    } catch (err) {
+      // The answer still says what happened, or the sender would retry and run the job again now.
+      this.log.error(
+        { job: job.name, webhookId: id, error: errorText(err) },
+        "could not keep the webhook-id: a retry of this request after a restart would be taken again",
+      );
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Redactor } from "../../src/audit/redact.js";
+import { REDACTED, Redactor } from "../../src/audit/redact.js";
 
 const KEY = "sk-test-0123456789abcdef";
 
@@ -42,5 +42,37 @@ describe("Redactor.redactStreamed", () => {
   it("does not cut a whole secret whose end also starts a secret", () => {
     const redactor = new Redactor(["abab-secret-abab"]);
     expect(redactor.redactStreamed("x abab-secret-abab")).toEqual({ ready: "x [REDACTED]", held: "" });
+  });
+});
+
+describe("Redactor's encoded forms", () => {
+  const secret = "s3cr3t-t0ken+/value";
+  const redactor = new Redactor([secret]);
+  const hidden = (text: string) => expect(redactor.redact(text)).toContain(REDACTED);
+
+  it("finds a secret's base64 alone, padded or not, in both alphabets, and its hex in either case", () => {
+    const base64 = Buffer.from(secret).toString("base64");
+    for (const form of [base64, base64.replace(/=+$/, ""), base64.replace(/\+/g, "-").replace(/\//g, "_")]) {
+      expect(redactor.redact(`x ${form} y`)).toBe(`x ${REDACTED} y`);
+    }
+    const hex = Buffer.from(secret).toString("hex");
+    expect(redactor.redact(hex)).toBe(REDACTED);
+    expect(redactor.redact(hex.toUpperCase())).toBe(REDACTED);
+  });
+
+  it("finds it inside a longer base64 text at every offset, so nothing decodes back to it", () => {
+    for (const prefix of ["", "u:", "us:", "user:"]) {
+      for (const encode of [(b: Buffer) => b.toString("base64"), (b: Buffer) => b.toString("base64url")]) {
+        const text = encode(Buffer.from(`${prefix}${secret}@host`));
+        hidden(text);
+        const left = redactor.redact(text).split(REDACTED).join("");
+        expect(Buffer.from(left, "base64").toString("latin1")).not.toContain(secret.slice(0, 6));
+      }
+    }
+  });
+
+  it("leaves short secrets' encodings alone, whose few characters turn up by chance", () => {
+    const short = new Redactor(["abcd1"]);
+    expect(short.redact(Buffer.from("abcd1").toString("hex"))).toBe(Buffer.from("abcd1").toString("hex"));
   });
 });

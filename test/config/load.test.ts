@@ -80,7 +80,13 @@ describe("loadConfig", () => {
         attempts: 3,
         timeoutMs: 600_000,
       },
-      agent: { maxIterations: 25, maxRetries: 3, retryDelayMs: 1000, maxHistory: 100 },
+      agent: {
+        maxIterations: 25,
+        maxRetries: 3,
+        retryDelayMs: 1000,
+        maxHistory: 100,
+        breaker: { sameCall: 3, errorsInARow: 5, idleIterations: 8 },
+      },
       persona: { name: "countd", personality: "gentle", locale: "en" },
       timezone: SYSTEM_TIME_ZONE,
       paths: {
@@ -124,6 +130,10 @@ agent:
   max_retries: 2
   retry_delay: 500ms
   max_history: 40
+  breaker:
+    same_call: 4
+    errors_in_a_row: 6
+    idle_iterations: 10
 persona:
   name: Tock
   user_name: Ada
@@ -156,7 +166,13 @@ console:
         attempts: 5,
         timeoutMs: 90_000,
       },
-      agent: { maxIterations: 10, maxRetries: 2, retryDelayMs: 500, maxHistory: 40 },
+      agent: {
+        maxIterations: 10,
+        maxRetries: 2,
+        retryDelayMs: 500,
+        maxHistory: 40,
+        breaker: { sameCall: 4, errorsInARow: 6, idleIterations: 10 },
+      },
       persona: { name: "Tock", userName: "Ada", personality: "custom", customPersonality: "Dry and exact.", locale: "zh" },
       timezone: "Asia/Shanghai",
       paths: { workspace: path.join(dir, "ws"), state: path.join(dir, "st"), logs: path.join(dir, "lg"), jobs: path.join(dir, "jobs") },
@@ -272,6 +288,17 @@ describe("errors point at file:line:col", () => {
   it("names a wrong type at the value, quoting it", async () => {
     expect(await problems("agent:\n  max_retries: 2\n  max_iterations: lots\n")).toEqual([
       'countd.yaml:3:19: agent.max_iterations: expected a positive integer, got "lots"',
+    ]);
+  });
+
+  it("turns the breaker off with false, also from ${VAR}, and names a bad limit", async () => {
+    expect((await load("agent:\n  breaker: false\n")).agent.breaker).toBe(false);
+    expect((await load("agent:\n  breaker: ${BREAKER}\n", { BREAKER: "false" })).agent.breaker).toBe(false);
+    expect(await problems("agent:\n  breaker:\n    same_call: 0\n")).toEqual([
+      "countd.yaml:3:16: agent.breaker.same_call: expected a positive integer, got 0",
+    ]);
+    expect(await problems("agent:\n  breaker: on\n")).toEqual([
+      'countd.yaml:2:12: agent.breaker: expected false or a mapping with same_call:, errors_in_a_row:, idle_iterations:, got "on"',
     ]);
   });
 

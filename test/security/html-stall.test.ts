@@ -122,7 +122,7 @@ describe("attack: HTML that is slow to convert", () => {
       workspace: "/nonexistent",
       signal: new AbortController().signal,
     });
-    expect(out).toContain("# Weather\n\nSunny,\n[End of external content]");
+    expect(out).toMatch(/# Weather\n\nSunny,\n\[End of external content [0-9a-f]{16}\]/);
     expect(out).not.toContain("21 °C");
     expect(out.split("\n").at(-1)).toBe(`[Truncated: only the first 26 of ${PAGE.length} characters of HTML were converted]`);
   });
