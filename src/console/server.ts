@@ -8,6 +8,7 @@ import { WebSocketServer, type WebSocket } from "ws";
 import type { Logger } from "../log.js";
 import { consoleApp, type ConsoleDeps } from "./api.js";
 import { loadAssets } from "./assets.js";
+import { capConnections, connectionCapNow, HTTP_TIMEOUTS } from "./connections.js";
 import { Guard } from "./guard.js";
 import { hookJob, serveHook } from "./hooks.js";
 import type { Subscription } from "./protocol.js";
@@ -46,11 +47,12 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
   const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_CLIENT_MESSAGE });
   const result: ConsoleServer = { close: async () => {} };
   let port = 0;
+  const cap = connectionCapNow(log);
 
   const serve = (trusted: boolean) => {
     const guard = new Guard({ token, trusted, allowRemote: config.console.allowRemote, port: () => port });
     const app = getRequestListener(consoleApp(deps, guard, assets).fetch);
-    const server = createServer((req, res) => {
+    const server = createServer(HTTP_TIMEOUTS, (req, res) => {
       const job = hookJob(req);
       if (job === undefined) return void app(req, res);
       void serveHook(req, res, job, guard, deps.hooks);
@@ -65,6 +67,7 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
         refuseUpgrade(socket, 400, "Bad Request");
       }
     });
+    capConnections(server, cap, log);
     servers.push(server);
     return server;
   };

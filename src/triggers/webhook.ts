@@ -1,4 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
+import bytes from "bytes";
 import { Webhook } from "standardwebhooks";
 import { resolveSecret } from "../delivery/secrets.js";
 import type { Job } from "../jobs/types.js";
@@ -7,6 +8,7 @@ import type { Runner } from "../runner/runner.js";
 import type { Seen, WebhookIds } from "../store/webhook-ids.js";
 import { errorText } from "../text.js";
 import { readBounded } from "./webhook-body.js";
+import { MAX_UNVERIFIED_BYTES, UnverifiedBytes, type BodyHold } from "./webhook-budget.js";
 import { RateWindow } from "./webhook-rate.js";
 
 /** How far a request's webhook-timestamp may lie from countd's clock: Standard Webhooks' tolerance. */
@@ -19,6 +21,8 @@ const MAX_ID = 256;
 const MAX_SIGNATURE = 4_096;
 /** Secrets' signers kept: one per webhook job, so this bounds only a daemon whose secrets keep changing. */
 const MAX_SIGNERS = 1_000;
+/** A refusal for want of room: the requests holding it end within the console's 30 s request bound. */
+const BUSY_RETRY_S = 10;
 
 export interface HookRequest {
   job: string;
@@ -58,6 +62,8 @@ const refused = (status: HookAnswer["status"], error: string, headers?: Record<s
 export class WebhookTrigger {
   private readonly rates = new Map<string, RateWindow>();
   private readonly signers = new Map<string, Webhook>();
+  /** Bodies read before their signature is checked, across all requests. */
+  private readonly unverified = new UnverifiedBytes();
   private readonly log: Logger;
   private readonly now: () => number;
 
@@ -77,6 +83,15 @@ export class WebhookTrigger {
   }
 
   async handle(req: HookRequest): Promise<HookAnswer> {
+    const hold = this.unverified.hold();
+    try {
+      return await this.check(req, hold);
+    } finally {
+      hold.release();
+    }
+  }
+
+  private async check(req: HookRequest, hold: BodyHold): Promise<HookAnswer> {
     const job = this.opts.job(req.job);
     if (!job) return refused(404, `no job named "${req.job}"`);
     const spec = job.webhook;
@@ -104,11 +119,15 @@ export class WebhookTrigger {
       );
     }
 
-    const bytes = await readBounded(req.body, spec.maxBody);
-    if (bytes === "too large") return refused(413, tooLarge(spec.maxBody));
+    const body = await readBounded(req.body, spec.maxBody, hold);
+    if (body === "too large") return refused(413, tooLarge(spec.maxBody));
+    if (body === "busy")
+      return refused(503, `busy: countd holds ${bytes(MAX_UNVERIFIED_BYTES)} of webhook bodies not yet checked; retry later`, {
+        "Retry-After": String(BUSY_RETRY_S),
+      });
     let payload: string;
     try {
-      payload = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+      payload = new TextDecoder("utf-8", { fatal: true }).decode(body);
     } catch {
       return refused(415, "the body is not UTF-8: send JSON or text");
     }
