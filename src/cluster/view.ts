@@ -20,6 +20,8 @@ const SILENT_MS = 3 * ALIVE_MS;
 /** How long a cancel waits for the node holding the run to answer. */
 export const CANCEL_ANSWER_MS = 5_000;
 
+/** A cancel's reason, as it goes into the run's record: a node says a short sentence. */
+const WHY_CHARS = 500;
 /** How often a message that cannot be used is logged, per kind: a flood of them is one line a minute. */
 const DROPPED_LOG_MS = 60_000;
 
@@ -40,7 +42,14 @@ const envelopeShape = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("hello"), node: z.string(), to: z.string().optional() }),
   z.object({ kind: z.literal("sync"), node: z.string(), to: z.string(), run: z.array(liveMessageShape) }),
   z.object({ kind: z.literal("stopped"), node: z.string() }),
-  z.object({ kind: z.literal("cancel"), node: z.string(), to: z.string(), request: z.string(), run: z.string(), why: z.string() }),
+  z.object({
+    kind: z.literal("cancel"),
+    node: z.string(),
+    to: z.string(),
+    request: z.string(),
+    run: z.string(),
+    why: z.string().max(WHY_CHARS),
+  }),
   z.object({
     kind: z.literal("cancelled"),
     node: z.string(),
