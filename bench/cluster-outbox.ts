@@ -77,14 +77,17 @@ async function receiver(): Promise<{ url: string; close: () => Promise<void> }> 
 const send: SendFn = async (entry) => void (await sendWebhook(entry.target as WebhookTarget, entry.message, entry.id));
 
 /** Every delivery queued at once through `outboxes` in turn, then waited for until acknowledged; deliveries per second. */
+/** The bench job's one target: the cluster's outbox sends only to a target of a job it knows. */
+const targetFor = (url: string): WebhookTarget => ({ kind: "webhook", url, secret: SECRET, format: "json", headers: {} });
+
 async function round(outboxes: DeliveryOutbox[], url: string, name: string, workspace: string): Promise<number> {
-  const target: WebhookTarget = { kind: "webhook", url, secret: SECRET, format: "json", headers: {} };
+  const target = targetFor(url);
   for (const outbox of outboxes) outbox.start();
   const started = performance.now();
   const ids = (
     await Promise.all(
       Array.from({ length: DELIVERIES }, (_, i) =>
-        outboxes[i % outboxes.length]!.enqueue(`${name}-${i}`, [target], messageFor(`${name}-${i}`), workspace),
+        outboxes[i % outboxes.length]!.enqueue(`bench.${name}-${i}`, [target], messageFor(`${name}-${i}`), workspace),
       ),
     )
   ).flat();
@@ -113,7 +116,14 @@ export async function benchClusterOutbox(): Promise<ClusterOutboxBenchResult> {
   const connections = await Promise.all(
     Array.from({ length: WORKERS }, (_, i) => connectRedis(redis.url, "queues", { name: `bench-${i}` })),
   );
-  const outboxes = connections.map((connection) => new ClusterOutbox({ redis: connection, send }));
+  const outboxes = connections.map(
+    (connection) =>
+      new ClusterOutbox({
+        redis: connection,
+        send,
+        own: { targets: (job) => (job === "bench" ? [targetFor(hooks.url)] : undefined), workspace: () => tmpdir() },
+      }),
+  );
   const cluster: number[] = [];
   const single: number[] = [];
   try {

@@ -35,6 +35,7 @@ import { startConsole, type ConsoleServer } from "./console/server.js";
 import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
 import { Cluster } from "./cluster/cluster.js";
+import { ownDeliveries } from "./cluster/own-deliveries.js";
 import { fileTranscripts } from "./store/transcripts.js";
 import { SessionStore } from "./sessions/store.js";
 
@@ -137,7 +138,16 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       ...(cluster
         ? { spend: (local) => cluster.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }) }
         : {}),
-      ...(cluster ? { outbox: async (send) => cluster.outbox(send, runtime.events) } : {}),
+      ...(cluster
+        ? {
+            outbox: async (send) =>
+              cluster.outbox(
+                send,
+                ownDeliveries(jobOf, () => runtime.config),
+                runtime.events,
+              ),
+          }
+        : {}),
       consoleUrl: () => consoleUrl,
     });
     started.push(closeDelivery);

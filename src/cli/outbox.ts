@@ -1,4 +1,6 @@
 import { openClusterOutbox } from "../cluster/outbox.js";
+import { NO_DELIVERIES, ownDeliveries } from "../cluster/own-deliveries.js";
+import { jobContext } from "../jobs/context.js";
 import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
@@ -62,7 +64,7 @@ async function readOutbox(config: Config): Promise<{ entries: OutboxEntry[]; dis
     const data = await OutboxStore.read(config.paths.state, new Date());
     return { entries: Object.values(data.entries), disabledTargets: data.disabledTargets };
   }
-  const outbox = await openClusterOutbox(config.cluster, () => Promise.reject(new Error("`countd outbox` sends nothing")));
+  const outbox = await openClusterOutbox(config.cluster, () => Promise.reject(new Error("`countd outbox` sends nothing")), NO_DELIVERIES);
   try {
     const { pending, dead } = await outbox.list();
     return { entries: [...pending, ...dead], disabledTargets: await outbox.disabledSince() };
@@ -132,8 +134,15 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
 
 const removed = (count: number) => `${count} dead ${count === 1 ? "delivery" : "deliveries"} removed`;
 
-function openOutbox(config: Config, mailer: Mailer): Promise<DeliveryOutbox> {
+async function openOutbox(config: Config, mailer: Mailer): Promise<DeliveryOutbox> {
   const redactor = new Redactor(config.secrets);
   const send = redactedSend(sendEntry(mailer, process.env), () => redactor);
-  return config.cluster ? openClusterOutbox(config.cluster, send) : Outbox.open({ stateDir: config.paths.state, send });
+  if (!config.cluster) return Outbox.open({ stateDir: config.paths.state, send });
+  // A retry sent here goes to this machine's job files' targets, as a daemon's would.
+  const { jobs } = await loadJobsDir(config.paths.jobs, jobContext(config, null));
+  const own = ownDeliveries(
+    (name) => jobs.find((job) => job.name === name),
+    () => config,
+  );
+  return openClusterOutbox(config.cluster, send, own);
 }

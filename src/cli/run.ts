@@ -12,6 +12,7 @@ import { jobOfSession } from "../runner/session-ids.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
 import { openClusterOutbox } from "../cluster/outbox.js";
+import { ownDeliveries } from "../cluster/own-deliveries.js";
 import { openState } from "../cluster/state.js";
 import { closeCommandRedis, commandRedis } from "../cluster/command-redis.js";
 import { ClusterSessions } from "../cluster/sessions.js";
@@ -95,7 +96,20 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
           }
         : {}),
       // In a cluster the answer goes to the cluster's outbox: sent now by this command, retried by any daemon.
-      ...(config.cluster ? { outbox: (send) => openClusterOutbox(config.cluster!, send, logger) } : {}),
+      ...(config.cluster
+        ? {
+            outbox: (send) =>
+              openClusterOutbox(
+                config.cluster!,
+                send,
+                ownDeliveries(
+                  (n) => jobs.get(n),
+                  () => config,
+                ),
+                logger,
+              ),
+          }
+        : {}),
       wrap: (executeJob) => async (j, run) => {
         current = run.cancel;
         if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);

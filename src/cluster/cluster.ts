@@ -10,6 +10,7 @@ import type { SendFn } from "../delivery/delivery-outbox.js";
 import type { EventBus } from "../events.js";
 import { ClusterFires } from "./fires.js";
 import { ClusterOutbox } from "./outbox.js";
+import type { OwnDeliveries } from "./own-deliveries.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
 import { RedisSharedState } from "./shared-state.js";
@@ -171,8 +172,8 @@ export class Cluster {
   }
 
   /** The cluster's outbox, which this daemon's runs queue to and whose deliveries it sends with `send` once started. */
-  outbox(send: SendFn, events?: EventBus): ClusterOutbox {
-    this.deliveries = new ClusterOutbox({ redis: this.queues, send, events, holdMs: this.holdMs, log: this.log });
+  outbox(send: SendFn, own: OwnDeliveries, events?: EventBus): ClusterOutbox {
+    this.deliveries = new ClusterOutbox({ redis: this.queues, send, own, events, holdMs: this.holdMs, log: this.log });
     return this.deliveries;
   }
 

@@ -1,15 +1,14 @@
-import { isNotConnectionError, Queue, WaitingError, Worker, type Job as QueuedJob, type JobsOptions } from "bullmq";
+import { isNotConnectionError, Queue, UnrecoverableError, WaitingError, Worker, type Job as QueuedJob, type JobsOptions } from "bullmq";
 import type { Redis } from "ioredis";
-import { z } from "zod";
 import type { Job, OverlapPolicy } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
 import { overlapOf, REPLACED, type AttemptWatch, type Runner, type RunOptions } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
-import { isoTime } from "../store/quarantine.js";
-import { RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
+import type { RunRecord, RunStatus } from "../store/run-record.js";
 import type { RunHistoryStore } from "../store/run-history.js";
 import type { SharedStateStore } from "../store/state.js";
 import { errorText } from "../text.js";
+import { heldRunShape, ownFire, type HeldRun, type QueuedFire } from "./fire-shapes.js";
 import { LET_GO_MS, settlesWithin } from "./settle.js";
 
 /** BullMQ's key prefix for the cluster's queue: `countd:runs:…`. */
@@ -65,28 +64,6 @@ export function holdOptions(holdMs: number): { lockDuration: number; stalledInte
 const MAX_STALLS = 20;
 /** A note in the fire's queued job (which run, which attempt) waits at most this for Redis; the run goes on regardless. */
 const NOTE_WAIT_MS = 5_000;
-
-/**
- * The run a daemon made of a fire, noted in the fire's queued job as each attempt starts and again
- * once it ended and queued its deliveries (`ended`, the status it ended with). A daemon that takes a
- * fire carrying one took it from a daemon that lost its hold mid-run.
- */
-const heldRunShape = z.object({
-  id: z.string().min(1),
-  node: z.string(),
-  attempt: z.number().int().positive(),
-  ended: z.enum(RUN_STATUSES).optional(),
-});
-type HeldRun = z.infer<typeof heldRunShape>;
-
-/** What a queued fire carries; checked when taken, as it may come from another countd version. */
-const fireShape = z.object({
-  job: z.string().min(1),
-  reason: z.enum(["schedule", "catch-up"]),
-  scheduledAt: isoTime,
-  run: heldRunShape.optional(),
-});
-type QueuedFire = z.infer<typeof fireShape>;
 
 /** The statuses a run is retried after (the runner's rule): not cancelled, skipped or over budget. */
 const RETRIED: readonly RunStatus[] = ["error", "timeout"];
@@ -325,7 +302,7 @@ export class ClusterFires {
       await queued.moveToWait(token);
       throw new WaitingError();
     }
-    const fire = fireShape.parse(queued.data);
+    const fire = this.ownFire(queued);
     const start = fire.run ? await this.resume(fire, fire.run) : { request: requestOf(fire) };
     if (!start) return;
     const { request, ...opts } = start;
@@ -346,6 +323,14 @@ export class ClusterFires {
       return;
     }
     await this.opts.runner.runToEnd(request, { ...opts, watch: this.watch(queued) });
+  }
+
+  /** The fire as this node runs it (fire-shapes.ts); one it refuses is logged and failed for good. */
+  private ownFire(queued: QueuedJob): QueuedFire {
+    const fire = ownFire(queued.data, this.opts.job);
+    if (!("refused" in fire)) return fire;
+    this.log.warn({ slot: queued.id, error: fire.refused }, "fire in Redis refused; not run");
+    throw new UnrecoverableError(`refused: ${fire.refused}`);
   }
 
   /**

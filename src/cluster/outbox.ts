@@ -17,6 +17,7 @@ import { errorText } from "../text.js";
 import type { ClusterConfig } from "../config/schema.js";
 import { commandRedis } from "./command-redis.js";
 import { HOLD_MS, holdOptions } from "./fires.js";
+import { ownEntry, type OwnDeliveries } from "./own-deliveries.js";
 import { LET_GO_MS, settlesWithin } from "./settle.js";
 
 /** BullMQ's key prefix, as the fire queues': `countd:deliveries:…`. */
@@ -80,6 +81,8 @@ export interface ClusterOutboxOptions {
   /** A `queues` connection (redis.ts): commands wait while Redis is away, so nothing queued is lost. */
   redis: Redis;
   send: SendFn;
+  /** The node's own jobs' targets and workspace: what a delivery read from Redis is sent to and with. */
+  own: OwnDeliveries;
   /** Where each change this daemon makes to a delivery is told (the console's live view). */
   events?: EventBus;
   /** How long a hold on a delivery being sent lasts unless renewed (cluster.hold); HOLD_MS if not given. */
@@ -319,8 +322,22 @@ export class ClusterOutbox implements DeliveryOutbox {
       this.log.info({ delivery: id }, "delivery already acknowledged; not sent again");
       return;
     }
-    const entry = entryOf(job, data, "pending");
-    const told = { id, target: targetKey(data.target), to: describeTarget(data.target), kind: data.target.kind };
+    const own = ownEntry(entryOf(job, data, "pending"), this.opts.own);
+    if ("refused" in own) {
+      this.log.warn({ delivery: id, job: data.message.job, error: own.refused }, "delivery in Redis refused; marked dead");
+      this.tell({
+        id,
+        target: targetKey(data.target),
+        to: describeTarget(data.target),
+        kind: data.target.kind,
+        status: "dead",
+        attempts: 0,
+        error: own.refused,
+      });
+      throw new UnrecoverableError(own.refused);
+    }
+    const entry = own.entry;
+    const told = { id, target: targetKey(entry.target), to: describeTarget(entry.target), kind: entry.target.kind };
     const disabled = await this.disabled(told.target);
     if (disabled) {
       this.log.warn({ delivery: id, target: told.target, error: disabled.reason }, "delivery not sent");
@@ -473,7 +490,7 @@ function parseDisabled(text: string): DisabledTarget {
  * The cluster's outbox for a command (`countd outbox`, `countd run`) on a connection of its own,
  * which close() lets go of; Redis unreachable is RedisUnusable, as at a daemon's start.
  */
-export async function openClusterOutbox(settings: ClusterConfig, send: SendFn, log?: Logger): Promise<ClusterOutbox> {
+export async function openClusterOutbox(settings: ClusterConfig, send: SendFn, own: OwnDeliveries, log?: Logger): Promise<ClusterOutbox> {
   const redis = await commandRedis(settings, { role: "queues", ...(log ? { log } : {}) });
-  return new ClusterOutbox({ redis, send, holdMs: settings.hold, ...(log ? { log } : {}), ownsConnection: true });
+  return new ClusterOutbox({ redis, send, own, holdMs: settings.hold, ...(log ? { log } : {}), ownsConnection: true });
 }

@@ -8,6 +8,8 @@ import { silentLogger, type Logger } from "../log.js";
 import type { Runner } from "../runner/runner.js";
 import type { RunRecord } from "../store/run-record.js";
 import { errorText } from "../text.js";
+import { liveMessageShape } from "./live-shapes.js";
+import { RemoteRuns } from "./remote-runs.js";
 import type { RedisTranscripts } from "./transcripts.js";
 
 /** The one pub/sub channel the nodes tell each other about their runs on. */
@@ -18,9 +20,13 @@ const SILENT_MS = 3 * ALIVE_MS;
 /** How long a cancel waits for the node holding the run to answer. */
 export const CANCEL_ANSWER_MS = 5_000;
 
-/** A live message as the cluster passes it on: the console's (console/protocol.ts), checked no further than this. */
-const messageShape = z.looseObject({ type: z.string(), node: z.string().optional() });
-export type LiveLike = z.infer<typeof messageShape>;
+/** A cancel's reason, as it goes into the run's record: a node says a short sentence. */
+const WHY_CHARS = 500;
+/** How often a message that cannot be used is logged, per kind: a flood of them is one line a minute. */
+const DROPPED_LOG_MS = 60_000;
+
+/** A live message as the cluster passes it on: the console's (console/protocol.ts), checked against liveMessageShape when it comes in. */
+export type LiveLike = { type: string; node?: string };
 const runShape = z.object({ job: z.string(), id: z.string() });
 
 /**
@@ -31,12 +37,19 @@ const runShape = z.object({ job: z.string(), id: z.string() });
  * it holds, and `cancelled` answers whether it was there to cancel.
  */
 const envelopeShape = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("live"), node: z.string(), message: messageShape }),
+  z.object({ kind: z.literal("live"), node: z.string(), message: liveMessageShape }),
   z.object({ kind: z.literal("alive"), node: z.string(), runs: z.array(runShape) }),
   z.object({ kind: z.literal("hello"), node: z.string(), to: z.string().optional() }),
-  z.object({ kind: z.literal("sync"), node: z.string(), to: z.string(), run: z.array(messageShape) }),
+  z.object({ kind: z.literal("sync"), node: z.string(), to: z.string(), run: z.array(liveMessageShape) }),
   z.object({ kind: z.literal("stopped"), node: z.string() }),
-  z.object({ kind: z.literal("cancel"), node: z.string(), to: z.string(), request: z.string(), run: z.string(), why: z.string() }),
+  z.object({
+    kind: z.literal("cancel"),
+    node: z.string(),
+    to: z.string(),
+    request: z.string(),
+    run: z.string(),
+    why: z.string().max(WHY_CHARS),
+  }),
   z.object({
     kind: z.literal("cancelled"),
     node: z.string(),
@@ -46,6 +59,11 @@ const envelopeShape = z.discriminatedUnion("kind", [
   }),
 ]);
 type Envelope = z.infer<typeof envelopeShape>;
+/** What this node says: its own live messages go out as its hub made them. */
+type Outgoing =
+  | Exclude<Envelope, { kind: "live" | "sync" }>
+  | { kind: "live"; node: string; message: LiveLike }
+  | { kind: "sync"; node: string; to: string; run: LiveLike[] };
 
 /** The live hub's side the cluster feeds and reads (console/live.ts's LiveHub). */
 export interface LiveFeed<M extends LiveLike> {
@@ -92,6 +110,9 @@ export class ClusterView<M extends LiveLike> {
   private readonly saving = new Set<Promise<void>>();
   private readonly detach: Array<() => void> = [];
   private readonly timer: NodeJS.Timeout;
+  private readonly remote = new RemoteRuns();
+  /** When a message of each kind that could not be used was last logged, and how many were dropped since. */
+  private readonly dropped = new Map<string, { at: number; count: number }>();
 
   private constructor(private readonly opts: ClusterViewOptions<M>) {
     this.log = (opts.log ?? silentLogger).child({ component: "cluster-view" });
@@ -183,27 +204,24 @@ export class ClusterView<M extends LiveLike> {
       if (at >= silentSince) continue;
       this.log.warn({ node }, "a node has not been heard from; its runs in progress are no longer shown");
       this.heard.delete(node);
-      this.opts.live.forget(node);
+      this.forget(node);
     }
   }
 
   private receive(text: string): void {
-    let envelope: Envelope;
-    try {
-      envelope = envelopeShape.parse(JSON.parse(text));
-    } catch (err) {
-      this.log.warn({ error: errorText(err) }, "a message on the cluster's channel cannot be used; skipped");
-      return;
-    }
+    const envelope = this.parse(text);
+    if (!envelope) return;
     const me = this.opts.node;
     if (envelope.node === me) return;
     this.heard.set(envelope.node, Date.now());
     const { live } = this.opts;
     switch (envelope.kind) {
       case "live":
-        return live.remote(envelope.message as M);
+        return this.remoteRun(envelope.node, [envelope.message], (messages) => live.remote(messages[0]!));
       case "alive": {
-        live.forget(envelope.node, new Set(envelope.runs.map((run) => `${run.job}/${run.id}`)));
+        const keep = new Set(envelope.runs.map((run) => `${run.job}/${run.id}`));
+        this.remote.keepOnly(envelope.node, keep);
+        live.forget(envelope.node, keep);
         // A run started while this node was not listening: its messages so far are asked for.
         if (envelope.runs.some((run) => !live.isRunning(run.id, run.job))) this.publish({ kind: "hello", node: me, to: envelope.node });
         return;
@@ -213,11 +231,11 @@ export class ClusterView<M extends LiveLike> {
           for (const run of live.snapshot()) this.publish({ kind: "sync", node: me, to: envelope.node, run });
         return;
       case "sync":
-        if (envelope.to === me) live.remoteReplay(envelope.run as M[]);
+        if (envelope.to === me) this.remoteRun(envelope.node, envelope.run, (messages) => live.remoteReplay(messages));
         return;
       case "stopped":
         this.heard.delete(envelope.node);
-        return live.forget(envelope.node);
+        return this.forget(envelope.node);
       case "cancel":
         if (envelope.to !== me) return;
         this.log.info({ runId: envelope.run, from: envelope.node }, "cancel asked by another node");
@@ -234,8 +252,61 @@ export class ClusterView<M extends LiveLike> {
     }
   }
 
+  /** The envelope, or undefined for one that does not fit (dropped, and logged once per kind a minute). */
+  private parse(text: string): Envelope | undefined {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      value = undefined;
+    }
+    const parsed = envelopeShape.safeParse(value);
+    if (parsed.success) return parsed.data;
+    const { kind, message } = (value ?? {}) as { kind?: unknown; message?: { type?: unknown } };
+    const what = [kind, message?.type].filter((part) => typeof part === "string").join(" ") || "unreadable";
+    const now = Date.now();
+    const last = this.dropped.get(what);
+    if (last && now - last.at < DROPPED_LOG_MS) {
+      last.count += 1;
+      return undefined;
+    }
+    this.dropped.set(what, { at: now, count: 0 });
+    const problem = parsed.error.issues
+      .slice(0, 3)
+      .map((issue) => `${issue.path.join(".")}: ${issue.message}`)
+      .join("; ");
+    this.log.warn(
+      { kind: what, problem, droppedSinceLastLine: last?.count ?? 0 },
+      "a message on the cluster's channel does not fit; dropped (logged once a minute per kind)",
+    );
+    return undefined;
+  }
+
+  /**
+   * Passes another node's messages of one run to the live hub, tagged with the node that sent
+   * them, keeping at most RUNS_PER_NODE of its runs in progress (the oldest dropped from view).
+   */
+  private remoteRun(node: string, messages: Array<z.infer<typeof liveMessageShape>>, pass: (messages: M[]) => void): void {
+    const tagged = messages.map((message) => ({ ...message, node }) as unknown as M);
+    const first = messages[0];
+    if (first?.type === "run_finished") this.remote.finished(node, `${first.job}/${first.run_id}`);
+    if (first?.type !== "run_started") return pass(tagged);
+    const keep = this.remote.started(node, `${first.job}/${first.run_id}`);
+    if (!keep) {
+      this.log.debug({ node, job: first.job, runId: first.run_id }, "too many nodes heard from; a run of one more is not shown");
+      return;
+    }
+    pass(tagged);
+    this.opts.live.forget(node, keep);
+  }
+
+  private forget(node: string): void {
+    this.remote.keepOnly(node);
+    this.opts.live.forget(node);
+  }
+
   /** Sent while Redis is there; a message lost to an outage is made good by the next `alive` and `hello`. */
-  private publish(envelope: Envelope): void {
+  private publish(envelope: Outgoing): void {
     this.opts.publisher.publish(CHANNEL, JSON.stringify(envelope)).catch((err: unknown) => {
       this.log.debug({ kind: envelope.kind, error: errorText(err) }, "could not publish on the cluster's channel");
     });

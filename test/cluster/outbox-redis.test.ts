@@ -35,16 +35,17 @@ describe.skipIf(!hasRedis)("the cluster's outbox while Redis is away", () => {
 
   it("waits to queue a delivery until Redis is back, then sends it once", { timeout: 60_000 }, async () => {
     hooks = await startWebhookReceiver({ secret: SECRET });
+    const target: WebhookTarget = { kind: "webhook", url: hooks.url, secret: SECRET, format: "json", headers: {} };
     const first = await startRedis();
     servers.push(first);
     client = await connectRedis(first.url, "queues", { name: "countd-test" });
     outbox = new ClusterOutbox({
       redis: client,
       send: async (entry) => void (await sendWebhook(entry.target as WebhookTarget, entry.message, entry.id)),
+      own: { targets: (job) => (job === "report" ? [target] : undefined), workspace: () => "/tmp" },
     });
     outbox.start();
     const at = new Date().toISOString();
-    const target: WebhookTarget = { kind: "webhook", url: hooks.url, secret: SECRET, format: "json", headers: {} };
     const before: RunRecord = {
       id: "20261130T090000Z-here",
       job: "report",

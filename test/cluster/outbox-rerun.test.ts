@@ -57,7 +57,7 @@ describe.skipIf(!hasRedis)("a run left between queueing its answer and noting it
     const history = new RedisRunHistory(client);
     await history.save("report", [record]);
     // Not started: the answer stays queued, as it is while its receiver is down.
-    outbox = new ClusterOutbox({ redis: client, send: async () => {} });
+    outbox = new ClusterOutbox({ redis: client, send: async () => {}, own: { targets: () => [target], workspace: () => "/tmp" } });
     await outbox.enqueue(
       `report.${left.id}`,
       [target],
