@@ -1,4 +1,4 @@
-import { isNotConnectionError, Queue, UnrecoverableError, WaitingError, Worker, type Job as QueuedJob, type JobsOptions } from "bullmq";
+import { Queue, UnrecoverableError, WaitingError, Worker, type Job as QueuedJob, type JobsOptions } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Job, OverlapPolicy } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
@@ -9,6 +9,7 @@ import type { RunHistoryStore } from "../store/run-history.js";
 import type { SharedStateStore } from "../store/state.js";
 import { errorText } from "../text.js";
 import { heldRunShape, ownFire, type HeldRun, type QueuedFire } from "./fire-shapes.js";
+import { lostConnection } from "./redis.js";
 import { LET_GO_MS, settlesWithin } from "./settle.js";
 
 /** BullMQ's key prefix for the cluster's queue: `countd:runs:…`. */
@@ -451,14 +452,6 @@ export class ClusterFires {
     if (!(await settlesWithin(written, NOTE_WAIT_MS)))
       this.log.warn({ slot: queued.id, runId: run.id }, "noting the run in the cluster's queue is taking long; the run goes on");
   }
-}
-
-/**
- * An error that says the connection to Redis failed (refused, reset, timed out: a socket's error,
- * which names its system call) or was closed, as BullMQ tells them apart from a command's errors.
- */
-function lostConnection(err: Error): boolean {
-  return (err as NodeJS.ErrnoException).syscall !== undefined || !isNotConnectionError(err);
 }
 
 const slotIdOf = (fire: QueuedFire): string => slotId(fire.job, new Date(fire.scheduledAt));

@@ -16,6 +16,7 @@ import { isoTime } from "../store/quarantine.js";
 import { errorText } from "../text.js";
 import type { ClusterConfig } from "../config/schema.js";
 import { commandRedis } from "./command-redis.js";
+import { lostConnection } from "./redis.js";
 import { HOLD_MS, holdOptions } from "./fires.js";
 import { ownEntry, type OwnDeliveries } from "./own-deliveries.js";
 import { LET_GO_MS, settlesWithin } from "./settle.js";
@@ -159,8 +160,8 @@ export class ClusterOutbox implements DeliveryOutbox {
   }
 
   /** While Redis is away every command fails: connectRedis has said so once, and these would say it again and again. */
-  private error(msg: string, err: unknown): void {
-    if (this.opts.redis.status === "ready") this.log.error({ queue: QUEUE, error: errorText(err) }, msg);
+  private error(msg: string, err: Error): void {
+    if (!lostConnection(err)) this.log.error({ queue: QUEUE, error: errorText(err) }, msg);
   }
 
   async stop(): Promise<void> {

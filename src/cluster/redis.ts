@@ -1,3 +1,4 @@
+import { isNotConnectionError } from "bullmq";
 import { Redis, type RedisOptions } from "ioredis";
 import type { Logger } from "../log.js";
 import { errorText } from "../text.js";
@@ -54,4 +55,13 @@ export async function connectRedis(url: string, role: ConnectionRole, opts: { na
     throw lastError ?? err;
   }
   return client;
+}
+
+/**
+ * Whether a queue's or worker's error is the connection going away, which the reconnection
+ * already logs once: a socket error, or one BullMQ counts as a connection error. The client's
+ * status is no guide, since a reset can be reported while it still reads "ready".
+ */
+export function lostConnection(err: Error): boolean {
+  return (err as NodeJS.ErrnoException).syscall !== undefined || !isNotConnectionError(err);
 }
