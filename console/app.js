@@ -76,10 +76,14 @@ function App() {
 
 function SignIn() {
   // The server answers an address with a wrong token with this page: the token is not kept in the address bar either.
-  const [wrongToken] = useState(() => new URLSearchParams(location.search).has("token"));
+  const [wrongToken] = useState(() => {
+    const had = new URLSearchParams(location.search).has("token");
+    // Out of the address bar before the page is drawn, not after, when it has been on show.
+    if (had) history.replaceState(null, "", "/");
+    return had;
+  });
   useEffect(() => {
     document.title = "Sign in · countd";
-    if (wrongToken) history.replaceState(null, "", "/");
   }, []);
   return html`<main class="signin" id="main">
     <h1>Sign in to the countd console</h1>
