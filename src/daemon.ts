@@ -27,7 +27,6 @@ import { deliverCheckIn, runCheckIn, withHeartbeat } from "./runner/heartbeat-ru
 import { stateStreaks } from "./delivery/alerts.js";
 import type { DeliveryOutbox } from "./delivery/delivery-outbox.js";
 import { join } from "node:path";
-import { Redactor } from "./audit/redact.js";
 import { VERSION } from "./package.js";
 import { LiveHub } from "./console/live.js";
 import { Metrics } from "./console/metrics.js";
@@ -100,13 +99,12 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     );
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
-    // Listening before any run starts, here or (in a cluster) on another node, so the live stream misses none.
-    let redactor = new Redactor(config.secrets);
     const jobOf = withHeartbeat(
       (name) => jobs.get(name),
       () => runtime.config,
     );
-    const live = new LiveHub(runtime.events, () => redactor, {
+    // Listening before any run starts, here or (in a cluster) on another node, so the live stream misses none.
+    const live = new LiveHub(runtime.events, () => runtime.redactor, {
       node: config.cluster?.node,
       unpriced: (name) => {
         const job = jobOf(name);
@@ -214,7 +212,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           events: runtime.events,
           local: localTranscripts,
           keepMs: () => config.retention.sessionsMs,
-          redactor: () => redactor,
+          redactor: () => runtime.redactor,
         })
       : undefined;
     if (cluster) {
@@ -250,7 +248,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         metrics,
         hooks,
         ledger,
-        redactor: () => redactor,
+        redactor: () => runtime.redactor,
         startedAt: new Date(),
         version: VERSION,
         transcripts: view?.transcripts ?? localTranscripts,
@@ -304,7 +302,6 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           const previous = runtime;
           config = next;
           runtime = nextRuntime;
-          redactor = new Redactor(config.secrets);
           await previous.close();
           logger.info("configuration reloaded");
         } catch (err) {
