@@ -108,7 +108,12 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       node: config.cluster?.node,
       unpriced: (name) => {
         const job = jobOf(name);
-        return job !== undefined && !runtime.priced(job.overrides);
+        try {
+          return job !== undefined && !runtime.priced(job.overrides);
+        } catch {
+          // A provider the job cannot use (a preset missing its model) fails the run itself, saying why.
+          return false;
+        }
       },
     });
     started.push(() => live.close());

@@ -75,12 +75,17 @@ export async function openRuntime(
 ): Promise<Runtime> {
   const { paths } = config;
   type Endpoint = { provider: LLMProvider; model: string; ref: Omit<PriceRef, "model"> };
+  const refOf = (resolved: ProviderConfig): Omit<PriceRef, "model"> => ({
+    preset: resolved.preset,
+    ...(resolved.baseURL !== undefined ? { baseURL: resolved.baseURL } : {}),
+  });
   const endpoint = (resolved: ProviderConfig): Endpoint => ({
     provider: createProvider(resolved),
     model: resolved.model,
-    ref: { preset: resolved.preset, ...(resolved.baseURL !== undefined ? { baseURL: resolved.baseURL } : {}) },
+    ref: refOf(resolved),
   });
   const providers = new Map<PresetName, Endpoint>([[config.provider.preset, endpoint(config.provider)]]);
+  const presetSettings = new Map<PresetName, ProviderConfig>();
   const pricer = new Pricer(config.prices);
   await Promise.all([paths.workspace, paths.state, paths.logs].map((dir) => mkdir(dir, { recursive: true })));
   const audit = new AuditLog({ dir: paths.logs, secrets: config.secrets });
@@ -108,24 +113,33 @@ export async function openRuntime(
     locale: config.persona.locale,
   };
 
-  /** The provider of a preset with its default model; a job's provider override is made on first use. */
-  function providerFor(preset: string | undefined): Endpoint {
+  /** A preset's settings: its endpoint and default model, read without making its client (which needs its key). */
+  function settingsFor(preset: string | undefined): ProviderConfig {
     const name = (preset ?? config.provider.preset) as PresetName;
     if (!PRESET_NAMES.includes(name)) throw new Error(`unknown provider "${preset}" (known: ${PRESET_NAMES.join(", ")})`);
-    let entry = providers.get(name);
-    if (!entry) providers.set(name, (entry = endpoint(providerForPreset(name, config.provider, env))));
+    if (name === config.provider.preset) return config.provider;
+    let resolved = presetSettings.get(name);
+    if (!resolved) presetSettings.set(name, (resolved = providerForPreset(name, config.provider, env)));
+    return resolved;
+  }
+
+  /** The provider of a preset with its default model; a job's provider override is made on first use. */
+  function providerFor(preset: string | undefined): Endpoint {
+    const resolved = settingsFor(preset);
+    let entry = providers.get(resolved.preset);
+    if (!entry) providers.set(resolved.preset, (entry = endpoint(resolved)));
     return entry;
   }
 
   function priced(overrides: JobOverrides = {}): boolean {
-    const { model, ref } = providerFor(overrides.provider);
-    return pricer.priced({ ...ref, model: overrides.model ?? model });
+    const resolved = settingsFor(overrides.provider);
+    return pricer.priced({ ...refOf(resolved), model: overrides.model ?? resolved.model });
   }
 
   function loop({ toolNames, overrides = {}, extraTools = [], spend }: LoopOptions = {}): AgentLoop {
     const { provider, model, ref } = providerFor(overrides.provider);
     // Known before any call ends: a run on a model with no price is unpriced from its start, never $0.
-    const unpriced = !priced(overrides);
+    const unpriced = !pricer.priced({ ...ref, model: overrides.model ?? model });
     if (spend && unpriced) spend.markUnpriced();
     const price = priceOf(pricer, ref);
     const settings = {

@@ -9,7 +9,7 @@ import { useAimock } from "./support/aimock.js";
 describe("openRuntime", () => {
   const mock = useAimock();
 
-  async function runtime() {
+  async function runtime(keys: Record<string, string> = { ANTHROPIC_API_KEY: "sk-ant-runtime-test" }) {
     const dir = await mkdtemp(join(tmpdir(), "countd-runtime-"));
     // Whether exec is offered under sandbox: auto depends on the machine having bwrap; these tests are about the rest.
     await writeFile(join(dir, "countd.yaml"), "tools:\n  exec:\n    sandbox: none\n");
@@ -17,7 +17,7 @@ describe("openRuntime", () => {
       OPENAI_BASE_URL: `${mock.url}/v1`,
       OPENAI_API_KEY: "sk-runtime-test",
       ANTHROPIC_BASE_URL: mock.url,
-      ANTHROPIC_API_KEY: "sk-ant-runtime-test",
+      ...keys,
     };
     const config = await loadConfig({ cwd: dir, env });
     return openRuntime(config, env);
@@ -35,6 +35,16 @@ describe("openRuntime", () => {
       ["/v1/chat/completions", "gpt-4.1"],
       ["/v1/messages", "claude-sonnet-5"],
     ]);
+    await rt.close();
+  });
+
+  it("tells whether a job's model has a price without making its provider, whose key may be missing", async () => {
+    const rt = await runtime({});
+    // The live stream asks this as each run starts: a run whose provider cannot be made must still show as started.
+    expect(rt.priced()).toBe(true);
+    expect(rt.priced({ model: "house-llm-7b" })).toBe(false);
+    expect(rt.priced({ provider: "anthropic" })).toBe(true);
+    expect(() => rt.loop({ overrides: { provider: "anthropic" } })).toThrow(/no API key for provider "anthropic"/);
     await rt.close();
   });
 
