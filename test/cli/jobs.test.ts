@@ -9,7 +9,8 @@ const ENV = { OPENAI_API_KEY: "sk-jobs-test-key", OPENAI_BASE_URL: "http://127.0
 /** The row of `name` in the table countd jobs printed. */
 const row = (stdout: string, name: string): string => stdout.split("\n").find((line) => line.split(/\s{2,}/)[0] === name) ?? "";
 
-describe("countd jobs", () => {
+// Each step is a countd process, a daemon started twice among them: slow on a loaded machine.
+describe("countd jobs", { timeout: 90_000 }, () => {
   let dir: string;
   let daemon: DaemonProcess | undefined;
   beforeEach(async () => {
