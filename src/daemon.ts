@@ -33,8 +33,8 @@ import { Metrics } from "./console/metrics.js";
 import { startConsole, type ConsoleServer } from "./console/server.js";
 import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
-import { Cluster } from "./cluster/cluster.js";
-import { ownDeliveries } from "./cluster/own-deliveries.js";
+import { openBackend } from "./backend/open.js";
+import { ownDeliveries } from "./delivery/own-deliveries.js";
 import { fileTranscripts } from "./store/transcripts.js";
 import { SessionStore } from "./sessions/store.js";
 
@@ -81,15 +81,15 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
    */
   const started: Array<() => unknown> = [];
   try {
-    // In a cluster, Redis is checked first: unusable, it stops the start before anything is opened.
-    const cluster = config.cluster ? await Cluster.join(config.cluster, logger) : undefined;
-    if (cluster) started.push(() => cluster.close());
-    const state = await StateStore.open(config.paths.state, { log: logger, history: cluster?.history, shared: cluster?.state });
+    // A shared backend is checked first: unusable, it stops the start before anything is opened.
+    const backend = await openBackend(config, { role: "daemon", log: logger });
+    started.push(() => backend.close());
+    const state = await backend.openState();
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
-    // One for the daemon's life, so a reload keeps the blocks still to be sent to Redis.
-    const sessions = cluster?.sessions(new SessionStore(config.paths.state));
+    // One for the daemon's life, so a reload keeps the blocks still to be sent to a shared backend.
+    const sessions = backend.sessions(new SessionStore(config.paths.state));
     let runtime = await openRuntime(
       config,
       env,
@@ -105,7 +105,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     );
     // Listening before any run starts, here or (in a cluster) on another node, so the live stream misses none.
     const live = new LiveHub(runtime.events, () => runtime.redactor, {
-      node: config.cluster?.node,
+      node: backend.node,
       unpriced: (name) => {
         const job = jobOf(name);
         try {
@@ -138,19 +138,14 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       log: logger,
       streaks: stateStreaks(state),
       paused: (name) => state.isPaused(name),
-      ...(cluster
-        ? { spend: (local) => cluster.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }) }
-        : {}),
-      ...(cluster
-        ? {
-            outbox: async (send) =>
-              cluster.outbox(
-                send,
-                ownDeliveries(jobOf, () => runtime.config),
-                runtime.events,
-              ),
-          }
-        : {}),
+      spend: (local) => backend.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }),
+      outbox: (send) =>
+        backend.outbox(
+          send,
+          ownDeliveries(jobOf, () => runtime.config),
+          runtime.events,
+        ),
+      node: backend.node,
       consoleUrl: () => consoleUrl,
     });
     started.push(closeDelivery);
@@ -168,19 +163,17 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           deliver: (text, run) => deliverCheckIn(dispatcher, outbox, config, text, run),
           lastExchange: () => lastExchange(config.paths.state),
           onScheduled: (at) => void armed.setHeartbeat(at, config.heartbeat.everyMs),
-          // One daemon decides each tick, on the state as the last tick (on any node) left it.
-          claimTick: cluster
-            ? async (slot) => (await cluster.claimTick(slot, config.heartbeat.everyMs)) && (await state.refresh(), true)
-            : undefined,
+          // One daemon decides each tick, on the state as the last tick (on any daemon) left it.
+          claimTick: (slot) => backend.decidesTick(slot, config.heartbeat.everyMs),
           events: runtime.events,
           log: logger,
         })
       : undefined;
     const fire = (req: FireRequest) => runner.submit(req);
-    const pausedFiles = new PausedFiles({ state, events: runtime.events, fire, node: config.cluster?.node, log: logger });
+    const pausedFiles = new PausedFiles({ state, events: runtime.events, fire, node: backend.node, log: logger });
     started.push(() => pausedFiles.close());
-    // In a cluster a slot is run once, by whichever daemon takes it; watched files are this daemon's own.
-    const scheduled = cluster ? (req: FireRequest) => cluster.fire(req) : fire;
+    // A slot is run once, by whichever daemon sharing the backend takes it; watched files are this daemon's own.
+    const scheduled = backend.scheduled(runner);
     const cron = new CronTrigger({ fire: scheduled, state, log: logger });
     const watch = new WatchTrigger({ fire, events: runtime.events, log: logger });
     started.push(
@@ -190,7 +183,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       () => checkIns?.stop(),
     );
     const arm = async (all: Job[]) => {
-      cluster?.retain(all);
+      backend.retain(all);
       cron.set(all);
       await watch.set(all);
       await armed.setJobs(all);
@@ -210,28 +203,24 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     if (unset.length > 0) throw new ConfigError(unset);
     await armed.setProblems(jobs.problemFiles());
     const localTranscripts = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
-    const view = cluster
-      ? await cluster.openView({
-          live,
-          runner,
-          events: runtime.events,
-          local: localTranscripts,
-          keepMs: () => config.retention.sessionsMs,
-          redactor: () => runtime.redactor,
-        })
-      : undefined;
-    if (cluster) {
-      // Once the jobs are loaded: a fire taken from the cluster names a job this daemon must know.
-      cluster.serve({
-        runner,
-        job: (name) => jobs.get(name),
-        concurrency: config.runner.concurrency,
-        interrupted: (job, run) => dispatcher.interrupted(job, run),
-      });
-      cluster.retain(jobs.all());
-      started.push(() => cluster.stop(() => runner.shutdown(0)));
-    }
-    const metrics = new Metrics({ events: runtime.events, outbox, jobs, state, node: config.cluster?.node });
+    const view = await backend.view({
+      live,
+      runner,
+      events: runtime.events,
+      local: localTranscripts,
+      keepMs: () => config.retention.sessionsMs,
+      redactor: () => runtime.redactor,
+    });
+    // Once the jobs are loaded: a fire another daemon added names a job this daemon must know.
+    backend.serve({
+      runner,
+      job: (name) => jobs.get(name),
+      concurrency: config.runner.concurrency,
+      interrupted: (job, run) => dispatcher.interrupted(job, run),
+    });
+    backend.retain(jobs.all());
+    started.push(() => backend.stop(() => runner.shutdown(0)));
+    const metrics = new Metrics({ events: runtime.events, outbox, jobs, state, node: backend.node });
     started.push(() => metrics.close());
     const hooks = new WebhookTrigger({
       job: (name) => jobs.get(name),
@@ -256,8 +245,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         redactor: () => runtime.redactor,
         startedAt: new Date(),
         version: VERSION,
-        transcripts: view?.transcripts ?? localTranscripts,
-        cluster: view,
+        transcripts: view.transcripts,
+        cancel: (run, why) => view.cancel(run, why),
         pausedFiles,
       },
       logger,
@@ -325,7 +314,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await retention.stop();
           await Promise.all([watch.close(), jobs.close()]);
           const shutdown = () => runner.shutdown(config.runner.shutdownGraceMs);
-          await (cluster ? cluster.stop(shutdown) : shutdown());
+          await backend.stop(shutdown);
           // After the runs: a client watching one sees it end.
           await consoleServer.close();
           live.close();
@@ -334,7 +323,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await closeDelivery();
           await runtime.close();
           await armed.withdraw();
-          await cluster?.close();
+          await backend.close();
           await release();
           logger.info("countd stopped");
         })();

@@ -10,7 +10,7 @@ import type { SendFn } from "../delivery/delivery-outbox.js";
 import type { EventBus } from "../events.js";
 import { ClusterFires } from "./fires.js";
 import { ClusterOutbox } from "./outbox.js";
-import type { OwnDeliveries } from "./own-deliveries.js";
+import type { OwnDeliveries } from "../delivery/own-deliveries.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
 import { RedisSharedState } from "./shared-state.js";
@@ -19,9 +19,9 @@ import type { TranscriptStore } from "../store/transcripts.js";
 import { RedisTranscripts } from "./transcripts.js";
 import { ClusterView, type ClusterViewOptions, type LiveLike } from "./view.js";
 import { ClusterSessions } from "./sessions.js";
-import { ClusterSpend, type ClusterSpendOptions } from "./spend.js";
+import { ClusterSpend, readClusterSpend, type ClusterSpendOptions } from "./spend.js";
 import type { SessionStore } from "../sessions/store.js";
-import type { SpendLedger } from "../store/spend-ledger.js";
+import type { SpendLedger, SpendLine } from "../store/spend-ledger.js";
 
 /** A heartbeat tick's key: set by the one daemon that decides the tick. */
 const tickKey = (slot: Date) => `countd:heartbeat:tick:${slot.getTime()}`;
@@ -112,7 +112,7 @@ export class Cluster {
     opts: Omit<ClusterViewOptions<M>, "node" | "publisher" | "subscriber" | "transcripts" | "log"> & { local: TranscriptStore },
   ): Promise<ClusterView<M>> {
     const { local, ...rest } = opts;
-    const transcripts = new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
+    const transcripts = this.transcripts(local);
     const subscriber = await connectRedis(this.url, "records", { name: `countd:${this.node}:view`, log: this.log });
     try {
       const view = await ClusterView.open({ ...rest, transcripts, node: this.node, publisher: this.records, subscriber, log: this.log });
@@ -159,6 +159,23 @@ export class Cluster {
       this.log.warn({ slot: slot.toISOString(), error: errorText(err) }, "could not claim the heartbeat tick; not decided here");
       return false;
     }
+  }
+
+  /** Where runs' transcripts are read: this daemon's from `local`, its files; other nodes' from Redis. */
+  transcripts(local: TranscriptStore): RedisTranscripts {
+    return new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
+  }
+
+  /** Every node's LLM calls made since `since`. */
+  spendSince(since: Date): Promise<SpendLine[]> {
+    return readClusterSpend(this.records, since);
+  }
+
+  /** claimTick, then the shared state brought up to what the daemon that decided the last tick saved. */
+  async decidesTick(slot: Date, everyMs: number): Promise<boolean> {
+    if (!(await this.claimTick(slot, everyMs))) return false;
+    await this.state.refresh();
+    return true;
   }
 
   /** The sessions runs continue: `session: shared` jobs' in Redis, the others in `local`, this daemon's files. */
