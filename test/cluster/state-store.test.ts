@@ -138,7 +138,7 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     expect(logs.lines).toContainEqual(
       expect.objectContaining({
         level: "info",
-        msg: "carried the job state of state.json from before the cluster into the cluster's",
+        msg: "handed the job state of state.json over to the shared state",
         fields: expect.objectContaining({ paused: ["report"], pausedAll: true }),
       }),
     );
