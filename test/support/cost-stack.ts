@@ -7,7 +7,7 @@ import { jobContext } from "../../src/jobs/context.js";
 import { jobDefaults } from "../../src/jobs/defaults.js";
 import { loadJobFile } from "../../src/jobs/load.js";
 import type { Job } from "../../src/jobs/types.js";
-import { openPipeline, type Pipeline } from "../../src/runner/pipeline.js";
+import { openPipeline, type Pipeline, type PipelineOptions } from "../../src/runner/pipeline.js";
 import { openRuntime, type Runtime } from "../../src/runtime.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
@@ -46,6 +46,8 @@ export interface StackOptions {
   concurrency?: number;
   /** Instead of the job map (e.g. with the heartbeat's job added). */
   lookup?: (jobs: Map<string, Job>, config: () => Config) => (name: string) => Job | undefined;
+  /** Wraps the job executor, as the daemon does with the heartbeat's (triggers/check-ins.ts). */
+  wrap?: PipelineOptions["wrap"];
 }
 
 export async function openStack(opts: StackOptions): Promise<CostStack> {
@@ -65,6 +67,7 @@ export async function openStack(opts: StackOptions): Promise<CostStack> {
     streaks: stateStreaks(state),
     paused: (name) => state.isPaused(name),
     ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.wrap ? { wrap: opts.wrap } : {}),
   });
   // Sending, as the daemon's outbox does once it has started.
   pipeline.outbox.start();
