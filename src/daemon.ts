@@ -21,9 +21,9 @@ import { StateStore } from "./store/state.js";
 import { ensureWritableDir } from "./store/writable-dir.js";
 import { CronTrigger, recordFire } from "./triggers/cron.js";
 import { WatchTrigger } from "./triggers/watch.js";
-import { HeartbeatService } from "./triggers/heartbeat.js";
+import { CheckIns } from "./triggers/check-ins.js";
 import { ArmedPublisher } from "./store/armed.js";
-import { deliverCheckIn, runCheckIn, withHeartbeat } from "./runner/heartbeat-runs.js";
+import { builtInJobs } from "./jobs/heartbeat.js";
 import { stateStreaks } from "./delivery/alerts.js";
 import type { DeliveryOutbox } from "./delivery/delivery-outbox.js";
 import { join } from "node:path";
@@ -99,11 +99,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     );
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
-    const jobOf = withHeartbeat(
-      (name) => jobs.get(name),
-      () => runtime.config,
-    );
-    // Listening before any run starts, here or (in a cluster) on another node, so the live stream misses none.
+    const jobOf = (name: string) => jobs.get(name);
+    // Listening before any run starts, here or on another daemon sharing the backend, so the live stream misses none.
     const live = new LiveHub(runtime.events, () => runtime.redactor, {
       node: backend.node,
       unpriced: (name) => {
@@ -120,6 +117,18 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
 
     // Known once the console listens, after the pipeline is open; a run failing before then is alerted without it.
     let consoleUrl: string | undefined;
+    const heartbeat = new CheckIns({
+      config: () => config,
+      state,
+      memory: () => runtime.memory,
+      // The pipeline's, opened below: a check-in waits on it for its acknowledgement.
+      outbox: () => outbox,
+      events: runtime.events,
+      redactor: () => runtime.redactor,
+      lastExchange: () => lastExchange(config.paths.state),
+      log: logger,
+    });
+    started.push(() => heartbeat.close());
     const {
       runner,
       outbox,
@@ -147,40 +156,30 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         ),
       node: backend.node,
       consoleUrl: () => consoleUrl,
+      wrap: (execute) => heartbeat.executor(execute),
     });
     started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
     started.push(() => runner.shutdown(0));
     // countd jobs, in another process, lists what this daemon fires from it.
     const armed = new ArmedPublisher(config.paths.state, logger);
-    const checkIns = config.heartbeat.enabled
-      ? new HeartbeatService({
-          config: config.heartbeat,
-          state,
-          memory: runtime.memory,
-          persona: config.persona,
-          runAgent: (prompt, tools) => runCheckIn(runner, prompt, tools),
-          deliver: (text, run) => deliverCheckIn(dispatcher, outbox, config, text, run),
-          lastExchange: () => lastExchange(config.paths.state),
-          onScheduled: (at) => void armed.setHeartbeat(at, config.heartbeat.everyMs),
-          // One daemon decides each tick, on the state as the last tick (on any daemon) left it.
-          claimTick: (slot) => backend.decidesTick(slot, config.heartbeat.everyMs),
-          events: runtime.events,
-          log: logger,
-        })
-      : undefined;
     const fire = (req: FireRequest) => runner.submit(req);
     const pausedFiles = new PausedFiles({ state, events: runtime.events, fire, node: backend.node, log: logger });
     started.push(() => pausedFiles.close());
-    // A slot is run once, by whichever daemon sharing the backend takes it; watched files are this daemon's own.
-    const scheduled = backend.scheduled(runner);
+    // The heartbeat's rules are asked before its scheduled fire runs, by the daemon that runs the slot.
+    const admitted = (req: FireRequest) =>
+      void heartbeat
+        .admit(req)
+        .then((admit) => admit && fire(admit))
+        .catch((err: unknown) => logger.error({ job: req.job, error: errorText(err) }, "could not decide whether to fire"));
+    // A slot is run once, here or by whichever daemon sharing the backend takes it; watched files are this daemon's own.
+    const scheduled = backend.scheduled(admitted);
     const cron = new CronTrigger({ fire: scheduled, state, log: logger });
     const watch = new WatchTrigger({ fire, events: runtime.events, log: logger });
     started.push(
       () => armed.withdraw(),
       () => watch.close(),
       () => cron.stop(),
-      () => checkIns?.stop(),
     );
     const arm = async (all: Job[]) => {
       backend.retain(all);
@@ -196,6 +195,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         arm(all).catch((err: unknown) => logger.error({ err }, "could not apply the changed jobs"));
       },
       onProblems: (files) => void armed.setProblems(files),
+      builtIn: () => builtInJobs(config),
     });
 
     // A variable missing from the daemon's environment is fixed where it is started, as countd.yaml's are: refused now, not found at 09:00.
@@ -217,6 +217,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       job: (name) => jobs.get(name),
       concurrency: config.runner.concurrency,
       interrupted: (job, run) => dispatcher.interrupted(job, run),
+      admit: (req) => heartbeat.admit(req),
     });
     backend.retain(jobs.all());
     started.push(() => backend.stop(() => runner.shutdown(0)));
@@ -265,7 +266,6 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     // A job resumed while countd was stopped runs what its watcher saw while it was paused.
     await pausedFiles.release();
     outbox.start();
-    checkIns?.start();
     const retention = new Retention({
       settings: () => ({ stateDir: config.paths.state, logsDir: config.paths.logs, retention: config.retention }),
       sessionsInUse: () => {
@@ -310,7 +310,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       stop() {
         stopping ??= (async () => {
           cron.stop();
-          checkIns?.stop();
+          heartbeat.close();
           await retention.stop();
           await Promise.all([watch.close(), jobs.close()]);
           const shutdown = () => runner.shutdown(config.runner.shutdownGraceMs);

@@ -24,11 +24,10 @@ export function filesBackend(config: Config, log?: Logger): DaemonBackend {
     },
     transcripts: (local) => local,
     recordExchange: (at) => recordExchange(dir, at),
-    scheduled: (runner) => (request) => runner.submit(request),
+    scheduled: (here) => here,
     view: async ({ local, runner }) => ({ transcripts: local, cancel: async (run, why) => runner.cancel(run.id, why) }),
     serve: () => {},
     retain: () => {},
-    decidesTick: async () => true,
     stop: (shutdown) => shutdown(),
     close: async () => {},
   };

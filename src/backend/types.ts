@@ -63,8 +63,11 @@ export interface RunsView {
 
 /** What a daemon needs beside the stores: where scheduled fires go and who runs them. */
 export interface DaemonBackend extends Backend {
-  /** Where a slot's or a catch-up's fire goes, so a slot runs once: this daemon's runner, or whichever sharing daemon takes it. */
-  scheduled(runner: Runner): (request: FireRequest) => void;
+  /**
+   * Where a slot's or a catch-up's fire goes, so a slot runs once: `here` (this daemon runs it), or
+   * the shared queue, whose daemon that takes it runs it.
+   */
+  scheduled(here: (request: FireRequest) => void): (request: FireRequest) => void;
   /** The view of every daemon's runs, opened before serve() so a run taken at once is seen. */
   view(opts: {
     live: LiveHub;
@@ -80,11 +83,11 @@ export interface DaemonBackend extends Backend {
     job: (name: string) => Job | undefined;
     concurrency: number;
     interrupted: (job: Job, run: RunRecord) => Promise<void>;
+    /** Asked before a scheduled fire taken from another daemon runs: the fire to run, or undefined when its rules say not now. */
+    admit: (request: FireRequest) => Promise<FireRequest | undefined>;
   }): void;
   /** The jobs armed here, whose catch_up windows decide how long shared fires are kept. */
   retain(jobs: readonly Job[]): void;
-  /** Whether this daemon decides the heartbeat's tick at `slot`, its state brought up to what the last tick left. */
-  decidesTick(slot: Date, everyMs: number): Promise<boolean>;
   /** Stops taking fires while `shutdown` (the runner's) ends the runs in progress. */
   stop(shutdown: () => Promise<void>): Promise<void>;
 }

@@ -3,7 +3,7 @@ import ms from "ms";
 import type { Config } from "../config/schema.js";
 import { listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
 import { watchLabel } from "../jobs/watch-label.js";
-import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
+import { HEARTBEAT_JOB } from "../store/run-record.js";
 import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
 import { fileProblems } from "../jobs/not-armed.js";
@@ -105,11 +105,13 @@ async function heartbeatRow(config: Config, state: StateStore, armed: Armed | un
   const hours = start === end ? "all day" : `active ${hhmm(start)}-${hhmm(end)}`;
   let next = "-";
   if (heartbeat.enabled && !armed) next = "- (countd is not running)";
-  if (heartbeat.enabled && armed?.heartbeat) {
+  // Its ticks as the daemon armed them: a countd.yaml changed since is in force only once reloaded.
+  const ticks = armed?.jobs.find((job) => job.name === HEARTBEAT_JOB)?.schedule;
+  if (heartbeat.enabled && ticks?.kind === "every") {
     const at = await nextCheckIn({
-      config: { ...heartbeat, everyMs: armed.heartbeat.everyMs },
+      config: { ...heartbeat, everyMs: ticks.intervalMs },
       state: state.data.heartbeat,
-      firstTick: armed.heartbeat.nextTickAt,
+      firstTick: nextFires(ticks, heartbeat.timezone, new Date(), 1)[0]!,
       ...(await lastExchangeOf(config)),
     });
     next = at ? shownTime(at, heartbeat.timezone, true) : "none within a week of ticks";

@@ -3,7 +3,7 @@ import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
 import { listJobFiles, loadJobsDir, validateJobs, type JobContext } from "../jobs/load.js";
 import { JOB_NAME } from "../jobs/schema.js";
-import { HEARTBEAT_JOB } from "../runner/heartbeat-runs.js";
+import { HEARTBEAT_JOB } from "../store/run-record.js";
 import type { RunRecord } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
 import { openState } from "../backend/open.js";

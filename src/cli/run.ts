@@ -3,7 +3,9 @@ import type { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
 import { displayPath, listJobFiles, loadJobsDir } from "../jobs/load.js";
+import { builtInJobs } from "../jobs/heartbeat.js";
 import { JobRegistry } from "../jobs/registry.js";
+import { CheckIns } from "../triggers/check-ins.js";
 import type { Job } from "../jobs/types.js";
 import { daemonLogger } from "../log.js";
 import { openPipeline } from "../runner/pipeline.js";
@@ -54,6 +56,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       dir: config.paths.jobs,
       ctx: jobContext(config, process.env, () => runtime.mcp?.catalog()),
       log: logger,
+      builtIn: () => builtInJobs(config),
     });
     // Only the job asked for is reported (notRunnable): other files' problems are the daemon's to log.
     const { problems } = await jobs.load({ log: false });
@@ -69,6 +72,16 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     });
     let interrupted = false;
     let current: CancelToken | undefined;
+    // `countd run @heartbeat`: a check-in asked for by hand, with the heartbeat's prompt, reply tool and dedupe.
+    const checkIns = new CheckIns({
+      config: () => config,
+      state,
+      memory: () => runtime.memory,
+      outbox: () => outbox,
+      events: runtime.events,
+      redactor: () => runtime.redactor,
+      log: logger,
+    });
     const {
       runner,
       outbox,
@@ -96,7 +109,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
         current = run.cancel;
         if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
         try {
-          const outcome = await executeJob(j, run);
+          const outcome = await checkIns.executor(executeJob)(j, run);
           // The runner names only the cancels it caused; this one the user caused.
           return interrupted && outcome.status === "cancelled" ? { ...outcome, error: CANCELLED_BY_USER } : outcome;
         } finally {

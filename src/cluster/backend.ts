@@ -36,7 +36,6 @@ export async function clusterDaemonBackend(config: Config, settings: ClusterConf
     view: (opts) => cluster.openView(opts),
     serve: (opts) => cluster.serve(opts),
     retain: (jobs) => cluster.retain(jobs),
-    decidesTick: (slot, everyMs) => cluster.decidesTick(slot, everyMs),
     stop: (shutdown) => cluster.stop(shutdown),
     close: () => cluster.close(),
   };

@@ -8,13 +8,12 @@ import type { RunRecord } from "../store/run-record.js";
 import { checkRedis } from "./checks.js";
 import type { SendFn } from "../delivery/delivery-outbox.js";
 import type { EventBus } from "../events.js";
-import { ClusterFires } from "./fires.js";
+import { ClusterFires, type ClusterFiresOptions } from "./fires.js";
 import { ClusterOutbox } from "./outbox.js";
 import type { OwnDeliveries } from "../delivery/own-deliveries.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
 import { RedisSharedState } from "./shared-state.js";
-import { errorText } from "../text.js";
 import type { TranscriptStore } from "../store/transcripts.js";
 import { RedisTranscripts } from "./transcripts.js";
 import { ClusterView, type ClusterViewOptions, type LiveLike } from "./view.js";
@@ -22,9 +21,6 @@ import { ClusterSessions } from "./sessions.js";
 import { ClusterSpend, readClusterSpend, type ClusterSpendOptions } from "./spend.js";
 import type { SessionStore } from "../sessions/store.js";
 import type { SpendLedger, SpendLine } from "../store/spend-ledger.js";
-
-/** A heartbeat tick's key: set by the one daemon that decides the tick. */
-const tickKey = (slot: Date) => `countd:heartbeat:tick:${slot.getTime()}`;
 
 /** Every node name that joined the cluster. */
 const NODES_KEY = "countd:nodes";
@@ -133,6 +129,7 @@ export class Cluster {
     job: (name: string) => Job | undefined;
     concurrency: number;
     interrupted?: (job: Job, run: RunRecord) => Promise<void>;
+    admit?: ClusterFiresOptions["admit"];
   }): void {
     const queued = async (job: Job, runId: string) => this.deliveries?.queuedStatus(job, runId);
     this.fires = new ClusterFires({
@@ -148,19 +145,6 @@ export class Cluster {
     });
   }
 
-  /**
-   * Whether this daemon decides the heartbeat tick at `slot` (a multiple of heartbeat.every): the
-   * first daemon to ask, each tick, cluster-wide. Redis away: no daemon decides it.
-   */
-  async claimTick(slot: Date, everyMs: number): Promise<boolean> {
-    try {
-      return (await this.records.set(tickKey(slot), this.node, "PX", Math.max(2 * everyMs, 60_000), "NX")) === "OK";
-    } catch (err) {
-      this.log.warn({ slot: slot.toISOString(), error: errorText(err) }, "could not claim the heartbeat tick; not decided here");
-      return false;
-    }
-  }
-
   /** Where runs' transcripts are read: this daemon's from `local`, its files; other nodes' from Redis. */
   transcripts(local: TranscriptStore): RedisTranscripts {
     return new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
@@ -169,13 +153,6 @@ export class Cluster {
   /** Every node's LLM calls made since `since`. */
   spendSince(since: Date): Promise<SpendLine[]> {
     return readClusterSpend(this.records, since);
-  }
-
-  /** claimTick, then the shared state brought up to what the daemon that decided the last tick saved. */
-  async decidesTick(slot: Date, everyMs: number): Promise<boolean> {
-    if (!(await this.claimTick(slot, everyMs))) return false;
-    await this.state.refresh();
-    return true;
   }
 
   /** The sessions runs continue: `session: shared` jobs' in Redis, the others in `local`, this daemon's files. */

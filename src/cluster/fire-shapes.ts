@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Job } from "../jobs/types.js";
 import { isoTime } from "../store/quarantine.js";
-import { HEARTBEAT_JOB, RUN_STATUSES } from "../store/run-record.js";
+import { RUN_STATUSES } from "../store/run-record.js";
 
 /**
  * The run a daemon made of a fire, noted in the fire's queued job as each attempt starts and again
@@ -27,7 +27,7 @@ export type QueuedFire = z.infer<typeof fireShape>;
 
 /**
  * The fire a node runs of `data` as read from Redis, or why it refuses it: only a job it loaded
- * itself (never the heartbeat, whose fires bring their own prompt and never enter the queue), and
+ * itself (the heartbeat only where countd.yaml enables it), and
  * nothing but the job's name, reason and slot taken from Redis: a prompt, payload or tools there
  * are not read, the job's own are used.
  */
@@ -37,7 +37,6 @@ export function ownFire(data: unknown, job: (name: string) => Job | undefined): 
     return {
       refused: `not a fire this countd can read (${parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ")})`,
     };
-  if (parsed.data.job === HEARTBEAT_JOB || !job(parsed.data.job))
-    return { refused: `job "${parsed.data.job}" is not a job this node loaded` };
+  if (!job(parsed.data.job)) return { refused: `job "${parsed.data.job}" is not a job this node loaded` };
   return parsed.data;
 }

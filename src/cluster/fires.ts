@@ -105,6 +105,11 @@ export interface ClusterFiresOptions {
    * between queueing them and noting the run's end had ended the run (ClusterOutbox.queuedStatus).
    */
   queued?: (job: Job, runId: string) => Promise<RunStatus | undefined>;
+  /**
+   * Asked on the daemon that took a new fire, on the state just read again: the fire to run, or
+   * undefined when its job's rules (the heartbeat's) say there is nothing to run.
+   */
+  admit?: (request: FireRequest) => Promise<FireRequest | undefined>;
   /** How long a hold on a fire lasts unless renewed (cluster.hold); HOLD_MS if not given. */
   holdMs?: number;
   now?: () => Date;
@@ -323,7 +328,9 @@ export class ClusterFires {
       );
       return;
     }
-    await this.opts.runner.runToEnd(request, { ...opts, watch: this.watch(queued) });
+    const admitted = fire.run || !this.opts.admit ? request : await this.opts.admit(request);
+    if (!admitted) return;
+    await this.opts.runner.runToEnd(admitted, { ...opts, watch: this.watch(queued) });
   }
 
   /** The fire as this node runs it (fire-shapes.ts); one it refuses is logged and failed for good. */

@@ -7,6 +7,7 @@ import type { JobRegistry } from "../jobs/registry.js";
 import { displayPath } from "../jobs/load.js";
 import type { PausedFiles } from "../runner/held-files.js";
 import type { Runner } from "../runner/runner.js";
+import { nextCheckInShown } from "./check-in-view.js";
 import { HEARTBEAT_JOB, RUN_STATUSES, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
 import type { SpendBook } from "../store/spend-ledger.js";
@@ -367,7 +368,7 @@ export async function jobViews(deps: ConsoleDeps): Promise<JobView[]> {
       if (!job) return invalidFileView(displayPath(file), problems, deps.config().timezone, reasonOf(file, problems));
       const runs = await limit(() => deps.state.runs(job.name));
       return jobView(job, {
-        nextFires: nextFiresShown(deps, job, now),
+        nextFires: job.checkIn ? await nextCheckInShown(deps, job) : nextFiresShown(deps, job, now),
         lastRun: runs.at(-1),
         pausedAt: deps.state.job(job.name).pausedAt,
         pausedAll,

@@ -4,7 +4,7 @@ import type { Config } from "../config/schema.js";
 import type { ToolCallReport } from "../agent/loop.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { Job } from "../jobs/types.js";
-import { HEARTBEAT_JOB, type RunRecord } from "../store/run-record.js";
+import type { RunRecord } from "../store/run-record.js";
 import type { RunOutcome } from "../agent/outcome.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 import { DEFAULT_FAILURE_REPEAT_MS, failed, memoryStreaks, type StreakStore } from "./alerts.js";
@@ -84,18 +84,8 @@ export class RunDispatcher {
   async interrupted(job: Job, run: RunRecord): Promise<void> {
     const { pending, dead } = await this.outbox.list();
     const queued = new Set([...pending, ...dead].map((entry) => entry.id));
-    const answerIds = job.deliver.map((target) => deliveryId(runKey(job.name, run), target));
-    for (const id of answerIds) if (queued.has(id) || (await this.outbox.deliveredAt(id))) return;
+    for (const id of answerIds(job, run)) if (queued.has(id) || (await this.outbox.deliveredAt(id))) return;
     await this.reportFailure(job, run, { ...jobMessage("run.failed", job, run, ""), ...(run.error ? { error: run.error } : {}) });
-  }
-
-  /**
-   * Queues a heartbeat check-in; resolves with its delivery ids. It carries the run as a job's
-   * report does (X-Countd-Run, the webhook's run.id), and is keyed like one, `@heartbeat.<run id>`,
-   * which no job's key can be.
-   */
-  checkIn(run: RunRecord, targets: readonly DeliveryTarget[], text: string, persona: string, timezone: string): Promise<string[]> {
-    return this.enqueue(runKey(HEARTBEAT_JOB, run), targets, { ...message("heartbeat", HEARTBEAT_JOB, run, text), persona, timezone });
   }
 
   /** The failure is reported unless the last report of this streak was under `on_failure_repeat` ago. */
@@ -159,12 +149,21 @@ function lastToolCalls(calls: readonly ToolCallReport[]): ToolCallSummary[] {
   }));
 }
 
-/** Names a run across all jobs (run ids are unique within a job only). */
-const runKey = (job: string, run: RunRecord) => `${job}.${run.id}`;
+/** Names a run across all jobs (run ids are unique within a job only); a check-in's `@heartbeat.<run id>` is no job file's. */
+const runKey = (job: string, run: Pick<RunRecord, "id">) => `${job}.${run.id}`;
 
-/** A job's message carries its zone, so a subject's {{date}} is the prompt's. */
+/** The delivery ids of a run's answer, one per target of the job's `deliver`. */
+export function answerIds(job: Pick<Job, "name" | "deliver">, run: Pick<RunRecord, "id">): string[] {
+  return job.deliver.map((target) => deliveryId(runKey(job.name, run), target));
+}
+
+/**
+ * A job's message carries its zone, so a subject's {{date}} is the prompt's. The heartbeat's answer
+ * is a check-in, named after its sender (X-Countd-Run and the webhook's run.id are still the run's).
+ */
 function jobMessage(kind: DeliveryMessage["kind"], job: Job, run: RunRecord, answer: string): DeliveryMessage {
-  return { ...message(kind, job.name, run, answer), timezone: job.timezone };
+  const checkIn = kind === "run.completed" && job.checkIn ? { kind: "heartbeat" as const, persona: job.checkIn.persona } : {};
+  return { ...message(kind, job.name, run, answer), timezone: job.timezone, ...checkIn };
 }
 
 export function message(kind: DeliveryMessage["kind"], job: string, run: RunRecord, answer: string): DeliveryMessage {

@@ -15,6 +15,8 @@ export interface JobRegistryOptions {
   onChange?: (jobs: Job[]) => void;
   /** Called with the files that have problems or give no job whenever that list changed (not after load()). */
   onProblems?: (files: FileProblems[]) => void;
+  /** The jobs countd.yaml defines (the heartbeat's), asked again at each reload: they are listed, fired and changed like the files' jobs. */
+  builtIn?: () => Job[];
   log?: Logger;
 }
 
@@ -36,6 +38,8 @@ export class JobRegistry {
   private ctx: JobContext;
   private readonly onChange: JobRegistryOptions["onChange"];
   private readonly onProblems: JobRegistryOptions["onProblems"];
+  private readonly builtIn: () => Job[];
+  private builtIns: Job[] = [];
   private readonly log: Logger;
   /** By file, so a change re-reads one file and the rest stay as loaded. */
   private results = new Map<string, JobFileResult>();
@@ -56,6 +60,7 @@ export class JobRegistry {
     this.ctx = opts.ctx;
     this.onChange = opts.onChange;
     this.onProblems = opts.onProblems;
+    this.builtIn = opts.builtIn ?? (() => []);
     this.log = (opts.log ?? silentLogger).child({ component: "jobs" });
   }
 
@@ -110,11 +115,12 @@ export class JobRegistry {
   files(): Array<{ file: string; job?: Job; problems: string[] }> {
     const byFile = new Map(this.jobs.map((job) => [job.file, job]));
     const unarmed = new Map(this.notArmed().map((file) => [file.file, file.problems]));
-    return [...this.results.values()].map((result) => ({
+    const fromFiles = [...this.results.values()].map((result) => ({
       file: result.file,
       job: byFile.get(result.file),
       problems: unarmed.get(result.file) ?? result.problems,
     }));
+    return [...fromFiles, ...this.builtIns.map((job) => ({ file: job.file, job, problems: [] }))];
   }
 
   /** The files that give no job, with why. */
@@ -181,9 +187,11 @@ export class JobRegistry {
     const lastGood = new Map(this.jobs.map((job) => [job.file, job]));
     const ordered = [...results.keys()].sort().map((file) => results.get(file)!);
     const selected = selectJobs(ordered, lastGood);
-    const { jobs, kept } = selected;
+    const { kept } = selected;
+    const builtIns = this.builtIn();
+    const jobs = [...selected.jobs, ...builtIns];
     const problems = [...this.dirProblems, ...selected.problems];
-    const troubled = fileProblems(ordered, new Map(jobs.map((job) => [job.file, job.name])), selected.problems);
+    const troubled = fileProblems(ordered, new Map(selected.jobs.map((job) => [job.file, job.name])), selected.problems);
     const unarmed = troubled.filter((file) => !file.armed);
     const ofUnarmed = new Set(unarmed.flatMap((file) => file.problems));
 
@@ -222,6 +230,7 @@ export class JobRegistry {
     const troubledBefore = this.troubled;
     this.results = results;
     this.jobs = jobs;
+    this.builtIns = builtIns;
     this.byName = new Map(jobs.map((job) => [job.name, job]));
     this.troubled = troubled;
     if (log && notify && !isDeepStrictEqual(before, jobs)) {

@@ -72,4 +72,6 @@ export interface Job {
   onFailure: DeliveryTarget[];
   /** While failures go on, the least time between two reports to onFailure; undefined (jobs not read from a file): 1 h, a job file's default. */
   onFailureRepeatMs?: number;
+  /** The heartbeat's job (jobs/heartbeat.ts): its answer is delivered as a check-in from `persona`, countd.yaml's persona.name. */
+  checkIn?: { persona: string };
 }

@@ -9,8 +9,8 @@ import { isAlive } from "./lock.js";
 /**
  * What the running daemon fires, published in `<state_dir>/armed.json` for `countd jobs`, which
  * runs in another process: the jobs as the daemon holds them (a job whose file turned invalid
- * keeps its last good version there, which the job files alone cannot tell) and the heartbeat's
- * next tick. Only what the listing shows is written: no prompt, no delivery target.
+ * keeps its last good version there, which the job files alone cannot tell), the heartbeat's
+ * among them. Only what the listing shows is written: no prompt, no delivery target.
  */
 export type ArmedJob = Pick<Job, "name" | "file" | "enabled" | "timezone" | "schedule"> & { watch?: { paths: string[] }; webhook?: object };
 
@@ -20,7 +20,6 @@ export interface Armed {
   jobs: ArmedJob[];
   /** The job files it fires nothing from, or a last good version from, with why (its own environment decides an unset variable). */
   problems: FileProblems[];
-  heartbeat?: { nextTickAt: Date; everyMs: number };
 }
 
 const FILE = "armed.json";
@@ -48,14 +47,12 @@ const armedShape = z.object({
   problems: z
     .array(z.object({ file: z.string(), name: z.string(), armed: z.boolean(), problems: z.array(z.string()), reason: z.string() }))
     .default([]),
-  heartbeat: z.object({ nextTickAt: time, everyMs: z.number().nonnegative() }).optional(),
 });
 
 /** The daemon's side: every change is written whole (temp file and rename), one write at a time. */
 export class ArmedPublisher {
   private jobs: ArmedJob[] = [];
   private problems: FileProblems[] = [];
-  private heartbeat: Armed["heartbeat"];
   private writing: Promise<void> = Promise.resolve();
   private withdrawn = false;
   private readonly log: Logger;
@@ -86,11 +83,6 @@ export class ArmedPublisher {
     return this.write();
   }
 
-  setHeartbeat(nextTickAt: Date, everyMs: number): Promise<void> {
-    this.heartbeat = { nextTickAt, everyMs };
-    return this.write();
-  }
-
   /** At stop: a daemon that is not running fires nothing. */
   withdraw(): Promise<void> {
     this.withdrawn = true;
@@ -104,7 +96,6 @@ export class ArmedPublisher {
       pid: process.pid,
       jobs: this.jobs,
       problems: this.problems,
-      ...(this.heartbeat ? { heartbeat: this.heartbeat } : {}),
     };
     const file = join(this.stateDir, FILE);
     this.writing = this.writing
@@ -130,11 +121,10 @@ export async function readArmed(stateDir: string): Promise<Armed | undefined> {
     return undefined;
   }
   if (!parsed.success || !isAlive(parsed.data.pid)) return undefined;
-  const { pid, jobs, problems, heartbeat } = parsed.data;
+  const { pid, jobs, problems } = parsed.data;
   return {
     pid,
     problems,
     jobs: jobs.map(({ schedule, watch, ...job }) => ({ ...job, ...(schedule ? { schedule } : {}), ...(watch ? { watch } : {}) })),
-    ...(heartbeat ? { heartbeat } : {}),
   };
 }

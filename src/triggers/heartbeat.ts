@@ -1,31 +1,20 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { lexer, type Token, type Tokens } from "marked";
-import { heartbeatPrompt } from "../agent/heartbeat-prompt.js";
-import { errorText } from "../text.js";
 import { localClock } from "../time.js";
-import { LONGEST_TIMER_MS } from "../timers.js";
-import type { PersonaConfig } from "../agent/personalities.js";
-import type { CountdEvents, EventBus, HeartbeatSkip } from "../events.js";
+import type { HeartbeatSkip } from "../events.js";
 import type { HeartbeatConfig } from "../config/schema.js";
-import { silentLogger, type Logger } from "../log.js";
-import type { MemoryStore } from "../memory/store.js";
-import type { HeartbeatState, StateStore } from "../store/state.js";
-import { heartbeatRespondTool, HEARTBEAT_RESPOND, type HeartbeatResponse } from "../tools/heartbeat.js";
-import type { Tool } from "../tools/types.js";
+import type { HeartbeatState } from "../store/state.js";
+import { HEARTBEAT_RESPOND, type HeartbeatResponse } from "../tools/heartbeat.js";
 
-const HOUR = 3_600_000;
+export const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 /** A message identical to one delivered this recently is not sent again. */
-const DEDUPE_WINDOW_MS = DAY;
+export const DEDUPE_WINDOW_MS = DAY;
 /** Delivered check-ins older than this are dropped from the state: neither the cap nor the dedupe looks that far back. */
-const DELIVERED_KEPT_MS = 2 * DAY;
-/** Memory entries shown to the heartbeat agent. */
-const MEMORY_ENTRIES = 5;
+export const DELIVERED_KEPT_MS = 2 * DAY;
 
 export type HeartbeatDecision = { run: true } | { run: false; skip: HeartbeatSkip; reason: string };
-
-export type HeartbeatOutcome = { ran: false; reason: string } | { ran: true; delivered: boolean; reason?: string; message?: string };
 
 export const hhmm = (minutes: number): string =>
   `${String(Math.floor(minutes / 60)).padStart(2, "0")}:${String(minutes % 60).padStart(2, "0")}`;
@@ -98,7 +87,7 @@ export function deliveredToday(state: HeartbeatState, now: Date, timezone: strin
 }
 
 /** Milliseconds since the last contact; undefined when there has been none. Never negative, so a clock step back does not read as "just talked". */
-function idleMs(state: HeartbeatState, now: Date): number | undefined {
+export function idleMs(state: HeartbeatState, now: Date): number | undefined {
   const last = state.lastContactAt === undefined ? Number.NaN : Date.parse(state.lastContactAt);
   return Number.isNaN(last) ? undefined : Math.max(0, now.getTime() - last);
 }
@@ -169,7 +158,7 @@ export function messageHash(message: string): string {
 const isHeartbeatOk = (text: string): boolean => /^\s*heartbeat_ok\s*$/i.test(text);
 
 /** Why the run stays silent; undefined when it produced a message to send. */
-function silenceReason(response: HeartbeatResponse | undefined, answer: string): string | undefined {
+export function silenceReason(response: HeartbeatResponse | undefined, answer: string): string | undefined {
   if (!response) {
     return isHeartbeatOk(answer)
       ? `the agent answered HEARTBEAT_OK without calling ${HEARTBEAT_RESPOND}`
@@ -181,7 +170,7 @@ function silenceReason(response: HeartbeatResponse | undefined, answer: string):
   return undefined;
 }
 
-async function readChecklist(path: string): Promise<string | undefined> {
+export async function readChecklist(path: string): Promise<string | undefined> {
   try {
     return await readFile(path, "utf8");
   } catch (err) {
@@ -215,187 +204,8 @@ export async function nextCheckIn(input: {
 }
 
 /** The idle threshold counts from whichever came last: a delivered check-in or an exchange. */
-function withExchange(state: HeartbeatState, exchange: Date | undefined): HeartbeatState {
+export function withExchange(state: HeartbeatState, exchange: Date | undefined): HeartbeatState {
   if (!exchange) return state;
   const contact = state.lastContactAt === undefined ? Number.NaN : Date.parse(state.lastContactAt);
   return Number.isNaN(contact) || exchange.getTime() > contact ? { ...state, lastContactAt: exchange.toISOString() } : state;
-}
-
-/** `Run`: what the runner says of one agent run, handed on from runAgent to deliver. */
-export interface HeartbeatServiceOptions<Run> {
-  config: HeartbeatConfig;
-  state: StateStore;
-  memory: MemoryStore;
-  persona: PersonaConfig;
-  /** Runs the agent on the prompt with exactly these tools; resolves to the final answer text and the run. */
-  runAgent: (prompt: string, tools: Tool[]) => Promise<{ answer: string; run: Run }>;
-  /** Sends the check-in `run` produced to the heartbeat's recipients; resolves once it was delivered. */
-  deliver: (message: string, run: Run) => Promise<void>;
-  /** The last exchange with the user outside the heartbeat (`countd ask`), if any. */
-  lastExchange?: () => Promise<Date | undefined>;
-  /** When the next tick was set for: the daemon publishes it for `countd jobs`. */
-  onScheduled?: (at: Date) => void;
-  /**
-   * In a cluster: whether this daemon decides the tick at `slot`, a multiple of `everyMs` since
-   * the epoch (every daemon ticks at the same slots, and one decides each). Unset, ticks are every
-   * `everyMs` from the start and each is decided here.
-   */
-  claimTick?: (slot: Date) => Promise<boolean>;
-  /** Told how each tick ended (the console's metrics count them). */
-  events?: EventBus;
-  now?: () => Date;
-  log?: Logger;
-}
-
-/** Proactive check-ins: decides without the LLM, asks the agent only when it may speak, and remembers what it sent. */
-export class HeartbeatService<Run> {
-  private readonly now: () => Date;
-  private readonly log: Logger;
-  private timer: NodeJS.Timeout | undefined;
-  private active = false;
-  private running = false;
-
-  constructor(private readonly opts: HeartbeatServiceOptions<Run>) {
-    this.now = opts.now ?? (() => new Date());
-    this.log = (opts.log ?? silentLogger).child({ component: "heartbeat" });
-  }
-
-  async tick(): Promise<HeartbeatOutcome> {
-    const { config, state, memory, persona } = this.opts;
-    const now = this.now();
-    const checklist = await readChecklist(config.checklist);
-    const decision = decideHeartbeat({
-      now,
-      config,
-      state: withExchange(state.data.heartbeat, await this.opts.lastExchange?.()),
-      checklist,
-    });
-    if (!decision.run) {
-      this.decided({ outcome: "skipped", reason: decision.skip });
-      this.log.info({ reason: decision.reason }, "heartbeat skipped");
-      return { ran: false, reason: decision.reason };
-    }
-
-    const respond = heartbeatRespondTool();
-    const idle = idleMs(state.data.heartbeat, now);
-    const prompt = heartbeatPrompt({
-      now,
-      timezone: config.timezone,
-      idleHours: idle === undefined ? undefined : idle / HOUR,
-      persona,
-      memories: await memory.lastEntries(MEMORY_ENTRIES),
-      checklist,
-    });
-    let agent: { answer: string; run: Run };
-    try {
-      agent = await this.opts.runAgent(prompt, [respond.tool]);
-    } catch (err) {
-      const error = errorText(err);
-      this.decided({ outcome: "failed" });
-      this.log.error({ error }, "heartbeat agent run failed");
-      return { ran: true, delivered: false, reason: `heartbeat agent run failed: ${error}` };
-    }
-
-    const response = respond.result();
-    const silence = silenceReason(response, agent.answer);
-    if (silence !== undefined) {
-      this.decided({ outcome: "silent" });
-      this.log.info({ reason: silence }, "heartbeat silent");
-      return { ran: true, delivered: false, reason: silence };
-    }
-    const message = response!.message.trim();
-    const hash = messageHash(message);
-    const earlier = state.data.heartbeat.delivered.find((d) => d.hash === hash && now.getTime() - Date.parse(d.at) < DEDUPE_WINDOW_MS);
-    if (earlier) {
-      const reason = `heartbeat suppressed: the same message was delivered at ${earlier.at}`;
-      this.decided({ outcome: "duplicate" });
-      this.log.info({ deliveredAt: earlier.at }, "heartbeat suppressed: the same message was delivered before");
-      return { ran: true, delivered: false, reason, message };
-    }
-
-    try {
-      await this.opts.deliver(message, agent.run);
-    } catch (err) {
-      // Not recorded: an undelivered check-in must not use up the daily cap or block its retry by the dedupe.
-      const error = errorText(err);
-      this.decided({ outcome: "failed" });
-      this.log.error({ error }, "heartbeat delivery failed");
-      return { ran: true, delivered: false, reason: `heartbeat delivery failed: ${error}`, message };
-    }
-    const at = this.now();
-    await state.update((data) => {
-      const hb = data.heartbeat;
-      hb.delivered = hb.delivered.filter((d) => at.getTime() - Date.parse(d.at) < DELIVERED_KEPT_MS);
-      hb.delivered.push({ at: at.toISOString(), hash });
-      // A delivered check-in is contact with the recipient: the idle threshold counts from it.
-      hb.lastContactAt = at.toISOString();
-    });
-    this.decided({ outcome: "sent" });
-    this.log.info({ characters: message.length }, "heartbeat delivered");
-    return { ran: true, delivered: true, message };
-  }
-
-  private decided(decision: CountdEvents["heartbeat.decision"]): void {
-    this.opts.events?.emit("heartbeat.decision", decision);
-  }
-
-  /**
-   * Ticks every `everyMs`, measured from the start of the previous tick (in a cluster, at the
-   * multiples of `everyMs`); a slow tick is never overlapped by the next.
-   */
-  start(): void {
-    const { enabled, everyMs } = this.opts.config;
-    if (!enabled) {
-      this.log.info("heartbeat disabled (heartbeat.enabled is false)");
-      return;
-    }
-    if (everyMs > LONGEST_TIMER_MS) {
-      throw new Error(`heartbeat.every is ${everyMs} ms; the longest supported interval is ${LONGEST_TIMER_MS} ms (about 24.8 days)`);
-    }
-    if (this.active) return;
-    this.active = true;
-    // A tick still running from before a stop() schedules the next one when it ends.
-    if (!this.running) this.schedule(this.delay(everyMs, Date.now()));
-  }
-
-  /** No further ticks start; a tick in progress finishes. */
-  stop(): void {
-    this.active = false;
-    clearTimeout(this.timer);
-    this.timer = undefined;
-  }
-
-  /** Until the next tick, `wait` after the last one alone; in a cluster, the slot after `slot` (or after now). */
-  private delay(wait: number, now: number, slot?: number): number {
-    if (!this.opts.claimTick) return wait;
-    const { everyMs } = this.opts.config;
-    return Math.max(0, (slot ?? now - (now % everyMs)) + everyMs - now);
-  }
-
-  private schedule(delay: number): void {
-    this.opts.onScheduled?.(new Date(Date.now() + delay));
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      const started = Date.now();
-      const { everyMs } = this.opts.config;
-      // The slot the timer was set for: it may fire late, or a little early by the wall clock.
-      const slot = Math.round(started / everyMs) * everyMs;
-      this.running = true;
-      this.claimed(new Date(slot))
-        .then((mine) => (mine ? this.tick() : undefined))
-        .catch((err: unknown) => this.log.error({ error: errorText(err) }, "heartbeat tick failed"))
-        .finally(() => {
-          this.running = false;
-          if (this.active) this.schedule(this.delay(Math.max(0, everyMs - (Date.now() - started)), Date.now(), slot));
-        });
-    }, delay);
-  }
-
-  /** Whether this daemon decides the tick: always alone; in a cluster, if it claimed the tick's slot. */
-  private async claimed(slot: Date): Promise<boolean> {
-    if (!this.opts.claimTick) return true;
-    const mine = await this.opts.claimTick(slot);
-    if (!mine) this.log.debug({ slot: slot.toISOString() }, "heartbeat tick decided by another daemon");
-    return mine;
-  }
 }

@@ -2,11 +2,9 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { deliverCheckIn, HEARTBEAT_JOB, runCheckIn, withHeartbeat } from "../../src/runner/heartbeat-runs.js";
-import { HeartbeatService } from "../../src/triggers/heartbeat.js";
-import type { RunRecord } from "../../src/store/run-record.js";
+import { HEARTBEAT_JOB } from "../../src/store/run-record.js";
 import { startCachingLlm, type CachingLlm } from "../support/caching-llm.js";
-import { openStack, type CostStack } from "../support/cost-stack.js";
+import { openCheckInStack, type CheckInStack } from "../support/check-in-stack.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /*
@@ -26,7 +24,7 @@ describe("the heartbeat's own provider, model and budget", () => {
   let server: CachingLlm;
   let receiver: WebhookReceiver;
   let dir: string;
-  let stack: CostStack;
+  let stack: CheckInStack;
   let clock: Date;
   /** What the heartbeat's agent does when asked: tell the user, or stay silent. */
   let notify: boolean;
@@ -61,7 +59,7 @@ describe("the heartbeat's own provider, model and budget", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function open(budget = ""): Promise<HeartbeatService<RunRecord>> {
+  async function open(budget = ""): Promise<CheckInStack> {
     const yaml = [
       `provider:\n  preset: openai\n  model: ${JOB_MODEL}`,
       "timezone: UTC",
@@ -81,32 +79,16 @@ describe("the heartbeat's own provider, model and budget", () => {
       ANTHROPIC_BASE_URL: server.url,
       ANTHROPIC_API_KEY: "sk-ant-test-0123456789",
     };
-    stack = await openStack({
-      dir,
-      yaml,
-      env,
-      now: () => clock,
-      lookup: (jobs, config) => withHeartbeat((name) => jobs.get(name), config),
-    });
-    const { config, runtime, state, pipeline } = stack;
-    await writeFile(config.heartbeat.checklist, "# Heartbeat\n- [ ] remind me to water the plants\n");
+    stack = await openCheckInStack({ dir, yaml, env, now: () => clock });
+    await writeFile(stack.config.heartbeat.checklist, "# Heartbeat\n- [ ] remind me to water the plants\n");
     stack.job("report", "Write the report");
-    // As src/daemon.ts wires it.
-    return new HeartbeatService({
-      config: config.heartbeat,
-      state,
-      memory: runtime.memory,
-      persona: config.persona,
-      runAgent: (prompt, tools) => runCheckIn(pipeline.runner, prompt, tools),
-      deliver: (text, run) => deliverCheckIn(pipeline.dispatcher, pipeline.outbox, config, text, run),
-      now: () => clock,
-    });
+    return stack;
   }
 
   it("asks the heartbeat's model through the heartbeat's provider, and the jobs' model for a job, each priced as its own", async () => {
     const heartbeat = await open();
 
-    expect(await heartbeat.tick()).toEqual({ ran: true, delivered: true, message: "The plants need water today." });
+    expect(await heartbeat.tick()).toMatchObject({ decision: { outcome: "sent" }, run: { resultExcerpt: "The plants need water today." } });
     expect(await stack.run("report")).toMatchObject({ status: "ok", model: JOB_MODEL, cost: expect.closeTo(0.00036, 12) });
 
     expect(server.requests.map((request) => [request.format, request.model])).toEqual([
@@ -124,16 +106,15 @@ describe("the heartbeat's own provider, model and budget", () => {
     // The first check-in (two calls, $0.0050) passes the heartbeat's $0.0040 a day.
     const heartbeat = await open("{ per_day: 0.004 }");
     notify = false;
-    expect(await heartbeat.tick()).toEqual({ ran: true, delivered: false, reason: "the agent chose not to notify" });
+    expect(await heartbeat.tick()).toMatchObject({ decision: { outcome: "silent" } });
     expect(server.requests).toHaveLength(2);
 
     clock = new Date("2026-11-30T09:30:00Z");
     const stopped = await heartbeat.tick();
     expect(server.requests).toHaveLength(2);
     expect(stopped).toMatchObject({
-      ran: true,
-      delivered: false,
-      reason: expect.stringContaining("the heartbeat's daily budget of $0.0040 is spent"),
+      decision: { outcome: "failed" },
+      run: { status: "budget", error: expect.stringContaining("the heartbeat's daily budget of $0.0040 is spent") },
     });
     const runs = await stack.state.runs(HEARTBEAT_JOB);
     expect(runs.map((run) => run.status)).toEqual(["ok", "budget"]);
@@ -149,7 +130,7 @@ describe("the heartbeat's own provider, model and budget", () => {
     const heartbeat = await open();
     clock = new Date("2026-11-30T22:00:00Z"); // outside 08:00-21:00
 
-    expect(await heartbeat.tick()).toEqual({ ran: false, reason: "outside active hours 08:00-21:00 (now 22:00 UTC)" });
+    expect(await heartbeat.tick()).toEqual({ decision: { outcome: "skipped", reason: "outside_active_hours" } });
     expect(server.requests).toEqual([]);
     expect(await stack.state.runs(HEARTBEAT_JOB)).toEqual([]);
   });

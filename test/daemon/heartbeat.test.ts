@@ -94,7 +94,7 @@ describe("countd start with the heartbeat", () => {
     expect(first.output()).not.toContain("could not save");
 
     const runs = await allRuns(join(dir, "state"));
-    expect(runs).toEqual([expect.objectContaining({ job: "@heartbeat", reason: "heartbeat", status: "ok", resultExcerpt: "Sent." })]);
+    expect(runs).toEqual([expect.objectContaining({ job: "@heartbeat", reason: "heartbeat", status: "ok", resultExcerpt: CHECK_IN })]);
 
     expect(await startAndStop()).not.toContain("could not save");
     await configure(false);

@@ -8,7 +8,7 @@ import { jobDefaults } from "../../src/jobs/defaults.js";
 import { loadJobFile } from "../../src/jobs/load.js";
 import type { Job } from "../../src/jobs/types.js";
 import { Outbox } from "../../src/delivery/outbox.js";
-import { openPipeline, type Pipeline } from "../../src/runner/pipeline.js";
+import { openPipeline, type Pipeline, type PipelineOptions } from "../../src/runner/pipeline.js";
 import { openRuntime, type Runtime } from "../../src/runtime.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
@@ -47,6 +47,8 @@ export interface StackOptions {
   concurrency?: number;
   /** Instead of the job map (e.g. with the heartbeat's job added). */
   lookup?: (jobs: Map<string, Job>, config: () => Config) => (name: string) => Job | undefined;
+  /** Wraps the job executor, as the daemon does with the heartbeat's (triggers/check-ins.ts). */
+  wrap?: PipelineOptions["wrap"];
 }
 
 export async function openStack(opts: StackOptions): Promise<CostStack> {
@@ -68,6 +70,7 @@ export async function openStack(opts: StackOptions): Promise<CostStack> {
     spend: (local) => local,
     outbox: (send) => Outbox.open({ stateDir: config.paths.state, send, events: runtime.events }),
     ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.wrap ? { wrap: opts.wrap } : {}),
   });
   // Sending, as the daemon's outbox does once it has started.
   pipeline.outbox.start();

@@ -1,19 +1,16 @@
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { heartbeatPrompt } from "../../src/agent/heartbeat-prompt.js";
-import type { PersonaConfig } from "../../src/agent/personalities.js";
 import type { HeartbeatConfig } from "../../src/config/schema.js";
 import { MemoryStore, type MemoryEntry } from "../../src/memory/store.js";
 import { StateStore, type HeartbeatState } from "../../src/store/state.js";
-import { ToolRegistry } from "../../src/tools/registry.js";
-import { EventBus, type CountdEvents } from "../../src/events.js";
-import type { Tool } from "../../src/tools/types.js";
-import { checklistIsActionable, decideHeartbeat, HeartbeatService, messageHash } from "../../src/triggers/heartbeat.js";
+import { checklistIsActionable, decideHeartbeat, messageHash } from "../../src/triggers/heartbeat.js";
 import { captureLog } from "../support/log-capture.js";
-import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
+import { openCheckInStack, type CheckInStack } from "../support/check-in-stack.js";
+import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 const HOUR = 3_600_000;
 const hm = (text: string): number => {
@@ -218,74 +215,71 @@ type WireRequest = { messages: Array<{ role: string; content: unknown }>; tools?
 const textOf = (content: unknown): string =>
   typeof content === "string" ? content : Array.isArray(content) ? content.map((p: { text?: string }) => p.text ?? "").join("") : "";
 
-describe("HeartbeatService with a real agent loop", () => {
+/**
+ * The heartbeat as the daemon runs it (its job's gate and executor over the real runner,
+ * dispatcher and outbox), ticked by hand at a test clock; its check-ins go to a webhook receiver.
+ */
+describe("the heartbeat's check-ins through the runner and the outbox", () => {
   const mock = useAimock();
-  const persona: PersonaConfig = { name: "countd", personality: "gentle", locale: "en" };
+  let receiver: WebhookReceiver;
+  let root: string;
   let workspace: string;
   let stateDir: string;
   let clock: Date;
-  let sent: string[];
-  /** The run each delivered message came from, as deliver was handed it. */
-  let sentFrom: string[];
-  let agentRuns: number;
   let captured: ReturnType<typeof captureLog>;
-  let failNextDelivery: boolean;
-  let decisions: Array<CountdEvents["heartbeat.decision"]>;
+  let exchange: Date | undefined;
+  const stacks: CheckInStack[] = [];
 
+  beforeAll(async () => {
+    receiver = await startWebhookReceiver();
+  });
+  afterAll(async () => {
+    await receiver.close();
+  });
   beforeEach(async () => {
-    const root = await mkdtemp(join(tmpdir(), "countd-heartbeat-"));
+    root = await mkdtemp(join(tmpdir(), "countd-heartbeat-"));
     workspace = join(root, "workspace");
     stateDir = join(root, "state");
+    await mkdir(workspace, { recursive: true });
     // 09:00 in Shanghai.
     clock = new Date("2026-03-05T01:00:00Z");
-    sent = [];
-    sentFrom = [];
-    agentRuns = 0;
     captured = captureLog();
-    failNextDelivery = false;
     exchange = undefined;
-    decisions = [];
+    receiver.requests.length = 0;
+  });
+  afterEach(async () => {
+    for (const stack of stacks.splice(0)) await stack.close();
   });
 
   const advance = (ms: number) => {
     clock = new Date(clock.getTime() + ms);
   };
 
-  /** The agent as the daemon runs it: a loop whose registry holds exactly the heartbeat's tools. */
-  async function runAgent(prompt: string, tools: Tool[]): Promise<{ answer: string; run: string }> {
-    const { loop } = await makeAgent("openai", mock, new ToolRegistry().register(...tools));
-    const run = `run-${++agentRuns}`;
-    return { answer: (await loop.processDirect(prompt, "heartbeat", { channel: "heartbeat" })).answer, run };
-  }
+  /** What the webhook receiver was sent: each check-in's text. */
+  const sent = () => receiver.requests.filter((r) => r.status === 200 || r.status === undefined).map((r) => JSON.parse(r.body).result);
 
-  let exchange: Date | undefined;
-  function bus(): EventBus {
-    const events = new EventBus();
-    events.on("heartbeat.decision", (decision) => decisions.push(decision));
-    return events;
-  }
-
-  async function service(config: Partial<HeartbeatConfig> = {}, state?: StateStore) {
-    const memory = new MemoryStore(workspace);
-    return new HeartbeatService({
-      config: heartbeatConfig({ checklist: join(workspace, "HEARTBEAT.md"), ...config }),
-      state: state ?? (await StateStore.open(stateDir)),
-      memory,
-      persona,
-      runAgent,
-      deliver: async (message, run) => {
-        if (failNextDelivery) {
-          failNextDelivery = false;
-          throw new Error("SMTP 451 try again later");
-        }
-        sent.push(message);
-        sentFrom.push(run);
-      },
-      lastExchange: async () => exchange,
-      events: bus(),
+  async function service(config: { maxPerDay?: number } = {}): Promise<CheckInStack> {
+    const yaml = [
+      "timezone: Asia/Shanghai",
+      "tools:\n  exec:\n    sandbox: none",
+      "heartbeat:",
+      "  enabled: true",
+      '  active_hours: "08:00-21:00"',
+      "  idle_threshold: 4h",
+      `  max_per_day: ${config.maxPerDay ?? 2}`,
+      "  deliver:",
+      `    - webhook: { url: "${receiver.url}" }`,
+    ].join("\n");
+    const stack = await openCheckInStack({
+      dir: root,
+      yaml,
+      env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-heartbeat-test-key" },
       now: () => clock,
+      lastExchange: async () => exchange,
       log: captured.log,
     });
+    stacks.push(stack);
+    return stack;
   }
 
   /** The model's turn: call heartbeat_respond with `call` (or answer `answer` without it), then say HEARTBEAT_OK. */
@@ -304,14 +298,13 @@ describe("HeartbeatService with a real agent loop", () => {
     await writeFile(join(workspace, "HEARTBEAT.md"), text);
   }
 
+  const reasons = (msg: string) => captured.lines.filter((line) => line.msg === msg).map((line) => line.fields["reason"]);
+
   describe("every skip path makes zero LLM requests", () => {
-    it.each<[string, () => Promise<Partial<HeartbeatConfig>>, RegExp, string]>([
+    it.each<[string, () => Promise<void>, RegExp, string]>([
       [
         "outside active hours",
-        async () => {
-          advance(13 * HOUR); // 22:00 in Shanghai
-          return {};
-        },
+        async () => advance(13 * HOUR), // 22:00 in Shanghai
         /^outside active hours 08:00-21:00 \(now 22:00 Asia\/Shanghai\)$/,
         "outside_active_hours",
       ],
@@ -322,7 +315,6 @@ describe("HeartbeatService with a real agent loop", () => {
           await state.update((d) => {
             d.heartbeat.delivered.push({ at: "2026-03-05T00:10:00Z", hash: "a" }, { at: "2026-03-05T00:20:00Z", hash: "b" });
           });
-          return {};
         },
         /^daily cap reached: 2 of 2/,
         "daily_cap",
@@ -334,7 +326,6 @@ describe("HeartbeatService with a real agent loop", () => {
           await state.update((d) => {
             d.heartbeat.lastContactAt = "2026-03-05T00:00:00Z";
           });
-          return {};
         },
         /^user in contact recently: last contact 1h ago, idle threshold 4h$/,
         "recent_contact",
@@ -343,7 +334,6 @@ describe("HeartbeatService with a real agent loop", () => {
         "inside the idle threshold after a countd ask exchange",
         async () => {
           exchange = new Date("2026-03-05T00:30:00Z");
-          return {};
         },
         /^user in contact recently: last contact 30m ago, idle threshold 4h$/,
         "recent_contact",
@@ -356,37 +346,37 @@ describe("HeartbeatService with a real agent loop", () => {
             d.heartbeat.delivered.push({ at: "2026-03-05T00:10:00Z", hash: "a" });
           });
           await writeFile(join(workspace, "HEARTBEAT.md"), DONE_CHECKLIST);
-          return {};
         },
         /^nothing to do: no open item in the checklist/,
         "nothing_to_do",
       ],
     ])("%s", async (_what, arrange, reason, skip) => {
       await writeChecklist(OPEN_CHECKLIST);
-      const config = await arrange();
+      await arrange();
       agentReplies({ notify: true, message: "Water the plants today." });
-      const outcome = await (await service(config)).tick();
+      const hb = await service();
 
-      expect(outcome).toEqual({ ran: false, reason: expect.stringMatching(reason) });
+      expect(await hb.tick()).toEqual({ decision: { outcome: "skipped", reason: skip } });
       expect(mock.getRequests()).toEqual([]);
-      expect(sent).toEqual([]);
-      expect(decisions).toEqual([{ outcome: "skipped", reason: skip }]);
+      expect(sent()).toEqual([]);
+      expect(await hb.state.runs("@heartbeat")).toEqual([]);
       expect(captured.lines).toEqual([
-        { level: "info", msg: "heartbeat skipped", fields: { component: "heartbeat", reason: outcome.ran ? "" : outcome.reason } },
+        { level: "info", msg: "heartbeat skipped", fields: { component: "heartbeat", reason: expect.stringMatching(reason) } },
       ]);
     });
   });
 
-  it("delivers once when the agent notifies, and records it in the state", async () => {
+  it("delivers once when the agent notifies, as the run's answer, and records it in the state", async () => {
     await writeChecklist(OPEN_CHECKLIST);
     agentReplies({ notify: true, message: "  Good morning! The plants need water today.\n" });
     const hb = await service();
 
-    expect(await hb.tick()).toEqual({ ran: true, delivered: true, message: "Good morning! The plants need water today." });
-    expect(sent).toEqual(["Good morning! The plants need water today."]);
-    expect(sentFrom).toEqual(["run-1"]);
-    const state = await StateStore.open(stateDir);
-    expect(state.data.heartbeat).toEqual({
+    const { decision, run } = await hb.tick();
+    expect(decision).toEqual({ outcome: "sent" });
+    expect(run).toMatchObject({ job: "@heartbeat", reason: "heartbeat", status: "ok" });
+    expect(sent()).toEqual(["Good morning! The plants need water today."]);
+    expect(JSON.parse(receiver.requests[0]!.body)).toMatchObject({ type: "heartbeat", run: { id: run!.id } });
+    expect(hb.state.data.heartbeat).toEqual({
       delivered: [{ at: "2026-03-05T01:00:00.000Z", hash: messageHash("Good morning! The plants need water today.") }],
       lastContactAt: "2026-03-05T01:00:00.000Z",
     });
@@ -405,11 +395,11 @@ describe("HeartbeatService with a real agent loop", () => {
     agentReplies({ notify: false, message: "" });
     const hb = await service();
 
-    expect(await hb.tick()).toEqual({ ran: true, delivered: false, reason: "the agent chose not to notify" });
-    expect(decisions).toEqual([{ outcome: "silent" }]);
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "silent" }, run: { status: "ok" } });
+    expect(reasons("heartbeat silent")).toEqual(["the agent chose not to notify"]);
     expect(mock.getRequests()).toHaveLength(2);
-    expect(sent).toEqual([]);
-    expect((await StateStore.open(stateDir)).data.heartbeat).toEqual({ delivered: [] });
+    expect(sent()).toEqual([]);
+    expect(hb.state.data.heartbeat).toEqual({ delivered: [] });
   });
 
   it.each([
@@ -424,104 +414,97 @@ describe("HeartbeatService with a real agent loop", () => {
     agentReplies(undefined, answer);
     const hb = await service();
 
-    expect(await hb.tick()).toEqual({ ran: true, delivered: false, reason });
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "silent" } });
+    expect(reasons("heartbeat silent")).toEqual([reason]);
     expect(mock.getRequests()).toHaveLength(1);
-    expect(sent).toEqual([]);
+    expect(sent()).toEqual([]);
   });
 
   it("delivers nothing when notify is true but the message is empty or just HEARTBEAT_OK", async () => {
     await writeChecklist(OPEN_CHECKLIST);
     const hb = await service();
     agentReplies({ notify: true, message: "   " });
-    expect(await hb.tick()).toMatchObject({ ran: true, delivered: false, reason: "notify was true but the message was empty" });
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "silent" } });
     agentReplies({ notify: true, message: "HEARTBEAT_OK" });
-    expect(await hb.tick()).toMatchObject({ ran: true, delivered: false, reason: "the message was just HEARTBEAT_OK" });
-    expect(sent).toEqual([]);
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "silent" } });
+    expect(reasons("heartbeat silent")).toEqual(["notify was true but the message was empty", "the message was just HEARTBEAT_OK"]);
+    expect(sent()).toEqual([]);
   });
 
   it("suppresses a message identical to one delivered in the last 24 hours, and sends it again after", async () => {
     await writeChecklist(OPEN_CHECKLIST);
     const hb = await service({ maxPerDay: 5 });
     agentReplies({ notify: true, message: "Water the plants today." });
-    expect(await hb.tick()).toMatchObject({ delivered: true });
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
 
     advance(5 * HOUR); // 14:00, past the idle threshold
     agentReplies({ notify: true, message: "Water  the plants\ntoday. " });
-    expect(await hb.tick()).toEqual({
-      ran: true,
-      delivered: false,
-      reason: "heartbeat suppressed: the same message was delivered at 2026-03-05T01:00:00.000Z",
-      message: "Water  the plants\ntoday.",
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "duplicate" }, run: { status: "ok" } });
+    expect(captured.lines).toContainEqual({
+      level: "info",
+      msg: "heartbeat suppressed: the same message was delivered before",
+      fields: { component: "heartbeat", deliveredAt: "2026-03-05T01:00:00.000Z" },
     });
 
     advance(19 * HOUR + 60_000); // 09:01 the next day: 24h01m after the first delivery
     agentReplies({ notify: true, message: "Water the plants today." });
-    expect(await hb.tick()).toMatchObject({ delivered: true });
-    expect(sent).toEqual(["Water the plants today.", "Water the plants today."]);
-    expect(decisions).toEqual([{ outcome: "sent" }, { outcome: "duplicate" }, { outcome: "sent" }]);
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
+    expect(sent()).toEqual(["Water the plants today.", "Water the plants today."]);
   });
 
   it("skips the third tick without the LLM once two check-ins were delivered today", async () => {
     await writeChecklist(OPEN_CHECKLIST);
     const hb = await service();
     agentReplies({ notify: true, message: "Morning: water the plants." });
-    expect(await hb.tick()).toMatchObject({ delivered: true });
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
     advance(4 * HOUR);
     agentReplies({ notify: true, message: "Afternoon: did you water the plants?" });
-    expect(await hb.tick()).toMatchObject({ delivered: true });
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
     const requests = mock.getRequests().length;
 
     advance(4 * HOUR); // 17:00, still active and idle
-    expect(await hb.tick()).toEqual({
-      ran: false,
-      reason: "daily cap reached: 2 of 2 check-ins delivered today (2026-03-05 Asia/Shanghai)",
-    });
+    expect(await hb.tick()).toEqual({ decision: { outcome: "skipped", reason: "daily_cap" } });
+    expect(reasons("heartbeat skipped")).toEqual(["daily cap reached: 2 of 2 check-ins delivered today (2026-03-05 Asia/Shanghai)"]);
     expect(mock.getRequests()).toHaveLength(requests);
-    expect(sent).toHaveLength(2);
+    expect(sent()).toHaveLength(2);
   });
 
-  it("does not count a failed delivery toward the cap, and logs it", async () => {
+  it("does not count an undelivered check-in toward the cap, and logs it", async () => {
     await writeChecklist(OPEN_CHECKLIST);
     const hb = await service();
     agentReplies({ notify: true, message: "Water the plants today." });
-    failNextDelivery = true;
-    expect(await hb.tick()).toEqual({
-      ran: true,
-      delivered: false,
-      reason: "heartbeat delivery failed: SMTP 451 try again later",
-      message: "Water the plants today.",
-    });
-    expect(decisions).toEqual([{ outcome: "failed" }]);
+    receiver.script(400);
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "failed" } });
     expect(captured.lines).toContainEqual({
       level: "error",
       msg: "heartbeat delivery failed",
-      fields: { component: "heartbeat", error: "SMTP 451 try again later" },
+      fields: { component: "heartbeat", runId: expect.any(String), error: expect.stringMatching(/^check-in not delivered: /) },
     });
-    expect((await StateStore.open(stateDir)).data.heartbeat).toEqual({ delivered: [] });
+    expect(hb.state.data.heartbeat).toEqual({ delivered: [] });
 
     // Neither the cap, the dedupe nor the idle threshold saw the failed attempt.
     advance(30 * 60_000);
-    expect(await hb.tick()).toMatchObject({ delivered: true });
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
     advance(4 * HOUR);
     agentReplies({ notify: true, message: "Afternoon reminder: the plants." });
-    expect(await hb.tick()).toMatchObject({ delivered: true });
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
     advance(4 * HOUR);
-    expect(await hb.tick()).toMatchObject({ ran: false, reason: expect.stringMatching(/^daily cap reached: 2 of 2/) });
-    expect(sent).toEqual(["Water the plants today.", "Afternoon reminder: the plants."]);
+    expect(await hb.tick()).toEqual({ decision: { outcome: "skipped", reason: "daily_cap" } });
+    expect(sent()).toEqual(["Water the plants today.", "Afternoon reminder: the plants."]);
   });
 
-  it("keeps its state across a restart: a new store on the same directory still sees today's check-in", async () => {
+  it("keeps its state across a restart: a new stack on the same directory still sees today's check-in", async () => {
     await writeChecklist(OPEN_CHECKLIST);
     agentReplies({ notify: true, message: "Water the plants today." });
-    expect(await (await service({ maxPerDay: 1 })).tick()).toMatchObject({ delivered: true });
+    const first = await service({ maxPerDay: 1 });
+    expect(await first.tick()).toMatchObject({ decision: { outcome: "sent" } });
+    await first.close();
     expect(JSON.parse(await readFile(join(stateDir, "state.json"), "utf8")).heartbeat.delivered).toHaveLength(1);
 
     advance(5 * HOUR);
-    const restarted = await service({ maxPerDay: 1 }, await StateStore.open(stateDir));
-    expect(await restarted.tick()).toEqual({
-      ran: false,
-      reason: "daily cap reached: 1 of 1 check-ins delivered today (2026-03-05 Asia/Shanghai)",
-    });
+    const restarted = await service({ maxPerDay: 1 });
+    expect(await restarted.tick()).toEqual({ decision: { outcome: "skipped", reason: "daily_cap" } });
+    expect(reasons("heartbeat skipped")).toEqual(["daily cap reached: 1 of 1 check-ins delivered today (2026-03-05 Asia/Shanghai)"]);
     expect(mock.getRequests()).toHaveLength(2);
   });
 
@@ -532,51 +515,20 @@ describe("HeartbeatService with a real agent loop", () => {
       d.heartbeat.delivered.push({ at: "2026-03-01T01:00:00.000Z", hash: "old" }, { at: "2026-03-04T01:00:00.000Z", hash: "recent" });
     });
     agentReplies({ notify: true, message: "Water the plants today." });
-    expect(await (await service({}, state)).tick()).toMatchObject({ delivered: true });
-    expect(state.data.heartbeat.delivered.map((d) => d.hash)).toEqual(["recent", messageHash("Water the plants today.")]);
+    const hb = await service();
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
+    expect(hb.state.data.heartbeat.delivered.map((d) => d.hash)).toEqual(["recent", messageHash("Water the plants today.")]);
   });
 
   it("greets once a day when there is no checklist", async () => {
     const hb = await service();
     agentReplies({ notify: true, message: "Good morning! Nothing urgent today." });
-    expect(await hb.tick()).toMatchObject({ delivered: true });
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
     advance(5 * HOUR);
-    expect(await hb.tick()).toEqual({
-      ran: false,
-      reason: "nothing to do: no checklist file, and a check-in was already delivered today (2026-03-05 Asia/Shanghai)",
-    });
-    expect(sent).toEqual(["Good morning! Nothing urgent today."]);
-  });
-
-  it("ticks on its own after start() until stop()", async () => {
-    advance(13 * HOUR); // outside active hours: each tick is a cheap skip
-    const hb = await service({ everyMs: 5 });
-    const twoTicks = new Promise<void>((resolve) => {
-      const check = setInterval(() => {
-        if (captured.lines.length >= 2) {
-          clearInterval(check);
-          resolve();
-        }
-      }, 1);
-    });
-    hb.start();
-    await twoTicks;
-    hb.stop();
-    const skipped = {
-      level: "info",
-      msg: "heartbeat skipped",
-      fields: { component: "heartbeat", reason: "outside active hours 08:00-21:00 (now 22:00 Asia/Shanghai)" },
-    };
-    expect(captured.lines.slice(0, 2)).toEqual([skipped, skipped]);
-    expect(mock.getRequests()).toEqual([]);
-  });
-
-  it("does not schedule anything when the heartbeat is disabled", async () => {
-    const hb = await service({ enabled: false });
-    hb.start();
-    hb.stop();
-    expect(captured.lines).toEqual([
-      { level: "info", msg: "heartbeat disabled (heartbeat.enabled is false)", fields: { component: "heartbeat" } },
+    expect(await hb.tick()).toEqual({ decision: { outcome: "skipped", reason: "nothing_to_do" } });
+    expect(reasons("heartbeat skipped")).toEqual([
+      "nothing to do: no checklist file, and a check-in was already delivered today (2026-03-05 Asia/Shanghai)",
     ]);
+    expect(sent()).toEqual(["Good morning! Nothing urgent today."]);
   });
 });
