@@ -3,7 +3,7 @@
  * ("Layers") says the same in prose. Only src/ is cruised: tests and benches may import anything.
  *
  * The stages, top to bottom; each may import the stages below it, never one above:
- *   cli → daemon → console → triggers → cluster → runner → runtime → delivery → agent → tools → providers
+ *   cli → daemon → backend → console → triggers → cluster → runner → runtime → delivery → agent → tools → providers
  * Below them all lies the foundation (configuration, jobs, state on disk, sessions, audit, memory,
  * skills, the HTML worker and the small shared modules), which any stage may import. The
  * foundation never imports the stages that orchestrate a run (cli, daemon, console, triggers, cluster, runner, runtime):
@@ -13,6 +13,7 @@
 const stages = [
   { name: "cli", path: "^src/(cli/|cli\\.ts$)" },
   { name: "daemon", path: "^src/daemon\\.ts$" },
+  { name: "backend", path: "^src/backend/" },
   { name: "console", path: "^src/console/" },
   { name: "triggers", path: "^src/triggers/" },
   { name: "cluster", path: "^src/cluster/" },
@@ -24,7 +25,7 @@ const stages = [
   { name: "providers", path: "^src/providers/" },
 ];
 
-const orchestration = ["cli", "daemon", "console", "triggers", "cluster", "runner", "runtime"].map(
+const orchestration = ["cli", "daemon", "backend", "console", "triggers", "cluster", "runner", "runtime"].map(
   (name) => stages.find((stage) => stage.name === name).path,
 );
 
@@ -39,7 +40,11 @@ const upward = stages.slice(1).map((stage, index) => ({
     .join(", ")} in the flow and may not import them`,
   severity: "error",
   from: { path: stage.path },
-  to: { path: stages.slice(0, index + 1).map((above) => above.path) },
+  // The shared backend implements the contract the backend stage declares: it may read its types.
+  to:
+    stage.name === "cluster"
+      ? { path: stages.slice(0, index + 1).map((above) => above.path), pathNot: "^src/backend/types\\.ts$" }
+      : { path: stages.slice(0, index + 1).map((above) => above.path) },
 }));
 
 module.exports = {
@@ -52,6 +57,21 @@ module.exports = {
       to: { circular: true },
     },
     ...upward,
+    {
+      name: "backend-chosen-once",
+      comment:
+        "Whether daemons share a backend is decided in src/backend/open.ts alone: nothing else reaches src/cluster/, so one code path serves one daemon and many",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/(cluster/|backend/open\\.ts$)" },
+      to: { path: "^src/cluster/" },
+    },
+    {
+      name: "cluster-reads-backend-types-only",
+      comment: "The shared backend may read the backend's contract, never its code",
+      severity: "error",
+      from: { path: "^src/cluster/" },
+      to: { path: "^src/backend/types\\.ts$", dependencyTypesNot: ["type-only"] },
+    },
     {
       name: "foundation-imports-orchestration",
       comment: "The foundation is imported by every stage, so it may not depend on how a run is orchestrated",

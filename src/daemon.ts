@@ -33,8 +33,8 @@ import { Metrics } from "./console/metrics.js";
 import { startConsole, type ConsoleServer } from "./console/server.js";
 import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
-import { Cluster } from "./cluster/cluster.js";
-import { ownDeliveries } from "./cluster/own-deliveries.js";
+import { openBackend } from "./backend/open.js";
+import { ownDeliveries } from "./delivery/own-deliveries.js";
 import { fileTranscripts } from "./store/transcripts.js";
 import { SessionStore } from "./sessions/store.js";
 
@@ -81,15 +81,15 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
    */
   const started: Array<() => unknown> = [];
   try {
-    // In a cluster, Redis is checked first: unusable, it stops the start before anything is opened.
-    const cluster = config.cluster ? await Cluster.join(config.cluster, logger) : undefined;
-    if (cluster) started.push(() => cluster.close());
-    const state = await StateStore.open(config.paths.state, { log: logger, history: cluster?.history, shared: cluster?.state });
+    // A shared backend is checked first: unusable, it stops the start before anything is opened.
+    const backend = await openBackend(config, { role: "daemon", log: logger });
+    started.push(() => backend.close());
+    const state = await backend.openState();
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
 
-    // One for the daemon's life, so a reload keeps the blocks still to be sent to Redis.
-    const sessions = cluster?.sessions(new SessionStore(config.paths.state));
+    // One for the daemon's life, so a reload keeps the blocks still to be sent to a shared backend.
+    const sessions = backend.sessions(new SessionStore(config.paths.state));
     let runtime = await openRuntime(
       config,
       env,
@@ -100,9 +100,9 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     started.push(() => runtime.close());
     runtime.warnings.forEach((warning) => logger.warn(warning));
     const jobOf = (name: string) => jobs.get(name);
-    // Listening before any run starts, here or (in a cluster) on another node, so the live stream misses none.
+    // Listening before any run starts, here or on another daemon sharing the backend, so the live stream misses none.
     const live = new LiveHub(runtime.events, () => runtime.redactor, {
-      node: config.cluster?.node,
+      node: backend.node,
       unpriced: (name) => {
         const job = jobOf(name);
         try {
@@ -147,19 +147,14 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       log: logger,
       streaks: stateStreaks(state),
       paused: (name) => state.isPaused(name),
-      ...(cluster
-        ? { spend: (local) => cluster.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }) }
-        : {}),
-      ...(cluster
-        ? {
-            outbox: async (send) =>
-              cluster.outbox(
-                send,
-                ownDeliveries(jobOf, () => runtime.config),
-                runtime.events,
-              ),
-          }
-        : {}),
+      spend: (local) => backend.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }),
+      outbox: (send) =>
+        backend.outbox(
+          send,
+          ownDeliveries(jobOf, () => runtime.config),
+          runtime.events,
+        ),
+      node: backend.node,
       consoleUrl: () => consoleUrl,
       wrap: (execute) => heartbeat.executor(execute),
     });
@@ -169,16 +164,16 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     // countd jobs, in another process, lists what this daemon fires from it.
     const armed = new ArmedPublisher(config.paths.state, logger);
     const fire = (req: FireRequest) => runner.submit(req);
-    const pausedFiles = new PausedFiles({ state, events: runtime.events, fire, node: config.cluster?.node, log: logger });
+    const pausedFiles = new PausedFiles({ state, events: runtime.events, fire, node: backend.node, log: logger });
     started.push(() => pausedFiles.close());
-    // The heartbeat's rules are asked before its scheduled fire runs: alone here, in a cluster by the daemon that takes the slot.
+    // The heartbeat's rules are asked before its scheduled fire runs, by the daemon that runs the slot.
     const admitted = (req: FireRequest) =>
       void heartbeat
         .admit(req)
         .then((admit) => admit && fire(admit))
         .catch((err: unknown) => logger.error({ job: req.job, error: errorText(err) }, "could not decide whether to fire"));
-    // In a cluster a slot is run once, by whichever daemon takes it; watched files are this daemon's own.
-    const scheduled = cluster ? (req: FireRequest) => cluster.fire(req) : admitted;
+    // A slot is run once, here or by whichever daemon sharing the backend takes it; watched files are this daemon's own.
+    const scheduled = backend.scheduled(admitted);
     const cron = new CronTrigger({ fire: scheduled, state, log: logger });
     const watch = new WatchTrigger({ fire, events: runtime.events, log: logger });
     started.push(
@@ -187,7 +182,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       () => cron.stop(),
     );
     const arm = async (all: Job[]) => {
-      cluster?.retain(all);
+      backend.retain(all);
       cron.set(all);
       await watch.set(all);
       await armed.setJobs(all);
@@ -208,29 +203,25 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     if (unset.length > 0) throw new ConfigError(unset);
     await armed.setProblems(jobs.problemFiles());
     const localTranscripts = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
-    const view = cluster
-      ? await cluster.openView({
-          live,
-          runner,
-          events: runtime.events,
-          local: localTranscripts,
-          keepMs: () => config.retention.sessionsMs,
-          redactor: () => runtime.redactor,
-        })
-      : undefined;
-    if (cluster) {
-      // Once the jobs are loaded: a fire taken from the cluster names a job this daemon must know.
-      cluster.serve({
-        runner,
-        job: (name) => jobs.get(name),
-        concurrency: config.runner.concurrency,
-        interrupted: (job, run) => dispatcher.interrupted(job, run),
-        admit: (req) => heartbeat.admit(req),
-      });
-      cluster.retain(jobs.all());
-      started.push(() => cluster.stop(() => runner.shutdown(0)));
-    }
-    const metrics = new Metrics({ events: runtime.events, outbox, jobs, state, node: config.cluster?.node });
+    const view = await backend.view({
+      live,
+      runner,
+      events: runtime.events,
+      local: localTranscripts,
+      keepMs: () => config.retention.sessionsMs,
+      redactor: () => runtime.redactor,
+    });
+    // Once the jobs are loaded: a fire another daemon added names a job this daemon must know.
+    backend.serve({
+      runner,
+      job: (name) => jobs.get(name),
+      concurrency: config.runner.concurrency,
+      interrupted: (job, run) => dispatcher.interrupted(job, run),
+      admit: (req) => heartbeat.admit(req),
+    });
+    backend.retain(jobs.all());
+    started.push(() => backend.stop(() => runner.shutdown(0)));
+    const metrics = new Metrics({ events: runtime.events, outbox, jobs, state, node: backend.node });
     started.push(() => metrics.close());
     const hooks = new WebhookTrigger({
       job: (name) => jobs.get(name),
@@ -255,8 +246,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         redactor: () => runtime.redactor,
         startedAt: new Date(),
         version: VERSION,
-        transcripts: view?.transcripts ?? localTranscripts,
-        cluster: view,
+        transcripts: view.transcripts,
+        cancel: (run, why) => view.cancel(run, why),
         pausedFiles,
       },
       logger,
@@ -323,7 +314,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await retention.stop();
           await Promise.all([watch.close(), jobs.close()]);
           const shutdown = () => runner.shutdown(config.runner.shutdownGraceMs);
-          await (cluster ? cluster.stop(shutdown) : shutdown());
+          await backend.stop(shutdown);
           // After the runs: a client watching one sees it end.
           await consoleServer.close();
           live.close();
@@ -332,7 +323,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await closeDelivery();
           await runtime.close();
           await armed.withdraw();
-          await cluster?.close();
+          await backend.close();
           await release();
           logger.info("countd stopped");
         })();

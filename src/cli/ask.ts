@@ -2,7 +2,7 @@ import { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { daemonLogger } from "../log.js";
 import { openRuntime } from "../runtime.js";
-import { recordExchange } from "../cluster/state.js";
+import { withBackend } from "../backend/open.js";
 import { EXIT, printToolCalls } from "./output.js";
 
 export interface AskOptions {
@@ -42,7 +42,7 @@ export async function ask(message: string, opts: AskOptions): Promise<number> {
       last = chunk;
     }
     if (last && !last.endsWith("\n")) process.stdout.write("\n");
-    if (!cancel.cancelled) await recordExchange(config);
+    if (!cancel.cancelled) await withBackend(config, (backend) => backend.recordExchange(new Date()));
   } finally {
     process.off("SIGINT", onSigint);
     stopPrinting();

@@ -1,6 +1,6 @@
 import { addUsage, emptyUsage, type Usage } from "../providers/types.js";
-import { clusterSpendSince } from "../cluster/spend.js";
-import { readSpend, type SpendLine } from "../store/spend-ledger.js";
+import { withBackend } from "../backend/open.js";
+import type { SpendLine } from "../store/spend-ledger.js";
 import { isEstimated, plural, usd } from "../text.js";
 import { localClock } from "../time.js";
 import { EXIT, table } from "./output.js";
@@ -25,14 +25,14 @@ export interface CostRow {
 
 /**
  * `countd cost`: what the LLM calls made since `sinceMs` ago spent, grouped by job, model or day,
- * with a total. It reads the spend files, or in a cluster every node's calls in Redis, so it works
+ * with a total. It reads the backend's spend (every daemon's calls where several share one), so it works
  * whether the daemon runs or not.
  */
 export async function cost(opts: { config?: string; sinceMs: number; by: CostGroup; json?: boolean }): Promise<number> {
   const { config } = await setting(opts.config);
   const timezone = config.budget.timezone;
   const since = new Date(Date.now() - opts.sinceMs);
-  const lines = config.cluster ? await clusterSpendSince(config.cluster, since) : await readSpend(config.paths.state, since);
+  const lines = await withBackend(config, (backend) => backend.spendSince(since));
   const rows = group(lines, opts.by, timezone);
   const total = sum("total", lines);
   if (opts.json) {

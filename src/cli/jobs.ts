@@ -9,7 +9,7 @@ import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
 import { fileProblems } from "../jobs/not-armed.js";
 import { lastExchange } from "../store/last-exchange.js";
 import type { StateStore } from "../store/state.js";
-import { openState } from "../cluster/state.js";
+import { openState } from "../backend/open.js";
 import { hhmm, nextCheckIn } from "../triggers/heartbeat.js";
 import { nextFires } from "../jobs/schedule.js";
 import { EXIT, table } from "./output.js";

@@ -1,5 +1,6 @@
-import { openClusterOutbox } from "../cluster/outbox.js";
-import { NO_DELIVERIES, ownDeliveries } from "../cluster/own-deliveries.js";
+import { openBackend, withBackend } from "../backend/open.js";
+import type { Backend } from "../backend/types.js";
+import { ownDeliveries } from "../delivery/own-deliveries.js";
 import { jobContext } from "../jobs/context.js";
 import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
@@ -8,9 +9,8 @@ import { sendEntry } from "../delivery/dispatch.js";
 import { redactedSend } from "../delivery/redacted-send.js";
 import { Redactor } from "../audit/redact.js";
 import { createMailer, type Mailer } from "../delivery/email.js";
-import { Outbox } from "../delivery/outbox.js";
 import { describeTarget, targetKey } from "../delivery/targets.js";
-import { OutboxStore, type DisabledTarget, type OutboxEntry } from "../store/outbox-store.js";
+import type { OutboxEntry } from "../store/outbox-store.js";
 import { acquireLock } from "../store/lock.js";
 import { findDaemon } from "./control.js";
 import { EXIT, table } from "./output.js";
@@ -21,12 +21,12 @@ import { zoneOf } from "../jobs/zones.js";
 import { shownTime } from "../time.js";
 
 /**
- * `countd outbox`: in a cluster, the cluster's outbox in Redis, whichever node sent or queued each
- * delivery; otherwise this node's journal, read only, so it works beside a running daemon.
+ * `countd outbox`: the backend's outbox, read only, so it works beside a running daemon (a shared
+ * one lists every daemon's deliveries, whichever sent or queued each).
  */
 export async function listOutbox(opts: { config?: string; json?: boolean }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
-  const { entries: all, disabledTargets } = await readOutbox(config);
+  const { entries: all, disabledTargets } = await withBackend(config, (backend) => backend.readOutbox());
   const entries = Object.values(all).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   if (opts.json) {
     process.stdout.write(`${JSON.stringify(entries, null, 2)}\n`);
@@ -59,33 +59,34 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
   return EXIT.ok;
 }
 
-async function readOutbox(config: Config): Promise<{ entries: OutboxEntry[]; disabledTargets: Record<string, DisabledTarget> }> {
-  if (!config.cluster) {
-    const data = await OutboxStore.read(config.paths.state, new Date());
-    return { entries: Object.values(data.entries), disabledTargets: data.disabledTargets };
-  }
-  const outbox = await openClusterOutbox(config.cluster, () => Promise.reject(new Error("`countd outbox` sends nothing")), NO_DELIVERIES);
-  try {
-    const { pending, dead } = await outbox.list();
-    return { entries: [...pending, ...dead], disabledTargets: await outbox.disabledSince() };
-  } finally {
-    await outbox.close();
-  }
-}
-
 /**
  * `countd outbox retry <id> | --dead` and `countd outbox purge`. Beside a running daemon the outbox
  * is the daemon's: the change goes through its control socket and the daemon sends what was
  * retried. Without one, the command takes the state directory's lock, changes the journal and
- * sends at once. The cluster's outbox is shared: the command changes it beside the running daemons
- * and sends what it retried itself, as one more of them. Only a retry of an email delivery, sent
+ * sends at once. A shared outbox (several daemons on one backend) is changed beside the running
+ * daemons, and the command sends what it retried itself, as one more of them. Only a retry of an email delivery, sent
  * here, needs the mail server's settings (and their variables).
  */
 export async function changeOutbox(change: "retry" | "purge", opts: { config?: string; id?: string; dead?: boolean }): Promise<number> {
   const which = opts.dead ? "dead" : opts.id;
   if (change === "retry" && !which) throw new Error("name a delivery id, or --dead for every dead delivery");
   const located = await loadConfig({ file: opts.config, needs: [] });
-  const daemon = located.cluster ? undefined : await findDaemon(located.paths.state);
+  const backend = await openBackend(located, { role: "command" });
+  try {
+    return await changeWith(backend, change, which, opts.config, located);
+  } finally {
+    await backend.close();
+  }
+}
+
+async function changeWith(
+  backend: Backend,
+  change: "retry" | "purge",
+  which: string | undefined,
+  file: string | undefined,
+  located: Config,
+): Promise<number> {
+  const daemon = backend.sharedOutbox ? undefined : await findDaemon(located.paths.state);
   if (daemon) {
     if (change === "purge") {
       const { purged } = await daemon.call<{ purged: number }>("POST", "/api/outbox/purge");
@@ -100,11 +101,11 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
   }
   const mails =
     change === "retry" &&
-    (await readOutbox(located)).entries.some(
+    (await backend.readOutbox()).entries.some(
       (entry) => entry.target.kind === "email" && (which === "dead" ? entry.status === "dead" : entry.id === which),
     );
-  const config = mails ? await loadConfig({ file: opts.config, needs: ["smtp"] }) : located;
-  const release = config.cluster ? async () => {} : await acquireLock(config.paths.state);
+  const config = mails ? await loadConfig({ file, needs: ["smtp"] }) : located;
+  const release = backend.sharedOutbox ? async () => {} : await acquireLock(config.paths.state);
   const mailer = createMailer({
     smtp: config.smtp,
     stateDir: config.paths.state,
@@ -112,7 +113,7 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
     attachments: config.attachments,
   });
   try {
-    const outbox = await openOutbox(config, mailer);
+    const outbox = await openOutbox(backend, config, mailer);
     try {
       if (change === "purge") {
         process.stdout.write(`${removed(await outbox.purge())}\n`);
@@ -134,15 +135,14 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
 
 const removed = (count: number) => `${count} dead ${count === 1 ? "delivery" : "deliveries"} removed`;
 
-async function openOutbox(config: Config, mailer: Mailer): Promise<DeliveryOutbox> {
+async function openOutbox(backend: Backend, config: Config, mailer: Mailer): Promise<DeliveryOutbox> {
   const redactor = new Redactor(config.secrets);
   const send = redactedSend(sendEntry(mailer, process.env), () => redactor);
-  if (!config.cluster) return Outbox.open({ stateDir: config.paths.state, send });
-  // A retry sent here goes to this machine's job files' targets, as a daemon's would.
+  // A retry of a shared outbox's delivery sent here goes to this machine's job files' targets, as a daemon's would.
   const { jobs } = await loadJobsDir(config.paths.jobs, jobContext(config, null));
   const own = ownDeliveries(
     (name) => jobs.find((job) => job.name === name),
     () => config,
   );
-  return openClusterOutbox(config.cluster, send, own);
+  return backend.outbox(send, own);
 }

@@ -1,12 +1,10 @@
-import { ConfigError } from "../config/errors.js";
+import { ConfigError, SettingUnusable } from "../config/errors.js";
 import type { EventBus } from "../events.js";
 import { LLMError } from "../providers/errors.js";
 import { LockHeld } from "../store/lock.js";
-import { ConsoleListenError } from "../console/server.js";
 import type { RunStatus } from "../store/run-record.js";
 import { errorText } from "../text.js";
 import { NotRunning } from "./control.js";
-import { RedisUnusable } from "../cluster/checks.js";
 
 /** What a run cancelled with Ctrl-C in `countd run` is recorded with, run here or in the daemon. */
 export const CANCELLED_BY_USER = "cancelled by the user (Ctrl-C)";
@@ -50,7 +48,7 @@ export function reportError(err: unknown): number {
     process.stderr.write(`countd: LLM request failed${tries}: ${err.message}\n`);
     return EXIT.failure;
   }
-  if (err instanceof ConsoleListenError || err instanceof RedisUnusable) {
+  if (err instanceof SettingUnusable) {
     process.stderr.write(`countd: ${err.message}\n`);
     return EXIT.config;
   }

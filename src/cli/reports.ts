@@ -6,7 +6,7 @@ import { JOB_NAME } from "../jobs/schema.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import type { RunRecord } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
-import { openState } from "../cluster/state.js";
+import { openState } from "../backend/open.js";
 import { readListings } from "../store/mcp-listing.js";
 import { catalogFromListings } from "../tools/mcp/catalog.js";
 import { costText, tokensText } from "../text.js";

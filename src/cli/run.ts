@@ -1,5 +1,4 @@
 import path from "node:path";
-import type { Redis } from "ioredis";
 import type { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
@@ -13,12 +12,8 @@ import { openPipeline } from "../runner/pipeline.js";
 import { jobOfSession } from "../runner/session-ids.js";
 import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
-import { openClusterOutbox } from "../cluster/outbox.js";
-import { ownDeliveries } from "../cluster/own-deliveries.js";
-import { openState } from "../cluster/state.js";
-import { closeCommandRedis, commandRedis } from "../cluster/command-redis.js";
-import { ClusterSessions } from "../cluster/sessions.js";
-import { ClusterSpend } from "../cluster/spend.js";
+import { openBackend } from "../backend/open.js";
+import { ownDeliveries } from "../delivery/own-deliveries.js";
 import { SessionStore } from "../sessions/store.js";
 import { DaemonRefused, findDaemon } from "./control.js";
 import { CANCELLED_BY_USER, EXIT, exitForStatus, printToolCalls } from "./output.js";
@@ -48,13 +43,14 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
   const release = await acquireLock(config.paths.state);
   // stdout carries the answer only, whatever the run's status: a script pipes it on.
   const logger = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
-  let redis: Redis | undefined;
+  // The backend the daemon would use: a shared job's run continues its session there and counts against its budgets.
+  const backend = await openBackend(config, { role: "command", log: logger }).catch(async (err: unknown) => {
+    await release();
+    throw err;
+  });
   try {
-    const { state, close: closeState } = await openState(config, { log: logger });
-    // In a cluster a shared job's run continues the cluster's session, and counts against the cluster's budgets.
-    const shared = (redis = config.cluster ? await commandRedis(config.cluster, { log: logger }) : undefined);
-    const sessions = shared ? new ClusterSessions(shared, new SessionStore(config.paths.state), { log: logger }) : undefined;
-    const runtime = await openRuntime(config, process.env, undefined, logger, sessions);
+    const state = await backend.openState();
+    const runtime = await openRuntime(config, process.env, undefined, logger, backend.sessions(new SessionStore(config.paths.state)));
     runtime.warnings.forEach((warning) => process.stderr.write(`countd: warning: ${warning}\n`));
     const jobs = new JobRegistry({
       dir: config.paths.jobs,
@@ -98,31 +94,17 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       job: (jobName) => jobs.get(jobName),
       concurrency: 1,
       log: logger,
-      ...(shared
-        ? {
-            spend: (local) =>
-              new ClusterSpend(shared, local, {
-                timeZone: () => config.budget.timezone,
-                keptMs: () => config.retention.auditMs,
-                log: logger,
-              }),
-          }
-        : {}),
-      // In a cluster the answer goes to the cluster's outbox: sent now by this command, retried by any daemon.
-      ...(config.cluster
-        ? {
-            outbox: (send) =>
-              openClusterOutbox(
-                config.cluster!,
-                send,
-                ownDeliveries(
-                  (n) => jobs.get(n),
-                  () => config,
-                ),
-                logger,
-              ),
-          }
-        : {}),
+      spend: (local) => backend.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }),
+      // A shared outbox's delivery is sent now by this command, and retried by any daemon.
+      outbox: (send) =>
+        backend.outbox(
+          send,
+          ownDeliveries(
+            (n) => jobs.get(n),
+            () => config,
+          ),
+        ),
+      node: backend.node,
       wrap: (executeJob) => async (j, run) => {
         current = run.cancel;
         if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
@@ -176,13 +158,13 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       process.off("SIGINT", onSigint);
       stopPrinting();
       await runner.shutdown(0);
-      await closeState();
+      await state.close();
       await closeDelivery();
       await jobs.close();
       await runtime.close();
     }
   } finally {
-    if (redis) await closeCommandRedis(redis);
+    await backend.close();
     await release();
   }
 }

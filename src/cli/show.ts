@@ -4,8 +4,9 @@ import type { Config } from "../config/schema.js";
 import type { RunView, Transcript } from "../console/protocol.js";
 import { deliveryView } from "../console/views.js";
 import { OutboxStore } from "../store/outbox-store.js";
-import { openState } from "../cluster/state.js";
-import { openTranscripts } from "../cluster/transcripts.js";
+import type { RunRecord } from "../store/run-record.js";
+import { fileTranscripts } from "../store/transcripts.js";
+import { openState } from "../backend/open.js";
 import { findDaemon } from "./control.js";
 import { EXIT } from "./output.js";
 import { formatRun } from "./transcript-format.js";
@@ -30,16 +31,22 @@ export async function showRun(runId: string, opts: { config?: string; job?: stri
 
 /** What GET /api/runs/<id> answers, read from the state directory; delivered ids are not known offline, so only pending and dead deliveries are listed. */
 async function readRunView(config: Config, runId: string, job: string | undefined): Promise<RunView> {
-  const { state, close } = await openState(config);
-  const candidates = await (job !== undefined ? state.runs(job) : state.allRuns()).finally(close);
-  const found = candidates.filter((run) => run.id === runId);
-  if (found.length === 0)
-    throw new Error(`no run with id "${runId}"${job !== undefined ? ` in job "${job}"` : ""} (countd history lists the runs)`);
-  if (found.length > 1)
-    throw new Error(`run id "${runId}" is in several jobs (${found.map((run) => run.job).join(", ")}): add --job <name>`);
-  const run = found[0]!;
-  const { transcripts, close: closeTranscripts } = await openTranscripts(config);
-  const transcript = new Redactor(config.secrets).redactValue(await transcripts.read(run).finally(closeTranscripts)) as Transcript;
+  const { state, backend, close } = await openState(config);
+  let run: RunRecord;
+  let transcript: Transcript;
+  try {
+    const candidates = await (job !== undefined ? state.runs(job) : state.allRuns());
+    const found = candidates.filter((candidate) => candidate.id === runId);
+    if (found.length === 0)
+      throw new Error(`no run with id "${runId}"${job !== undefined ? ` in job "${job}"` : ""} (countd history lists the runs)`);
+    if (found.length > 1)
+      throw new Error(`run id "${runId}" is in several jobs (${found.map((candidate) => candidate.job).join(", ")}): add --job <name>`);
+    run = found[0]!;
+    const transcripts = backend.transcripts(fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs })));
+    transcript = new Redactor(config.secrets).redactValue(await transcripts.read(run)) as Transcript;
+  } finally {
+    await close();
+  }
   const prefix = `${run.job}.${run.id}.`;
   const outbox = await OutboxStore.read(config.paths.state, new Date());
   const deliveries = Object.values(outbox.entries)

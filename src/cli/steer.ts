@@ -2,7 +2,7 @@ import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
 import { loadJobsDir } from "../jobs/load.js";
 import { acquireLock } from "../store/lock.js";
-import { openState } from "../cluster/state.js";
+import { openState } from "../backend/open.js";
 import { findDaemon, requireDaemon } from "./control.js";
 import { EXIT } from "./output.js";
 
@@ -25,6 +25,7 @@ export async function steerJobs(
   const config = await loadConfig({ file: opts.config, needs: [] });
   const daemon = await findDaemon(config.paths.state);
   let stillPaused = false;
+  let keptOffline = "";
   if (daemon) {
     const path = job === undefined ? `/api/${change}` : `/api/jobs/${encodeURIComponent(job)}/${change}`;
     stillPaused = (await daemon.call<{ paused?: boolean }>("POST", path)).paused === true && change === "resume";
@@ -36,7 +37,8 @@ export async function steerJobs(
         if (!jobs.some((j) => j.name === job))
           throw new Error(`no job named "${job}" in ${config.paths.jobs} (jobs: ${jobs.map((j) => j.name).join(", ") || "none"})`);
       }
-      const { state, close } = await openState(config);
+      const { state, backend, close } = await openState(config);
+      keptOffline = backend.keptOffline;
       try {
         await state[change](job ?? null);
         stillPaused = change === "resume" && job !== undefined && state.isPaused(job);
@@ -51,7 +53,7 @@ export async function steerJobs(
   const done =
     change === "pause" ? `paused ${what}: fires are recorded skipped ("paused") until countd resume ${job ?? "--all"}` : `resumed ${what}`;
   process.stdout.write(
-    `${stillPaused ? `${job} stays paused: every job is paused (countd resume --all)` : done}${daemon ? "" : config.cluster ? " (countd is not running here: kept in the cluster's Redis, which every node follows)" : " (countd is not running: kept in state.json for its next start)"}\n`,
+    `${stillPaused ? `${job} stays paused: every job is paused (countd resume --all)` : done}${daemon ? "" : ` (${keptOffline})`}\n`,
   );
   return EXIT.ok;
 }

@@ -1,3 +1,4 @@
+import { SettingUnusable } from "../config/errors.js";
 import type { Redis } from "ioredis";
 import { errorText } from "../text.js";
 import { connectRedis, shownUrl } from "./redis.js";
@@ -9,7 +10,7 @@ export const MIN_REDIS_VERSION = [6, 2] as const;
  * Redis cannot serve as the cluster's: unreachable, or too old. A start that meets it exits 78
  * (EX_CONFIG), which systemd's unit does not restart in a loop: someone has to act.
  */
-export class RedisUnusable extends Error {
+export class RedisUnusable extends SettingUnusable {
   override readonly name = "RedisUnusable";
 }
 

@@ -10,7 +10,7 @@ import type { SendFn } from "../delivery/delivery-outbox.js";
 import type { EventBus } from "../events.js";
 import { ClusterFires, type ClusterFiresOptions } from "./fires.js";
 import { ClusterOutbox } from "./outbox.js";
-import type { OwnDeliveries } from "./own-deliveries.js";
+import type { OwnDeliveries } from "../delivery/own-deliveries.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
 import { RedisSharedState } from "./shared-state.js";
@@ -18,9 +18,9 @@ import type { TranscriptStore } from "../store/transcripts.js";
 import { RedisTranscripts } from "./transcripts.js";
 import { ClusterView, type ClusterViewOptions, type LiveLike } from "./view.js";
 import { ClusterSessions } from "./sessions.js";
-import { ClusterSpend, type ClusterSpendOptions } from "./spend.js";
+import { ClusterSpend, readClusterSpend, type ClusterSpendOptions } from "./spend.js";
 import type { SessionStore } from "../sessions/store.js";
-import type { SpendLedger } from "../store/spend-ledger.js";
+import type { SpendLedger, SpendLine } from "../store/spend-ledger.js";
 
 /** Every node name that joined the cluster. */
 const NODES_KEY = "countd:nodes";
@@ -108,7 +108,7 @@ export class Cluster {
     opts: Omit<ClusterViewOptions<M>, "node" | "publisher" | "subscriber" | "transcripts" | "log"> & { local: TranscriptStore },
   ): Promise<ClusterView<M>> {
     const { local, ...rest } = opts;
-    const transcripts = new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
+    const transcripts = this.transcripts(local);
     const subscriber = await connectRedis(this.url, "records", { name: `countd:${this.node}:view`, log: this.log });
     try {
       const view = await ClusterView.open({ ...rest, transcripts, node: this.node, publisher: this.records, subscriber, log: this.log });
@@ -143,6 +143,16 @@ export class Cluster {
       replace: (run, why) => this.view?.cancel(run, why),
       log: this.log,
     });
+  }
+
+  /** Where runs' transcripts are read: this daemon's from `local`, its files; other nodes' from Redis. */
+  transcripts(local: TranscriptStore): RedisTranscripts {
+    return new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
+  }
+
+  /** Every node's LLM calls made since `since`. */
+  spendSince(since: Date): Promise<SpendLine[]> {
+    return readClusterSpend(this.records, since);
   }
 
   /** The sessions runs continue: `session: shared` jobs' in Redis, the others in `local`, this daemon's files. */

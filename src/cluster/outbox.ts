@@ -18,7 +18,7 @@ import type { ClusterConfig } from "../config/schema.js";
 import { commandRedis } from "./command-redis.js";
 import { lostConnection } from "./redis.js";
 import { HOLD_MS, holdOptions } from "./fires.js";
-import { ownEntry, type OwnDeliveries } from "./own-deliveries.js";
+import { ownEntry, type OwnDeliveries } from "../delivery/own-deliveries.js";
 import { LET_GO_MS, settlesWithin } from "./settle.js";
 
 /** BullMQ's key prefix, as the fire queues': `countd:deliveries:…`. */

@@ -8,7 +8,7 @@ import {
   type HeartbeatState,
   type JobState,
   type SharedState,
-  type SharedStateStore,
+  type AdoptingStateStore,
 } from "../store/state.js";
 import { errorText } from "../text.js";
 
@@ -66,7 +66,7 @@ interface Snapshot {
  * reports it: a fire not recorded, a pause refused); `subscriber`: a connection of its own, as
  * Redis allows nothing else on a subscribed one.
  */
-export class RedisSharedState implements SharedStateStore {
+export class RedisSharedState implements AdoptingStateStore {
   private copy: Snapshot = { version: "0", data: { jobs: {}, heartbeat: { delivered: [] } } };
   /** Reads and changes one at a time, so the copy only ever moves forward. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -102,6 +102,31 @@ export class RedisSharedState implements SharedStateStore {
 
   get data(): Readonly<SharedState> {
     return this.copy.data;
+  }
+
+  /**
+   * A node that ran alone before it joined: its pauses, the slots last fired, the one-shots done and
+   * the heartbeat's check-ins go into the cluster's state. What the cluster has already stays: a
+   * pause keeps its first time, the later slot wins. Failing streaks start anew.
+   */
+  async adopt(held: SharedState): Promise<{ jobs: number; paused: string[] }> {
+    const { jobs, heartbeat, pausedAllAt } = held;
+    const carried = Object.entries(jobs).filter(([, job]) => job.pausedAt !== undefined || job.done || job.lastScheduledAt !== undefined);
+    await this.update((data) => {
+      for (const [name, job] of carried) {
+        const into = (data.jobs[name] ??= {});
+        if (job.pausedAt !== undefined) into.pausedAt ??= job.pausedAt;
+        if (job.done) into.done = true;
+        if (isLater(job.lastScheduledAt, into.lastScheduledAt)) into.lastScheduledAt = job.lastScheduledAt;
+      }
+      if (pausedAllAt !== undefined) data.pausedAllAt ??= pausedAllAt;
+      const known = new Set(data.heartbeat.delivered.map((check) => `${check.at} ${check.hash}`));
+      const added = heartbeat.delivered.filter((check) => !known.has(`${check.at} ${check.hash}`));
+      if (added.length > 0)
+        data.heartbeat.delivered = [...data.heartbeat.delivered, ...added].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+      if (isLater(heartbeat.lastContactAt, data.heartbeat.lastContactAt)) data.heartbeat.lastContactAt = heartbeat.lastContactAt;
+    });
+    return { jobs: carried.length, paused: carried.filter(([, job]) => job.pausedAt !== undefined).map(([name]) => name) };
   }
 
   update(change: (data: SharedState) => void): Promise<void> {
@@ -235,4 +260,9 @@ function diff(
     ...(heartbeat !== JSON.stringify(before.heartbeat) ? { heartbeat } : {}),
     ...(after.pausedAllAt !== before.pausedAllAt ? { pausedAll: after.pausedAllAt ?? false } : {}),
   };
+}
+
+/** Whether ISO time `a` is set and later than `b`, or `b` is not set. */
+function isLater(a: string | undefined, b: string | undefined): a is string {
+  return a !== undefined && !(Date.parse(b ?? "") >= Date.parse(a));
 }

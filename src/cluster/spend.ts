@@ -1,11 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
-import type { ClusterConfig } from "../config/schema.js";
 import { silentLogger, type Logger } from "../log.js";
 import { spendLinesOf, tokensOf, type SpendBook, type SpendLedger, type SpendLine, type SpentToday } from "../store/spend-ledger.js";
 import { errorText } from "../text.js";
 import { localClock } from "../time.js";
-import { closeCommandRedis, commandRedis } from "./command-redis.js";
 import { settlesWithin, within } from "./settle.js";
 
 /**
@@ -165,19 +163,6 @@ export class ClusterSpend implements SpendBook {
       }
     })();
     return this.sending;
-  }
-}
-
-/**
- * For `countd cost` on a node: every node's calls made since `since`, read from the cluster's Redis
- * (RedisUnusable when it cannot be reached, as for `countd history`).
- */
-export async function clusterSpendSince(settings: ClusterConfig, since: Date): Promise<SpendLine[]> {
-  const redis = await commandRedis(settings);
-  try {
-    return await readClusterSpend(redis, since);
-  } finally {
-    await closeCommandRedis(redis);
   }
 }
 

@@ -5,10 +5,8 @@ import { silentLogger, type Logger } from "../log.js";
 import { RUNS_KEPT_PER_JOB } from "../store/run-history.js";
 import type { RunRecord } from "../store/run-record.js";
 import type { Transcript, TranscriptStep } from "../store/transcript.js";
-import type { Config } from "../config/schema.js";
-import { fileTranscripts, type TranscriptStore } from "../store/transcripts.js";
+import type { TranscriptStore } from "../store/transcripts.js";
 import { errorText, excerpt } from "../text.js";
-import { closeCommandRedis, commandRedis } from "./command-redis.js";
 
 /** A run's transcript in Redis: `countd:transcript:<job>:<run id>`; job names hold no ":", run ids neither. */
 const transcriptsOf = (job: string) => `countd:transcript:${job}:`;
@@ -125,15 +123,4 @@ function bounded(transcript: Transcript): Transcript {
     kept.push(step);
   }
   return { ...transcript, steps: kept };
-}
-
-/**
- * The transcripts a command reads without the daemon (`countd show` while this node's daemon is
- * down): this node's files, and in a cluster Redis for other nodes' runs. `close` lets go of Redis.
- */
-export async function openTranscripts(config: Config): Promise<{ transcripts: TranscriptStore; close(): Promise<void> }> {
-  const local = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
-  if (!config.cluster) return { transcripts: local, close: async () => {} };
-  const redis = await commandRedis(config.cluster);
-  return { transcripts: new RedisTranscripts(redis, { node: config.cluster.node, local }), close: () => closeCommandRedis(redis) };
 }

@@ -6,7 +6,7 @@ import type { Redactor } from "../audit/redact.js";
 import type { EventBus } from "../events.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { Runner } from "../runner/runner.js";
-import type { RunRecord } from "../store/run-record.js";
+import type { CancelResult, RunRecord } from "../store/run-record.js";
 import { errorText } from "../text.js";
 import { liveMessageShape } from "./live-shapes.js";
 import { RemoteRuns } from "./remote-runs.js";
@@ -76,9 +76,6 @@ export interface LiveFeed<M extends LiveLike> {
   forget(node: string, keep?: ReadonlySet<string>): void;
 }
 
-/** What became of a cancel asked of the cluster: "no answer" when the node holding the run did not answer in time (stopped, or cut off from Redis). */
-export type ClusterCancel = "cancelled" | "not found" | "no answer";
-
 export interface ClusterViewOptions<M extends LiveLike> {
   node: string;
   /** The `records` connection: a message sent while Redis is away is dropped at once, never queued behind the outage. */
@@ -145,11 +142,11 @@ export class ClusterView<M extends LiveLike> {
    * Cancels a run in progress (or a retry waiting out its backoff) on the node that holds it: at
    * once when that is this node, else by asking it. Its record says `why`, as a cancel on its node would.
    */
-  async cancel(run: Pick<RunRecord, "id" | "job" | "node">, why: string): Promise<ClusterCancel> {
+  async cancel(run: Pick<RunRecord, "id" | "job" | "node">, why: string): Promise<CancelResult> {
     if (run.node === undefined || run.node === this.opts.node) return this.opts.runner.cancel(run.id, why);
     const request = randomUUID();
     let timer: NodeJS.Timeout | undefined;
-    const answered = new Promise<ClusterCancel>((resolve) => {
+    const answered = new Promise<CancelResult>((resolve) => {
       this.answers.set(request, resolve);
       timer = setTimeout(() => resolve("no answer"), CANCEL_ANSWER_MS);
     });

@@ -8,3 +8,9 @@ export class ConfigError extends Error {
     this.problems = problems;
   }
 }
+
+/**
+ * Something a setting names cannot serve (the console's port is taken, the shared backend's Redis
+ * cannot be reached or is too old): one line for the user, exit 78 as for a configuration error.
+ */
+export class SettingUnusable extends Error {}

@@ -12,7 +12,7 @@ import { HEARTBEAT_JOB, RUN_STATUSES, type RunRecord, type RunStatus } from "../
 import type { StateStore } from "../store/state.js";
 import type { SpendBook } from "../store/spend-ledger.js";
 import { fileTranscripts, type TranscriptStore } from "../store/transcripts.js";
-import type { ClusterCancel } from "../cluster/view.js";
+import type { CancelResult } from "../store/run-record.js";
 import { renderMarkdown } from "../delivery/render.js";
 import type { CronTrigger } from "../triggers/cron.js";
 import type { Job } from "../jobs/types.js";
@@ -61,10 +61,10 @@ export interface ConsoleDeps {
   redactor: () => Redactor;
   startedAt: Date;
   version: string;
-  /** Where run transcripts are read: the state and logs folders unless given (a cluster's read other nodes' runs from Redis). */
+  /** Where run transcripts are read: the state and logs folders unless given (the backend's, which may hold other daemons' runs). */
   transcripts?: TranscriptStore;
-  /** In a cluster: cancels a run another node holds (cluster/view.ts). */
-  cluster?: { cancel(run: RunRecord, why: string): Promise<ClusterCancel> };
+  /** Cancels a run on whichever daemon holds it; this daemon's runner alone when not given. */
+  cancel?: (run: RunRecord, why: string) => Promise<CancelResult>;
   /** Runs the files a watch job's fires carried while it was paused, once it is resumed. */
   pausedFiles?: Pick<PausedFiles, "release">;
 }
@@ -245,7 +245,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   app.post("/api/runs/:id/cancel", async (c) => {
     const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
     const why = cancelReason(c.req.query("reason"), c.get("credential"));
-    const result = deps.cluster ? await deps.cluster.cancel(run, why) : deps.runner.cancel(run.id, why);
+    const result = deps.cancel ? await deps.cancel(run, why) : deps.runner.cancel(run.id, why);
     if (result === "no answer")
       throw new ApiError(
         503,

@@ -1,3 +1,4 @@
+import { SettingUnusable } from "../config/errors.js";
 import { chmod, rm, writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -22,7 +23,7 @@ const PING_EVERY_MS = 30_000;
 const MAX_SOCKET_PATH = 107;
 
 /** The console could not listen where configured: one line for the operator, exit 78 (EX_CONFIG). */
-export class ConsoleListenError extends Error {}
+export class ConsoleListenError extends SettingUnusable {}
 
 export interface ConsoleServer {
   /** The page's address, without the token; undefined with console.enabled: false. */

@@ -11,7 +11,7 @@ import { DEFAULT_FAILURE_REPEAT_MS, failed, memoryStreaks, type StreakStore } fr
 import { createMailer, type Mailer } from "./email.js";
 import type { DeliveryMessage, ToolCallSummary } from "./message.js";
 import type { DeliveryOutbox, SendFn } from "./delivery-outbox.js";
-import { deliveryId, Outbox } from "./outbox.js";
+import { deliveryId } from "./outbox.js";
 import { resolveTarget } from "./secrets.js";
 import { redactedSend } from "./redacted-send.js";
 import type { DeliveryTarget } from "./targets.js";
@@ -204,8 +204,8 @@ export async function openDelivery(opts: {
   streaks?: StreakStore;
   /** Where the outbox tells each change to a delivery. */
   events?: EventBus;
-  /** Opens the outbox in place of the daemon's own (the cluster's shared one), sending with `send`. */
-  outbox?: (send: SendFn) => Promise<DeliveryOutbox>;
+  /** Opens the backend's outbox, sending with `send`. */
+  outbox: (send: SendFn) => Promise<DeliveryOutbox>;
   /** The console's address while the daemon serves one, for failure alerts. */
   consoleUrl?: () => string | undefined;
   /** The secrets every queued message is redacted of. */
@@ -220,9 +220,7 @@ export async function openDelivery(opts: {
     log: opts.log,
   });
   const send = redactedSend(sendEntry(mailer, opts.env), opts.redactor);
-  const outbox = opts.outbox
-    ? await opts.outbox(send)
-    : await Outbox.open({ stateDir: config.paths.state, send, log: opts.log, events: opts.events });
+  const outbox = await opts.outbox(send);
   return {
     outbox,
     dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log, opts.consoleUrl, opts.redactor),

@@ -42,10 +42,12 @@ export interface PipelineOptions {
   now?: () => Date;
   /** Whether a job is paused (the state store's pauses); its scheduled and watched fires are recorded skipped. */
   paused?: RunnerOptions["paused"];
-  /** Where the budgets count, given this process's ledger: in a cluster, every node's calls. */
-  spend?: (local: SpendLedger) => SpendBook;
-  /** Opens the cluster's shared outbox in place of the state directory's (single mode, when absent). */
-  outbox?: (send: SendFn) => Promise<DeliveryOutbox>;
+  /** Where the budgets count, given this process's ledger: the backend's (every daemon's calls, where several share it). */
+  spend: (local: SpendLedger) => SpendBook;
+  /** Opens the backend's outbox, sending with `send`. */
+  outbox: (send: SendFn) => Promise<DeliveryOutbox>;
+  /** The name each run's record carries when several daemons share the backend. */
+  node?: string;
   /** The console's address while the daemon serves one, which failure alerts link to. */
   consoleUrl?: () => string | undefined;
 }
@@ -64,14 +66,14 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     log,
     streaks: opts.streaks,
     events: opts.runtime().events,
-    ...(opts.outbox ? { outbox: opts.outbox } : {}),
+    outbox: opts.outbox,
     ...(opts.consoleUrl ? { consoleUrl: opts.consoleUrl } : {}),
     redactor: () => opts.runtime().redactor,
   });
   const pipelineLog = log.child({ component: "pipeline" });
   const now = opts.now;
   const local = await SpendLedger.open(config.paths.state, { log, ...(now ? { now } : {}) });
-  const ledger = opts.spend ? opts.spend(local) : local;
+  const ledger = opts.spend(local);
   const budgets = new Budgets({ ledger, daemon: () => opts.runtime().config.budget, ...(now ? { now } : {}) });
   const execute = redactedExecutor(jobExecutor(opts.runtime, budgets), () => opts.runtime().redactor);
   const runner = new Runner({
@@ -81,7 +83,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     log,
     paused: opts.paused,
     events: opts.runtime().events,
-    node: config.cluster?.node,
+    node: opts.node,
     execute: opts.wrap ? opts.wrap(execute) : execute,
     ...(now ? { now } : {}),
     beforeRunEnd: (job, run, { willRetry, outcome }) =>

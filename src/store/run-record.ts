@@ -49,3 +49,6 @@ export function recordedFiles(files: readonly string[] | undefined): Pick<RunRec
   const more = files.length - MAX_RECORDED_FILES;
   return { files: files.slice(0, MAX_RECORDED_FILES), ...(more > 0 ? { moreFiles: more } : {}) };
 }
+
+/** What became of a cancel: "no answer" when the daemon holding the run did not answer in time. */
+export type CancelResult = "cancelled" | "not found" | "no answer";

@@ -86,6 +86,12 @@ export interface SharedStateStore {
   refresh(): Promise<void>;
 }
 
+/** A shared state kept outside the state directory, which takes over what state.json held of it. */
+export interface AdoptingStateStore extends SharedStateStore {
+  /** Merges in what state.json held before this store kept it; says how many jobs' states it took, and which were paused. */
+  adopt(held: SharedState): Promise<{ jobs: number; paused: string[] }>;
+}
+
 /** How state.json held run history before it moved to one JSONL file per job. */
 interface LegacyStateData extends StateData {
   runs?: Record<string, RunRecord[]>;
@@ -240,7 +246,7 @@ export class StateStore {
    */
   static async open(
     stateDir: string,
-    opts: { log?: Logger; history?: RunHistoryStore; shared?: SharedStateStore } = {},
+    opts: { log?: Logger; history?: RunHistoryStore; shared?: AdoptingStateStore } = {},
   ): Promise<StateStore> {
     const log = (opts.log ?? silentLogger).child({ component: "state" });
     await mkdir(stateDir, { recursive: true });
@@ -252,7 +258,7 @@ export class StateStore {
     if (misfits.length > 0) await state.write();
     const history = opts.history ?? new RunHistory(join(stateDir, "runs"), { stateDir, log });
     await migrateRuns(state, history);
-    if (opts.shared) await carryIntoCluster(state, opts.shared, log);
+    if (opts.shared) await handOver(state, opts.shared, log);
     return new StateStore(stateDir, state, history, log, opts.shared);
   }
 
@@ -395,17 +401,14 @@ export class StateStore {
 }
 
 /**
- * A state directory that was a daemon's alone before it joined a cluster: the pauses, the slots
- * last fired, the one-shots done and the heartbeat's check-ins in its state.json go into the
- * cluster's state, once (then state.json keeps its running index alone), so a job paused alone
- * stays paused in the cluster, a one-shot done does not fire again and catch-up counts from the
- * slot last fired. What the cluster has already stays: a pause keeps its first time, the later
- * slot wins. Failing streaks start anew. Redis failing, state.json is left as it was and carried
- * at the next start.
+ * A state directory that was a daemon's alone before it shared a backend with others: what its
+ * state.json held of the shared state goes to the shared store, once (then state.json keeps its
+ * running index alone), so a job paused alone stays paused, a one-shot done does not fire again and
+ * catch-up counts from the slot last fired. The shared store failing, state.json is left as it
+ * was and handed over at the next start.
  */
-async function carryIntoCluster(db: Low<LegacyStateData>, shared: SharedStateStore, log: Logger): Promise<void> {
+async function handOver(db: Low<LegacyStateData>, shared: AdoptingStateStore, log: Logger): Promise<void> {
   const { jobs, heartbeat, pausedAllAt } = db.data;
-  const carried = Object.entries(jobs).filter(([, job]) => job.pausedAt !== undefined || job.done || job.lastScheduledAt !== undefined);
   if (
     Object.keys(jobs).length === 0 &&
     pausedAllAt === undefined &&
@@ -413,44 +416,26 @@ async function carryIntoCluster(db: Low<LegacyStateData>, shared: SharedStateSto
     heartbeat.lastContactAt === undefined
   )
     return;
+  let carried: { jobs: number; paused: string[] };
   try {
-    await shared.update((data) => {
-      for (const [name, job] of carried) {
-        const into = (data.jobs[name] ??= {});
-        if (job.pausedAt !== undefined) into.pausedAt ??= job.pausedAt;
-        if (job.done) into.done = true;
-        if (isLater(job.lastScheduledAt, into.lastScheduledAt)) into.lastScheduledAt = job.lastScheduledAt;
-      }
-      if (pausedAllAt !== undefined) data.pausedAllAt ??= pausedAllAt;
-      const known = new Set(data.heartbeat.delivered.map((check) => `${check.at} ${check.hash}`));
-      const added = heartbeat.delivered.filter((check) => !known.has(`${check.at} ${check.hash}`));
-      if (added.length > 0)
-        data.heartbeat.delivered = [...data.heartbeat.delivered, ...added].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
-      if (isLater(heartbeat.lastContactAt, data.heartbeat.lastContactAt)) data.heartbeat.lastContactAt = heartbeat.lastContactAt;
-    });
+    carried = await shared.adopt({ jobs, heartbeat, ...(pausedAllAt !== undefined ? { pausedAllAt } : {}) });
   } catch (err) {
-    log.warn({ error: errorText(err) }, "could not carry state.json's job state into the cluster; carried at the next start");
+    log.warn({ error: errorText(err) }, "could not hand state.json's job state over to the shared state; handed over at the next start");
     return;
   }
-  const paused = carried.filter(([, job]) => job.pausedAt !== undefined).map(([name]) => name);
   db.data.jobs = {};
   db.data.heartbeat = { delivered: [] };
   delete db.data.pausedAllAt;
   try {
     await db.write();
   } catch (err) {
-    // Carried again at the next start, which changes nothing the cluster has but a pause lifted meanwhile.
-    log.warn({ error: errorText(err) }, "carried state.json's job state into the cluster, but could not write state.json without it");
+    // Handed over again at the next start, which changes nothing the shared state has but a pause lifted meanwhile.
+    log.warn(
+      { error: errorText(err) },
+      "handed state.json's job state over to the shared state, but could not write state.json without it",
+    );
   }
-  log.info(
-    { jobs: carried.length, paused, pausedAll: pausedAllAt !== undefined },
-    "carried the job state of state.json from before the cluster into the cluster's",
-  );
-}
-
-/** Whether ISO time `a` is set and later than `b`, or `b` is not set. */
-function isLater(a: string | undefined, b: string | undefined): a is string {
-  return a !== undefined && !(Date.parse(b ?? "") >= Date.parse(a));
+  log.info({ ...carried, pausedAll: pausedAllAt !== undefined }, "handed the job state of state.json over to the shared state");
 }
 
 /**

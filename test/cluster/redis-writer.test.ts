@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Queue } from "bullmq";
 import { afterEach, describe, expect, it } from "vitest";
 import { ClusterOutbox } from "../../src/cluster/outbox.js";
-import type { OwnDeliveries } from "../../src/cluster/own-deliveries.js";
+import type { OwnDeliveries } from "../../src/delivery/own-deliveries.js";
 import { message, sendEntry } from "../../src/delivery/dispatch.js";
 import { createMailer } from "../../src/delivery/email.js";
 import { deliveryId } from "../../src/delivery/outbox.js";

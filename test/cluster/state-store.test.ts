@@ -4,13 +4,17 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
-import { recordExchange } from "../../src/cluster/state.js";
+import { withBackend } from "../../src/backend/open.js";
+import type { Config } from "../../src/config/schema.js";
 import { RedisSharedState } from "../../src/cluster/shared-state.js";
 import { StateStore } from "../../src/store/state.js";
 import { nodeFolder } from "../support/cluster-nodes.js";
 import { captureLog } from "../support/log-capture.js";
 import { hasSystemPackage } from "../support/system-package.js";
 import { useRedis } from "../support/use-redis.js";
+
+/** What `countd ask` does once answered, through the backend countd.yaml names. */
+const recordExchange = (config: Config, at: Date) => withBackend(config, (backend) => backend.recordExchange(at));
 
 const hasRedis = await hasSystemPackage("redis-server", import.meta.filename);
 
@@ -134,7 +138,7 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     expect(logs.lines).toContainEqual(
       expect.objectContaining({
         level: "info",
-        msg: "carried the job state of state.json from before the cluster into the cluster's",
+        msg: "handed the job state of state.json over to the shared state",
         fields: expect.objectContaining({ paused: ["report"], pausedAll: true }),
       }),
     );

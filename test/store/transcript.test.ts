@@ -6,6 +6,7 @@ import { loadConfig } from "../../src/config/load.js";
 import type { Config } from "../../src/config/schema.js";
 import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
+import { Outbox } from "../../src/delivery/outbox.js";
 import { openPipeline, type Pipeline } from "../../src/runner/pipeline.js";
 import { openRuntime, type Runtime } from "../../src/runtime.js";
 import { sessionFileName } from "../../src/sessions/file-names.js";
@@ -54,6 +55,8 @@ describe("readTranscript", () => {
       job: (name) => jobs.get(name),
       concurrency: 2,
       paused: (name) => state.isPaused(name),
+      spend: (local) => local,
+      outbox: (send) => Outbox.open({ stateDir: config.paths.state, send, events: runtime.events }),
     });
     closed = false;
   });

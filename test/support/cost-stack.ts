@@ -7,6 +7,7 @@ import { jobContext } from "../../src/jobs/context.js";
 import { jobDefaults } from "../../src/jobs/defaults.js";
 import { loadJobFile } from "../../src/jobs/load.js";
 import type { Job } from "../../src/jobs/types.js";
+import { Outbox } from "../../src/delivery/outbox.js";
 import { openPipeline, type Pipeline, type PipelineOptions } from "../../src/runner/pipeline.js";
 import { openRuntime, type Runtime } from "../../src/runtime.js";
 import type { RunRecord } from "../../src/store/run-record.js";
@@ -66,6 +67,8 @@ export async function openStack(opts: StackOptions): Promise<CostStack> {
     concurrency: opts.concurrency ?? 2,
     streaks: stateStreaks(state),
     paused: (name) => state.isPaused(name),
+    spend: (local) => local,
+    outbox: (send) => Outbox.open({ stateDir: config.paths.state, send, events: runtime.events }),
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.wrap ? { wrap: opts.wrap } : {}),
   });

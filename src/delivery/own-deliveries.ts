@@ -1,11 +1,11 @@
 import type { Config } from "../config/schema.js";
-import { targetKey, type DeliveryTarget } from "../delivery/targets.js";
+import { targetKey, type DeliveryTarget } from "./targets.js";
 import type { Job } from "../jobs/types.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import type { OutboxEntry } from "../store/outbox-shapes.js";
 
 /**
- * What a node sends is decided by its own job files, never by Redis: a delivery read from the
+ * What a daemon sharing its outbox with others sends is decided by its own job files, never by Redis: a delivery read from the
  * shared queue only names the job, the run and the target (by its key, the end of the delivery's
  * id), and the node sends to its own loaded target of that key, from its own workspace.
  */

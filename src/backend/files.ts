@@ -1,0 +1,34 @@
+import type { Config } from "../config/schema.js";
+import { Outbox } from "../delivery/outbox.js";
+import type { Logger } from "../log.js";
+import { recordExchange } from "../store/last-exchange.js";
+import { OutboxStore } from "../store/outbox-store.js";
+import { readSpend } from "../store/spend-ledger.js";
+import { StateStore } from "../store/state.js";
+import type { DaemonBackend } from "./types.js";
+
+/** A daemon alone: everything in its state directory, its schedule's fires run by its own runner. */
+export function filesBackend(config: Config, log?: Logger): DaemonBackend {
+  const dir = config.paths.state;
+  return {
+    sharedOutbox: false,
+    keptOffline: "countd is not running: kept in state.json for its next start",
+    openState: () => StateStore.open(dir, log ? { log } : {}),
+    sessions: (local) => local,
+    spend: (local) => local,
+    spendSince: (since) => readSpend(dir, since),
+    outbox: (send, _own, events) => Outbox.open({ stateDir: dir, send, ...(log ? { log } : {}), ...(events ? { events } : {}) }),
+    readOutbox: async () => {
+      const data = await OutboxStore.read(dir, new Date());
+      return { entries: Object.values(data.entries), disabledTargets: data.disabledTargets };
+    },
+    transcripts: (local) => local,
+    recordExchange: (at) => recordExchange(dir, at),
+    scheduled: (here) => here,
+    view: async ({ local, runner }) => ({ transcripts: local, cancel: async (run, why) => runner.cancel(run.id, why) }),
+    serve: () => {},
+    retain: () => {},
+    stop: (shutdown) => shutdown(),
+    close: async () => {},
+  };
+}
