@@ -8,7 +8,7 @@ import { jobContext } from "./jobs/context.js";
 import { JobRegistry } from "./jobs/registry.js";
 import type { Job } from "./jobs/types.js";
 import { catchUp } from "./runner/catch-up.js";
-import type { Runner } from "./runner/runner.js";
+import { fireFromTrigger, type Runner } from "./runner/runner.js";
 import { sharedSessionId } from "./runner/session-ids.js";
 import { openPipeline } from "./runner/pipeline.js";
 import { PausedFiles } from "./runner/held-files.js";
@@ -176,7 +176,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           log: logger,
         })
       : undefined;
-    const fire = (req: FireRequest) => runner.submit(req);
+    const fire = fireFromTrigger(runner, logger);
     const pausedFiles = new PausedFiles({ state, events: runtime.events, fire, node: config.cluster?.node, log: logger });
     started.push(() => pausedFiles.close());
     // In a cluster a slot is run once, by whichever daemon takes it; watched files are this daemon's own.

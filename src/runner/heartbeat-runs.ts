@@ -40,13 +40,13 @@ export function withHeartbeat(jobs: (name: string) => Job | undefined, config: (
 
 /** For the HeartbeatService: one agent run with the heartbeat prompt and reply tool; its answer and final record. */
 export async function runCheckIn(runner: Runner, prompt: string, tools: Tool[]): Promise<{ answer: string; run: RunRecord }> {
-  const { record, outcome } = await runner.runToEnd({
+  const { record, outcome } = await runner.request({
     job: HEARTBEAT_JOB,
     reason: "heartbeat",
     scheduledAt: new Date(),
     prompt,
     extraTools: tools,
-  });
+  }).ended;
   if (record.status !== "ok") throw new Error(`heartbeat run ${record.id} ${record.status}: ${record.error ?? ""}`);
   return { answer: outcome?.answer ?? "", run: record };
 }

@@ -11,6 +11,7 @@ import { openPipeline, type Pipeline } from "../../src/runner/pipeline.js";
 import { openRuntime, type Runtime } from "../../src/runtime.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
+import { finalRecord } from "./runner-jobs.js";
 
 /*
  * countd as the daemon wires it (countd.yaml → config → runtime → pipeline → runner), in a
@@ -96,7 +97,7 @@ export async function openStack(opts: StackOptions): Promise<CostStack> {
       jobs.set(name, job);
       return job;
     },
-    run: (name) => pipeline.runner.run({ job: name, reason: "manual", scheduledAt: opts.now?.() ?? new Date() }),
+    run: (name) => finalRecord(pipeline.runner, { job: name, reason: "manual", scheduledAt: opts.now?.() ?? new Date() }),
     close: () =>
       (closed ??= (async () => {
         await pipeline.runner.shutdown(0);
