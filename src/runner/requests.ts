@@ -1,4 +1,5 @@
 import type { RunOutcome } from "../agent/outcome.js";
+import { silentLogger, type Logger } from "../log.js";
 import type { RunReason, RunRecord } from "../store/run-record.js";
 import type { FireDecision } from "./overlap.js";
 import type { FireRequest } from "./types.js";
@@ -89,5 +90,36 @@ export function merge(into: Pending, more: Pending): Pending {
     starts: [...into.starts, ...more.starts],
     manual: into.manual || more.manual,
     watchers: [...into.watchers, ...more.watchers],
+  };
+}
+
+/** Why a fire was not run: countd is stopping, or no job has its name. Triggers log it (fireFromTrigger); callers answer with it. */
+export class FireRefused extends Error {
+  constructor(
+    readonly why: "stopping" | "unknown job",
+    job: string,
+  ) {
+    super(why === "stopping" ? `countd is stopping: job "${job}" was not run` : `no job named "${job}"`);
+  }
+}
+
+/**
+ * How a trigger hands a fire on (cron, watch, the files held while paused): it has no one to tell
+ * of a refusal, so a fire countd is stopping for, or of a job no longer known, is logged and dropped.
+ */
+export function fireFromTrigger(
+  runner: { request(request: FireRequest): unknown },
+  log: Logger = silentLogger,
+): (request: FireRequest) => void {
+  const said = log.child({ component: "runner" });
+  return (request) => {
+    try {
+      runner.request(request);
+    } catch (err) {
+      if (!(err instanceof FireRefused)) throw err;
+      const fields = { job: request.job, reason: request.reason };
+      if (err.why === "stopping") said.info(fields, "countd is stopping: fire ignored");
+      else said.warn(fields, "no job by that name: fire ignored");
+    }
   };
 }

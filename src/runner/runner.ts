@@ -9,7 +9,7 @@ import { LONGEST_TIMER_MS } from "../timers.js";
 import { decideOverlap, REPLACED, type Busy } from "./overlap.js";
 import { uniqueRunId } from "./run-ids.js";
 import { copy, endRecord, type CancelCause } from "./run-records.js";
-import { merge, type Pending, type QueuedFire, type Requested, type RunEnd, type RunOptions } from "./requests.js";
+import { FireRefused, merge, type Pending, type QueuedFire, type Requested, type RunEnd, type RunOptions } from "./requests.js";
 import { runSessionId } from "./session-ids.js";
 import type { FireRequest, RunContext } from "./types.js";
 import { recordedFiles, type RunRecord, type RunStatus } from "../store/run-record.js";
@@ -47,16 +47,6 @@ export interface RunnerOptions {
 }
 
 const STOPPED_BEFORE_START = "countd stopped before this run started";
-
-/** Why a fire was not run: countd is stopping, or no job has its name. Triggers log it (fireFromTrigger); callers answer with it. */
-export class FireRefused extends Error {
-  constructor(
-    readonly why: "stopping" | "unknown job",
-    job: string,
-  ) {
-    super(why === "stopping" ? `countd is stopping: job "${job}" was not run` : `no job named "${job}"`);
-  }
-}
 
 interface InFlight {
   record: RunRecord;
@@ -483,22 +473,4 @@ export class Runner {
 
 function pending(request: FireRequest, waiters: Pending["waiters"], starts: Pending["starts"]): Pending {
   return { request, attempt: 1, waiters, starts, manual: request.reason === "manual", watchers: [] };
-}
-
-/**
- * How a trigger hands a fire on (cron, watch, the files held while paused): it has no one to tell
- * of a refusal, so a fire countd is stopping for, or of a job no longer known, is logged and dropped.
- */
-export function fireFromTrigger(runner: Pick<Runner, "request">, log: Logger = silentLogger): (request: FireRequest) => void {
-  const said = log.child({ component: "runner" });
-  return (request) => {
-    try {
-      runner.request(request);
-    } catch (err) {
-      if (!(err instanceof FireRefused)) throw err;
-      const fields = { job: request.job, reason: request.reason };
-      if (err.why === "stopping") said.info(fields, "countd is stopping: fire ignored");
-      else said.warn(fields, "no job by that name: fire ignored");
-    }
-  };
 }
