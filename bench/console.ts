@@ -173,7 +173,7 @@ export async function benchConsoleLatency(): Promise<ConsoleLatencyResult> {
         emitted.clear();
         listenersMs.length = 0;
         for (let i = 0; i < RUNS_PER_PHASE; i++) {
-          const run = await daemon.runner.run({ job: "stream", reason: "manual", scheduledAt: new Date() });
+          const run = (await daemon.runner.request({ job: "stream", reason: "manual", scheduledAt: new Date() }).ended).record;
           if (run.status !== "ok") throw new Error(`bench/console: the streaming run ended ${run.status}: ${run.error}`);
         }
         const { receipts } = await clients.ask({ type: "collect", runs: RUNS_PER_PHASE }, "receipts");

@@ -12,7 +12,9 @@ import { performance } from "node:perf_hooks";
 import { EventBus } from "../src/events.js";
 import { jobDefaults } from "../src/jobs/defaults.js";
 import type { Job } from "../src/jobs/types.js";
+import { fireFromTrigger } from "../src/runner/requests.js";
 import { Runner } from "../src/runner/runner.js";
+import { RunSaver } from "../src/store/run-saver.js";
 import { emptyUsage } from "../src/providers/types.js";
 import { StateStore } from "../src/store/state.js";
 import { WatchTrigger } from "../src/triggers/watch.js";
@@ -31,7 +33,7 @@ export async function benchWatchBurst(files = 10_000): Promise<{ files: number; 
   const job = burstJob(join(inbox, "*.csv"));
   const runner = new Runner({
     job: () => job,
-    state: await StateStore.open(join(dir, "state")),
+    records: new RunSaver(await StateStore.open(join(dir, "state"))),
     concurrency: 1,
     execute: async (_job, run) => {
       runs.push({ startedAt: performance.now(), files: run.request.files ?? [] });
@@ -40,7 +42,7 @@ export async function benchWatchBurst(files = 10_000): Promise<{ files: number; 
       return { answer: "imported", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() };
     },
   });
-  const trigger = new WatchTrigger({ events: new EventBus(), fire: (req) => runner.submit(req) });
+  const trigger = new WatchTrigger({ events: new EventBus(), fire: fireFromTrigger(runner) });
   try {
     await trigger.set([job]);
     let lastPath = "";

@@ -9,6 +9,7 @@ import { JobRegistry } from "./jobs/registry.js";
 import type { Job } from "./jobs/types.js";
 import { catchUp } from "./runner/catch-up.js";
 import type { Runner } from "./runner/runner.js";
+import { fireFromTrigger } from "./runner/requests.js";
 import { sharedSessionId } from "./runner/session-ids.js";
 import { openPipeline } from "./runner/pipeline.js";
 import { PausedFiles } from "./runner/held-files.js";
@@ -163,7 +164,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     started.push(() => runner.shutdown(0));
     // countd jobs, in another process, lists what this daemon fires from it.
     const armed = new ArmedPublisher(config.paths.state, logger);
-    const fire = (req: FireRequest) => runner.submit(req);
+    const fire = fireFromTrigger(runner, logger);
     const pausedFiles = new PausedFiles({ state, events: runtime.events, fire, node: backend.node, log: logger });
     started.push(() => pausedFiles.close());
     // The heartbeat's rules are asked before its scheduled fire runs, by the daemon that runs the slot.

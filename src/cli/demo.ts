@@ -40,7 +40,7 @@ export async function demo(): Promise<number> {
   const daemon = await startDaemon({ configFile: join(dir, "countd.yaml"), logger });
   try {
     say("\n1. daily-report: summarises workspace/notes/ through the list_dir and read_file tools");
-    const report = await daemon.runner.run({ job: "daily-report", reason: "manual", scheduledAt: new Date() });
+    const report = await (await daemon.runner.request({ job: "daily-report", reason: "manual", scheduledAt: new Date() }).ended).record;
     say(`   run ${report.id}: ${report.status}, ${toolCalls(report.toolCalls)}`);
 
     say("\n2. inbox-orders: fires when a file lands in workspace/inbox/");

@@ -128,7 +128,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     };
     process.on("SIGINT", onSigint);
     try {
-      const record = await runner.run({ job: name, reason: "manual", scheduledAt: new Date() });
+      const record = (await runner.request({ job: name, reason: "manual", scheduledAt: new Date() }).ended).record;
       if (last && !last.endsWith("\n")) process.stdout.write("\n");
       await outbox.runDue();
       const prefix = `${name}.${record.id}.`;

@@ -1,6 +1,6 @@
 import type { RunDelivery, RunView, TranscriptStep } from "../console/protocol.js";
 import { costText, plural, span, tokensText } from "../text.js";
-import { PAUSED } from "../runner/runner.js";
+import { PAUSED } from "../runner/overlap.js";
 import { shownTime } from "../time.js";
 
 /** A tool result longer than this is cut in the terminal; `--json` has it whole. */

@@ -1,8 +1,10 @@
 import { Queue, UnrecoverableError, WaitingError, Worker, type Job as QueuedJob, type JobsOptions } from "bullmq";
 import type { Redis } from "ioredis";
-import type { Job, OverlapPolicy } from "../jobs/types.js";
+import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
-import { overlapOf, REPLACED, type AttemptWatch, type Runner, type RunOptions } from "../runner/runner.js";
+import { decideOverlap, REPLACED, type FireDecision } from "../runner/overlap.js";
+import type { AttemptWatch, RunOptions } from "../runner/requests.js";
+import type { Runner } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
 import type { RunRecord, RunStatus } from "../store/run-record.js";
 import type { RunHistoryStore } from "../store/run-history.js";
@@ -82,7 +84,7 @@ export function slotId(job: string, scheduledAt: Date): string {
 export interface ClusterFiresOptions {
   /** A `queues` connection (redis.ts): BullMQ's workers duplicate it for their blocking reads. */
   redis: Redis;
-  runner: Pick<Runner, "runToEnd" | "skip">;
+  runner: Pick<Runner, "request">;
   /** The job's definition on this daemon. */
   job: (name: string) => Job | undefined;
   /** Runs this daemon takes from the cluster at once: its runner.concurrency. */
@@ -228,17 +230,14 @@ export class ClusterFires {
     const fires = this.due;
     this.due = [];
     const ids = fires.map(slotIdOf);
-    const policies = fires.map((fire) => {
-      const job = this.opts.job(fire.job);
-      return job ? overlapOf(job, requestOf(fire)) : "allow";
-    });
+    const decisions = fires.map((fire) => this.whenBusy(fire));
     let added: QueuedJob[];
     try {
       added = await this.runs.addBulk(
         fires.map((fire, i) => ({
           name: fire.job,
           data: fire,
-          opts: { jobId: ids[i], ...this.kept(), ...deduplication(fire.job, policies[i]!) },
+          opts: { jobId: ids[i], ...this.kept(), ...deduplication(fire.job, decisions[i]!) },
         })),
       );
     } catch (err) {
@@ -249,9 +248,10 @@ export class ClusterFires {
       fires.map(async (fire, i) => {
         // Another id: BullMQ deduplicated the fire into the job's run waiting or in progress.
         const into = added[i]!.id!;
-        if (into === ids[i] || (policies[i] !== "skip" && policies[i] !== "replace")) return;
+        const decision = decisions[i]!;
+        if (into === ids[i] || (decision.does !== "skip" && decision.does !== "replace")) return;
         try {
-          await this.deduplicated(fire, policies[i]!, into);
+          await this.deduplicated(fire, decision, into);
         } catch (err) {
           this.log.error(
             { job: fire.job, slot: ids[i], error: errorText(err) },
@@ -263,19 +263,30 @@ export class ClusterFires {
   }
 
   /**
-   * A fire BullMQ deduplicated into the fire `into`, which every daemon that added it was told:
-   * the first to claim the decision records the skip (`skip`) or replaces the run (`replace`).
+   * What the overlap decision says of the fire should the job be busy anywhere in the cluster,
+   * which the queue tells only once the fire is added: it chooses BullMQ's deduplication, and what
+   * is done with a fire deduplicated. Pauses are not asked here: the daemon that takes the fire
+   * asks them (its runner), on the shared state read again (run()).
    */
-  private async deduplicated(fire: QueuedFire, policy: "skip" | "replace", into: string): Promise<void> {
-    if (policy === "replace") {
+  private whenBusy(fire: QueuedFire): FireDecision {
+    const job = this.opts.job(fire.job);
+    if (!job) return { does: "beside" };
+    return decideOverlap({ job, fire: { reason: fire.reason, manual: false }, paused: false, busy: "running", where: "cluster" });
+  }
+
+  /**
+   * A fire BullMQ deduplicated into the fire `into`, which every daemon that added it was told:
+   * the first to claim the decision records the skip or replaces the run.
+   */
+  private async deduplicated(fire: QueuedFire, decision: Extract<FireDecision, { does: "skip" | "replace" }>, into: string): Promise<void> {
+    if (decision.does === "replace") {
       const claimed = await this.opts.redis.set(`${REPLACED_PREFIX}${slotIdOf(fire)}`, this.opts.node, "EX", this.keepSeconds, "NX");
       if (claimed !== null) await this.replaceHeld(fire.job, into);
       return;
     }
     // Recorded by the daemon whose claim decided it: the others were told of the same fire.
-    if ((await this.claimSkipOrRun(fire, "skipped")) === "claimed") {
-      this.opts.runner.skip(requestOf(fire), "a run of this job was waiting or in progress in the cluster (overlap: skip)");
-    }
+    if ((await this.claimSkipOrRun(fire, "skipped")) === "claimed")
+      await this.opts.runner.request(requestOf(fire), { skipped: decision }).ended;
   }
 
   /**
@@ -330,7 +341,7 @@ export class ClusterFires {
     }
     const admitted = fire.run || !this.opts.admit ? request : await this.opts.admit(request);
     if (!admitted) return;
-    await this.opts.runner.runToEnd(admitted, { ...opts, watch: this.watch(queued) });
+    await this.opts.runner.request(admitted, { ...opts, watch: this.watch(queued) }).ended;
   }
 
   /** The fire as this node runs it (fire-shapes.ts); one it refuses is logged and failed for good. */
@@ -348,8 +359,7 @@ export class ClusterFires {
    * skipped or run, never both; a fire taken again after its taker stopped finds its own claim.
    */
   private async skippedElsewhere(fire: QueuedFire): Promise<boolean> {
-    const job = this.opts.job(fire.job);
-    if (!job || overlapOf(job, requestOf(fire)) !== "skip") return false;
+    if (this.whenBusy(fire).does !== "skip") return false;
     try {
       return (await this.claimSkipOrRun(fire, "run")) === "skipped";
     } catch (err) {
@@ -467,15 +477,19 @@ function requestOf(fire: QueuedFire): FireRequest {
   return { job: fire.job, reason: fire.reason, scheduledAt: new Date(fire.scheduledAt) };
 }
 
-/** BullMQ's deduplication for a job's overlap policy; the deduplication id is the job's name. */
-function deduplication(job: string, policy: OverlapPolicy): Pick<JobsOptions, "deduplication"> {
-  switch (policy) {
+/**
+ * BullMQ's deduplication for what a fire meeting a busy job does; the deduplication id is the
+ * job's name. Under `queue` and `replace` one fire waits, the newest.
+ */
+function deduplication(job: string, decision: FireDecision): Pick<JobsOptions, "deduplication"> {
+  switch (decision.does) {
     case "skip":
       return { deduplication: { id: job } };
     case "queue":
     case "replace":
       return { deduplication: { id: job, keepLastIfActive: true } };
-    case "allow":
+    case "start":
+    case "beside":
       return {};
   }
 }

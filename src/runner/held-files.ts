@@ -3,7 +3,7 @@ import { silentLogger, type Logger } from "../log.js";
 import { MAX_RECORDED_FILES, type RunRecord } from "../store/run-record.js";
 import type { HeldFiles, StateStore } from "../store/state.js";
 import { errorText } from "../text.js";
-import { PAUSED } from "./runner.js";
+import { PAUSED } from "./overlap.js";
 import type { FireRequest } from "./types.js";
 
 /** As many paths as one run's `{{files}}` lists; more are counted. */

@@ -8,6 +8,7 @@ import type { StateStore } from "../store/state.js";
 import { errorText } from "../text.js";
 import { jobExecutor } from "./execute.js";
 import { Budgets } from "../cost/budget.js";
+import { RunSaver } from "../store/run-saver.js";
 import { SpendLedger, type SpendBook } from "../store/spend-ledger.js";
 import { Runner, type RunnerOptions } from "./runner.js";
 import { redactedExecutor } from "./redacted-run.js";
@@ -78,7 +79,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
   const execute = redactedExecutor(jobExecutor(opts.runtime, budgets), () => opts.runtime().redactor);
   const runner = new Runner({
     job: opts.job,
-    state: opts.state,
+    records: new RunSaver(opts.state, { log }),
     concurrency: opts.concurrency,
     log,
     paused: opts.paused,

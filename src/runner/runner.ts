@@ -1,22 +1,25 @@
 import { silentLogger, type Logger } from "../log.js";
-import { createHash, randomBytes } from "node:crypto";
-import ms from "ms";
 import { CancelToken } from "../agent/cancel.js";
 import type { CountdEvents, EventBus } from "../events.js";
-import type { Job, OverlapPolicy } from "../jobs/types.js";
+import type { Job } from "../jobs/types.js";
 import { emptyUsage } from "../providers/types.js";
-import type { StateStore } from "../store/state.js";
-import { errorText, excerpt } from "../text.js";
+import type { RunSaver } from "../store/run-saver.js";
+import { errorText } from "../text.js";
 import { LONGEST_TIMER_MS } from "../timers.js";
+import { decideOverlap, REPLACED, type Busy } from "./overlap.js";
+import { uniqueRunId } from "./run-ids.js";
+import { copy, endRecord, type CancelCause } from "./run-records.js";
+import { FireRefused, merge, type Pending, type QueuedFire, type Requested, type RunEnd, type RunOptions } from "./requests.js";
 import { runSessionId } from "./session-ids.js";
 import type { FireRequest, RunContext } from "./types.js";
-import { recordedFiles, type RunReason, type RunRecord, type RunStatus } from "../store/run-record.js";
+import { recordedFiles, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { RunOutcome } from "../agent/outcome.js";
 
 export interface RunnerOptions {
   /** The job's current definition: looked up at each fire and again when the run starts. */
   job: (name: string) => Job | undefined;
-  state: StateStore;
+  /** Where run records go, saved again while the store cannot take them (store/run-saver.ts). */
+  records: RunSaver;
   execute: (job: Job, run: RunContext) => Promise<RunOutcome>;
   /** Runs in progress at once, over all jobs; more wait in arrival order. */
   concurrency: number;
@@ -43,90 +46,7 @@ export interface RunnerOptions {
   node?: string;
 }
 
-/** The most a run record keeps of the answer, the … of a cut one included. */
-export const EXCERPT_CHARS = 500;
-
-/** A failed record save is tried again after this, then after twice as long each time, up to the max. */
-const SAVE_RETRY_FIRST_MS = 1_000;
-const SAVE_RETRY_MAX_MS = 60_000;
-/** What a run an `overlap: replace` fire cancelled says, on this node or (cluster/fires.ts) another. */
-export const REPLACED = "replaced by a newer run";
 const STOPPED_BEFORE_START = "countd stopped before this run started";
-export const PAUSED = "paused";
-
-/** How a fire ended: the final record and, for a run that started, what the executor returned. */
-export interface RunEnd {
-  record: RunRecord;
-  outcome?: RunOutcome;
-}
-
-/** What became of a fire at once, with how it starts and how it ends (Runner.request). */
-export interface Requested {
-  /**
-   * "started": a run began (`run` is its record, running); "queued": it waits for a slot, for the
-   * job's run in progress, or was merged into a run already waiting; "skipped": overlap skip or a
-   * paused job (`run` is the skipped record).
-   */
-  decision: "started" | "queued" | "skipped";
-  run?: RunRecord;
-  /** The running record once it starts; undefined if it never does (skipped, cancelled). */
-  started: Promise<RunRecord | undefined>;
-  /** Like runToEnd: after the last retry. */
-  ended: Promise<RunEnd>;
-}
-
-/**
- * What a caller of runToEnd hears of each attempt of its fire, retries included: the cluster keeps
- * it in the fire's queued job, so another daemon can tell which run a daemon killed mid-run left.
- * Each call is awaited, and its failure logged, never the run's.
- */
-export interface AttemptWatch {
-  /** An attempt started: its running record, saved. */
-  started?(run: RunRecord, attempt: number): void | Promise<void>;
-  /** An attempt ended, and what it queues (deliveries, beforeRunEnd) is queued; its final record is saved next. */
-  queued?(run: RunRecord, attempt: number): void | Promise<void>;
-}
-
-/** How runToEnd starts a fire: as a retry of a run another daemon left, watched. */
-export interface RunOptions {
-  /** The attempt this fire is, 1 by default; retries count on from it up to job.retry.attempts. */
-  attempt?: number;
-  /**
-   * A retry of the run with this id, which waits out `backoffMs` first (as a retry here does: the
-   * job's overlap policy is not asked again, and a shutdown meanwhile records it cancelled).
-   */
-  retry?: { of: string; backoffMs: number };
-  watch?: AttemptWatch;
-}
-
-/** A fire waiting for a slot, for its job's lane, or for its retry's backoff to end. */
-export interface QueuedFire {
-  job: string;
-  reason: RunReason;
-  /** ISO 8601; for a retry, when its backoff ends. */
-  scheduledAt: string;
-  /** For a retry waiting out its backoff: the id of the attempt that failed, which Runner.cancel takes. */
-  retryOf?: string;
-}
-
-/** A fire on its way to becoming a run, with the `run()` callers waiting for how it ends. */
-interface Pending {
-  request: FireRequest;
-  /** 1 for the first try; retries count up to job.retry.attempts. */
-  attempt: number;
-  waiters: Array<(end: RunEnd) => void>;
-  /** Called once, with the running record as it starts, or with the final record of a fire that never starts. */
-  starts: Array<(record: RunRecord) => void>;
-  /** Asked for by hand (a manual fire, one merged with it, its retries): runs while the job is paused. */
-  manual: boolean;
-  /** For a retry: the id of the attempt that failed. */
-  retryOf?: string;
-  /** Told of each attempt (runToEnd's watch); a merged fire keeps both fires' watchers. */
-  watchers: AttemptWatch[];
-}
-
-/** A user's cancel carries their reason, which the record shows. */
-type CancelCause = "timeout" | "replaced" | "shutdown" | { user: string };
 
 interface InFlight {
   record: RunRecord;
@@ -149,28 +69,17 @@ interface Lane {
 }
 
 /**
- * Decides whether and when a fire becomes a run: the global concurrency limit (FIFO), the
- * job's overlap policy, its timeout and retries, and the run record saved at start and end.
+ * Carries a fire to its run: the global concurrency limit (FIFO), what the overlap decision
+ * (overlap.ts) says of a fire that finds its job busy, the run's timeout, retries and cancels, and
+ * its record handed to the saver at start and end.
  *
  * A job is busy while one of its runs is running, waiting for a slot, or waiting out a retry
- * backoff; the overlap policy applies to fires that arrive while it is busy. `replace` cancels
- * what is busy and starts the newer run once the cancelled one has stopped, so runs of a
- * `replace` job never overlap. `allow` on a shared-session job behaves as `queue`: two runs
- * appending to one session at once would interleave its history. A watch fire under `skip` is
- * queued instead: its files changed after the busy run looked, and no later fire would bring
- * them again (a skipped cron slot has the next slot).
+ * backoff. `replace` cancels what is busy and starts the newer run once the cancelled one has
+ * stopped, so runs of a `replace` job never overlap.
  */
 export class Runner {
   private readonly queue: Pending[] = [];
   private readonly lanes = new Map<string, Lane>();
-  private readonly saving = new Set<Promise<void>>();
-  /** The latest record handed to save, by `<job>/<id>`, until it is on disk. */
-  private readonly newest = new Map<string, RunRecord>();
-  /** Records whose latest save failed, waiting for retryUnsaved. */
-  private readonly unsaved = new Map<string, RunRecord>();
-  private saveRetry: NodeJS.Timeout | undefined;
-  private saveRetryMs = SAVE_RETRY_FIRST_MS;
-  private lastSaveError = "";
   private readonly now: () => Date;
   private readonly log: Logger;
   private inFlight = 0;
@@ -183,48 +92,16 @@ export class Runner {
     this.log = (opts.log ?? silentLogger).child({ component: "runner" });
   }
 
-  /** Takes a fire from a trigger; after shutdown began, fires are ignored (and logged). */
-  submit(request: FireRequest): void {
-    if (this.stopping) {
-      this.log.info({ job: request.job, reason: request.reason }, "countd is stopping: fire ignored");
-      return;
-    }
-    const job = this.opts.job(request.job);
-    if (!job) {
-      this.log.warn({ job: request.job, reason: request.reason }, "no job by that name: fire ignored");
-      return;
-    }
-    this.accept(job, pending(request, [], []));
-  }
-
   /**
-   * Like submit, resolving with the final record: after the last retry, the run it was merged
-   * into, or the skipped record.
-   */
-  async run(request: FireRequest): Promise<RunRecord> {
-    return (await this.runToEnd(request)).record;
-  }
-
-  /**
-   * Like run, with the executor's outcome beside the record: the answer a caller acts on. `opts`:
-   * the attempt the fire is (a rerun of a run that was interrupted elsewhere), and who hears of each attempt.
-   */
-  runToEnd(request: FireRequest, opts: RunOptions = {}): Promise<RunEnd> {
-    try {
-      return this.request(request, opts).ended;
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
-  }
-
-  /**
-   * Like runToEnd, also saying at once what became of the fire, for a caller that answers before
-   * the run ends (the console). Throws when countd is stopping or the job is unknown.
+   * The one way a fire reaches the runner: says at once what became of it (started, queued,
+   * skipped), and how it starts and ends. `opts`: the attempt the fire is (a rerun of a run that
+   * was interrupted elsewhere), who hears of each attempt, a skip decided across daemons. Throws
+   * FireRefused when countd is stopping or the job is unknown.
    */
   request(request: FireRequest, opts: RunOptions = {}): Requested {
-    if (this.stopping) throw new Error(`countd is stopping: job "${request.job}" was not run`);
+    if (this.stopping) throw new FireRefused("stopping", request.job);
     const job = this.opts.job(request.job);
-    if (!job) throw new Error(`no job named "${request.job}"`);
+    if (!job) throw new FireRefused("unknown job", request.job);
     let first: RunRecord | undefined;
     let started!: (run: RunRecord | undefined) => void;
     const starting = new Promise<RunRecord | undefined>((resolve) => (started = resolve));
@@ -239,6 +116,7 @@ export class Runner {
         watchers: opts.watch ? [opts.watch] : [],
       };
       if (opts.retry) this.backOff(job, { ...fire, retryOf: opts.retry.of }, opts.retry.backoffMs);
+      else if (opts.skipped) this.settleUnstarted(fire, "skipped", opts.skipped.why);
       else this.accept(job, fire);
     });
     // Listeners run synchronously: a fire that started or was skipped has said so by now.
@@ -267,14 +145,6 @@ export class Runner {
       }
     }
     return "not found";
-  }
-
-  /**
-   * Records a fire that was skipped before it reached this runner, as the cluster skips a fire of
-   * an `overlap: skip` job that runs on another node; `why` is the record's error.
-   */
-  skip(request: FireRequest, why: string): void {
-    this.settleUnstarted(pending(request, [], []), "skipped", why);
   }
 
   /** Copies of the records of the runs in progress, of every job. */
@@ -344,32 +214,22 @@ export class Runner {
     clearTimeout(timer);
     for (const flight of flights) this.cancelRun(flight, "shutdown");
     await ended;
-    await Promise.all(this.saving);
-    clearTimeout(this.saveRetry);
-    this.saveRetry = undefined;
-    if (this.unsaved.size > 0) await this.retryUnsaved();
-    if (this.unsaved.size > 0) {
-      clearTimeout(this.saveRetry);
-      const ids = [...this.unsaved.keys()];
-      this.log.error({ records: ids.length, runs: ids }, "countd stopped with run records it could not save, now lost");
-    }
+    await this.opts.records.flush();
   }
 
   private accept(job: Job, pending: Pending): void {
-    if (this.isPaused(pending)) {
-      this.settleUnstarted(pending, "skipped", PAUSED);
-      return;
-    }
-    const lane = this.lane(job.name);
-    if (!this.busy(job.name)) {
-      this.enqueue(pending);
-      return;
-    }
-    switch (overlapOf(job, pending.request)) {
+    const decision = decideOverlap({
+      job,
+      fire: { reason: pending.request.reason, manual: pending.manual },
+      paused: this.opts.paused?.(job.name) ?? false,
+      busy: this.busy(job.name),
+    });
+    switch (decision.does) {
       case "skip":
-        this.settleUnstarted(pending, "skipped", "a run of this job was still in progress (overlap: skip)");
+        this.settleUnstarted(pending, "skipped", decision.why);
         return;
-      case "allow":
+      case "start":
+      case "beside":
         this.enqueue(pending);
         return;
       case "replace":
@@ -378,6 +238,7 @@ export class Runner {
       case "queue":
         break;
     }
+    const lane = this.lane(job.name);
     if (lane.next) this.log.debug({ job: job.name, reason: pending.request.reason }, "fire merged into the queued run");
     lane.next = lane.next ? merge(lane.next, pending) : pending;
     this.releaseNext(job.name);
@@ -399,18 +260,16 @@ export class Runner {
     }
   }
 
-  private isPaused(pending: Pending): boolean {
-    return !pending.manual && (this.opts.paused?.(pending.request.job) ?? false);
-  }
-
-  private busy(job: string): boolean {
+  private busy(job: string): Busy {
     const lane = this.lane(job);
-    return lane.running.size > 0 || lane.backoff.size > 0 || this.queue.some((p) => p.request.job === job);
+    if (lane.running.size > 0) return "running";
+    if (lane.backoff.size > 0) return "backing off";
+    return this.queue.some((p) => p.request.job === job) ? "waiting" : "idle";
   }
 
   private releaseNext(job: string): void {
     const lane = this.lane(job);
-    if (!lane.next || this.busy(job)) return;
+    if (!lane.next || this.busy(job) !== "idle") return;
     const next = lane.next;
     lane.next = undefined;
     this.enqueue(next);
@@ -428,8 +287,17 @@ export class Runner {
   private start(pending: Pending): void {
     const name = pending.request.job;
     const job = this.opts.job(name);
-    // Paused while it waited: for a slot, for the job's run, or out a retry's backoff.
-    const unstarted = !job ? `job "${name}" was removed before this run started` : this.isPaused(pending) ? PAUSED : undefined;
+    // Paused while it waited (for a slot, for the job's run, or out a retry's backoff): asked again
+    // with nothing in its way, as nothing is now.
+    const now =
+      job &&
+      decideOverlap({
+        job,
+        fire: { reason: pending.request.reason, manual: pending.manual },
+        paused: this.opts.paused?.(name) ?? false,
+        busy: "idle",
+      });
+    const unstarted = !job ? `job "${name}" was removed before this run started` : now?.does === "skip" ? now.why : undefined;
     if (!job || unstarted) {
       this.settleUnstarted(pending, "skipped", unstarted!);
       this.releaseNext(name);
@@ -450,7 +318,7 @@ export class Runner {
 
   private async drive(job: Job, pending: Pending, flight: InFlight): Promise<void> {
     const { record, cancel } = flight;
-    await this.save(record);
+    await this.opts.records.save(record);
     this.log.info({ job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId }, "run started");
     for (const watch of pending.watchers) await this.hook(() => watch.started?.(copy(record), pending.attempt), job, record);
 
@@ -472,25 +340,14 @@ export class Runner {
       flight.returned = true;
     }
 
-    const { status, error } = this.judge(job, flight, outcome);
     const finishedAt = this.now();
-    const end: RunRecord = {
-      ...record,
-      status,
-      finishedAt: finishedAt.toISOString(),
-      iterations: outcome.iterations,
-      toolCalls: outcome.toolCalls,
-      usage: outcome.usage,
-      ...(outcome.cost !== undefined ? { cost: outcome.cost } : {}),
-      ...(outcome.model !== undefined ? { model: outcome.model } : {}),
-      ...(outcome.answer ? { resultExcerpt: excerpt(outcome.answer.trim(), EXCERPT_CHARS - 1) } : {}),
-      ...(error ? { error } : {}),
-    };
+    const end = endRecord(job, record, outcome, { at: finishedAt, cause: flight.cause, graceMs: this.graceMs });
+    const { status, error } = end;
     const current = this.opts.job(job.name) ?? job;
     const willRetry = (status === "error" || status === "timeout") && pending.attempt < current.retry.attempts && !this.stopping;
     await this.hook(() => this.opts.beforeRunEnd?.(job, end, { willRetry, outcome }), job, end);
     for (const watch of pending.watchers) await this.hook(() => watch.queued?.(copy(end), pending.attempt), job, end);
-    await this.save(end);
+    await this.opts.records.save(end);
     this.lane(job.name).running.delete(flight);
     this.inFlight--;
     const durationMs = finishedAt.getTime() - Date.parse(record.startedAt);
@@ -503,25 +360,6 @@ export class Runner {
     else for (const resolve of pending.waiters) resolve({ record: end, outcome });
     this.releaseNext(job.name);
     this.pump();
-  }
-
-  /** The record's status and error: a cancel the runner caused is named by its cause. */
-  private judge(job: Job, flight: InFlight, outcome: RunOutcome): { status: RunStatus; error?: string } {
-    if (outcome.status === "ok") return { status: "ok" };
-    if (typeof flight.cause === "object") return { status: "cancelled", error: flight.cause.user };
-    switch (flight.cause) {
-      case "timeout":
-        return { status: "timeout", error: `timed out after ${ms(job.timeoutMs, { long: true })}` };
-      case "replaced":
-        return { status: "cancelled", error: REPLACED };
-      case "shutdown":
-        return {
-          status: "cancelled",
-          error: `countd stopped and the run did not finish within the ${ms(this.graceMs, { long: true })} grace period`,
-        };
-      case undefined:
-        return { status: outcome.status, error: outcome.error ?? outcome.status };
-    }
   }
 
   private retryLater(job: Job, failed: Pending, failedId: string): void {
@@ -583,7 +421,7 @@ export class Runner {
       { job: name, runId: record.id, status, reason: record.reason, error },
       status === "skipped" ? "run skipped" : "run cancelled",
     );
-    const saved = this.save(record);
+    const saved = this.opts.records.save(record);
     for (const started of pending.starts) started(copy(record));
     void saved.then(() => {
       this.announce("run.finished", { run: copy(record) });
@@ -597,7 +435,9 @@ export class Runner {
 
   private newRecord(job: string, session: Job["session"], request: FireRequest, status: RunStatus, attempt: number): RunRecord {
     const startedAt = this.now();
-    const id = this.uniqueRunId(job, startedAt);
+    const taken = new Set(this.opts.records.knownRunIds(job));
+    for (const flight of this.lane(job).running) taken.add(flight.record.id);
+    const id = uniqueRunId(taken, startedAt, this.opts.node);
     return {
       id,
       job,
@@ -613,64 +453,6 @@ export class Runner {
       // In a cluster an attempt may run on another node than the one before it: each record says which it is.
       ...(this.opts.node !== undefined ? { node: this.opts.node, attempt } : {}),
     };
-  }
-
-  /** Ids share a second often enough (bursts, shutdown) that the random part alone could repeat. */
-  private uniqueRunId(job: string, at: Date): string {
-    const taken = new Set(this.opts.state.knownRunIds(job));
-    for (const flight of this.lane(job).running) taken.add(flight.record.id);
-    let id: string;
-    do id = runId(at, this.opts.node);
-    while (taken.has(id));
-    return id;
-  }
-
-  /**
-   * Saves a copy (the store keeps the object it is given). A failed save is logged, never fatal
-   * to the run, and never the end of the record: it is kept and saved again (retryUnsaved) until
-   * the state directory takes it, unless a newer record of the same run was handed on meanwhile.
-   */
-  private save(record: RunRecord): Promise<void> {
-    const key = `${record.job}/${record.id}`;
-    this.newest.set(key, record);
-    this.unsaved.delete(key);
-    const saving = this.opts.state.saveRun({ ...record }).then(
-      () => {
-        if (this.newest.get(key) === record) this.newest.delete(key);
-      },
-      (err: unknown) => {
-        if (this.newest.get(key) !== record) return;
-        this.unsaved.set(key, record);
-        this.lastSaveError = errorText(err);
-        // One line per outage, not per record: with every save failing, a line each would flood the log.
-        if (this.saveRetry) return;
-        this.log.error(
-          { job: record.job, runId: record.id, error: this.lastSaveError, retryInMs: this.saveRetryMs },
-          "could not save a run record; kept, saved again later",
-        );
-        this.saveRetry = setTimeout(() => void this.retryUnsaved(), this.saveRetryMs).unref();
-      },
-    );
-    this.saving.add(saving);
-    void saving.finally(() => this.saving.delete(saving));
-    return saving;
-  }
-
-  /** One more try for every record a save failed for; the wait doubles while the failures last. */
-  private async retryUnsaved(): Promise<void> {
-    const records = [...this.unsaved.values()];
-    this.unsaved.clear();
-    await Promise.all(records.map((record) => this.save(record)));
-    clearTimeout(this.saveRetry);
-    this.saveRetry = undefined;
-    if (this.unsaved.size > 0) {
-      this.saveRetryMs = Math.min(this.saveRetryMs * 2, SAVE_RETRY_MAX_MS);
-      this.log.error({ records: this.unsaved.size, error: this.lastSaveError, retryInMs: this.saveRetryMs }, "run records still not saved");
-      this.saveRetry = setTimeout(() => void this.retryUnsaved(), this.saveRetryMs).unref();
-    } else {
-      this.saveRetryMs = SAVE_RETRY_FIRST_MS;
-      this.log.info({ records: records.length }, "saved the run records that could not be saved before");
-    }
   }
 
   private async hook(call: () => void | Promise<void>, job: Job, record: RunRecord): Promise<void> {
@@ -689,50 +471,6 @@ export class Runner {
   }
 }
 
-/**
- * `20261130T090000Z-3f2a`: sorts by start second, readable in logs and file names. On a cluster
- * node the random part follows the node's tag, `20261130T090000Z-9c413f2a`: the runner keeps its
- * own ids apart, and the tag keeps them apart from other nodes' (random parts alone would repeat
- * once in 65,536 pairs of runs of a job started in the same second, one record replacing the other).
- */
-export function runId(startedAt: Date, node?: string): string {
-  const stamp = startedAt
-    .toISOString()
-    .replace(/\.\d+Z$/, "Z")
-    .replace(/[-:]/g, "");
-  return `${stamp}-${node === undefined ? "" : nodeTag(node)}${randomBytes(2).toString("hex")}`;
-}
-
-/** 4 hex digits from a node's name, in its run ids; Cluster.join warns when two nodes' names share one. */
-export function nodeTag(node: string): string {
-  return createHash("sha256").update(node).digest("hex").slice(0, 4);
-}
-
-/** The policy a fire meets: a shared-session job's `allow` and a watch fire's `skip` become `queue`. */
-export function overlapOf(job: Job, request: FireRequest): OverlapPolicy {
-  if (job.overlap === "allow" && job.session === "shared") return "queue";
-  if (job.overlap === "skip" && request.reason === "watch") return "queue";
-  return job.overlap;
-}
-
 function pending(request: FireRequest, waiters: Pending["waiters"], starts: Pending["starts"]): Pending {
   return { request, attempt: 1, waiters, starts, manual: request.reason === "manual", watchers: [] };
-}
-
-/** Several fires served by one run: the first one's reason, time and attempt, every changed file once. */
-function merge(into: Pending, more: Pending): Pending {
-  const files = [...new Set([...(into.request.files ?? []), ...(more.request.files ?? [])])];
-  return {
-    request: { ...into.request, ...(files.length > 0 ? { files } : {}) },
-    attempt: into.attempt,
-    waiters: [...into.waiters, ...more.waiters],
-    starts: [...into.starts, ...more.starts],
-    manual: into.manual || more.manual,
-    watchers: [...into.watchers, ...more.watchers],
-  };
-}
-
-/** What the runner hands out, so no listener or caller can change the record it keeps. */
-function copy(record: RunRecord): RunRecord {
-  return { ...record, usage: { ...record.usage } };
 }

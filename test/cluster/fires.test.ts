@@ -5,7 +5,7 @@ import { ClusterFires, slotId } from "../../src/cluster/fires.js";
 import { RedisRunHistory } from "../../src/cluster/run-history.js";
 import type { OverlapPolicy } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
-import type { RunEnd, RunOptions } from "../../src/runner/runner.js";
+import type { Requested, RunEnd, RunOptions } from "../../src/runner/requests.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { makeJob } from "../support/runner-jobs.js";
@@ -27,6 +27,8 @@ interface Node {
 
 const at = (second: number) => new Date(Date.UTC(2026, 10, 30, 9, 0, second));
 const fire = (job: string, second: number): FireRequest => ({ job, reason: "schedule", scheduledAt: at(second) });
+/** What a stand-in runner answers: the fire waits, and ends as `ended` does. */
+const requested = (ended: Promise<RunEnd>): Requested => ({ decision: "queued", started: Promise.resolve(undefined), ended });
 
 describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () => {
   const redis = useRedis();
@@ -45,12 +47,18 @@ describe.skipIf(!hasRedis)("the cluster's fires (two daemons, one Redis)", () =>
     const started: FireRequest[] = [];
     const skipped: FireRequest[] = [];
     const runner = {
-      runToEnd: (request: FireRequest) =>
-        new Promise<RunEnd>((resolve) => {
-          started.push(request);
-          ends.set(request.scheduledAt.getTime(), () => resolve({} as RunEnd));
-        }),
-      skip: (request: FireRequest) => void skipped.push(request),
+      request: (request: FireRequest, opts?: RunOptions) => {
+        if (opts?.skipped) {
+          skipped.push(request);
+          return requested(Promise.resolve({} as RunEnd));
+        }
+        return requested(
+          new Promise<RunEnd>((resolve) => {
+            started.push(request);
+            ends.set(request.scheduledAt.getTime(), () => resolve({} as RunEnd));
+          }),
+        );
+      },
     };
     const fires = new ClusterFires({
       redis: client,
@@ -223,11 +231,10 @@ describe.skipIf(!hasRedis)("the cluster's fires: a run a daemon left (its hold e
     const started: Array<{ request: FireRequest; opts: RunOptions | undefined }> = [];
     const reported: RunRecord[] = [];
     const runner = {
-      runToEnd: async (request: FireRequest, opts?: RunOptions) => {
+      request: (request: FireRequest, opts?: RunOptions) => {
         started.push({ request, opts });
-        return {} as RunEnd;
+        return requested(Promise.resolve({} as RunEnd));
       },
-      skip: () => {},
     };
     fires = new ClusterFires({
       redis: client,

@@ -6,7 +6,7 @@ import { RedisRunHistory } from "../../src/cluster/run-history.js";
 import { message } from "../../src/delivery/dispatch.js";
 import type { WebhookTarget } from "../../src/delivery/targets.js";
 import { emptyUsage } from "../../src/providers/types.js";
-import type { RunEnd, RunOptions } from "../../src/runner/runner.js";
+import type { RunEnd, RunOptions } from "../../src/runner/requests.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { makeJob } from "../support/runner-jobs.js";
@@ -75,7 +75,12 @@ describe.skipIf(!hasRedis)("a run left between queueing its answer and noting it
     const reported: RunRecord[] = [];
     fires = new ClusterFires({
       redis: client,
-      runner: { runToEnd: async (request, opts) => (started.push({ request, opts }), {} as RunEnd), skip: () => {} },
+      runner: {
+        request: (request, opts) => (
+          started.push({ request, opts }),
+          { decision: "queued", started: Promise.resolve(undefined), ended: Promise.resolve({} as RunEnd) }
+        ),
+      },
       job: () => job,
       concurrency: 1,
       node: "n1",

@@ -5,11 +5,12 @@ import { describe, expect, it, vi } from "vitest";
 import { RedisRunHistory } from "../../src/cluster/run-history.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { Runner } from "../../src/runner/runner.js";
+import { RunSaver } from "../../src/store/run-saver.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { RUNS_KEPT_PER_JOB } from "../../src/store/run-history.js";
 import { StateStore } from "../../src/store/state.js";
 import { startRedis } from "../support/redis-server.js";
-import { fire, makeJob } from "../support/runner-jobs.js";
+import { finalRecord, fire, makeJob } from "../support/runner-jobs.js";
 import { hasSystemPackage } from "../support/system-package.js";
 import { useRedis } from "../support/use-redis.js";
 
@@ -74,7 +75,7 @@ describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
     const finishing = new Promise<void>((resolve) => (finish = resolve));
     const runner = new Runner({
       job: (name) => makeJob(name),
-      state,
+      records: new RunSaver(state),
       concurrency: 1,
       node: "n1",
       execute: async () => {
@@ -82,7 +83,7 @@ describe.skipIf(!hasRedis)("the cluster's run history in Redis", () => {
         return { answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() };
       },
     });
-    const ended = runner.run(fire("outage"));
+    const ended = finalRecord(runner, fire("outage"));
     await vi.waitFor(async () =>
       expect(await new RedisRunHistory(await redis.connect("records", away.url)).runs("outage")).toHaveLength(1),
     );

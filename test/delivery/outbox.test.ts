@@ -12,7 +12,7 @@ import { targetKey, type DeliveryTarget, type WebhookTarget } from "../../src/de
 import { sendWebhook } from "../../src/delivery/webhook.js";
 import type { Logger } from "../../src/log.js";
 import { emptyUsage } from "../../src/providers/types.js";
-import { runId } from "../../src/runner/runner.js";
+import { runId } from "../../src/runner/run-ids.js";
 import { captureLog, type LogLine } from "../support/log-capture.js";
 import { startWebhookReceiver } from "../support/webhook-receiver.js";
 import { completedMessage } from "../support/delivery-message.js";

@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EventBus } from "../../src/events.js";
 import { PausedFiles } from "../../src/runner/held-files.js";
+import { fireFromTrigger } from "../../src/runner/requests.js";
 import { Runner } from "../../src/runner/runner.js";
+import { RunSaver } from "../../src/store/run-saver.js";
 import { StateStore } from "../../src/store/state.js";
 import { WatchTrigger } from "../../src/triggers/watch.js";
 import { heldExecutor } from "../support/held-executor.js";
@@ -35,13 +37,13 @@ beforeEach(async () => {
   state = await StateStore.open(stateDir);
   runner = new Runner({
     job: (name) => (name === job.name ? job : undefined),
-    state,
+    records: new RunSaver(state),
     execute: held.execute,
     concurrency: 2,
     events,
     paused: (name) => state.isPaused(name),
   });
-  const fire = (req: Parameters<Runner["submit"]>[0]) => runner.submit(req);
+  const fire = fireFromTrigger(runner);
   pausedFiles = new PausedFiles({ state, events, fire });
   trigger = new WatchTrigger({ fire, events, stabilityMs: 100 });
   await trigger.set([job]);

@@ -3,9 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect, it } from "vitest";
 import { emptyUsage } from "../../src/providers/types.js";
-import { nodeTag, Runner, runId } from "../../src/runner/runner.js";
+import { nodeTag, runId } from "../../src/runner/run-ids.js";
+import { Runner } from "../../src/runner/runner.js";
+import { RunSaver } from "../../src/store/run-saver.js";
 import { StateStore } from "../../src/store/state.js";
-import { fire, makeJob } from "../support/runner-jobs.js";
+import { finalRecord, fire, makeJob } from "../support/runner-jobs.js";
 
 const SECOND = new Date("2026-11-30T09:00:00.250Z");
 
@@ -32,13 +34,13 @@ it("names a cluster node's runs with its tag", async () => {
   const state = await StateStore.open(join(await mkdtemp(join(tmpdir(), "countd-run-ids-")), "state"));
   const runner = new Runner({
     job: (name) => makeJob(name),
-    state,
+    records: new RunSaver(state),
     concurrency: 1,
     node: "n1",
     now: () => SECOND,
     execute: async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
   });
-  const run = await runner.run(fire("report"));
+  const run = await finalRecord(runner, fire("report"));
   expect(run).toMatchObject({
     status: "ok",
     node: "n1",

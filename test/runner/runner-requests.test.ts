@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EventBus } from "../../src/events.js";
 import type { Job } from "../../src/jobs/types.js";
 import { Runner, type RunnerOptions } from "../../src/runner/runner.js";
+import { RunSaver } from "../../src/store/run-saver.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
 import { heldExecutor } from "../support/held-executor.js";
@@ -43,7 +44,7 @@ function makeRunner(jobs: Job[], extra: Partial<RunnerOptions> = {}) {
   const events = new EventBus((event, error) => listenerErrors.push({ event, error: (error as Error).message }));
   const runner = new Runner({
     job: (name) => byName.get(name),
-    state,
+    records: new RunSaver(state),
     execute: held.execute,
     concurrency: 2,
     log,
@@ -275,7 +276,7 @@ describe("Runner: paused jobs", () => {
     const { runner } = makeRunner([makeJob("report")]);
     await state.pause("report");
     const answer = runner.request(fire("report"));
-    runner.submit(fire("report", { reason: "watch", files: ["a.csv"] }));
+    runner.request(fire("report", { reason: "watch", files: ["a.csv"] }));
 
     expect(answer.decision).toBe("skipped");
     expect(answer.run).toMatchObject({ status: "skipped", reason: "schedule", error: "paused" });

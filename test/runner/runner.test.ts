@@ -6,7 +6,9 @@ import { z } from "zod";
 import type { Job } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { runAgent } from "../../src/runner/execute.js";
+import { fireFromTrigger } from "../../src/runner/requests.js";
 import { Runner, type RunnerOptions } from "../../src/runner/runner.js";
+import { RunSaver } from "../../src/store/run-saver.js";
 import type { RunContext } from "../../src/runner/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
@@ -14,7 +16,7 @@ import { defineTool, ToolRegistry } from "../../src/tools/registry.js";
 import { makeAgent } from "../support/agent.js";
 import { useAimock } from "../support/aimock.js";
 import { heldExecutor } from "../support/held-executor.js";
-import { fire, makeJob } from "../support/runner-jobs.js";
+import { finalRecord, fire, makeJob } from "../support/runner-jobs.js";
 import { captureLog } from "../support/log-capture.js";
 
 let stateDir: string;
@@ -30,13 +32,14 @@ function makeRunner(jobs: Job[], execute: RunnerOptions["execute"], extra: Parti
   const { log, lines: logs } = captureLog();
   const runner = new Runner({
     job: (name) => byName.get(name),
-    state,
+    records: new RunSaver(state, { log }),
     execute,
     concurrency: 2,
     log,
     ...extra,
   });
-  return { runner, logs, jobs: byName };
+  // Fires as the triggers hand them on, which have no one to tell of a refusal but the log.
+  return { runner, logs, jobs: byName, submit: fireFromTrigger(runner, log) };
 }
 
 const waitFor = (check: () => void) => vi.waitFor(check, { timeout: 5000, interval: 5 });
@@ -46,11 +49,11 @@ describe("Runner: concurrency", () => {
   it("runs at most `concurrency` jobs at once and starts the waiting ones in arrival order", async () => {
     const names = ["a", "b", "c", "d", "e"];
     const { calls, execute, stats } = heldExecutor();
-    const { runner } = makeRunner(
+    const { runner, submit } = makeRunner(
       names.map((n) => makeJob(n)),
       execute,
     );
-    for (const name of names) runner.submit(fire(name));
+    for (const name of names) submit(fire(name));
 
     await waitFor(() => expect(calls).toHaveLength(2));
     expect(runner.active()).toBe(2);
@@ -74,11 +77,11 @@ describe("Runner: concurrency", () => {
 describe("Runner: overlap", () => {
   it("skip: a fire during a run is recorded as skipped, with its reason, and makes no call", async () => {
     const { calls, execute } = heldExecutor();
-    const { runner } = makeRunner([makeJob("report", { overlap: "skip" })], execute);
-    runner.submit(fire("report"));
+    const { runner, submit } = makeRunner([makeJob("report", { overlap: "skip" })], execute);
+    submit(fire("report"));
     await waitFor(() => expect(calls).toHaveLength(1));
 
-    const skipped = await runner.run(fire("report", { reason: "manual" }));
+    const skipped = await finalRecord(runner, fire("report", { reason: "manual" }));
     expect(skipped).toMatchObject({
       status: "skipped",
       reason: "manual",
@@ -91,13 +94,13 @@ describe("Runner: overlap", () => {
 
   it("queue: fires during a run become ONE next run, with every changed file once", async () => {
     const { calls, execute } = heldExecutor();
-    const { runner } = makeRunner([makeJob("inbox", { overlap: "queue" })], execute);
-    runner.submit(fire("inbox", { reason: "watch", files: ["a.csv"] }));
+    const { runner, submit } = makeRunner([makeJob("inbox", { overlap: "queue" })], execute);
+    submit(fire("inbox", { reason: "watch", files: ["a.csv"] }));
     await waitFor(() => expect(calls).toHaveLength(1));
 
-    runner.submit(fire("inbox", { reason: "watch", files: ["b.csv"] }));
-    runner.submit(fire("inbox", { reason: "watch", files: ["c.csv", "b.csv"] }));
-    const merged = runner.run(fire("inbox", { reason: "watch", files: ["d.csv"] }));
+    submit(fire("inbox", { reason: "watch", files: ["b.csv"] }));
+    submit(fire("inbox", { reason: "watch", files: ["c.csv", "b.csv"] }));
+    const merged = finalRecord(runner, fire("inbox", { reason: "watch", files: ["d.csv"] }));
     calls[0]!.finish();
     await waitFor(() => expect(calls).toHaveLength(2));
     expect(calls[1]!.run.request.files).toEqual(["b.csv", "c.csv", "d.csv"]);
@@ -113,11 +116,11 @@ describe("Runner: overlap", () => {
 
   it("replace: cancels the running run, then starts the newer one; a replaced run is not retried", async () => {
     const { calls, execute } = heldExecutor();
-    const { runner } = makeRunner([makeJob("sync", { overlap: "replace", retry: { attempts: 3, backoffMs: 0 } })], execute);
-    runner.submit(fire("sync"));
+    const { runner, submit } = makeRunner([makeJob("sync", { overlap: "replace", retry: { attempts: 3, backoffMs: 0 } })], execute);
+    submit(fire("sync"));
     await waitFor(() => expect(calls).toHaveLength(1));
 
-    const newer = runner.run(fire("sync", { reason: "manual" }));
+    const newer = finalRecord(runner, fire("sync", { reason: "manual" }));
     await waitFor(() => expect(calls).toHaveLength(2));
     expect(calls[0]!.run.cancel.cancelled).toBe(true);
     expect(calls[1]!.run.cancel.cancelled).toBe(false);
@@ -132,9 +135,9 @@ describe("Runner: overlap", () => {
 
   it("allow: runs of an isolated-session job run side by side, each in its own session", async () => {
     const { calls, execute } = heldExecutor();
-    const { runner } = makeRunner([makeJob("scan", { overlap: "allow" })], execute);
-    runner.submit(fire("scan"));
-    runner.submit(fire("scan"));
+    const { runner, submit } = makeRunner([makeJob("scan", { overlap: "allow" })], execute);
+    submit(fire("scan"));
+    submit(fire("scan"));
     await waitFor(() => expect(calls).toHaveLength(2));
     expect(runner.active("scan")).toBe(2);
     const sessions = calls.map((c) => c.run.sessionId);
@@ -145,10 +148,10 @@ describe("Runner: overlap", () => {
 
   it("allow on a shared-session job queues instead, so the session's history never interleaves", async () => {
     const { calls, execute, stats } = heldExecutor();
-    const { runner } = makeRunner([makeJob("diary", { overlap: "allow", session: "shared" })], execute, { concurrency: 4 });
-    runner.submit(fire("diary"));
+    const { runner, submit } = makeRunner([makeJob("diary", { overlap: "allow", session: "shared" })], execute, { concurrency: 4 });
+    submit(fire("diary"));
     await waitFor(() => expect(calls).toHaveLength(1));
-    const second = runner.run(fire("diary"));
+    const second = finalRecord(runner, fire("diary"));
     // A run takes its slot as soon as it is accepted; the second one must not have.
     expect(runner.active("diary")).toBe(1);
     calls[0]!.finish();
@@ -164,7 +167,7 @@ describe("Runner: timeout and retries", () => {
   it("cancels a run that outlives its timeout and records it as timeout", async () => {
     const { calls, execute } = heldExecutor();
     const { runner } = makeRunner([makeJob("slow", { timeoutMs: 50 })], execute);
-    const record = await runner.run(fire("slow"));
+    const record = await finalRecord(runner, fire("slow"));
     expect(record).toMatchObject({ status: "timeout", error: "timed out after 50 ms" });
     expect(calls[0]!.run.cancel.cancelled).toBe(true);
     expect(calls[0]!.run.cancel.signal.reason).toEqual(new Error("timeout"));
@@ -181,7 +184,7 @@ describe("Runner: timeout and retries", () => {
       },
       { beforeRunEnd: async (_job, _run, { willRetry }) => void ends.push(willRetry) },
     );
-    const last = await runner.run(fire("flaky"));
+    const last = await finalRecord(runner, fire("flaky"));
     expect(last).toMatchObject({ status: "error", reason: "retry", error: "upstream exploded" });
 
     await runner.shutdown(0);
@@ -208,7 +211,7 @@ describe("Runner: timeout and retries", () => {
       if (++attempt === 2) calls[1]!.finish({ answer: "fine now" });
       return outcome;
     });
-    expect(await runner.run(fire("wobbly"))).toMatchObject({ status: "ok", reason: "retry", resultExcerpt: "fine now" });
+    expect(await finalRecord(runner, fire("wobbly"))).toMatchObject({ status: "ok", reason: "retry", resultExcerpt: "fine now" });
     await runner.shutdown(0);
     expect((await records("wobbly")).map((r) => r.status)).toEqual(["timeout", "ok"]);
   });
@@ -227,14 +230,14 @@ describe("Runner: a fire started at a later attempt, watched (a run another clus
     );
     const heard: Array<[string, number, string]> = [];
     const asked = Date.now();
-    const end = await runner.runToEnd(fire("flaky", { reason: "retry" }), {
+    const end = await runner.request(fire("flaky", { reason: "retry" }), {
       attempt: 2,
       retry: { of: "20261130T090000Z-abcd", backoffMs: 30 },
       watch: {
         started: (run, attempt) => void heard.push(["started", attempt, run.status]),
         queued: (run, attempt) => void heard.push(["queued", attempt, run.status]),
       },
-    });
+    }).ended;
     expect(end.record).toMatchObject({ status: "ok", reason: "retry", node: "n2", attempt: 3 });
     await runner.shutdown(0);
     const runs = await records("flaky");
@@ -260,14 +263,14 @@ describe("Runner: a fire started at a later attempt, watched (a run another clus
       toolCalls: 0,
       usage: emptyUsage(),
     }));
-    const end = await runner.runToEnd(fire("flaky"), {
+    const end = await runner.request(fire("flaky"), {
       attempt: 2,
       watch: {
         started: () => {
           throw new Error("Redis is away");
         },
       },
-    });
+    }).ended;
     expect(end.record).toMatchObject({ status: "error" });
     // Outside a cluster no record says its attempt.
     expect(end.record.attempt).toBeUndefined();
@@ -299,7 +302,7 @@ describe("Runner: records", () => {
         beforeRunEnd: async (job, run, { willRetry }) => void hooks.push(`end ${job.name} ${run.status} willRetry=${willRetry}`),
       },
     );
-    const record = await runner.run(fire("report", { reason: "manual" }));
+    const record = await finalRecord(runner, fire("report", { reason: "manual" }));
 
     expect(record.id).toMatch(/^20261130T090000Z-[0-9a-f]{4}$/);
     expect(seenOnDisk).toEqual([
@@ -339,7 +342,7 @@ describe("Runner: records", () => {
     const { runner } = makeRunner([makeJob("broken")], async () => {
       throw new Error("no provider named glm");
     });
-    expect(await runner.run(fire("broken"))).toMatchObject({ status: "error", error: "no provider named glm" });
+    expect(await finalRecord(runner, fire("broken"))).toMatchObject({ status: "error", error: "no provider named glm" });
   });
 
   it("awaits beforeRunEnd with the final record before saving it, so what it queues is on disk before the run is recorded as ended", async () => {
@@ -360,7 +363,7 @@ describe("Runner: records", () => {
         },
       },
     );
-    const ran = runner.run(fire("report")).then((record) => {
+    const ran = finalRecord(runner, fire("report")).then((record) => {
       order.push("run resolved");
       return record;
     });
@@ -385,7 +388,7 @@ describe("Runner: records", () => {
         },
       },
     );
-    const record = await runner.run(fire("report"));
+    const record = await finalRecord(runner, fire("report"));
     expect((await records("report")).map((r) => r.status)).toEqual(["ok"]);
     expect(logs).toContainEqual({
       level: "error",
@@ -395,9 +398,9 @@ describe("Runner: records", () => {
   });
 
   it("refuses to run a job it does not know", async () => {
-    const { runner, logs } = makeRunner([], heldExecutor().execute);
-    await expect(runner.run(fire("nope"))).rejects.toThrow('no job named "nope"');
-    runner.submit(fire("nope"));
+    const { runner, submit, logs } = makeRunner([], heldExecutor().execute);
+    await expect(finalRecord(runner, fire("nope"))).rejects.toThrow('no job named "nope"');
+    submit(fire("nope"));
     expect(logs).toContainEqual(
       expect.objectContaining({
         level: "warn",
@@ -409,9 +412,9 @@ describe("Runner: records", () => {
 
   it("names the sessions of the runs in progress, which retention must not prune, until each run ends", async () => {
     const { calls, execute } = heldExecutor();
-    const { runner } = makeRunner([makeJob("report"), makeJob("digest", { session: "shared" })], execute);
-    runner.submit(fire("report"));
-    runner.submit(fire("digest"));
+    const { runner, submit } = makeRunner([makeJob("report"), makeJob("digest", { session: "shared" })], execute);
+    submit(fire("report"));
+    submit(fire("digest"));
     await waitFor(() => expect(calls).toHaveLength(2));
     const report = calls.find((c) => c.job.name === "report")!;
     expect(runner.sessionsInUse()).toEqual(new Set([report.run.sessionId, "cron:digest"]));
@@ -427,13 +430,13 @@ describe("Runner: records", () => {
 describe("Runner: shutdown", () => {
   it("lets a run finish within the grace period, cancels the one that does not, and drops runs not started", async () => {
     const { calls, execute } = heldExecutor();
-    const { runner, logs } = makeRunner(
+    const { runner, submit, logs } = makeRunner(
       ["fast", "slow", "late"].map((n) => makeJob(n)),
       execute,
     );
-    runner.submit(fire("fast"));
-    runner.submit(fire("slow"));
-    runner.submit(fire("late"));
+    submit(fire("fast"));
+    submit(fire("slow"));
+    submit(fire("late"));
     await waitFor(() => expect(calls).toHaveLength(2));
 
     const stopped = runner.shutdown(300);
@@ -449,21 +452,21 @@ describe("Runner: shutdown", () => {
     expect(calls.map((c) => c.job.name).sort()).toEqual(["fast", "slow"]);
     expect(runner.active()).toBe(0);
 
-    runner.submit(fire("fast"));
+    submit(fire("fast"));
     expect(logs.at(-1)).toMatchObject({ msg: "countd is stopping: fire ignored", fields: { job: "fast" } });
-    await expect(runner.run(fire("fast"))).rejects.toThrow('countd is stopping: job "fast" was not run');
+    await expect(finalRecord(runner, fire("fast"))).rejects.toThrow('countd is stopping: job "fast" was not run');
   });
 
   it("cancels a pending retry and the run queued behind a job's current run", async () => {
     const { calls, execute } = heldExecutor();
-    const { runner } = makeRunner(
+    const { runner, submit } = makeRunner(
       [makeJob("flaky", { retry: { attempts: 2, backoffMs: 60_000 } }), makeJob("inbox", { overlap: "queue" })],
       execute,
     );
-    const retried = runner.run(fire("flaky"));
-    runner.submit(fire("inbox", { reason: "watch", files: ["a.csv"] }));
+    const retried = finalRecord(runner, fire("flaky"));
+    submit(fire("inbox", { reason: "watch", files: ["a.csv"] }));
     await waitFor(() => expect(calls).toHaveLength(2));
-    runner.submit(fire("inbox", { reason: "watch", files: ["b.csv"] }));
+    submit(fire("inbox", { reason: "watch", files: ["b.csv"] }));
     calls.find((c) => c.job.name === "flaky")!.finish({ status: "error", error: "boom" });
     await waitFor(async () => expect((await records("flaky"))[0]?.status).toBe("error"));
 
@@ -509,7 +512,7 @@ describe("Runner with the real agent loop", () => {
       runAgent(loop, job.prompt, run.sessionId, run.cancel),
     );
 
-    const record = await runner.run(fire("daily-report"));
+    const record = await finalRecord(runner, fire("daily-report"));
     expect(record).toMatchObject({
       status: "ok",
       iterations: 2,

@@ -6,8 +6,10 @@ import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
 import { emptyUsage } from "../../src/providers/types.js";
 import { Runner } from "../../src/runner/runner.js";
+import { RunSaver } from "../../src/store/run-saver.js";
 import { StateStore } from "../../src/store/state.js";
 import { captureLog } from "../support/log-capture.js";
+import { finalRecord } from "../support/runner-jobs.js";
 
 const job: Job = {
   name: "report",
@@ -27,7 +29,7 @@ it("keeps the records it could not save while the state directory is unusable, a
   const { log, lines } = captureLog();
   const runner = new Runner({
     job: () => job,
-    state,
+    records: new RunSaver(state, { log }),
     concurrency: 4,
     log,
     execute: async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
@@ -35,7 +37,7 @@ it("keeps the records it could not save while the state directory is unusable, a
   // A file where the folder was: no write under it can succeed, and none can recreate it.
   await rename(dir, `${dir}.aside`);
   await writeFile(dir, "");
-  const ended = await Promise.all([1, 2, 3].map(() => runner.run({ job: "report", reason: "manual", scheduledAt: new Date() })));
+  const ended = await Promise.all([1, 2, 3].map(() => finalRecord(runner, { job: "report", reason: "manual", scheduledAt: new Date() })));
   const failures = lines.filter((line) => line.msg === "could not save a run record; kept, saved again later");
   expect(failures).toHaveLength(1);
   expect(failures[0]).toMatchObject({
@@ -59,14 +61,14 @@ it("says which records are lost when countd stops before the state directory is 
   const { log, lines } = captureLog();
   const runner = new Runner({
     job: () => job,
-    state,
+    records: new RunSaver(state, { log }),
     concurrency: 1,
     log,
     execute: async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
   });
   await rm(dir, { recursive: true });
   await writeFile(dir, "");
-  const run = await runner.run({ job: "report", reason: "manual", scheduledAt: new Date() });
+  const run = await finalRecord(runner, { job: "report", reason: "manual", scheduledAt: new Date() });
   await runner.shutdown(0);
   expect(lines.at(-1)).toMatchObject({
     level: "error",
@@ -81,7 +83,7 @@ it("waits twice as long after each failed try while the outage lasts, and starts
   const { log, lines } = captureLog();
   const runner = new Runner({
     job: () => job,
-    state,
+    records: new RunSaver(state, { log }),
     concurrency: 1,
     log,
     execute: async () => ({ answer: "done", status: "ok", iterations: 1, toolCalls: 0, usage: emptyUsage() }),
@@ -92,7 +94,7 @@ it("waits twice as long after each failed try while the outage lasts, and starts
     await writeFile(dir, "");
   };
   await breakDir();
-  await runner.run({ job: "report", reason: "manual", scheduledAt: new Date() });
+  await finalRecord(runner, { job: "report", reason: "manual", scheduledAt: new Date() });
   await vi.waitFor(() => expect(waits()).toEqual([1000, 2000, 4000]), { timeout: 15_000, interval: 100 });
 
   await rm(dir);
@@ -107,7 +109,7 @@ it("waits twice as long after each failed try while the outage lasts, and starts
     { timeout: 15_000, interval: 100 },
   );
   await breakDir();
-  await runner.run({ job: "report", reason: "manual", scheduledAt: new Date() });
+  await finalRecord(runner, { job: "report", reason: "manual", scheduledAt: new Date() });
   expect(waits()).toEqual([1000, 2000, 4000, 1000]);
   await rm(dir);
   await rename(`${dir}.aside`, dir);

@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EventBus } from "../../src/events.js";
 import type { Job } from "../../src/jobs/types.js";
+import { fireFromTrigger } from "../../src/runner/requests.js";
 import { Runner } from "../../src/runner/runner.js";
+import { RunSaver } from "../../src/store/run-saver.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import { StateStore } from "../../src/store/state.js";
 import { WatchTrigger } from "../../src/triggers/watch.js";
@@ -30,11 +32,12 @@ let held: ReturnType<typeof heldExecutor>;
 async function start(jobs: Job[]): Promise<void> {
   const byName = new Map(jobs.map((job) => [job.name, job]));
   state = await StateStore.open(stateDir);
-  runner = new Runner({ job: (name) => byName.get(name), state, execute: held.execute, concurrency: 4 });
+  runner = new Runner({ job: (name) => byName.get(name), records: new RunSaver(state), execute: held.execute, concurrency: 4 });
+  const submit = fireFromTrigger(runner);
   trigger = new WatchTrigger({
     fire: (req) => {
       fired.push(req);
-      runner.submit(req);
+      submit(req);
     },
     events: new EventBus(),
     stabilityMs: 100,
@@ -88,7 +91,7 @@ describe("watch fires while their job runs", () => {
     const a = join(dir, "inbox", "a.csv");
     await writeFile(a, "a");
     await vi.waitFor(() => expect(filesOf("fast")).toContain(a), WAIT);
-    runner.submit({ job: "csv", reason: "schedule", scheduledAt: new Date() });
+    runner.request({ job: "csv", reason: "schedule", scheduledAt: new Date() });
     await vi.waitFor(() => expect(runsOf("csv")).toHaveLength(1), WAIT);
     await vi.waitFor(() => expect(filesOf("slow")).toContain(a), WAIT);
     expect(runsOf("csv").map((call) => call.run.request.reason)).toEqual(["schedule"]);

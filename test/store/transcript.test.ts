@@ -14,6 +14,7 @@ import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
 import { readTranscript, type TranscriptStep } from "../../src/store/transcript.js";
 import { useAimock } from "../support/aimock.js";
+import { finalRecord } from "../support/runner-jobs.js";
 
 /*
  * Runs go through the agent loop as the daemon wires it (config → runtime → pipeline → runner)
@@ -90,7 +91,7 @@ describe("readTranscript", () => {
     return defined;
   }
 
-  const run = (name: string) => pipeline.runner.run({ job: name, reason: "manual", scheduledAt: new Date() });
+  const run = (name: string) => finalRecord(pipeline.runner, { job: name, reason: "manual", scheduledAt: new Date() });
   const paths = () => ({ state: config.paths.state, logs: config.paths.logs });
   const sessionFile = (run: RunRecord) => join(config.paths.state, "sessions", sessionFileName(run.sessionId));
 
@@ -252,7 +253,7 @@ describe("readTranscript", () => {
   it("a fire recorded without running has an empty transcript that is not incomplete", async () => {
     job("orders", "Summarise the orders in orders.csv");
     await state.pause("orders");
-    const record = await pipeline.runner.run({ job: "orders", reason: "schedule", scheduledAt: new Date() });
+    const record = await finalRecord(pipeline.runner, { job: "orders", reason: "schedule", scheduledAt: new Date() });
     expect(record).toMatchObject({ status: "skipped", error: "paused" });
     await close();
 

@@ -51,7 +51,7 @@ export async function openCheckInStack(
       });
       const scheduledAt = opts.now?.() ?? new Date();
       const admitted = await ready.admit({ job: HEARTBEAT_JOB, reason: "schedule", scheduledAt });
-      const run = admitted ? (await stack.pipeline.runner.runToEnd(admitted)).record : undefined;
+      const run = admitted ? (await stack.pipeline.runner.request(admitted).ended).record : undefined;
       return { decision: await decided, ...(run ? { run } : {}) };
     },
     async close() {

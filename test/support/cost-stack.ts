@@ -12,6 +12,7 @@ import { openPipeline, type Pipeline, type PipelineOptions } from "../../src/run
 import { openRuntime, type Runtime } from "../../src/runtime.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
+import { finalRecord } from "./runner-jobs.js";
 
 /*
  * countd as the daemon wires it (countd.yaml → config → runtime → pipeline → runner), in a
@@ -102,7 +103,7 @@ export async function openStack(opts: StackOptions): Promise<CostStack> {
       jobs.set(name, job);
       return job;
     },
-    run: (name) => pipeline.runner.run({ job: name, reason: "manual", scheduledAt: opts.now?.() ?? new Date() }),
+    run: (name) => finalRecord(pipeline.runner, { job: name, reason: "manual", scheduledAt: opts.now?.() ?? new Date() }),
     close: () =>
       (closed ??= (async () => {
         await pipeline.runner.shutdown(0);

@@ -1,6 +1,8 @@
 import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
+import type { Runner } from "../../src/runner/runner.js";
 import type { FireRequest } from "../../src/runner/types.js";
+import type { RunRecord } from "../../src/store/run-record.js";
 
 /** A job as the runner tests hand it over: no catch-up, one attempt, a minute to run. */
 export function makeJob(name: string, overrides: Partial<Job> = {}): Job {
@@ -24,3 +26,8 @@ export const fire = (job: string, extra: Partial<FireRequest> = {}): FireRequest
   scheduledAt: new Date("2026-11-30T09:00:00Z"),
   ...extra,
 });
+
+/** A fire's final record once it ended, as `countd run` waits for it: after the last retry, or skipped. */
+export async function finalRecord(runner: Pick<Runner, "request">, request: FireRequest): Promise<RunRecord> {
+  return (await runner.request(request).ended).record;
+}
