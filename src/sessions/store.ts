@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { ChatMessage } from "../providers/types.js";
-import { adoptLegacyFile, sessionFileName } from "./file-names.js";
+import { sessionFileName } from "./file-names.js";
 import { fileExists } from "./files.js";
 import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
@@ -91,7 +91,6 @@ export class SessionStore implements SessionHistory {
     let live = this.live.get(sessionId);
     if (!live) {
       live = [];
-      await adoptLegacyFile(this.dir, sessionId);
       // Every isolated run starts a session whose file is not there yet: no read for those.
       const file = this.fileOf(sessionId);
       for (const value of fileExists(file) ? await readJsonLines(file) : []) {
