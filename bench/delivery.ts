@@ -6,7 +6,7 @@
  * (b) State write time per run (StateStore.saveRun + Outbox.enqueue) as the run history grows to
  *     100,000 runs, every run delivered so the delivered log grows with it. It must stay flat:
  *     a run record is one appended line (runs/<job>.jsonl, compacted to RUNS_KEPT_PER_JOB runs),
- *     outbox.json holds only what is still pending.
+ *     outbox.jsonl is compacted to what is still in play.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:http";

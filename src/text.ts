@@ -1,3 +1,4 @@
+import bytes from "bytes";
 import type { Usage } from "./providers/types.js";
 
 /*
@@ -18,6 +19,12 @@ export function excerpt(text: string, max: number, note = ""): string {
 /** "1 file", "2 files". */
 export function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+/** A size as the tools report it: "1 byte", "17 bytes", "1.2 KB", "64 KB", "1.5 MB" (units of 1,024). */
+export function formatBytes(n: number): string {
+  // bytes.format gives null for what is no finite number; below 1,024 a count of bytes reads better than "17 B".
+  return (n >= 1024 ? bytes.format(n, { unitSeparator: " ", decimalPlaces: 1 }) : null) ?? plural(n, "byte");
 }
 
 /** Whether some of these tokens are countd's estimate, the provider having reported none. */

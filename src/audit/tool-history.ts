@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { adoptLegacyFile, sessionFileName } from "../sessions/file-names.js";
+import { sessionFileName } from "../sessions/file-names.js";
 import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 import type { Redactor } from "./redact.js";
@@ -53,7 +53,6 @@ export class ToolHistory {
       if (!lines) return;
       this.pending.delete(sessionId);
       try {
-        await adoptLegacyFile(this.dir, sessionId);
         await appendJsonLines(this.fileOf(sessionId), lines);
       } catch (err) {
         // Kept for the next flush, ahead of anything recorded meanwhile, so order holds.
@@ -71,10 +70,7 @@ export class ToolHistory {
   /** Oldest first, including every record() already called. */
   async read(sessionId: string): Promise<ToolHistoryRecord[]> {
     await this.flush(sessionId);
-    return this.queue.run(sessionId, async () => {
-      await adoptLegacyFile(this.dir, sessionId);
-      return (await readJsonLines(this.fileOf(sessionId))) as ToolHistoryRecord[];
-    });
+    return this.queue.run(sessionId, async () => (await readJsonLines(this.fileOf(sessionId))) as ToolHistoryRecord[]);
   }
 
   private fileOf(sessionId: string): string {

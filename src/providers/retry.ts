@@ -11,9 +11,13 @@ export interface RetryPolicy {
 
 export const defaultRetryPolicy: RetryPolicy = { attempts: 3, baseDelayMs: 1000, maxDelayMs: 60_000 };
 
-/** Exponential backoff with full jitter, unless the server named its own wait. */
-export function backoffMs(policy: RetryPolicy, attempt: number, error: LLMError): number {
-  if (error.retryAfterMs !== undefined) return Math.min(error.retryAfterMs, policy.maxDelayMs);
+/**
+ * The wait after failed attempt `attempt` (from 1): exponential backoff, jittered to between half
+ * and all of it, unless the other side named its own wait (Retry-After). Also what an MCP server's
+ * reconnects wait.
+ */
+export function backoffMs(policy: RetryPolicy, attempt: number, retryAfterMs?: number): number {
+  if (retryAfterMs !== undefined) return Math.min(retryAfterMs, policy.maxDelayMs);
   const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
   return ceiling / 2 + Math.random() * (ceiling / 2);
 }
@@ -39,7 +43,7 @@ export function withRetry(provider: LLMProvider, policy: RetryPolicy = defaultRe
           const error = err instanceof LLMError ? err : new LLMError("stream", String(err), { cause: err });
           error.attempts = attempt;
           if (options.signal?.aborted || !error.retryable || textYielded || attempt >= policy.attempts) throw error;
-          const delayMs = backoffMs(policy, attempt, error);
+          const delayMs = backoffMs(policy, attempt, error.retryAfterMs);
           yield { type: "retry", attempt, delayMs, error };
           try {
             await sleep(delayMs, undefined, { signal: options.signal });

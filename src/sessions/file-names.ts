@@ -1,7 +1,3 @@
-import { rename } from "node:fs/promises";
-import { join } from "node:path";
-import { fileExists } from "./files.js";
-
 const SUFFIX = ".jsonl";
 
 /**
@@ -29,15 +25,9 @@ export function sessionFileName(sessionId: string): string {
   return name + SUFFIX;
 }
 
-/** The file name countd used before readable names: the id URL-encoded. */
-function legacyFileName(sessionId: string): string {
-  return `${encodeURIComponent(sessionId)}${SUFFIX}`;
-}
-
 /**
- * The session id a file in a sessions or tool-history folder belongs to, under either naming;
- * undefined for a file countd did not name. One reading serves both: legacy names never hold a
- * "+" (encodeURIComponent writes it %2B), and both write every other escape as %XX.
+ * The session id a file in a sessions or tool-history folder belongs to; undefined for a file
+ * countd did not name.
  */
 export function sessionIdOfFile(fileName: string): string | undefined {
   if (!fileName.endsWith(SUFFIX) || fileName.length === SUFFIX.length) return undefined;
@@ -45,34 +35,5 @@ export function sessionIdOfFile(fileName: string): string | undefined {
     return decodeURIComponent(fileName.slice(0, -SUFFIX.length).replaceAll("+", ":"));
   } catch {
     return undefined;
-  }
-}
-
-/** A file still under its URL-encoded name, which adoptLegacyFile renames. */
-export function isLegacyFileName(fileName: string): boolean {
-  const id = sessionIdOfFile(fileName);
-  return id !== undefined && fileName !== sessionFileName(id) && fileName === legacyFileName(id);
-}
-
-/**
- * Gives a session's file written by an earlier countd (URL-encoded name) its readable name, so
- * its history is read and appended to, not lost. Called before a session's file is used; true
- * when it renamed the file. Another process renaming the same file at once is fine: one rename
- * wins and the other finds nothing. When both names exist (an older countd wrote after a newer
- * one), the readable file is the one in use and the old one is left as it is.
- */
-export async function adoptLegacyFile(dir: string, sessionId: string): Promise<boolean> {
-  const legacy = legacyFileName(sessionId);
-  const current = sessionFileName(sessionId);
-  if (legacy === current) return false;
-  // Looked for on the main thread: this runs before every first use of a session, and the old
-  // name is nearly never there.
-  if (!fileExists(join(dir, legacy)) || fileExists(join(dir, current))) return false;
-  try {
-    await rename(join(dir, legacy), join(dir, current));
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
-    throw err;
   }
 }

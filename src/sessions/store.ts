@@ -1,7 +1,7 @@
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import type { ChatMessage } from "../providers/types.js";
-import { adoptLegacyFile, sessionFileName } from "./file-names.js";
-import { fileExists } from "./files.js";
+import { sessionFileName } from "./file-names.js";
 import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 
@@ -91,10 +91,11 @@ export class SessionStore implements SessionHistory {
     let live = this.live.get(sessionId);
     if (!live) {
       live = [];
-      await adoptLegacyFile(this.dir, sessionId);
-      // Every isolated run starts a session whose file is not there yet: no read for those.
+      // Every isolated run starts a session whose file is not there yet: it is looked for on the
+      // main thread, without a trip through the thread pool, and not read.
       const file = this.fileOf(sessionId);
-      for (const value of fileExists(file) ? await readJsonLines(file) : []) {
+      const exists = statSync(file, { throwIfNoEntry: false }) !== undefined;
+      for (const value of exists ? await readJsonLines(file) : []) {
         if (isMessage(value)) live.push(value);
         else if (isDropMarker(value)) live.splice(0, value.dropOldest);
       }

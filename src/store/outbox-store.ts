@@ -1,7 +1,6 @@
 import { join } from "node:path";
 import { silentLogger, type Logger } from "../log.js";
 import { Journal, readJournal, type JournalLine } from "./journal.js";
-import { migrateLegacyOutbox } from "./outbox-legacy.js";
 import { DELIVERED_KEPT_MS, emptyOutbox, OUTBOX_FILE, recordShape, type OutboxData, type OutboxRecord } from "./outbox-shapes.js";
 import { problemOf, quarantine, type Misfit } from "./quarantine.js";
 
@@ -154,13 +153,11 @@ export class OutboxStore {
   /**
    * `parent`: the logger whose child reports records moved aside and a state directory removed
    * while countd runs (it is created again). A line that is no record, or does not apply, is moved
-   * to the quarantine file and the others are delivered as usual. The outbox.json and
-   * outbox-delivered.jsonl of countd before the journal are read into it once, then removed.
+   * to the quarantine file and the others are delivered as usual.
    */
   static async open(stateDir: string, now: Date, parent: Logger = silentLogger): Promise<OutboxStore> {
     const log = parent.child({ component: "outbox-store" });
     const file = join(stateDir, OUTBOX_FILE);
-    await migrateLegacyOutbox(stateDir, file, (data, delivered) => OutboxStore.recordsOf(data, delivered), log);
     let state: OutboxState | undefined;
     const { journal, lines } = await Journal.open(file, () => state!.records(), log);
     const replayed = OutboxState.replay(file, lines, now.getTime());
@@ -231,12 +228,5 @@ export class OutboxStore {
   private superseded(): boolean {
     const live = this.state.live;
     return this.records - live > Math.max(live, COMPACT_AFTER);
-  }
-
-  private static recordsOf(data: OutboxData, delivered: Map<string, number>): OutboxRecord[] {
-    const state = new OutboxState();
-    Object.assign(state.data, data);
-    for (const [keptId, at] of delivered) state.delivered.set(keptId, { at });
-    return state.records();
   }
 }

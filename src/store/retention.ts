@@ -5,7 +5,7 @@ import { localDate } from "../audit/log.js";
 import type { RetentionConfig } from "../config/schema.js";
 import { silentLogger, type Logger } from "../log.js";
 import { SPEND_DIR } from "./spend-ledger.js";
-import { adoptLegacyFile, isLegacyFileName, sessionIdOfFile } from "../sessions/file-names.js";
+import { sessionIdOfFile } from "../sessions/file-names.js";
 
 /** A pass runs at start-up and then this long after the previous one ended. */
 export const PRUNE_EVERY_MS = 60 * 60_000;
@@ -28,8 +28,6 @@ export interface PruneReport {
   audit: number;
   /** Spend files (one per UTC day), kept as long as the audit files whose calls they price. */
   spend: number;
-  /** Files from an earlier countd given their readable names. */
-  renamed: number;
   /** Files that could not be looked at or removed; the first error is logged. */
   failed: number;
 }
@@ -103,7 +101,7 @@ export class Retention {
   private async run(): Promise<PruneReport> {
     const started = this.now();
     const { stateDir, logsDir, retention } = this.opts.settings();
-    const report: PruneReport = { sessions: 0, toolHistory: 0, audit: 0, spend: 0, renamed: 0, failed: 0 };
+    const report: PruneReport = { sessions: 0, toolHistory: 0, audit: 0, spend: 0, failed: 0 };
     const errors: string[] = [];
     const folders: Folder[] = [
       { key: "sessions", dir: join(stateDir, "sessions"), maxAgeMs: retention.sessionsMs },
@@ -125,7 +123,6 @@ export class Retention {
     const fields = { ...report, durationMs: this.now().getTime() - started.getTime() };
     if (report.failed > 0) this.log.warn({ ...fields, firstError: errors[0] }, "files could not be pruned");
     if (removed > 0) this.log.info({ ...fields, removed }, "removed files older than their retention period");
-    if (report.renamed > 0) this.log.info(fields, "gave files named by an earlier countd their readable names");
     return report;
   }
 
@@ -159,9 +156,8 @@ export class Retention {
         const sessionId = sessionIdOfFile(name);
         if (sessionId === undefined) continue;
         if (!inUse.has(sessionId) && (await this.removeIfOld(path, cutoff))) report[folder.key]++;
-        else if (isLegacyFileName(name) && (await adoptLegacyFile(folder.dir, sessionId))) report.renamed++;
       } catch (err) {
-        // Removed meanwhile (by hand, or renamed by a store adopting it): nothing left to do.
+        // Removed meanwhile: nothing left to do.
         if ((err as NodeJS.ErrnoException).code === "ENOENT") continue;
         report.failed++;
         errors.push(`${path}: ${(err as Error).message}`);

@@ -7,7 +7,7 @@ import { errorText } from "../text.js";
 import type { RunRecord } from "./run-record.js";
 import { KeyedQueue } from "./keyed-queue.js";
 import { count, fit, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
-import { hasHistory, RunHistory, runRecordShape, type RunHistoryStore } from "./run-history.js";
+import { hasHistory, RunHistory, type RunHistoryStore } from "./run-history.js";
 import { inRecreatedDir } from "./writable-dir.js";
 import { DurableJSONFile } from "./durable.js";
 
@@ -92,11 +92,6 @@ export interface AdoptingStateStore extends SharedStateStore {
   adopt(held: SharedState): Promise<{ jobs: number; paused: string[] }>;
 }
 
-/** How state.json held run history before it moved to one JSONL file per job. */
-interface LegacyStateData extends StateData {
-  runs?: Record<string, RunRecord[]>;
-}
-
 const empty = (): StateData => ({ jobs: {}, heartbeat: { delivered: [] }, running: {} });
 
 const runKey = (run: RunningRun): string => `${run.job}/${run.id}`;
@@ -114,12 +109,12 @@ const runningShape = z.looseObject({ job: z.string().refine(hasHistory, "expecte
 
 /**
  * state.json's content as countd can use it, checked piece by piece: a job's state, a delivered
- * check-in, an entry of the running index, a legacy run. What does not fit is returned as a
+ * check-in, an entry of the running index. What does not fit is returned as a
  * misfit instead, down to the whole file when it is no object: nothing is merged that was not
  * written as state (a string spread into an object would become keys "0", "1", …).
  */
-function fitState(read: { value: unknown } | undefined, file: string): { data: LegacyStateData; misfits: Misfit[] } {
-  const data: LegacyStateData = empty();
+function fitState(read: { value: unknown } | undefined, file: string): { data: StateData; misfits: Misfit[] } {
+  const data: StateData = empty();
   const misfits: Misfit[] = [];
   if (read === undefined) return { data, misfits };
   const raw = read.value;
@@ -140,9 +135,6 @@ function fitState(read: { value: unknown } | undefined, file: string): { data: L
           if (runKeyText === runKey(run)) data.running[runKeyText] = { job: run.job, id: run.id };
           else misfits.push({ file, where: `running.${runKeyText}`, problem: `does not fit: the key is not "${runKey(run)}"`, value: run });
         }
-        break;
-      case "runs":
-        data.runs = fitLegacyRuns(value, file, misfits);
         break;
       case "pausedAllAt": {
         const at = fit(time, value, file, key, misfits);
@@ -175,33 +167,6 @@ function fitHeartbeat(value: unknown, file: string, misfits: Misfit[]): Heartbea
     }
   }
   return heartbeat;
-}
-
-function fitLegacyRuns(value: unknown, file: string, misfits: Misfit[]): Record<string, RunRecord[]> {
-  const runs: Record<string, RunRecord[]> = {};
-  if (!isPlainObject(value)) {
-    misfits.push({ file, where: "runs", problem: `does not fit: expected an object of runs by job, got ${kind(value)}`, value });
-    return runs;
-  }
-  for (const [job, list] of Object.entries(value)) {
-    const where = `runs.${job}`;
-    if (!hasHistory(job) || !Array.isArray(list)) {
-      misfits.push({
-        file,
-        where,
-        problem: hasHistory(job) ? `does not fit: expected an array, got ${kind(list)}` : "is not a job name",
-        value: list,
-      });
-      continue;
-    }
-    runs[job] = list.flatMap((item, i) => {
-      const run = fit(runRecordShape, item, file, `${where}.${i}`, misfits);
-      if (run === undefined || run.job === job) return run ?? [];
-      misfits.push({ file, where: `${where}.${i}`, problem: `is a run of "${run.job}", not of "${job}"`, value: run });
-      return [];
-    });
-  }
-  return runs;
 }
 
 /**
@@ -253,11 +218,10 @@ export class StateStore {
     const file = join(stateDir, "state.json");
     const read = await readJsonFile(file, "state file", "repair it, or move it away to start with empty state");
     const { data, misfits } = fitState(read, file);
-    const state = new Low<LegacyStateData>(new DurableJSONFile(file), data);
+    const state = new Low<StateData>(new DurableJSONFile(file), data);
     await quarantine(stateDir, misfits, log);
     if (misfits.length > 0) await state.write();
     const history = opts.history ?? new RunHistory(join(stateDir, "runs"), { stateDir, log });
-    await migrateRuns(state, history);
     if (opts.shared) await handOver(state, opts.shared, log);
     return new StateStore(stateDir, state, history, log, opts.shared);
   }
@@ -407,7 +371,7 @@ export class StateStore {
  * catch-up counts from the slot last fired. The shared store failing, state.json is left as it
  * was and handed over at the next start.
  */
-async function handOver(db: Low<LegacyStateData>, shared: AdoptingStateStore, log: Logger): Promise<void> {
+async function handOver(db: Low<StateData>, shared: AdoptingStateStore, log: Logger): Promise<void> {
   const { jobs, heartbeat, pausedAllAt } = db.data;
   if (
     Object.keys(jobs).length === 0 &&
@@ -436,20 +400,4 @@ async function handOver(db: Low<LegacyStateData>, shared: AdoptingStateStore, lo
     );
   }
   log.info({ ...carried, pausedAll: pausedAllAt !== undefined }, "handed the job state of state.json over to the shared state");
-}
-
-/**
- * Moves runs an older countd kept in state.json into the history files, once. A crash before
- * state.json is rewritten moves them again at the next start, harmlessly: the last line for an
- * id wins.
- */
-async function migrateRuns(db: Low<LegacyStateData>, history: RunHistoryStore): Promise<void> {
-  const legacy = db.data.runs;
-  if (!legacy) return;
-  for (const [job, runs] of Object.entries(legacy)) {
-    await history.save(job, runs);
-    for (const run of runs) if (run.status === "running") db.data.running[runKey(run)] = { job: run.job, id: run.id };
-  }
-  delete db.data.runs;
-  await db.write();
 }

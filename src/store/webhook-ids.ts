@@ -14,12 +14,9 @@ const MAX_KEPT = 100_000;
 
 const FILE = "webhook-ids.jsonl";
 
-/**
- * `secret`: a hash of the secret the request was signed with; absent from lines written before ids
- * were kept per secret, which stay keyed by their job until they expire.
- */
+/** `secret`: a hash of the secret the request was signed with. */
 const line = z.object({
-  secret: z.string().optional(),
+  secret: z.string(),
   job: z.string(),
   id: z.string(),
   at: z.number(),
@@ -68,8 +65,8 @@ export class WebhookIds {
   }
 
   /** What `id`, signed with `secret`, did within the last 24 hours, if anything. */
-  get(secret: string, job: string, id: string, now = Date.now()): Seen | undefined {
-    const seen = this.seen.get(keyOf({ secret: hashOf(secret), id })) ?? this.seen.get(keyOf({ job, id }));
+  get(secret: string, id: string, now = Date.now()): Seen | undefined {
+    const seen = this.seen.get(keyOf({ secret: hashOf(secret), id }));
     if (!seen || now - seen.at >= SEEN_FOR_MS) return undefined;
     return { job: seen.job, at: seen.at, ...(seen.run !== undefined ? { run: seen.run } : {}), ...(seen.skipped ? { skipped: true } : {}) };
   }
@@ -107,5 +104,4 @@ export class WebhookIds {
 
 /** A secret as the file keeps it: never the secret itself. A NUL cannot be in a header value. */
 const hashOf = (secret: string) => createHash("sha256").update(secret).digest("hex").slice(0, 32);
-const keyOf = (line: { secret?: string; job?: string; id: string }) =>
-  line.secret !== undefined ? `${line.secret}\u0000${line.id}` : `job ${line.job}\u0000${line.id}`;
+const keyOf = (line: { secret: string; id: string }) => `${line.secret}\u0000${line.id}`;

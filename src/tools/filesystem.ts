@@ -9,7 +9,7 @@ import { FinalToolError, type Tool } from "./types.js";
 import { fileError } from "./file-errors.js";
 import { ToolRefusal, type PathGuard } from "./paths.js";
 import { makeFolders, openFolder, openRead, openWrite, underFolder } from "./safe-open.js";
-import { plural } from "../text.js";
+import { formatBytes } from "../text.js";
 import { replaceLines, replaceText } from "./text-edits.js";
 
 export interface FileToolOptions {
@@ -488,10 +488,4 @@ async function* linesOf(handle: FileHandle, maxChars: number): AsyncGenerator<st
 
 function byCodePoint(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-function formatBytes(n: number): string {
-  if (n < 1024) return plural(n, "byte");
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / (1024 * 1024)).toFixed(1)} MB`;
 }

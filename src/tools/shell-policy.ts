@@ -3,7 +3,8 @@ import { isAbsolute, join, resolve } from "node:path";
 import { isInside } from "../inside.js";
 import { ToolRefusal } from "./paths.js";
 import { HARMLESS_DEVICES } from "./shell-rules.js";
-import { refusal, Scan, type PathUse } from "./shell-scan.js";
+import { refusal } from "./shell-refusal.js";
+import { Scan, type PathUse } from "./shell-scan.js";
 import { loadShellSyntax, type ShellSyntax } from "./shell-syntax.js";
 
 export interface ShellPolicyConfig {

@@ -2,7 +2,7 @@
  * The tables and rules of the shell policy that a reviewer edits: which programs are shells,
  * which wrap another command (and how to find it), which variables change what code runs, which
  * set options are harmless, and the deny-list. Programs that run code named inside their own
- * arguments (sed, tar, git...) are in shell-runners.ts.
+ * arguments (sed, tar, git...) are in shell-runners.ts, sed's script reader in shell-sed.ts.
  */
 import type { Arg } from "./shell-expand.js";
 

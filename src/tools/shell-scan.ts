@@ -1,13 +1,14 @@
 import { basename, dirname, resolve } from "node:path";
 import type * as Sh from "mvdan-sh";
-import { ToolRefusal } from "./paths.js";
+import { changesShellOptions, variablesWritten } from "./shell-builtins.js";
+import { arithmeticReadsVariables, refuseEvaluatedExpansion } from "./shell-evaluation.js";
 import { expandWord, joined, literal, misreadBraces, type Arg } from "./shell-expand.js";
+import { refusal, shown } from "./shell-refusal.js";
 import {
   CODE_VARIABLES,
   denyReason,
   DISK_DEVICE,
   envCommandStart,
-  SAFE_SET_LETTERS,
   SAFE_SET_OPTIONS,
   SHELLS,
   skipOptions,
@@ -21,7 +22,6 @@ import {
   HEREDOC,
   HEREDOC_DASH,
   HERESTRING,
-  PARAM_TRANSFORM,
   parseError,
   RDR_IN,
   RDR_IN_OUT,
@@ -31,18 +31,8 @@ import {
   walk,
   type ShellSyntax,
 } from "./shell-syntax.js";
-import { excerpt } from "../text.js";
 
 type Node = Sh.Node;
-
-export function refusal(what: string, why: string): ToolRefusal {
-  return new ToolRefusal(`refused: ${shown(what)} (${why})`);
-}
-
-/** A command quoted back in a refusal, on one line and short enough to read. */
-function shown(text: string): string {
-  return excerpt(text.replace(/\s*\n\s*/g, " ").trim(), 120);
-}
 
 const MAX_DEPTH = 8;
 
@@ -176,7 +166,7 @@ export class Scan {
         return;
       case "ParamExp": {
         const param = node as Sh.ParamExp;
-        if (this.allowed) this.parameter(param, src);
+        if (this.allowed) refuseEvaluatedExpansion(param, src);
         if (param.Index || param.Slice) this.arithmetic(node, src);
         return;
       }
@@ -234,7 +224,7 @@ export class Scan {
     const denied = denyReason(program, rest);
     if (denied !== undefined) throw refusal(site.shown, denied);
     const handled = this.nestedCode(program, rest, site, depth);
-    this.shellOptions(program, rest, site.shown);
+    if (changesShellOptions(program, rest)) this.optionChanges.push(site.shown);
     this.variableWrites(program, rest, site.shown);
     for (const finding of runnerFindings(program, rest, this.allowed !== undefined)) {
       if (finding.kind === "refuse") throw refusal(site.shown, finding.why);
@@ -328,62 +318,9 @@ export class Scan {
     return handled;
   }
 
-  /** shopt and set -o/+o change how bash reads what follows (globskipdots, extglob, posix, keyword...). */
-  private shellOptions(program: string, args: Arg[], shown: string): void {
-    if (program === "shopt" && args.some((arg) => arg.value === undefined || /^-[a-z]*[su]/.test(arg.value)))
-      this.optionChanges.push(shown);
-    if (program !== "set") return;
-    for (let i = 0; i < args.length; i++) {
-      const value = args[i]!.value;
-      if (value === undefined) return void this.optionChanges.push(shown);
-      if (value === "--" || value === "-" || !/^[-+]/.test(value)) return;
-      for (let k = 1; k < value.length; k++) {
-        const letter = value[k]!;
-        if (letter === "o") {
-          const name = args[++i];
-          if (name && !SAFE_SET_OPTIONS.has(name.value ?? "")) this.optionChanges.push(shown);
-        } else if (!SAFE_SET_LETTERS.includes(letter)) this.optionChanges.push(shown);
-      }
-    }
-  }
-
-  /**
-   * Builtins that write variables without an assignment word the parser shows: read, mapfile,
-   * printf -v, getopts. Their values are known only at run time; in allow-list mode the names
-   * they write must not be ones that change which code runs (PATH...).
-   */
+  /** Variables set at run time (read, mapfile...): in allow-list mode none that changes which code runs. */
   private variableWrites(program: string, args: Arg[], shown: string): void {
-    let names: (string | undefined)[] = [];
-    if (program === "read") {
-      for (let i = 0; i < args.length; i++) {
-        const value = args[i]!.value;
-        if (value !== undefined && /^-[a-zA-Z]+$/.test(value)) {
-          const last = value[value.length - 1]!;
-          if ("adinNptu".includes(last)) {
-            const option = args[++i]?.value;
-            if (last === "a") names.push(option);
-          }
-          continue;
-        }
-        names.push(value);
-      }
-      if (names.length === 0) names = ["REPLY"];
-    } else if (program === "mapfile" || program === "readarray") {
-      if (args.some((arg) => arg.value === undefined || /^-[a-zA-Z]*C/.test(arg.value)))
-        throw refusal(shown, `${program} -C runs a callback, which is not checked`);
-      const operands = args.filter((arg, i) => !arg.value!.startsWith("-") && !/^-[a-zA-Z]*[dnOsuc]$/.test(args[i - 1]?.value ?? ""));
-      names = operands.length > 0 ? operands.map((arg) => arg.value) : ["MAPFILE"];
-    } else if (program === "printf") {
-      const at = args.findIndex((arg) => arg.value === "-v");
-      if (at >= 0) names = [args[at + 1]?.value];
-    } else if (program === "getopts") {
-      names = [args[1]?.value];
-    } else if (
-      (program === "compgen" || program === "complete") &&
-      args.some((arg) => arg.value === undefined || /^-[a-zA-Z]*C/.test(arg.value))
-    ) {
-      throw refusal(shown, `${program} -C runs a command, which is not checked`);
-    }
+    const names = variablesWritten(program, args, shown);
     if (names.length === 0) return;
     this.runtimeWrites.push(shown);
     if (!this.allowed) return;
@@ -527,34 +464,8 @@ export class Scan {
     }
   }
 
-  /**
-   * Bash evaluates text in arithmetic as an expression, variables' values included, and
-   * `a[$(cmd)]` found there runs cmd: quoted text holding `$(` or a backquote is refused always;
-   * variables are refused in allow-list mode, and otherwise when the line sets some at run time.
-   */
   private arithmetic(node: Node, src: Source): void {
-    walk(this.syntax, node, (inner) => {
-      const type = this.syntax.NodeType(inner);
-      const text = type === "Lit" || type === "SglQuoted" ? (inner as Sh.Lit).Value : undefined;
-      if (text !== undefined && /\$\(|`/.test(text)) {
-        throw refusal(src.of(node), "arithmetic on text holding $( or a backquote is refused: bash would run it as a command");
-      }
-      const variable =
-        type === "ParamExp" || (text !== undefined && /[A-Za-z_]/.test(text.replace(/\b0[xX][0-9a-fA-F]+\b|\b\d+#[0-9A-Za-z@_]+/g, "")));
-      if (!variable) return;
-      if (this.allowed)
-        throw refusal(src.of(node), "in allow-list mode, arithmetic on variables is refused: bash can run code found in their values");
-      this.arithmeticReads.push(src.of(node));
-    });
-  }
-
-  private parameter(param: Sh.ParamExp, src: Source): void {
-    if (param.Excl || param.Index || param.Slice || param.Exp?.Op === PARAM_TRANSFORM) {
-      throw refusal(
-        src.of(param),
-        "in allow-list mode, indirect, indexed, sliced and @-transformed expansions are refused: bash can run code found in variables there",
-      );
-    }
+    if (arithmeticReadsVariables(this.syntax, node, src, this.allowed !== undefined)) this.arithmeticReads.push(src.of(node));
   }
 
   /** Records words that may name files, for the workspace check once the whole line is scanned. */

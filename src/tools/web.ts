@@ -3,7 +3,7 @@ import https from "node:https";
 import type { IncomingMessage } from "node:http";
 import { z } from "zod";
 import { htmlConverter, HtmlConversionTimeout } from "../html/convert.js";
-import { errorText } from "../text.js";
+import { errorText, formatBytes } from "../text.js";
 import { defineTool } from "./registry.js";
 import { FinalToolError, ToolError, type Tool } from "./types.js";
 import { frameUntrusted } from "./untrusted.js";
@@ -251,10 +251,4 @@ function reason(err: unknown): string {
   if (code === "ENOTFOUND" || code === "EAI_AGAIN") return `the host name could not be resolved (${code})`;
   const message = errorText(err);
   return code && !message.includes(code) ? `${message} (${code})` : message;
-}
-
-function formatBytes(bytes: number): string {
-  if (bytes >= 1024 * 1024) return `${+(bytes / (1024 * 1024)).toFixed(1)} MB`;
-  if (bytes >= 1024) return `${+(bytes / 1024).toFixed(1)} KB`;
-  return `${bytes} bytes`;
 }

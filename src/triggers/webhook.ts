@@ -145,7 +145,7 @@ export class WebhookTrigger {
       return refused(401, "bad signature: webhook-signature does not match the body signed with the job's secret");
     }
 
-    const seen = this.opts.ids.get(secret.secret, job.name, id, this.now());
+    const seen = this.opts.ids.get(secret.secret, id, this.now());
     // The signature does not cover the job: the same request sent to another job with this secret is a replay.
     if (seen && seen.job !== job.name)
       return refused(409, `webhook-id "${id}" already fired another job signed with this secret: nothing was run`);

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -62,27 +62,6 @@ describe("ToolHistory", () => {
     expect((await restarted.read("cron:daily-report:20261130T090000Z")).map((r) => r.toolName)).toEqual(["web_fetch"]);
     expect(await restarted.read("nothing-yet")).toEqual([]);
     expect(await readdir(join(stateDir, "tool-history"))).toHaveLength(2);
-  });
-
-  it("continues a file an earlier countd named URL-encoded, under the readable name", async () => {
-    const id = "cron:daily-report:20261130T090000Z-3f2a";
-    const dir = join(stateDir, "tool-history");
-    const before = {
-      at: "2026-11-30T09:00:00.000Z",
-      sessionId: id,
-      toolName: "ls",
-      arguments: {},
-      userMessage: "report",
-      result: "a.txt",
-      durationMs: 3,
-    };
-    await mkdir(dir);
-    await writeFile(join(dir, "cron%3Adaily-report%3A20261130T090000Z-3f2a.jsonl"), JSON.stringify(before) + "\n");
-
-    history.record({ sessionId: id, toolName: "read_file", arguments: {}, userMessage: "report", result: "hello", durationMs: 1 });
-    await history.flush(id);
-    expect(await readdir(dir)).toEqual(["cron+daily-report+20261130T090000Z-3f2a.jsonl"]);
-    expect((await new ToolHistory(stateDir, new Redactor([])).read(id)).map((r) => r.toolName)).toEqual(["ls", "read_file"]);
   });
 
   it("stores no secret value and nothing under a secret-named key", async () => {

@@ -60,7 +60,7 @@ describe("countd start with state files of the wrong shape", () => {
       .map((line) => JSON.parse(line) as { file: string; where: string; value: unknown });
 
   it("delivers the answers of 8 runs with a malformed outbox entry present, moves the entry aside, and stops on SIGTERM", async () => {
-    await writeFile(join(state, "outbox.json"), JSON.stringify({ entries: { x: null } }));
+    await writeFile(join(state, "outbox.jsonl"), `${JSON.stringify({ op: "queued", entry: null })}\n`);
     await writeFile(
       join(dir, "jobs", "ticker.yaml"),
       `schedule: "* * * * * *"\nprompt: tick\ndeliver:\n  - webhook: { url: "${receiver.url}" }\n`,
@@ -77,9 +77,15 @@ describe("countd start with state files of the wrong shape", () => {
     expect(ok.filter((id) => !delivered.has(id)).length).toBeLessThanOrEqual(1);
     expect(daemon.output()).not.toContain("could not queue");
     expect(logLines(daemon.output(), MOVED_ASIDE)).toContainEqual(
-      expect.objectContaining({ file: join(state, "outbox.json"), where: "entries.x", problem: expect.stringMatching(/^does not fit/) }),
+      expect.objectContaining({
+        file: join(state, "outbox.jsonl"),
+        where: "line 1",
+        problem: expect.stringMatching(/^is no outbox record/),
+      }),
     );
-    expect(await quarantined()).toEqual([expect.objectContaining({ file: join(state, "outbox.json"), where: "entries.x", value: null })]);
+    expect(await quarantined()).toEqual([
+      expect.objectContaining({ file: join(state, "outbox.jsonl"), where: "line 1", value: { op: "queued", entry: null } }),
+    ]);
   }, 60_000);
 
   it("starts with each wrong shape of state.json moved aside, fires its jobs, and stops on SIGTERM", async () => {
@@ -110,7 +116,6 @@ describe("countd start with state files of the wrong shape", () => {
     await writeFile(join(dir, "jobs", "ticker.yaml"), 'schedule: "* * * * * *"\nprompt: tick\n');
     const failures: Array<[() => Promise<void>, string]> = [
       [() => writeFile(join(state, "state.json"), '{"jobs": {'), `the state file ${join(state, "state.json")} is not valid JSON`],
-      [() => mkdir(join(state, "outbox.json")), `cannot read the outbox file ${join(state, "outbox.json")}: EISDIR`],
       [() => mkdir(join(state, "outbox.jsonl")), `cannot read ${join(state, "outbox.jsonl")}: EISDIR`],
       [
         () =>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isLegacyFileName, sessionFileName, sessionIdOfFile } from "../../src/sessions/file-names.js";
+import { sessionFileName, sessionIdOfFile } from "../../src/sessions/file-names.js";
 
 describe("session file names", () => {
   it("are the session id to read, with ':' written '+'", () => {
@@ -40,19 +40,6 @@ describe("session file names", () => {
     const names = ids.map(sessionFileName);
     expect(new Set(names).size).toBe(ids.length);
     expect(names.map(sessionIdOfFile)).toEqual(ids);
-  });
-
-  it("read the URL-encoded names of earlier versions to the same ids, and tell them apart", () => {
-    for (const id of ["cron:daily:20261130T090000Z-3f2a", "日报", "x!~*'()"]) {
-      const legacy = `${encodeURIComponent(id)}.jsonl`;
-      expect(sessionIdOfFile(legacy)).toBe(id);
-      expect(isLegacyFileName(legacy)).toBe(true);
-      expect(isLegacyFileName(sessionFileName(id))).toBe(false);
-    }
-    // These ids had the same name before, so there is nothing to rename.
-    expect(isLegacyFileName("cli.jsonl")).toBe(false);
-    expect(sessionFileName("a+b")).toBe(`${encodeURIComponent("a+b")}.jsonl`);
-    expect(isLegacyFileName("a%2Bb.jsonl")).toBe(false);
   });
 
   it("name no session for files countd did not write", () => {

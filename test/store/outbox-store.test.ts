@@ -1,4 +1,4 @@
-import { appendFile, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { appendFile, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -186,72 +186,5 @@ describe("OutboxStore", () => {
     expect(logged.some((line) => line.level === "error" && /folder was removed/.test(line.msg))).toBe(true);
     await store.record(delivered("run-1:a"));
     expect(Object.keys((await OutboxStore.read(dir, T0)).entries)).toEqual(["run-2:a"]);
-  });
-
-  it("names the file when an old outbox.json is not valid JSON", async () => {
-    await writeFile(join(dir, "outbox.json"), "{ entries: ");
-    await expect(openStore(dir, T0)).rejects.toThrow(`the outbox file ${join(dir, "outbox.json")} is not valid JSON`);
-  });
-
-  it("moves the outbox.json and outbox-delivered.jsonl of an older countd into the journal, then removes them", async () => {
-    await writeFile(
-      join(dir, "outbox.json"),
-      JSON.stringify({ entries: { "run-1:a": entry("run-1:a"), "run-2:a": entry("run-2:a") }, disabledTargets: {} }),
-    );
-    // run-1 was acknowledged and a crash kept outbox.json from being rewritten.
-    await writeFile(
-      join(dir, "outbox-delivered.jsonl"),
-      `${JSON.stringify({ id: "run-1:a", at: T0.toISOString() })}\n{"id":"run-0:a","at":"2026-03-`,
-    );
-    const store = await openStore(dir, T0);
-    expect(Object.keys(store.data.entries)).toEqual(["run-2:a"]);
-    expect(store.deliveredAt("run-1:a")).toEqual(T0);
-    expect((await readdir(dir)).filter((name) => name.startsWith("outbox"))).toEqual(["outbox.jsonl"]);
-    expect((await openStore(dir, T0)).data).toEqual(store.data);
-  });
-
-  it("removes old outbox files left by a move cut short after the journal was written, without reading them", async () => {
-    const store = await openStore(dir, T0);
-    await store.record(queued("run-2:a"));
-    await writeFile(join(dir, "outbox.json"), JSON.stringify({ entries: { "run-1:a": entry("run-1:a") }, disabledTargets: {} }));
-    const reopened = await openStore(dir, T0);
-    expect(Object.keys(reopened.data.entries)).toEqual(["run-2:a"]);
-    expect(await readdir(dir)).not.toContain("outbox.json");
-  });
-
-  it("moves the entries of an old outbox.json that do not fit aside, with a warning, and keeps every entry that does", async () => {
-    const shapes: Array<[unknown, string[], string[]]> = [
-      [{ entries: { x: null, "run-1:a": entry("run-1:a") } }, ["entries.x"], ["run-1:a"]],
-      [
-        { entries: { "run-1:a": entry("run-1:a"), y: { id: "y" }, "run-2:a": entry("run-3:a") } },
-        ["entries.y", "entries.run-2:a"],
-        ["run-1:a"],
-      ],
-      [{ entries: { "run-1:a": { ...entry("run-1:a"), nextAttemptAt: "soon" } } }, ["entries.run-1:a"], []],
-      [{ entries: [entry("run-1:a")] }, ["entries"], []],
-      [{ entries: {}, disabledTargets: { "webhook-x": 5 }, extra: 1 }, ["disabledTargets.webhook-x", "extra"], []],
-      ["str", ["the whole file"], []],
-      [null, ["the whole file"], []],
-    ];
-    for (const [shape, where, kept] of shapes) {
-      dir = await mkdtemp(join(tmpdir(), "countd-outbox-store-"));
-      await writeFile(join(dir, "outbox.json"), JSON.stringify(shape));
-      const { log, lines } = captureLog();
-      const store = await openStore(dir, T0, log);
-      const warnings = lines.filter((line) => line.level === "warn");
-      const quarantined = (await readFile(join(dir, "quarantine.jsonl"), "utf8"))
-        .trim()
-        .split("\n")
-        .map((line) => JSON.parse(line) as { where: string });
-      expect(
-        quarantined.map((q) => q.where),
-        JSON.stringify(shape),
-      ).toEqual(where);
-      expect(warnings).toHaveLength(where.length);
-      expect(warnings[0]).toMatchObject({ fields: { component: "outbox-store", file: join(dir, "outbox.json"), where: where[0] } });
-      expect(Object.keys(store.data.entries)).toEqual(kept);
-      expect(await OutboxStore.read(dir, T0)).toEqual(store.data);
-      expect(await readdir(dir)).not.toContain("outbox.json");
-    }
   });
 });

@@ -61,7 +61,7 @@ describe("Retention", () => {
 
     const report = await retention({ retention: { sessionsMs: 30 * DAY, toolHistoryMs: 3 * DAY, auditMs: 60 * DAY } }).prune();
 
-    expect(report).toEqual({ sessions: 1, toolHistory: 2, audit: 1, spend: 1, renamed: 0, failed: 0 });
+    expect(report).toEqual({ sessions: 1, toolHistory: 2, audit: 1, spend: 1, failed: 0 });
     expect(await list(join(stateDir, "spend"))).toEqual(["2026-11-01.jsonl"]);
     expect(await list(join(stateDir, "sessions"))).toEqual(["cron+report+20261120T090000Z-bbbb.jsonl"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual([]);
@@ -77,13 +77,11 @@ describe("Retention", () => {
     await file(session(shared), 400);
     await file(toolHistory(shared), 400);
     await file(toolHistory(running), 45);
-    // Under the name an earlier countd gave it: still the shared job's conversation, now readable.
-    await file(join(stateDir, "sessions", "cron%3Aweekly.jsonl"), 90);
 
-    const report = await retention({ inUse: [shared, running, "cron:weekly"] }).prune();
+    const report = await retention({ inUse: [shared, running] }).prune();
 
-    expect(report).toMatchObject({ sessions: 0, toolHistory: 0, renamed: 1 });
-    expect(await list(join(stateDir, "sessions"))).toEqual(["cron+digest.jsonl", "cron+weekly.jsonl"]);
+    expect(report).toMatchObject({ sessions: 0, toolHistory: 0 });
+    expect(await list(join(stateDir, "sessions"))).toEqual(["cron+digest.jsonl"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual(["cron+digest.jsonl", "cron+slow+20261001T090000Z-dddd.jsonl"]);
   });
 
@@ -113,29 +111,17 @@ describe("Retention", () => {
 
     const report = await retention({ retention: { sessionsMs: 1, toolHistoryMs: 1, auditMs: 1 } }).prune();
 
-    expect(report).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, renamed: 0, failed: 0 });
+    expect(report).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, failed: 0 });
     expect(await list(join(stateDir, "sessions"))).toEqual(["100%.jsonl", "kept.jsonl", "notes.txt"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual(["link.jsonl"]);
     expect(await list(logsDir)).toEqual(["audit-notes.jsonl", "countd.log"]);
     expect(await list(root)).toContain("outside.jsonl");
   });
 
-  it("gives files an earlier countd named URL-encoded their readable names, or removes them when old", async () => {
-    await file(join(stateDir, "sessions", "cron%3Areport%3A20261120T090000Z-eeee.jsonl"), 10);
-    await file(join(stateDir, "sessions", "cron%3Areport%3A20261001T090000Z-ffff.jsonl"), 40);
-    await file(join(stateDir, "tool-history", "%E6%97%A5%E6%8A%A5.jsonl"), 1);
-
-    const report = await retention().prune();
-
-    expect(report).toMatchObject({ sessions: 1, renamed: 2 });
-    expect(await list(join(stateDir, "sessions"))).toEqual(["cron+report+20261120T090000Z-eeee.jsonl"]);
-    expect(await list(join(stateDir, "tool-history"))).toEqual(["日报.jsonl"]);
-  });
-
   it("does nothing when the folders do not exist yet", async () => {
     stateDir = join(root, "fresh-state");
     logsDir = join(root, "fresh-logs");
-    expect(await retention().prune()).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, renamed: 0, failed: 0 });
+    expect(await retention().prune()).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, failed: 0 });
     expect(lines).toEqual([]);
   });
 

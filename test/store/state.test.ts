@@ -125,28 +125,6 @@ describe("StateStore", () => {
     expect(await state.runs("gone")).toEqual([]);
   });
 
-  it("moves runs an older state.json held into the history files, once, and interrupts the running ones", async () => {
-    const old = {
-      jobs: { report: { lastScheduledAt: "2026-11-30T09:00:00.000Z" } },
-      runs: { report: [record("report", "r1"), record("report", "r2", "running")], other: [record("other", "o1")] },
-      heartbeat: { delivered: [] },
-    };
-    await writeFile(join(dir, "state.json"), JSON.stringify(old));
-
-    const state = await StateStore.open(dir);
-    expect(await stateOnDisk()).not.toHaveProperty("runs");
-    expect(state.job("report")).toEqual({ lastScheduledAt: "2026-11-30T09:00:00.000Z" });
-    expect(await state.markInterrupted(new Date("2026-11-30T10:00:00Z"))).toHaveLength(1);
-
-    const reopened = await StateStore.open(dir);
-    expect((await reopened.runs("report")).map((r) => [r.id, r.status])).toEqual([
-      ["r1", "ok"],
-      ["r2", "interrupted"],
-    ]);
-    expect(await ids(reopened, "other")).toEqual(["o1"]);
-    expect(await lines("other")).toHaveLength(1);
-  });
-
   it("keeps job state, runs and heartbeat state across a reopen", async () => {
     const state = await StateStore.open(dir);
     await state.update((data) => {
@@ -258,24 +236,22 @@ describe("StateStore", () => {
     );
   });
 
-  it("moves aside, with a warning, running-index entries and legacy runs it cannot resolve, and starts with the rest", async () => {
-    const good = record("report", "r1", "running");
+  it("moves aside, with a warning, running-index entries it cannot resolve, and starts with the rest", async () => {
+    await (await StateStore.open(dir)).saveRun(record("report", "r1", "running"));
     await writeFile(
       join(dir, "state.json"),
       JSON.stringify({
         running: { "report/r1": { job: "report", id: "r1" }, "../x/1": { job: "../x", id: "1" }, "a/1": { job: "b", id: "1" } },
-        runs: { report: [good], "Not A Job": [record("report", "n1")], other: [record("report", "o1")] },
       }),
     );
     const { log, lines: logged } = captureLog();
     const state = await StateStore.open(dir, { log });
     const warnings = logged.filter((line) => line.level === "warn");
     expect((await state.markInterrupted(new Date())).map((r) => r.id)).toEqual(["r1"]);
-    expect(await ids(state, "other")).toEqual([]);
     const quarantined = await quarantine();
-    expect(quarantined.map((q) => q["where"])).toEqual(["running.../x/1", "running.a/1", "runs.Not A Job", "runs.other.0"]);
+    expect(quarantined.map((q) => q["where"])).toEqual(["running.../x/1", "running.a/1"]);
     expect(quarantined[0]).toMatchObject({ file: join(dir, "state.json"), value: { job: "../x", id: "1" } });
-    expect(warnings).toHaveLength(4);
+    expect(warnings).toHaveLength(2);
     expect(warnings[0]).toMatchObject({
       fields: {
         component: "state",
@@ -286,7 +262,6 @@ describe("StateStore", () => {
     });
     expect(await stateOnDisk()).toEqual({ jobs: {}, heartbeat: { delivered: [] }, running: {} });
   });
-
   it("skips history lines that are no run record of the job, with a warning, and moves them aside when the file is rewritten", async () => {
     const state = await StateStore.open(dir);
     await state.saveRun(record("busy", "b0"));

@@ -170,7 +170,7 @@ describe("write_file", () => {
   it("refuses content over the size limit and leaves no file behind", async () => {
     const call = tools({ maxWriteBytes: 1024 });
     await expect(call("write_file", { path: "big.txt", content: "é".repeat(600) })).rejects.toThrow(
-      'refused: the content for "big.txt" is 1.2 KB, over the 1.0 KB limit of one write',
+      'refused: the content for "big.txt" is 1.2 KB, over the 1 KB limit of one write',
     );
     await expect(stat(join(ws, "big.txt"))).rejects.toThrow(/ENOENT/);
   });
@@ -254,7 +254,7 @@ describe("list_dir", () => {
     await put("C.md", "x".repeat(2048));
     await symlink("b.txt", join(ws, "link"));
     const call = tools();
-    expect(await call("list_dir", {})).toBe("C.md  2.0 KB\na/\nb.txt  5 bytes\nlink -> b.txt");
+    expect(await call("list_dir", {})).toBe("C.md  2 KB\na/\nb.txt  5 bytes\nlink -> b.txt");
     expect(await call("list_dir", { path: "a" })).toBe("inner.txt  1 byte");
   });
 

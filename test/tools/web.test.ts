@@ -20,6 +20,7 @@ const routes: Record<string, Handler> = {
     const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0]);
     res.writeHead(200, { "content-type": "image/png", "content-length": png.length }).end(png);
   },
+  "/one-byte": (_req, res) => res.writeHead(200, { "content-type": "application/octet-stream", "content-length": 1 }).end(Buffer.from([0])),
   "/missing": (_req, res) => res.writeHead(404, { "content-type": "text/html" }).end("<h1>Nothing here</h1><p>Try the index.</p>"),
   "/big": (_req, res) => {
     res.writeHead(200, { "content-type": "text/plain" });
@@ -111,6 +112,10 @@ describe("web_fetch", () => {
     const out = await fetch(`${base}/image`);
     expect(out).toContain("[Not shown: the response is image/png (12 bytes), not text]");
     expect(out).not.toContain("PNG");
+  });
+
+  it("gives the size of a one-byte binary response in the words the file tools use", async () => {
+    expect(await fetch(`${base}/one-byte`)).toContain("[Not shown: the response is application/octet-stream (1 byte), not text]");
   });
 
   it("shows a 404 page with its status, so the model sees what went wrong", async () => {

@@ -2,9 +2,10 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
-import pRetry from "p-retry";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "../../log.js";
 import { VERSION } from "../../package.js";
+import { backoffMs, type RetryPolicy } from "../../providers/retry.js";
 import { errorText } from "../../text.js";
 import { FinalToolError } from "../types.js";
 import { isTooLarge, RELIST_INTERVAL_MS, TOO_LARGE } from "./bounds.js";
@@ -27,8 +28,8 @@ export interface ConnectionOptions {
   onTools(): void;
 }
 
-/** Between attempts to connect: doubling from 1 s (with jitter) up to a minute, for as long as countd runs. */
-const RECONNECT = { retries: Number.POSITIVE_INFINITY, factor: 2, minTimeout: 1_000, maxTimeout: 60_000, randomize: true } as const;
+/** Between attempts to connect: up to 1 s, doubling to a minute (jittered), for as long as countd runs. */
+const RECONNECT: RetryPolicy = { attempts: Number.POSITIVE_INFINITY, baseDelayMs: 1_000, maxDelayMs: 60_000 };
 
 /** How many of the stderr tail's last lines a failure's reason quotes; the log line has the whole tail. */
 const REASON_STDERR_LINES = 3;
@@ -107,25 +108,30 @@ export class McpConnection {
 
   private connect(firstAttemptDone?: () => void): void {
     if (this.connecting || this.closing.signal.aborted) return;
-    this.connecting = pRetry(() => this.connectOnce(), {
-      ...RECONNECT,
-      signal: this.closing.signal,
-      onFailedAttempt: ({ error, attemptNumber }) => {
-        if (this.closing.signal.aborted) return;
-        this.state = { status: "failed", reason: error.message, since: new Date() };
+    this.connecting = this.connectUntilClosed(firstAttemptDone).finally(() => {
+      this.connecting = undefined;
+      firstAttemptDone?.();
+    });
+  }
+
+  /** Attempts until one connects or close() is called, waiting RECONNECT's backoff between them. */
+  private async connectUntilClosed(firstAttemptDone?: () => void): Promise<void> {
+    const closing = this.closing.signal;
+    for (let attempt = 1; !closing.aborted; attempt++) {
+      try {
+        return await this.connectOnce();
+      } catch (err) {
+        if (closing.aborted) return;
+        const reason = errorText(err);
+        this.state = { status: "failed", reason, since: new Date() };
         this.log.error(
-          { attempt: attemptNumber, error: error.message, stderr: this.stderrTail() || undefined },
+          { attempt, error: reason, stderr: this.stderrTail() || undefined },
           "MCP server could not be connected; trying again with backoff",
         );
         firstAttemptDone?.();
-      },
-    })
-      // Rejected only when close() stopped it.
-      .catch(() => {})
-      .finally(() => {
-        this.connecting = undefined;
-        firstAttemptDone?.();
-      });
+      }
+      await sleep(backoffMs(RECONNECT, attempt), undefined, { signal: closing }).catch(() => {});
+    }
   }
 
   /** One attempt: start or reach the server, the handshake and the tool list, within connect_timeout. */
