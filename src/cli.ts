@@ -132,7 +132,7 @@ program
 program
   .command("cost")
   .description(
-    "Sum what the LLM calls cost (calls, tokens, USD) from the spend files (in a cluster, every node's calls), by job, model or day, with a total; unpriced calls are counted apart.",
+    "Sum what the LLM calls cost (calls, tokens, USD) from the spend files (every node's calls, where daemons share a backend), by job, model or day, with a total; unpriced calls are counted apart.",
   )
   .addOption(
     new Option("--since <duration>", "how far back, like 7d, 24h or 30m").default(pastDuration("7d"), "7d").argParser(pastDuration),

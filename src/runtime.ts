@@ -63,7 +63,7 @@ const SUBAGENT_MAX_ITERATIONS = 15;
 
 /**
  * `events`: a reloaded runtime keeps the bus its listeners (the watch trigger, the CLI) are on.
- * `sessions`: where runs keep their conversations, when not in the state directory's files alone (a cluster's).
+ * `sessions`: where runs keep their conversations, when not in the state directory's files alone (a shared backend's).
  * Resolves once every MCP server connected or failed its first attempt (each within its connect_timeout).
  */
 export async function openRuntime(

@@ -8,7 +8,7 @@ import { EXIT } from "./output.js";
 
 /**
  * `countd pause <job>|--all` and `countd resume <job>|--all`. With the daemon running it changes
- * through the daemon, which keeps the pause in state.json (in a cluster, in Redis for every node)
+ * through the daemon, which keeps the pause in state.json (or in a shared backend, for every node)
  * and acts on it at once; without one, the state is changed here under the state lock, so a job
  * can be paused before the daemon starts (a kill switch thrown before `countd start` must hold
  * from its first fire).

@@ -24,6 +24,8 @@ const PREFIX = "countd";
 const SKIP_OR_RUN_PREFIX = "countd:fires:skip-or-run:";
 /** Where the daemon that decides a deduplicated fire of an `overlap: replace` job claims it, and replaces the run. */
 const REPLACED_PREFIX = "countd:fires:replaced:";
+/** The skip's text for a fire of an `overlap: skip` job that found a run of it waiting or running on any daemon. */
+const BUSY = "a run of this job was waiting or in progress in the cluster (overlap: skip)";
 
 /**
  * Completed fires are kept at least this long, whatever the jobs' `catch_up`: past any timer's
@@ -271,7 +273,7 @@ export class ClusterFires {
   private whenBusy(fire: QueuedFire): FireDecision {
     const job = this.opts.job(fire.job);
     if (!job) return { does: "beside" };
-    return decideOverlap({ job, fire: { reason: fire.reason, manual: false }, paused: false, busy: "running", where: "cluster" });
+    return decideOverlap({ job, fire: { reason: fire.reason, manual: false }, paused: false, busy: "running", busyElsewhere: BUSY });
   }
 
   /**

@@ -26,7 +26,7 @@ export interface LiveSocket {
 
 interface RunState {
   record: RunRecord;
-  /** In a cluster: the node running it; `remote` when that is another daemon, whose messages come through Redis. */
+  /** Where daemons share a backend: the node running it; `remote` when that is another daemon, whose messages come through Redis. */
   node?: string;
   remote: boolean;
   iteration: number;
@@ -57,8 +57,8 @@ interface Client {
  * in progress has produced so far (for a client that connects mid-run), and sends each message to
  * the clients that asked for it. Runs are told apart by their session id, which the runner's
  * `run.started` names; events of sessions that are no run (subagents, `countd ask`) are not sent.
- * In a cluster the messages of this daemon's runs are tagged with its node and handed to `tap`
- * listeners (the cluster publishes them), and other nodes' messages come in through remote(), so
+ * Where daemons share a backend the messages of this daemon's runs are tagged with its node and
+ * handed to `tap` listeners (which publish them to the other daemons), and other nodes' messages come in through remote(), so
  * every node's clients see every node's runs.
  */
 export class LiveHub {
@@ -151,7 +151,7 @@ export class LiveHub {
     );
   }
 
-  /** Runs in progress with how far they got, every node's in a cluster: for the status and the overview. */
+  /** Runs in progress with how far they got, every node's where daemons share a backend: for the status and the overview. */
   active(): ActiveRun[] {
     return [...this.runs.values()].map((state) => ({
       id: state.record.id,
@@ -313,7 +313,7 @@ export class LiveHub {
         last.message.content += safe.content;
         delete last.text;
       }
-      // A copy: the message itself went to the clients and the cluster, and later chunks are joined to what is kept.
+      // A copy: the message itself went to the clients and the other daemons, and later chunks are joined to what is kept.
       else if (safe.type === "stream") state.replay.push({ message: { ...safe } });
       else state.replay.push({ message: safe, text });
       state.replayBytes += text.length;
@@ -326,7 +326,7 @@ export class LiveHub {
     this.taps.forEach((listener) => listener(safe));
   }
 
-  /** A message of this daemon's, redacted, with its node in a cluster. */
+  /** A message of this daemon's, redacted, with its node where daemons share a backend. */
   private outgoing(message: LiveMessage): LiveMessage {
     return this.redactor().redactValue(this.node !== undefined ? { ...message, node: this.node } : message) as LiveMessage;
   }

@@ -29,16 +29,16 @@ export interface MetricsSources {
   outbox: Pick<DeliveryOutbox, "counts">;
   jobs: Pick<JobRegistry, "files" | "all">;
   state: Pick<StateStore, "isPaused" | "runs">;
-  /** In a cluster: this daemon's node, named by countd_cluster_node. */
+  /** Where daemons share a backend: this daemon's node, named by countd_node_info. */
   node?: string;
 }
 
 /**
  * The daemon's Prometheus metrics: counters and histograms fed by the event bus as things happen,
  * gauges read from the outbox, the job files and the state when scraped. A registry of its own,
- * so several daemons in one process (the tests) keep apart. In a cluster each node's metrics stay
+ * so several daemons in one process (the tests) keep apart. Where daemons share a backend each node's metrics stay
  * its own (its runs, its calls, its outbox), as Prometheus scrapes every instance; the info metric
- * countd_cluster_node names the node, to join on or sum by.
+ * countd_node_info names the node, to join on or sum by.
  */
 export class Metrics {
   readonly contentType = Registry.PROMETHEUS_CONTENT_TYPE;
@@ -165,8 +165,8 @@ export class Metrics {
     });
     if (sources.node !== undefined) {
       const node = new Gauge({
-        name: "countd_cluster_node",
-        help: "Always 1: the cluster node (countd.yaml cluster.node) this daemon is; its other metrics count this node's runs only.",
+        name: "countd_node_info",
+        help: "Always 1: the node this daemon is, where daemons share a backend; its other metrics count this node's runs only.",
         labelNames: ["node"],
         registers,
       });

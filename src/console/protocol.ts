@@ -10,8 +10,8 @@ export type { Usage, RunReason, RunRecord, RunStatus };
  */
 
 /**
- * One message on `/api/ws`, in the order things happened. In a cluster each message but `live`
- * names the `node` (countd.yaml cluster.node) whose daemon it comes from: every node's runs are on
+ * One message on `/api/ws`, in the order things happened. Where daemons share a backend each
+ * message but `live` names the `node` whose daemon it comes from: every node's runs are on
  * every node's stream.
  */
 export type LiveMessage = LiveEvent & { node?: string };
@@ -167,7 +167,7 @@ export interface ActiveRun {
   usage: Usage;
   /** USD so far; null once a call's model has no price. */
   cost: number | null;
-  /** In a cluster: the node running it. */
+  /** Where daemons share a backend: the node running it. */
   node?: string;
 }
 

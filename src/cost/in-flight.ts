@@ -1,7 +1,7 @@
 /*
  * LLM calls made and not yet settled, each holding its worst case against the caps so that runs
- * going at once cannot all pass a check on the same spent figure. Held in this process only: in
- * a cluster another node's calls in flight are not seen (see ClusterSpend).
+ * going at once cannot all pass a check on the same spent figure. Held in this process only: where
+ * daemons share a backend, another node's calls in flight are not seen.
  */
 
 /** One call's worst case: USD (null for an unpriced model) and tokens. */

@@ -5,12 +5,12 @@ export const DEFAULT_FAILURE_REPEAT_MS = 3_600_000;
 
 /** Where each job's failing streak is kept between runs. */
 export interface StreakStore {
-  /** As saved now: in a cluster, the job's last run may have ended on another daemon. */
+  /** As saved now: where daemons share a backend, the job's last run may have ended on another daemon. */
   get(job: string): Promise<FailingStreak | undefined>;
   set(job: string, streak: FailingStreak | undefined): Promise<void>;
 }
 
-/** In the job state (state.json, or a cluster's in Redis), so the throttle holds across restarts and daemons. */
+/** In the job state (state.json, or the shared backend's), so the throttle holds across restarts and daemons. */
 export function stateStreaks(state: StateStore): StreakStore {
   return {
     get: async (job) => {

@@ -8,13 +8,13 @@ export type SendFn = (entry: Readonly<OutboxEntry>) => Promise<void>;
 /** How a delivery ended: acknowledged, or dead with the reason. */
 export type Settled = { id: string; delivered: true } | { id: string; delivered: false; error: string };
 
-/** Answered at once by a daemon's own outbox (it is in memory), after a round trip by the cluster's. */
+/** Answered at once by a daemon's own outbox (it is in memory), after a round trip by a shared one. */
 type Answer<T> = T | Promise<T>;
 
 /**
  * What the dispatcher, the console, the metrics and the commands ask of an outbox: the daemon's
- * own (Outbox, a journal in its state directory) or, in a cluster, the cluster's (a BullMQ queue in
- * Redis, src/cluster/outbox.ts). Both keep the same promises: a delivery is stored before enqueue
+ * own (Outbox, a journal in its state directory) or one several daemons share (a BullMQ queue in
+ * Redis). Both keep the same promises: a delivery is stored before enqueue
  * resolves, retried on schedule.ts's schedule until acknowledged or given up, never sent again
  * once acknowledged, and carries its id (the webhook-id, the Message-ID) on every attempt.
  */
@@ -27,7 +27,7 @@ export interface DeliveryOutbox {
   stop(): Promise<void>;
   /** Stops, and lets go of what it holds (the journal, the connection). */
   close(): Promise<void>;
-  /** For a one-off command: attempts what is due now (what this command queued, in a cluster) and resolves once none is in flight. */
+  /** For a one-off command: attempts what is due now (what this command queued, in a shared outbox) and resolves once none is in flight. */
   runDue(): Promise<void>;
   /** Resolves once every one of `ids` is delivered or dead; an id the outbox does not know counts as dead. */
   settled(ids: readonly string[]): Promise<Settled[]>;

@@ -132,7 +132,7 @@ export class RunDispatcher {
   }
 
   /**
-   * Every message is redacted here, before the outbox stores it: the journal, the cluster's queue,
+   * Every message is redacted here, before the outbox stores it: the journal, a shared queue,
    * the mail and the webhook body all carry what is stored. Targets are not: their `${VAR}`
    * references are filled in only when sent.
    */

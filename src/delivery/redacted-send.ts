@@ -4,7 +4,7 @@ import type { SendFn } from "./delivery-outbox.js";
 import { DeliveryError } from "./errors.js";
 
 /**
- * A sender whose failures are redacted before the outbox records them (outbox.jsonl, the cluster's
+ * A sender whose failures are redacted before the outbox records them (outbox.jsonl, a shared
  * queue, `countd outbox`, the log): a mail server or a chat service may quote a password or token
  * back in its refusal. A DeliveryError keeps the fields the outbox decides by.
  */

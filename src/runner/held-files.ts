@@ -8,21 +8,21 @@ import type { FireRequest } from "./types.js";
 
 /** As many paths as one run's `{{files}}` lists; more are counted. */
 const MAX_HELD_FILES = MAX_RECORDED_FILES;
-/** In a cluster a job may be resumed on another node: how often this one looks for its files to run. */
+/** Where daemons share a backend a job may be resumed on another node: how often this one looks for its files to run. */
 const CLUSTER_CHECK_MS = 5_000;
 
 export interface PausedFilesOptions {
   state: StateStore;
   events: EventBus;
   fire: (req: FireRequest) => void;
-  /** The cluster node this daemon is; undefined alone. */
+  /** The node this daemon is, when daemons share a backend; undefined alone. */
   node?: string;
   log?: Logger;
 }
 
 /**
  * The files a watch job's fires carried while it was paused. The watcher reports a change once,
- * so they would be lost: they are kept in the job's state (state.json, in a cluster Redis), and
+ * so they would be lost: they are kept in the job's state (state.json, or the shared backend), and
  * run as one batch (reason `watch`) once the job is resumed, as a queue keeps what arrived while
  * its consumer was stopped. Bounded like `{{files}}`; what is beyond is counted and logged.
  */

@@ -14,10 +14,11 @@ export interface OverlapQuestion {
   paused: boolean;
   busy: Busy;
   /**
-   * Who found the job busy: this daemon, or the cluster's queue (a run on any daemon). Only the
-   * skip's text differs, so a user reading the history can tell where the run in the way was.
+   * The skip's text when the job was found busy by a queue several daemons share (a run on any of
+   * them), in that queue's words, so a user reading the history can tell where the run in the way
+   * was; this daemon's own words when absent.
    */
-  where?: "daemon" | "cluster";
+  busyElsewhere?: string;
 }
 
 /**
@@ -28,14 +29,13 @@ export interface OverlapQuestion {
 export type FireDecision = { does: "start" } | { does: "skip"; why: string } | { does: "queue" } | { does: "replace" } | { does: "beside" };
 
 export const PAUSED = "paused";
-/** What a run an `overlap: replace` fire cancelled says, on this node or (cluster/fires.ts) another. */
+/** What a run an `overlap: replace` fire cancelled says, on this daemon or another sharing its schedule. */
 export const REPLACED = "replaced by a newer run";
 const BUSY_HERE = "a run of this job was still in progress (overlap: skip)";
-const BUSY_IN_CLUSTER = "a run of this job was waiting or in progress in the cluster (overlap: skip)";
 
 /**
- * The one overlap rule, asked by the runner (as a fire arrives, and as it would start) and by the
- * cluster's queue (which fires it deduplicates, and what it does with one it did):
+ * The one overlap rule, asked by the runner (as a fire arrives, and as it would start) and by a
+ * queue several daemons share (which fires it deduplicates, and what it does with one it did):
  * - a paused job's fires are skipped, unless asked for by hand;
  * - a job with nothing busy starts the fire;
  * - `allow` on a shared-session job behaves as `queue`: two runs appending to one session at once
@@ -49,7 +49,7 @@ export function decideOverlap(q: OverlapQuestion): FireDecision {
   if (q.busy === "idle") return { does: "start" };
   switch (policyOf(q.job, q.fire.reason)) {
     case "skip":
-      return { does: "skip", why: q.where === "cluster" ? BUSY_IN_CLUSTER : BUSY_HERE };
+      return { does: "skip", why: q.busyElsewhere ?? BUSY_HERE };
     case "queue":
       return { does: "queue" };
     case "replace":

@@ -26,8 +26,8 @@ export interface Requested {
 }
 
 /**
- * What a caller of Runner.request hears of each attempt of its fire, retries included: the cluster
- * keeps it in the fire's queued job, so another daemon can tell which run a daemon killed mid-run
+ * What a caller of Runner.request hears of each attempt of its fire, retries included: a shared
+ * queue keeps it in the fire's queued job, so another daemon can tell which run a daemon killed mid-run
  * left. Each call is awaited, and its failure logged, never the run's.
  */
 export interface AttemptWatch {
@@ -48,7 +48,7 @@ export interface RunOptions {
   retry?: { of: string; backoffMs: number };
   watch?: AttemptWatch;
   /**
-   * A skip decided (decideOverlap) where the job was found busy, the cluster's queue: recorded as
+   * A skip decided (decideOverlap) where the job was found busy, a queue daemons share: recorded as
    * any skip is, with its text, since this runner cannot see the run in the way.
    */
   skipped?: Extract<FireDecision, { does: "skip" }>;

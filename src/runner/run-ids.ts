@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from "node:crypto";
 
 /**
- * `20261130T090000Z-3f2a`: sorts by start second, readable in logs and file names. On a cluster
- * node the random part follows the node's tag, `20261130T090000Z-9c413f2a`: the runner keeps its
+ * `20261130T090000Z-3f2a`: sorts by start second, readable in logs and file names. On a daemon
+ * that shares its backend with others (a node) the random part follows the node's tag, `20261130T090000Z-9c413f2a`: the runner keeps its
  * own ids apart, and the tag keeps them apart from other nodes' (random parts alone would repeat
  * once in 65,536 pairs of runs of a job started in the same second, one record replacing the other).
  */

@@ -42,7 +42,7 @@ export interface RunnerOptions {
   paused?: (job: string) => boolean;
   /** Where run.started and run.finished go, each with a copy of the record. */
   events?: EventBus;
-  /** The cluster node this runner runs on, recorded with each run; undefined outside a cluster. */
+  /** The node this runner runs on, recorded with each run, when daemons share a backend; undefined alone. */
   node?: string;
 }
 
@@ -450,7 +450,7 @@ export class Runner {
       usage: emptyUsage(),
       sessionId: runSessionId(job, session, id),
       ...recordedFiles(request.files),
-      // In a cluster an attempt may run on another node than the one before it: each record says which it is.
+      // Where daemons share a backend an attempt may run on another node than the one before it: each record says which it is.
       ...(this.opts.node !== undefined ? { node: this.opts.node, attempt } : {}),
     };
   }

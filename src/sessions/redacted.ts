@@ -4,7 +4,7 @@ import type { SessionHistory } from "./store.js";
 
 /**
  * Sessions whose messages are redacted before they are kept, whichever store keeps them (the
- * state directory's files or, in a cluster, Redis): a secret a tool read or the model repeated
+ * state directory's files or a shared backend): a secret a tool read or the model repeated
  * reaches neither disk nor the next run's prompt. The current run still holds what it saw.
  */
 export function redactedSessions(sessions: SessionHistory, redactor: Redactor): SessionHistory {

@@ -28,8 +28,8 @@ function isDropMarker(v: unknown): v is DropMarker {
 }
 
 /**
- * Where runs keep their conversations: the files below (SessionStore), or, in a cluster, Redis for
- * the sessions of `session: shared` jobs, whose runs land on any node (src/cluster/sessions.ts).
+ * Where runs keep their conversations: the files below (SessionStore), or, where daemons share a
+ * backend, the backend for the sessions of `session: shared` jobs, whose runs land on any node.
  */
 export interface SessionHistory {
   load(sessionId: string): Promise<ChatMessage[]>;

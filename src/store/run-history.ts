@@ -55,7 +55,7 @@ export const runRecordShape = z.looseObject({
 
 /**
  * Where a state store keeps its runs: the files below (RunHistory), or Redis when several daemons
- * share one history (src/cluster/run-history.ts). Callers serialise the saves of one job.
+ * share one history (a shared backend's). Callers serialise the saves of one job.
  */
 export interface RunHistoryStore {
   /** The newest RUNS_KEPT_PER_JOB runs of `job`, oldest first. */

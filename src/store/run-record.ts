@@ -30,9 +30,9 @@ export interface RunRecord {
   resultExcerpt?: string;
   error?: string;
   sessionId: string;
-  /** The cluster node (countd.yaml cluster.node) whose daemon recorded the run; absent outside a cluster. */
+  /** The node whose daemon recorded the run, where daemons share a backend; absent alone. */
   node?: string;
-  /** In a cluster: which try of its fire the run is, 1 for the first (a retry's may run on another node); absent outside a cluster. */
+  /** Where daemons share a backend: which try of its fire the run is, 1 for the first (a retry's may run on another node); absent alone. */
   attempt?: number;
   /** A watch fire's changed paths, the first MAX_RECORDED_FILES, also when the fire was skipped. */
   files?: string[];

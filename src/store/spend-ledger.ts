@@ -48,8 +48,8 @@ interface Day {
 export type SpentToday = Spent & { date: string };
 
 /**
- * Where the budgets count what LLM calls cost: this process's ledger below, or in a cluster every
- * node's calls (src/cluster/spend.ts), which may take a round trip to answer.
+ * Where the budgets count what LLM calls cost: this process's ledger below, or every node's calls
+ * where daemons share a backend, which may take a round trip to answer.
  */
 export interface SpendBook {
   /** Counts a call at once; writing it down happens behind. */

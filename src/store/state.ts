@@ -30,7 +30,7 @@ export interface HeldFiles {
   files: string[];
   /** Paths beyond the bound, counted and not kept. */
   overflow: number;
-  /** In a cluster: the node whose watcher saw them, the one where the files are and which runs them. */
+  /** Where daemons share a backend: the node whose watcher saw them, the one where the files are and which runs them. */
   node?: string;
 }
 
@@ -67,15 +67,15 @@ export interface StateData {
 }
 
 /**
- * What a cluster's daemons share of the state: job state (catch-up, one-shots, failing streaks,
+ * What daemons sharing a backend share of the state: job state (catch-up, one-shots, failing streaks,
  * pauses), the kill switch and the heartbeat's. The running index stays each daemon's own.
  */
 export type SharedState = Pick<StateData, "jobs" | "heartbeat" | "pausedAllAt">;
 
 /**
- * Where the shared state is kept: state.json for a daemon alone, Redis in a cluster
- * (cluster/shared-state.ts). Reads are synchronous, from a copy kept current; a decision that must
- * see another daemon's latest change (a cluster fire, a heartbeat tick) calls refresh() first.
+ * Where the shared state is kept: state.json for a daemon alone, or a backend daemons share.
+ * Reads are synchronous, from a copy kept current; a decision that must see another daemon's
+ * latest change (a shared fire, a failing streak) calls refresh() first.
  */
 export interface SharedStateStore {
   /** The state as last read or written here. */
@@ -172,7 +172,7 @@ function fitHeartbeat(value: unknown, file: string, misfits: Misfit[]): Heartbea
 /**
  * The daemon's state in the state directory: state.json (lowdb, written and synced through
  * DurableJSONFile, so a power cut leaves the old file or the new one) holds what stays small, job
- * and heartbeat state (in a cluster, kept in Redis instead: SharedStateStore) and the runs in
+ * and heartbeat state (where daemons share a backend, kept there instead: SharedStateStore) and the runs in
  * progress; run history is appended to runs/<job>.jsonl (RunHistory), so a saved run costs the
  * same however many runs came before. Not one of lowdb's
  * presets: they switch to memory under NODE_ENV=test, and here persistence is the point.
@@ -206,8 +206,8 @@ export class StateStore {
    * `log`: where pieces moved aside and a state directory removed while countd runs (it is created
    * again) are reported. Pieces of state.json that do not fit are moved to the quarantine file
    * and the file is written without them; a file that is not JSON at all is refused. `history`:
-   * where runs are kept instead of runs/ (a cluster's, shared by its daemons); `shared`: where job
-   * state, pauses and the heartbeat's state are kept instead of state.json (a cluster's).
+   * where runs are kept instead of runs/ (a backend's that daemons share); `shared`: where job
+   * state, pauses and the heartbeat's state are kept instead of state.json (a shared backend's).
    */
   static async open(
     stateDir: string,
@@ -230,12 +230,12 @@ export class StateStore {
     return { ...this.shared.data, running: this.db.data.running };
   }
 
-  /** Changes and saves the shared state (state.json's, or the cluster's). */
+  /** Changes and saves the shared state (state.json's, or a shared backend's). */
   update(change: (data: SharedState) => void): Promise<void> {
     return this.shared.update(change);
   }
 
-  /** Brings the shared state up to what another daemon of the cluster saved last; nothing to do alone. */
+  /** Brings the shared state up to what another daemon sharing the backend saved last; nothing to do alone. */
   refresh(): Promise<void> {
     return this.shared.refresh();
   }

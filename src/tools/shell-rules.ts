@@ -178,7 +178,7 @@ export function skipOptions(args: Arg[], valueOptions: string[]): number {
 }
 
 /**
- * Index of env's command: options read as GNU env reads them, clusters (`-iS'…'`) and long
+ * Index of env's command: options read as GNU env reads them, grouped letters (`-iS'…'`) and long
  * prefixes (`--split`) included; or why env is refused: for -S and an option env does not have.
  */
 export function envCommandStart(args: Arg[]): number | { refuse: string } {

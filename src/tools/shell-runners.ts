@@ -183,8 +183,8 @@ function tarFindings<W extends Word>(args: W[]): Finding<W>[] {
     } else if (/^-[IF]./.test(arg)) {
       out.push({ kind: "code", code: arg.slice(2), what: `tar ${arg.slice(0, 2)}` });
     } else if ((i === 0 && /^[A-Za-z]*[IF]/.test(arg) && !arg.startsWith("-")) || /^-[A-Za-z]+[IF]/.test(arg)) {
-      // In a cluster (-xI, old-style "cIf") which word is the program depends on the letters' order.
-      out.push({ kind: "refuse", why: "tar with I or F inside a cluster of options names a program to run; write it as -I PROGRAM" });
+      // In a group of letters (-xI, old-style "cIf") which word is the program depends on their order.
+      out.push({ kind: "refuse", why: "tar with I or F inside a group of options names a program to run; write it as -I PROGRAM" });
     }
   }
   return out;

@@ -57,7 +57,7 @@ interface InFlight {
 /**
  * What makes `@heartbeat` (jobs/heartbeat.ts) a heartbeat rather than a plain scheduled job:
  * - `admit`, before a scheduled fire: the rules of decideHeartbeat, without the LLM; a skip is
- *   logged and no run is made. In a cluster it is asked by the daemon that took the slot.
+ *   logged and no run is made. Where daemons share a backend it is asked by the daemon that took the slot.
  * - `executor`, around its runs: the heartbeat prompt and reply tool; the run's answer is the
  *   check-in, or empty (nothing delivered) when the agent stays silent or repeats itself.
  * - after the run: once every target acknowledged the check-in (within a minute), it is recorded

@@ -240,7 +240,7 @@ describe("GET /metrics", () => {
   });
 });
 
-describe("countd_cluster_node", () => {
+describe("countd_node_info", () => {
   const sources = {
     events: new EventBus(),
     outbox: { counts: () => ({ pending: 0, dead: 0 }) },
@@ -252,9 +252,9 @@ describe("countd_cluster_node", () => {
     const node = new Metrics({ ...sources, node: "web-1" });
     const alone = new Metrics(sources);
     const metrics = await parse(await node.scrape());
-    expect(value(metrics, "countd_cluster_node", { node: "web-1" })).toBe(1);
-    expect(series(metrics, "countd_cluster_node")).toHaveLength(1);
-    expect((await parse(await alone.scrape()))["countd_cluster_node"]).toBeUndefined();
+    expect(value(metrics, "countd_node_info", { node: "web-1" })).toBe(1);
+    expect(series(metrics, "countd_node_info")).toHaveLength(1);
+    expect((await parse(await alone.scrape()))["countd_node_info"]).toBeUndefined();
     node.close();
     alone.close();
   });

@@ -241,7 +241,7 @@ describe("programs that run programs", () => {
       ["tar"],
       notAllowed,
     ],
-    ["tar I inside a cluster", "tar -cIf 'rm ../outside/secret.txt' a.tar f", ["tar"], "inside a cluster of options"],
+    ["tar I inside a group of options", "tar -cIf 'rm ../outside/secret.txt' a.tar f", ["tar"], "inside a group of options"],
     ["find -exec", "find . -exec rm ../outside/secret.txt \\;", ["find"], notAllowed],
     ["find -execdir", "find . -execdir rm {} +", ["find"], notAllowed],
     ["find -ok", "find . -ok rm {} \\;", ["find"], notAllowed],
