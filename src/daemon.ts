@@ -209,13 +209,13 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const { unset } = await jobs.load();
     if (unset.length > 0) throw new ConfigError(unset);
     await armed.setProblems(jobs.problemFiles());
-    const localTranscripts = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
+    const localTranscripts = fileTranscripts(() => config.paths.state, logger);
     const view = cluster
       ? await cluster.openView({
           live,
           runner,
           events: runtime.events,
-          local: localTranscripts,
+          state: () => config.paths.state,
           keepMs: () => config.retention.sessionsMs,
           redactor: () => runtime.redactor,
         })

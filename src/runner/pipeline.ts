@@ -11,6 +11,7 @@ import { Budgets } from "../cost/budget.js";
 import { SpendLedger, type SpendBook } from "../store/spend-ledger.js";
 import { Runner, type RunnerOptions } from "./runner.js";
 import { redactedExecutor } from "./redacted-run.js";
+import { RunJournals } from "./journaled-run.js";
 
 /** The stages a run passes through, composed the same way for the daemon and `countd run`. */
 export interface Pipeline {
@@ -73,7 +74,13 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
   const local = await SpendLedger.open(config.paths.state, { log, ...(now ? { now } : {}) });
   const ledger = opts.spend ? opts.spend(local) : local;
   const budgets = new Budgets({ ledger, daemon: () => opts.runtime().config.budget, ...(now ? { now } : {}) });
-  const execute = redactedExecutor(jobExecutor(opts.runtime, budgets), () => opts.runtime().redactor);
+  const journals = new RunJournals({
+    state: () => opts.runtime().config.paths.state,
+    redactor: () => opts.runtime().redactor,
+    node: config.cluster?.node,
+    log,
+  });
+  const execute = journals.executor(redactedExecutor(jobExecutor(opts.runtime, budgets), () => opts.runtime().redactor));
   const runner = new Runner({
     job: opts.job,
     state: opts.state,
@@ -84,12 +91,13 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     node: config.cluster?.node,
     execute: opts.wrap ? opts.wrap(execute) : execute,
     ...(now ? { now } : {}),
-    beforeRunEnd: (job, run, { willRetry, outcome }) =>
-      delivery.dispatcher
-        .finished(job, run, outcome, willRetry)
-        .catch((err: unknown) =>
-          pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries"),
-        ),
+    beforeRunEnd: async (job, run, { willRetry, outcome }) => {
+      const queued = await delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) => {
+        pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries");
+        return [];
+      });
+      await journals.end(run, queued);
+    },
   });
   return {
     runner,

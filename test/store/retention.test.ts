@@ -61,7 +61,7 @@ describe("Retention", () => {
 
     const report = await retention({ retention: { sessionsMs: 30 * DAY, toolHistoryMs: 3 * DAY, auditMs: 60 * DAY } }).prune();
 
-    expect(report).toEqual({ sessions: 1, toolHistory: 2, audit: 1, spend: 1, renamed: 0, failed: 0 });
+    expect(report).toEqual({ sessions: 1, toolHistory: 2, audit: 1, spend: 1, journals: 0, renamed: 0, failed: 0 });
     expect(await list(join(stateDir, "spend"))).toEqual(["2026-11-01.jsonl"]);
     expect(await list(join(stateDir, "sessions"))).toEqual(["cron+report+20261120T090000Z-bbbb.jsonl"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual([]);
@@ -113,7 +113,7 @@ describe("Retention", () => {
 
     const report = await retention({ retention: { sessionsMs: 1, toolHistoryMs: 1, auditMs: 1 } }).prune();
 
-    expect(report).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, renamed: 0, failed: 0 });
+    expect(report).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, journals: 0, renamed: 0, failed: 0 });
     expect(await list(join(stateDir, "sessions"))).toEqual(["100%.jsonl", "kept.jsonl", "notes.txt"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual(["link.jsonl"]);
     expect(await list(logsDir)).toEqual(["audit-notes.jsonl", "countd.log"]);
@@ -135,7 +135,7 @@ describe("Retention", () => {
   it("does nothing when the folders do not exist yet", async () => {
     stateDir = join(root, "fresh-state");
     logsDir = join(root, "fresh-logs");
-    expect(await retention().prune()).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, renamed: 0, failed: 0 });
+    expect(await retention().prune()).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, journals: 0, renamed: 0, failed: 0 });
     expect(lines).toEqual([]);
   });
 
