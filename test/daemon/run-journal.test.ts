@@ -1,0 +1,132 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config/load.js";
+import type { RunView } from "../../src/console/protocol.js";
+import { jobDefaults } from "../../src/jobs/defaults.js";
+import type { Job } from "../../src/jobs/types.js";
+import { heartbeatJob, HEARTBEAT_JOB, runCheckIn } from "../../src/runner/heartbeat-runs.js";
+import { openPipeline } from "../../src/runner/pipeline.js";
+import { openRuntime } from "../../src/runtime.js";
+import { StateStore } from "../../src/store/state.js";
+import { heartbeatRespondTool } from "../../src/tools/heartbeat.js";
+import { useAimock } from "../support/aimock.js";
+import { countdIn, llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import {
+  expectWholeCancelled,
+  expectWholeWork,
+  journalFixtures,
+  MCP_LINE,
+  removeOtherRecords,
+  SLOW,
+  WORK,
+  writeNotes,
+} from "../support/journal-runs.js";
+
+/*
+ * Runs go through the agent loop as the daemon wires it (config → runtime → pipeline → runner)
+ * against an LLM server and an MCP server on loopback: one with tools, an MCP tool, a failed tool
+ * call and a subagent, one cancelled mid-command, and a heartbeat check-in. Then the session files,
+ * the audit log and the tool history are removed, and `countd show` (read from the state directory,
+ * and through a daemon's console API, which the console's run page draws) still has every step.
+ */
+
+const CHECK = "Heartbeat check: is anything worth telling the user?";
+
+describe("a run's journal", { timeout: 120_000 }, () => {
+  const mock = useAimock();
+  let dir: string;
+  let daemon: DaemonProcess | undefined;
+  afterEach(async () => {
+    await stopDaemon(daemon);
+    daemon = undefined;
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("lets countd show and the console's API show every step of every run with nothing but the journal", async () => {
+    dir = await mkdtemp(join(tmpdir(), "countd-journal-"));
+    await writeFile(join(dir, "countd.yaml"), `tools:\n  exec:\n    sandbox: none\nconsole: { listen: "127.0.0.1:0" }\n${MCP_LINE}\n`);
+    const env = { PATH: process.env["PATH"] ?? "", ...llmEnv(`${mock.url}/v1`) };
+    const config = await loadConfig({ cwd: dir, env });
+    await writeNotes(config.paths.workspace);
+    journalFixtures(mock);
+    mock.on(
+      { userMessage: CHECK, sequenceIndex: 0 },
+      {
+        toolCalls: [{ name: "heartbeat_respond", arguments: JSON.stringify({ notify: true, message: "The disk is 91 % full." }) }],
+      },
+    );
+    mock.on({ userMessage: CHECK, sequenceIndex: 1 }, { content: "" });
+
+    const runtime = await openRuntime(config, env);
+    const state = await StateStore.open(config.paths.state);
+    const job = (name: string, prompt: string, tools: string[]): Job => ({
+      name,
+      file: join(dir, "jobs", `${name}.yaml`),
+      timezone: "UTC",
+      prompt,
+      ...jobDefaults(),
+      tools,
+    });
+    const jobs = new Map<string, Job>([
+      ["work", job("work", WORK, ["read_file", "spawn", "mcp_notes_echo", "mcp_notes_fail"])],
+      ["slow", job("slow", SLOW, ["exec"])],
+      [HEARTBEAT_JOB, heartbeatJob(config)],
+    ]);
+    const pipeline = await openPipeline({ config, env, state, runtime: () => runtime, job: (name) => jobs.get(name), concurrency: 2 });
+
+    const work = await pipeline.runner.run({ job: "work", reason: "manual", scheduledAt: new Date() });
+    expect(work).toMatchObject({ status: "ok", toolCalls: 5 });
+    const slow = pipeline.runner.request({ job: "slow", reason: "manual", scheduledAt: new Date() });
+    const slowRun = (await slow.started)!;
+    const stop = runtime.events.on("tool.started", ({ name }) => {
+      if (name === "exec") pipeline.runner.cancel(slowRun.id, "cancelled by the operator");
+    });
+    const cancelled = (await slow.ended).record;
+    stop();
+    expect(cancelled.status).toBe("cancelled");
+    const reply = heartbeatRespondTool();
+    const { run: checkIn } = await runCheckIn(pipeline.runner, CHECK, [reply.tool]);
+    expect(reply.result()).toEqual({ notify: true, message: "The disk is 91 % full." });
+
+    await pipeline.runner.shutdown(0);
+    await pipeline.close();
+    await runtime.close();
+    await state.close();
+    await removeOtherRecords(dir);
+
+    const countd = countdIn(dir, env);
+    const show = async (id: string): Promise<RunView> => {
+      const shown = await countd(["show", id, "--json"]);
+      expect(shown, shown.stderr).toMatchObject({ code: 0 });
+      return JSON.parse(shown.stdout) as RunView;
+    };
+    const offline = { work: await show(work.id), slow: await show(cancelled.id), beat: await show(checkIn.id) };
+    expectWholeWork(offline.work);
+    expectWholeCancelled(offline.slow);
+    expect(offline.beat.transcript).toMatchObject({ prompt: CHECK });
+    expect(offline.beat.transcript.incomplete).toBeUndefined();
+    expect(offline.beat.transcript.steps).toContainEqual(
+      expect.objectContaining({ kind: "tool", name: "heartbeat_respond", arguments: { notify: true, message: "The disk is 91 % full." } }),
+    );
+    expect(offline.beat.transcript.steps.filter((step) => step.kind === "llm")).toHaveLength(2);
+    const text = await countd(["show", work.id]);
+    expect(text.stdout).toContain("line 39 of the notes");
+    expect(text.stdout).not.toContain("(incomplete");
+
+    // The console's run page draws what GET /api/runs/<id> answers: the daemon reads the same journals.
+    daemon = await startDaemon(dir, env);
+    for (const [id, seen] of [
+      [work.id, offline.work],
+      [cancelled.id, offline.slow],
+      [checkIn.id, offline.beat],
+    ] as const) {
+      const online = await show(id);
+      // The console adds each text's Markdown as HTML for its page.
+      const steps = online.transcript.steps.map((step) => (step.kind === "text" ? { ...step, html: undefined } : step));
+      expect(JSON.parse(JSON.stringify(steps))).toEqual(seen.transcript.steps);
+      expect(online.transcript.prompt).toBe(seen.transcript.prompt);
+    }
+  });
+});
