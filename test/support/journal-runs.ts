@@ -17,6 +17,8 @@ export const NOTES = Array.from({ length: 100 }, (_, i) => `line ${i + 1} of the
 export const WORK = "Do the weekly work";
 export const TASK = "Count the lines of notes.txt";
 export const SLOW = "Wait for the batch";
+/** The slow run's command: it leaves `started` in the workspace, so a test knows when to cancel it. */
+export const STARTED_COMMAND = "touch started && sleep 30";
 
 /** countd.yaml's line with the MCP server `notes` (the suite's fixture server). */
 export const MCP_LINE = `mcp_servers: ${JSON.stringify({ notes: { command: process.execPath, args: [FIXTURE] } })}`;
@@ -51,7 +53,7 @@ export function journalFixtures(mock: LLMock): void {
     { toolCalls: [{ name: "read_file", arguments: JSON.stringify({ path: "notes.txt" }) }] },
   );
   mock.on({ userMessage: TASK, sequenceIndex: 1 }, { content: "100 lines." });
-  mock.on({ userMessage: SLOW }, { toolCalls: [{ name: "exec", arguments: JSON.stringify({ command: "sleep 30" }) }] });
+  mock.on({ userMessage: SLOW }, { toolCalls: [{ name: "exec", arguments: JSON.stringify({ command: STARTED_COMMAND }) }] });
 }
 
 /** What a transcript was once put together from: gone, as if removed by hand or by retention. */
@@ -64,9 +66,18 @@ export async function removeOtherRecords(dir: string): Promise<void> {
 type Tool = Extract<TranscriptStep, { kind: "tool" }>;
 type Llm = Extract<TranscriptStep, { kind: "llm" }>;
 
+/** A transcript's steps without the HTML the console's API adds to each text for its page. */
+function plainSteps(view: RunView): TranscriptStep[] {
+  return view.transcript.steps.map((step) => {
+    if (step.kind !== "text") return step;
+    const { html: _html, ...text } = step;
+    return text;
+  });
+}
+
 /** The work run's transcript, every step whole: its calls priced, its tool results as the model read them. */
 export function expectWholeWork(view: RunView): void {
-  const { transcript } = view;
+  const transcript = { ...view.transcript, steps: plainSteps(view) };
   expect(transcript.incomplete).toBeUndefined();
   expect(transcript.prompt).toBe(WORK);
   const llm = transcript.steps.filter((step): step is Llm => step.kind === "llm");
@@ -102,11 +113,11 @@ export function expectWholeWork(view: RunView): void {
 
 /** The cancelled run's transcript: its one LLM call, priced, and the command the cancel stopped. */
 export function expectWholeCancelled(view: RunView): void {
-  const { transcript } = view;
+  const transcript = { ...view.transcript, steps: plainSteps(view) };
   expect(view.run.status).toBe("cancelled");
   expect(transcript.incomplete).toBeUndefined();
   expect(transcript.prompt).toBe(SLOW);
   expect(transcript.steps.map((step) => step.kind)).toEqual(["llm", "tool"]);
   expect(transcript.steps[0]).toMatchObject({ model: "gpt-4o-mini", cost: expect.any(Number) });
-  expect(transcript.steps[1]).toMatchObject({ name: "exec", arguments: { command: "sleep 30" }, is_error: true });
+  expect(transcript.steps[1]).toMatchObject({ name: "exec", arguments: { command: STARTED_COMMAND }, is_error: true });
 }
