@@ -1,6 +1,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { chromium } from "playwright-core";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
 import type { RunView } from "../../src/console/protocol.js";
@@ -12,6 +13,7 @@ import { openRuntime } from "../../src/runtime.js";
 import { StateStore } from "../../src/store/state.js";
 import { heartbeatRespondTool } from "../../src/tools/heartbeat.js";
 import { useAimock } from "../support/aimock.js";
+import { CHROMIUM, hasSystemPackage } from "../support/system-package.js";
 import { countdIn, llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import {
   expectWholeCancelled,
@@ -29,10 +31,11 @@ import {
  * against an LLM server and an MCP server on loopback: one with tools, an MCP tool, a failed tool
  * call and a subagent, one cancelled mid-command, and a heartbeat check-in. Then the session files,
  * the audit log and the tool history are removed, and `countd show` (read from the state directory,
- * and through a daemon's console API, which the console's run page draws) still has every step.
+ * and through a daemon's console API) and the console's run page in Chromium still have every step.
  */
 
 const CHECK = "Heartbeat check: is anything worth telling the user?";
+const hasChromium = await hasSystemPackage("chromium", import.meta.filename);
 
 describe("a run's journal", { timeout: 120_000 }, () => {
   const mock = useAimock();
@@ -127,6 +130,33 @@ describe("a run's journal", { timeout: 120_000 }, () => {
       const steps = online.transcript.steps.map((step) => (step.kind === "text" ? { ...step, html: undefined } : step));
       expect(JSON.parse(JSON.stringify(steps))).toEqual(seen.transcript.steps);
       expect(online.transcript.prompt).toBe(seen.transcript.prompt);
+    }
+    if (!hasChromium) return;
+
+    // And the page itself, in Chromium: every call, the subagent and each whole result are drawn.
+    const signIn = (await countd(["console"])).stdout.trim();
+    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox"] });
+    try {
+      const page = await browser.newPage();
+      await page.goto(signIn);
+      await page.locator("h1", { hasText: "Overview" }).waitFor();
+      await page.goto(`${new URL(signIn).origin}/#/runs/work/${work.id}`);
+      await page.locator("ol.steps li").first().waitFor();
+      const labels = await page.locator("ol.steps .call-label").allTextContents();
+      expect(labels).toEqual([
+        "Call 1",
+        "Call 2",
+        expect.stringMatching(/^Subagent /),
+        expect.stringMatching(/^subagent \S+ · Call 3$/),
+        expect.stringMatching(/^subagent \S+ · Call 4$/),
+        "Call 5",
+      ]);
+      const results = await page.locator("ol.steps details pre").allTextContents();
+      expect(results.filter((text) => text.includes("line 100 of the notes"))).toHaveLength(2);
+      expect(await page.locator("ol.steps .step-call .muted").allTextContents()).toContainEqual(expect.stringMatching(/\$\d/));
+      expect(await page.locator(".notice-warn").count()).toBe(0);
+    } finally {
+      await browser.close();
     }
   });
 });
