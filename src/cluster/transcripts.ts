@@ -86,7 +86,8 @@ export class RedisTranscripts implements TranscriptStore {
       return { steps: [], incomplete: `this run ran on node ${run.node}; its journal could not be read from Redis: ${errorText(err)}` };
     }
     if (text === null) {
-      if (run.status === "cancelled") return { steps: [] };
+      // Cancelled while it waited: it never started, so there is no journal to store.
+      if (run.status === "cancelled" && run.iterations === 0) return { steps: [] };
       return {
         steps: [],
         incomplete: `this run ran on node ${run.node} and its journal is not in Redis: its node stores it as the run ends and it goes after retention.sessions; a node stopped before storing it leaves none`,

@@ -74,12 +74,9 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
   const local = await SpendLedger.open(config.paths.state, { log, ...(now ? { now } : {}) });
   const ledger = opts.spend ? opts.spend(local) : local;
   const budgets = new Budgets({ ledger, daemon: () => opts.runtime().config.budget, ...(now ? { now } : {}) });
-  const journals = new RunJournals({
-    state: () => opts.runtime().config.paths.state,
-    redactor: () => opts.runtime().redactor,
-    node: config.cluster?.node,
-    log,
-  });
+  // In a cluster, the node each run and its journal record.
+  const node = config.cluster?.node;
+  const journals = new RunJournals({ state: () => opts.runtime().config.paths.state, redactor: () => opts.runtime().redactor, node, log });
   const execute = journals.executor(redactedExecutor(jobExecutor(opts.runtime, budgets), () => opts.runtime().redactor));
   const runner = new Runner({
     job: opts.job,
@@ -88,7 +85,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     log,
     paused: opts.paused,
     events: opts.runtime().events,
-    node: config.cluster?.node,
+    node,
     execute: opts.wrap ? opts.wrap(execute) : execute,
     ...(now ? { now } : {}),
     beforeRunEnd: async (job, run, { willRetry, outcome }) => {

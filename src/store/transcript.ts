@@ -16,9 +16,10 @@ export async function readTranscript(state: string, run: RunRecord, log?: Logger
  * tools it called with their whole results; a subagent's steps among them, marked with its id.
  */
 export function transcriptOf(run: RunRecord, journal: ReadJournal | undefined): Transcript {
-  // A fire recorded without running has no journal, and needs none; a run in progress may not have written yet.
+  // A fire recorded without running (skipped, cancelled while it waited) has no journal, and needs
+  // none; a run in progress may not have written yet.
   if (!journal) {
-    if (run.status === "skipped" || run.status === "cancelled" || run.status === "running") return { steps: [] };
+    if (run.status === "skipped" || run.status === "running" || (run.status === "cancelled" && run.iterations === 0)) return { steps: [] };
     return {
       steps: [],
       incomplete: "no journal was found for this run: removed by retention (retention.sessions), or the run never started",
