@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -73,7 +73,14 @@ describe("a run's journal", { timeout: 120_000 }, () => {
       tools,
     });
     const jobs = new Map<string, Job>([
-      ["work", job("work", WORK, ["read_file", "spawn", "mcp_notes_echo", "mcp_notes_fail"])],
+      [
+        "work",
+        {
+          ...job("work", WORK, ["read_file", "spawn", "mcp_notes_echo", "mcp_notes_fail"]),
+          // No smtp settings: the mail is written as a file, and the journal lists its delivery.
+          deliver: [{ kind: "email", to: ["boss@example.com"], cc: [], bcc: [], attach: [] }],
+        },
+      ],
       ["slow", job("slow", SLOW, ["exec"])],
       [HEARTBEAT_JOB, heartbeatJob(config)],
     ]);
@@ -98,6 +105,18 @@ describe("a run's journal", { timeout: 120_000 }, () => {
     await runtime.close();
     await state.close();
     await removeOtherRecords(dir);
+
+    // The journal itself: the fire first, the end last, the delivery the end queued before it.
+    const entries = (await readFile(join(dir, "state", "journal", "work", `${work.id}.jsonl`), "utf8"))
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { v: number; kind: string });
+    expect(entries.every((entry) => entry.v === 1)).toBe(true);
+    expect(entries[0]).toMatchObject({ kind: "fire", job: "work", run: work.id, reason: "manual", session: work.sessionId });
+    expect(entries.at(-2)).toEqual(
+      expect.objectContaining({ kind: "delivery", ids: [expect.stringMatching(new RegExp(`^work\\.${work.id}\\.`))] }),
+    );
+    expect(entries.at(-1)).toMatchObject({ kind: "end", status: "ok", iterations: 3, tool_calls: 5, cost: work.cost });
 
     const countd = countdIn(dir, env);
     const show = async (id: string): Promise<RunView> => {
