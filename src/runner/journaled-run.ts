@@ -12,6 +12,8 @@ import type { RunnerOptions } from "./runner.js";
  */
 export class RunJournals {
   private readonly open = new Map<string, RunJournal>();
+  /** When each text kept once was last written or touched, across this process's runs. */
+  private readonly touched = new Map<string, number>();
   private readonly log: Logger;
 
   constructor(
@@ -30,7 +32,7 @@ export class RunJournals {
   executor(execute: RunnerOptions["execute"]): RunnerOptions["execute"] {
     return (job, run) => {
       const journal = new RunJournal(
-        fileSink(this.opts.state(), job.name, run.id),
+        fileSink(this.opts.state(), job.name, run.id, this.touched),
         this.opts.redactor(),
         this.log.child({ job: job.name, runId: run.id }),
       );

@@ -22,11 +22,13 @@ export interface JournalSink {
 
 /**
  * One run's journal as it is written: each entry redacted, stamped and appended in order behind
- * the run (the run never waits on a write); `close` waits for what is left. Not synced: like a
- * session, a crash may take the last entries of a run in progress.
+ * the run (the run never waits on a write); the entries that come while a write is on its way go
+ * in the next one together. `close` waits for what is left. Not synced: like a session, a crash
+ * may take the last entries of a run in progress.
  */
 export class RunJournal implements JournalWriter {
   private chain: Promise<void> = Promise.resolve();
+  private lines: string[] = [];
   private failed = false;
 
   constructor(
@@ -37,8 +39,10 @@ export class RunJournal implements JournalWriter {
 
   write(entry: JournalInput, sub?: string): void {
     const line = { v: JOURNAL_VERSION, at: new Date().toISOString(), ...(sub !== undefined ? { sub } : {}), ...entry };
-    const text = `${JSON.stringify(this.redactor.redactStrings(line))}\n`;
-    this.then(() => this.sink.append(text));
+    // The first line waiting queues the write that takes every line waiting by the time it runs.
+    if (this.lines.push(`${JSON.stringify(this.redactor.redactStrings(line))}\n`) === 1) {
+      this.then(() => this.sink.append(this.lines.splice(0).join("")));
+    }
   }
 
   blob(text: string): string {
@@ -71,8 +75,17 @@ export class RunJournal implements JournalWriter {
   }
 }
 
-/** The sink of a run's journal in the state directory. A blob already there is touched, so retention keeps it while runs use it. */
-export function fileSink(state: string, job: string, runId: string): JournalSink {
+/** A blob used again within this long is not touched again: retention counts in days. */
+const TOUCH_EVERY_MS = 60 * 60_000;
+/** The blobs remembered before the ones not used within TOUCH_EVERY_MS are forgotten. */
+const TOUCHED_KEPT = 1_000;
+
+/**
+ * The sink of a run's journal in the state directory. A blob already there is touched, so
+ * retention keeps it while runs use it; `touched` (shared by a process's runs) says when each was
+ * last written or touched, so a system prompt every run uses costs no write at each run.
+ */
+export function fileSink(state: string, job: string, runId: string, touched = new Map<string, number>()): JournalSink {
   const file = journalFile(state, job, runId);
   let made: Promise<unknown> | undefined;
   return {
@@ -82,6 +95,11 @@ export function fileSink(state: string, job: string, runId: string): JournalSink
     },
     async blob(hash, text) {
       const path = blobFile(state, hash);
+      const since = Date.now() - TOUCH_EVERY_MS;
+      if ((touched.get(path) ?? -Infinity) > since) return;
+      // Only the last hour's are worth remembering: the map stays as small as an hour's prompts.
+      if (touched.size >= TOUCHED_KEPT) for (const [known, at] of touched) if (at <= since) touched.delete(known);
+      touched.set(path, Date.now());
       await mkdir(join(state, JOURNAL_DIR, BLOBS_DIR), { recursive: true });
       try {
         await writeFile(path, text, { flag: "wx" });
