@@ -209,7 +209,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const { unset } = await jobs.load();
     if (unset.length > 0) throw new ConfigError(unset);
     await armed.setProblems(jobs.problemFiles());
-    const localTranscripts = fileTranscripts(() => config.paths.state, logger);
+    const localTranscripts = fileTranscripts(() => config.paths.state, { log: logger, moveAside: true });
     const view = cluster
       ? await cluster.openView({
           live,

@@ -111,7 +111,7 @@ export class Cluster {
     opts: Omit<ClusterViewOptions<M>, "node" | "publisher" | "subscriber" | "transcripts" | "log"> & { state: () => string },
   ): Promise<ClusterView<M>> {
     const { state, ...rest } = opts;
-    const transcripts = new RedisTranscripts(this.records, { node: this.node, state, log: this.log });
+    const transcripts = new RedisTranscripts(this.records, { node: this.node, state, log: this.log, moveAside: true });
     const subscriber = await connectRedis(this.url, "records", { name: `countd:${this.node}:view`, log: this.log });
     try {
       const view = await ClusterView.open({ ...rest, transcripts, node: this.node, publisher: this.records, subscriber, log: this.log });

@@ -2,7 +2,7 @@ import type { Redis } from "ioredis";
 import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { JournalEntry } from "../store/journal-entries.js";
-import { blobsOf, fitLines, readJournalFile, type ReadJournal } from "../store/run-journal.js";
+import { blobsOf, fitLines, readJournalFile, type JournalReading, type ReadJournal } from "../store/run-journal.js";
 import { RUNS_KEPT_PER_JOB } from "../store/run-history.js";
 import type { RunRecord } from "../store/run-record.js";
 import { readTranscript, transcriptOf, type Transcript } from "../store/transcript.js";
@@ -54,13 +54,18 @@ export class RedisTranscripts implements TranscriptStore {
 
   constructor(
     private readonly redis: Redis,
-    private readonly opts: { node: string; state: () => string; log?: Logger },
+    /** `moveAside`: this node's daemon, which moves its journals' misfit lines to the quarantine file. */
+    private readonly opts: { node: string; state: () => string; log?: Logger; moveAside?: boolean },
   ) {
     this.log = (opts.log ?? silentLogger).child({ component: "transcripts" });
   }
 
+  private get reading(): JournalReading {
+    return { log: this.log, moveAside: this.opts.moveAside === true };
+  }
+
   async read(run: RunRecord): Promise<Transcript> {
-    if (run.node === undefined || run.node === this.opts.node) return readTranscript(this.opts.state(), run, this.log);
+    if (run.node === undefined || run.node === this.opts.node) return readTranscript(this.opts.state(), run, this.reading);
     // In progress on its node: its live messages are on the stream; its journal is stored when it ends.
     if (run.status === "running") return { steps: [] };
     if (run.status === "skipped") return transcriptOf(run, undefined);
@@ -105,7 +110,7 @@ export class RedisTranscripts implements TranscriptStore {
   /** Stores the journal of a run of this node that ended, for `keepMs`; a failure is logged, never the run's. */
   async save(run: RunRecord, keepMs: number, redactor: Redactor): Promise<void> {
     try {
-      const journal = await readJournalFile(this.opts.state(), run.job, run.id, this.log);
+      const journal = await readJournalFile(this.opts.state(), run.job, run.id, this.reading);
       if (!journal) return;
       const lines = bounded(journal.entries).map((entry) => JSON.stringify(redactor.redactStrings(entry)));
       const texts = [...journal.blobs].flatMap(([hash, blob]) => [hash, redactor.redact(blob)]);

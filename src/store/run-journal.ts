@@ -146,11 +146,26 @@ export function blobsOf(entries: readonly JournalEntry[]): string[] {
 }
 
 /**
- * A run's journal from the state directory; undefined when it has none. Lines that do not fit are
- * moved to the quarantine file once the run has ended (its end entry written), so a later read
- * does not report them again; a run in progress is still being appended to and is left as it is.
+ * How a journal is read: `moveAside` by the daemon alone, which owns the state directory (the
+ * read-only commands beside it write nothing), with its logger.
  */
-export async function readJournalFile(state: string, job: string, runId: string, log?: Logger): Promise<ReadJournal | undefined> {
+export interface JournalReading {
+  log?: Logger;
+  moveAside?: boolean;
+}
+
+/**
+ * A run's journal from the state directory; undefined when it has none. With `moveAside`, lines
+ * that do not fit are moved to the quarantine file once the run has ended (its end entry written),
+ * so a later read does not report them again; a run in progress is still being appended to and is
+ * left as it is.
+ */
+export async function readJournalFile(
+  state: string,
+  job: string,
+  runId: string,
+  { log, moveAside = false }: JournalReading = {},
+): Promise<ReadJournal | undefined> {
   const file = journalFile(state, job, runId);
   let text: string;
   try {
@@ -161,7 +176,7 @@ export async function readJournalFile(state: string, job: string, runId: string,
   }
   const lines = text.split("\n");
   const { entries, misfits } = fitLines(lines, file);
-  if (misfits.length > 0 && entries.some((entry) => entry.kind === "end")) {
+  if (moveAside && misfits.length > 0 && entries.some((entry) => entry.kind === "end")) {
     await quarantine(state, misfits, log);
     const bad = new Set(misfits.map((misfit) => Number(misfit.where.slice("line ".length)) - 1));
     await writeFile(file, lines.filter((_, index) => !bad.has(index)).join("\n"));

@@ -1,14 +1,13 @@
-import type { Logger } from "../log.js";
 import type { JournalEntry } from "./journal-entries.js";
-import { readJournalFile, type ReadJournal } from "./run-journal.js";
+import { readJournalFile, type JournalReading, type ReadJournal } from "./run-journal.js";
 import type { RunRecord } from "./run-record.js";
 import type { Transcript, TranscriptStep } from "./transcript-types.js";
 
 export type { Transcript, TranscriptStep, RunDelivery } from "./transcript-types.js";
 
 /** A run's transcript from its journal in the state directory (store/run-journal.ts), and nothing else. */
-export async function readTranscript(state: string, run: RunRecord, log?: Logger): Promise<Transcript> {
-  return transcriptOf(run, await readJournalFile(state, run.job, run.id, log));
+export async function readTranscript(state: string, run: RunRecord, reading: JournalReading = {}): Promise<Transcript> {
+  return transcriptOf(run, await readJournalFile(state, run.job, run.id, reading));
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Logger } from "../log.js";
+import type { JournalReading } from "./run-journal.js";
 import type { RunRecord } from "./run-record.js";
 import { readTranscript, type Transcript } from "./transcript.js";
 
@@ -12,6 +12,6 @@ export interface TranscriptStore {
 }
 
 /** The transcripts of this machine's runs, from the state directory as it is configured at each read. */
-export function fileTranscripts(state: () => string, log?: Logger): TranscriptStore {
-  return { read: (run) => readTranscript(state(), run, log) };
+export function fileTranscripts(state: () => string, reading: JournalReading = {}): TranscriptStore {
+  return { read: (run) => readTranscript(state(), run, reading) };
 }

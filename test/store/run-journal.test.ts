@@ -83,19 +83,29 @@ describe("run journals", () => {
     });
   });
 
-  it("moves a line that does not fit to the quarantine file, naming it in the transcript once", async () => {
+  it("names a line that does not fit in the transcript; the daemon moves it to the quarantine file, a command writes nothing", async () => {
     await written("20261202T090000Z-aaaa", "system", "prompt", "ok");
     const file = journalFile(state, "report", "20261202T090000Z-aaaa");
     await appendFile(file, '{"v":1,"kind":"tool","at":"2026-12-02T09:00:30.000Z","name":"x"}\nnot json\n');
+    const before = await readFile(file, "utf8");
 
-    const first = await readTranscript(state, record("20261202T090000Z-aaaa"));
+    // `countd show` without the daemon: a read-only command.
+    const shown = await readTranscript(state, record("20261202T090000Z-aaaa"));
+    expect(shown.incomplete).toContain(`${file} line 5: not JSON`);
+    expect(await readFile(file, "utf8")).toBe(before);
+    await expect(readFile(join(state, "quarantine.jsonl"), "utf8")).rejects.toThrow("ENOENT");
+
+    const first = await readTranscript(state, record("20261202T090000Z-aaaa"), { moveAside: true });
     expect(first.steps).toHaveLength(1);
     expect(first.incomplete).toContain(`${file} line 4: `);
     expect(first.incomplete).toContain(`${file} line 5: not JSON`);
     const quarantined = (await readFile(join(state, "quarantine.jsonl"), "utf8")).trim().split("\n");
     expect(quarantined.map((line) => (JSON.parse(line) as { where: string }).where)).toEqual(["line 4", "line 5"]);
     // Moved aside, not reported again.
-    expect(await readTranscript(state, record("20261202T090000Z-aaaa"))).toEqual({ prompt: "prompt", steps: first.steps });
+    expect(await readTranscript(state, record("20261202T090000Z-aaaa"), { moveAside: true })).toEqual({
+      prompt: "prompt",
+      steps: first.steps,
+    });
   });
 
   it("says a journal that ends before its run did is incomplete", async () => {
