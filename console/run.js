@@ -277,7 +277,9 @@ function Steps({ transcript }) {
     ${transcript.incomplete && html`<${Notice} kind="warn">${transcript.incomplete}<//>`}
     ${transcript.steps.length === 0 && !transcript.incomplete && html`<p class="empty">The run took no step.</p>`}
     <ol class="steps">
-      ${transcript.steps.map((step, i) => html`<${Step} key=${i} step=${step} call=${step.kind === "llm" ? ++call : undefined} />`)}
+      ${transcript.steps.map(
+        (step, i) => html`<${Step} key=${i} step=${step} call=${step.kind === "llm" && step.purpose !== "summary" ? ++call : undefined} />`,
+      )}
     </ol>
   `;
 }
@@ -294,7 +296,7 @@ function Step({ step, call }) {
   const whose = step.subagent !== undefined ? `subagent ${step.subagent} · ` : "";
   if (step.kind === "llm") {
     return html`<li class=${`step step-call${step.error ? " step-error" : ""}`}>
-      <span class="call-label">${whose}${call ? `Call ${call}` : "Call"}</span>
+      <span class="call-label">${whose}${step.purpose === "summary" ? "History summary" : call ? `Call ${call}` : "Call"}</span>
       <span class="muted small">
         ${step.model} · ${usageText(step.usage)}${step.cost !== undefined ? ` · ${usd(step.cost)}` : ""} · ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
       </span>

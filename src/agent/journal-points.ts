@@ -1,7 +1,7 @@
 import type { CountdEvents } from "../events.js";
-import type { ChatMessage, ToolCall, ToolDefinition } from "../providers/types.js";
+import type { ChatMessage, LLMProvider, ToolCall, ToolDefinition } from "../providers/types.js";
 import type { JournalWriter } from "../store/journal-entries.js";
-import type { Iteration } from "./iteration.js";
+import { Iteration } from "./iteration.js";
 
 /*
  * The journal entries the agent loop writes at its record points (store/journal-entries.ts): the
@@ -15,10 +15,51 @@ export function journalPrompt(journal: JournalWriter | undefined, messages: read
   journal.write({ kind: "prompt", ...(system ? { system: journal.blob(system) } : {}), user: journal.blob(message) });
 }
 
+/**
+ * The provider a run's history summary calls through: the call is journalled as any LLM call is,
+ * marked as the summary, since it is priced into the run's spending.
+ */
+export function journaledSummaries(provider: LLMProvider, journal: JournalWriter | undefined, unpriced: boolean): LLMProvider {
+  if (!journal) return provider;
+  return {
+    name: provider.name,
+    async *chatStream(messages, tools, options) {
+      const iteration = new Iteration(unpriced);
+      const started = performance.now();
+      let failure: unknown;
+      try {
+        for await (const event of provider.chatStream(messages, tools, options)) {
+          iteration.accept(event);
+          yield event;
+        }
+      } catch (err) {
+        iteration.fail((failure = err));
+        throw err;
+      } finally {
+        const request = { ...options, tools, messages: messages.length, purpose: "summary" as const };
+        const report = iteration.report(
+          "",
+          options.model,
+          performance.now() - started,
+          failure === undefined && options.signal?.aborted === true,
+        );
+        journalCall(journal, request, iteration, report);
+      }
+    },
+  };
+}
+
 /** One LLM call: what was asked of which model, and all it answered (or why it failed). */
 export function journalCall(
   journal: JournalWriter | undefined,
-  request: { model: string; temperature: number; maxTokens: number; tools: readonly ToolDefinition[]; messages: number },
+  request: {
+    model: string;
+    temperature: number;
+    maxTokens: number;
+    tools: readonly ToolDefinition[];
+    messages: number;
+    purpose?: "summary";
+  },
   iteration: Iteration,
   report: CountdEvents["llm.finished"],
 ): void {
@@ -32,6 +73,7 @@ export function journalCall(
       max_tokens: request.maxTokens,
       tools: request.tools.map((tool) => tool.function.name),
       messages: request.messages,
+      ...(request.purpose ? { purpose: request.purpose } : {}),
     },
     response: {
       text: iteration.text,

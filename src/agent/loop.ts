@@ -16,7 +16,7 @@ import { Iteration } from "./iteration.js";
 import { BudgetExceeded, type BudgetCheck } from "../cost/budget.js";
 import { Breaker, DEFAULT_BREAKER, RunawayRun, type BreakerSettings } from "./breaker.js";
 import type { JournalWriter } from "../store/journal-entries.js";
-import { journalCall, journalPrompt, journalTool } from "./journal-points.js";
+import { journalCall, journaledSummaries, journalPrompt, journalTool } from "./journal-points.js";
 
 /** What the loop needs of the context builder: it builds the prompt and shapes every message. */
 export type MessageBuilder = Pick<ContextBuilder, "buildMessages" | "addAssistantMessage" | "addToolResult">;
@@ -187,7 +187,7 @@ export class AgentLoop {
           sessionId,
           maxHistory: this.maxHistory,
           memory: this.opts.memory,
-          summarize: llmSummarizer(provider, callOptions, this.locale),
+          summarize: llmSummarizer(journaledSummaries(provider, options.journal, this.opts.unpriced === true), callOptions, this.locale),
         }).catch((err: unknown) => this.events.emit("warning", { sessionId, message: `history not summarised: ${errorText(err)}` }));
       }
       const history = options.context ?? (await sessions?.load(sessionId)) ?? [];

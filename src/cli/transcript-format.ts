@@ -74,7 +74,8 @@ function stepLines(step: TranscriptStep): string[] {
   if (step.kind === "llm") {
     const end = step.error ? `  error: ${inert(step.error)}` : step.finish_reason ? `  (${step.finish_reason})` : "";
     const cost = step.cost !== undefined ? `  ${costText(step.cost, step.usage)}` : "";
-    return [`  ${whose}LLM ${step.model}  ${tokensText(step.usage)}${cost}  ${span(step.duration_ms)}${end}`];
+    const what = step.purpose === "summary" ? "LLM (history summary)" : "LLM";
+    return [`  ${whose}${what} ${step.model}  ${tokensText(step.usage)}${cost}  ${span(step.duration_ms)}${end}`];
   }
   if (step.kind === "text") return [indent(`${whose}${inert(step.text)}`, "    ")];
   const facts = [

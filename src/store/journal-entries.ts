@@ -43,6 +43,8 @@ const llm = z.object({
     max_tokens: count,
     tools: z.array(z.string()),
     messages: count,
+    /** `summary`: the call that condensed the history past agent.max_history into MEMORY.md before the run's first. */
+    purpose: z.literal("summary").optional(),
   }),
   response: z.object({
     text: z.string(),

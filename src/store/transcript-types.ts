@@ -41,6 +41,8 @@ export type TranscriptStep =
       finish_reason?: string;
       error?: string;
       subagent?: string;
+      /** `summary`: the call that condensed older history into MEMORY.md before the run's own calls. */
+      purpose?: "summary";
     };
 
 /** A delivery of a run, as the outbox knows it. */

@@ -54,10 +54,12 @@ function stepsOf(entry: JournalEntry): TranscriptStep[] {
           duration_ms: Math.round(response.duration_ms),
           finish_reason: response.finish_reason,
           ...(response.error !== undefined ? { error: response.error } : {}),
+          ...(entry.request.purpose ? { purpose: entry.request.purpose } : {}),
           ...sub,
         },
       ];
-      if (response.text) steps.push({ kind: "text", text: response.text, ...sub });
+      // A summary's text went to MEMORY.md, not to the answer: the journal keeps it, the steps do not show it as said.
+      if (response.text && entry.request.purpose === undefined) steps.push({ kind: "text", text: response.text, ...sub });
       return steps;
     }
     case "tool":

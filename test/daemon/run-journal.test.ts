@@ -178,4 +178,48 @@ describe("a run's journal", { timeout: 120_000 }, () => {
       await browser.close();
     }
   });
+
+  it("records the history summary a shared job's run makes before its own calls, priced like them", async () => {
+    dir = await mkdtemp(join(tmpdir(), "countd-journal-"));
+    await writeFile(join(dir, "countd.yaml"), "agent:\n  max_history: 2\n");
+    const env = { PATH: process.env["PATH"] ?? "", ...llmEnv(`${mock.url}/v1`) };
+    const config = await loadConfig({ cwd: dir, env });
+    await writeNotes(config.paths.workspace);
+    mock.on({ userMessage: "Read the notes", sequenceIndex: 0 }, { toolCalls: [{ name: "read_file", arguments: '{"path":"notes.txt"}' }] });
+    mock.on({ userMessage: "Read the notes", sequenceIndex: 1 }, { content: "Read them." });
+    mock.on({ userMessage: "Summarise this transcript" }, { content: "The notes were read." });
+    mock.on({ userMessage: "What next?" }, { content: "Nothing." });
+    const runtime = await openRuntime(config, env);
+    const state = await StateStore.open(config.paths.state);
+    let prompt = "Read the notes";
+    const diary = (): Job => ({
+      name: "diary",
+      file: join(dir, "jobs", "diary.yaml"),
+      timezone: "UTC",
+      prompt,
+      ...jobDefaults(),
+      session: "shared",
+      tools: ["read_file"],
+    });
+    const pipeline = await openPipeline({ config, env, state, runtime: () => runtime, job: () => diary(), concurrency: 1 });
+    await pipeline.runner.run({ job: "diary", reason: "manual", scheduledAt: new Date() });
+    prompt = "What next?";
+    const second = await pipeline.runner.run({ job: "diary", reason: "manual", scheduledAt: new Date() });
+    await pipeline.runner.shutdown(0);
+    await pipeline.close();
+    await runtime.close();
+    await state.close();
+    await removeOtherRecords(dir);
+
+    const shown = await countdIn(dir, env)(["show", second.id, "--json"]);
+    const { transcript } = JSON.parse(shown.stdout) as RunView;
+    expect(transcript.steps).toEqual([
+      expect.objectContaining({ kind: "llm", purpose: "summary", cost: expect.any(Number), finish_reason: "stop" }),
+      expect.objectContaining({ kind: "llm", cost: expect.any(Number) }),
+      { kind: "text", text: "Nothing." },
+    ]);
+    const costs = transcript.steps.map((step) => (step.kind === "llm" ? step.cost! : 0));
+    expect(costs[0]).toBeGreaterThan(0);
+    expect(costs.reduce((sum, cost) => sum + cost, 0)).toBeCloseTo(second.cost!, 12);
+  });
 });
