@@ -29,7 +29,6 @@ import { Metrics } from "./console/metrics.js";
 import { startConsole, type ConsoleServer } from "./console/server.js";
 import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
-import { fileTranscripts } from "./store/transcripts.js";
 
 export interface Daemon {
   config: Config;
@@ -143,12 +142,11 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const { unset } = await jobs.load();
     if (unset.length > 0) throw new ConfigError(unset);
     await armed.setProblems(jobs.problemFiles());
-    const localTranscripts = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
     const view = await backend.view({
       live,
       runner,
       events: runtime().events,
-      local: localTranscripts,
+      state: () => config.paths.state,
       keepMs: () => config.retention.sessionsMs,
       redactor: () => runtime().redactor,
     });
