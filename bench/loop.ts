@@ -66,6 +66,8 @@ async function iterationCost(workspace: string, iterations: number, rounds: numb
     contextBuilder: await contextFor(workspace),
     model: "instant",
     maxIterations: iterations,
+    // The same call on every iteration is what this measures, which the runaway breaker would stop at its third.
+    breaker: false,
   });
   const loopMs: number[] = [];
   const bareMs: number[] = [];
