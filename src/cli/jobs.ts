@@ -117,7 +117,7 @@ async function heartbeatRow(config: Config, state: StateStore, armed: Armed | un
     next = at ? shownTime(at, heartbeat.timezone, true) : "none within a week of ticks";
   }
   return [
-    HEARTBEAT_JOB + (heartbeat.enabled ? "" : " (disabled)"),
+    HEARTBEAT_JOB + (heartbeat.enabled ? "" : " (disabled)") + (state.isPaused(HEARTBEAT_JOB) ? " (paused)" : ""),
     `heartbeat every ${ms(heartbeat.everyMs)}, ${hours}`,
     heartbeat.timezone,
     next,
