@@ -3,7 +3,7 @@
  * ("Layers") says the same in prose. Only src/ is cruised: tests and benches may import anything.
  *
  * The stages, top to bottom; each may import the stages below it, never one above:
- *   cli → daemon → backend → console → triggers → cluster → runner → runtime → delivery → agent → tools → providers
+ *   cli → daemon → core → backend → console → triggers → cluster → runner → runtime → delivery → agent → tools → providers
  * Below them all lies the foundation (configuration, jobs, state on disk, sessions, audit, memory,
  * skills, the HTML worker and the small shared modules), which any stage may import. The
  * foundation never imports the stages that orchestrate a run (cli, daemon, console, triggers, cluster, runner, runtime):
@@ -13,6 +13,7 @@
 const stages = [
   { name: "cli", path: "^src/(cli/|cli\\.ts$)" },
   { name: "daemon", path: "^src/daemon\\.ts$" },
+  { name: "core", path: "^src/core\\.ts$" },
   { name: "backend", path: "^src/backend/" },
   { name: "console", path: "^src/console/" },
   { name: "triggers", path: "^src/triggers/" },
@@ -25,7 +26,7 @@ const stages = [
   { name: "providers", path: "^src/providers/" },
 ];
 
-const orchestration = ["cli", "daemon", "backend", "console", "triggers", "cluster", "runner", "runtime"].map(
+const orchestration = ["cli", "daemon", "core", "backend", "console", "triggers", "cluster", "runner", "runtime"].map(
   (name) => stages.find((stage) => stage.name === name).path,
 );
 

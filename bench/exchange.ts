@@ -7,7 +7,7 @@
  * - loop: countd's AgentLoop alone, with no sessions, tool history or audit log.
  * - daemon: the same exchange as the daemon runs a cron job: openRuntime on a countd.yaml in a
  *   temporary folder (audit log, sessions and tool history on, in its state and logs folders),
- *   each run through jobExecutor with a fresh isolated session.
+ *   each run through jobExecutor with a fresh isolated session, recorded in its run journal.
  * - vercel: the Vercel AI SDK's streamText with the tool and a stop after six steps.
  * - agents: OpenAI Agents JS's run() on a chat-completions model, streamed, at most six turns.
  *
@@ -18,6 +18,7 @@
  * while (other processes on its two cores) moves the contenders of a round together.
  */
 import { Budgets } from "../src/cost/budget.js";
+import { RunJournals } from "../src/runner/journaled-run.js";
 import { SpendLedger } from "../src/store/spend-ledger.js";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -180,19 +181,25 @@ export async function openContenders(): Promise<{ exchanges: Record<Contender, E
       tools: [],
     };
     const budgets = new Budgets({ ledger: await SpendLedger.open(config.paths.state), daemon: () => config.budget });
-    const execute = jobExecutor(() => runtime, budgets);
+    const journals = new RunJournals({ state: () => config.paths.state, redactor: () => runtime.redactor });
+    const execute = journals.executor(jobExecutor(() => runtime, budgets));
     let runs = 0;
     const daemon: Exchange = async () => {
       const id = `run-${++runs}`;
+      const sessionId = runSessionId(job.name, job.session, id);
+      const startedAt = new Date().toISOString();
       const outcome = await execute(job, {
         id,
-        sessionId: runSessionId(job.name, job.session, id),
+        sessionId,
         request: { job: job.name, reason: "schedule", scheduledAt: new Date(), extraTools: [lookupTool] },
         clock: { at: new Date(), timeZone: job.timezone },
         cancel: new CancelToken(),
       });
       if (outcome.status !== "ok" || outcome.toolCalls !== TOOL_CALLS)
         throw new Error(`daemon run ${outcome.status}: ${outcome.error ?? `${outcome.toolCalls} tool calls`}`);
+      const { iterations, toolCalls, usage, cost } = outcome;
+      const record = { id, job: job.name, reason: "schedule" as const, scheduledAt: startedAt, startedAt, sessionId };
+      await journals.end({ ...record, status: "ok", iterations, toolCalls, usage, ...(cost !== undefined ? { cost } : {}) }, []);
       return outcome.answer;
     };
 

@@ -277,16 +277,26 @@ function Steps({ transcript }) {
     ${transcript.incomplete && html`<${Notice} kind="warn">${transcript.incomplete}<//>`}
     ${transcript.steps.length === 0 && !transcript.incomplete && html`<p class="empty">The run took no step.</p>`}
     <ol class="steps">
-      ${transcript.steps.map((step, i) => html`<${Step} key=${i} step=${step} call=${step.kind === "llm" ? ++call : undefined} />`)}
+      ${transcript.steps.map(
+        (step, i) => html`<${Step} key=${i} step=${step} call=${step.kind === "llm" && step.purpose !== "summary" ? ++call : undefined} />`,
+      )}
     </ol>
   `;
 }
 
 /** @param {{ step: Step; call?: number }} props */
 function Step({ step, call }) {
+  if (step.kind === "subagent") {
+    return html`<li class="step step-call">
+      <span class="call-label">Subagent ${step.id}</span>
+      <span class="muted small">${step.task}</span>
+    </li>`;
+  }
+  // A subagent's steps lie among its parent's as they happened: each says whose it is.
+  const whose = step.subagent !== undefined ? `subagent ${step.subagent} · ` : "";
   if (step.kind === "llm") {
     return html`<li class=${`step step-call${step.error ? " step-error" : ""}`}>
-      <span class="call-label">${call ? `Call ${call}` : "Call"}</span>
+      <span class="call-label">${whose}${step.purpose === "summary" ? "History summary" : call ? `Call ${call}` : "Call"}</span>
       <span class="muted small">
         ${step.model} · ${usageText(step.usage)}${step.cost !== undefined ? ` · ${usd(step.cost)}` : ""} · ${duration(step.duration_ms)}${step.finish_reason ? ` · ${step.finish_reason}` : ""}
       </span>
@@ -307,7 +317,7 @@ function Step({ step, call }) {
   return html`<li class="step step-tool">
     <details class=${`tool${step.is_error ? " tool-error" : ""}`}>
       <summary>
-        <span class="tool-name mono">${step.name}</span>
+        <span class="tool-name mono">${whose}${step.name}</span>
         <span class="tool-args mono">${argumentsLine(step.arguments)}</span>
         <span class="muted small">${state}</span>
         ${step.is_error && html`<span class="badge badge-bad">error</span>`}

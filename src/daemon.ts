@@ -5,27 +5,22 @@ import { ConfigError } from "./config/errors.js";
 import { loadConfig } from "./config/load.js";
 import type { Config } from "./config/schema.js";
 import { jobContext } from "./jobs/context.js";
-import { JobRegistry } from "./jobs/registry.js";
+import type { JobRegistry } from "./jobs/registry.js";
 import type { Job } from "./jobs/types.js";
 import { catchUp } from "./runner/catch-up.js";
 import type { Runner } from "./runner/runner.js";
 import { fireFromTrigger } from "./runner/requests.js";
 import { sharedSessionId } from "./runner/session-ids.js";
-import { openPipeline } from "./runner/pipeline.js";
 import { PausedFiles } from "./runner/held-files.js";
 import type { FireRequest } from "./runner/types.js";
-import { openRuntime } from "./runtime.js";
+import { openCore } from "./core.js";
 import { acquireLock } from "./store/lock.js";
-import { lastExchange } from "./store/last-exchange.js";
 import { Retention } from "./store/retention.js";
-import { StateStore } from "./store/state.js";
+import type { StateStore } from "./store/state.js";
 import { ensureWritableDir } from "./store/writable-dir.js";
 import { CronTrigger, recordFire } from "./triggers/cron.js";
 import { WatchTrigger } from "./triggers/watch.js";
-import { CheckIns } from "./triggers/check-ins.js";
 import { ArmedPublisher } from "./store/armed.js";
-import { builtInJobs } from "./jobs/heartbeat.js";
-import { stateStreaks } from "./delivery/alerts.js";
 import type { DeliveryOutbox } from "./delivery/delivery-outbox.js";
 import { join } from "node:path";
 import { VERSION } from "./package.js";
@@ -34,10 +29,6 @@ import { Metrics } from "./console/metrics.js";
 import { startConsole, type ConsoleServer } from "./console/server.js";
 import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
-import { openBackend } from "./backend/open.js";
-import { ownDeliveries } from "./delivery/own-deliveries.js";
-import { fileTranscripts } from "./store/transcripts.js";
-import { SessionStore } from "./sessions/store.js";
 
 export interface Daemon {
   config: Config;
@@ -82,32 +73,36 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
    */
   const started: Array<() => unknown> = [];
   try {
-    // A shared backend is checked first: unusable, it stops the start before anything is opened.
-    const backend = await openBackend(config, { role: "daemon", log: logger });
-    started.push(() => backend.close());
-    const state = await backend.openState();
+    // Known once the console listens, after the core is open; a run failing before then is alerted without it.
+    let consoleUrl: string | undefined;
+    // The core opens the backend first: a shared one that cannot serve stops the start before anything else is opened.
+    const core = await openCore("daemon", {
+      config: () => config,
+      env,
+      log: logger,
+      events: new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")),
+      concurrency: config.runner.concurrency,
+      consoleUrl: () => consoleUrl,
+      registry: {
+        onChange: (all) => {
+          arm(all).catch((err: unknown) => logger.error({ err }, "could not apply the changed jobs"));
+        },
+        onProblems: (files) => void armed.setProblems(files),
+      },
+    });
+    started.push(() => core.close());
+    const { backend, state, jobs, runner, outbox, dispatcher, mailToFiles, ledger, checkIns: heartbeat } = core;
+    const runtime = () => core.runtime();
     const interrupted = await state.markInterrupted(new Date());
     if (interrupted.length > 0) logger.warn({ runs: interrupted.length }, "runs left running by the last stop are marked interrupted");
-
-    // One for the daemon's life, so a reload keeps the blocks still to be sent to a shared backend.
-    const sessions = backend.sessions(new SessionStore(config.paths.state));
-    let runtime = await openRuntime(
-      config,
-      env,
-      new EventBus((event, err) => logger.error({ event, error: errorText(err) }, "event listener failed")),
-      logger,
-      sessions,
-    );
-    started.push(() => runtime.close());
-    runtime.warnings.forEach((warning) => logger.warn(warning));
-    const jobOf = (name: string) => jobs.get(name);
+    runtime().warnings.forEach((warning) => logger.warn(warning));
     // Listening before any run starts, here or on another daemon sharing the backend, so the live stream misses none.
-    const live = new LiveHub(runtime.events, () => runtime.redactor, {
+    const live = new LiveHub(runtime().events, () => runtime().redactor, {
       node: backend.node,
       unpriced: (name) => {
-        const job = jobOf(name);
+        const job = jobs.get(name);
         try {
-          return job !== undefined && !runtime.priced(job.overrides);
+          return job !== undefined && !runtime().priced(job.overrides);
         } catch {
           // A provider the job cannot use (a preset missing its model) fails the run itself, saying why.
           return false;
@@ -115,57 +110,12 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       },
     });
     started.push(() => live.close());
-
-    // Known once the console listens, after the pipeline is open; a run failing before then is alerted without it.
-    let consoleUrl: string | undefined;
-    const heartbeat = new CheckIns({
-      config: () => config,
-      state,
-      memory: () => runtime.memory,
-      // The pipeline's, opened below: a check-in waits on it for its acknowledgement.
-      outbox: () => outbox,
-      events: runtime.events,
-      redactor: () => runtime.redactor,
-      lastExchange: () => lastExchange(config.paths.state),
-      log: logger,
-    });
-    started.push(() => heartbeat.close());
-    const {
-      runner,
-      outbox,
-      dispatcher,
-      mailToFiles,
-      ledger,
-      close: closeDelivery,
-    } = await openPipeline({
-      config,
-      env,
-      state,
-      // Through getters: a reload swaps the runtime, and later runs use the new one.
-      runtime: () => runtime,
-      job: jobOf,
-      concurrency: config.runner.concurrency,
-      log: logger,
-      streaks: stateStreaks(state),
-      paused: (name) => state.isPaused(name),
-      spend: (local) => backend.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }),
-      outbox: (send) =>
-        backend.outbox(
-          send,
-          ownDeliveries(jobOf, () => runtime.config),
-          runtime.events,
-        ),
-      node: backend.node,
-      consoleUrl: () => consoleUrl,
-      wrap: (execute) => heartbeat.executor(execute),
-    });
-    started.push(closeDelivery);
     if (mailToFiles) logger.warn({ dir: join(config.paths.state, "mail") }, "no smtp settings: mail is written as .eml files, not sent");
     started.push(() => runner.shutdown(0));
     // countd jobs, in another process, lists what this daemon fires from it.
     const armed = new ArmedPublisher(config.paths.state, logger);
     const fire = fireFromTrigger(runner, logger);
-    const pausedFiles = new PausedFiles({ state, events: runtime.events, fire, node: backend.node, log: logger });
+    const pausedFiles = new PausedFiles({ state, events: runtime().events, fire, node: backend.node, log: logger });
     started.push(() => pausedFiles.close());
     // The heartbeat's rules are asked before its scheduled fire runs, by the daemon that runs the slot.
     const admitted = (req: FireRequest) =>
@@ -176,7 +126,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     // A slot is run once, here or by whichever daemon sharing the backend takes it; watched files are this daemon's own.
     const scheduled = backend.scheduled(admitted);
     const cron = new CronTrigger({ fire: scheduled, state, log: logger });
-    const watch = new WatchTrigger({ fire, events: runtime.events, log: logger });
+    const watch = new WatchTrigger({ fire, events: runtime().events, log: logger });
     started.push(
       () => armed.withdraw(),
       () => watch.close(),
@@ -188,29 +138,17 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       await watch.set(all);
       await armed.setJobs(all);
     };
-    const jobs = new JobRegistry({
-      dir: config.paths.jobs,
-      ctx: jobContext(config, env, () => runtime.mcp?.catalog()),
-      log: logger,
-      onChange: (all) => {
-        arm(all).catch((err: unknown) => logger.error({ err }, "could not apply the changed jobs"));
-      },
-      onProblems: (files) => void armed.setProblems(files),
-      builtIn: () => builtInJobs(config),
-    });
-
     // A variable missing from the daemon's environment is fixed where it is started, as countd.yaml's are: refused now, not found at 09:00.
     const { unset } = await jobs.load();
     if (unset.length > 0) throw new ConfigError(unset);
     await armed.setProblems(jobs.problemFiles());
-    const localTranscripts = fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs }));
     const view = await backend.view({
       live,
       runner,
-      events: runtime.events,
-      local: localTranscripts,
+      events: runtime().events,
+      state: () => config.paths.state,
       keepMs: () => config.retention.sessionsMs,
-      redactor: () => runtime.redactor,
+      redactor: () => runtime().redactor,
     });
     // Once the jobs are loaded: a fire another daemon added names a job this daemon must know.
     backend.serve({
@@ -222,7 +160,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     });
     backend.retain(jobs.all());
     started.push(() => backend.stop(() => runner.shutdown(0)));
-    const metrics = new Metrics({ events: runtime.events, outbox, jobs, state, node: backend.node });
+    const metrics = new Metrics({ events: runtime().events, outbox, jobs, state, node: backend.node });
     started.push(() => metrics.close());
     const hooks = new WebhookTrigger({
       job: (name) => jobs.get(name),
@@ -244,7 +182,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         metrics,
         hooks,
         ledger,
-        redactor: () => runtime.redactor,
+        redactor: () => runtime().redactor,
         startedAt: new Date(),
         version: VERSION,
         transcripts: view.transcripts,
@@ -293,18 +231,15 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
       async reload() {
         try {
           const next = await loadConfig({ file: configFile, env });
-          const nextRuntime = await openRuntime(next, env, runtime.events, logger, sessions);
-          const previous = runtime;
+          await core.reload(next);
           config = next;
-          runtime = nextRuntime;
-          await previous.close();
           logger.info("configuration reloaded");
         } catch (err) {
           // A mistake in the file is the operator's to fix: its lines, each at file:line:col, not a stack trace.
           if (err instanceof ConfigError) err.problems.forEach((problem) => logger.error(problem));
           logger.error(err instanceof ConfigError ? {} : { err }, "configuration not reloaded; the previous one stays in force");
         }
-        await jobs.reload(jobContext(config, env, () => runtime.mcp?.catalog()));
+        await jobs.reload(jobContext(config, env, () => runtime().mcp?.catalog()));
         // A webhook gone with HTTP 410 may be back (the operator recreated it): SIGHUP is how they say so.
         await outbox.enableTargets("SIGHUP");
       },
@@ -320,11 +255,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           await consoleServer.close();
           live.close();
           metrics.close();
-          await state.close();
-          await closeDelivery();
-          await runtime.close();
+          await core.close();
           await armed.withdraw();
-          await backend.close();
           await release();
           logger.info("countd stopped");
         })();

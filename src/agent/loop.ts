@@ -15,6 +15,8 @@ import { limitNotice } from "./prompts.js";
 import { Iteration } from "./iteration.js";
 import { BudgetExceeded, type BudgetCheck } from "../cost/budget.js";
 import { Breaker, DEFAULT_BREAKER, RunawayRun, type BreakerSettings } from "./breaker.js";
+import type { JournalWriter } from "../store/journal-entries.js";
+import { journalCall, journaledSummaries, journalPrompt, journalTool } from "./journal-points.js";
 
 /** What the loop needs of the context builder: it builds the prompt and shapes every message. */
 export type MessageBuilder = Pick<ContextBuilder, "buildMessages" | "addAssistantMessage" | "addToolResult">;
@@ -56,6 +58,8 @@ export interface ProcessOptions {
   runId?: string;
   /** A job's run: the runtime facts tell the time its prompt was filled from, in the job's zone. */
   clock?: RunClock;
+  /** The run's journal: the prompt, each LLM call and each tool call are recorded in it whole. */
+  journal?: JournalWriter;
 }
 
 export interface ToolOutcome {
@@ -183,7 +187,7 @@ export class AgentLoop {
           sessionId,
           maxHistory: this.maxHistory,
           memory: this.opts.memory,
-          summarize: llmSummarizer(provider, callOptions, this.locale),
+          summarize: llmSummarizer(journaledSummaries(provider, options.journal, this.opts.unpriced === true), callOptions, this.locale),
         }).catch((err: unknown) => this.events.emit("warning", { sessionId, message: `history not summarised: ${errorText(err)}` }));
       }
       const history = options.context ?? (await sessions?.load(sessionId)) ?? [];
@@ -193,6 +197,7 @@ export class AgentLoop {
         ...(options.clock ? { now: options.clock.at, timezone: options.clock.timeZone } : {}),
       });
       transcript.push(userRecord(message, options.media));
+      journalPrompt(options.journal, messages, message);
       const definitions = tools.getDefinitions();
 
       while (true) {
@@ -209,6 +214,7 @@ export class AgentLoop {
         this.events.emit("iteration", { sessionId, iteration: iterations });
 
         const iteration = new Iteration(this.opts.unpriced === true);
+        const asked = { ...callOptions, tools: definitions, messages: messages.length };
         const callStarted = performance.now();
         try {
           for await (const event of provider.chatStream(messages, definitions, callOptions)) {
@@ -226,7 +232,9 @@ export class AgentLoop {
         } finally {
           addUsage(usage, iteration.usage);
           cost = addCost(cost, iteration.cost);
-          this.events.emit("llm.finished", iteration.report(sessionId, this.model, performance.now() - callStarted, cancel.cancelled));
+          const called = iteration.report(sessionId, this.model, performance.now() - callStarted, cancel.cancelled);
+          this.events.emit("llm.finished", called);
+          journalCall(options.journal, asked, iteration, called);
         }
         if (cancel.cancelled) {
           status = "cancelled";
@@ -249,7 +257,7 @@ export class AgentLoop {
             outcome = notRun(`Error: not run, ${runaway}.`);
           } else {
             toolCalls++;
-            outcome = await this.executeTool(call, { sessionId, userMessage: message, cancelToken: cancel });
+            outcome = await this.executeTool(call, { sessionId, userMessage: message, cancelToken: cancel, journal: options.journal });
             calls.push({
               name: call.name,
               arguments: call.arguments ?? call.rawArguments,
@@ -258,6 +266,7 @@ export class AgentLoop {
             });
             runaway = breaker?.result(call.name, outcome.content, outcome.isError);
           }
+          journalTool(options.journal, call, outcome, tools.forAgent(call.name)?.server);
           contextBuilder.addToolResult(messages, call, outcome.content, outcome.isError);
           transcript.push(messages.at(-1)!);
         }
@@ -271,6 +280,7 @@ export class AgentLoop {
       if (status === "limit") {
         const notice = limitNotice(this.locale, this.maxIterations);
         transcript.push({ role: "assistant", content: notice });
+        options.journal?.write({ kind: "note", text: notice });
         this.events.emit("answer.chunk", { sessionId, text: notice });
         yield `\n\n${notice}`;
       }
@@ -304,7 +314,10 @@ export class AgentLoop {
    * once (retrying cannot fix them); a tool that throws is tried up to maxRetries times, unless
    * it says its error is not retryable (a refusal, a missing file, an MCP call that failed).
    */
-  async executeTool(call: ToolCall, ctx: { sessionId: string; userMessage?: string; cancelToken?: CancelToken }): Promise<ToolOutcome> {
+  async executeTool(
+    call: ToolCall,
+    ctx: { sessionId: string; userMessage?: string; cancelToken?: CancelToken; journal?: JournalWriter },
+  ): Promise<ToolOutcome> {
     const { tools, workspace, toolHistory } = this.opts;
     const cancel = ctx.cancelToken ?? new CancelToken();
     const started = performance.now();
@@ -338,6 +351,7 @@ export class AgentLoop {
             workspace,
             signal: cancel.signal,
             wrote: (path) => this.events.emit("file.written", { sessionId: ctx.sessionId, path }),
+            ...(ctx.journal ? { journal: ctx.journal } : {}),
           });
           isError = false;
           break;

@@ -16,7 +16,7 @@ export function spawnTool(subagents: SubagentManager, subagent: AgentLoop): Tool
       task: z.string().min(1).describe("The complete task for the subagent, with every detail it needs."),
     }),
     async execute({ task }, ctx) {
-      const { id, answer } = await subagents.run(subagent, task, ctx.signal);
+      const { id, answer } = await subagents.run(subagent, task, ctx.signal, ctx.journal);
       return `[subagent ${id}]\n${answer}`;
     },
   });

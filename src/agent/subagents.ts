@@ -4,6 +4,7 @@ import pLimit, { type LimitFunction } from "p-limit";
 import { CancelToken } from "./cancel.js";
 import type { AgentLoop } from "./loop.js";
 import { FinalToolError } from "../tools/types.js";
+import type { JournalWriter } from "../store/journal-entries.js";
 
 export interface SubagentOptions {
   /** Subagents running at once across every run of the daemon; the rest wait their turn. */
@@ -27,14 +28,20 @@ export class SubagentManager {
 
   /**
    * Runs `task` on `loop` (the subagent's own: fewer tools, no spawn, fewer iterations) and
-   * resolves with its answer; a parent's cancel or the timeout cancels the subagent too.
+   * resolves with its answer; a parent's cancel or the timeout cancels the subagent too. Its steps
+   * go into its parent's journal, marked with its id.
    */
-  async run(loop: AgentLoop, task: string, parentSignal: AbortSignal): Promise<{ id: string; answer: string }> {
+  async run(loop: AgentLoop, task: string, parentSignal: AbortSignal, parent?: JournalWriter): Promise<{ id: string; answer: string }> {
     const id = randomUUID().slice(0, 8);
+    const journal = parent?.nested(id);
+    journal?.write({ kind: "subagent", task });
     const timeout = AbortSignal.timeout(this.opts.timeoutMs);
     const cancel = CancelToken.from(AbortSignal.any([parentSignal, timeout]));
     const answer = await this.limit(async () =>
-      cancel.cancelled ? "" : (await loop.processDirect(task, `subagent:${id}`, { channel: "subagent", cancelToken: cancel })).answer,
+      cancel.cancelled
+        ? ""
+        : (await loop.processDirect(task, `subagent:${id}`, { channel: "subagent", cancelToken: cancel, ...(journal ? { journal } : {}) }))
+            .answer,
     );
     if (timeout.aborted) {
       throw new SubagentTimeout(`subagent ${id} gave no answer within ${ms(this.opts.timeoutMs, { long: true })} and was stopped`);

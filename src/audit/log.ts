@@ -16,7 +16,7 @@ export const RESULT_EXCERPT_CHARS = 2_000;
  * The longest a line waits in memory: lines are handed to the file at the end of each message
  * (one write per run, not one per line), and a long run's lines at least this often.
  */
-export const AUDIT_FLUSH_MS = 1_000;
+const AUDIT_FLUSH_MS = 1_000;
 
 const pad = (n: number, width = 2) => String(n).padStart(width, "0");
 

@@ -5,6 +5,7 @@ import { recordExchange } from "../store/last-exchange.js";
 import { OutboxStore } from "../store/outbox-store.js";
 import { readSpend } from "../store/spend-ledger.js";
 import { StateStore } from "../store/state.js";
+import { fileTranscripts } from "../store/transcripts.js";
 import type { DaemonBackend } from "./types.js";
 
 /** A daemon alone: everything in its state directory, its schedule's fires run by its own runner. */
@@ -22,10 +23,14 @@ export function filesBackend(config: Config, log?: Logger): DaemonBackend {
       const data = await OutboxStore.read(dir, new Date());
       return { entries: Object.values(data.entries), disabledTargets: data.disabledTargets };
     },
-    transcripts: (local) => local,
+    transcripts: () => fileTranscripts(() => dir),
     recordExchange: (at) => recordExchange(dir, at),
     scheduled: (here) => here,
-    view: async ({ local, runner }) => ({ transcripts: local, cancel: async (run, why) => runner.cancel(run.id, why) }),
+    // The daemon's own reads move its journals' misfit lines to the quarantine file.
+    view: async ({ state, runner }) => ({
+      transcripts: fileTranscripts(state, { ...(log ? { log } : {}), moveAside: true }),
+      cancel: async (run, why) => runner.cancel(run.id, why),
+    }),
     serve: () => {},
     retain: () => {},
     stop: (shutdown) => shutdown(),

@@ -48,8 +48,8 @@ export interface Backend {
   outbox(send: SendFn, own: OwnDeliveries, events?: EventBus): Promise<DeliveryOutbox>;
   /** The outbox's deliveries and disabled targets, read without taking it from the daemon that sends them. */
   readOutbox(): Promise<OutboxListing>;
-  /** Where runs' transcripts are read, given this machine's files. */
-  transcripts(local: TranscriptStore): TranscriptStore;
+  /** Where a command reads runs' transcripts: this machine's journals, and other nodes' where daemons share a backend. */
+  transcripts(): TranscriptStore;
   /** A `countd ask` was answered at `at`: the heartbeat's idle threshold counts from it. */
   recordExchange(at: Date): Promise<void>;
   close(): Promise<void>;
@@ -73,7 +73,8 @@ export interface DaemonBackend extends Backend {
     live: LiveHub;
     runner: Runner;
     events: EventBus;
-    local: TranscriptStore;
+    /** The state directory as configured now, where this daemon's journals are. */
+    state: () => string;
     keepMs: () => number;
     redactor: () => Redactor;
   }): Promise<RunsView>;

@@ -3,18 +3,11 @@ import type { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
 import { displayPath, listJobFiles, loadJobsDir } from "../jobs/load.js";
-import { builtInJobs } from "../jobs/heartbeat.js";
-import { JobRegistry } from "../jobs/registry.js";
-import { CheckIns } from "../triggers/check-ins.js";
 import type { Job } from "../jobs/types.js";
 import { daemonLogger } from "../log.js";
-import { openPipeline } from "../runner/pipeline.js";
 import { jobOfSession } from "../runner/session-ids.js";
-import { openRuntime } from "../runtime.js";
 import { acquireLock } from "../store/lock.js";
-import { openBackend } from "../backend/open.js";
-import { ownDeliveries } from "../delivery/own-deliveries.js";
-import { SessionStore } from "../sessions/store.js";
+import { openCore } from "../core.js";
 import { DaemonRefused, findDaemon } from "./control.js";
 import { CANCELLED_BY_USER, EXIT, exitForStatus, printToolCalls } from "./output.js";
 import { runInDaemon } from "./run-daemon.js";
@@ -43,21 +36,33 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
   const release = await acquireLock(config.paths.state);
   // stdout carries the answer only, whatever the run's status: a script pipes it on.
   const logger = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
-  // The backend the daemon would use: a shared job's run continues its session there and counts against its budgets.
-  const backend = await openBackend(config, { role: "command", log: logger }).catch(async (err: unknown) => {
+  let interrupted = false;
+  let current: CancelToken | undefined;
+  // Opened as the daemon's core is: a shared job's run continues its session in the backend and counts against its budgets.
+  const core = await openCore("command", {
+    config: () => config,
+    env: process.env,
+    log: logger,
+    concurrency: 1,
+    wrap: (executeJob) => async (j, run) => {
+      current = run.cancel;
+      if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
+      try {
+        const outcome = await executeJob(j, run);
+        // The runner names only the cancels it caused; this one the user caused.
+        return interrupted && outcome.status === "cancelled" ? { ...outcome, error: CANCELLED_BY_USER } : outcome;
+      } finally {
+        current = undefined;
+      }
+    },
+  }).catch(async (err: unknown) => {
     await release();
     throw err;
   });
+  const { jobs, runner, outbox } = core;
+  const runtime = core.runtime();
   try {
-    const state = await backend.openState();
-    const runtime = await openRuntime(config, process.env, undefined, logger, backend.sessions(new SessionStore(config.paths.state)));
     runtime.warnings.forEach((warning) => process.stderr.write(`countd: warning: ${warning}\n`));
-    const jobs = new JobRegistry({
-      dir: config.paths.jobs,
-      ctx: jobContext(config, process.env, () => runtime.mcp?.catalog()),
-      log: logger,
-      builtIn: () => builtInJobs(config),
-    });
     // Only the job asked for is reported (notRunnable): other files' problems are the daemon's to log.
     const { problems } = await jobs.load({ log: false });
     const job = jobs.get(name);
@@ -69,53 +74,6 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       if (!ours(e.sessionId)) return;
       process.stdout.write(e.text);
       last = e.text;
-    });
-    let interrupted = false;
-    let current: CancelToken | undefined;
-    // `countd run @heartbeat`: a check-in asked for by hand, with the heartbeat's prompt, reply tool and dedupe.
-    const checkIns = new CheckIns({
-      config: () => config,
-      state,
-      memory: () => runtime.memory,
-      outbox: () => outbox,
-      events: runtime.events,
-      redactor: () => runtime.redactor,
-      log: logger,
-    });
-    const {
-      runner,
-      outbox,
-      close: closeDelivery,
-    } = await openPipeline({
-      config,
-      env: process.env,
-      state,
-      runtime: () => runtime,
-      job: (jobName) => jobs.get(jobName),
-      concurrency: 1,
-      log: logger,
-      spend: (local) => backend.spend(local, { timeZone: () => config.budget.timezone, keptMs: () => config.retention.auditMs }),
-      // A shared outbox's delivery is sent now by this command, and retried by any daemon.
-      outbox: (send) =>
-        backend.outbox(
-          send,
-          ownDeliveries(
-            (n) => jobs.get(n),
-            () => config,
-          ),
-        ),
-      node: backend.node,
-      wrap: (executeJob) => async (j, run) => {
-        current = run.cancel;
-        if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
-        try {
-          const outcome = await checkIns.executor(executeJob)(j, run);
-          // The runner names only the cancels it caused; this one the user caused.
-          return interrupted && outcome.status === "cancelled" ? { ...outcome, error: CANCELLED_BY_USER } : outcome;
-        } finally {
-          current = undefined;
-        }
-      },
     });
     // Ctrl-C cancels the run in flight, not through runner.shutdown, which would record it as
     // stopped by countd; with none in flight (waiting out a retry backoff) shutdown ends the wait.
@@ -158,13 +116,9 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       process.off("SIGINT", onSigint);
       stopPrinting();
       await runner.shutdown(0);
-      await state.close();
-      await closeDelivery();
-      await jobs.close();
-      await runtime.close();
     }
   } finally {
-    await backend.close();
+    await core.close();
     await release();
   }
 }

@@ -5,7 +5,6 @@ import type { RunView, Transcript } from "../console/protocol.js";
 import { deliveryView } from "../console/views.js";
 import { OutboxStore } from "../store/outbox-store.js";
 import type { RunRecord } from "../store/run-record.js";
-import { fileTranscripts } from "../store/transcripts.js";
 import { openState } from "../backend/open.js";
 import { findDaemon } from "./control.js";
 import { EXIT } from "./output.js";
@@ -42,7 +41,7 @@ async function readRunView(config: Config, runId: string, job: string | undefine
     if (found.length > 1)
       throw new Error(`run id "${runId}" is in several jobs (${found.map((candidate) => candidate.job).join(", ")}): add --job <name>`);
     run = found[0]!;
-    const transcripts = backend.transcripts(fileTranscripts(() => ({ state: config.paths.state, logs: config.paths.logs })));
+    const transcripts = backend.transcripts();
     transcript = new Redactor(config.secrets).redactValue(await transcripts.read(run)) as Transcript;
   } finally {
     await close();

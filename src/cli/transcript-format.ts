@@ -68,20 +68,23 @@ export function skippedFilesNote(run: RunView["run"]): string {
 }
 
 function stepLines(step: TranscriptStep): string[] {
+  if (step.kind === "subagent") return [`  subagent ${step.id}  ${firstIndented(inert(step.task), 4)}`];
+  // A subagent's steps lie among its parent's as they happened: each says whose it is.
+  const whose = step.subagent !== undefined ? `[subagent ${step.subagent}] ` : "";
   if (step.kind === "llm") {
     const end = step.error ? `  error: ${inert(step.error)}` : step.finish_reason ? `  (${step.finish_reason})` : "";
-    // Audit lines written before pricing have no cost: nothing is shown for them.
     const cost = step.cost !== undefined ? `  ${costText(step.cost, step.usage)}` : "";
-    return [`  LLM ${step.model}  ${tokensText(step.usage)}${cost}  ${span(step.duration_ms)}${end}`];
+    const what = step.purpose === "summary" ? "LLM (history summary)" : "LLM";
+    return [`  ${whose}${what} ${step.model}  ${tokensText(step.usage)}${cost}  ${span(step.duration_ms)}${end}`];
   }
-  if (step.kind === "text") return [indent(inert(step.text), "    ")];
+  if (step.kind === "text") return [indent(`${whose}${inert(step.text)}`, "    ")];
   const facts = [
     step.is_error ? "error" : "ok",
     ...(step.duration_ms !== undefined ? [span(step.duration_ms)] : []),
     ...(step.attempts !== undefined && step.attempts > 1 ? [plural(step.attempts, "attempt")] : []),
   ];
   const lines = [
-    `  tool ${step.name}  ${facts.join("  ")}`,
+    `  ${whose}tool ${step.name}  ${facts.join("  ")}`,
     `    arguments  ${firstIndented(inert(cut(argumentsText(step.arguments))), 15)}`,
   ];
   if (step.result !== undefined) lines.push(`    result     ${firstIndented(inert(cut(step.result)), 15)}`);

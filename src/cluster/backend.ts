@@ -30,7 +30,7 @@ export async function clusterDaemonBackend(config: Config, settings: ClusterConf
     spendSince: (since) => cluster.spendSince(since),
     outbox: async (send, own, events) => cluster.outbox(send, own, events),
     readOutbox: () => readSharedOutbox(settings, log),
-    transcripts: (local) => cluster.transcripts(local),
+    transcripts: () => cluster.transcripts(() => config.paths.state, false),
     recordExchange: (at) => cluster.state.update(lastContact(at)),
     scheduled: () => (request) => cluster.fire(request),
     view: (opts) => cluster.openView(opts),
@@ -60,7 +60,7 @@ export async function clusterCommandBackend(config: Config, settings: ClusterCon
     spendSince: (since) => readClusterSpend(redis, since),
     outbox: (send, own) => openClusterOutbox(settings, send, own, log),
     readOutbox: () => readSharedOutbox(settings, log),
-    transcripts: (local) => new RedisTranscripts(redis, { node: settings.node, local, log }),
+    transcripts: () => new RedisTranscripts(redis, { node: settings.node, state: () => config.paths.state, log }),
     recordExchange: async (at) => (await shared()).update(lastContact(at)),
     close: () => closeCommandRedis(redis),
   };

@@ -15,7 +15,6 @@ import type { OwnDeliveries } from "../delivery/own-deliveries.js";
 import { connectRedis } from "./redis.js";
 import { RedisRunHistory } from "./run-history.js";
 import { RedisSharedState } from "./shared-state.js";
-import type { TranscriptStore } from "../store/transcripts.js";
 import { RedisTranscripts } from "./transcripts.js";
 import { ClusterView, type ClusterViewOptions, type LiveLike } from "./view.js";
 import { ClusterSessions } from "./sessions.js";
@@ -103,13 +102,13 @@ export class Cluster {
 
   /**
    * Joins the cluster's view of runs (view.ts) on a connection of its own, its transcripts this
-   * node's from `local` (its files) and other nodes' from Redis; before serve(), so a run taken at once is seen.
+   * node's from the journals in `state` and other nodes' from Redis; before serve(), so a run taken at once is seen.
    */
   async openView<M extends LiveLike>(
-    opts: Omit<ClusterViewOptions<M>, "node" | "publisher" | "subscriber" | "transcripts" | "log"> & { local: TranscriptStore },
+    opts: Omit<ClusterViewOptions<M>, "node" | "publisher" | "subscriber" | "transcripts" | "log"> & { state: () => string },
   ): Promise<ClusterView<M>> {
-    const { local, ...rest } = opts;
-    const transcripts = this.transcripts(local);
+    const { state, ...rest } = opts;
+    const transcripts = this.transcripts(state, true);
     const subscriber = await connectRedis(this.url, "records", { name: `countd:${this.node}:view`, log: this.log });
     try {
       const view = await ClusterView.open({ ...rest, transcripts, node: this.node, publisher: this.records, subscriber, log: this.log });
@@ -146,9 +145,12 @@ export class Cluster {
     });
   }
 
-  /** Where runs' transcripts are read: this daemon's from `local`, its files; other nodes' from Redis. */
-  transcripts(local: TranscriptStore): RedisTranscripts {
-    return new RedisTranscripts(this.records, { node: this.node, local, log: this.log });
+  /**
+   * Where runs' transcripts are read: this node's from its journals in `state`, other nodes' from
+   * Redis; `moveAside` for the daemon, which moves its journals' misfit lines to the quarantine file.
+   */
+  transcripts(state: () => string, moveAside: boolean): RedisTranscripts {
+    return new RedisTranscripts(this.records, { node: this.node, state, log: this.log, moveAside });
   }
 
   /** Every node's LLM calls made since `since`. */

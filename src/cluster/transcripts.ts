@@ -1,25 +1,29 @@
 import type { Redis } from "ioredis";
-import { z } from "zod";
 import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
+import type { JournalEntry } from "../store/journal-entries.js";
+import { blobsOf, fitLines, readJournalFile, type JournalReading, type ReadJournal } from "../store/run-journal.js";
 import { RUNS_KEPT_PER_JOB } from "../store/run-history.js";
 import type { RunRecord } from "../store/run-record.js";
-import type { Transcript, TranscriptStep } from "../store/transcript.js";
+import { readTranscript, transcriptOf, type Transcript } from "../store/transcript.js";
 import type { TranscriptStore } from "../store/transcripts.js";
-import { errorText, excerpt } from "../text.js";
+import { errorText } from "../text.js";
 
-/** A run's transcript in Redis: `countd:transcript:<job>:<run id>`; job names hold no ":", run ids neither. */
-const transcriptsOf = (job: string) => `countd:transcript:${job}:`;
-const transcriptKey = (job: string, id: string) => `${transcriptsOf(job)}${id}`;
-/** A job's stored transcripts by start time, to keep the newest RUNS_KEPT_PER_JOB as its records are. */
-const orderKey = (job: string) => `countd:transcripts:${job}`;
+/** A run's journal in Redis: `countd:journal:<job>:<run id>`, its lines as written; job names hold no ":", run ids neither. */
+const journalsOf = (job: string) => `countd:journal:${job}:`;
+const journalKey = (job: string, id: string) => `${journalsOf(job)}${id}`;
+/** A text journals reference by hash (a system prompt, a rendered prompt), kept once for every run that uses it. */
+const blobKey = (hash: string) => `countd:journal-blob:${hash}`;
+/** A job's stored journals by start time, to keep the newest RUNS_KEPT_PER_JOB as its records are. */
+const orderKey = (job: string) => `countd:journals:${job}`;
 
 /**
- * Stores a transcript for keepMs and drops the job's oldest past the cap, in one step.
- * KEYS: transcript, order; ARGV: JSON, keepMs, run id, start time (ms), cap, the job's key prefix.
+ * Stores a journal and its texts for keepMs and drops the job's oldest past the cap, in one step.
+ * KEYS: journal, order; ARGV: lines, keepMs, run id, start time (ms), cap, the job's key prefix, then hash and text pairs.
  */
 const SAVE = `
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+for i = 7, #ARGV, 2 do redis.call('SET', 'countd:journal-blob:' .. ARGV[i], ARGV[i + 1], 'PX', ARGV[2]) end
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
 local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
 if over > 0 then
@@ -30,97 +34,108 @@ redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 0
 `;
 
-/** A tool result stored is cut here, as the live stream cuts it: the run's node keeps the whole result in its session file. */
-export const STORED_RESULT_CHARS = 16_000;
-/** The most a stored transcript takes (its JSON), as much as the live stream keeps of a run for a client that connects mid-run. */
-export const STORED_TRANSCRIPT_BYTES = 1_000_000;
-
-const transcriptShape = z.object({
-  prompt: z.string().optional(),
-  steps: z.array(z.looseObject({ kind: z.enum(["text", "tool", "llm"]) })),
-  incomplete: z.string().optional(),
-});
+/**
+ * The most a journal stored in Redis takes: entries past it are left out (its end always kept),
+ * and its transcript says so. Tool results are whole, bounded by the tools' own output caps.
+ */
+export const STORED_JOURNAL_BYTES = 4_000_000;
 
 /**
- * The transcripts of a cluster: a run of this node is put together from its files, as a daemon
- * alone does; a run of another node is read from Redis, where that node stored it when the run
- * ended (save()). A stored transcript is redacted, its tool results cut at STORED_RESULT_CHARS and
- * the whole at STORED_TRANSCRIPT_BYTES. It goes after retention.sessions, the age at which the
- * node's own session file goes, or once it is not among the job's newest RUNS_KEPT_PER_JOB, as a
- * run record goes.
+ * The transcripts of a cluster: a run of this node is read from its journal file, as a daemon
+ * alone does; a run of another node from Redis, where that node stored the run's journal when the
+ * run ended (save()). A stored journal is redacted again with the secrets as configured then; it
+ * goes after retention.sessions, the age at which the node's own journal file goes, or once it is
+ * not among the job's newest RUNS_KEPT_PER_JOB, as a run record goes.
  */
 export class RedisTranscripts implements TranscriptStore {
   private readonly log: Logger;
 
   constructor(
     private readonly redis: Redis,
-    private readonly opts: { node: string; local: TranscriptStore; log?: Logger },
+    /** `moveAside`: this node's daemon, which moves its journals' misfit lines to the quarantine file. */
+    private readonly opts: { node: string; state: () => string; log?: Logger; moveAside?: boolean },
   ) {
     this.log = (opts.log ?? silentLogger).child({ component: "transcripts" });
   }
 
-  async read(run: RunRecord): Promise<Transcript> {
-    if (run.node === undefined || run.node === this.opts.node) return this.opts.local.read(run);
-    // In progress on its node: its live messages are on the stream; its transcript is stored when it ends.
-    if (run.status === "running") return { steps: [] };
-    let text: string | null;
-    try {
-      text = await this.redis.get(transcriptKey(run.job, run.id));
-    } catch (err) {
-      return { steps: [], incomplete: `this run ran on node ${run.node}; its transcript could not be read from Redis: ${errorText(err)}` };
-    }
-    if (text === null) {
-      return {
-        steps: [],
-        incomplete: `this run ran on node ${run.node} and its transcript is not in Redis: its node stores it a second after the run ended and it goes after retention.sessions; a node stopped before storing it leaves none`,
-      };
-    }
-    const parsed = transcriptShape.safeParse(JSON.parse(text));
-    if (!parsed.success) {
-      this.log.warn({ job: run.job, runId: run.id, problem: parsed.error.message }, "transcript in Redis cannot be used");
-      return { steps: [], incomplete: `this run ran on node ${run.node}; its transcript in Redis cannot be read by this countd version` };
-    }
-    return parsed.data as Transcript;
+  private get reading(): JournalReading {
+    return { log: this.log, moveAside: this.opts.moveAside === true };
   }
 
-  /** Stores the transcript of a run of this node that ended, for `keepMs`; a failure is logged, never the run's. */
+  async read(run: RunRecord): Promise<Transcript> {
+    if (run.node === undefined || run.node === this.opts.node) return readTranscript(this.opts.state(), run, this.reading);
+    // In progress on its node: its live messages are on the stream; its journal is stored when it ends.
+    if (run.status === "running") return { steps: [] };
+    if (run.status === "skipped") return transcriptOf(run, undefined);
+    let text: string | null;
+    let blobs: Array<string | null> = [];
+    let entries: JournalEntry[] = [];
+    let problems: string[] = [];
+    try {
+      text = await this.redis.get(journalKey(run.job, run.id));
+      if (text !== null) {
+        const fitted = fitLines(text.split("\n"), `Redis ${journalKey(run.job, run.id)}`);
+        entries = fitted.entries;
+        problems = fitted.misfits.map((misfit) => `${misfit.file} ${misfit.where}: ${misfit.problem}`);
+        for (const misfit of fitted.misfits)
+          this.log.warn(
+            { job: run.job, runId: run.id, where: misfit.where, problem: misfit.problem },
+            "journal entry in Redis cannot be used",
+          );
+        const hashes = blobsOf(entries);
+        blobs = hashes.length > 0 ? await this.redis.mget(hashes.map(blobKey)) : [];
+      }
+    } catch (err) {
+      return { steps: [], incomplete: `this run ran on node ${run.node}; its journal could not be read from Redis: ${errorText(err)}` };
+    }
+    if (text === null) {
+      // Cancelled while it waited: it never started, so there is no journal to store.
+      if (run.status === "cancelled" && run.iterations === 0) return { steps: [] };
+      return {
+        steps: [],
+        incomplete: `this run ran on node ${run.node} and its journal is not in Redis: its node stores it as the run ends and it goes after retention.sessions; a node stopped before storing it leaves none`,
+      };
+    }
+    const journal: ReadJournal = { entries, blobs: new Map(), problems };
+    blobsOf(entries).forEach((hash, i) => {
+      const blob = blobs[i];
+      if (blob !== null && blob !== undefined) journal.blobs.set(hash, blob);
+      else problems.push(`the text ${hash} it references is not in Redis`);
+    });
+    return transcriptOf(run, journal);
+  }
+
+  /** Stores the journal of a run of this node that ended, for `keepMs`; a failure is logged, never the run's. */
   async save(run: RunRecord, keepMs: number, redactor: Redactor): Promise<void> {
     try {
-      const transcript = bounded(redactor.redactValue(await this.opts.local.read(run)) as Transcript);
-      const args = [JSON.stringify(transcript), keepMs, run.id, Date.parse(run.startedAt), RUNS_KEPT_PER_JOB, transcriptsOf(run.job)];
-      await this.redis.eval(SAVE, 2, transcriptKey(run.job, run.id), orderKey(run.job), ...args);
+      const journal = await readJournalFile(this.opts.state(), run.job, run.id, this.reading);
+      if (!journal) return;
+      const lines = bounded(journal.entries).map((entry) => JSON.stringify(redactor.redactStrings(entry)));
+      const texts = [...journal.blobs].flatMap(([hash, blob]) => [hash, redactor.redact(blob)]);
+      const args = [lines.join("\n"), keepMs, run.id, Date.parse(run.startedAt), RUNS_KEPT_PER_JOB, journalsOf(run.job), ...texts];
+      await this.redis.eval(SAVE, 2, journalKey(run.job, run.id), orderKey(run.job), ...args);
     } catch (err) {
       this.log.warn(
         { job: run.job, runId: run.id, error: errorText(err) },
-        "could not store the run's transcript in Redis; other nodes cannot show it",
+        "could not store the run's journal in Redis; other nodes cannot show it",
       );
     }
   }
 }
 
-/** The transcript cut to what Redis keeps: long tool results cut, then the steps past the size limit left out (and said so). */
-function bounded(transcript: Transcript): Transcript {
-  const steps: TranscriptStep[] = transcript.steps.map((step) =>
-    step.kind === "tool" && step.result !== undefined && step.result.length > STORED_RESULT_CHARS
-      ? {
-          ...step,
-          result: excerpt(
-            step.result,
-            STORED_RESULT_CHARS,
-            ` [cut: ${step.result.length} characters in all; the session file on the run's node has the whole result]`,
-          ),
-        }
-      : step,
-  );
-  let bytes = Buffer.byteLength(JSON.stringify({ ...transcript, steps: [] }));
-  const kept: TranscriptStep[] = [];
-  for (const step of steps) {
-    bytes += Buffer.byteLength(JSON.stringify(step)) + 1;
-    if (bytes > STORED_TRANSCRIPT_BYTES) {
-      const left = `${steps.length - kept.length} of its ${steps.length} steps are not shown: the transcript passed the ${STORED_TRANSCRIPT_BYTES} bytes kept in Redis (the run's node shows them all)`;
-      return { ...transcript, steps: kept, incomplete: transcript.incomplete ? `${transcript.incomplete}; ${left}` : left };
+/** The entries Redis keeps: in order up to STORED_JOURNAL_BYTES, then the end; a note entry says what was left out. */
+function bounded(entries: readonly JournalEntry[]): JournalEntry[] {
+  let bytes = 0;
+  const kept: JournalEntry[] = [];
+  for (const [index, entry] of entries.entries()) {
+    bytes += Buffer.byteLength(JSON.stringify(entry)) + 1;
+    if (bytes > STORED_JOURNAL_BYTES) {
+      const end = entries.at(-1)?.kind === "end" ? entries.at(-1) : undefined;
+      const left = entries.length - index - (end ? 1 : 0);
+      const note = `[${left} of the journal's ${entries.length} entries are not shown: it passed the ${STORED_JOURNAL_BYTES} bytes kept in Redis (the journal file on the run's node has them all)]`;
+      return [...kept, { v: entry.v, at: entry.at, kind: "note", text: note }, ...(end ? [end] : [])];
     }
-    kept.push(step);
+    kept.push(entry);
   }
-  return { ...transcript, steps: kept };
+  return kept;
 }

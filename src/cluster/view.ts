@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { z } from "zod";
-import { AUDIT_FLUSH_MS } from "../audit/log.js";
 import type { Redactor } from "../audit/redact.js";
 import type { EventBus } from "../events.js";
 import { silentLogger, type Logger } from "../log.js";
@@ -95,7 +94,7 @@ export interface ClusterViewOptions<M extends LiveLike> {
 /**
  * One view of the cluster's runs from any node: this node's live messages go to every other node's
  * live hub (tagged with its node), theirs come to this one's; a run another node holds is cancelled
- * through it; each run that ends here has its transcript stored in Redis for the others' `countd show`.
+ * through it; each run that ends here has its journal stored in Redis for the others' `countd show`.
  * Pub/sub keeps nothing: a node that was away asks the others (hello) for what their runs in
  * progress produced so far, as a console client connecting mid-run gets it.
  */
@@ -103,7 +102,6 @@ export class ClusterView<M extends LiveLike> {
   private readonly log: Logger;
   private readonly heard = new Map<string, number>();
   private readonly answers = new Map<string, (result: "cancelled" | "not found") => void>();
-  private readonly saves = new Map<NodeJS.Timeout, RunRecord>();
   private readonly saving = new Set<Promise<void>>();
   private readonly detach: Array<() => void> = [];
   private readonly timer: NodeJS.Timeout;
@@ -116,7 +114,7 @@ export class ClusterView<M extends LiveLike> {
     const { live, events, subscriber } = opts;
     this.detach.push(
       live.tap((message) => this.publish({ kind: "live", node: opts.node, message })),
-      events.on("run.finished", ({ run }) => this.storeLater(run)),
+      events.on("run.finished", ({ run }) => this.store(run)),
     );
     subscriber.on("message", (channel: string, text: string) => {
       if (channel === CHANNEL) this.receive(text);
@@ -159,15 +157,10 @@ export class ClusterView<M extends LiveLike> {
     return result;
   }
 
-  /** Says this node is gone, stores the transcripts still waiting (the audit log is closed by now, its lines in their files), and unsubscribes. */
+  /** Says this node is gone, waits for the journals being stored, and unsubscribes. */
   async close(): Promise<void> {
     clearInterval(this.timer);
     this.detach.forEach((off) => off());
-    for (const [timer, run] of this.saves) {
-      clearTimeout(timer);
-      this.store(run);
-    }
-    this.saves.clear();
     await Promise.all(this.saving);
     this.publish({ kind: "stopped", node: this.opts.node });
     const { subscriber } = this.opts;
@@ -176,19 +169,11 @@ export class ClusterView<M extends LiveLike> {
   }
 
   /**
-   * A run of this node ended: its transcript is stored once the audit log has handed its lines to
-   * the file (it holds them at most AUDIT_FLUSH_MS). A fire that never started has none.
+   * A run of this node ended: its journal, whole by now (the runner saves the final record after
+   * the journal's end is written), is stored for the other nodes. A fire that never started has none.
    */
-  private storeLater(run: RunRecord): void {
-    if (run.status === "skipped") return;
-    const timer = setTimeout(() => {
-      this.saves.delete(timer);
-      this.store(run);
-    }, AUDIT_FLUSH_MS);
-    this.saves.set(timer, run);
-  }
-
   private store(run: RunRecord): void {
+    if (run.status === "skipped") return;
     const saved = this.opts.transcripts.save(run, this.opts.keepMs(), this.opts.redactor()).finally(() => this.saving.delete(saved));
     this.saving.add(saved);
   }

@@ -229,7 +229,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
   });
   app.get("/api/runs/:id", async (c) => {
     const run = await findRun(deps, c.req.param("id"), c.req.query("job"));
-    const transcripts = deps.transcripts ?? fileTranscripts(() => ({ state: deps.config().paths.state, logs: deps.config().paths.logs }));
+    const transcripts = deps.transcripts ?? fileTranscripts(() => deps.config().paths.state);
     const transcript = safe(await transcripts.read(run));
     // The agent's text is untrusted: the page shows it only as HTML sanitised here (no script, no handlers, no javascript: links).
     for (const step of transcript.steps) if (step.kind === "text") step.html = (await renderMarkdown(step.text)).html;

@@ -61,20 +61,22 @@ export class RunDispatcher {
     this.log = log.child({ component: "dispatch" });
   }
 
-  async finished(job: Job, run: RunRecord, outcome: Pick<RunOutcome, "answer" | "calls">, willRetry: boolean): Promise<void> {
-    if (willRetry) return;
+  /** Queues what a run's end sends; resolves with the ids of the deliveries queued (its journal lists them). */
+  async finished(job: Job, run: RunRecord, outcome: Pick<RunOutcome, "answer" | "calls">, willRetry: boolean): Promise<string[]> {
+    if (willRetry) return [];
     const { answer } = outcome;
     if (run.status === "ok") {
-      await this.recovered(job, run);
-      if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return;
-      await this.send(job.name, run, job.deliver, jobMessage("run.completed", job, run, answer));
+      const recovery = await this.recovered(job, run);
+      if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return recovery;
+      return [...recovery, ...(await this.send(job.name, run, job.deliver, jobMessage("run.completed", job, run, answer)))];
     } else if (run.status !== "skipped") {
-      await this.reportFailure(job, run, {
+      return this.reportFailure(job, run, {
         ...jobMessage("run.failed", job, run, answer),
         ...(run.error ? { error: run.error } : {}),
         lastToolCalls: lastToolCalls(outcome.calls ?? []),
       });
     }
+    return [];
   }
 
   /**
@@ -89,14 +91,15 @@ export class RunDispatcher {
   }
 
   /** The failure is reported unless the last report of this streak was under `on_failure_repeat` ago. */
-  private reportFailure(job: Job, run: RunRecord, failure: DeliveryMessage): Promise<void> {
-    if (job.onFailure.length === 0) return Promise.resolve();
+  private reportFailure(job: Job, run: RunRecord, failure: DeliveryMessage): Promise<string[]> {
+    if (job.onFailure.length === 0) return Promise.resolve([]);
     const page = this.consoleUrl();
     // The console's own route for a run (console/ui.js runHref).
     const msg = page ? { ...failure, consoleUrl: `${page}#/runs/${encodeURIComponent(job.name)}/${encodeURIComponent(run.id)}` } : failure;
     return this.perJob.run(job.name, async () => {
       const repeatMs = job.onFailureRepeatMs ?? DEFAULT_FAILURE_REPEAT_MS;
       const { report, next } = failed(await this.streaks.get(job.name), new Date(msg.run.finishedAt), repeatMs);
+      let ids: string[] = [];
       if (report.kind === "quiet") {
         const due = new Date(Date.parse(next.reportedAt) + repeatMs).toISOString();
         this.log.info(
@@ -105,30 +108,37 @@ export class RunDispatcher {
         );
       } else {
         const { since, failures, unreported } = report.kind === "still" ? report.streak : next;
-        await this.send(job.name, run, job.onFailure, report.kind === "still" ? { ...msg, failing: { since, failures, unreported } } : msg);
+        ids = await this.send(
+          job.name,
+          run,
+          job.onFailure,
+          report.kind === "still" ? { ...msg, failing: { since, failures, unreported } } : msg,
+        );
       }
       // Saved after queueing: a crash in between reports this failure again rather than never.
       await this.streaks.set(job.name, next);
+      return ids;
     });
   }
 
   /** A success ending a failing streak tells on_failure, once. */
-  private recovered(job: Job, run: RunRecord): Promise<void> {
-    if (job.onFailure.length === 0) return Promise.resolve();
+  private recovered(job: Job, run: RunRecord): Promise<string[]> {
+    if (job.onFailure.length === 0) return Promise.resolve([]);
     return this.perJob.run(job.name, async () => {
       const streak = await this.streaks.get(job.name);
-      if (!streak) return;
+      if (!streak) return [];
       const { since, failures, unreported } = streak;
       const recovery = { ...jobMessage("run.recovered", job, run, ""), failing: { since, failures, unreported } };
       // Its own key: the same run's answer may go to a target that is also in on_failure.
-      await this.enqueue(`${runKey(job.name, run)}.recovered`, job.onFailure, recovery);
+      const ids = await this.enqueue(`${runKey(job.name, run)}.recovered`, job.onFailure, recovery);
       await this.streaks.set(job.name, undefined);
+      return ids;
     });
   }
 
-  private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<void> {
-    if (targets.length === 0) return;
-    await this.enqueue(runKey(job, run), targets, msg);
+  private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<string[]> {
+    if (targets.length === 0) return [];
+    return this.enqueue(runKey(job, run), targets, msg);
   }
 
   /**

@@ -8,6 +8,7 @@ import type { RunOutcome } from "../agent/outcome.js";
 import { frameUntrusted } from "../tools/untrusted.js";
 import type { Budgets, RunSpend } from "../cost/budget.js";
 import type { RunClock } from "../time.js";
+import type { JournalWriter } from "../store/journal-entries.js";
 
 /**
  * Runs one job prompt through the agent loop and returns how it ended, with the loop's own
@@ -19,13 +20,14 @@ export async function runAgent(
   prompt: string,
   sessionId: string,
   cancel: CancelToken,
-  run?: { id: string; clock: RunClock },
+  run?: { id: string; clock: RunClock; journal?: JournalWriter },
   spend?: RunSpend,
 ): Promise<RunOutcome> {
   const { answer, report } = await loop.settle(prompt, sessionId, {
     channel: "cron",
     cancelToken: cancel,
     ...(run ? { runId: run.id, clock: run.clock } : {}),
+    ...(run?.journal ? { journal: run.journal } : {}),
   });
   const { iterations, toolCalls, calls } = report;
   // The run's spending counts its subagents' calls too, which the loop's report does not.

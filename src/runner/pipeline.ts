@@ -12,6 +12,7 @@ import { RunSaver } from "../store/run-saver.js";
 import { SpendLedger, type SpendBook } from "../store/spend-ledger.js";
 import { Runner, type RunnerOptions } from "./runner.js";
 import { redactedExecutor } from "./redacted-run.js";
+import { RunJournals } from "./journaled-run.js";
 
 /** The stages a run passes through, composed the same way for the daemon and `countd run`. */
 export interface Pipeline {
@@ -76,7 +77,10 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
   const local = await SpendLedger.open(config.paths.state, { log, ...(now ? { now } : {}) });
   const ledger = opts.spend(local);
   const budgets = new Budgets({ ledger, daemon: () => opts.runtime().config.budget, ...(now ? { now } : {}) });
-  const execute = redactedExecutor(jobExecutor(opts.runtime, budgets), () => opts.runtime().redactor);
+  // Where daemons share a backend, the node each run and its journal record.
+  const node = opts.node;
+  const journals = new RunJournals({ state: () => opts.runtime().config.paths.state, redactor: () => opts.runtime().redactor, node, log });
+  const execute = journals.executor(redactedExecutor(jobExecutor(opts.runtime, budgets), () => opts.runtime().redactor));
   const runner = new Runner({
     job: opts.job,
     records: new RunSaver(opts.state, { log }),
@@ -84,15 +88,16 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     log,
     paused: opts.paused,
     events: opts.runtime().events,
-    node: opts.node,
+    node,
     execute: opts.wrap ? opts.wrap(execute) : execute,
     ...(now ? { now } : {}),
-    beforeRunEnd: (job, run, { willRetry, outcome }) =>
-      delivery.dispatcher
-        .finished(job, run, outcome, willRetry)
-        .catch((err: unknown) =>
-          pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries"),
-        ),
+    beforeRunEnd: async (job, run, { willRetry, outcome }) => {
+      const queued = await delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) => {
+        pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries");
+        return [];
+      });
+      await journals.end(run, queued);
+    },
   });
   return {
     runner,

@@ -2,6 +2,7 @@ import type { CancelToken } from "../agent/cancel.js";
 import type { RunReason } from "../store/run-record.js";
 import type { RunClock } from "../time.js";
 import type { Tool } from "../tools/types.js";
+import type { JournalWriter } from "../store/journal-entries.js";
 
 /** What a trigger hands the runner: which job, why, and when it was meant to start. */
 export interface FireRequest {
@@ -27,4 +28,6 @@ export interface RunContext {
   clock: RunClock;
   /** Fires on timeout, replacement or shutdown; the executor must return soon after it does. */
   cancel: CancelToken;
+  /** The run's journal (runner/journaled-run.ts opens it around the executor). */
+  journal?: JournalWriter;
 }

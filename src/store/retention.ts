@@ -1,10 +1,11 @@
-import { lstat, opendir, unlink } from "node:fs/promises";
+import { lstat, opendir, readdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { localDate } from "../audit/log.js";
 import type { RetentionConfig } from "../config/schema.js";
 import { silentLogger, type Logger } from "../log.js";
 import { SPEND_DIR } from "./spend-ledger.js";
+import { JOURNAL_DIR } from "./run-journal.js";
 import { sessionIdOfFile } from "../sessions/file-names.js";
 
 /** A pass runs at start-up and then this long after the previous one ended. */
@@ -28,6 +29,8 @@ export interface PruneReport {
   audit: number;
   /** Spend files (one per UTC day), kept as long as the audit files whose calls they price. */
   spend: number;
+  /** Run journals and the texts they reference (journal/blobs), kept as long as sessions. */
+  journals: number;
   /** Files that could not be looked at or removed; the first error is logged. */
   failed: number;
 }
@@ -46,15 +49,17 @@ export interface RetentionOptions {
 }
 
 interface Folder {
-  key: "sessions" | "toolHistory" | "audit" | "spend";
+  key: "sessions" | "toolHistory" | "audit" | "spend" | "journals";
   dir: string;
   maxAgeMs: number;
   /** A folder of one file per day: the files it prunes. Without it, files are sessions'. */
   daily?: RegExp;
+  /** Every file of the folder goes by its age alone (a job's journals; the texts, touched each time a run uses one). */
+  any?: boolean;
 }
 
 /**
- * Removes transcripts, tool history and audit files not modified for their retention period,
+ * Removes run journals, session transcripts, tool history and audit files not modified for their retention period,
  * without holding up runs: one file at a time, yielding between batches. Age is the time since
  * the last write, so a long-lived session is kept while it is still appended to.
  */
@@ -101,13 +106,14 @@ export class Retention {
   private async run(): Promise<PruneReport> {
     const started = this.now();
     const { stateDir, logsDir, retention } = this.opts.settings();
-    const report: PruneReport = { sessions: 0, toolHistory: 0, audit: 0, spend: 0, failed: 0 };
+    const report: PruneReport = { sessions: 0, toolHistory: 0, audit: 0, spend: 0, journals: 0, failed: 0 };
     const errors: string[] = [];
     const folders: Folder[] = [
       { key: "sessions", dir: join(stateDir, "sessions"), maxAgeMs: retention.sessionsMs },
       { key: "toolHistory", dir: join(stateDir, "tool-history"), maxAgeMs: retention.toolHistoryMs },
       { key: "audit", dir: logsDir, maxAgeMs: retention.auditMs, daily: AUDIT_FILE },
       { key: "spend", dir: join(stateDir, SPEND_DIR), maxAgeMs: retention.auditMs, daily: SPEND_FILE },
+      ...(await journalFolders(stateDir)).map((dir): Folder => ({ key: "journals", dir, maxAgeMs: retention.sessionsMs, any: true })),
     ];
     for (const folder of folders) {
       if (this.stopping) break;
@@ -119,7 +125,7 @@ export class Retention {
         errors.push(`${folder.dir}: ${(err as Error).message}`);
       }
     }
-    const removed = report.sessions + report.toolHistory + report.audit + report.spend;
+    const removed = report.sessions + report.toolHistory + report.audit + report.spend + report.journals;
     const fields = { ...report, durationMs: this.now().getTime() - started.getTime() };
     if (report.failed > 0) this.log.warn({ ...fields, firstError: errors[0] }, "files could not be pruned");
     if (removed > 0) this.log.info({ ...fields, removed }, "removed files older than their retention period");
@@ -149,6 +155,10 @@ export class Retention {
       const name = entry.name;
       const path = join(folder.dir, name);
       try {
+        if (folder.any) {
+          if (await this.removeIfOld(path, cutoff)) report[folder.key]++;
+          continue;
+        }
         if (folder.daily) {
           if (folder.daily.test(name) && name !== today && (await this.removeIfOld(path, cutoff))) report[folder.key]++;
           continue;
@@ -169,5 +179,16 @@ export class Retention {
     if ((await lstat(path)).mtimeMs >= cutoff) return false;
     await unlink(path);
     return true;
+  }
+}
+
+/** The folders of `<state_dir>/journal`: one per job, and the texts' (blobs). */
+async function journalFolders(stateDir: string): Promise<string[]> {
+  const root = join(stateDir, JOURNAL_DIR);
+  try {
+    return (await readdir(root, { withFileTypes: true })).filter((entry) => entry.isDirectory()).map((entry) => join(root, entry.name));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
   }
 }

@@ -10,15 +10,19 @@ export interface Transcript {
   /** The prompt as the job rendered it for this run (the user message). */
   prompt?: string;
   steps: TranscriptStep[];
-  /** Why steps may be missing: the session file or the audit lines were not found (pruned, or never written). */
+  /** Why steps may be missing: the journal was not found (pruned, or never written), or parts of it cannot be used. */
   incomplete?: string;
 }
 
+/** `subagent`: the id of the subagent whose step it is (from its `subagent` step on); absent for the run's own. */
 export type TranscriptStep =
   /** `html`: the text's Markdown as sanitised HTML, added by the console for its page. */
-  | { kind: "text"; text: string; html?: string }
+  | { kind: "text"; text: string; html?: string; subagent?: string }
+  /** A subagent began the task its parent's `spawn` call handed it; its steps follow. */
+  | { kind: "subagent"; id: string; task: string }
   | {
       kind: "tool";
+      subagent?: string;
       call_id: string;
       name: string;
       arguments: unknown;
@@ -27,8 +31,19 @@ export type TranscriptStep =
       duration_ms?: number;
       attempts?: number;
     }
-  /** `cost`: USD, null when the model has no price, absent in audit lines written before pricing. */
-  | { kind: "llm"; model: string; usage: Usage; cost?: number | null; duration_ms: number; finish_reason?: string; error?: string };
+  /** `cost`: USD, null when the model has no price. */
+  | {
+      kind: "llm";
+      model: string;
+      usage: Usage;
+      cost?: number | null;
+      duration_ms: number;
+      finish_reason?: string;
+      error?: string;
+      subagent?: string;
+      /** `summary`: the call that condensed older history into MEMORY.md before the run's own calls. */
+      purpose?: "summary";
+    };
 
 /** A delivery of a run, as the outbox knows it. */
 export interface RunDelivery {

@@ -3,6 +3,7 @@
  * (untrusted.ts) and every tool family can name it without importing the registry back.
  */
 import type { z } from "zod";
+import type { JournalWriter } from "../store/journal-entries.js";
 
 export interface ToolContext {
   sessionId: string;
@@ -10,6 +11,8 @@ export interface ToolContext {
   signal: AbortSignal;
   /** A file tool reports each file it wrote, so a watch trigger can tell a run's own writes apart. */
   wrote?: (path: string) => void;
+  /** The run's journal, for a tool that runs steps of its own (a subagent's). */
+  journal?: JournalWriter;
 }
 
 export interface Tool<S extends z.ZodType = z.ZodType> {

@@ -80,7 +80,7 @@ describe("countd show", { timeout: 90_000 }, () => {
     );
     expect(json.deliveries).toEqual([expect.objectContaining({ kind: "email", status: "delivered" })]);
 
-    // Without the daemon: the same transcript, read from the state directory and the audit log.
+    // Without the daemon: the same transcript, read from the run's journal in the state directory.
     expect(await stopDaemon(daemon)).toBe(0);
     daemon = undefined;
     const offline = await countd(["show", id]);

@@ -47,6 +47,22 @@ function retention(opts: { retention?: RetentionConfig; inUse?: string[] } = {})
 }
 
 describe("Retention", () => {
+  it("removes run journals and the texts they reference after retention.sessions, keeping a text a recent run used", async () => {
+    const jobDir = join(stateDir, "journal", "report");
+    const blobs = join(stateDir, "journal", "blobs");
+    await mkdir(jobDir, { recursive: true });
+    await mkdir(blobs, { recursive: true });
+    await file(join(jobDir, "20261001T090000Z-aaaa.jsonl"), 31);
+    await file(join(jobDir, "20261120T090000Z-bbbb.jsonl"), 10);
+    await file(join(blobs, "a".repeat(64)), 31);
+    // Written first long ago, and touched by the run of 10 days ago that used it again.
+    await file(join(blobs, "b".repeat(64)), 10);
+    const report = await retention({ retention: { ...THIRTY_DAYS, toolHistoryMs: DAY, auditMs: DAY } }).prune();
+    expect(report).toMatchObject({ journals: 2, failed: 0 });
+    expect(await list(jobDir)).toEqual(["20261120T090000Z-bbbb.jsonl"]);
+    expect(await list(blobs)).toEqual(["b".repeat(64)]);
+  });
+
   it("removes transcripts, tool history and audit files last written longer ago than their period, and keeps the rest", async () => {
     await file(session("cron:report:20261001T090000Z-aaaa"), 31);
     await file(session("cron:report:20261120T090000Z-bbbb"), 10);
@@ -61,7 +77,7 @@ describe("Retention", () => {
 
     const report = await retention({ retention: { sessionsMs: 30 * DAY, toolHistoryMs: 3 * DAY, auditMs: 60 * DAY } }).prune();
 
-    expect(report).toEqual({ sessions: 1, toolHistory: 2, audit: 1, spend: 1, failed: 0 });
+    expect(report).toEqual({ sessions: 1, toolHistory: 2, audit: 1, spend: 1, journals: 0, failed: 0 });
     expect(await list(join(stateDir, "spend"))).toEqual(["2026-11-01.jsonl"]);
     expect(await list(join(stateDir, "sessions"))).toEqual(["cron+report+20261120T090000Z-bbbb.jsonl"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual([]);
@@ -111,7 +127,7 @@ describe("Retention", () => {
 
     const report = await retention({ retention: { sessionsMs: 1, toolHistoryMs: 1, auditMs: 1 } }).prune();
 
-    expect(report).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, failed: 0 });
+    expect(report).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, journals: 0, failed: 0 });
     expect(await list(join(stateDir, "sessions"))).toEqual(["100%.jsonl", "kept.jsonl", "notes.txt"]);
     expect(await list(join(stateDir, "tool-history"))).toEqual(["link.jsonl"]);
     expect(await list(logsDir)).toEqual(["audit-notes.jsonl", "countd.log"]);
@@ -121,7 +137,7 @@ describe("Retention", () => {
   it("does nothing when the folders do not exist yet", async () => {
     stateDir = join(root, "fresh-state");
     logsDir = join(root, "fresh-logs");
-    expect(await retention().prune()).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, failed: 0 });
+    expect(await retention().prune()).toEqual({ sessions: 0, toolHistory: 0, audit: 0, spend: 0, journals: 0, failed: 0 });
     expect(lines).toEqual([]);
   });
 

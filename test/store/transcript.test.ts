@@ -18,9 +18,8 @@ import { finalRecord } from "../support/runner-jobs.js";
 
 /*
  * Runs go through the agent loop as the daemon wires it (config → runtime → pipeline → runner)
- * against an LLM server on loopback, so the session file and the audit log are the real ones;
- * readTranscript then puts each run's transcript together from them. The audit log writes its
- * lines off the main thread: everything is closed before anything is read.
+ * against an LLM server on loopback, so each run's journal is the real one; readTranscript then
+ * reads each run's transcript from it. Everything is closed before anything is read.
  */
 
 const ORDERS = ["id,customer,total", ...Array.from({ length: 120 }, (_, i) => `${1000 + i},customer-${i},${(i * 7.25).toFixed(2)}`)].join(
@@ -92,7 +91,6 @@ describe("readTranscript", () => {
   }
 
   const run = (name: string) => finalRecord(pipeline.runner, { job: name, reason: "manual", scheduledAt: new Date() });
-  const paths = () => ({ state: config.paths.state, logs: config.paths.logs });
   const sessionFile = (run: RunRecord) => join(config.paths.state, "sessions", sessionFileName(run.sessionId));
 
   /** The model reads orders.csv, then answers: two LLM calls and one tool call. */
@@ -123,7 +121,7 @@ describe("readTranscript", () => {
     expect(record).toMatchObject({ status: "ok", iterations: 2, toolCalls: 1 });
     await close();
 
-    const transcript = await readTranscript(paths(), record);
+    const transcript = await readTranscript(config.paths.state, record);
     const result = toolResultSent(1);
     // Whole: the audit log cuts a result after 2,000 characters; the session file keeps it all.
     expect(result.length).toBeGreaterThan(3_000);
@@ -181,8 +179,8 @@ describe("readTranscript", () => {
     expect((mock.getRequests()[2]!.body as { messages: unknown[] }).messages.length).toBeGreaterThan(3);
     await close();
 
-    const firstTranscript = await readTranscript(paths(), first);
-    const secondTranscript = await readTranscript(paths(), second);
+    const firstTranscript = await readTranscript(config.paths.state, first);
+    const secondTranscript = await readTranscript(config.paths.state, second);
     expect(firstTranscript.prompt).toBe("Read the orders for the diary");
     expect(firstTranscript.steps.map(kindAndWhat)).toEqual(["llm 50", "tool read_file", "llm 900", "text Noted the orders."]);
     expect(secondTranscript).toEqual({
@@ -211,42 +209,36 @@ describe("readTranscript", () => {
     expect(markers).toEqual([first.id, second.id]);
   });
 
-  it("with the session file removed, says it is incomplete and still shows the LLM calls and the tool call from the audit log, its result cut", async () => {
+  it("with the session file, the audit log and the tool history removed, still gives every step whole from the run's journal", async () => {
     job("orders", "Summarise the orders in orders.csv");
     ordersFixtures("Summarise the orders in orders.csv", "120 orders.");
     const record = await run("orders");
     await close();
-    await rm(sessionFile(record));
-
-    const transcript = await readTranscript(paths(), record);
-    expect(transcript.incomplete).toBe("the session file is gone (removed by retention): tool results are shown as the audit log cut them");
-    expect(transcript).not.toHaveProperty("prompt");
-    expect(transcript.steps.map(kindAndWhat)).toEqual(["llm 50", "llm 900", "tool read_file"]);
-    const tool = transcript.steps[2] as Extract<TranscriptStep, { kind: "tool" }>;
-    expect(tool).toEqual({
-      kind: "tool",
-      call_id: expect.any(String),
-      name: "read_file",
-      arguments: { path: "orders.csv" },
-      result: expect.any(String),
-      duration_ms: expect.any(Number),
-      attempts: 1,
-    });
-    const whole = toolResultSent(1);
-    expect(tool.result).toBe(`${whole.slice(0, 2_000)}… [truncated: ${whole.length} chars in all]`);
-  });
-
-  it("with neither the session file nor the audit log, says it is incomplete and shows no steps", async () => {
-    job("orders", "Summarise the orders in orders.csv");
-    ordersFixtures("Summarise the orders in orders.csv", "120 orders.");
-    const record = await run("orders");
-    await close();
+    const whole = await readTranscript(config.paths.state, record);
     await rm(sessionFile(record));
     for (const file of await readdir(config.paths.logs)) await rm(join(config.paths.logs, file));
+    await rm(join(config.paths.state, "tool-history"), { recursive: true, force: true });
 
-    expect(await readTranscript(paths(), record)).toEqual({
+    const transcript = await readTranscript(config.paths.state, record);
+    expect(transcript).toEqual(whole);
+    expect(transcript).not.toHaveProperty("incomplete");
+    expect(transcript.prompt).toBe("Summarise the orders in orders.csv");
+    expect(transcript.steps.map(kindAndWhat)).toEqual(["llm 50", "tool read_file", "llm 900", "text 120 orders."]);
+    const tool = transcript.steps[1] as Extract<TranscriptStep, { kind: "tool" }>;
+    // Whole, where the audit log cut it at 2,000 characters.
+    expect(tool.result).toBe(toolResultSent(1));
+  });
+
+  it("with the run's journal removed, says it is incomplete and shows no steps", async () => {
+    job("orders", "Summarise the orders in orders.csv");
+    ordersFixtures("Summarise the orders in orders.csv", "120 orders.");
+    const record = await run("orders");
+    await close();
+    await rm(join(config.paths.state, "journal", "orders", `${record.id}.jsonl`));
+
+    expect(await readTranscript(config.paths.state, record)).toEqual({
       steps: [],
-      incomplete: "no session file or audit lines were found for this run: removed by retention, or the run never reached the model",
+      incomplete: "no journal was found for this run: removed by retention (retention.sessions), or the run never started",
     });
   });
 
@@ -257,13 +249,14 @@ describe("readTranscript", () => {
     expect(record).toMatchObject({ status: "skipped", error: "paused" });
     await close();
 
-    expect(await readTranscript(paths(), record)).toEqual({ steps: [] });
+    expect(await readTranscript(config.paths.state, record)).toEqual({ steps: [] });
     // Nor is a run in progress, whose messages are written when it ends.
-    expect(await readTranscript(paths(), { ...record, status: "running", iterations: 1 })).toEqual({ steps: [] });
+    expect(await readTranscript(config.paths.state, { ...record, status: "running", iterations: 1 })).toEqual({ steps: [] });
   });
 });
 
 function kindAndWhat(step: TranscriptStep): string {
+  if (step.kind === "subagent") return `subagent ${step.task}`;
   if (step.kind === "llm") return `llm ${step.usage.inputTokens}`;
   if (step.kind === "tool") return `tool ${step.name}`;
   return `text ${step.text}`;

@@ -1,0 +1,73 @@
+import type { Redactor } from "../audit/redact.js";
+import { silentLogger, type Logger } from "../log.js";
+import { fileSink, RunJournal } from "../store/run-journal.js";
+import type { RunRecord } from "../store/run-record.js";
+import type { RunnerOptions } from "./runner.js";
+
+/**
+ * Every run's journal, from its fire to its end: opened around the executor (the fire), handed
+ * down to the loop in the run's context (the prompt, LLM calls, tool calls, subagents), and
+ * closed when the runner hands over the final record (the deliveries queued and the end). A fire
+ * that never ran has no journal: its record says all there is.
+ */
+export class RunJournals {
+  private readonly open = new Map<string, RunJournal>();
+  /** When each text kept once was last written or touched, across this process's runs. */
+  private readonly touched = new Map<string, number>();
+  private readonly log: Logger;
+
+  constructor(
+    private readonly opts: {
+      /** The state directory as configured now. */
+      state: () => string;
+      redactor: () => Redactor;
+      node?: string;
+      log?: Logger;
+    },
+  ) {
+    this.log = (opts.log ?? silentLogger).child({ component: "journal" });
+  }
+
+  /** The executor with each run's journal opened first, its fire written. */
+  executor(execute: RunnerOptions["execute"]): RunnerOptions["execute"] {
+    return (job, run) => {
+      const journal = new RunJournal(
+        fileSink(this.opts.state(), job.name, run.id, this.touched),
+        this.opts.redactor(),
+        this.log.child({ job: job.name, runId: run.id }),
+      );
+      this.open.set(run.id, journal);
+      const { reason, scheduledAt, files, payload } = run.request;
+      journal.write({
+        kind: "fire",
+        job: job.name,
+        run: run.id,
+        reason,
+        scheduled_at: scheduledAt.toISOString(),
+        session: run.sessionId,
+        ...(this.opts.node !== undefined ? { node: this.opts.node } : {}),
+        ...(files ? { files } : {}),
+        ...(payload !== undefined ? { payload } : {}),
+      });
+      return execute(job, { ...run, journal });
+    };
+  }
+
+  /** The run's end: the deliveries it queued, its status and counts; resolves once its journal is written. */
+  async end(run: RunRecord, deliveries: readonly string[]): Promise<void> {
+    const journal = this.open.get(run.id);
+    if (!journal) return;
+    this.open.delete(run.id);
+    if (deliveries.length > 0) journal.write({ kind: "delivery", ids: [...deliveries] });
+    journal.write({
+      kind: "end",
+      status: run.status,
+      ...(run.error !== undefined ? { error: run.error } : {}),
+      iterations: run.iterations,
+      tool_calls: run.toolCalls,
+      usage: run.usage,
+      ...(run.cost !== undefined ? { cost: run.cost } : {}),
+    });
+    await journal.close();
+  }
+}

@@ -1,0 +1,110 @@
+import { z } from "zod";
+import { count, isoTime } from "./quarantine.js";
+
+/*
+ * What a run's journal holds, one JSON line per entry, in the order things happened. Every entry
+ * carries `v` (the format's version) and `kind`; an entry of a subagent carries `sub`, the
+ * subagent's id, and lies among its parent's entries as it happened. Long texts that repeat from
+ * run to run (the system prompt, the rendered prompt) are kept once per content in a blob named
+ * by its SHA-256 and referenced by that hash. docs/operations.md describes the format.
+ */
+
+/** The journal format's version, written in every entry; a reader refuses entries of a later one. */
+export const JOURNAL_VERSION = 1;
+
+const usage = z.object({ inputTokens: count, outputTokens: count, cachedInputTokens: count, cacheWriteTokens: count });
+const sha256 = z.string().regex(/^[0-9a-f]{64}$/, "expected a SHA-256 in hex");
+const base = { v: z.literal(JOURNAL_VERSION), at: isoTime, sub: z.string().optional() };
+
+const fire = z.object({
+  ...base,
+  kind: z.literal("fire"),
+  job: z.string(),
+  run: z.string(),
+  reason: z.string(),
+  scheduled_at: isoTime,
+  session: z.string(),
+  node: z.string().optional(),
+  files: z.array(z.string()).optional(),
+  payload: z.string().optional(),
+});
+
+/** A subagent began its task; its entries follow, marked with its id. */
+const subagent = z.object({ ...base, kind: z.literal("subagent"), sub: z.string(), task: z.string() });
+
+const prompt = z.object({ ...base, kind: z.literal("prompt"), system: sha256.optional(), user: sha256 });
+
+const llm = z.object({
+  ...base,
+  kind: z.literal("llm"),
+  request: z.object({
+    model: z.string(),
+    temperature: z.number(),
+    max_tokens: count,
+    tools: z.array(z.string()),
+    messages: count,
+    /** `summary`: the call that condensed the history past agent.max_history into MEMORY.md before the run's first. */
+    purpose: z.literal("summary").optional(),
+  }),
+  response: z.object({
+    text: z.string(),
+    tool_calls: z.array(z.object({ id: z.string(), name: z.string(), arguments: z.unknown() })),
+    reasoning: z.string().optional(),
+    finish_reason: z.string(),
+    usage,
+    cost: z.number().nullable(),
+    attempts: count,
+    duration_ms: z.number().nonnegative(),
+    error: z.string().optional(),
+  }),
+});
+
+const tool = z.object({
+  ...base,
+  kind: z.literal("tool"),
+  call_id: z.string(),
+  name: z.string(),
+  server: z.string().optional(),
+  arguments: z.unknown(),
+  /** The result as the model read it, whole: bounded only by the tool's own output cap, which says so in it. */
+  result: z.string(),
+  is_error: z.boolean(),
+  /** 0: not run (a limit, a cancel, a runaway stop); the result says why. */
+  attempts: count,
+  duration_ms: z.number().nonnegative(),
+});
+
+/** Text the loop itself added to the answer (the limit notice). */
+const note = z.object({ ...base, kind: z.literal("note"), text: z.string() });
+
+const delivery = z.object({ ...base, kind: z.literal("delivery"), ids: z.array(z.string()) });
+
+const end = z.object({
+  ...base,
+  kind: z.literal("end"),
+  status: z.string(),
+  error: z.string().optional(),
+  iterations: count,
+  tool_calls: count,
+  usage,
+  cost: z.number().nullable().optional(),
+});
+
+export const journalEntry = z.discriminatedUnion("kind", [fire, subagent, prompt, llm, tool, note, delivery, end]);
+
+export type JournalEntry = z.infer<typeof journalEntry>;
+/** An entry as a writer hands it over: the version, time and subagent mark are added by the journal. */
+export type JournalInput = JournalEntry extends infer E ? (E extends JournalEntry ? Omit<E, "v" | "at" | "sub"> : never) : never;
+
+/**
+ * What records a run into its journal: the loop, the tools (a subagent's steps) and the pipeline
+ * each get one. Writing never throws and never waits: entries are written in order behind the
+ * run, and a write that fails is logged, never the run's failure.
+ */
+export interface JournalWriter {
+  write(entry: JournalInput): void;
+  /** Keeps a long text once per content; returns its hash, for an entry to reference. */
+  blob(text: string): string;
+  /** The writer of a subagent's steps, marked with its id, into the same journal. */
+  nested(sub: string): JournalWriter;
+}
