@@ -8,7 +8,7 @@ import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
 import { fileProblems } from "../jobs/not-armed.js";
 import { lastExchange } from "../store/last-exchange.js";
-import type { StateStore } from "../store/state.js";
+import { checkInsOf, type StateStore } from "../store/state.js";
 import { openState } from "../backend/open.js";
 import { hhmm, nextCheckIn } from "../triggers/heartbeat.js";
 import { nextFires } from "../jobs/schedule.js";
@@ -110,14 +110,14 @@ async function heartbeatRow(config: Config, state: StateStore, armed: Armed | un
   if (heartbeat.enabled && ticks?.kind === "every") {
     const at = await nextCheckIn({
       config: { ...heartbeat, everyMs: ticks.intervalMs },
-      state: state.data.heartbeat,
+      state: checkInsOf(state.data),
       firstTick: nextFires(ticks, heartbeat.timezone, new Date(), 1)[0]!,
       ...(await lastExchangeOf(config)),
     });
     next = at ? shownTime(at, heartbeat.timezone, true) : "none within a week of ticks";
   }
   return [
-    HEARTBEAT_JOB + (heartbeat.enabled ? "" : " (disabled)"),
+    HEARTBEAT_JOB + (heartbeat.enabled ? "" : " (disabled)") + (state.isPaused(HEARTBEAT_JOB) ? " (paused)" : ""),
     `heartbeat every ${ms(heartbeat.everyMs)}, ${hours}`,
     heartbeat.timezone,
     next,

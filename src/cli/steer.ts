@@ -1,5 +1,6 @@
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
+import { builtInJobs } from "../jobs/heartbeat.js";
 import { loadJobsDir } from "../jobs/load.js";
 import { acquireLock } from "../store/lock.js";
 import { openState } from "../backend/open.js";
@@ -33,7 +34,7 @@ export async function steerJobs(
     const release = await acquireLock(config.paths.state);
     try {
       if (job !== undefined) {
-        const { jobs } = await loadJobsDir(config.paths.jobs, jobContext(config, null));
+        const jobs = [...(await loadJobsDir(config.paths.jobs, jobContext(config, null))).jobs, ...builtInJobs(config)];
         if (!jobs.some((j) => j.name === job))
           throw new Error(`no job named "${job}" in ${config.paths.jobs} (jobs: ${jobs.map((j) => j.name).join(", ") || "none"})`);
       }

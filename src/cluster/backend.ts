@@ -1,7 +1,7 @@
 import type { Backend, DaemonBackend, OutboxListing } from "../backend/types.js";
 import type { ClusterConfig, Config } from "../config/schema.js";
 import { silentLogger, type Logger } from "../log.js";
-import { StateStore } from "../store/state.js";
+import { checkInsToChange, StateStore, type SharedState } from "../store/state.js";
 import { Cluster } from "./cluster.js";
 import { closeCommandRedis, commandRedis } from "./command-redis.js";
 import { NO_DELIVERIES } from "../delivery/own-deliveries.js";
@@ -77,10 +77,11 @@ async function readSharedOutbox(settings: ClusterConfig, log: Logger): Promise<O
   }
 }
 
-/** `countd ask` was answered: the shared heartbeat state's last contact, which every node's heartbeat reads. */
+/** `countd ask` was answered: the last contact in `@heartbeat`'s job state, which every node's heartbeat reads. */
 function lastContact(at: Date) {
-  return ({ heartbeat }: { heartbeat: { lastContactAt?: string } }) => {
-    if (heartbeat.lastContactAt === undefined || Date.parse(heartbeat.lastContactAt) < at.getTime())
-      heartbeat.lastContactAt = at.toISOString();
+  return (data: SharedState) => {
+    const checkIns = checkInsToChange(data);
+    if (checkIns.lastContactAt === undefined || Date.parse(checkIns.lastContactAt) < at.getTime())
+      checkIns.lastContactAt = at.toISOString();
   };
 }

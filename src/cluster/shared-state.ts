@@ -2,19 +2,11 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
 import { isoTime } from "../store/quarantine.js";
-import {
-  deliveredShape,
-  jobStateShape,
-  type HeartbeatState,
-  type JobState,
-  type SharedState,
-  type AdoptingStateStore,
-} from "../store/state.js";
+import { jobStateShape, type AdoptingStateStore, type CheckInState, type JobState, type SharedState } from "../store/state.js";
 import { errorText } from "../text.js";
 
-/** Job states by job name (a hash of JSON), the heartbeat's state (JSON), the kill switch (an ISO time). */
+/** Job states by job name (a hash of JSON; the heartbeat's check-ins are `@heartbeat`'s), the kill switch (an ISO time). */
 const JOBS_KEY = "countd:state:jobs";
-const HEARTBEAT_KEY = "countd:state:heartbeat";
 const PAUSED_ALL_KEY = "countd:state:paused-all";
 /** Counts the changes: raised by every change, so a change made on an older copy is refused. */
 const VERSION_KEY = "countd:state:version";
@@ -27,8 +19,8 @@ const TRIES = 100;
 /**
  * Writes a change only if the state is still at the version it was made on (a compare-and-set),
  * then raises the version and tells the other daemons.
- * KEYS: version, jobs, heartbeat, paused-all; ARGV: the version, the change as JSON
- * ({ jobs: { name: JSON or false }, heartbeat?: JSON, pausedAll?: time or false }), the channel.
+ * KEYS: version, jobs, paused-all; ARGV: the version, the change as JSON
+ * ({ jobs: { name: JSON or false }, pausedAll?: time or false }), the channel.
  */
 const WRITE = `
 if (redis.call('GET', KEYS[1]) or '0') ~= ARGV[1] then return false end
@@ -36,17 +28,11 @@ local change = cjson.decode(ARGV[2])
 for name, value in pairs(change.jobs) do
   if value == false then redis.call('HDEL', KEYS[2], name) else redis.call('HSET', KEYS[2], name, value) end
 end
-if change.heartbeat ~= nil then redis.call('SET', KEYS[3], change.heartbeat) end
-if change.pausedAll == false then redis.call('DEL', KEYS[4]) elseif change.pausedAll ~= nil then redis.call('SET', KEYS[4], change.pausedAll) end
+if change.pausedAll == false then redis.call('DEL', KEYS[3]) elseif change.pausedAll ~= nil then redis.call('SET', KEYS[3], change.pausedAll) end
 local version = redis.call('INCR', KEYS[1])
 redis.call('PUBLISH', ARGV[3], version)
 return version
 `;
-
-const heartbeatShape = z.object({
-  delivered: z.array(deliveredShape),
-  lastContactAt: isoTime.optional(),
-}) satisfies z.ZodType<HeartbeatState>;
 
 interface Snapshot {
   version: string;
@@ -55,7 +41,7 @@ interface Snapshot {
 
 /**
  * The cluster's shared state in Redis: every daemon sees the same pauses, catch-up slots,
- * one-shots done, failing streaks and heartbeat state. Each daemon keeps a copy for the
+ * one-shots done, failing streaks and the heartbeat's check-ins. Each daemon keeps a copy for the
  * synchronous reads (StateStore.isPaused, job()), read again whenever another daemon's change is
  * published on STATE_CHANNEL and after a reconnection. A change is made on the copy and written
  * only if nobody changed the state meanwhile; otherwise it is made again on a fresh read, so
@@ -67,7 +53,7 @@ interface Snapshot {
  * Redis allows nothing else on a subscribed one.
  */
 export class RedisSharedState implements AdoptingStateStore {
-  private copy: Snapshot = { version: "0", data: { jobs: {}, heartbeat: { delivered: [] } } };
+  private copy: Snapshot = { version: "0", data: { jobs: {} } };
   /** Reads and changes one at a time, so the copy only ever moves forward. */
   private queue: Promise<unknown> = Promise.resolve();
   private reread: Promise<void> | undefined;
@@ -110,21 +96,19 @@ export class RedisSharedState implements AdoptingStateStore {
    * pause keeps its first time, the later slot wins. Failing streaks start anew.
    */
   async adopt(held: SharedState): Promise<{ jobs: number; paused: string[] }> {
-    const { jobs, heartbeat, pausedAllAt } = held;
-    const carried = Object.entries(jobs).filter(([, job]) => job.pausedAt !== undefined || job.done || job.lastScheduledAt !== undefined);
+    const { jobs, pausedAllAt } = held;
+    const carried = Object.entries(jobs).filter(
+      ([, job]) => job.pausedAt !== undefined || job.done || job.lastScheduledAt !== undefined || job.checkIns !== undefined,
+    );
     await this.update((data) => {
       for (const [name, job] of carried) {
         const into = (data.jobs[name] ??= {});
         if (job.pausedAt !== undefined) into.pausedAt ??= job.pausedAt;
         if (job.done) into.done = true;
         if (isLater(job.lastScheduledAt, into.lastScheduledAt)) into.lastScheduledAt = job.lastScheduledAt;
+        if (job.checkIns) into.checkIns = mergeCheckIns(into.checkIns ?? { delivered: [] }, job.checkIns);
       }
       if (pausedAllAt !== undefined) data.pausedAllAt ??= pausedAllAt;
-      const known = new Set(data.heartbeat.delivered.map((check) => `${check.at} ${check.hash}`));
-      const added = heartbeat.delivered.filter((check) => !known.has(`${check.at} ${check.hash}`));
-      if (added.length > 0)
-        data.heartbeat.delivered = [...data.heartbeat.delivered, ...added].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
-      if (isLater(heartbeat.lastContactAt, data.heartbeat.lastContactAt)) data.heartbeat.lastContactAt = heartbeat.lastContactAt;
     });
     return { jobs: carried.length, paused: carried.filter(([, job]) => job.pausedAt !== undefined).map(([name]) => name) };
   }
@@ -142,10 +126,9 @@ export class RedisSharedState implements AdoptingStateStore {
         } else {
           const written = await this.redis.eval(
             WRITE,
-            4,
+            3,
             VERSION_KEY,
             JOBS_KEY,
-            HEARTBEAT_KEY,
             PAUSED_ALL_KEY,
             base.version,
             JSON.stringify(changed),
@@ -193,21 +176,15 @@ export class RedisSharedState implements AdoptingStateStore {
 
   /** The whole state at one version (MULTI), checked piece by piece. */
   private async read(): Promise<Snapshot> {
-    const replies = await this.redis.multi().get(VERSION_KEY).hgetall(JOBS_KEY).get(HEARTBEAT_KEY).get(PAUSED_ALL_KEY).exec();
+    const replies = await this.redis.multi().get(VERSION_KEY).hgetall(JOBS_KEY).get(PAUSED_ALL_KEY).exec();
     if (!replies) throw new Error("the read of the cluster's state was aborted");
     for (const [err] of replies) if (err) throw err;
-    const [version, jobs, heartbeat, pausedAll] = replies.map(([, value]) => value) as [
-      string | null,
-      Record<string, string>,
-      string | null,
-      string | null,
-    ];
-    const data: SharedState = { jobs: {}, heartbeat: { delivered: [] } };
+    const [version, jobs, pausedAll] = replies.map(([, value]) => value) as [string | null, Record<string, string>, string | null];
+    const data: SharedState = { jobs: {} };
     for (const [name, text] of Object.entries(jobs)) {
       const state = this.parse(jobStateShape, text, `${JOBS_KEY} ${name}`);
       if (state) data.jobs[name] = state;
     }
-    if (heartbeat !== null) data.heartbeat = this.parse(heartbeatShape, heartbeat, HEARTBEAT_KEY) ?? data.heartbeat;
     if (pausedAll !== null) {
       const at = isoTime.safeParse(pausedAll);
       if (at.success) data.pausedAllAt = at.data;
@@ -236,14 +213,10 @@ export class RedisSharedState implements AdoptingStateStore {
 
 type Diff = ReturnType<typeof diff>;
 
-const unchanged = (changed: Diff): boolean =>
-  Object.keys(changed.jobs).length === 0 && changed.heartbeat === undefined && changed.pausedAll === undefined;
+const unchanged = (changed: Diff): boolean => Object.keys(changed.jobs).length === 0 && changed.pausedAll === undefined;
 
-/** What WRITE writes: the jobs whose state changed (false: gone), and the other parts if they changed. */
-function diff(
-  before: SharedState,
-  after: SharedState,
-): { jobs: Record<string, string | false>; heartbeat?: string; pausedAll?: string | false } {
+/** What WRITE writes: the jobs whose state changed (false: gone), and the kill switch if it changed. */
+function diff(before: SharedState, after: SharedState): { jobs: Record<string, string | false>; pausedAll?: string | false } {
   const jobs: Record<string, string | false> = {};
   for (const name of new Set([...Object.keys(before.jobs), ...Object.keys(after.jobs)])) {
     const was = before.jobs[name];
@@ -254,12 +227,19 @@ function diff(
       jobs[name] = JSON.stringify(now);
     }
   }
-  const heartbeat = JSON.stringify(after.heartbeat);
   return {
     jobs,
-    ...(heartbeat !== JSON.stringify(before.heartbeat) ? { heartbeat } : {}),
     ...(after.pausedAllAt !== before.pausedAllAt ? { pausedAll: after.pausedAllAt ?? false } : {}),
   };
+}
+
+/** The check-ins of both, each once, oldest first, and the later contact. */
+function mergeCheckIns(into: CheckInState, held: CheckInState): CheckInState {
+  const known = new Set(into.delivered.map((check) => `${check.at} ${check.hash}`));
+  const added = held.delivered.filter((check) => !known.has(`${check.at} ${check.hash}`));
+  const delivered = [...into.delivered, ...added].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+  const lastContactAt = isLater(held.lastContactAt, into.lastContactAt) ? held.lastContactAt : into.lastContactAt;
+  return { delivered, ...(lastContactAt !== undefined ? { lastContactAt } : {}) };
 }
 
 /** Whether ISO time `a` is set and later than `b`, or `b` is not set. */

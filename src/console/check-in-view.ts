@@ -1,7 +1,7 @@
 import type { Config } from "../config/schema.js";
 import type { Job } from "../jobs/types.js";
 import { lastExchange } from "../store/last-exchange.js";
-import type { StateStore } from "../store/state.js";
+import { checkInsOf, type StateStore } from "../store/state.js";
 import type { CronTrigger } from "../triggers/cron.js";
 import { nextCheckIn } from "../triggers/heartbeat.js";
 
@@ -17,7 +17,7 @@ export async function nextCheckInShown(deps: { config: () => Config; state: Stat
   const exchange = await lastExchange(config.paths.state);
   const at = await nextCheckIn({
     config: config.heartbeat,
-    state: deps.state.data.heartbeat,
+    state: checkInsOf(deps.state.data),
     firstTick,
     ...(exchange ? { lastExchange: exchange } : {}),
   });

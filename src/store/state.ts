@@ -4,7 +4,7 @@ import { Low } from "lowdb";
 import { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
 import { errorText } from "../text.js";
-import type { RunRecord } from "./run-record.js";
+import { HEARTBEAT_JOB, type RunRecord } from "./run-record.js";
 import { KeyedQueue } from "./keyed-queue.js";
 import { count, fit, fitEach, isoTime as time, isPlainObject, kind, quarantine, readJsonFile, type Misfit } from "./quarantine.js";
 import { hasHistory, RunHistory, type RunHistoryStore } from "./run-history.js";
@@ -24,6 +24,8 @@ export interface JobState {
   pausedAt?: string;
   /** Paths its watch fires carried while it was paused, run as one batch once it is resumed (runner/held-files.ts). */
   held?: HeldFiles;
+  /** `@heartbeat`'s check-ins (triggers/check-ins.ts). */
+  checkIns?: CheckInState;
 }
 
 export interface HeldFiles {
@@ -45,11 +47,22 @@ export interface FailingStreak {
   unreported: number;
 }
 
-export interface HeartbeatState {
+/** What the heartbeat's rules read: its daily cap, its dedupe and its idle threshold. */
+export interface CheckInState {
   /** ISO 8601 times of delivered check-ins, for the daily cap. */
   delivered: Array<{ at: string; hash: string }>;
   /** The last `countd ask` exchange or message delivered to the heartbeat's recipient. */
   lastContactAt?: string;
+}
+
+/** The heartbeat's check-ins, kept in the job state of `@heartbeat`: none recorded yet, an empty list. */
+export function checkInsOf(data: Pick<SharedState, "jobs">): CheckInState {
+  return data.jobs[HEARTBEAT_JOB]?.checkIns ?? { delivered: [] };
+}
+
+/** The same, to change within an update. */
+export function checkInsToChange(data: SharedState): CheckInState {
+  return ((data.jobs[HEARTBEAT_JOB] ??= {}).checkIns ??= { delivered: [] });
 }
 
 export interface RunningRun {
@@ -59,7 +72,6 @@ export interface RunningRun {
 
 export interface StateData {
   jobs: Record<string, JobState>;
-  heartbeat: HeartbeatState;
   /** Runs in progress by `<job>/<id>`: after a crash, the only runs markInterrupted has to look at. */
   running: Record<string, RunningRun>;
   /** ISO 8601: when every job was paused at once (the kill switch), whatever each job's own pausedAt. */
@@ -68,9 +80,9 @@ export interface StateData {
 
 /**
  * What daemons sharing a backend share of the state: job state (catch-up, one-shots, failing streaks,
- * pauses), the kill switch and the heartbeat's. The running index stays each daemon's own.
+ * pauses, the heartbeat's check-ins) and the kill switch. The running index stays each daemon's own.
  */
-export type SharedState = Pick<StateData, "jobs" | "heartbeat" | "pausedAllAt">;
+export type SharedState = Pick<StateData, "jobs" | "pausedAllAt">;
 
 /**
  * Where the shared state is kept: state.json for a daemon alone, or a backend daemons share.
@@ -92,19 +104,20 @@ export interface AdoptingStateStore extends SharedStateStore {
   adopt(held: SharedState): Promise<{ jobs: number; paused: string[] }>;
 }
 
-const empty = (): StateData => ({ jobs: {}, heartbeat: { delivered: [] }, running: {} });
+const empty = (): StateData => ({ jobs: {}, running: {} });
 
 const runKey = (run: RunningRun): string => `${run.job}/${run.id}`;
 
 const failingShape = z.looseObject({ since: time, failures: count, reportedAt: time, unreported: count });
+const deliveredShape = z.looseObject({ at: time, hash: z.string() });
 export const jobStateShape = z.looseObject({
   lastScheduledAt: time.optional(),
   done: z.boolean().optional(),
   failing: failingShape.optional(),
   pausedAt: time.optional(),
   held: z.looseObject({ files: z.array(z.string()), overflow: count, node: z.string().optional() }).optional(),
+  checkIns: z.looseObject({ delivered: z.array(deliveredShape), lastContactAt: time.optional() }).optional(),
 }) satisfies z.ZodType<JobState>;
-export const deliveredShape = z.looseObject({ at: time, hash: z.string() });
 const runningShape = z.looseObject({ job: z.string().refine(hasHistory, "expected a job name"), id: z.string().min(1) });
 
 /**
@@ -125,10 +138,7 @@ function fitState(read: { value: unknown } | undefined, file: string): { data: S
   for (const [key, value] of Object.entries(raw)) {
     switch (key) {
       case "jobs":
-        data.jobs = fitEach(jobStateShape, value, file, key, misfits);
-        break;
-      case "heartbeat":
-        data.heartbeat = fitHeartbeat(value, file, misfits);
+        data.jobs = fitJobs(value, file, misfits);
         break;
       case "running":
         for (const [runKeyText, run] of Object.entries(fitEach(runningShape, value, file, key, misfits))) {
@@ -148,32 +158,50 @@ function fitState(read: { value: unknown } | undefined, file: string): { data: S
   return { data, misfits };
 }
 
-function fitHeartbeat(value: unknown, file: string, misfits: Misfit[]): HeartbeatState {
-  const heartbeat: HeartbeatState = { delivered: [] };
+/**
+ * Each job's state, and the heartbeat's check-ins one by one: a check-in spoiled by hand is moved
+ * aside alone, and the others still count toward the daily cap and the dedupe.
+ */
+function fitJobs(value: unknown, file: string, misfits: Misfit[]): Record<string, JobState> {
+  if (!isPlainObject(value)) return fitEach(jobStateShape, value, file, "jobs", misfits);
+  const jobs: Record<string, JobState> = {};
+  for (const [name, raw] of Object.entries(value)) {
+    const where = `jobs.${name}`;
+    const { checkIns, ...rest }: Record<string, unknown> = isPlainObject(raw) ? raw : {};
+    const job = fit(jobStateShape, isPlainObject(raw) ? rest : raw, file, where, misfits);
+    if (job === undefined) continue;
+    jobs[name] = checkIns === undefined ? job : { ...job, checkIns: fitCheckIns(checkIns, file, `${where}.checkIns`, misfits) };
+  }
+  return jobs;
+}
+
+function fitCheckIns(value: unknown, file: string, where: string, misfits: Misfit[]): CheckInState {
+  const checkIns: CheckInState = { delivered: [] };
   if (!isPlainObject(value)) {
-    misfits.push({ file, where: "heartbeat", problem: `does not fit: expected an object, got ${kind(value)}`, value });
-    return heartbeat;
+    misfits.push({ file, where, problem: `does not fit: expected an object, got ${kind(value)}`, value });
+    return checkIns;
   }
   for (const [key, part] of Object.entries(value)) {
-    const where = `heartbeat.${key}`;
+    const at = `${where}.${key}`;
     if (key === "delivered") {
-      if (!Array.isArray(part)) misfits.push({ file, where, problem: `does not fit: expected an array, got ${kind(part)}`, value: part });
-      else heartbeat.delivered = part.flatMap((item, i) => fit(deliveredShape, item, file, `${where}.${i}`, misfits) ?? []);
+      if (!Array.isArray(part))
+        misfits.push({ file, where: at, problem: `does not fit: expected an array, got ${kind(part)}`, value: part });
+      else checkIns.delivered = part.flatMap((item, i) => fit(deliveredShape, item, file, `${at}.${i}`, misfits) ?? []);
     } else if (key === "lastContactAt") {
-      const at = fit(time, part, file, where, misfits);
-      if (at !== undefined) heartbeat.lastContactAt = at;
+      const contact = fit(time, part, file, at, misfits);
+      if (contact !== undefined) checkIns.lastContactAt = contact;
     } else {
-      misfits.push({ file, where, problem: "is not a part of countd's state", value: part });
+      misfits.push({ file, where: at, problem: "is not a part of countd's state", value: part });
     }
   }
-  return heartbeat;
+  return checkIns;
 }
 
 /**
  * The daemon's state in the state directory: state.json (lowdb, written and synced through
  * DurableJSONFile, so a power cut leaves the old file or the new one) holds what stays small, job
- * and heartbeat state (where daemons share a backend, kept there instead: SharedStateStore) and the runs in
- * progress; run history is appended to runs/<job>.jsonl (RunHistory), so a saved run costs the
+ * state with the heartbeat's check-ins (where daemons share a backend, kept there instead:
+ * SharedStateStore) and the runs in progress; run history is appended to runs/<job>.jsonl (RunHistory), so a saved run costs the
  * same however many runs came before. Not one of lowdb's
  * presets: they switch to memory under NODE_ENV=test, and here persistence is the point.
  */
@@ -207,7 +235,7 @@ export class StateStore {
    * again) are reported. Pieces of state.json that do not fit are moved to the quarantine file
    * and the file is written without them; a file that is not JSON at all is refused. `history`:
    * where runs are kept instead of runs/ (a backend's that daemons share); `shared`: where job
-   * state, pauses and the heartbeat's state are kept instead of state.json (a shared backend's).
+   * state and pauses are kept instead of state.json (a shared backend's).
    */
   static async open(
     stateDir: string,
@@ -372,23 +400,16 @@ export class StateStore {
  * was and handed over at the next start.
  */
 async function handOver(db: Low<StateData>, shared: AdoptingStateStore, log: Logger): Promise<void> {
-  const { jobs, heartbeat, pausedAllAt } = db.data;
-  if (
-    Object.keys(jobs).length === 0 &&
-    pausedAllAt === undefined &&
-    heartbeat.delivered.length === 0 &&
-    heartbeat.lastContactAt === undefined
-  )
-    return;
+  const { jobs, pausedAllAt } = db.data;
+  if (Object.keys(jobs).length === 0 && pausedAllAt === undefined) return;
   let carried: { jobs: number; paused: string[] };
   try {
-    carried = await shared.adopt({ jobs, heartbeat, ...(pausedAllAt !== undefined ? { pausedAllAt } : {}) });
+    carried = await shared.adopt({ jobs, ...(pausedAllAt !== undefined ? { pausedAllAt } : {}) });
   } catch (err) {
     log.warn({ error: errorText(err) }, "could not hand state.json's job state over to the shared state; handed over at the next start");
     return;
   }
   db.data.jobs = {};
-  db.data.heartbeat = { delivered: [] };
   delete db.data.pausedAllAt;
   try {
     await db.write();

@@ -10,7 +10,7 @@ import { silentLogger, type Logger } from "../log.js";
 import type { MemoryStore } from "../memory/store.js";
 import type { FireRequest, RunContext } from "../runner/types.js";
 import { HEARTBEAT_JOB, type RunRecord } from "../store/run-record.js";
-import type { StateStore } from "../store/state.js";
+import { checkInsOf, checkInsToChange, type StateStore } from "../store/state.js";
 import { errorText } from "../text.js";
 import { heartbeatRespondTool } from "../tools/heartbeat.js";
 import {
@@ -87,7 +87,7 @@ export class CheckIns {
       return undefined;
     }
     const heartbeat = this.opts.config().heartbeat;
-    const state = withExchange(this.opts.state.data.heartbeat, await this.opts.lastExchange?.());
+    const state = withExchange(checkInsOf(this.opts.state.data), await this.opts.lastExchange?.());
     const decision = decideHeartbeat({ now: this.now(), config: heartbeat, state, checklist: await readChecklist(heartbeat.checklist) });
     if (decision.run) return { ...request, reason: "heartbeat" };
     this.decided({ outcome: "skipped", reason: decision.skip });
@@ -114,7 +114,7 @@ export class CheckIns {
       const message = this.opts.redactor().redact(respond.result()!.message.trim());
       const hash = messageHash(message);
       const now = this.now().getTime();
-      const earlier = this.opts.state.data.heartbeat.delivered.find((d) => d.hash === hash && now - Date.parse(d.at) < DEDUPE_WINDOW_MS);
+      const earlier = checkInsOf(this.opts.state.data).delivered.find((d) => d.hash === hash && now - Date.parse(d.at) < DEDUPE_WINDOW_MS);
       if (earlier) {
         this.decided({ outcome: "duplicate" });
         this.log.info({ deliveredAt: earlier.at }, "heartbeat suppressed: the same message was delivered before");
@@ -132,7 +132,7 @@ export class CheckIns {
   private async prompt(): Promise<string> {
     const config = this.opts.config();
     const now = this.now();
-    const idle = idleMs(this.opts.state.data.heartbeat, now);
+    const idle = idleMs(checkInsOf(this.opts.state.data), now);
     return heartbeatPrompt({
       now,
       timezone: config.heartbeat.timezone,
@@ -170,7 +170,7 @@ export class CheckIns {
     }
     const at = this.now();
     await this.opts.state.update((data) => {
-      const hb = data.heartbeat;
+      const hb = checkInsToChange(data);
       hb.delivered = hb.delivered.filter((d) => at.getTime() - Date.parse(d.at) < DELIVERED_KEPT_MS);
       hb.delivered.push({ at: at.toISOString(), hash });
       // A delivered check-in is contact with the recipient: the idle threshold counts from it.

@@ -4,7 +4,7 @@ import { lexer, type Token, type Tokens } from "marked";
 import { localClock } from "../time.js";
 import type { HeartbeatSkip } from "../events.js";
 import type { HeartbeatConfig } from "../config/schema.js";
-import type { HeartbeatState } from "../store/state.js";
+import type { CheckInState } from "../store/state.js";
 import { HEARTBEAT_RESPOND, type HeartbeatResponse } from "../tools/heartbeat.js";
 
 export const HOUR = 3_600_000;
@@ -78,7 +78,7 @@ function lineAsks(raw: string): boolean {
 }
 
 /** Check-ins delivered on `now`'s calendar day in the time zone. */
-export function deliveredToday(state: HeartbeatState, now: Date, timezone: string): number {
+export function deliveredToday(state: CheckInState, now: Date, timezone: string): number {
   const today = localClock(now, timezone).date;
   return state.delivered.filter((d) => {
     const at = new Date(d.at);
@@ -87,7 +87,7 @@ export function deliveredToday(state: HeartbeatState, now: Date, timezone: strin
 }
 
 /** Milliseconds since the last contact; undefined when there has been none. Never negative, so a clock step back does not read as "just talked". */
-export function idleMs(state: HeartbeatState, now: Date): number | undefined {
+export function idleMs(state: CheckInState, now: Date): number | undefined {
   const last = state.lastContactAt === undefined ? Number.NaN : Date.parse(state.lastContactAt);
   return Number.isNaN(last) ? undefined : Math.max(0, now.getTime() - last);
 }
@@ -111,7 +111,7 @@ function duration(ms: number): string {
 export function decideHeartbeat(input: {
   now: Date;
   config: HeartbeatConfig;
-  state: HeartbeatState;
+  state: CheckInState;
   checklist: string | undefined;
 }): HeartbeatDecision {
   const { now, config, state, checklist } = input;
@@ -189,7 +189,7 @@ const CHECK_IN_LOOKAHEAD_TICKS = 7 * 24 * 60;
  */
 export async function nextCheckIn(input: {
   config: HeartbeatConfig;
-  state: HeartbeatState;
+  state: CheckInState;
   firstTick: Date;
   lastExchange?: Date;
 }): Promise<Date | undefined> {
@@ -204,7 +204,7 @@ export async function nextCheckIn(input: {
 }
 
 /** The idle threshold counts from whichever came last: a delivered check-in or an exchange. */
-export function withExchange(state: HeartbeatState, exchange: Date | undefined): HeartbeatState {
+export function withExchange(state: CheckInState, exchange: Date | undefined): CheckInState {
   if (!exchange) return state;
   const contact = state.lastContactAt === undefined ? Number.NaN : Date.parse(state.lastContactAt);
   return Number.isNaN(contact) || exchange.getTime() > contact ? { ...state, lastContactAt: exchange.toISOString() } : state;

@@ -114,7 +114,7 @@ describe("countd jobs", { timeout: 90_000 }, () => {
     const delivered = new Date().toISOString();
     await writeFile(
       join(dir, "state", "state.json"),
-      JSON.stringify({ jobs: {}, heartbeat: { delivered: [{ at: delivered, hash: "0".repeat(64) }] }, running: {} }),
+      JSON.stringify({ jobs: { "@heartbeat": { checkIns: { delivered: [{ at: delivered, hash: "0".repeat(64) }] } } }, running: {} }),
     );
     await start();
     let expected = nextTick();

@@ -1,3 +1,5 @@
+import { appendFile, mkdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
@@ -92,6 +94,30 @@ describe("countd pause and resume", { timeout: 90_000 }, () => {
     await vi.waitFor(async () => expect(await runsSince(countd, started)).not.toEqual([]), { timeout: 15_000, interval: 300 });
     for (const run of await runsSince(countd, started)) expect(run).toMatchObject({ status: "skipped", error: "paused" });
     expect(mock.getRequests()).toEqual([]);
+  });
+
+  it("pauses @heartbeat as any job without a daemon, its check-ins kept beside the pause in its job state", async () => {
+    const { dir, countd } = await setup();
+    await appendFile(
+      join(dir, "countd.yaml"),
+      "heartbeat:\n  enabled: true\n  every: 1h\n  deliver:\n    - email: { to: [me@example.com] }\n",
+    );
+    const stateFile = join(dir, "state", "state.json");
+    const checkIns = { delivered: [{ at: new Date().toISOString(), hash: "0".repeat(64) }] };
+    await mkdir(join(dir, "state"), { recursive: true });
+    await writeFile(stateFile, JSON.stringify({ jobs: { "@heartbeat": { checkIns } }, running: {} }));
+    const onDisk = async () => JSON.parse(await readFile(stateFile, "utf8")) as unknown;
+
+    expect(await countd(["pause", "@heartbeat"])).toMatchObject({
+      code: 0,
+      stdout:
+        'paused @heartbeat: fires are recorded skipped ("paused") until countd resume @heartbeat (countd is not running: kept in state.json for its next start)\n',
+    });
+    expect(await onDisk()).toEqual({ jobs: { "@heartbeat": { checkIns, pausedAt: expect.any(String) } }, running: {} });
+    expect((await countd(["jobs"])).stdout).toMatch(/^@heartbeat \(paused\) +heartbeat every 1h/m);
+
+    expect(await countd(["resume", "@heartbeat"])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^resumed @heartbeat /) });
+    expect(await onDisk()).toEqual({ jobs: { "@heartbeat": { checkIns } }, running: {} });
   });
 
   it("names an unknown job, with or without a daemon, and wants a job or --all", async () => {

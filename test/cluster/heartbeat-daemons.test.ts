@@ -107,7 +107,8 @@ describe.skipIf(!hasRedis)("the heartbeat of three daemons on one Redis", { time
     mock.on({ userMessage: "Heartbeat check-in" }, { content: "HEARTBEAT_OK" });
     // A check-in already delivered today (on some node) and no checklist: nothing to do.
     const client = new Redis(cluster.redis.url);
-    await client.set("countd:state:heartbeat", JSON.stringify({ delivered: [{ at: new Date().toISOString(), hash: "earlier" }] }));
+    const checkIns = { delivered: [{ at: new Date().toISOString(), hash: "earlier" }] };
+    await client.hset("countd:state:jobs", "@heartbeat", JSON.stringify({ checkIns }));
     client.disconnect();
     const dirs = await nodes(undefined);
     await startNodes(dirs, cluster.env, cluster.daemons);

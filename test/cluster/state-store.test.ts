@@ -98,8 +98,8 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     const before = await gets();
     await Promise.all(Array.from({ length: 1_000 }, () => two.refresh()));
     expect(two.isPaused("report")).toBe(true);
-    // One look at the version, then one read of the state that changed (three GETs in it): not a look per run.
-    expect((await gets()) - before).toBe(4);
+    // One look at the version, then one read of the state that changed (two GETs in it): not a look per run.
+    expect((await gets()) - before).toBe(3);
     await one.resume("report");
     await two.refresh();
     expect(two.isPaused("report")).toBe(false);
@@ -112,8 +112,8 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
         report: { pausedAt: "2026-11-20T08:00:00.000Z", lastScheduledAt: "2026-11-30T09:00:00.000Z" },
         launch: { done: true, lastScheduledAt: "2026-11-25T12:00:00.000Z" },
         digest: { lastScheduledAt: "2026-11-29T07:00:00.000Z" },
+        "@heartbeat": { checkIns: { delivered: [{ at: "2026-11-30T10:00:00.000Z", hash: "abc" }] } },
       },
-      heartbeat: { delivered: [{ at: "2026-11-30T10:00:00.000Z", hash: "abc" }] },
       running: { "report/20261130T090000Z-1a2b": { job: "report", id: "20261130T090000Z-1a2b" } },
       pausedAllAt: "2026-11-21T08:00:00.000Z",
     };
@@ -131,9 +131,9 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
       report: { pausedAt: "2026-11-10T08:00:00.000Z", lastScheduledAt: "2026-11-30T09:00:00.000Z" },
       launch: { done: true, lastScheduledAt: "2026-11-25T12:00:00.000Z" },
       digest: { lastScheduledAt: "2026-11-30T07:00:00.000Z" },
+      "@heartbeat": alone.jobs["@heartbeat"],
     });
     expect(node.pausedAll()).toBe("2026-11-21T08:00:00.000Z");
-    expect(node.data.heartbeat.delivered).toEqual(alone.heartbeat.delivered);
     await vi.waitFor(() => expect(other.isPaused("digest")).toBe(true));
     expect(logs.lines).toContainEqual(
       expect.objectContaining({
@@ -145,7 +145,6 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     // state.json keeps the node's running index alone, so a pause lifted in the cluster is not brought back.
     expect(JSON.parse(await readFile(join(dir, "state.json"), "utf8"))).toEqual({
       jobs: {},
-      heartbeat: { delivered: [] },
       running: alone.running,
     });
     await other.resume(null);
@@ -170,15 +169,15 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
     expect(daemon.isPaused("report")).toBe(true);
   });
 
-  it("countd ask on any node is contact for every node's heartbeat: the last exchange is kept in the shared heartbeat state", async () => {
+  it("countd ask on any node is contact for every node's heartbeat: the last exchange is kept in @heartbeat's shared job state", async () => {
     const daemon = await daemonState();
     const config = await loadConfig({ file: join(await nodeFolder(redis.url, "n2", {}), "countd.yaml"), needs: [] });
     await recordExchange(config, new Date("2026-12-01T10:00:00.000Z"));
-    await vi.waitFor(() => expect(daemon.data.heartbeat.lastContactAt).toBe("2026-12-01T10:00:00.000Z"));
+    await vi.waitFor(() => expect(daemon.job("@heartbeat").checkIns?.lastContactAt).toBe("2026-12-01T10:00:00.000Z"));
     // An older exchange does not move it back.
     await recordExchange(config, new Date("2026-12-01T09:00:00.000Z"));
     await daemon.refresh();
-    expect(daemon.data.heartbeat.lastContactAt).toBe("2026-12-01T10:00:00.000Z");
+    expect(daemon.job("@heartbeat").checkIns?.lastContactAt).toBe("2026-12-01T10:00:00.000Z");
   });
 
   it("leaves out what does not fit, with a warning, and keeps the rest", async () => {
@@ -192,16 +191,15 @@ describe.skipIf(!hasRedis)("the cluster's shared state in Redis", () => {
       "bad",
       JSON.stringify({ pausedAt: 7 }),
     );
-    await client.set("countd:state:heartbeat", JSON.stringify({ delivered: "never" }));
+    await client.hset("countd:state:jobs", "@heartbeat", JSON.stringify({ checkIns: { delivered: "never" } }));
     const logs = captureLog();
     const state = await daemonState({ log: logs.log });
     expect(state.data.jobs).toEqual({ good: { pausedAt: "2026-12-01T10:00:00.000Z" } });
-    expect(state.data.heartbeat).toEqual({ delivered: [] });
     expect(
       logs.lines
         .filter((line) => line.msg === "shared state in Redis does not fit; left out")
         .map((line) => line.fields["key"])
         .sort(),
-    ).toEqual(["countd:state:heartbeat", "countd:state:jobs bad", "countd:state:jobs text"]);
+    ).toEqual(["countd:state:jobs @heartbeat", "countd:state:jobs bad", "countd:state:jobs text"]);
   });
 });

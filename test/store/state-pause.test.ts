@@ -65,13 +65,13 @@ describe("StateStore: pause", () => {
     expect(reopened.pausedAll()).toBeUndefined();
     expect(reopened.isPaused("report")).toBe(false);
     expect(reopened.isPaused("digest")).toBe(false);
-    expect(await stateOnDisk()).toEqual({ jobs: {}, heartbeat: { delivered: [] }, running: {} });
+    expect(await stateOnDisk()).toEqual({ jobs: {}, running: {} });
   });
 
   it("reads a state.json written before pausing existed, and moves aside pause times that are no time", async () => {
     await writeFile(
       join(dir, "state.json"),
-      JSON.stringify({ jobs: { report: { lastScheduledAt: "2026-12-01T08:00:00.000Z" } }, heartbeat: { delivered: [] }, running: {} }),
+      JSON.stringify({ jobs: { report: { lastScheduledAt: "2026-12-01T08:00:00.000Z" } }, running: {} }),
     );
     const before = await StateStore.open(dir);
     expect(before.isPaused("report")).toBe(false);

@@ -125,12 +125,13 @@ describe("StateStore", () => {
     expect(await state.runs("gone")).toEqual([]);
   });
 
-  it("keeps job state, runs and heartbeat state across a reopen", async () => {
+  it("keeps job state, the heartbeat's check-ins among it, and runs across a reopen", async () => {
     const state = await StateStore.open(dir);
     await state.update((data) => {
       data.jobs["once"] = { lastScheduledAt: "2026-12-01T01:00:00.000Z", done: true };
-      data.heartbeat.delivered.push({ at: "2026-11-30T09:00:00.000Z", hash: "abc" });
-      data.heartbeat.lastContactAt = "2026-11-30T08:00:00.000Z";
+      data.jobs["@heartbeat"] = {
+        checkIns: { delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "abc" }], lastContactAt: "2026-11-30T08:00:00.000Z" },
+      };
     });
     await state.saveRun(record("once", "o1"));
 
@@ -138,7 +139,7 @@ describe("StateStore", () => {
     expect(reopened.job("once")).toEqual({ lastScheduledAt: "2026-12-01T01:00:00.000Z", done: true });
     expect(reopened.job("never-seen")).toEqual({});
     expect(await ids(reopened, "once")).toEqual(["o1"]);
-    expect(reopened.data.heartbeat).toEqual({
+    expect(reopened.job("@heartbeat").checkIns).toEqual({
       delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "abc" }],
       lastContactAt: "2026-11-30T08:00:00.000Z",
     });
@@ -260,7 +261,7 @@ describe("StateStore", () => {
         problem: expect.stringMatching(/^does not fit/),
       },
     });
-    expect(await stateOnDisk()).toEqual({ jobs: {}, heartbeat: { delivered: [] }, running: {} });
+    expect(await stateOnDisk()).toEqual({ jobs: {}, running: {} });
   });
   it("skips history lines that are no run record of the job, with a warning, and moves them aside when the file is rewritten", async () => {
     const state = await StateStore.open(dir);
@@ -296,12 +297,16 @@ describe("StateStore", () => {
       [null, ["the whole file"]],
       [
         {
-          jobs: { a: { lastScheduledAt: "2026-11-30T09:00:00.000Z" }, b: 5, c: { done: "yes" } },
-          heartbeat: { delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "h" }, "x"], lastContactAt: 3 },
+          jobs: {
+            a: { lastScheduledAt: "2026-11-30T09:00:00.000Z" },
+            b: 5,
+            c: { done: "yes" },
+            "@heartbeat": { checkIns: { delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "h" }, "x"], lastContactAt: 3 } },
+          },
           running: [],
           extra: true,
         },
-        ["jobs.b", "jobs.c", "heartbeat.delivered.1", "heartbeat.lastContactAt", "running", "extra"],
+        ["jobs.b", "jobs.c", "jobs.@heartbeat.checkIns.delivered.1", "jobs.@heartbeat.checkIns.lastContactAt", "running", "extra"],
       ],
     ];
     for (const [shape, where] of shapes) {
@@ -312,12 +317,12 @@ describe("StateStore", () => {
         (await quarantine()).map((q) => q["where"]),
         JSON.stringify(shape),
       ).toEqual(where);
-      expect(Object.keys(state.data).sort()).toEqual(["heartbeat", "jobs", "running"]);
+      expect(Object.keys(state.data).sort()).toEqual(["jobs", "running"]);
       expect(await stateOnDisk()).toEqual(state.data);
     }
     const state = await StateStore.open(dir);
     expect(state.job("a")).toEqual({ lastScheduledAt: "2026-11-30T09:00:00.000Z" });
-    expect(state.data.heartbeat).toEqual({ delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "h" }] });
+    expect(state.job("@heartbeat")).toEqual({ checkIns: { delivered: [{ at: "2026-11-30T09:00:00.000Z", hash: "h" }] } });
     expect(await quarantine()).toHaveLength(6);
   });
 

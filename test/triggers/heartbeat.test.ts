@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { heartbeatPrompt } from "../../src/agent/heartbeat-prompt.js";
 import type { HeartbeatConfig } from "../../src/config/schema.js";
 import { MemoryStore, type MemoryEntry } from "../../src/memory/store.js";
-import { StateStore, type HeartbeatState } from "../../src/store/state.js";
+import { checkInsOf, checkInsToChange, StateStore, type CheckInState } from "../../src/store/state.js";
 import { checklistIsActionable, decideHeartbeat, messageHash } from "../../src/triggers/heartbeat.js";
 import { captureLog } from "../support/log-capture.js";
 import { useAimock } from "../support/aimock.js";
@@ -69,10 +69,10 @@ const SKIP_OF_RULE: Record<string, string> = {
 const skipOfRule = (reason: string) => Object.entries(SKIP_OF_RULE).find(([start]) => reason.startsWith(start))?.[1];
 
 describe("decideHeartbeat", () => {
-  const empty: HeartbeatState = { delivered: [] };
-  const delivered = (...ats: string[]): HeartbeatState => ({ delivered: ats.map((at) => ({ at, hash: "h" })) });
+  const empty: CheckInState = { delivered: [] };
+  const delivered = (...ats: string[]): CheckInState => ({ delivered: ats.map((at) => ({ at, hash: "h" })) });
 
-  it.each<[string, { now: string; config?: Partial<HeartbeatConfig>; state?: HeartbeatState; checklist?: string }, string | undefined]>([
+  it.each<[string, { now: string; config?: Partial<HeartbeatConfig>; state?: CheckInState; checklist?: string }, string | undefined]>([
     ["22:14 Shanghai is after 21:00", { now: "2026-03-05T14:14:00Z" }, "outside active hours 08:00-21:00 (now 22:14 Asia/Shanghai)"],
     ["07:59 is before 08:00", { now: "2026-03-04T23:59:00Z" }, "outside active hours 08:00-21:00 (now 07:59 Asia/Shanghai)"],
     ["08:00 is the first active minute", { now: "2026-03-05T00:00:00Z" }, undefined],
@@ -313,7 +313,7 @@ describe("the heartbeat's check-ins through the runner and the outbox", () => {
         async () => {
           const state = await StateStore.open(stateDir);
           await state.update((d) => {
-            d.heartbeat.delivered.push({ at: "2026-03-05T00:10:00Z", hash: "a" }, { at: "2026-03-05T00:20:00Z", hash: "b" });
+            checkInsToChange(d).delivered.push({ at: "2026-03-05T00:10:00Z", hash: "a" }, { at: "2026-03-05T00:20:00Z", hash: "b" });
           });
         },
         /^daily cap reached: 2 of 2/,
@@ -324,7 +324,7 @@ describe("the heartbeat's check-ins through the runner and the outbox", () => {
         async () => {
           const state = await StateStore.open(stateDir);
           await state.update((d) => {
-            d.heartbeat.lastContactAt = "2026-03-05T00:00:00Z";
+            checkInsToChange(d).lastContactAt = "2026-03-05T00:00:00Z";
           });
         },
         /^user in contact recently: last contact 1h ago, idle threshold 4h$/,
@@ -343,7 +343,7 @@ describe("the heartbeat's check-ins through the runner and the outbox", () => {
         async () => {
           const state = await StateStore.open(stateDir);
           await state.update((d) => {
-            d.heartbeat.delivered.push({ at: "2026-03-05T00:10:00Z", hash: "a" });
+            checkInsToChange(d).delivered.push({ at: "2026-03-05T00:10:00Z", hash: "a" });
           });
           await writeFile(join(workspace, "HEARTBEAT.md"), DONE_CHECKLIST);
         },
@@ -376,7 +376,7 @@ describe("the heartbeat's check-ins through the runner and the outbox", () => {
     expect(run).toMatchObject({ job: "@heartbeat", reason: "heartbeat", status: "ok" });
     expect(sent()).toEqual(["Good morning! The plants need water today."]);
     expect(JSON.parse(receiver.requests[0]!.body)).toMatchObject({ type: "heartbeat", run: { id: run!.id } });
-    expect(hb.state.data.heartbeat).toEqual({
+    expect(checkInsOf(hb.state.data)).toEqual({
       delivered: [{ at: "2026-03-05T01:00:00.000Z", hash: messageHash("Good morning! The plants need water today.") }],
       lastContactAt: "2026-03-05T01:00:00.000Z",
     });
@@ -399,7 +399,7 @@ describe("the heartbeat's check-ins through the runner and the outbox", () => {
     expect(reasons("heartbeat silent")).toEqual(["the agent chose not to notify"]);
     expect(mock.getRequests()).toHaveLength(2);
     expect(sent()).toEqual([]);
-    expect(hb.state.data.heartbeat).toEqual({ delivered: [] });
+    expect(checkInsOf(hb.state.data)).toEqual({ delivered: [] });
   });
 
   it.each([
@@ -480,7 +480,7 @@ describe("the heartbeat's check-ins through the runner and the outbox", () => {
       msg: "heartbeat delivery failed",
       fields: { component: "heartbeat", runId: expect.any(String), error: expect.stringMatching(/^check-in not delivered: /) },
     });
-    expect(hb.state.data.heartbeat).toEqual({ delivered: [] });
+    expect(checkInsOf(hb.state.data)).toEqual({ delivered: [] });
 
     // Neither the cap, the dedupe nor the idle threshold saw the failed attempt.
     advance(30 * 60_000);
@@ -499,7 +499,7 @@ describe("the heartbeat's check-ins through the runner and the outbox", () => {
     const first = await service({ maxPerDay: 1 });
     expect(await first.tick()).toMatchObject({ decision: { outcome: "sent" } });
     await first.close();
-    expect(JSON.parse(await readFile(join(stateDir, "state.json"), "utf8")).heartbeat.delivered).toHaveLength(1);
+    expect(JSON.parse(await readFile(join(stateDir, "state.json"), "utf8")).jobs["@heartbeat"].checkIns.delivered).toHaveLength(1);
 
     advance(5 * HOUR);
     const restarted = await service({ maxPerDay: 1 });
@@ -508,16 +508,38 @@ describe("the heartbeat's check-ins through the runner and the outbox", () => {
     expect(mock.getRequests()).toHaveLength(2);
   });
 
+  it("keeps its check-ins as the job state of @heartbeat, which a pause and a resume leave as they are", async () => {
+    await writeChecklist(OPEN_CHECKLIST);
+    agentReplies({ notify: true, message: "Water the plants today." });
+    const hb = await service();
+    expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
+    const checkIns = {
+      delivered: [{ at: "2026-03-05T01:00:00.000Z", hash: messageHash("Water the plants today.") }],
+      lastContactAt: "2026-03-05T01:00:00.000Z",
+    };
+    const onDisk = async () => JSON.parse(await readFile(join(stateDir, "state.json"), "utf8")) as Record<string, unknown>;
+    expect(await onDisk()).toEqual({ jobs: { "@heartbeat": { checkIns } }, running: {} });
+
+    await hb.state.pause("@heartbeat", new Date("2026-03-05T02:00:00.000Z"));
+    expect(hb.state.job("@heartbeat")).toEqual({ checkIns, pausedAt: "2026-03-05T02:00:00.000Z" });
+    await hb.state.resume("@heartbeat");
+    await hb.state.close();
+    expect(await onDisk()).toEqual({ jobs: { "@heartbeat": { checkIns } }, running: {} });
+  });
+
   it("forgets delivered check-ins older than two days when it records a new one", async () => {
     await writeChecklist(OPEN_CHECKLIST);
     const state = await StateStore.open(stateDir);
     await state.update((d) => {
-      d.heartbeat.delivered.push({ at: "2026-03-01T01:00:00.000Z", hash: "old" }, { at: "2026-03-04T01:00:00.000Z", hash: "recent" });
+      checkInsToChange(d).delivered.push(
+        { at: "2026-03-01T01:00:00.000Z", hash: "old" },
+        { at: "2026-03-04T01:00:00.000Z", hash: "recent" },
+      );
     });
     agentReplies({ notify: true, message: "Water the plants today." });
     const hb = await service();
     expect(await hb.tick()).toMatchObject({ decision: { outcome: "sent" } });
-    expect(hb.state.data.heartbeat.delivered.map((d) => d.hash)).toEqual(["recent", messageHash("Water the plants today.")]);
+    expect(checkInsOf(hb.state.data).delivered.map((d) => d.hash)).toEqual(["recent", messageHash("Water the plants today.")]);
   });
 
   it("greets once a day when there is no checklist", async () => {
