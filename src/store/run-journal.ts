@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { appendFile, mkdir, readFile, utimes, writeFile } from "node:fs/promises";
+import { mkdir, open, readFile, utimes, writeFile, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
@@ -18,17 +18,23 @@ export const blobFile = (state: string, hash: string) => join(state, JOURNAL_DIR
 export interface JournalSink {
   append(text: string): Promise<void>;
   blob(hash: string, text: string): Promise<void>;
+  /** Lets go of what the sink holds open, once the last append is done. */
+  release(): void;
 }
 
+/** An entry waits at most this long in memory before it is appended, as the audit log's lines do. */
+export const JOURNAL_FLUSH_MS = 1_000;
+
 /**
- * One run's journal as it is written: each entry redacted, stamped and appended in order behind
- * the run (the run never waits on a write); the entries that come while a write is on its way go
- * in the next one together. `close` waits for what is left. Not synced: like a session, a crash
- * may take the last entries of a run in progress.
+ * One run's journal as it is written: each entry redacted, stamped and kept in order, then
+ * appended behind the run (the run never waits on a write) within JOURNAL_FLUSH_MS of the first
+ * entry waiting, or at `close`, which waits for what is left: a run of a few seconds takes one
+ * write. Not synced: like a session, a crash may take the last second's entries of a run in progress.
  */
 export class RunJournal implements JournalWriter {
   private chain: Promise<void> = Promise.resolve();
   private lines: string[] = [];
+  private timer: NodeJS.Timeout | undefined;
   private failed = false;
 
   constructor(
@@ -39,10 +45,8 @@ export class RunJournal implements JournalWriter {
 
   write(entry: JournalInput, sub?: string): void {
     const line = { v: JOURNAL_VERSION, at: new Date().toISOString(), ...(sub !== undefined ? { sub } : {}), ...entry };
-    // The first line waiting queues the write that takes every line waiting by the time it runs.
-    if (this.lines.push(`${JSON.stringify(this.redactor.redactStrings(line))}\n`) === 1) {
-      this.then(() => this.sink.append(this.lines.splice(0).join("")));
-    }
+    this.lines.push(`${JSON.stringify(this.redactor.redactStrings(line))}\n`);
+    this.timer ??= setTimeout(() => this.flush(), JOURNAL_FLUSH_MS).unref();
   }
 
   blob(text: string): string {
@@ -61,8 +65,19 @@ export class RunJournal implements JournalWriter {
   }
 
   /** Once every entry written so far is where it goes. */
-  close(): Promise<void> {
-    return this.chain;
+  async close(): Promise<void> {
+    this.flush();
+    await this.chain;
+    this.sink.release();
+  }
+
+  /** Appends every entry waiting, behind the writes already on their way. */
+  private flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.lines.length === 0) return;
+    const text = this.lines.splice(0).join("");
+    this.then(() => this.sink.append(text));
   }
 
   private then(step: () => Promise<void>): void {
@@ -87,11 +102,21 @@ const TOUCHED_KEPT = 1_000;
  */
 export function fileSink(state: string, job: string, runId: string, touched = new Map<string, number>()): JournalSink {
   const file = journalFile(state, job, runId);
-  let made: Promise<unknown> | undefined;
+  // Opened as the run starts, so the write at its end is the only one the run waits for.
+  let handle: Promise<FileHandle> | undefined = openFor(join(state, JOURNAL_DIR, job), file);
+  // Unhandled until the first append asks for it: that append says what went wrong.
+  handle.catch(() => {});
   return {
     async append(text) {
-      await (made ??= mkdir(join(state, JOURNAL_DIR, job), { recursive: true }));
-      await appendFile(file, text);
+      const reopen = () => (handle = openFor(join(state, JOURNAL_DIR, job), file));
+      // Opened at the start while its folder was away (the state directory emptied): opened again now.
+      const opened = await (handle ?? reopen()).catch(reopen);
+      await opened.write(text);
+    },
+    release() {
+      const held = handle;
+      handle = undefined;
+      void held?.then((opened) => opened.close()).catch(() => {});
     },
     async blob(hash, text) {
       const path = blobFile(state, hash);
@@ -100,9 +125,8 @@ export function fileSink(state: string, job: string, runId: string, touched = ne
       // Only the last hour's are worth remembering: the map stays as small as an hour's prompts.
       if (touched.size >= TOUCHED_KEPT) for (const [known, at] of touched) if (at <= since) touched.delete(known);
       touched.set(path, Date.now());
-      await mkdir(join(state, JOURNAL_DIR, BLOBS_DIR), { recursive: true });
       try {
-        await writeFile(path, text, { flag: "wx" });
+        await inDir(join(state, JOURNAL_DIR, BLOBS_DIR), () => writeFile(path, text, { flag: "wx" }));
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
         const now = new Date();
@@ -110,6 +134,35 @@ export function fileSink(state: string, job: string, runId: string, touched = ne
       }
     },
   };
+}
+
+/** The folders this process made: a run's write does not ask for its folder again. */
+const made = new Set<string>();
+
+/** `file` opened for appending, in `dir` (inDir). */
+async function openFor(dir: string, file: string): Promise<FileHandle> {
+  let opened: FileHandle | undefined;
+  await inDir(dir, async () => {
+    opened = await open(file, "a");
+  });
+  return opened!;
+}
+
+/** `write` in `dir`, made first unless this process made it; made again if it was removed meanwhile (the state directory emptied). */
+async function inDir(dir: string, write: () => Promise<void>): Promise<void> {
+  if (!made.has(dir)) {
+    await mkdir(dir, { recursive: true });
+    made.add(dir);
+  }
+  try {
+    await write();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    made.delete(dir);
+    await mkdir(dir, { recursive: true });
+    made.add(dir);
+    await write();
+  }
 }
 
 /** A journal as read back: its entries that fit, the texts they reference, and what could not be used. */

@@ -4,8 +4,8 @@ import { readTranscript, type Transcript } from "./transcript.js";
 
 /**
  * Where `countd show` and the console read a run's transcript: from the run's journal alone. A
- * daemon alone reads its state directory's journals (transcript.ts); in a cluster a run of another
- * node is read from Redis, where its node stored the journal (cluster/transcripts.ts).
+ * daemon alone reads its state directory's journals (transcript.ts); where daemons share a
+ * backend, a run of another node is read from the backend, where its node stored the journal.
  */
 export interface TranscriptStore {
   read(run: RunRecord): Promise<Transcript>;
