@@ -6,7 +6,7 @@
  *   messages countd's loop sends (the baseline every other figure is a ratio to).
  * - loop: countd's AgentLoop alone, with no sessions, tool history or audit log.
  * - daemon: the same exchange as the daemon runs a cron job: openRuntime on a countd.yaml in a
- *   temporary folder (audit log, sessions and tool history on, in its state and logs folders),
+ *   temporary folder (audit log, sessions and the run journal on, in its state and logs folders),
  *   each run through jobExecutor with a fresh isolated session, recorded in its run journal.
  * - vercel: the Vercel AI SDK's streamText with the tool and a stop after six steps.
  * - agents: OpenAI Agents JS's run() on a chat-completions model, streamed, at most six turns.

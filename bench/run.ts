@@ -37,7 +37,7 @@ if (wanted("loop")) {
   console.log(`  (c) 5 tool calls and an answer (6 streamed requests), per exchange, beside the bare openai SDK ${fmt(exchangeMs.sdk)}:`);
   console.log(`      AgentLoop alone ${toSdk("loop")} (target <= 1.05x) ${verdict(ratio.loop <= 1.05)}`);
   console.log(
-    `      as the daemon wires it (openRuntime: audit log, sessions, tool history) ${toSdk("daemon")} ` +
+    `      as the daemon wires it (openRuntime: audit log, sessions, run journal) ${toSdk("daemon")} ` +
       `(target <= 1.15x) ${verdict(ratio.daemon <= 1.15)}`,
   );
   for (const [label, name] of [

@@ -292,7 +292,7 @@ export class AgentLoop {
       // Both are written once per message, side by side, not once per call.
       await Promise.all([
         sessions && transcript.length > 0 ? sessions.append(sessionId, transcript, options.runId) : undefined,
-        this.opts.toolHistory?.flush(sessionId),
+        options.journal ? undefined : this.opts.toolHistory?.flush(sessionId),
       ]);
       figures = {
         status,
@@ -376,14 +376,16 @@ export class AgentLoop {
       ...server,
       ...(isError ? { error: content } : {}),
     });
-    toolHistory?.record({
-      sessionId: ctx.sessionId,
-      toolName: call.name,
-      arguments: call.arguments ?? call.rawArguments,
-      userMessage: ctx.userMessage ?? "",
-      result: content,
-      durationMs,
-    });
+    // A run's tool calls are in its journal, whole; the tool history keeps those of messages with none (countd ask).
+    if (!ctx.journal)
+      toolHistory?.record({
+        sessionId: ctx.sessionId,
+        toolName: call.name,
+        arguments: call.arguments ?? call.rawArguments,
+        userMessage: ctx.userMessage ?? "",
+        result: content,
+        durationMs,
+      });
     return { content, isError, attempts, durationMs };
   }
 }

@@ -81,8 +81,17 @@ describe("countd start, stopped by SIGTERM while jobs run", () => {
         audit.filter((line) => line.kind === "llm" && line.session === run.sessionId),
         context,
       ).toHaveLength(run.iterations);
-      const toolHistory = await readFile(join(dir, "state", "tool-history", sessionFileName(run.sessionId)), "utf8").catch(() => "");
-      expect(toolHistory.split("\n").filter(Boolean), context).toHaveLength(run.toolCalls);
+      // A run's tool calls are kept in its journal (the tool history keeps countd ask's).
+      const journal = await readFile(join(dir, "state", "journal", run.job, `${run.id}.jsonl`), "utf8").catch(() => "");
+      const entries = journal
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { kind: string });
+      expect(
+        entries.filter((entry) => entry.kind === "tool"),
+        context,
+      ).toHaveLength(run.toolCalls);
+      expect(entries.at(-1), context).toMatchObject({ kind: "end", status: run.status, tool_calls: run.toolCalls });
       const [marker, ...messages] = (await readFile(join(dir, "state", "sessions", sessionFileName(run.sessionId)), "utf8"))
         .split("\n")
         .filter(Boolean)
