@@ -55,7 +55,9 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     // A price of its own for the model, so that the costs shown are the test's, not the bundled table's.
     await writeFile(
       join(dir, "countd.yaml"),
-      "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\nprices:\n  gpt-4o-mini: { input: 0.15, cached_input: 0.075, output: 0.6 }\n",
+      // The heartbeat with no HEARTBEAT.md has nothing to say: listed as a job, it never asks the LLM here.
+      "runner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\nprices:\n  gpt-4o-mini: { input: 0.15, cached_input: 0.075, output: 0.6 }\n" +
+        "heartbeat:\n  enabled: true\n  every: 1h\n  timezone: Asia/Tokyo\n  deliver:\n    - email: { to: [me@example.com] }\n",
     );
     const jobs: Record<string, string> = {
       report: "description: The weekly numbers\nprompt: Write the weekly report.\ntools: [list_dir]\n",
@@ -198,7 +200,11 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
       expect(broken).toMatch(/not loaded: schedule: /);
       expect(broken).not.toContain("never");
       expect(await text(page, "tr.problems-row")).toMatch(/jobs\/broken\.yaml is invalid[\s\S]*every monday/);
-      expect(await text(page, ".tiles")).toMatch(/Jobs6 loaded, 1 invalid/);
+      // The heartbeat is a job like the others: listed with its next check-in, and its page answers.
+      const heartbeat = (await row("@heartbeat").textContent()) ?? "";
+      expect(heartbeat).toContain("every 1h");
+      expect(heartbeat).toMatch(/\d{4}-\d{2}-\d{2} \d{2}:\d{2} \+09:00/);
+      expect(await text(page, ".tiles")).toMatch(/Jobs7 loaded, 1 invalid/);
       await page.locator(".connection", { hasText: "live" }).waitFor();
 
       // The keyboard alone: the skip link comes first, then g b and g o move between screens.
@@ -213,6 +219,9 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
       await page.keyboard.press("o");
       await heading(page).filter({ hasText: "Overview" }).waitFor();
       await expectInert(page);
+      await page.getByRole("link", { name: "@heartbeat", exact: true }).click();
+      await heading(page).filter({ hasText: "@heartbeat" }).waitFor();
+      expect(await text(page, "main")).not.toContain("no job named");
     },
   );
 
@@ -406,7 +415,8 @@ describe.skipIf(!hasChromium)("the console in Chromium", () => {
     await page.getByRole("button", { name: "Pause all" }).click();
     await page.locator(".notice", { hasText: "All jobs are paused" }).waitFor();
     await page.getByRole("button", { name: "Resume all" }).waitFor();
-    expect(await page.locator("table.jobs .badge", { hasText: "paused" }).count()).toBe(6);
+    // Every loaded job, the heartbeat among them.
+    expect(await page.locator("table.jobs .badge", { hasText: "paused" }).count()).toBe(7);
     await page.getByRole("button", { name: "Resume all" }).click();
     await page.getByRole("button", { name: "Pause all" }).waitFor();
     await expect.poll(() => page.locator("table.jobs .badge", { hasText: "paused" }).count(), { timeout: WAIT_MS }).toBe(0);
