@@ -20,7 +20,11 @@ import { finalRecord } from "../support/runner-jobs.js";
 import { CHROMIUM, hasSystemPackage } from "../support/system-package.js";
 import { countdIn, llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import {
+  CHECK_IN_MESSAGE,
+  checkInFixtures,
   expectWholeCancelled,
+  expectWholeCheckIn,
+  HEARTBEAT_LINES,
   expectWholeWork,
   journalFixtures,
   MCP_LINE,
@@ -38,8 +42,6 @@ import {
  * and through a daemon's console API) and the console's run page in Chromium still have every step.
  */
 
-/** What the heartbeat's prompt says, which the LLM server answers to. */
-const CHECK = "Heartbeat check-in";
 const hasChromium = await hasSystemPackage("chromium", import.meta.filename);
 
 /** The stores a daemon alone opens for its pipeline: its own spend ledger and outbox journal. */
@@ -62,19 +64,13 @@ describe("a run's journal", { timeout: 120_000 }, () => {
     dir = await mkdtemp(join(tmpdir(), "countd-journal-"));
     await writeFile(
       join(dir, "countd.yaml"),
-      `tools:\n  exec:\n    sandbox: none\nconsole: { listen: "127.0.0.1:0" }\nheartbeat:\n  deliver:\n    - email: { to: [me@example.com] }\n${MCP_LINE}\n`,
+      `tools:\n  exec:\n    sandbox: none\nconsole: { listen: "127.0.0.1:0" }\n${HEARTBEAT_LINES.join("\n")}\n${MCP_LINE}\n`,
     );
     const env = { PATH: process.env["PATH"] ?? "", ...llmEnv(`${mock.url}/v1`) };
     const config = await loadConfig({ cwd: dir, env });
     await writeNotes(config.paths.workspace);
     journalFixtures(mock);
-    mock.on(
-      { userMessage: CHECK, sequenceIndex: 0 },
-      {
-        toolCalls: [{ name: "heartbeat_respond", arguments: JSON.stringify({ notify: true, message: "The disk is 91 % full." }) }],
-      },
-    );
-    mock.on({ userMessage: CHECK, sequenceIndex: 1 }, { content: "" });
+    checkInFixtures(mock);
 
     const runtime = await openRuntime(config, env);
     const state = await StateStore.open(config.paths.state);
@@ -129,7 +125,7 @@ describe("a run's journal", { timeout: 120_000 }, () => {
     expect(cancelled.status).toBe("cancelled");
     // The check-in asked for by hand, as `countd run @heartbeat` asks it: its answer is the check-in.
     const checkIn = await finalRecord(pipeline.runner, { job: HEARTBEAT_JOB, reason: "manual", scheduledAt: new Date() });
-    expect(checkIn).toMatchObject({ status: "ok", resultExcerpt: "The disk is 91 % full." });
+    expect(checkIn).toMatchObject({ status: "ok", resultExcerpt: CHECK_IN_MESSAGE });
     checkIns.close();
 
     await pipeline.runner.shutdown(0);
@@ -166,12 +162,7 @@ describe("a run's journal", { timeout: 120_000 }, () => {
     const offline = { work: await show(work.id), slow: await show(cancelled.id), beat: await show(checkIn.id) };
     expectWholeWork(offline.work);
     expectWholeCancelled(offline.slow);
-    expect(offline.beat.transcript.prompt).toContain(CHECK);
-    expect(offline.beat.transcript.incomplete).toBeUndefined();
-    expect(offline.beat.transcript.steps).toContainEqual(
-      expect.objectContaining({ kind: "tool", name: "heartbeat_respond", arguments: { notify: true, message: "The disk is 91 % full." } }),
-    );
-    expect(offline.beat.transcript.steps.filter((step) => step.kind === "llm")).toHaveLength(2);
+    expectWholeCheckIn(offline.beat);
     const text = await countd(["show", work.id]);
     expect(text.stdout).toContain("line 39 of the notes");
     expect(text.stdout).not.toContain("(incomplete");

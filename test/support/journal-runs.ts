@@ -56,6 +56,31 @@ export function journalFixtures(mock: LLMock): void {
   mock.on({ userMessage: SLOW }, { toolCalls: [{ name: "exec", arguments: JSON.stringify({ command: STARTED_COMMAND }) }] });
 }
 
+/** What the heartbeat's prompt says, which the LLM server answers to. */
+export const CHECK_IN = "Heartbeat check-in";
+export const CHECK_IN_MESSAGE = "The disk is 91 % full.";
+/** countd.yaml's heartbeat: its check-ins are mailed (written as .eml without smtp settings). */
+export const HEARTBEAT_LINES = ["heartbeat:", "  enabled: true", "  deliver:", "    - email: { to: [me@example.com] }"];
+
+/** The heartbeat's run: the agent says the check-in through its reply tool, then ends. */
+export function checkInFixtures(mock: LLMock): void {
+  mock.on(
+    { userMessage: CHECK_IN, sequenceIndex: 0 },
+    { toolCalls: [{ name: "heartbeat_respond", arguments: JSON.stringify({ notify: true, message: CHECK_IN_MESSAGE }) }] },
+  );
+  mock.on({ userMessage: CHECK_IN, sequenceIndex: 1 }, { content: "" });
+}
+
+/** A check-in's transcript, whole: the heartbeat's prompt, the reply tool's call and both LLM calls. */
+export function expectWholeCheckIn(view: RunView): void {
+  expect(view.transcript.prompt).toContain(CHECK_IN);
+  expect(view.transcript.incomplete).toBeUndefined();
+  expect(view.transcript.steps).toContainEqual(
+    expect.objectContaining({ kind: "tool", name: "heartbeat_respond", arguments: { notify: true, message: CHECK_IN_MESSAGE } }),
+  );
+  expect(view.transcript.steps.filter((step) => step.kind === "llm")).toHaveLength(2);
+}
+
 /** What a transcript was once put together from: gone, as if removed by hand or by retention. */
 export async function removeOtherRecords(dir: string): Promise<void> {
   for (const folder of [join(dir, "state", "sessions"), join(dir, "state", "tool-history"), join(dir, "logs")]) {
