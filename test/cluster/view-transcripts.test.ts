@@ -12,6 +12,7 @@ import { fileSink, RunJournal } from "../../src/store/run-journal.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { hasSystemPackage } from "../support/system-package.js";
 import { useRedis } from "../support/use-redis.js";
+import { endedRun } from "../support/runner-jobs.js";
 
 /* The journals a node stores in a real Redis for the others, read back as another node reads them. */
 
@@ -21,22 +22,7 @@ const SECRET = "sk-transcript-0123456789abcdef";
 const DAY_MS = 24 * 60 * 60_000;
 const END: JournalInput = { kind: "end", status: "ok", iterations: 1, tool_calls: 0, usage: emptyUsage(), cost: 0 };
 
-function run(id: string, node: string): RunRecord {
-  return {
-    id,
-    job: "report",
-    reason: "manual",
-    scheduledAt: "2026-12-02T09:00:00.000Z",
-    startedAt: "2026-12-02T09:00:00.000Z",
-    finishedAt: "2026-12-02T09:01:00.000Z",
-    status: "ok",
-    iterations: 1,
-    toolCalls: 0,
-    usage: emptyUsage(),
-    sessionId: `manual:report:${id}`,
-    node,
-  };
-}
+const run = (id: string, node: string): RunRecord => endedRun(id, { node });
 
 const tool = (id: string, result: string): JournalInput => ({
   kind: "tool",

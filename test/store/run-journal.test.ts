@@ -7,26 +7,13 @@ import { emptyUsage } from "../../src/providers/types.js";
 import { fileSink, journalFile, RunJournal } from "../../src/store/run-journal.js";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { readTranscript } from "../../src/store/transcript.js";
+import { endedRun } from "../support/runner-jobs.js";
 
 /* A run's journal as the state directory holds it: written, read back, and what does not fit moved aside. */
 
 const SECRET = "sk-journal-0123456789abcdef";
 
-function record(id: string): RunRecord {
-  return {
-    id,
-    job: "report",
-    reason: "manual",
-    scheduledAt: "2026-12-02T09:00:00.000Z",
-    startedAt: "2026-12-02T09:00:00.000Z",
-    finishedAt: "2026-12-02T09:01:00.000Z",
-    status: "ok",
-    iterations: 1,
-    toolCalls: 1,
-    usage: emptyUsage(),
-    sessionId: `manual:report:${id}`,
-  };
-}
+const record = (id: string): RunRecord => endedRun(id, { toolCalls: 1 });
 
 describe("run journals", () => {
   let state: string;

@@ -1,5 +1,6 @@
 import { jobDefaults } from "../../src/jobs/defaults.js";
 import type { Job } from "../../src/jobs/types.js";
+import { emptyUsage } from "../../src/providers/types.js";
 import type { Runner } from "../../src/runner/runner.js";
 import type { FireRequest } from "../../src/runner/types.js";
 import type { RunRecord } from "../../src/store/run-record.js";
@@ -30,4 +31,22 @@ export const fire = (job: string, extra: Partial<FireRequest> = {}): FireRequest
 /** A fire's final record once it ended, as `countd run` waits for it: after the last retry, or skipped. */
 export async function finalRecord(runner: Pick<Runner, "request">, request: FireRequest): Promise<RunRecord> {
   return (await runner.request(request).ended).record;
+}
+
+/** A manual run of `report` that ended ok at 09:01 on 2 December, as the run history keeps it. */
+export function endedRun(id: string, overrides: Partial<RunRecord> = {}): RunRecord {
+  return {
+    id,
+    job: "report",
+    reason: "manual",
+    scheduledAt: "2026-12-02T09:00:00.000Z",
+    startedAt: "2026-12-02T09:00:00.000Z",
+    finishedAt: "2026-12-02T09:01:00.000Z",
+    status: "ok",
+    iterations: 1,
+    toolCalls: 0,
+    usage: emptyUsage(),
+    sessionId: `manual:report:${id}`,
+    ...overrides,
+  };
 }
