@@ -119,6 +119,8 @@ describe.skipIf(!hasRedis)("the cluster's outbox, on three daemons and one Redis
     const id = String(requests(job)[0]!.headers["webhook-id"]);
 
     await vi.waitFor(() => expect(acknowledged(job)).toHaveLength(1), SLOW);
+    // The sender logs "delivered" once the receiver's answer reaches it, a moment after the receiver counted it.
+    await vi.waitFor(() => expect(senders(id)).toHaveLength(1), SLOW);
     const sender = senders(id);
     expect(sender).toHaveLength(1);
     expect(sender[0]).not.toBe(NODES[killed]);
