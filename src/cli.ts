@@ -1,24 +1,37 @@
 import { Command, Option } from "commander";
-import { ask } from "./cli/ask.js";
-import { start } from "./cli/start.js";
-import { demo } from "./cli/demo.js";
-import { jsonObject, nonEmpty, pastDuration, positiveInteger } from "./cli/arguments.js";
+import { COST_GROUPS, jsonObject, nonEmpty, pastDuration, positiveInteger, type CostGroup } from "./cli/arguments.js";
 import { EXIT, reportError } from "./cli/output.js";
 import { VERSION } from "./package.js";
-import { changeOutbox, listOutbox } from "./cli/outbox.js";
-import { listJobs } from "./cli/jobs.js";
-import { history, validate } from "./cli/reports.js";
-import { runJob } from "./cli/run.js";
-import { testDelivery } from "./cli/test-delivery.js";
 import { loadCredentials } from "./config/credentials.js";
 import { hideStartEnvironment } from "./config/hidden-environ.js";
-import { status } from "./cli/status.js";
-import { consoleAddress } from "./cli/console.js";
-import { cancelRun, steerJobs } from "./cli/steer.js";
-import { showRun } from "./cli/show.js";
-import { follow } from "./cli/follow.js";
-import { callMcpTool, listMcp } from "./cli/mcp.js";
-import { COST_GROUPS, cost, type CostGroup } from "./cli/cost.js";
+
+/**
+ * A command's module, loaded when that command runs: each brings what it needs (the daemon, the
+ * provider SDKs, the MCP SDK) and `countd --version` or `countd jobs` loads none of the others.
+ */
+function lazy<K extends string, M extends Record<K, (...args: never[]) => Promise<number>>>(load: () => Promise<M>, name: K): M[K] {
+  return (async (...args: never[]) => (await load())[name](...args)) as M[K];
+}
+
+const ask = lazy(() => import("./cli/ask.js"), "ask");
+const start = lazy(() => import("./cli/start.js"), "start");
+const demo = lazy(() => import("./cli/demo.js"), "demo");
+const changeOutbox = lazy(() => import("./cli/outbox.js"), "changeOutbox");
+const listOutbox = lazy(() => import("./cli/outbox.js"), "listOutbox");
+const listJobs = lazy(() => import("./cli/jobs.js"), "listJobs");
+const history = lazy(() => import("./cli/reports.js"), "history");
+const validate = lazy(() => import("./cli/reports.js"), "validate");
+const runJob = lazy(() => import("./cli/run.js"), "runJob");
+const testDelivery = lazy(() => import("./cli/test-delivery.js"), "testDelivery");
+const status = lazy(() => import("./cli/status.js"), "status");
+const consoleAddress = lazy(() => import("./cli/console.js"), "consoleAddress");
+const cancelRun = lazy(() => import("./cli/steer.js"), "cancelRun");
+const steerJobs = lazy(() => import("./cli/steer.js"), "steerJobs");
+const showRun = lazy(() => import("./cli/show.js"), "showRun");
+const follow = lazy(() => import("./cli/follow.js"), "follow");
+const callMcpTool = lazy(() => import("./cli/mcp.js"), "callMcpTool");
+const listMcp = lazy(() => import("./cli/mcp.js"), "listMcp");
+const cost = lazy(() => import("./cli/cost.js"), "cost");
 
 const program = new Command()
   .name("countd")

@@ -43,3 +43,7 @@ export function pastDuration(value: string): number {
   }
   return milliseconds;
 }
+
+/** What `countd cost --by` groups the calls by. */
+export const COST_GROUPS = ["job", "model", "day"] as const;
+export type CostGroup = (typeof COST_GROUPS)[number];

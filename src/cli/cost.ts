@@ -3,12 +3,10 @@ import { withBackend } from "../backend/open.js";
 import type { SpendLine } from "../store/spend-ledger.js";
 import { isEstimated, plural, usd } from "../text.js";
 import { localClock } from "../time.js";
+import type { CostGroup } from "./arguments.js";
 import { EXIT, table } from "./output.js";
 import { setting } from "./reports.js";
 import { shownTime } from "../time.js";
-
-export const COST_GROUPS = ["job", "model", "day"] as const;
-export type CostGroup = (typeof COST_GROUPS)[number];
 
 /** What a group of LLM calls spent. */
 export interface CostRow {
