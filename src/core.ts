@@ -55,7 +55,7 @@ export function openCore(role: "daemon", opts: CoreOptions): Promise<Core<Daemon
 export function openCore(role: "command", opts: CoreOptions): Promise<Core>;
 export async function openCore(role: "daemon" | "command", opts: CoreOptions): Promise<Core<Backend>> {
   const { config, env, log } = opts;
-  const backend = role === "daemon" ? await openBackend(config(), { role, log }) : await openBackend(config(), { role, log });
+  const backend = await openBackend(config(), { role, log });
   const undo: Array<() => Promise<unknown>> = [() => backend.close()];
   try {
     const state = await backend.openState();

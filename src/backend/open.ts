@@ -11,6 +11,7 @@ import type { Backend, DaemonBackend } from "./types.js";
  */
 export async function openBackend(config: Config, opts: { role: "daemon"; log?: Logger }): Promise<DaemonBackend>;
 export async function openBackend(config: Config, opts: { role: "command"; log?: Logger }): Promise<Backend>;
+export async function openBackend(config: Config, opts: { role: "daemon" | "command"; log?: Logger }): Promise<Backend>;
 export async function openBackend(config: Config, opts: { role: "daemon" | "command"; log?: Logger }): Promise<Backend> {
   if (!config.cluster) return filesBackend(config, opts.log);
   const shared = await import("../cluster/backend.js");
