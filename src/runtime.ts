@@ -1,6 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { ContextBuilder } from "./agent/context.js";
-import { AgentLoop } from "./agent/loop.js";
+import { AgentLoop, type MessageBuilder, type RecordedCalls } from "./agent/loop.js";
 import { breakerFor } from "./agent/breaker.js";
 import { SubagentManager } from "./agent/subagents.js";
 import { AuditLog } from "./audit/log.js";
@@ -36,6 +36,12 @@ export interface LoopOptions {
   extraTools?: Tool[];
   /** The run's spending: every call is priced into it and checked against its budgets first. */
   spend?: RunSpend;
+  /** Answers in place of the model's provider: a replay's, from its journal. */
+  provider?: LLMProvider;
+  /** A replay's or a fork's recorded tool results (agent/loop.ts RecordedCalls). */
+  recorded?: RecordedCalls;
+  /** The system prompt in place of the one built from the workspace: a fork's. */
+  system?: string;
 }
 
 /** Everything an agent run needs, wired from the config once: `countd ask` and the daemon share it. */
@@ -136,8 +142,9 @@ export async function openRuntime(
     return pricer.priced({ ...refOf(resolved), model: overrides.model ?? resolved.model });
   }
 
-  function loop({ toolNames, overrides = {}, extraTools = [], spend }: LoopOptions = {}): AgentLoop {
-    const { provider, model, ref } = providerFor(overrides.provider);
+  function loop({ toolNames, overrides = {}, extraTools = [], spend, recorded, system, ...given }: LoopOptions = {}): AgentLoop {
+    const { model, ref, ...endpoint } = providerFor(overrides.provider);
+    const provider = given.provider ?? endpoint.provider;
     // Known before any call ends: a run on a model with no price is unpriced from its start, never $0.
     const unpriced = !pricer.priced({ ...ref, model: overrides.model ?? model });
     if (spend && unpriced) spend.markUnpriced();
@@ -151,6 +158,8 @@ export async function openRuntime(
       temperature: overrides.temperature ?? config.provider.temperature,
       maxTokens: overrides.maxTokens ?? config.provider.maxTokens,
       breaker: breakerFor(overrides.breaker, config.agent.breaker),
+      ...(system !== undefined ? { contextBuilder: withSystemPrompt(shared.contextBuilder, system) } : {}),
+      ...(recorded ? { recorded } : {}),
     };
     const all = mcp ? tools.with(mcp.tools()) : tools;
     const chosen = selectTools(all, toolNames ?? [...all.names, "spawn"], config, (name) => mcp?.unlistedReason(name));
@@ -206,5 +215,17 @@ export async function openRuntime(
       const closed = await Promise.allSettled([toolHistory.close(), audit.close(), mcp?.close()]);
       for (const result of closed) if (result.status === "rejected") throw result.reason;
     },
+  };
+}
+
+/** A builder whose messages open with `system` in place of the system prompt it builds (a fork's). */
+function withSystemPrompt(builder: ContextBuilder, system: string): MessageBuilder {
+  return {
+    async buildMessages(history, message, opts) {
+      const messages = await builder.buildMessages(history, message, opts);
+      return messages[0]?.role === "system" ? [{ role: "system", content: system }, ...messages.slice(1)] : messages;
+    },
+    addAssistantMessage: (messages, text, calls, reasoning) => builder.addAssistantMessage(messages, text, calls, reasoning),
+    addToolResult: (messages, call, content, isError) => builder.addToolResult(messages, call, content, isError),
   };
 }

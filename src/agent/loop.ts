@@ -45,6 +45,17 @@ export interface AgentLoopOptions {
   unpriced?: boolean;
   /** When a message that repeats itself is ended with status `error` (`runaway: …`); false: never. Default DEFAULT_BREAKER. */
   breaker?: BreakerSettings;
+  /** A replay's or a fork's recorded tool results, asked before any tool runs. */
+  recorded?: RecordedCalls;
+}
+
+/**
+ * What a replay or a fork knows of the tool calls of the run it repeats: a call it has a recorded
+ * result for is answered with it and does not run; `refused` answers a call that must not run.
+ * Undefined: the call runs.
+ */
+export interface RecordedCalls {
+  serve(call: ToolCall): ToolOutcome | { refused: string } | undefined;
 }
 
 export interface ProcessOptions {
@@ -335,7 +346,12 @@ export class AgentLoop {
     let isError = true;
     let attempts = 0;
     const validation = tool && call.arguments !== null ? tools.validate(tool, call.arguments) : undefined;
-    if (!tool) {
+    const served = this.opts.recorded?.serve(call);
+    if (served && "refused" in served) {
+      content = `Error: not run, ${served.refused}.`;
+    } else if (served) {
+      ({ content, isError, attempts } = served);
+    } else if (!tool) {
       content = `Error: unknown tool "${call.name}". Available tools: ${tools.names.join(", ") || "none"}.`;
     } else if (!validation) {
       content = `Error: the arguments for ${call.name} are not valid JSON: ${excerpt(JSON.stringify(call.rawArguments), 200, ` (${call.rawArguments.length} characters)`)}`;

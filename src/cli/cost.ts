@@ -78,7 +78,12 @@ function usdText(row: CostRow): string {
 
 /** Days in order; jobs and models by what they cost, the dearest first. */
 function group(lines: readonly SpendLine[], by: CostGroup, timezone: string): CostRow[] {
-  const keyOf = (line: SpendLine) => (by === "job" ? line.job : by === "model" ? line.model : localClock(new Date(line.at), timezone).date);
+  const keyOf = (line: SpendLine) =>
+    by === "job"
+      ? `${line.job}${line.mark ? ` (${line.mark})` : ""}`
+      : by === "model"
+        ? line.model
+        : localClock(new Date(line.at), timezone).date;
   const groups = new Map<string, SpendLine[]>();
   for (const line of lines) {
     const key = keyOf(line);

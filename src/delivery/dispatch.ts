@@ -18,6 +18,12 @@ import type { DeliveryTarget } from "./targets.js";
 import { sendWebhook } from "./webhook.js";
 import type { OutboxEntry } from "../store/outbox-store.js";
 
+/** One message queued for some targets: the delivery ids and the message they carry, as stored. */
+export interface QueuedDelivery {
+  ids: string[];
+  message: DeliveryMessage;
+}
+
 /** Tool calls a failure message shows, so its reader sees where the run stopped. */
 const LAST_TOOL_CALLS = 5;
 
@@ -61,8 +67,8 @@ export class RunDispatcher {
     this.log = log.child({ component: "dispatch" });
   }
 
-  /** Queues what a run's end sends; resolves with the ids of the deliveries queued (its journal lists them). */
-  async finished(job: Job, run: RunRecord, outcome: Pick<RunOutcome, "answer" | "calls">, willRetry: boolean): Promise<string[]> {
+  /** Queues what a run's end sends; resolves with what was queued (its journal keeps it, a replay compares with it). */
+  async finished(job: Job, run: RunRecord, outcome: Pick<RunOutcome, "answer" | "calls">, willRetry: boolean): Promise<QueuedDelivery[]> {
     if (willRetry) return [];
     const { answer } = outcome;
     if (run.status === "ok") {
@@ -91,7 +97,7 @@ export class RunDispatcher {
   }
 
   /** The failure is reported unless the last report of this streak was under `on_failure_repeat` ago. */
-  private reportFailure(job: Job, run: RunRecord, failure: DeliveryMessage): Promise<string[]> {
+  private reportFailure(job: Job, run: RunRecord, failure: DeliveryMessage): Promise<QueuedDelivery[]> {
     if (job.onFailure.length === 0) return Promise.resolve([]);
     const page = this.consoleUrl();
     // The console's own route for a run (console/ui.js runHref).
@@ -99,7 +105,7 @@ export class RunDispatcher {
     return this.perJob.run(job.name, async () => {
       const repeatMs = job.onFailureRepeatMs ?? DEFAULT_FAILURE_REPEAT_MS;
       const { report, next } = failed(await this.streaks.get(job.name), new Date(msg.run.finishedAt), repeatMs);
-      let ids: string[] = [];
+      let ids: QueuedDelivery[] = [];
       if (report.kind === "quiet") {
         const due = new Date(Date.parse(next.reportedAt) + repeatMs).toISOString();
         this.log.info(
@@ -122,7 +128,7 @@ export class RunDispatcher {
   }
 
   /** A success ending a failing streak tells on_failure, once. */
-  private recovered(job: Job, run: RunRecord): Promise<string[]> {
+  private recovered(job: Job, run: RunRecord): Promise<QueuedDelivery[]> {
     if (job.onFailure.length === 0) return Promise.resolve([]);
     return this.perJob.run(job.name, async () => {
       const streak = await this.streaks.get(job.name);
@@ -136,7 +142,7 @@ export class RunDispatcher {
     });
   }
 
-  private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<string[]> {
+  private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<QueuedDelivery[]> {
     if (targets.length === 0) return [];
     return this.enqueue(runKey(job, run), targets, msg);
   }
@@ -146,8 +152,9 @@ export class RunDispatcher {
    * the mail and the webhook body all carry what is stored. Targets are not: their `${VAR}`
    * references are filled in only when sent.
    */
-  private enqueue(key: string, targets: readonly DeliveryTarget[], msg: DeliveryMessage): Promise<string[]> {
-    return this.outbox.enqueue(key, targets, this.redactor().redactStrings(msg), this.workspace());
+  private async enqueue(key: string, targets: readonly DeliveryTarget[], msg: DeliveryMessage): Promise<QueuedDelivery[]> {
+    const message = this.redactor().redactStrings(msg);
+    return [{ ids: await this.outbox.enqueue(key, targets, message, this.workspace()), message }];
   }
 }
 

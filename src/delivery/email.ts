@@ -30,6 +30,12 @@ export interface Mailer {
    * (or the file is in place). Throws a DeliveryError saying whether another attempt could succeed.
    */
   send(target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string): Promise<{ info: string }>;
+  /**
+   * The message as sending would make it, as .eml bytes, sent nowhere (a rehearsal's). Dated at the
+   * run's end and with boundaries drawn from the delivery id, so the same message always renders
+   * to the same bytes and a replay can compare them.
+   */
+  render(target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string): Promise<Buffer>;
   close(): void;
   /** No SMTP settings: messages are written as .eml files under `<stateDir>/mail/`. */
   readonly usesFiles: boolean;
@@ -51,12 +57,22 @@ export function createMailer(opts: {
   const log = (opts.log ?? silentLogger).child({ component: "email" });
   const compose = (target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string) =>
     composeMail(target, message, deliveryId, workspace, { from, timezone: opts.timezone, limits, log });
+  const files = onFirstSend((mailer) => mailer.createTransport({ streamTransport: true, buffer: true, newline: "unix" }));
+  async function render(target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string): Promise<Buffer> {
+    const mail = await compose(target, message, deliveryId, workspace);
+    const fixed = {
+      date: new Date(message.run.finishedAt),
+      baseBoundary: createHash("sha256").update(deliveryId).digest("hex").slice(0, 16),
+    };
+    return (await (await files.get()).sendMail({ ...mail, ...fixed })).message as Buffer;
+  }
 
   if (!smtp) {
-    const transport = onFirstSend((mailer) => mailer.createTransport({ streamTransport: true, buffer: true, newline: "unix" }));
+    const transport = files;
     const folder = join(opts.stateDir, "mail");
     return {
       usesFiles: true,
+      render,
       async send(target, message, deliveryId, workspace) {
         const mail = await compose(target, message, deliveryId, workspace);
         const info = await (await transport.get()).sendMail(mail);
@@ -86,6 +102,7 @@ export function createMailer(opts: {
   const checkAuth = smtp.user !== undefined ? authCheck(smtp, SMTP_TIMEOUT_MS, log) : async () => {};
   return {
     usesFiles: false,
+    render,
     async send(target, message, deliveryId, workspace) {
       const mail = await compose(target, message, deliveryId, workspace);
       const smtpTransport = await transport.get();
@@ -100,7 +117,10 @@ export function createMailer(opts: {
         throw new DeliveryError(`mail server ${smtp.host}:${smtp.port}: ${reason}`, { permanent, responseCode, cause: err });
       }
     },
-    close: () => transport.close(),
+    close: () => {
+      transport.close();
+      files.close();
+    },
   };
 }
 

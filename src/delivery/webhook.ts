@@ -32,8 +32,7 @@ export async function sendWebhook(
 ): Promise<{ status: number }> {
   const now = opts.now?.() ?? new Date();
   const timeoutMs = opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
-  const requests =
-    target.format === "json" ? [signedJson(target, message, deliveryId, now)] : chatRequests(target, target.format, message, now);
+  const requests = webhookRequests(target, message, deliveryId, now);
   let status = 0;
   for (const [index, request] of requests.entries()) {
     const part = requests.length > 1 ? ` (message part ${index + 1} of ${requests.length}; a retry sends every part again)` : "";
@@ -69,10 +68,20 @@ function jsonBody(message: DeliveryMessage): string {
   });
 }
 
-interface WebhookRequest {
+export interface WebhookRequest {
   url: string;
   body: string;
   headers?: Record<string, string>;
+}
+
+/** The requests a delivery makes, in order, as of `now`: one in the json format, one per part in a chat preset's. */
+export function webhookRequests(target: WebhookTarget, message: DeliveryMessage, deliveryId: string, now: Date): WebhookRequest[] {
+  return target.format === "json" ? [signedJson(target, message, deliveryId, now)] : chatRequests(target, target.format, message, now);
+}
+
+/** The headers every request carries besides a request's own (webhook-id and the like). */
+export function webhookHeaders(target: WebhookTarget, request: WebhookRequest): Record<string, string> {
+  return { "content-type": "application/json", "user-agent": "countd", ...target.headers, ...request.headers };
 }
 
 /** webhook-id, webhook-timestamp (unix seconds) and, with a secret, webhook-signature `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`. */
@@ -93,7 +102,7 @@ async function post(target: WebhookTarget, request: WebhookRequest, timeoutMs: n
   try {
     response = await fetch(request.url, {
       method: "POST",
-      headers: { "content-type": "application/json", "user-agent": "countd", ...target.headers, ...request.headers },
+      headers: webhookHeaders(target, request),
       body: request.body,
       redirect: "manual",
       signal: controller.signal,

@@ -2,6 +2,7 @@ import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
 import { fileSink, RunJournal } from "../store/run-journal.js";
 import type { RunRecord } from "../store/run-record.js";
+import type { QueuedDelivery } from "../delivery/dispatch.js";
 import type { RunnerOptions } from "./runner.js";
 
 /**
@@ -54,15 +55,17 @@ export class RunJournals {
   }
 
   /** The run's end: the deliveries it queued, its status and counts; resolves once its journal is written. */
-  async end(run: RunRecord, deliveries: readonly string[]): Promise<void> {
+  async end(run: RunRecord, queued: readonly QueuedDelivery[], answer: string): Promise<void> {
     const journal = this.open.get(run.id);
     if (!journal) return;
     this.open.delete(run.id);
-    if (deliveries.length > 0) journal.write({ kind: "delivery", ids: [...deliveries] });
+    const ids = queued.flatMap((q) => q.ids);
+    if (ids.length > 0) journal.write({ kind: "delivery", ids, messages: queued.map(({ ids, message }) => ({ ids, message })) });
     journal.write({
       kind: "end",
       status: run.status,
       ...(run.error !== undefined ? { error: run.error } : {}),
+      answer,
       iterations: run.iterations,
       tool_calls: run.toolCalls,
       usage: run.usage,

@@ -30,7 +30,8 @@ export interface Pipeline {
 export interface PipelineOptions {
   config: Config;
   env: NodeJS.ProcessEnv;
-  state: StateStore;
+  /** Where run records are saved (a rehearsal's go nowhere). */
+  state: Pick<StateStore, "saveRun" | "knownRunIds">;
   /** Through a getter: a reload swaps the runtime, and later runs use the new one. */
   runtime: () => Runtime;
   job: RunnerOptions["job"];
@@ -96,7 +97,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
         pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries");
         return [];
       });
-      await journals.end(run, queued);
+      await journals.end(run, queued, outcome.answer);
     },
   });
   return {

@@ -330,7 +330,7 @@ export class Runner {
         id: record.id,
         sessionId: record.sessionId,
         request: pending.request,
-        clock: { at: new Date(record.startedAt), timeZone: job.timezone },
+        clock: { at: pending.request.at ?? new Date(record.startedAt), timeZone: job.timezone },
         cancel,
       });
     } catch (err) {

@@ -17,6 +17,8 @@ export interface FireRequest {
   prompt?: string;
   /** Tools only this run has, such as the heartbeat's reply tool. */
   extraTools?: Tool[];
+  /** The instant the run's placeholders read instead of its start: a rehearsal's `--at`, a replay's recorded start. */
+  at?: Date;
 }
 
 /** What the executor gets for one run. */

@@ -77,13 +77,21 @@ const tool = z.object({
 /** Text the loop itself added to the answer (the limit notice). */
 const note = z.object({ ...base, kind: z.literal("note"), text: z.string() });
 
-const delivery = z.object({ ...base, kind: z.literal("delivery"), ids: z.array(z.string()) });
+/** The deliveries queued at the run's end; `messages`: what each carries, as stored (absent in journals written before replays). */
+const delivery = z.object({
+  ...base,
+  kind: z.literal("delivery"),
+  ids: z.array(z.string()),
+  messages: z.array(z.object({ ids: z.array(z.string()), message: z.unknown() })).optional(),
+});
 
 const end = z.object({
   ...base,
   kind: z.literal("end"),
   status: z.string(),
   error: z.string().optional(),
+  /** The run's answer as delivered (a check-in's message; empty when it failed); absent in journals written before replays. */
+  answer: z.string().optional(),
   iterations: count,
   tool_calls: count,
   usage,

@@ -3,7 +3,20 @@ import type { Usage } from "../providers/types.js";
 /** The heartbeat's runs are recorded under this name, which no job file can take (a job name starts with a letter or digit). */
 export const HEARTBEAT_JOB = "@heartbeat";
 
-export const RUN_REASONS = ["schedule", "watch", "webhook", "heartbeat", "manual", "catch-up", "retry"] as const;
+export const RUN_REASONS = [
+  "schedule",
+  "watch",
+  "webhook",
+  "heartbeat",
+  "manual",
+  "catch-up",
+  "retry",
+  "rehearsal",
+  "replay",
+  "fork",
+] as const;
+/** Runs that try a job rather than do its work (src/rehearse/): journalled, never in its history, state or alerts. */
+export const REHEARSAL_REASONS: readonly RunReason[] = ["rehearsal", "replay", "fork"];
 export type RunReason = (typeof RUN_REASONS)[number];
 export const RUN_STATUSES = ["running", "ok", "error", "timeout", "cancelled", "skipped", "interrupted", "budget"] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];

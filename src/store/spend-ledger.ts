@@ -21,6 +21,8 @@ export interface SpendLine {
   usage: Usage;
   /** USD; null for a model with no price. */
   cost: number | null;
+  /** A call made by a rehearsal or a fork (src/rehearse/): real money, shown apart by `countd cost`. */
+  mark?: "rehearsal";
 }
 
 /** What some calls spent: USD over the priced ones, tokens (input and output) over all. */
@@ -153,6 +155,7 @@ const spendLineShape = z.looseObject({
   model: z.string(),
   usage: usageShape,
   cost: z.number().nonnegative().nullable(),
+  mark: z.literal("rehearsal").optional(),
 }) satisfies z.ZodType<SpendLine>;
 
 /** A line that is no call's price (torn by a crash, edited by hand) counts for nothing. */

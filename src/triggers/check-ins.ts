@@ -54,6 +54,42 @@ interface InFlight {
   hash?: string;
 }
 
+/** The heartbeat's prompt at `now`: its checklist, the last memories, and how long the user has been quiet, when known. */
+export async function checkInPrompt(
+  config: Config,
+  memory: Pick<MemoryStore, "lastEntries">,
+  now: Date,
+  idle: number | undefined,
+): Promise<string> {
+  return heartbeatPrompt({
+    now,
+    timezone: config.heartbeat.timezone,
+    idleHours: idle === undefined ? undefined : idle / HOUR,
+    persona: config.persona,
+    memories: await memory.lastEntries(MEMORY_ENTRIES),
+    checklist: await readChecklist(config.heartbeat.checklist),
+  });
+}
+
+/**
+ * One check-in run: the heartbeat prompt and the reply tool, and the message the reply makes
+ * (redacted), or why the agent stayed silent. A replay runs it with the prompt it recorded.
+ */
+export async function runCheckIn(
+  execute: Execute,
+  job: Job,
+  run: RunContext,
+  prompt: string,
+  redactor: Redactor,
+): Promise<{ outcome: RunOutcome; message: string; silence?: string }> {
+  const respond = heartbeatRespondTool();
+  const outcome = await execute(job, { ...run, request: { ...run.request, prompt, extraTools: [respond.tool] } });
+  if (outcome.status !== "ok") return { outcome, message: "" };
+  const silence = silenceReason(respond.result(), outcome.answer);
+  if (silence !== undefined) return { outcome, message: "", silence };
+  return { outcome, message: redactor.redact(respond.result()!.message.trim()) };
+}
+
 /**
  * What makes `@heartbeat` (jobs/heartbeat.ts) a heartbeat rather than a plain scheduled job:
  * - `admit`, before a scheduled fire: the rules of decideHeartbeat, without the LLM; a skip is
@@ -101,17 +137,14 @@ export class CheckIns {
       if (job.name !== HEARTBEAT_JOB) return execute(job, run);
       const flight: InFlight = {};
       this.inFlight.set(run.id, flight);
-      const respond = heartbeatRespondTool();
-      const request = { ...run.request, prompt: await this.prompt(), extraTools: [respond.tool] };
-      const outcome = await execute(job, { ...run, request });
+      const checkIn = await runCheckIn(execute, job, run, await this.prompt(), this.opts.redactor());
+      const { outcome, message } = checkIn;
       if (outcome.status !== "ok") return { ...outcome, answer: "" };
-      const silence = silenceReason(respond.result(), outcome.answer);
-      if (silence !== undefined) {
+      if (checkIn.silence !== undefined) {
         this.decided({ outcome: "silent" });
-        this.log.info({ reason: silence }, "heartbeat silent");
+        this.log.info({ reason: checkIn.silence }, "heartbeat silent");
         return { ...outcome, answer: "" };
       }
-      const message = this.opts.redactor().redact(respond.result()!.message.trim());
       const hash = messageHash(message);
       const now = this.now().getTime();
       const earlier = checkInsOf(this.opts.state.data).delivered.find((d) => d.hash === hash && now - Date.parse(d.at) < DEDUPE_WINDOW_MS);
@@ -129,18 +162,9 @@ export class CheckIns {
     this.unsubscribe();
   }
 
-  private async prompt(): Promise<string> {
-    const config = this.opts.config();
+  private prompt(): Promise<string> {
     const now = this.now();
-    const idle = idleMs(checkInsOf(this.opts.state.data), now);
-    return heartbeatPrompt({
-      now,
-      timezone: config.heartbeat.timezone,
-      idleHours: idle === undefined ? undefined : idle / HOUR,
-      persona: config.persona,
-      memories: await this.opts.memory().lastEntries(MEMORY_ENTRIES),
-      checklist: await readChecklist(config.heartbeat.checklist),
-    });
+    return checkInPrompt(this.opts.config(), this.opts.memory(), now, idleMs(checkInsOf(this.opts.state.data), now));
   }
 
   /** A run of ours ended: a failed one is logged, a check-in awaited and, delivered, recorded. */
