@@ -132,7 +132,8 @@ program
 program
   .command("jobs")
   .description("List the jobs with their trigger, timezone, next three fires and last status.")
-  .action(action(() => listJobs({ config: configFile() })));
+  .option("--jobs <dir>", "list the job files of this folder (drafts) instead of countd.yaml's jobs folder")
+  .action(action((opts: { jobs?: string }) => listJobs({ config: configFile(), ...opts })));
 
 program
   .command("history")

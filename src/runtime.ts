@@ -16,7 +16,7 @@ import type { JobOverrides } from "./jobs/types.js";
 import { MemoryStore } from "./memory/store.js";
 import { createProvider } from "./providers/factory.js";
 import { PRESET_NAMES, type PresetName } from "./providers/presets.js";
-import type { LLMProvider } from "./providers/types.js";
+import { emptyUsage, type LLMProvider, type Usage } from "./providers/types.js";
 import { silentLogger, type Logger } from "./log.js";
 import { SessionStore, type SessionHistory } from "./sessions/store.js";
 import { redactedSessions } from "./sessions/redacted.js";
@@ -57,6 +57,8 @@ export interface Runtime {
   loop(opts?: LoopOptions): AgentLoop;
   /** Whether a run with these overrides calls a model with a known price. */
   priced(overrides?: JobOverrides): boolean;
+  /** USD for a call's usage by a run with these overrides, null when its model has no price. */
+  price(overrides?: JobOverrides): (usage: Usage) => number | null;
   /** For the start-up log: safety settings weaker than asked, such as exec without a sandbox. */
   warnings: string[];
   /** The config's secrets, compiled once: what every store and sender of this runtime's runs redacts. */
@@ -138,8 +140,13 @@ export async function openRuntime(
   }
 
   function priced(overrides: JobOverrides = {}): boolean {
+    return price(overrides)(emptyUsage()) !== null;
+  }
+
+  function price(overrides: JobOverrides = {}): (usage: Usage) => number | null {
     const resolved = settingsFor(overrides.provider);
-    return pricer.priced({ ...refOf(resolved), model: overrides.model ?? resolved.model });
+    const ref = { ...refOf(resolved), model: overrides.model ?? resolved.model };
+    return (usage) => pricer.cost(ref, usage);
   }
 
   function loop({ toolNames, overrides = {}, extraTools = [], spend, recorded, system, ...given }: LoopOptions = {}): AgentLoop {
@@ -200,6 +207,7 @@ export async function openRuntime(
     mcp,
     loop,
     priced,
+    price,
     redactor,
     warnings: [
       ...(sandbox?.kind === "none" ? [sandbox.warning] : sandbox?.kind === "unavailable" ? [sandbox.reason] : []),

@@ -1,6 +1,15 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { EventBus } from "../events.js";
-import { addCost, addUsage, emptyUsage, type ChatMessage, type LLMProvider, type ToolCall, type Usage } from "../providers/types.js";
+import {
+  addCost,
+  addUsage,
+  emptyUsage,
+  type ChatMessage,
+  type LLMProvider,
+  type ToolCall,
+  type ToolDefinition,
+  type Usage,
+} from "../providers/types.js";
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
 import type { SessionHistory } from "../sessions/store.js";
 import { ToolError } from "../tools/types.js";
@@ -164,6 +173,28 @@ export class AgentLoop {
       if (next.done) return { answer, ...next.value };
       answer += next.value;
     }
+  }
+
+  /**
+   * What this loop's first LLM call for `message` would send with no history: the messages its
+   * context builder makes and the tools offered, each with its MCP server. Read-only: a preview
+   * (countd rehearse) shows and sizes it without calling the model.
+   */
+  async offered(
+    message: string,
+    { channel, clock }: Pick<ProcessOptions, "channel" | "clock"> = {},
+  ): Promise<{ messages: ChatMessage[]; definitions: ToolDefinition[]; tools: Array<{ name: string; server?: string }> }> {
+    const { tools, contextBuilder } = this.opts;
+    const messages = await contextBuilder.buildMessages([], message, {
+      channel,
+      ...(clock ? { now: clock.at, timezone: clock.timeZone } : {}),
+    });
+    const definitions = tools.getDefinitions();
+    const offered = definitions.map(({ function: { name } }) => {
+      const server = tools.forAgent(name)?.server;
+      return server === undefined ? { name } : { name, server };
+    });
+    return { messages, definitions, tools: offered };
   }
 
   /** The loop itself; a failure ends it with status `error` and the thrown value beside the report. */

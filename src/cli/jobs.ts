@@ -2,7 +2,7 @@ import path from "node:path";
 import ms from "ms";
 import type { Config } from "../config/schema.js";
 import { listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
-import { watchLabel } from "../jobs/watch-label.js";
+import { hasSeconds, triggerLabel } from "../jobs/trigger-label.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import type { RunRecord } from "../store/run-record.js";
 import { readArmed, type Armed, type ArmedJob } from "../store/armed.js";
@@ -25,19 +25,23 @@ const HEADER = ["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN", "PROBLEM
  * `not loaded` with the daemon's reason; one that turned invalid since is marked with the last
  * good version the daemon still fires. With no daemon, the files are loaded as `countd start`
  * would load them, in this environment. Exits 1 when any job is not loaded or has problems.
- * A paused job is marked: its fires are recorded skipped.
+ * A paused job is marked: its fires are recorded skipped; a disabled one is marked, with the fires
+ * it would have once enabled. `jobs`: another folder (drafts), listed as files not yet armed.
  */
-export async function listJobs(opts: { config?: string }): Promise<number> {
+export async function listJobs(opts: { config?: string; jobs?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
-  const armed = await readArmed(config.paths.state);
-  const listed = await listJobFiles(config.paths.jobs);
+  const dir = path.resolve(opts.jobs ?? config.paths.jobs);
+  // Another folder (drafts) is nothing the daemon fires: its files are read as a start would read them, without the heartbeat.
+  const draft = dir !== path.resolve(config.paths.jobs);
+  const armed = draft ? undefined : await readArmed(config.paths.state);
+  const listed = await listJobFiles(dir);
   // Variables are the daemon's to look up; with none running, they are looked up as its start would.
   const results = await readJobFiles("files" in listed ? listed.files : [], armed ? ctx : { ...ctx, env: process.env });
   const selected = selectJobs(results);
   const problems = [...("problem" in listed ? [listed.problem] : []), ...selected.problems];
   const { state, close } = await openState(config);
   try {
-    return await jobsTable(config, state, results, selected, problems, armed);
+    return await jobsTable(config, state, results, selected, problems, armed, !draft);
   } finally {
     await close();
   }
@@ -50,6 +54,7 @@ async function jobsTable(
   selected: ReturnType<typeof selectJobs>,
   problems: string[],
   armed: Armed | undefined,
+  heartbeat: boolean,
 ): Promise<number> {
   const now = new Date();
   const own = fileProblems(results, new Map(selected.jobs.map((job) => [job.file, job.name])), selected.problems);
@@ -75,19 +80,20 @@ async function jobsTable(
       continue;
     }
     const done = state.job(job.name).done === true;
-    const next = job.enabled && job.schedule && !done ? nextFires(job.schedule, job.timezone, now, 3) : [];
+    // A disabled job's fires too: they are when it would fire once enabled, and it is marked disabled.
+    const next = job.schedule && !done ? nextFires(job.schedule, job.timezone, now, 3) : [];
     const last = (await state.runs(job.name)).at(-1);
     const seconds = hasSeconds([...next, ...(job.schedule?.kind === "at" ? [job.schedule.date] : [])]);
     rows.push([
       job.name + (job.enabled ? "" : " (disabled)") + (state.isPaused(job.name) ? " (paused)" : ""),
-      trigger(job, seconds, config.paths.workspace),
+      triggerLabel(job, seconds, config.paths.workspace),
       job.timezone,
       next.map((date) => shownTime(date, job.timezone, seconds)).join(", ") || (done ? "done" : "-"),
       lastRun(last, job.timezone, seconds),
       mark,
     ]);
   }
-  rows.push(await heartbeatRow(config, state, armed));
+  if (heartbeat) rows.push(await heartbeatRow(config, state, armed));
 
   process.stdout.write(table(HEADER, rows));
   [...problems, ...daemonProblems].forEach((problem) => process.stderr.write(`${problem}\n`));
@@ -131,22 +137,6 @@ async function lastExchangeOf(config: Config): Promise<{ lastExchange?: Date }> 
   return at ? { lastExchange: at } : {};
 }
 
-function trigger(job: ArmedJob, seconds: boolean, workspace: string): string {
-  const parts: string[] = [];
-  const { schedule, watch, webhook } = job;
-  if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
-  if (schedule?.kind === "every") parts.push(`every ${ms(schedule.intervalMs)}`);
-  if (schedule?.kind === "at") parts.push(`at ${shownTime(schedule.date, job.timezone, seconds)}`);
-  if (watch) parts.push(watchLabel(watch.paths, workspace));
-  if (webhook) parts.push("webhook");
-  return parts.join(" + ") || "manual";
-}
-
 function lastRun(run: RunRecord | undefined, timezone: string, seconds: boolean): string {
   return run ? `${run.status} ${shownTime(new Date(run.startedAt), timezone, seconds)}` : "-";
-}
-
-/** Seconds are shown when a time needs them: `*\/10 * * * * *` is otherwise three identical minutes. */
-function hasSeconds(dates: readonly Date[]): boolean {
-  return dates.some((date) => date.getUTCSeconds() !== 0 || date.getUTCMilliseconds() !== 0);
 }

@@ -1,9 +1,8 @@
-import path from "node:path";
 import type { CancelToken } from "../agent/cancel.js";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
-import { displayPath, listJobFiles, loadJobsDir } from "../jobs/load.js";
-import type { Job } from "../jobs/types.js";
+import { loadJobsDir } from "../jobs/load.js";
+import { notRunnable } from "../jobs/not-runnable.js";
 import { daemonLogger } from "../log.js";
 import { jobOfSession } from "../runner/session-ids.js";
 import { acquireLock } from "../store/lock.js";
@@ -121,24 +120,4 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     await core.close();
     await release();
   }
-}
-
-/**
- * Why `countd run <name>` found no job: the file named after it is invalid (its problems only),
- * or there is none, with the jobs there are and the files that are invalid (one may hold the
- * job under a `name:` key, which an invalid file does not reveal).
- */
-export async function notRunnable(name: string, dir: string, loaded: readonly Job[], problems: readonly string[]): Promise<Error> {
-  const listed = await listJobFiles(dir);
-  const files = "files" in listed ? listed.files.map(displayPath) : [];
-  const problemsOf = (file: string) => problems.filter((problem) => problem.startsWith(`${file}:`));
-  const own = files.find((file) => path.basename(file).replace(/\.ya?ml$/, "") === name && problemsOf(file).length > 0);
-  if (own) return new Error(`${own} is invalid:\n${problemsOf(own).join("\n")}`);
-  const known = loaded.map((job) => job.name);
-  const invalid = files.filter((file) => problemsOf(file).length > 0);
-  const hint =
-    invalid.length === 0
-      ? ""
-      : `; ${invalid.length === 1 ? "1 job file is" : `${invalid.length} job files are`} invalid: ${invalid.join(", ")} (countd validate lists their problems)`;
-  return new Error(`no job named "${name}" in ${displayPath(path.resolve(dir))} (jobs: ${known.join(", ") || "none"})${hint}`);
 }

@@ -11,7 +11,7 @@ import { loadJobFile, loadJobsDir } from "../jobs/load.js";
 import { daemonLogger } from "../log.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import { EXIT } from "./output.js";
-import { notRunnable } from "./run.js";
+import { notRunnable } from "../jobs/not-runnable.js";
 
 /**
  * `countd test-delivery <job>`: a test message to each distinct target of the job's `deliver`

@@ -68,6 +68,6 @@ export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budge
 }
 
 /** Whoever can sign a request wrote the body, not the job's owner: it is data, never instructions. */
-function framedPayload(payload: string): string {
+export function framedPayload(payload: string): string {
   return frameUntrusted("the webhook request that fired this run", payload);
 }
