@@ -32,6 +32,8 @@ const follow = lazy(() => import("./cli/follow.js"), "follow");
 const callMcpTool = lazy(() => import("./cli/mcp.js"), "callMcpTool");
 const listMcp = lazy(() => import("./cli/mcp.js"), "listMcp");
 const cost = lazy(() => import("./cli/cost.js"), "cost");
+const rehearseJob = lazy(() => import("./cli/rehearse.js"), "rehearseJob");
+const replayRun = lazy(() => import("./cli/rehearse.js"), "replayRun");
 
 const program = new Command()
   .name("countd")
@@ -73,6 +75,45 @@ program
   .description("Run one job now, streaming its answer (inside the daemon when it runs, else here); the exit code reflects its status.")
   .argument("<job>", "job name")
   .action(action((job: string) => runJob(job, { config: configFile() })));
+
+program
+  .command("rehearse")
+  .description(
+    "Try a job before it goes live: print its next five fires, rendered prompt, tools, size and price range, then run it against the real model with nothing sent (deliveries are written to <state_dir>/rehearsals/<id>/), tools on a copy of the workspace, and no history, state or alert changed; exit codes as countd run.",
+  )
+  .argument("<job>", "job name, or a job file's path (a draft not yet in jobs/)")
+  .option("--jobs <dir>", "look the job up in this folder instead of jobs_dir")
+  .option("--at <time>", "the instant the prompt sees: YYYY-MM-DDTHH:MM[:SS] with Z or ±HH:MM, else in the job's zone (default: now)")
+  .option("--files <path...>", "the changed files a watch job's {{files}} lists")
+  .option("--payload <file>", "the request body a webhook job's {{payload}} holds (- reads stdin)")
+  .option("--no-run", "stop after the preview")
+  .action(
+    action((job: string, opts: { jobs?: string; at?: string; files?: string[]; payload?: string; run: boolean }) =>
+      rehearseJob(job, { config: configFile(), ...opts }),
+    ),
+  );
+
+program
+  .command("replay")
+  .description(
+    "Run a past run again from its journal, with no LLM request and no tool run, and print `identical` or the differences in its answer and deliveries (rendered with today's templates into <state_dir>/rehearsals/<id>/; exit 1 when they differ). With --model, --prompt, --job or --system-prompt, a fork: the model is called anew, recorded tool results are reused for matching calls, and the answer, tool calls, tokens and price are printed beside the original's.",
+  )
+  .argument("<run-id>", "the run's id (countd history shows it)")
+  .option("--of <job>", "the run's job, when the id is in several jobs")
+  .option("--model <model>", "fork: call this model")
+  .option("--prompt <file>", "fork: this prompt instead of the recorded one")
+  .option("--job <file>", "fork: an edited job file (its prompt, tools and limits)")
+  .option("--system-prompt <file>", "fork: this system prompt instead of the recorded one")
+  .option("--recorded-only", "fork: refuse a tool call the run recorded no result for, instead of running it on a copy of the workspace")
+  .option("--json", "print the report as JSON")
+  .action(
+    action(
+      (
+        runId: string,
+        opts: { of?: string; model?: string; prompt?: string; job?: string; systemPrompt?: string; recordedOnly?: boolean; json?: boolean },
+      ) => replayRun(runId, { config: configFile(), ...opts }),
+    ),
+  );
 
 program
   .command("test-delivery")

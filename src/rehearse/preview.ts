@@ -54,16 +54,19 @@ const SHORT_ANSWER_TOKENS = 256;
 export async function previewRehearsal(
   runtime: Runtime,
   job: Job,
-  opts: { at: Date; files?: string[]; payload?: string; runId?: string },
+  opts: { at: Date; files?: string[]; payload?: string; runId?: string; prompt?: string },
 ): Promise<RehearsalPreview> {
   const clock = { at: opts.at, timeZone: job.timezone };
-  const prompt = renderPrompt(job.prompt, {
-    clock,
-    job,
-    runId: opts.runId ?? "rehearsal",
-    ...(opts.files ? { files: opts.files } : {}),
-    ...(opts.payload !== undefined ? { payload: framedPayload(opts.payload) } : {}),
-  });
+  // A run that brings its own prompt (the heartbeat's) is shown with it.
+  const prompt =
+    opts.prompt ??
+    renderPrompt(job.prompt, {
+      clock,
+      job,
+      runId: opts.runId ?? "rehearsal",
+      ...(opts.files ? { files: opts.files } : {}),
+      ...(opts.payload !== undefined ? { payload: framedPayload(opts.payload) } : {}),
+    });
   const loop = runtime.loop({ toolNames: job.tools, overrides: job.overrides });
   // The channel a job's run is given (runner/execute.ts runAgent).
   const offered = await loop.offered(prompt, { channel: "cron", clock });

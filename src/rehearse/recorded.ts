@@ -124,7 +124,8 @@ export function recordedProvider(recording: Recording, name: string): { provider
     queues.set(key, [...(queues.get(key) ?? []), call]);
   }
   return {
-    unused: () => [...queues.values()].reduce((sum, queue) => sum + queue.length, 0),
+    // A subagent's responses go unasked when its spawn call is served whole: only the run's own count.
+    unused: () => queues.get(recording.prompt)?.length ?? 0,
     provider: {
       name,
       async *chatStream(messages): AsyncGenerator<StreamEvent> {

@@ -111,16 +111,20 @@ export async function replay(
  * replay, its recorded spending), so what differs between the two is what the run made of them.
  */
 function asRecorded(recording: Recording, fork: boolean) {
+  // The run's own times, as its deliveries carried them; the journal's entries are a few milliseconds off.
+  const sent = recording.deliveries?.[0]?.message.run;
+  const startedAt = sent?.startedAt ?? recording.startedAt;
+  const finishedAt = sent?.finishedAt ?? recording.finishedAt;
   return (runKey: string, message: DeliveryMessage) => {
     const replayed = message.run.id;
     const run = {
       ...message.run,
       id: recording.runId,
       reason: recording.reason,
-      startedAt: recording.startedAt,
-      finishedAt: recording.finishedAt,
-      durationMs: Date.parse(recording.finishedAt) - Date.parse(recording.startedAt),
-      ...(fork ? {} : { usage: recording.usage, cost: recording.cost }),
+      startedAt,
+      finishedAt,
+      durationMs: Date.parse(finishedAt) - Date.parse(startedAt),
+      ...(fork ? {} : { usage: sent?.usage ?? recording.usage, cost: sent?.cost ?? recording.cost }),
     };
     return { runKey: runKey.replace(`.${replayed}`, `.${recording.runId}`), message: { ...message, run } };
   };

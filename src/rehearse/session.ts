@@ -1,5 +1,5 @@
 import { cp, mkdir, readdir, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { isAbsolute, join, relative, resolve } from "node:path";
 import type { RunOutcome } from "../agent/outcome.js";
 import type { Config } from "../config/schema.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
@@ -24,6 +24,19 @@ export const REHEARSALS_DIR = "rehearsals";
 const WORKSPACE_COPY = "workspace";
 
 export type RehearsalKind = "rehearsal" | "replay" | "fork";
+
+/** What a rehearsal folder's rehearsal.json says: the run's record, its answer and what it would have sent. */
+export interface RehearsalSummary {
+  id: string;
+  kind: RehearsalKind;
+  job: string;
+  run: RunRecord;
+  answer: string;
+  deliveries: CapturedDelivery[];
+}
+
+/** The summary's file in a rehearsal's folder; a replay or a fork adds replay.json beside it. */
+export const SUMMARY_FILE = "rehearsal.json";
 
 /** What a rehearsal run is given beyond its job: the instant it reads, the fire's data, and a replay's or fork's loop. */
 export interface RehearsalFire {
@@ -109,13 +122,21 @@ export async function rehearse(
       reason: kind,
       scheduledAt: fire.at ?? new Date(),
       ...(fire.at ? { at: fire.at } : {}),
-      ...(fire.files ? { files: fire.files } : {}),
+      ...(fire.files ? { files: fire.files.map((file) => inCopy(file, config.paths.workspace, workspace)) } : {}),
       ...(fire.payload !== undefined ? { payload: fire.payload } : {}),
       ...(fire.prompt !== undefined && job.name !== HEARTBEAT_JOB ? { prompt: fire.prompt } : {}),
     };
     const end = await pipeline.runner.request(request).ended;
     await pipeline.runner.shutdown(0);
-    await writeFile(join(folder, "deliveries.json"), `${JSON.stringify(capture.captured, null, 2)}\n`);
+    const summary: RehearsalSummary = {
+      id,
+      kind,
+      job: job.name,
+      run: end.record,
+      answer: end.outcome?.answer ?? "",
+      deliveries: capture.captured,
+    };
+    await writeFile(join(folder, SUMMARY_FILE), `${JSON.stringify(summary, null, 2)}\n`);
     return {
       id,
       folder,
@@ -144,6 +165,12 @@ function checkInExecutor(
     const { outcome, message } = await runCheckIn(execute, job, run, prompt, runtime.redactor);
     return { ...outcome, answer: message };
   };
+}
+
+/** A file of the workspace as the rehearsal's tools reach it: at the same place in the copy. */
+function inCopy(file: string, workspace: string, copy: string): string {
+  const inside = relative(workspace, resolve(file));
+  return inside.startsWith("..") || isAbsolute(inside) ? file : join(copy, inside);
 }
 
 /** The workspace as it is, to act on; an absent workspace gives an empty one. */
