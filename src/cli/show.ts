@@ -12,6 +12,7 @@ import { formatRun } from "./transcript-format.js";
 import { jobContext } from "../jobs/context.js";
 import { loadJobsDir } from "../jobs/load.js";
 import { zoneOf } from "../jobs/zones.js";
+import { rehearsalRuns } from "../rehearse/runs.js";
 
 /**
  * `countd show <run-id>`: one run's transcript. The running daemon answers it (with the live
@@ -35,7 +36,9 @@ async function readRunView(config: Config, runId: string, job: string | undefine
   let transcript: Transcript;
   try {
     const candidates = await (job !== undefined ? state.runs(job) : state.allRuns());
-    const found = candidates.filter((candidate) => candidate.id === runId);
+    let found = candidates.filter((candidate) => candidate.id === runId);
+    // A rehearsal's, a replay's or a fork's run is in no history, only in its rehearsal's folder.
+    if (found.length === 0) found = await rehearsalRuns(config.paths.state, runId, job);
     if (found.length === 0)
       throw new Error(`no run with id "${runId}"${job !== undefined ? ` in job "${job}"` : ""} (countd history lists the runs)`);
     if (found.length > 1)
