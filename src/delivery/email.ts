@@ -35,10 +35,17 @@ export interface Mailer {
    * run's end and with boundaries drawn from the delivery id, so the same message always renders
    * to the same bytes and a replay can compare them.
    */
-  render(target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string): Promise<Buffer>;
+  render(target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string): Promise<RenderedMail>;
   close(): void;
   /** No SMTP settings: messages are written as .eml files under `<stateDir>/mail/`. */
   readonly usesFiles: boolean;
+}
+
+/** A mail as sending would make it: its .eml bytes, and its subject and HTML body as its reader sees them. */
+export interface RenderedMail {
+  eml: Buffer;
+  subject: string;
+  html: string;
 }
 
 /** countd.yaml's `attachments:` defaults. */
@@ -58,13 +65,14 @@ export function createMailer(opts: {
   const compose = (target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string) =>
     composeMail(target, message, deliveryId, workspace, { from, timezone: opts.timezone, limits, log });
   const files = onFirstSend((mailer) => mailer.createTransport({ streamTransport: true, buffer: true, newline: "unix" }));
-  async function render(target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string): Promise<Buffer> {
+  async function render(target: EmailTarget, message: DeliveryMessage, deliveryId: string, workspace: string): Promise<RenderedMail> {
     const mail = await compose(target, message, deliveryId, workspace);
     const fixed = {
       date: new Date(message.run.finishedAt),
       baseBoundary: createHash("sha256").update(deliveryId).digest("hex").slice(0, 16),
     };
-    return (await (await files.get()).sendMail({ ...mail, ...fixed })).message as Buffer;
+    const eml = (await (await files.get()).sendMail({ ...mail, ...fixed })).message as Buffer;
+    return { eml, subject: String(mail.subject ?? ""), html: String(mail.html ?? "") };
   }
 
   if (!smtp) {

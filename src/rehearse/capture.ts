@@ -34,7 +34,14 @@ export async function renderDelivery(
 ): Promise<Array<{ name: string; bytes: string | Buffer }>> {
   const { id, target, message } = entry;
   const base = messageIdLocalPart(id);
-  if (target.kind === "email") return [{ name: `${base}.eml`, bytes: await mailer.render(target, message, id, entry.workspace) }];
+  if (target.kind === "email") {
+    const mail = await mailer.render(target, message, id, entry.workspace);
+    // The HTML beside the .eml: what the console shows as the recipient would see it.
+    return [
+      { name: `${base}.eml`, bytes: mail.eml },
+      { name: `${base}.html`, bytes: mail.html },
+    ];
+  }
   let signing = target;
   let unsigned = "";
   try {

@@ -84,9 +84,9 @@ export async function rehearse(
   kind: RehearsalKind,
   job: Job,
   fire: RehearsalFire,
-  hooks: { started?(runtime: Runtime): void; events?: EventBus } = {},
+  hooks: { events?: EventBus; id?: string } = {},
 ): Promise<RehearsalEnd> {
-  const id = rehearsalId();
+  const id = hooks.id ?? rehearsalId();
   const folder = join(config.paths.state, REHEARSALS_DIR, id);
   const workspace = join(folder, WORKSPACE_COPY);
   await mkdir(folder, { recursive: true, mode: 0o700 });
@@ -99,7 +99,6 @@ export async function rehearse(
     log,
     readOnlySessions(new SessionStore(config.paths.state)),
   );
-  hooks.started?.(runtime);
   const mailer = createMailer({ smtp: config.smtp, stateDir: folder, timezone: config.timezone, attachments: config.attachments, log });
   const capture = new CaptureOutbox(folder, (entry) => renderDelivery(mailer, env, entry), fire.shape);
   const known = new Set(await journalIds(config.paths.state, job.name));
