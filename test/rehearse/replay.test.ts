@@ -6,14 +6,7 @@ import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
 import { runCountd } from "../support/daemon-process.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
-import {
-  checkInFixtures,
-  HEARTBEAT_LINES,
-  journalFixtures,
-  MCP_LINE,
-  WORK_JOB,
-  writeNotes,
-} from "../support/journal-runs.js";
+import { checkInFixtures, HEARTBEAT_LINES, journalFixtures, MCP_LINE, WORK_JOB, writeNotes } from "../support/journal-runs.js";
 
 /*
  * `countd replay` of runs recorded by `countd run` against the LLM server: every answer and
