@@ -60,7 +60,7 @@ export async function replay(
   env: NodeJS.ProcessEnv,
   log: Logger,
   runId: string,
-  opts: { jobName?: string; jobOf: (name: string) => Promise<Job>; changes?: ForkChanges; events?: EventBus },
+  opts: { jobName?: string; jobOf: (name: string) => Promise<Job>; changes?: ForkChanges; events?: EventBus; id?: string },
 ): Promise<ReplayReport> {
   const recording = await readRecording(config.paths.state, runId, opts.jobName);
   const changes = opts.changes ?? {};
@@ -70,25 +70,35 @@ export async function replay(
   const calls = recordedCalls(recording, { recordedOnly: !fork || changes.recordedOnly === true, runId });
   const served = fork ? undefined : recordedProvider(recording, "journal");
   const at = new Date(recording.startedAt);
-  const end = await rehearse(config, env, log, fork ? "fork" : "replay", job, {
-    at,
-    ...(recording.files ? { files: recording.files } : {}),
-    ...(recording.payload !== undefined ? { payload: recording.payload } : {}),
-    // An edited job's own prompt, rendered at the recorded instant; else the prompt given, or the one recorded.
-    ...(changes.job === undefined
-      ? { prompt: changes.prompt ?? recording.prompt }
-      : changes.prompt !== undefined
-        ? { prompt: changes.prompt }
-        : {}),
-    loop: {
-      recorded: calls,
-      ...(served ? { provider: served.provider } : {}),
-      ...(fork && (changes.system !== undefined || recording.system !== undefined) ? { system: changes.system ?? recording.system! } : {}),
+  const end = await rehearse(
+    config,
+    env,
+    log,
+    fork ? "fork" : "replay",
+    job,
+    {
+      at,
+      ...(recording.files ? { files: recording.files } : {}),
+      ...(recording.payload !== undefined ? { payload: recording.payload } : {}),
+      // An edited job's own prompt, rendered at the recorded instant; else the prompt given, or the one recorded.
+      ...(changes.job === undefined
+        ? { prompt: changes.prompt ?? recording.prompt }
+        : changes.prompt !== undefined
+          ? { prompt: changes.prompt }
+          : {}),
+      loop: {
+        recorded: calls,
+        ...(served ? { provider: served.provider } : {}),
+        ...(fork && (changes.system !== undefined || recording.system !== undefined)
+          ? { system: changes.system ?? recording.system! }
+          : {}),
+      },
+      unmetered: !fork,
+      shape: asRecorded(recording, fork),
+      ...(opts.events ? { events: opts.events } : {}),
     },
-    unmetered: !fork,
-    shape: asRecorded(recording, fork),
-    ...(opts.events ? { events: opts.events } : {}),
-  });
+    opts.id !== undefined ? { id: opts.id } : {},
+  );
   const report = await compare(config, env, log, recording, end, fork);
   const notes = [...report.notes];
   if (served && served.unused() > 0) notes.push(`${served.unused()} recorded LLM responses were not asked for`);
@@ -169,7 +179,7 @@ async function compare(
           });
         continue;
       }
-      const files = await renderDelivery(mailer, env, { id: captured.id, target, message, workspace: config.paths.workspace });
+      const { files } = await renderDelivery(mailer, env, { id: captured.id, target, message, workspace: config.paths.workspace });
       await mkdir(originalDir, { recursive: true });
       const diffs: string[] = [];
       for (const file of files) {
