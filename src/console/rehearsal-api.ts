@@ -137,7 +137,8 @@ export function rehearsalRoutes(app: Hono<ConsoleEnv>, deps: RehearsalApiDeps, s
       }),
     );
     const all = [...running.filter((item) => !ended.some((e) => e.id === item.id)), ...ended];
-    all.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+    // Newest first by start, to the millisecond: ids made in the same second sort by their random part.
+    all.sort((a, b) => b.started.localeCompare(a.started) || b.id.localeCompare(a.id));
     return c.json(safe<RehearsalsView>({ rehearsals: all }));
   });
 

@@ -95,9 +95,8 @@ export async function replay(
       },
       unmetered: !fork,
       shape: asRecorded(recording, fork),
-      ...(opts.events ? { events: opts.events } : {}),
     },
-    opts.id !== undefined ? { id: opts.id } : {},
+    { ...(opts.id !== undefined ? { id: opts.id } : {}), ...(opts.events ? { events: opts.events } : {}) },
   );
   const report = await compare(config, env, log, recording, end, fork);
   const notes = [...report.notes];

@@ -28,7 +28,10 @@ export async function rehearsals(state: string): Promise<RehearsalSummary[]> {
         }
       }),
   );
-  return summaries.filter((summary): summary is RehearsalSummary => summary !== undefined);
+  // Ids share a second: the runs' starts, to the millisecond, order them.
+  return summaries
+    .filter((summary): summary is RehearsalSummary => summary !== undefined)
+    .sort((a, b) => b.run.startedAt.localeCompare(a.run.startedAt) || b.id.localeCompare(a.id));
 }
 
 /** The records of rehearsal runs with this id (of `job` alone, when given). */

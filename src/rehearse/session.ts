@@ -100,7 +100,11 @@ export async function rehearse(
     readOnlySessions(new SessionStore(config.paths.state)),
   );
   const mailer = createMailer({ smtp: config.smtp, stateDir: folder, timezone: config.timezone, attachments: config.attachments, log });
-  const capture = new CaptureOutbox(folder, (entry) => renderDelivery(mailer, env, entry), fire.shape);
+  const capture = new CaptureOutbox(
+    folder,
+    (entry) => renderDelivery(mailer, env, entry),
+    fire.shape ?? (fire.at ? startedAt(fire.at) : undefined),
+  );
   const known = new Set(await journalIds(config.paths.state, job.name));
   let pipeline: Pipeline | undefined;
   try {
@@ -163,6 +167,14 @@ function checkInExecutor(
     const prompt = fire.prompt ?? (await checkInPrompt(config, runtime.memory, run.clock.at, undefined));
     const { outcome, message } = await runCheckIn(execute, job, run, prompt, runtime.redactor);
     return { ...outcome, answer: message };
+  };
+}
+
+/** A rehearsal at `--at` delivers as a run started then would: a subject's {{date}} reads the same instant as its prompt. */
+function startedAt(at: Date): NonNullable<RehearsalFire["shape"]> {
+  return (runKey, message) => {
+    const finishedAt = new Date(at.getTime() + message.run.durationMs).toISOString();
+    return { runKey, message: { ...message, run: { ...message.run, startedAt: at.toISOString(), finishedAt } } };
   };
 }
 
