@@ -100,7 +100,11 @@ export async function rehearse(
     readOnlySessions(new SessionStore(config.paths.state)),
   );
   const mailer = createMailer({ smtp: config.smtp, stateDir: folder, timezone: config.timezone, attachments: config.attachments, log });
-  const capture = new CaptureOutbox(folder, (entry) => renderDelivery(mailer, env, entry), fire.shape);
+  const capture = new CaptureOutbox(
+    folder,
+    (entry) => renderDelivery(mailer, env, entry),
+    fire.shape ?? (fire.at ? startedAt(fire.at) : undefined),
+  );
   const known = new Set(await journalIds(config.paths.state, job.name));
   let pipeline: Pipeline | undefined;
   try {
@@ -150,6 +154,17 @@ export async function rehearse(
     await runtime.close();
     await rm(workspace, { recursive: true, force: true });
   }
+}
+
+/**
+ * A rehearsal at an instant is the run as it would be then: its deliveries start at that instant,
+ * so a mail subject's {{date}} reads what the prompt's read.
+ */
+function startedAt(at: Date): NonNullable<RehearsalFire["shape"]> {
+  return (runKey, message) => {
+    const finishedAt = new Date(at.getTime() + message.run.durationMs).toISOString();
+    return { runKey, message: { ...message, run: { ...message.run, startedAt: at.toISOString(), finishedAt } } };
+  };
 }
 
 /** The check-in a rehearsal of `@heartbeat` makes: the recorded prompt of a replay, else the heartbeat's prompt now. */
