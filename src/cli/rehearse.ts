@@ -99,7 +99,8 @@ export async function replayRun(runId: string, opts: ReplayOptions): Promise<num
   const log = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
   const events = new EventBus();
   const fork = Object.keys(changes).some((key) => key !== "recordedOnly");
-  const stop = opts.json ? printToolCalls(events, () => false) : printToolCalls(events, () => true);
+  // A fork's calls as `countd run` shows them; a replay runs no tool, so it shows none.
+  const stop = printToolCalls(events, () => fork && !opts.json);
   try {
     const report = await replay(config, process.env, log, runId, {
       ...(opts.of !== undefined ? { jobName: opts.of } : changes.job ? { jobName: changes.job.name } : {}),

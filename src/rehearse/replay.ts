@@ -10,7 +10,7 @@ import type { Logger } from "../log.js";
 import type { Usage } from "../providers/types.js";
 import { renderDelivery } from "./capture.js";
 import { readRecording, recordedCalls, recordedProvider, type Recording } from "./recorded.js";
-import { rehearse, type RehearsalEnd } from "./session.js";
+import { rehearse, type RehearsalEnd, type RehearsalFire } from "./session.js";
 
 /** What a fork changes of the run it repeats; none of them: a replay. */
 export interface ForkChanges {
@@ -70,7 +70,7 @@ export async function replay(
   const calls = recordedCalls(recording, { recordedOnly: !fork || changes.recordedOnly === true, runId });
   const served = fork ? undefined : recordedProvider(recording, "journal");
   const at = new Date(recording.startedAt);
-  const end = await rehearse(config, env, log, fork ? "fork" : "replay", job, {
+  const fire: RehearsalFire = {
     at,
     ...(recording.files ? { files: recording.files } : {}),
     ...(recording.payload !== undefined ? { payload: recording.payload } : {}),
@@ -87,8 +87,8 @@ export async function replay(
     },
     unmetered: !fork,
     shape: asRecorded(recording, fork),
-    ...(opts.events ? { events: opts.events } : {}),
-  });
+  };
+  const end = await rehearse(config, env, log, fork ? "fork" : "replay", job, fire, opts.events ? { events: opts.events } : {});
   const report = await compare(config, env, log, recording, end, fork);
   const notes = [...report.notes];
   if (served && served.unused() > 0) notes.push(`${served.unused()} recorded LLM responses were not asked for`);
