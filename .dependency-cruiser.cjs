@@ -3,10 +3,10 @@
  * ("Layers") says the same in prose. Only src/ is cruised: tests and benches may import anything.
  *
  * The stages, top to bottom; each may import the stages below it, never one above:
- *   cli → daemon → core → backend → console → triggers → cluster → runner → runtime → delivery → agent → tools → providers
+ *   cli → daemon → core → backend → console → rehearse → triggers → cluster → runner → runtime → delivery → agent → tools → providers
  * Below them all lies the foundation (configuration, jobs, state on disk, sessions, audit, memory,
  * skills, the HTML worker and the small shared modules), which any stage may import. The
- * foundation never imports the stages that orchestrate a run (cli, daemon, console, triggers, cluster, runner, runtime):
+ * foundation never imports the stages that orchestrate a run (cli, daemon, console, rehearse, triggers, cluster, runner, runtime):
  * it may read the schemas and types of delivery, agent, tools and providers, because each of those
  * stages owns the description of its own settings, which config/ and jobs/ compose.
  */
@@ -16,6 +16,7 @@ const stages = [
   { name: "core", path: "^src/core\\.ts$" },
   { name: "backend", path: "^src/backend/" },
   { name: "console", path: "^src/console/" },
+  { name: "rehearse", path: "^src/rehearse/" },
   { name: "triggers", path: "^src/triggers/" },
   { name: "cluster", path: "^src/cluster/" },
   { name: "runner", path: "^src/runner/" },
@@ -26,7 +27,7 @@ const stages = [
   { name: "providers", path: "^src/providers/" },
 ];
 
-const orchestration = ["cli", "daemon", "core", "backend", "console", "triggers", "cluster", "runner", "runtime"].map(
+const orchestration = ["cli", "daemon", "core", "backend", "console", "rehearse", "triggers", "cluster", "runner", "runtime"].map(
   (name) => stages.find((stage) => stage.name === name).path,
 );
 

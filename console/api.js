@@ -23,6 +23,8 @@
  * @typedef {import("../src/console/protocol.js").CancelAnswer} CancelAnswer
  * @typedef {import("../src/console/protocol.js").RetryAnswer} RetryAnswer
  * @typedef {import("../src/console/protocol.js").PurgeAnswer} PurgeAnswer
+ * @typedef {import("../src/console/rehearsal-protocol.js").RehearsalStarted} RehearsalStarted
+ * @typedef {import("../src/console/rehearsal-protocol.js").RehearsalView} RehearsalView
  */
 
 const CSRF_HEADER = "x-countd-csrf";
@@ -156,13 +158,63 @@ export const retryDelivery = (id) => post(`/api/outbox/${enc(id)}/retry`);
 export const purgeOutbox = () => post("/api/outbox/purge");
 
 /**
+ * A rehearsal of the job: it runs in the daemon; the answer is its id, to follow with `rehearsal`.
+ * @param {string} name
+ * @param {{ at?: string; files?: string[]; payload?: string }} fire
+ * @returns {Promise<RehearsalStarted>}
+ */
+export const rehearse = (name, fire) => post(`/api/jobs/${enc(name)}/rehearse`, fire);
+
+/**
+ * A replay of the run, or with a change a fork of it.
+ * @param {string} job
+ * @param {string} id
+ * @param {{ model?: string; prompt?: string; system_prompt?: string }} changes
+ * @returns {Promise<RehearsalStarted>}
+ */
+export const replay = (job, id, changes) => post(`/api/runs/${enc(id)}/replay`, { job, ...changes });
+
+/**
+ * @param {string} id
+ * @returns {Promise<RehearsalView>}
+ */
+export const rehearsal = (id) => get(`/api/rehearsals/${enc(id)}`);
+
+/**
+ * Where a rehearsal's captured file is served: a mail's HTML is shown from it in a sandboxed frame.
+ * @param {string} id
+ * @param {string} file deliveries/<name>
+ */
+export const rehearsalFile = (id, file) => `/api/rehearsals/${enc(id)}/files/${file.split("/").map(enc).join("/")}`;
+
+/**
+ * A captured file's text: a webhook's headers and body.
+ * @param {string} id
+ * @param {string} file
+ * @returns {Promise<string>}
+ */
+export async function rehearsalText(id, file) {
+  const response = await fetch(rehearsalFile(id, file), { credentials: "same-origin", cache: "no-store" });
+  if (!response.ok) throw new ApiError(response.status, `${file}: HTTP ${response.status}`);
+  return response.text();
+}
+
+/**
  * The one place the page trusts the wire: each function above names what its endpoint answers.
  * @param {string} path
  */
 const get = (path) => request(path, { method: "GET" });
 
-/** @param {string} path */
-const post = (path) => request(path, { method: "POST", headers: { [CSRF_HEADER]: csrf } });
+/**
+ * @param {string} path
+ * @param {unknown} [body] sent as JSON
+ */
+const post = (path, body) =>
+  request(path, {
+    method: "POST",
+    headers: { [CSRF_HEADER]: csrf, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
 
 /** Path segments and query values come from job names and run ids, which a file name chose. */
 const enc = encodeURIComponent;

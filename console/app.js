@@ -6,6 +6,7 @@ import { JobPage } from "./job.js";
 import { startLive, stopLive, useLiveState } from "./live.js";
 import { OutboxPage } from "./outbox.js";
 import { Overview } from "./overview.js";
+import { RehearsalPage } from "./rehearsal.js";
 import { RunPage } from "./run.js";
 import { ActionButton, html } from "./ui.js";
 
@@ -14,11 +15,12 @@ import { ActionButton, html } from "./ui.js";
  *   | { screen: "overview" | "outbox" | "missing" }
  *   | { screen: "job"; name: string }
  *   | { screen: "run"; job: string; id: string }
+ *   | { screen: "rehearsal"; id: string }
  * )} Route
  */
 
 /**
- * `#/`, `#/jobs/<name>`, `#/runs/<job>/<id>`, `#/outbox`: the screen for an address.
+ * `#/`, `#/jobs/<name>`, `#/runs/<job>/<id>`, `#/rehearsals/<id>`, `#/outbox`: the screen for an address.
  * @param {string} hash
  * @returns {Route}
  */
@@ -28,6 +30,7 @@ function route(hash) {
   const [first, second = "", third = ""] = parts;
   if (first === "jobs" && parts.length === 2) return { screen: "job", name: second, title: second };
   if (first === "runs" && parts.length === 3) return { screen: "run", job: second, id: third, title: `${second} run ${third}` };
+  if (first === "rehearsals" && parts.length === 2) return { screen: "rehearsal", id: second, title: `Rehearsal ${second}` };
   if (first === "outbox" && parts.length === 1) return { screen: "outbox", title: "Outbox" };
   return { screen: "missing", title: "Not found" };
 }
@@ -154,6 +157,8 @@ function screen(page) {
       return html`<${JobPage} key=${page.name} name=${page.name} />`;
     case "run":
       return html`<${RunPage} key=${`${page.job}/${page.id}`} job=${page.job} id=${page.id} />`;
+    case "rehearsal":
+      return html`<${RehearsalPage} key=${page.id} id=${page.id} />`;
     case "outbox":
       return html`<${OutboxPage} />`;
     default:

@@ -3,6 +3,7 @@ import { useCallback, useEffect, useRef, useState } from "/assets/vendor/preact-
 import * as api from "./api.js";
 import { RunTrend } from "./charts.js";
 import { useLive } from "./live.js";
+import { RehearseForm } from "./rehearsal.js";
 import {
   ActionButton,
   count,
@@ -80,7 +81,7 @@ export function JobPage({ name }) {
     </div>
     ${notice && html`<${Notice} kind=${notice.kind} onClose=${() => setNotice(undefined)}>${notice.text}<//>`}
     ${job.error && html`<${Notice} kind="error">${job.error.message}<//>`} ${j && html`<${JobState} job=${j} />`}
-    ${j && "settings" in j && html`<${Settings} job=${j} />`}
+    ${j?.loaded && html`<${RehearseForm} job=${name} />`} ${j && "settings" in j && html`<${Settings} job=${j} />`}
     ${
       j?.loaded &&
       html`<section aria-labelledby="trend-title">

@@ -2,6 +2,7 @@
 import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
 import * as api from "./api.js";
 import { useLive } from "./live.js";
+import { ReplayActions } from "./rehearsal.js";
 import {
   ActionButton,
   addCost,
@@ -89,6 +90,7 @@ export function RunPage({ job, id }) {
       </section>`
     }
     ${v && html`<${Deliveries} deliveries=${v.deliveries} zone=${v.timezone} />`}
+    ${v && !running && html`<${ReplayActions} job=${job} id=${id} />`}
   `;
 }
 

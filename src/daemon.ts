@@ -26,6 +26,7 @@ import { join } from "node:path";
 import { VERSION } from "./package.js";
 import { LiveHub } from "./console/live.js";
 import { Metrics } from "./console/metrics.js";
+import { Rehearsals } from "./console/rehearsals.js";
 import { startConsole, type ConsoleServer } from "./console/server.js";
 import { WebhookTrigger } from "./triggers/webhook.js";
 import { WebhookIds } from "./store/webhook-ids.js";
@@ -188,6 +189,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         transcripts: view.transcripts,
         cancel: (run, why) => view.cancel(run, why),
         pausedFiles,
+        rehearsals: new Rehearsals(env, logger),
       },
       logger,
     );

@@ -4,10 +4,10 @@ import { text } from "node:stream/consumers";
 import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { EventBus } from "../events.js";
-import { AT_FORM, parseAt } from "../jobs/schedule.js";
 import type { Job } from "../jobs/types.js";
 import { daemonLogger } from "../log.js";
 import { jobOfSession } from "../runner/session-ids.js";
+import { rehearsalAt } from "../rehearse/at.js";
 import { jobToRehearse } from "../rehearse/job-source.js";
 import { formatPreview, previewRehearsal } from "../rehearse/preview.js";
 import { replay, type ForkChanges } from "../rehearse/replay.js";
@@ -36,7 +36,7 @@ export interface RehearseOptions {
 export async function rehearseJob(which: string, opts: RehearseOptions): Promise<number> {
   const config = await loadConfig({ file: opts.config });
   const { job } = await jobToRehearse(config, which, { ...(opts.jobs !== undefined ? { jobsDir: opts.jobs } : {}) });
-  const at = opts.at !== undefined ? atOf(opts.at, job.timezone) : new Date();
+  const at = opts.at !== undefined ? rehearsalAt(opts.at, job.timezone, "--at") : new Date();
   const files = opts.files?.map((file) => resolve(file));
   const payload =
     opts.payload === undefined ? undefined : opts.payload === "-" ? await text(process.stdin) : await readPayload(opts.payload);
@@ -118,18 +118,6 @@ export async function replayRun(runId: string, opts: ReplayOptions): Promise<num
 
 async function jobOf(config: Config, name: string): Promise<Job> {
   return (await jobToRehearse(config, name, {})).job;
-}
-
-/** `--at`: an instant (2026-12-05T09:00:00Z, or with an offset), or a local time in the job's zone (2026-12-05T09:00). */
-function atOf(value: string, timezone: string): Date {
-  try {
-    if (!AT_FORM.test(value)) throw new Error(value);
-    return parseAt(value, timezone);
-  } catch {
-    throw new Error(
-      `--at ${JSON.stringify(value)} is not a time: give YYYY-MM-DDTHH:MM[:SS], with Z or ±HH:MM for an instant, else read in ${timezone}`,
-    );
-  }
 }
 
 async function readPayload(file: string): Promise<string> {

@@ -14,18 +14,25 @@ export function formatReplay(report: ReplayReport, state: string): string {
   const lines: string[] = [];
   if (report.kind === "replay") {
     lines.push(
-      `Replay of run ${of.run} (${of.job}) from its journal: 0 LLM requests, ${tools.served} recorded tool results served, ${tools.ran.length} tools run.`,
+      `Replay of run ${of.run} (${of.job}) from its journal: 0 LLM requests, ${count(tools.served, "recorded tool result")} served, ${count(tools.ran.length, "tool")} run.`,
     );
     lines.push(report.identical ? "identical" : "differs");
   } else {
     lines.push(
-      `Fork of run ${of.run} (${of.job}): ${tools.served} recorded tool results reused, ${tools.ran.length} tool calls run on the workspace copy.`,
+      `Fork of run ${of.run} (${of.job}): ${count(tools.served, "recorded tool result")} reused, ${count(tools.ran.length, "tool call")} run on the workspace copy.`,
     );
   }
   if (report.status.original !== report.status.replayed) lines.push(`status: ${report.status.original} → ${report.status.replayed}`);
   lines.push(report.answer.diff ? `answer:\n${report.answer.diff.trimEnd()}` : "answer: identical");
+  // A fork's deliveries differ as its answer does: they are listed, their diffs kept in replay.json.
   for (const delivery of report.deliveries)
-    lines.push(delivery.identical ? `delivery ${delivery.to}: identical` : `delivery ${delivery.to}:\n${(delivery.diff ?? "").trimEnd()}`);
+    lines.push(
+      delivery.identical
+        ? `delivery ${delivery.to}: identical`
+        : report.kind === "fork"
+          ? `delivery ${delivery.to}: rendered as ${delivery.files.join(", ")}`
+          : `delivery ${delivery.to}:\n${(delivery.diff ?? "").trimEnd()}`,
+    );
   for (const note of report.notes) lines.push(`note: ${note}`);
   if (report.kind === "fork") {
     lines.push("tool calls (original | fork):");
@@ -43,3 +50,5 @@ export function formatReplay(report: ReplayReport, state: string): string {
   lines.push(`rehearsal folder: ${folder} (countd show ${report.run} shows the ${report.kind}'s transcript)`);
   return `${lines.join("\n")}\n`;
 }
+
+const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? "" : "s"}`;

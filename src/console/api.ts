@@ -19,8 +19,11 @@ import type { Job } from "../jobs/types.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
 import { errorText } from "../text.js";
 import { emptyUsage, addUsage } from "../providers/types.js";
+import { ApiError } from "./api-error.js";
 import type { Credential, Guard } from "./guard.js";
 import type { LiveHub } from "./live.js";
+import { rehearsalRoutes } from "./rehearsal-api.js";
+import type { Rehearsals } from "./rehearsals.js";
 import type { Metrics } from "./metrics.js";
 import type {
   CancelAnswer,
@@ -44,6 +47,7 @@ import type { Asset } from "./assets.js";
 import { page, refuse, signIn, signOut, type ConsoleEnv } from "./sign-in.js";
 import type { WebhookTrigger } from "../triggers/webhook.js";
 import { zoneOf } from "../jobs/zones.js";
+import { rehearsalRuns } from "../rehearse/runs.js";
 
 /** What the console reads and steers: the running daemon's parts, handed over by the composition root. */
 export interface ConsoleDeps {
@@ -67,6 +71,8 @@ export interface ConsoleDeps {
   cancel?: (run: RunRecord, why: string) => Promise<CancelResult>;
   /** Runs the files a watch job's fires carried while it was paused, once it is resumed. */
   pausedFiles?: Pick<PausedFiles, "release">;
+  /** The console's rehearsals, replays and forks, run in the daemon's process with its environment and logger. */
+  rehearsals: Rehearsals;
 }
 
 /** A page of runs at most; the default page is smaller. */
@@ -77,15 +83,6 @@ const HISTORY_READS = 16;
 /** The longest span the charts ask for. */
 const MAX_DAYS = 90;
 const FAILED: ReadonlySet<RunStatus> = new Set(["error", "timeout", "interrupted", "budget"]);
-
-class ApiError extends Error {
-  constructor(
-    readonly status: 400 | 401 | 403 | 404 | 409 | 503,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 /**
  * The console's HTTP side: the page's files, the JSON API under /api/ and sign-in. Every request
@@ -289,6 +286,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     }
   });
   app.post("/api/outbox/purge", async (c) => c.json({ purged: await deps.outbox.purge() } satisfies PurgeAnswer));
+  rehearsalRoutes(app, deps, safe);
 
   return app;
 }
@@ -324,6 +322,8 @@ async function findRun(deps: ConsoleDeps, id: string, job: string | undefined): 
     .running()
     .filter((run) => (job === undefined || run.job === job) && !saved.some((s) => s.id === run.id && s.job === run.job));
   const found = [...saved, ...running].filter((run) => run.id === id);
+  // A rehearsal's, a replay's or a fork's run is in no history, only in its rehearsal's folder.
+  if (found.length === 0) found.push(...(await rehearsalRuns(deps.config().paths.state, id, job)));
   if (found.length === 0) throw new ApiError(404, `no run with id "${id}"${job !== undefined ? ` in job "${job}"` : ""}`);
   if (found.length > 1)
     throw new ApiError(409, `run id "${id}" is in several jobs (${found.map((run) => run.job).join(", ")}): add ?job=<name>`);

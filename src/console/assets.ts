@@ -32,6 +32,7 @@ const PAGE_FILES: Record<string, string> = {
   "/assets/overview.js": "overview.js",
   "/assets/job.js": "job.js",
   "/assets/run.js": "run.js",
+  "/assets/rehearsal.js": "rehearsal.js",
   "/assets/outbox.js": "outbox.js",
 };
 

@@ -16,6 +16,8 @@ export interface CapturedDelivery {
   to: string;
   target: DeliveryTarget["kind"];
   files: string[];
+  /** A mail's subject as its reader sees it (the .eml may hold it encoded). */
+  subject?: string;
 }
 
 /** The folder, inside a rehearsal's, where its deliveries are written. */
@@ -31,16 +33,19 @@ export async function renderDelivery(
   mailer: Pick<Mailer, "render">,
   env: NodeJS.ProcessEnv,
   entry: { id: string; target: DeliveryTarget; message: DeliveryMessage; workspace: string },
-): Promise<Array<{ name: string; bytes: string | Buffer }>> {
+): Promise<{ files: Array<{ name: string; bytes: string | Buffer }>; subject?: string }> {
   const { id, target, message } = entry;
   const base = messageIdLocalPart(id);
   if (target.kind === "email") {
     const mail = await mailer.render(target, message, id, entry.workspace);
     // The HTML beside the .eml: what the console shows as the recipient would see it.
-    return [
-      { name: `${base}.eml`, bytes: mail.eml },
-      { name: `${base}.html`, bytes: mail.html },
-    ];
+    return {
+      files: [
+        { name: `${base}.eml`, bytes: mail.eml },
+        { name: `${base}.html`, bytes: mail.html },
+      ],
+      subject: mail.subject,
+    };
   }
   let signing = target;
   let unsigned = "";
@@ -50,7 +55,7 @@ export async function renderDelivery(
     unsigned = `# not as sent: ${errorText(err)}\n`;
   }
   const requests = webhookRequests(signing, message, id, new Date(message.run.finishedAt));
-  return requests.flatMap((request, index) => {
+  const files = requests.flatMap((request, index) => {
     const name = requests.length > 1 ? `${base}.${index + 1}` : base;
     const headers = Object.entries(webhookHeaders(target, request)).map(([key, value]) => `${key}: ${value}\n`);
     const url = requests.length > 1 || target.format === "json" ? target.url : request.url;
@@ -59,6 +64,7 @@ export async function renderDelivery(
       { name: `${name}.body`, bytes: request.body },
     ];
   });
+  return { files };
 }
 
 /**
@@ -95,7 +101,7 @@ export class CaptureOutbox implements DeliveryOutbox {
     const ids: string[] = [];
     for (const target of targets) {
       const id = deliveryId(runKey, target);
-      const files = await this.render({ id, target, message, workspace });
+      const { files, subject } = await this.render({ id, target, message, workspace });
       for (const file of files) await writeFile(join(dir, file.name), file.bytes, { mode: 0o600 });
       this.captured.push({
         id,
@@ -103,6 +109,7 @@ export class CaptureOutbox implements DeliveryOutbox {
         to: describeTarget(target),
         target: target.kind,
         files: files.map((f) => `${DELIVERIES_DIR}/${f.name}`),
+        ...(subject !== undefined ? { subject } : {}),
       });
       this.targets.set(id, target);
       ids.push(id);

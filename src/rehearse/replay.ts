@@ -61,7 +61,7 @@ export async function replay(
   env: NodeJS.ProcessEnv,
   log: Logger,
   runId: string,
-  opts: { jobName?: string; jobOf: (name: string) => Promise<Job>; changes?: ForkChanges; events?: EventBus },
+  opts: { jobName?: string; jobOf: (name: string) => Promise<Job>; changes?: ForkChanges; events?: EventBus; id?: string },
 ): Promise<ReplayReport> {
   const recording = await readRecording(config.paths.state, runId, opts.jobName);
   const changes = opts.changes ?? {};
@@ -89,7 +89,10 @@ export async function replay(
     unmetered: !fork,
     shape: asRecorded(recording, fork),
   };
-  const end = await rehearse(config, env, log, fork ? "fork" : "replay", job, fire, opts.events ? { events: opts.events } : {});
+  const end = await rehearse(config, env, log, fork ? "fork" : "replay", job, fire, {
+    ...(opts.events ? { events: opts.events } : {}),
+    ...(opts.id !== undefined ? { id: opts.id } : {}),
+  });
   const report = await compare(config, env, log, recording, end, fork);
   const notes = [...report.notes];
   if (served && served.unused() > 0) notes.push(`${served.unused()} recorded LLM responses were not asked for`);
@@ -177,7 +180,7 @@ async function compare(
         continue;
       }
       // The original as its run's target rendered it (today's, in a journal that kept none), under the replay's id: the files pair up by name.
-      const files = await renderDelivery(mailer, env, {
+      const { files } = await renderDelivery(mailer, env, {
         id: captured.id,
         target: original.target ?? target,
         message: original.message,

@@ -156,17 +156,6 @@ export async function rehearse(
   }
 }
 
-/**
- * A rehearsal at an instant is the run as it would be then: its deliveries start at that instant,
- * so a mail subject's {{date}} reads what the prompt's read.
- */
-function startedAt(at: Date): NonNullable<RehearsalFire["shape"]> {
-  return (runKey, message) => {
-    const finishedAt = new Date(at.getTime() + message.run.durationMs).toISOString();
-    return { runKey, message: { ...message, run: { ...message.run, startedAt: at.toISOString(), finishedAt } } };
-  };
-}
-
 /** The check-in a rehearsal of `@heartbeat` makes: the recorded prompt of a replay, else the heartbeat's prompt now. */
 function checkInExecutor(
   execute: Parameters<NonNullable<Parameters<typeof openPipeline>[0]["wrap"]>>[0],
@@ -178,6 +167,14 @@ function checkInExecutor(
     const prompt = fire.prompt ?? (await checkInPrompt(config, runtime.memory, run.clock.at, undefined));
     const { outcome, message } = await runCheckIn(execute, job, run, prompt, runtime.redactor);
     return { ...outcome, answer: message };
+  };
+}
+
+/** A rehearsal at `--at` delivers as a run started then would: a subject's {{date}} reads the same instant as its prompt. */
+function startedAt(at: Date): NonNullable<RehearsalFire["shape"]> {
+  return (runKey, message) => {
+    const finishedAt = new Date(at.getTime() + message.run.durationMs).toISOString();
+    return { runKey, message: { ...message, run: { ...message.run, startedAt: at.toISOString(), finishedAt } } };
   };
 }
 

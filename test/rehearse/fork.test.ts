@@ -85,7 +85,7 @@ describe("countd replay, forked", { timeout: 120_000 }, () => {
     expect(await counted()).toBe(1);
     expect(await exists(join(dir, "workspace", "summary.txt"))).toBe(false);
     const lines = fork.stdout.split("\n");
-    expect(lines[0]).toBe(`Fork of run ${id} (count): 1 recorded tool results reused, 1 tool calls run on the workspace copy.`);
+    expect(lines[0]).toBe(`Fork of run ${id} (count): 1 recorded tool result reused, 1 tool call run on the workspace copy.`);
     expect(fork.stdout).toMatch(
       new RegExp(
         `^answer:\\n--- ${id} \\(original\\)\\n\\+\\+\\+ \\S+ \\(fork\\)\\n@@ -1,3 \\+1,3 @@\\n Counted: 3 files\\.\\n-Nothing else to do\\.\\n\\+Wrote summary\\.txt\\.\\n Bye\\.\\n`,
@@ -110,7 +110,7 @@ describe("countd replay, forked", { timeout: 120_000 }, () => {
     const fork = await countd(["replay", id, "--prompt", "new.txt", "--recorded-only"]);
 
     expect(fork.code).toBe(0);
-    expect(fork.stdout).toMatch(/^Fork of run \S+ \(count\): 1 recorded tool results reused, 0 tool calls run on the workspace copy\.$/m);
+    expect(fork.stdout).toMatch(/^Fork of run \S+ \(count\): 1 recorded tool result reused, 0 tool calls run on the workspace copy\.$/m);
     expect(await counted()).toBe(1);
     expect(await exists(join(dir, "workspace", "summary.txt"))).toBe(false);
     // The model heard why its call had no result.
