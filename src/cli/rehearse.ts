@@ -99,7 +99,7 @@ export async function replayRun(runId: string, opts: ReplayOptions): Promise<num
   const log = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
   const events = new EventBus();
   const fork = Object.keys(changes).some((key) => key !== "recordedOnly");
-  // A fork's tool calls are shown as they happen, as a run's are; a replay's are served, not made.
+  // A fork's calls as `countd run` shows them; a replay runs no tool, so it shows none.
   const stop = printToolCalls(events, () => fork && !opts.json);
   try {
     const report = await replay(config, process.env, log, runId, {

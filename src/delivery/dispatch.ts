@@ -22,6 +22,8 @@ import type { OutboxEntry } from "../store/outbox-store.js";
 export interface QueuedDelivery {
   ids: string[];
   message: DeliveryMessage;
+  /** The target of each id, in order, as the job file had it: a replay renders the original with it. */
+  targets: DeliveryTarget[];
 }
 
 /** Tool calls a failure message shows, so its reader sees where the run stopped. */
@@ -154,7 +156,7 @@ export class RunDispatcher {
    */
   private async enqueue(key: string, targets: readonly DeliveryTarget[], msg: DeliveryMessage): Promise<QueuedDelivery[]> {
     const message = this.redactor().redactStrings(msg);
-    return [{ ids: await this.outbox.enqueue(key, targets, message, this.workspace()), message }];
+    return [{ ids: await this.outbox.enqueue(key, targets, message, this.workspace()), message, targets: [...targets] }];
   }
 }
 

@@ -2,6 +2,7 @@ import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { RecordedCalls, ToolOutcome } from "../agent/loop.js";
 import type { DeliveryMessage } from "../delivery/message.js";
+import type { DeliveryTarget } from "../delivery/targets.js";
 import type { ChatMessage, LLMProvider, StreamEvent, ToolCall, Usage } from "../providers/types.js";
 import type { JournalEntry } from "../store/journal-entries.js";
 import { JOURNAL_DIR, readJournalFile } from "../store/run-journal.js";
@@ -32,8 +33,8 @@ export interface Recording {
   answer?: string;
   llm: Entry<"llm">[];
   tools: Entry<"tool">[];
-  /** What each queued delivery carried; undefined in a journal written before messages were kept. */
-  deliveries?: Array<{ ids: string[]; message: DeliveryMessage }>;
+  /** What each queued delivery carried, and to which target; undefined in a journal written before messages were kept. */
+  deliveries?: Array<{ ids: string[]; message: DeliveryMessage; targets?: DeliveryTarget[] }>;
   /** The subagents' tasks, by their id. */
   tasks: Map<string, string>;
 }
@@ -54,7 +55,7 @@ export async function readRecording(state: string, runId: string, job?: string):
       `no journal of a run "${runId}"${job !== undefined ? ` of job "${job}"` : ""} in ${join(state, JOURNAL_DIR)} (countd history lists the runs)`,
     );
   if (found.length > 1)
-    throw new NotReplayable(`run id "${runId}" is in several jobs (${found.map((f) => f.job).join(", ")}): add --job <name>`);
+    throw new NotReplayable(`run id "${runId}" is in several jobs (${found.map((f) => f.job).join(", ")}): add --of <job>`);
   const { journal } = found[0]!;
   if (journal.problems.length > 0) throw new NotReplayable(`the journal of run ${runId} is damaged: ${journal.problems.join("; ")}`);
   return recordingOf(journal.entries, journal.blobs, runId);
@@ -97,7 +98,13 @@ function recordingOf(entries: JournalEntry[], blobs: Map<string, string>, runId:
     llm: entries.filter((e): e is Entry<"llm"> => e.kind === "llm" && e.request.purpose !== "summary"),
     tools: entries.filter((e): e is Entry<"tool"> => e.kind === "tool"),
     ...(delivery?.messages
-      ? { deliveries: delivery.messages.map(({ ids, message }) => ({ ids, message: message as DeliveryMessage })) }
+      ? {
+          deliveries: delivery.messages.map(({ ids, message, targets }) => ({
+            ids,
+            message: message as DeliveryMessage,
+            ...(targets ? { targets: targets as DeliveryTarget[] } : {}),
+          })),
+        }
       : delivery
         ? {}
         : { deliveries: [] }),

@@ -4,13 +4,14 @@ import { createTwoFilesPatch } from "diff";
 import type { Config } from "../config/schema.js";
 import { createMailer } from "../delivery/email.js";
 import type { DeliveryMessage } from "../delivery/message.js";
+import type { DeliveryTarget } from "../delivery/targets.js";
 import type { EventBus } from "../events.js";
 import type { Job } from "../jobs/types.js";
 import type { Logger } from "../log.js";
 import type { Usage } from "../providers/types.js";
 import { renderDelivery } from "./capture.js";
 import { readRecording, recordedCalls, recordedProvider, type Recording } from "./recorded.js";
-import { rehearse, type RehearsalEnd } from "./session.js";
+import { rehearse, type RehearsalEnd, type RehearsalFire } from "./session.js";
 
 /** What a fork changes of the run it repeats; none of them: a replay. */
 export interface ForkChanges {
@@ -70,34 +71,28 @@ export async function replay(
   const calls = recordedCalls(recording, { recordedOnly: !fork || changes.recordedOnly === true, runId });
   const served = fork ? undefined : recordedProvider(recording, "journal");
   const at = new Date(recording.startedAt);
-  const end = await rehearse(
-    config,
-    env,
-    log,
-    fork ? "fork" : "replay",
-    job,
-    {
-      at,
-      ...(recording.files ? { files: recording.files } : {}),
-      ...(recording.payload !== undefined ? { payload: recording.payload } : {}),
-      // An edited job's own prompt, rendered at the recorded instant; else the prompt given, or the one recorded.
-      ...(changes.job === undefined
-        ? { prompt: changes.prompt ?? recording.prompt }
-        : changes.prompt !== undefined
-          ? { prompt: changes.prompt }
-          : {}),
-      loop: {
-        recorded: calls,
-        ...(served ? { provider: served.provider } : {}),
-        ...(fork && (changes.system !== undefined || recording.system !== undefined)
-          ? { system: changes.system ?? recording.system! }
-          : {}),
-      },
-      unmetered: !fork,
-      shape: asRecorded(recording, fork),
+  const fire: RehearsalFire = {
+    at,
+    ...(recording.files ? { files: recording.files } : {}),
+    ...(recording.payload !== undefined ? { payload: recording.payload } : {}),
+    // An edited job's own prompt, rendered at the recorded instant; else the prompt given, or the one recorded.
+    ...(changes.job === undefined
+      ? { prompt: changes.prompt ?? recording.prompt }
+      : changes.prompt !== undefined
+        ? { prompt: changes.prompt }
+        : {}),
+    loop: {
+      recorded: calls,
+      ...(served ? { provider: served.provider } : {}),
+      ...(fork && (changes.system !== undefined || recording.system !== undefined) ? { system: changes.system ?? recording.system! } : {}),
     },
-    { ...(opts.id !== undefined ? { id: opts.id } : {}), ...(opts.events ? { events: opts.events } : {}) },
-  );
+    unmetered: !fork,
+    shape: asRecorded(recording, fork),
+  };
+  const end = await rehearse(config, env, log, fork ? "fork" : "replay", job, fire, {
+    ...(opts.events ? { events: opts.events } : {}),
+    ...(opts.id !== undefined ? { id: opts.id } : {}),
+  });
   const report = await compare(config, env, log, recording, end, fork);
   const notes = [...report.notes];
   if (served && served.unused() > 0) notes.push(`${served.unused()} recorded LLM responses were not asked for`);
@@ -158,16 +153,22 @@ async function compare(
   if (recording.answer === undefined) notes.push("the journal predates recorded answers: only the deliveries are compared");
   const answerSame = recording.answer === undefined || original === replayed;
   const deliveries: ReplayReport["deliveries"] = [];
-  const originals = new Map<string, DeliveryMessage>();
-  for (const { ids, message } of recording.deliveries ?? []) for (const id of ids) originals.set(id, message);
+  const originals = new Map<string, { message: DeliveryMessage; target?: DeliveryTarget }>();
+  for (const { ids, message, targets } of recording.deliveries ?? [])
+    ids.forEach((id, i) => originals.set(id, { message, ...(targets?.[i] ? { target: targets[i] } : {}) }));
   if (recording.deliveries === undefined) notes.push("the journal predates recorded delivery messages: deliveries are not compared");
   const mailer = createMailer({ smtp: config.smtp, stateDir: end.folder, timezone: config.timezone, attachments: config.attachments, log });
   const originalDir = join(end.folder, "original");
+  const originalOf = pairedOriginals(
+    end.deliveries.map((captured) => captured.id),
+    [...originals.keys()],
+  );
   try {
     for (const captured of end.deliveries) {
-      const message = originals.get(captured.id);
+      const originalId = originalOf.get(captured.id);
+      const original = originalId === undefined ? undefined : originals.get(originalId);
       const target = end.targets.get(captured.id);
-      if (!message || !target) {
+      if (!original || !target) {
         if (recording.deliveries !== undefined)
           deliveries.push({
             id: captured.id,
@@ -178,7 +179,13 @@ async function compare(
           });
         continue;
       }
-      const { files } = await renderDelivery(mailer, env, { id: captured.id, target, message, workspace: config.paths.workspace });
+      // The original as its run's target rendered it (today's, in a journal that kept none), under the replay's id: the files pair up by name.
+      const { files } = await renderDelivery(mailer, env, {
+        id: captured.id,
+        target: original.target ?? target,
+        message: original.message,
+        workspace: config.paths.workspace,
+      });
       await mkdir(originalDir, { recursive: true });
       const diffs: string[] = [];
       for (const file of files) {
@@ -195,7 +202,7 @@ async function compare(
         ...(diffs.length > 0 ? { diff: diffs.join("\n") } : {}),
         files: captured.files,
       });
-      originals.delete(captured.id);
+      originals.delete(originalId!);
     }
   } finally {
     mailer.close();
@@ -223,6 +230,27 @@ async function compare(
       replayed: { usage: end.record.usage, cost: end.record.cost ?? null },
     },
   };
+}
+
+/**
+ * Which original delivery each replayed one is compared with: the one with its id, else (the job
+ * file's target was edited, its subject say, which changes its id) the first one left of the same
+ * kind to the same host, in order.
+ */
+function pairedOriginals(replayed: readonly string[], originals: readonly string[]): Map<string, string> {
+  const kindOf = (id: string) => id.replace(/-[0-9a-f]+$/, "");
+  const left = originals.filter((id) => !replayed.includes(id));
+  const pairs = new Map<string, string>();
+  for (const id of replayed) {
+    if (originals.includes(id)) pairs.set(id, id);
+    else {
+      const edited = left.find((original) => kindOf(original) === kindOf(id));
+      if (edited === undefined) continue;
+      pairs.set(id, edited);
+      left.splice(left.indexOf(edited), 1);
+    }
+  }
+  return pairs;
 }
 
 /** A unified diff of two texts, each ending with a newline so the last line compares like the others. */

@@ -60,7 +60,8 @@ export class RunJournals {
     if (!journal) return;
     this.open.delete(run.id);
     const ids = queued.flatMap((q) => q.ids);
-    if (ids.length > 0) journal.write({ kind: "delivery", ids, messages: queued.map(({ ids, message }) => ({ ids, message })) });
+    if (ids.length > 0)
+      journal.write({ kind: "delivery", ids, messages: queued.map(({ ids, message, targets }) => ({ ids, message, targets })) });
     journal.write({
       kind: "end",
       status: run.status,

@@ -77,12 +77,16 @@ const tool = z.object({
 /** Text the loop itself added to the answer (the limit notice). */
 const note = z.object({ ...base, kind: z.literal("note"), text: z.string() });
 
-/** The deliveries queued at the run's end; `messages`: what each carries, as stored (absent in journals written before replays). */
+/**
+ * The deliveries queued at the run's end; `messages`: what each carries, as stored (absent in
+ * journals written before replays), and each id's target (absent in journals written before
+ * replays compared templates).
+ */
 const delivery = z.object({
   ...base,
   kind: z.literal("delivery"),
   ids: z.array(z.string()),
-  messages: z.array(z.object({ ids: z.array(z.string()), message: z.unknown() })).optional(),
+  messages: z.array(z.object({ ids: z.array(z.string()), message: z.unknown(), targets: z.array(z.unknown()).optional() })).optional(),
 });
 
 const end = z.object({

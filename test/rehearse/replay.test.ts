@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -73,5 +73,51 @@ describe("countd replay", { timeout: 120_000 }, () => {
     expect(mock.getRequests().length).toBe(requests);
     expect(await counted()).toBe(2);
     expect(receiver.requests.length).toBe(delivered);
+  });
+
+  it("renders with today's job file: a changed mail subject differs, shown as a diff of the Subject lines", async () => {
+    mock.on({ userMessage: "Write the weekly mail" }, { content: "All quiet this week." });
+    const job = (subject: string) =>
+      `prompt: Write the weekly mail\ndeliver:\n  - email: { to: [team@example.com], subject: "${subject}" }\n`;
+    await writeFile(join(dir, "jobs", "mail.yaml"), job("Weekly {{date}}"));
+    expect((await countd(["run", "mail"])).code).toBe(0);
+    const state = await StateStore.open(join(dir, "state"));
+    const [run] = await state.runs("mail");
+    await state.close();
+    const date = run!.startedAt.slice(0, 10);
+    expect((await countd(["replay", run!.id])).stdout).toMatch(/^identical$/m);
+
+    await writeFile(join(dir, "jobs", "mail.yaml"), job("Weekly report {{date}}"));
+    const replayed = await countd(["replay", run!.id]);
+
+    expect(replayed.code).toBe(1);
+    expect(replayed.stdout).toMatch(
+      /^Replay of run .*\ndiffers\nanswer: identical\ndelivery email to team@example\.com:\n--- original\/.*\.eml\n\+\+\+ deliveries\/.*\.eml\n/,
+    );
+    expect(replayed.stdout).toContain(`\n-Subject: Weekly ${date}\n+Subject: Weekly report ${date}\n`);
+    expect(mock.getRequests()).toHaveLength(1);
+  });
+
+  it("names a run id it has no journal of, and one that several jobs' journals hold", async () => {
+    const unknown = await countd(["replay", "20260101T000000Z-dead"]);
+    expect(unknown).toMatchObject({ code: 1, stdout: "" });
+    expect(unknown.stderr).toContain('no journal of a run "20260101T000000Z-dead"');
+    expect(unknown.stderr).toContain("(countd history lists the runs)");
+
+    mock.on({ userMessage: "Say hello" }, { content: "Hello." });
+    await writeFile(join(dir, "jobs", "hello.yaml"), "prompt: Say hello\n");
+    expect((await countd(["run", "hello"])).code).toBe(0);
+    const state = await StateStore.open(join(dir, "state"));
+    const [run] = await state.runs("hello");
+    await state.close();
+    const journal = join(dir, "state", "journal");
+    await mkdir(join(journal, "hello-copy"));
+    await copyFile(join(journal, "hello", `${run!.id}.jsonl`), join(journal, "hello-copy", `${run!.id}.jsonl`));
+    const twice = await countd(["replay", run!.id]);
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toContain(`run id "${run!.id}" is in several jobs (`);
+    // The option `countd replay --help` lists for it.
+    expect(twice.stderr).toContain("add --of <job>");
+    expect((await countd(["replay", run!.id, "--of", "hello"])).stdout).toMatch(/^identical$/m);
   });
 });
