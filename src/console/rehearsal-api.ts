@@ -136,7 +136,7 @@ export function rehearsalRoutes(app: Hono<ConsoleEnv>, deps: RehearsalApiDeps, s
         };
       }),
     );
-    const all = [...running.filter((item) => !ended.some((e) => e.id === item.id)), ...ended];
+    const all = [...running, ...ended.filter((item) => !running.some((r) => r.id === item.id))];
     // Newest first by start, to the millisecond: ids made in the same second sort by their random part.
     all.sort((a, b) => b.started.localeCompare(a.started) || b.id.localeCompare(a.id));
     return c.json(safe<RehearsalsView>({ rehearsals: all }));
@@ -145,15 +145,16 @@ export function rehearsalRoutes(app: Hono<ConsoleEnv>, deps: RehearsalApiDeps, s
   app.get("/api/rehearsals/:id", async (c) => {
     const id = rehearsalIdOf(c.req.param("id"));
     const state = deps.config().paths.state;
-    const summary = await summaryOf(state, id);
-    if (summary) {
-      const report = summary.kind === "rehearsal" ? undefined : await reportOf(state, id);
-      return c.json(safe<RehearsalView>({ state: "done", ...summary, ...(report ? { replay: report } : {}) }));
-    }
+    // The daemon's own word first: a replay writes its report after its run's summary, and is done once both are.
     const flight = deps.rehearsals.flight(id);
-    if (!flight) throw new ApiError(404, `no rehearsal with id "${id}"`);
-    const { error, ...shown } = flight;
-    return c.json(safe<RehearsalView>(error !== undefined ? { state: "failed", ...shown, error } : { state: "running", ...shown }));
+    if (flight) {
+      const { error, ...shown } = flight;
+      return c.json(safe<RehearsalView>(error !== undefined ? { state: "failed", ...shown, error } : { state: "running", ...shown }));
+    }
+    const summary = await summaryOf(state, id);
+    if (!summary) throw new ApiError(404, `no rehearsal with id "${id}"`);
+    const report = summary.kind === "rehearsal" ? undefined : await reportOf(state, id);
+    return c.json(safe<RehearsalView>({ state: "done", ...summary, ...(report ? { replay: report } : {}) }));
   });
 
   app.get("/api/rehearsals/:id/files/*", async (c) => {
