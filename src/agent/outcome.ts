@@ -17,4 +17,6 @@ export interface RunOutcome {
   error?: string;
   /** The tool calls that ran, in order; none when absent (an executor that threw). */
   calls?: ToolCallReport[];
+  /** The answer as one JSON value valid against the job's `output.schema`; absent for a job without one. */
+  output?: unknown;
 }
