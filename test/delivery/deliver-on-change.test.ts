@@ -5,7 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { StateStore } from "../../src/store/state.js";
 import { useAimock } from "../support/aimock.js";
-import { runCountd } from "../support/daemon-process.js";
+import { startDaemon, stopDaemon } from "../support/cli-daemon.js";
+import { runCountd, type DaemonProcess } from "../support/daemon-process.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
 /*
@@ -19,6 +20,7 @@ describe("deliver_when: changed", () => {
   const mock = useAimock();
   let dir: string;
   let hook: WebhookReceiver;
+  let daemon: DaemonProcess | undefined;
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "countd-changed-"));
@@ -27,12 +29,14 @@ describe("deliver_when: changed", () => {
     hook = await startWebhookReceiver();
   });
   afterEach(async () => {
+    await stopDaemon(daemon);
+    daemon = undefined;
     await hook.close();
     await rm(dir, { recursive: true, force: true });
   });
 
-  const countd = (args: string[]) =>
-    runCountd(args, { cwd: dir, env: { OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-changed-test-key" } });
+  const llm = () => ({ OPENAI_BASE_URL: `${mock.url}/v1`, OPENAI_API_KEY: "sk-changed-test-key" });
+  const countd = (args: string[]) => runCountd(args, { cwd: dir, env: llm() });
 
   async function job(extra = ""): Promise<void> {
     await writeFile(
@@ -103,5 +107,23 @@ describe("deliver_when: changed", () => {
 
     expect(hook.requests.map((request) => request.status)).toEqual([400, 200]);
     expect([lost.notDelivered, again.notDelivered, quiet.notDelivered]).toEqual([undefined, undefined, `unchanged since run ${again.id}`]);
+  });
+
+  it("holds across daemons: what countd run delivered alone, a daemon compares with, also after its restart", async () => {
+    await job();
+    const alone = await runAnswering("No new orders.");
+    daemon = await startDaemon(dir, { PATH: process.env["PATH"] ?? "", ...llm() });
+    const inDaemon = await runAnswering("No new orders.");
+    expect(await stopDaemon(daemon)).toBe(0);
+    daemon = await startDaemon(dir, { PATH: process.env["PATH"] ?? "", ...llm() });
+    const restarted = await runAnswering("No new orders.");
+    const news = await runAnswering("One new order: #44.");
+
+    expect(delivered()).toEqual(["No new orders.", "One new order: #44."]);
+    expect([inDaemon.notDelivered, restarted.notDelivered, news.notDelivered]).toEqual([
+      `unchanged since run ${alone.id}`,
+      `unchanged since run ${alone.id}`,
+      undefined,
+    ]);
   });
 });
