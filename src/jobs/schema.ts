@@ -3,6 +3,7 @@ import { byteSize, describeKind, describeValue, duration, expected, oneOf, text,
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import { budgetCaps } from "../cost/caps.js";
+import { pathProblem } from "./json-path.js";
 import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 import type { BreakerLimits } from "../agent/breaker.js";
@@ -15,7 +16,7 @@ export const JOB_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 export const WATCH_EVENTS = ["add", "change", "unlink"] as const satisfies readonly WatchEvent[];
 export const OVERLAP_POLICIES = ["skip", "queue", "replace", "allow"] as const satisfies readonly OverlapPolicy[];
-export const DELIVER_WHEN = ["always", "non_empty"] as const satisfies readonly DeliverWhen[];
+export const DELIVER_WHEN = ["always", "non_empty", "changed"] as const satisfies readonly DeliverWhen[];
 
 const AT_EXAMPLE = '"2026-12-01T09:00:00+08:00" (without an offset: in the job\'s timezone)';
 
@@ -213,7 +214,18 @@ export const jobFileSchema = z
       ),
       deliver_when: oneOf(DELIVER_WHEN)
         .default("always")
-        .describe("always: every answer is delivered; non_empty: an empty answer, or one that is exactly NO_REPLY, is not."),
+        .describe(
+          "always: every answer is delivered; non_empty: an empty answer, or one that is exactly NO_REPLY, is not; changed: an answer the same as the last one delivered is not.",
+        ),
+      changed_on: text()
+        .superRefine((path, ctx) => {
+          const problem = pathProblem(path);
+          if (problem) ctx.addIssue({ code: "custom", message: problem });
+        })
+        .optional()
+        .describe(
+          'With deliver_when: changed, a JSONPath into the answer\'s JSON, e.g. "$.items[*].id": only the values it selects are compared, in any order.',
+        ),
       on_failure: deliveryTargetsSchema.describe("Where a failed, timed-out or interrupted run is reported; same form as deliver."),
       on_failure_repeat: duration({ allowZero: false })
         .prefault("1h")
@@ -226,6 +238,14 @@ export const jobFileSchema = z
       error: (issue) => `expected a job: a mapping with prompt:, schedule: …, got ${describeKind(issue.input)}`,
     },
   )
+  .superRefine((f, ctx) => {
+    if (f.changed_on !== undefined && f.deliver_when !== "changed")
+      ctx.addIssue({
+        code: "custom",
+        path: ["changed_on"],
+        message: `changed_on is used only with deliver_when: changed, got deliver_when: ${f.deliver_when}`,
+      });
+  })
   .meta({
     title: "countd job",
     description: "One job of the countd daemon (jobs/*.yaml): when it runs, the prompt it gives the agent, and where the answer goes.",
@@ -265,6 +285,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     ...(f.budget ? { budget: budgetCaps(f.budget) } : {}),
     deliver: f.deliver,
     deliverWhen: f.deliver_when,
+    ...(f.changed_on !== undefined ? { changedOn: f.changed_on } : {}),
     onFailure: f.on_failure,
     onFailureRepeatMs: f.on_failure_repeat,
   } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook">,

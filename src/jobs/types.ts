@@ -27,8 +27,11 @@ export interface WebhookSpec {
 
 export type OverlapPolicy = "skip" | "queue" | "replace" | "allow";
 
-/** always: every answer is delivered; non_empty: not an empty answer, nor one that is exactly NO_REPLY. */
-export type DeliverWhen = "always" | "non_empty";
+/**
+ * always: every answer is delivered; non_empty: not an empty answer, nor one that is exactly
+ * NO_REPLY; changed: not an answer the same as the last one delivered (delivery/changed.ts).
+ */
+export type DeliverWhen = "always" | "non_empty" | "changed";
 
 export interface JobOverrides {
   provider?: string;
@@ -68,6 +71,8 @@ export interface Job {
   /** Where a successful run's answer goes. `${VAR}` references stay unresolved (see delivery/secrets.ts). */
   deliver: DeliveryTarget[];
   deliverWhen: DeliverWhen;
+  /** With deliverWhen changed: the JSONPath whose values are compared, as a set, instead of the whole answer. */
+  changedOn?: string;
   /** Where a failed, timed-out or interrupted run is reported. */
   onFailure: DeliveryTarget[];
   /** While failures go on, the least time between two reports to onFailure; undefined (jobs not read from a file): 1 h, a job file's default. */

@@ -54,8 +54,8 @@ export class RunJournals {
     };
   }
 
-  /** The run's end: the deliveries it queued, its status and counts; resolves once its journal is written. */
-  async end(run: RunRecord, queued: readonly QueuedDelivery[], answer: string): Promise<void> {
+  /** The run's end: the deliveries it queued (or why none), its status and counts; resolves once its journal is written. */
+  async end(run: RunRecord, queued: readonly QueuedDelivery[], answer: string, notDelivered?: string): Promise<void> {
     const journal = this.open.get(run.id);
     if (!journal) return;
     this.open.delete(run.id);
@@ -67,6 +67,7 @@ export class RunJournals {
       status: run.status,
       ...(run.error !== undefined ? { error: run.error } : {}),
       answer,
+      ...(notDelivered !== undefined ? { not_delivered: notDelivered } : {}),
       iterations: run.iterations,
       tool_calls: run.toolCalls,
       usage: run.usage,

@@ -96,6 +96,8 @@ const end = z.object({
   error: z.string().optional(),
   /** The run's answer as delivered (a check-in's message; empty when it failed); absent in journals written before replays. */
   answer: z.string().optional(),
+  /** Why the answer of an ok run was not delivered (deliver_when: changed: "unchanged since run <id>"). */
+  not_delivered: z.string().optional(),
   iterations: count,
   tool_calls: count,
   usage,
