@@ -77,8 +77,12 @@ const webhookSchema = z
   )
   .describe("Run when a signed POST arrives at the console's /hooks/<job>; alone or beside a schedule or watch.");
 
-/** The statuses a run ends with that can fire an `after:` job: not running, and a skipped fire never ran. */
-export const AFTER_STATUSES = ["ok", "error", "timeout", "cancelled", "interrupted", "budget"] as const satisfies readonly RunStatus[];
+/**
+ * The statuses a run ends with that can fire an `after:` job. Not running, nor skipped (the fire
+ * never ran), nor interrupted: that run ended with its daemon, which fired nothing, and is only
+ * found so at the next start, its answer lost.
+ */
+export const AFTER_STATUSES = ["ok", "error", "timeout", "cancelled", "budget"] as const satisfies readonly RunStatus[];
 
 const afterSchema = z
   .strictObject(
@@ -89,7 +93,7 @@ const afterSchema = z
         .describe("The job whose runs this one follows: it fires when a run of that job ends with one of `status`."),
       status: listOf(oneOf(AFTER_STATUSES), "statuses")
         .default(["ok"])
-        .describe("The ends of the upstream run that fire this job: ok, error, timeout, cancelled, interrupted, budget."),
+        .describe("The ends of the upstream run that fire this job: ok, error, timeout, cancelled, budget."),
     },
     expected("a mapping with job: and optionally status:"),
   )

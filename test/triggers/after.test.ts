@@ -116,7 +116,7 @@ describe("jobs that follow jobs", { timeout: 120_000 }, () => {
     mock.onMessage("Note the items", { content: "Noted." });
     dir = await countdFolder({
       collect: "prompt: Collect slowly.\ntools: []\nevery: 1s\n",
-      note: "after: { job: collect, status: [ok, error, timeout, cancelled, interrupted, budget] }\ntools: []\nprompt: 'Note the items of {{upstream.run_id}}: {{upstream.status}}'\n",
+      note: "after: { job: collect, status: [ok, error, timeout, cancelled, budget] }\ntools: []\nprompt: 'Note the items of {{upstream.run_id}}: {{upstream.status}}'\n",
     });
     const env = llmEnv(`${mock.url}/v1`);
     daemon = await startDaemon(dir, env);
