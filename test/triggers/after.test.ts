@@ -1,10 +1,10 @@
-import { readFile, rm } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
 import { countdFolder, countdIn, llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
-import { allRuns } from "../support/daemon-process.js";
+import { allRuns, logLines } from "../support/daemon-process.js";
 
 /*
  * Jobs that follow jobs (`after:`), through a real daemon and the scripted LLM server: what each
@@ -111,6 +111,30 @@ describe("jobs that follow jobs", { timeout: 120_000 }, () => {
     expect(await runsOf("party")).toEqual([]);
   });
 
+  it("follows the jobs folder: a follower added while the daemon runs fires, one removed no longer does", async () => {
+    mock.onMessage("Collect the items", { content: "Three items." });
+    mock.onMessage("Summarise the items", { content: "Summarised." });
+    dir = await countdFolder({ collect: "prompt: Collect the items.\ntools: []\n" });
+    const env = llmEnv(`${mock.url}/v1`);
+    daemon = await startDaemon(dir, env);
+    const changes = () => logLines(daemon!.output(), "job list changed").length;
+
+    await writeFile(
+      join(dir, "jobs", "summarise.yaml"),
+      "after: { job: collect }\ntools: []\nprompt: 'Summarise the items: {{upstream.answer}}'\n",
+    );
+    await vi.waitFor(() => expect(changes()).toBe(1), { timeout: 20_000, interval: 50 });
+    await countdIn(dir, env)(["run", "collect"]);
+    await vi.waitFor(async () => expect((await runsOf("summarise"))[0]?.status).toBe("ok"), { timeout: 30_000, interval: 100 });
+
+    await rm(join(dir, "jobs", "summarise.yaml"));
+    await vi.waitFor(() => expect(changes()).toBe(2), { timeout: 20_000, interval: 50 });
+    await countdIn(dir, env)(["run", "collect"]);
+    expect((await runsOf("collect")).map((run) => run.status)).toEqual(["ok", "ok"]);
+    expect(await runsOf("summarise")).toHaveLength(1);
+    expect(logLines(daemon.output(), "job fires after its upstream run")).toHaveLength(1);
+  });
+
   it("fires nothing for a fire of the upstream that was skipped", async () => {
     mock.onMessage("Collect slowly", { content: "Slow items." }, { latency: 2500 });
     mock.onMessage("Note the items", { content: "Noted." });
@@ -161,6 +185,8 @@ describe("countd validate and countd jobs on chains", { timeout: 60_000 }, () =>
     expect(run.stdout + run.stderr).toContain("jobs/a.yaml:2:1: after: a → b → a is a cycle");
     expect(run.stdout + run.stderr).toContain("jobs/b.yaml:3:1: after: b → a → b is a cycle");
     expect(run.stdout + run.stderr).toContain("jobs/c.yaml:2:1: after: c → c is a cycle");
+    const jobs = await countdIn(dir, {})(["jobs"]);
+    expect(jobs.stdout).toMatch(/\na +- .* not loaded: after: a → b → a is a cycle/);
   });
 
   it("refuses an unknown upstream at its after: key, and a {{upstream.…}} placeholder in a job without after:", async () => {
