@@ -75,8 +75,9 @@ export function renderPrompt(template: string, vars: PromptVars): string {
   };
   return template.replace(PLACEHOLDER, (whole, name: string) => {
     if (isPlaceholder(name)) return values[name]();
-    if (isUpstream(name) && vars.upstream) return upstreamValue(name, vars.upstream);
-    return whole;
+    if (!isUpstream(name) || !vars.job.after) return whole;
+    // A follower run by hand (countd run, a rehearsal) follows no run.
+    return vars.upstream ? upstreamValue(name, vars.upstream) : "(none)";
   });
 }
 
