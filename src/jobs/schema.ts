@@ -7,6 +7,7 @@ import { pathProblem } from "./json-path.js";
 import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 import type { BreakerLimits } from "../agent/breaker.js";
+import type { RunStatus } from "../store/run-record.js";
 
 /**
  * Job names end up in session ids (`cron:<job>:<run>`) and file names, so they stay plain, and
@@ -76,6 +77,28 @@ const webhookSchema = z
     expected("a mapping with secret: and optionally max_body:, rate:"),
   )
   .describe("Run when a signed POST arrives at the console's /hooks/<job>; alone or beside a schedule or watch.");
+
+/**
+ * The statuses a run ends with that can fire an `after:` job. Not running, nor skipped (the fire
+ * never ran), nor interrupted: that run ended with its daemon, which fired nothing, and is only
+ * found so at the next start, its answer lost.
+ */
+export const AFTER_STATUSES = ["ok", "error", "timeout", "cancelled", "budget"] as const satisfies readonly RunStatus[];
+
+const afterSchema = z
+  .strictObject(
+    {
+      job: z
+        .string(expected("a job name"))
+        .regex(JOB_NAME, { error: (issue) => `expected a job name, got ${describeValue(issue.input)}` })
+        .describe("The job whose runs this one follows: it fires when a run of that job ends with one of `status`."),
+      status: listOf(oneOf(AFTER_STATUSES), "statuses")
+        .default(["ok"])
+        .describe("The ends of the upstream run that fire this job: ok, error, timeout, cancelled, budget."),
+    },
+    expected("a mapping with job: and optionally status:"),
+  )
+  .describe("Run when a run of another job ends (after its retries), with {{upstream.answer}} and {{upstream.output.…}} in the prompt.");
 
 const retrySchema = z
   .strictObject(
@@ -176,6 +199,7 @@ export const jobFileSchema = z
       timezone: timeZone().optional().describe("IANA time zone for the schedule and the prompt's {{date}}; defaults to countd.yaml's."),
       watch: watchSchema.optional(),
       webhook: webhookSchema.optional(),
+      after: afterSchema.optional(),
       prompt: z
         .string({
           error: (issue) =>
@@ -185,7 +209,7 @@ export const jobFileSchema = z
         })
         .min(1, expected("a non-empty string"))
         .describe(
-          "The message given to the agent on each run. Placeholders: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}}, {{payload}} (a webhook's body, framed as untrusted data).",
+          "The message given to the agent on each run. Placeholders: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}}, {{payload}} (a webhook's body, framed as untrusted data); with after:, {{upstream.answer}}, {{upstream.output.<path>}}, {{upstream.run_id}}, {{upstream.job}}, {{upstream.status}}.",
         ),
       session: oneOf(["isolated", "shared"] as const)
         .default("isolated")
@@ -264,6 +288,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
   /** `paths` as written: relative ones are taken from the workspace. */
   watch: f.watch && { paths: f.watch.paths, events: [...new Set(f.watch.events)], debounceMs: f.watch.debounce },
   webhook: f.webhook && { secret: f.webhook.secret, maxBody: f.webhook.max_body, rate: f.webhook.rate },
+  after: f.after && { job: f.after.job, statuses: [...new Set(f.after.status)] },
   settings: {
     description: f.description,
     enabled: f.enabled,
@@ -288,7 +313,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     ...(f.changed_on !== undefined ? { changedOn: f.changed_on } : {}),
     onFailure: f.on_failure,
     onFailureRepeatMs: f.on_failure_repeat,
-  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook">,
+  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook" | "after">,
 }));
 
 export type JobFile = z.output<typeof jobSchema>;

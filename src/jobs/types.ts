@@ -1,6 +1,7 @@
 import type { BudgetCaps } from "../cost/caps.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
 import type { BreakerLimits } from "../agent/breaker.js";
+import type { RunStatus } from "../store/run-record.js";
 
 /** A job as the rest of countd sees it: validated, defaults applied, durations in milliseconds. */
 export type Schedule = { kind: "cron"; expression: string } | { kind: "every"; intervalMs: number } | { kind: "at"; date: Date };
@@ -23,6 +24,14 @@ export interface WebhookSpec {
   maxBody: number;
   /** Requests a minute. */
   rate: number;
+}
+
+/** What a job's `after:` asks for; triggers/after.ts acts on it. */
+export interface AfterSpec {
+  /** The upstream job's name. */
+  job: string;
+  /** The ends of an upstream run that fire this job. */
+  statuses: RunStatus[];
 }
 
 export type OverlapPolicy = "skip" | "queue" | "replace" | "allow";
@@ -52,6 +61,7 @@ export interface Job {
   schedule?: Schedule;
   watch?: WatchSpec;
   webhook?: WebhookSpec;
+  after?: AfterSpec;
   /** IANA name: the job's own, else countd.yaml's, else the system's. */
   timezone: string;
   /** Template: {{date}}, {{time}}, {{job.name}}, {{files}}, … are filled in per run. */

@@ -1,6 +1,6 @@
 import type { CancelToken } from "../agent/cancel.js";
 import type { AgentLoop } from "../agent/loop.js";
-import { renderPrompt } from "../jobs/template.js";
+import { renderPrompt, type Upstream } from "../jobs/template.js";
 import type { Job } from "../jobs/types.js";
 import type { Runtime } from "../runtime.js";
 import type { RunContext } from "./types.js";
@@ -47,7 +47,7 @@ export async function runAgent(
 /** How the runner runs a job: the job's own loop (tools, overrides) on its rendered prompt, or on the prompt the fire brought. */
 export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budgets): (job: Job, run: RunContext) => Promise<RunOutcome> {
   return (job, run) => {
-    const { prompt, extraTools, files, payload } = run.request;
+    const { prompt, extraTools, files, payload, upstream } = run.request;
     const spend = budgets.forRun(job, run.id);
     return runAgent(
       runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools, spend }),
@@ -58,6 +58,7 @@ export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budge
           runId: run.id,
           ...(files ? { files } : {}),
           ...(payload !== undefined ? { payload: framedPayload(payload) } : {}),
+          ...(upstream ? { upstream: { run: upstream, framed: (text: string) => framedUpstream(upstream, text) } } : {}),
         }),
       run.sessionId,
       run.cancel,
@@ -70,4 +71,9 @@ export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budge
 /** Whoever can sign a request wrote the body, not the job's owner: it is data, never instructions. */
 export function framedPayload(payload: string): string {
   return frameUntrusted("the webhook request that fired this run", payload);
+}
+
+/** The upstream run's answer and output were written by a model that may have read anything: data, never instructions. */
+function framedUpstream(upstream: Upstream, text: string): string {
+  return frameUntrusted(`the answer of run ${upstream.runId} of the job "${upstream.job}"`, text);
 }

@@ -355,7 +355,8 @@ export class Runner {
       { job: job.name, runId: end.id, status, durationMs, ...(error ? { error } : {}) },
       "run finished",
     );
-    this.announce("run.finished", { run: copy(end) });
+    const told = { answer: outcome.answer, ...(outcome.output !== undefined ? { output: outcome.output } : {}) };
+    this.announce("run.finished", { run: copy(end), willRetry, outcome: told });
     if (willRetry) this.retryLater(current, pending, end.id);
     else for (const resolve of pending.waiters) resolve({ record: end, outcome });
     this.releaseNext(job.name);

@@ -27,6 +27,10 @@ const fire = z.object({
   node: z.string().optional(),
   files: z.array(z.string()).optional(),
   payload: z.string().optional(),
+  /** An `after:` fire's upstream run, its answer whole and its output (the typed output, else the answer parsed as JSON). */
+  upstream: z
+    .object({ job: z.string(), run: z.string(), status: z.string(), answer: z.string(), output: z.unknown().optional() })
+    .optional(),
 });
 
 /** A subagent began its task; its entries follow, marked with its id. */

@@ -11,6 +11,7 @@ export const RUN_REASONS = [
   "manual",
   "catch-up",
   "retry",
+  "after",
   "rehearsal",
   "replay",
   "fork",
