@@ -18,6 +18,7 @@ import {
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
 import { cronProblem, parseAt } from "./schedule.js";
+import { loadOutputSpec } from "./output-schema.js";
 import { jobWarnings, missingBase, placeholderProblems, unsetWarning, webhookSecretProblems } from "./job-checks.js";
 import type { Job, Schedule } from "./types.js";
 import { plural } from "../text.js";
@@ -432,6 +433,7 @@ async function toJob(
     });
   }
 
+  const output = data.output && loadOutputSpec(data.output, file, problems);
   let watch: Job["watch"];
   if (data.watch) {
     const paths = data.watch.paths;
@@ -454,6 +456,7 @@ async function toJob(
     schedule: toSchedule(data.trigger, timezone),
     watch,
     ...(data.webhook ? { webhook: data.webhook } : {}),
+    ...(output ? { output } : {}),
   };
 }
 

@@ -87,6 +87,30 @@ const retrySchema = z
   .prefault({})
   .describe("Run again after a failed or timed-out run.");
 
+const outputSchema = z
+  .strictObject(
+    {
+      schema: z
+        .union([text(), z.record(z.string(), z.unknown())], expected("a JSON Schema (a mapping) or the path of a JSON file holding one"))
+        .describe(
+          "The JSON Schema the answer must satisfy, written here, or the path of a JSON file holding it (relative to the job file).",
+        ),
+      repair: z
+        .number(expected("a whole number from 0 to 3"))
+        .int(expected("a whole number from 0 to 3"))
+        .min(0, expected("a whole number from 0 to 3"))
+        .max(3, expected("a whole number from 0 to 3"))
+        .default(1)
+        .describe(
+          "Requests that show an invalid answer its validation errors and ask again; still invalid, the run ends with status error.",
+        ),
+    },
+    expected("a mapping with schema: and optionally repair:"),
+  )
+  .describe(
+    "Typed output: the answer must be one JSON value valid against schema; it is delivered as JSON and journalled as the run's output.",
+  );
+
 const usd = (what: string) => {
   const message = expected("an amount in USD, a number of at least 0");
   return z.number(message).nonnegative(message).optional().describe(what);
@@ -214,6 +238,7 @@ export const jobFileSchema = z
       deliver_when: oneOf(DELIVER_WHEN)
         .default("always")
         .describe("always: every answer is delivered; non_empty: an empty answer, or one that is exactly NO_REPLY, is not."),
+      output: outputSchema.optional(),
       on_failure: deliveryTargetsSchema.describe("Where a failed, timed-out or interrupted run is reported; same form as deliver."),
       on_failure_repeat: duration({ allowZero: false })
         .prefault("1h")
@@ -244,6 +269,8 @@ export const jobSchema = jobFileSchema.transform((f) => ({
   /** `paths` as written: relative ones are taken from the workspace. */
   watch: f.watch && { paths: f.watch.paths, events: [...new Set(f.watch.events)], debounceMs: f.watch.debounce },
   webhook: f.webhook && { secret: f.webhook.secret, maxBody: f.webhook.max_body, rate: f.webhook.rate },
+  /** The schema as written: load.ts reads a file it names and compiles it (jobs/output-schema.ts). */
+  output: f.output,
   settings: {
     description: f.description,
     enabled: f.enabled,
@@ -267,7 +294,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     deliverWhen: f.deliver_when,
     onFailure: f.on_failure,
     onFailureRepeatMs: f.on_failure_repeat,
-  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook">,
+  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook" | "output">,
 }));
 
 export type JobFile = z.output<typeof jobSchema>;
