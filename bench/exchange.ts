@@ -202,7 +202,7 @@ export async function openContenders(): Promise<{ exchanges: Record<Contender, E
       await journals.end(
         { ...record, status: "ok", iterations, toolCalls, usage, ...(cost !== undefined ? { cost } : {}) },
         [],
-        outcome.answer,
+        outcome,
       );
       return outcome.answer;
     };

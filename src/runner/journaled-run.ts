@@ -4,6 +4,7 @@ import { fileSink, RunJournal } from "../store/run-journal.js";
 import type { RunRecord } from "../store/run-record.js";
 import type { QueuedDelivery } from "../delivery/dispatch.js";
 import type { RunnerOptions } from "./runner.js";
+import type { RunOutcome } from "../agent/outcome.js";
 
 /**
  * Every run's journal, from its fire to its end: opened around the executor (the fire), handed
@@ -55,7 +56,7 @@ export class RunJournals {
   }
 
   /** The run's end: the deliveries it queued, its status and counts; resolves once its journal is written. */
-  async end(run: RunRecord, queued: readonly QueuedDelivery[], answer: string): Promise<void> {
+  async end(run: RunRecord, queued: readonly QueuedDelivery[], { answer, output }: Pick<RunOutcome, "answer" | "output">): Promise<void> {
     const journal = this.open.get(run.id);
     if (!journal) return;
     this.open.delete(run.id);
@@ -71,6 +72,7 @@ export class RunJournals {
       tool_calls: run.toolCalls,
       usage: run.usage,
       ...(run.cost !== undefined ? { cost: run.cost } : {}),
+      ...(output !== undefined ? { output } : {}),
     });
     await journal.close();
   }

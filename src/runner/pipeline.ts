@@ -97,7 +97,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
         pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries");
         return [];
       });
-      await journals.end(run, queued, outcome.answer);
+      await journals.end(run, queued, outcome);
     },
   });
   return {
