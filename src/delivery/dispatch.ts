@@ -70,13 +70,20 @@ export class RunDispatcher {
   }
 
   /** Queues what a run's end sends; resolves with what was queued (its journal keeps it, a replay compares with it). */
-  async finished(job: Job, run: RunRecord, outcome: Pick<RunOutcome, "answer" | "calls">, willRetry: boolean): Promise<QueuedDelivery[]> {
+  async finished(
+    job: Job,
+    run: RunRecord,
+    outcome: Pick<RunOutcome, "answer" | "calls" | "output">,
+    willRetry: boolean,
+  ): Promise<QueuedDelivery[]> {
     if (willRetry) return [];
     const { answer } = outcome;
     if (run.status === "ok") {
       const recovery = await this.recovered(job, run);
       if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return recovery;
-      return [...recovery, ...(await this.send(job.name, run, job.deliver, jobMessage("run.completed", job, run, answer)))];
+      const completed = jobMessage("run.completed", job, run, answer);
+      if (outcome.output !== undefined) completed.output = outcome.output;
+      return [...recovery, ...(await this.send(job.name, run, job.deliver, completed))];
     } else if (run.status !== "skipped") {
       return this.reportFailure(job, run, {
         ...jobMessage("run.failed", job, run, answer),
