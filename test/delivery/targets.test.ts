@@ -127,7 +127,7 @@ describe("parseDeliveryTargets", () => {
 
   it("names an unknown format", () => {
     expect(problems([{ webhook: { url: "https://a.example.com", format: "teams" } }])).toEqual([
-      'deliver[0].webhook.format: expected one of json, slack, discord, feishu, dingtalk, wecom, got "teams"',
+      'deliver[0].webhook.format: expected one of json, output, slack, discord, feishu, dingtalk, wecom, got "teams"',
     ]);
   });
 
