@@ -76,7 +76,7 @@ const subjectTemplate = () =>
     for (const placeholder of unknownTemplatePlaceholders(subject)) {
       ctx.addIssue({
         code: "custom",
-        message: `unknown placeholder ${placeholder} (known: ${TEMPLATE_PLACEHOLDERS.map((name) => `{{${name}}}`).join(", ")})`,
+        message: `unknown placeholder ${placeholder} (known: ${TEMPLATE_PLACEHOLDERS.map((name) => `{{${name}}}`).join(", ")}, {{output.…}})`,
       });
     }
   });

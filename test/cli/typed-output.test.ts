@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -94,6 +94,18 @@ describe("typed output", () => {
     expect(run.code, run.stderr).toBe(0);
     expect(hook.requests[0]!.verified).toBe(true);
     expect(JSON.parse(hook.requests[0]!.body)).toEqual({ count: 0, items: [] });
+  });
+
+  it("fills an email subject's {{output.…}} from the output", async () => {
+    mock.onMessage("List the new items", { content: '{"count": 2, "items": [{"id": "a-1"}, {"id": "b-2"}]}' });
+    await writeFile(
+      join(dir, "jobs", "items.yaml"),
+      `prompt: List the new items.\ntools: []\n${SCHEMA}deliver:\n  - email: { to: [ops@example.com], subject: "{{output.count}} new, first {{output.items.0.id}}{{output.missing}}" }\n`,
+    );
+    const run = await countd(["run", "items"]);
+    expect(run.code, run.stderr).toBe(0);
+    const [mail] = await readdir(join(dir, "state", "mail"));
+    expect(await readFile(join(dir, "state", "mail", mail!), "utf8")).toMatch(/^Subject: 2 new, first a-1$/m);
   });
 
   it("asks Anthropic through a forced answer tool and takes its input as the answer", async () => {
