@@ -67,6 +67,12 @@ describe("typed output", () => {
     expect(hook.requests[0]!.verified).toBe(true);
     const body = JSON.parse(hook.requests[0]!.body) as Record<string, unknown>;
     expect(body).toMatchObject({ type: "run.completed", job: "items", output: { count: 2, items: [{ id: "a" }, { id: "b" }] } });
+
+    // countd show has the repair among the steps, and the output.
+    const [record] = await (await StateStore.open(join(dir, "state"))).runs("items");
+    const show = await countd(["show", record!.id, "--job", "items"]);
+    expect(show.stdout).toContain("  repair asked: the answer is not valid against output.schema\n    at /count: must be integer\n");
+    expect(show.stdout).toContain('Output\n  {\n    "count": 2,');
   });
 
   it("ends the run with status error and each error at its pointer when the answer stays invalid", async () => {
