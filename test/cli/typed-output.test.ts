@@ -152,6 +152,21 @@ describe("typed output", () => {
     }
   });
 
+  it("asks by instruction where the preset has no json_schema mode, and takes a fenced answer", async () => {
+    mock.onMessage("List the new items", { content: '```json\n{"count": 0, "items": []}\n```' });
+    await writeFile(
+      join(dir, "countd.yaml"),
+      `provider: { preset: custom, base_url: "${mock.url}/v1", model: gpt-4o-mini }\ntools:\n  exec:\n    sandbox: none\n`,
+    );
+    await job();
+    const run = await countd(["run", "items"]);
+    expect(run.code, run.stderr).toBe(0);
+    const body = mock.getRequests()[0]!.body as Record<string, unknown>;
+    expect(body.response_format).toBeUndefined();
+    expect(JSON.stringify(body.messages)).toContain("Give your final answer as one JSON value");
+    expect(JSON.parse(hook.requests[0]!.body)).toMatchObject({ output: { count: 0, items: [] } });
+  });
+
   it("refuses a schema that is not a valid JSON Schema at file:line:col", async () => {
     await writeFile(join(dir, "jobs", "bad.yaml"), "prompt: p\noutput:\n  schema:\n    type: objekt\n");
     const run = await countd(["validate"]);
