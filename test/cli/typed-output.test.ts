@@ -54,6 +54,8 @@ describe("typed output", () => {
     await job();
     const run = await countd(["run", "items"]);
     expect(run.code, run.stderr).toBe(0);
+    // stdout is the valid answer alone, as JSON a script can pipe on: not the rejected attempt before it.
+    expect(JSON.parse(run.stdout)).toEqual({ count: 2, items: [{ id: "a" }, { id: "b" }] });
 
     const requests = mock.getRequests();
     expect(requests).toHaveLength(2);
