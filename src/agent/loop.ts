@@ -278,7 +278,8 @@ export class AgentLoop {
         try {
           for await (const event of provider.chatStream(messages, definitions, callOptions)) {
             const text = iteration.accept(event);
-            if (text === undefined || cancel.cancelled) continue;
+            // A typed answer is shown once valid (below): an attempt that fails its schema is no answer.
+            if (text === undefined || cancel.cancelled || typed) continue;
             this.events.emit("answer.chunk", { sessionId, text });
             yield text;
           }
@@ -307,6 +308,9 @@ export class AgentLoop {
           const verdict = typed.check(iteration.text);
           if (verdict.ok) {
             output = { value: verdict.value };
+            const shown = JSON.stringify(verdict.value, null, 2);
+            this.events.emit("answer.chunk", { sessionId, text: shown });
+            yield shown;
             break;
           }
           // The conversation goes on: the model sees its answer and what is wrong with it.

@@ -37,8 +37,6 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
   const logger = daemonLogger({ secrets: config.secrets, level: "warn", destination: 2 });
   let interrupted = false;
   let current: CancelToken | undefined;
-  // A typed answer is printed once valid, not streamed: the rejected attempts before it would make stdout no JSON.
-  let typed: string | undefined;
   // Opened as the daemon's core is: a shared job's run continues its session in the backend and counts against its budgets.
   const core = await openCore("command", {
     config: () => config,
@@ -50,7 +48,6 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       if (interrupted) run.cancel.cancel(CANCELLED_BY_USER);
       try {
         const outcome = await executeJob(j, run);
-        if (outcome.output !== undefined) typed = outcome.answer;
         // The runner names only the cancels it caused; this one the user caused.
         return interrupted && outcome.status === "cancelled" ? { ...outcome, error: CANCELLED_BY_USER } : outcome;
       } finally {
@@ -73,7 +70,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     const stopPrinting = printToolCalls(runtime.events, ours);
     let last = "";
     runtime.events.on("answer.chunk", (e) => {
-      if (!ours(e.sessionId) || job.output) return;
+      if (!ours(e.sessionId)) return;
       process.stdout.write(e.text);
       last = e.text;
     });
@@ -89,7 +86,6 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
     process.on("SIGINT", onSigint);
     try {
       const record = (await runner.request({ job: name, reason: "manual", scheduledAt: new Date() }).ended).record;
-      if (typed !== undefined) process.stdout.write(`${typed}\n`);
       if (last && !last.endsWith("\n")) process.stdout.write("\n");
       await outbox.runDue();
       const prefix = `${name}.${record.id}.`;

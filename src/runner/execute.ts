@@ -46,8 +46,8 @@ export async function runAgent(
   }
   if (report.status === "cancelled") return { answer, status: "cancelled", ...counts };
   if (!output) return { answer, status: "ok", ...counts };
-  // A typed answer is its value, shown the same way whichever attempt and provider mode gave it.
-  if (report.output) return { answer: JSON.stringify(report.output.value, null, 2), status: "ok", output: report.output.value, ...counts };
+  // The loop yielded only the valid attempt, as indented JSON.
+  if (report.output) return { answer, status: "ok", output: report.output.value, ...counts };
   return { answer, status: "error", error: "no answer valid against output.schema: the run reached its iteration limit first", ...counts };
 }
 
