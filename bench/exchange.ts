@@ -199,11 +199,7 @@ export async function openContenders(): Promise<{ exchanges: Record<Contender, E
         throw new Error(`daemon run ${outcome.status}: ${outcome.error ?? `${outcome.toolCalls} tool calls`}`);
       const { iterations, toolCalls, usage, cost } = outcome;
       const record = { id, job: job.name, reason: "schedule" as const, scheduledAt: startedAt, startedAt, sessionId };
-      await journals.end(
-        { ...record, status: "ok", iterations, toolCalls, usage, ...(cost !== undefined ? { cost } : {}) },
-        [],
-        outcome.answer,
-      );
+      await journals.end({ ...record, status: "ok", iterations, toolCalls, usage, ...(cost !== undefined ? { cost } : {}) }, [], outcome);
       return outcome.answer;
     };
 

@@ -89,6 +89,13 @@ export function RunPage({ job, id }) {
         ${running ? html`<${LiveSteps} steps=${live.steps} />` : html`<${Steps} transcript=${v.transcript} />`}
       </section>`
     }
+    ${
+      v?.transcript.output !== undefined &&
+      html`<section aria-labelledby="output-title">
+        <h2 id="output-title">Output</h2>
+        <pre class="output mono">${JSON.stringify(v.transcript.output, null, 2)}</pre>
+      </section>`
+    }
     ${v && html`<${Deliveries} deliveries=${v.deliveries} zone=${v.timezone} notDelivered=${v.run.notDelivered} />`}
     ${v && !running && html`<${ReplayActions} job=${job} id=${id} />`}
   `;
@@ -296,6 +303,15 @@ function Step({ step, call }) {
   }
   // A subagent's steps lie among its parent's as they happened: each says whose it is.
   const whose = step.subagent !== undefined ? `subagent ${step.subagent} · ` : "";
+  if (step.kind === "repair") {
+    return html`<li class="step step-call step-error">
+      <span class="call-label">${whose}Repair asked</span>
+      <span class="muted small">the answer is not valid against output.schema</span>
+      <ul class="error-text">
+        ${step.errors.map((error) => html`<li>${error}</li>`)}
+      </ul>
+    </li>`;
+  }
   if (step.kind === "llm") {
     return html`<li class=${`step step-call${step.error ? " step-error" : ""}`}>
       <span class="call-label">${whose}${step.purpose === "summary" ? "History summary" : call ? `Call ${call}` : "Call"}</span>

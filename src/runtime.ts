@@ -15,7 +15,7 @@ import { EventBus } from "./events.js";
 import type { JobOverrides } from "./jobs/types.js";
 import { MemoryStore } from "./memory/store.js";
 import { createProvider } from "./providers/factory.js";
-import { PRESET_NAMES, type PresetName } from "./providers/presets.js";
+import { PRESET_NAMES, PRESETS, type PresetName } from "./providers/presets.js";
 import { emptyUsage, type LLMProvider, type Usage } from "./providers/types.js";
 import { silentLogger, type Logger } from "./log.js";
 import { SessionStore, type SessionHistory } from "./sessions/store.js";
@@ -165,6 +165,7 @@ export async function openRuntime(
       temperature: overrides.temperature ?? config.provider.temperature,
       maxTokens: overrides.maxTokens ?? config.provider.maxTokens,
       breaker: breakerFor(overrides.breaker, config.agent.breaker),
+      structuredOutput: PRESETS[settingsFor(overrides.provider).preset].structuredOutput,
       ...(system !== undefined ? { contextBuilder: withSystemPrompt(shared.contextBuilder, system) } : {}),
       ...(recorded ? { recorded } : {}),
     };

@@ -26,6 +26,8 @@ import { BudgetExceeded, type BudgetCheck } from "../cost/budget.js";
 import { Breaker, DEFAULT_BREAKER, RunawayRun, type BreakerSettings } from "./breaker.js";
 import type { JournalWriter } from "../store/journal-entries.js";
 import { journalCall, journaledSummaries, journalPrompt, journalTool } from "./journal-points.js";
+import { TypedAnswer } from "./typed-answer.js";
+import type { OutputSpec } from "../jobs/output-schema.js";
 
 /** What the loop needs of the context builder: it builds the prompt and shapes every message. */
 export type MessageBuilder = Pick<ContextBuilder, "buildMessages" | "addAssistantMessage" | "addToolResult">;
@@ -56,6 +58,8 @@ export interface AgentLoopOptions {
   breaker?: BreakerSettings;
   /** A replay's or a fork's recorded tool results, asked before any tool runs. */
   recorded?: RecordedCalls;
+  /** The provider takes a typed answer's schema in its structured-output mode (providers/presets.ts). */
+  structuredOutput?: boolean;
 }
 
 /**
@@ -80,6 +84,8 @@ export interface ProcessOptions {
   clock?: RunClock;
   /** The run's journal: the prompt, each LLM call and each tool call are recorded in it whole. */
   journal?: JournalWriter;
+  /** Typed output: the answer must be JSON valid against this schema, repaired or failed (typed-answer.ts). */
+  output?: OutputSpec;
 }
 
 export interface ToolOutcome {
@@ -111,6 +117,8 @@ export interface MessageReport {
   error?: string;
   /** The calls that ran (not those answered as not run at a limit or a cancel). */
   calls: ToolCallReport[];
+  /** With typed output, the answer's value once valid against the schema. */
+  output?: { value: unknown };
 }
 
 export class AgentLoop {
@@ -218,7 +226,16 @@ export class AgentLoop {
     const breaker = breakerLimits ? new Breaker(breakerLimits) : undefined;
     let runaway: string | undefined;
     let figures: Omit<MessageReport, "calls">;
-    const callOptions = { model: this.model, temperature: this.temperature, maxTokens: this.maxTokens, signal: cancel.signal };
+    const typed = options.output && new TypedAnswer(options.output, this.opts.structuredOutput === true);
+    let output: { value: unknown } | undefined;
+    const callOptions = {
+      model: this.model,
+      temperature: this.temperature,
+      maxTokens: this.maxTokens,
+      signal: cancel.signal,
+      ...(typed?.format ? { answer: typed.format } : {}),
+    };
+    if (typed) message = typed.message(message);
 
     try {
       if (sessions && this.opts.memory && !options.context) {
@@ -261,7 +278,8 @@ export class AgentLoop {
         try {
           for await (const event of provider.chatStream(messages, definitions, callOptions)) {
             const text = iteration.accept(event);
-            if (text === undefined || cancel.cancelled) continue;
+            // A typed answer is shown once valid (below): an attempt that fails its schema is no answer.
+            if (text === undefined || cancel.cancelled || typed) continue;
             this.events.emit("answer.chunk", { sessionId, text });
             yield text;
           }
@@ -285,7 +303,24 @@ export class AgentLoop {
 
         contextBuilder.addAssistantMessage(messages, iteration.text || null, iteration.calls, iteration.reasoning);
         transcript.push(messages.at(-1)!);
-        if (iteration.calls.length === 0) break;
+        if (iteration.calls.length === 0) {
+          if (!typed) break;
+          const verdict = typed.check(iteration.text);
+          if (verdict.ok) {
+            output = { value: verdict.value };
+            const shown = JSON.stringify(verdict.value, null, 2);
+            this.events.emit("answer.chunk", { sessionId, text: shown });
+            yield shown;
+            break;
+          }
+          // The conversation goes on: the model sees its answer and what is wrong with it.
+          const repair = typed.repair(verdict.errors);
+          if ("failure" in repair) throw repair.failure;
+          messages.push({ role: "user", content: repair.request });
+          transcript.push(messages.at(-1)!);
+          options.journal?.write({ kind: "repair", errors: verdict.errors });
+          continue;
+        }
 
         for (const call of iteration.calls) {
           let outcome: ToolOutcome;
@@ -347,7 +382,7 @@ export class AgentLoop {
       };
       this.events.emit("message.finished", { sessionId, ...figures });
     }
-    const report: MessageReport = { ...figures, calls };
+    const report: MessageReport = { ...figures, calls, ...(output ? { output } : {}) };
     return status === "error" ? { report, failure } : { report };
   }
 

@@ -45,6 +45,7 @@ export function formatRun(view: RunView, offline = false): string {
   if (transcript.steps.length === 0) out.push("  (none)");
   for (const step of transcript.steps) out.push(...stepLines(step));
   if (transcript.incomplete) out.push(`  (incomplete: ${transcript.incomplete})`);
+  if (transcript.output !== undefined) out.push("", "Output", indent(inert(JSON.stringify(transcript.output, null, 2)), "  "));
   out.push("", "Deliveries");
   if (run.notDelivered !== undefined) out.push(`  not delivered: ${run.notDelivered}`);
   else if (view.deliveries.length === 0) out.push(offline ? "  (none pending or dead)" : "  (none)");
@@ -79,6 +80,8 @@ function stepLines(step: TranscriptStep): string[] {
     return [`  ${whose}${what} ${step.model}  ${tokensText(step.usage)}${cost}  ${span(step.duration_ms)}${end}`];
   }
   if (step.kind === "text") return [indent(`${whose}${inert(step.text)}`, "    ")];
+  if (step.kind === "repair")
+    return [`  ${whose}repair asked: the answer is not valid against output.schema`, ...step.errors.map((e) => `    ${inert(e)}`)];
   const facts = [
     step.is_error ? "error" : "ok",
     ...(step.duration_ms !== undefined ? [span(step.duration_ms)] : []),

@@ -91,7 +91,9 @@ export class RunDispatcher {
     if (run.status === "ok") {
       const recovery = await this.recovered(job, run);
       if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return { queued: recovery };
-      const answered = () => this.send(job.name, run, job.deliver, jobMessage("run.completed", job, run, answer));
+      const completed = jobMessage("run.completed", job, run, answer);
+      if (outcome.output !== undefined) completed.output = outcome.output;
+      const answered = () => this.send(job.name, run, job.deliver, completed);
       if (job.deliverWhen === "changed") return this.ifChanged(job, run, outcome, recovery, answered);
       return { queued: [...recovery, ...(await answered())] };
     } else if (run.status !== "skipped") {

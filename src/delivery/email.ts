@@ -180,6 +180,7 @@ async function composeMail(
     runId: message.run.id,
     status: message.run.status,
     clock: { at: new Date(message.run.startedAt), timeZone: message.timezone ?? opts.timezone },
+    ...(message.output !== undefined ? { output: message.output } : {}),
   });
   return {
     from: opts.from,

@@ -5,7 +5,7 @@ import type { DeliveryMessage } from "./message.js";
 import { messageMarkdown, messageTitle } from "./render.js";
 import type { WebhookFormat, WebhookTarget } from "./targets.js";
 
-export type ChatFormat = Exclude<WebhookFormat, "json">;
+export type ChatFormat = Exclude<WebhookFormat, "json" | "output">;
 
 /** One POST of a chat format; the target's headers go with it. */
 export interface ChatRequest {

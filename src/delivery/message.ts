@@ -38,6 +38,8 @@ export interface DeliveryMessage {
   timezone?: string;
   /** The answer, markdown. */
   result: string;
+  /** Typed output (a job's `output.schema`): the answer's JSON value; on run.completed only. */
+  output?: unknown;
   /** A heartbeat check-in's sender, persona.name: it names the check-in the way a job's name names its report. */
   persona?: string;
   /** Why the run failed (run.failed). */

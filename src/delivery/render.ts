@@ -92,17 +92,27 @@ export interface TemplateVars {
   status: string;
   /** What {{date}} and {{time}} show: the run's clock, the one its prompt was filled from. */
   clock: RunClock;
+  /** What {{output.…}} reads: the run's typed output, when the job has one. */
+  output?: unknown;
 }
+
+/** `{{output}}` or `{{output.path.to.field}}`, a list's items by index: `{{output.items.0.id}}`. */
+const OUTPUT_PLACEHOLDER = /^output(\.[^.\s]+)*$/;
 
 /** `{{name}}`, spaces inside the braces allowed. */
 const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
 
 /** Placeholders a template holds that `renderTemplate` does not know. */
 export function unknownTemplatePlaceholders(template: string): string[] {
-  return [...template.matchAll(PLACEHOLDER)].filter((match) => !isPlaceholder(match[1]!)).map((match) => match[0]);
+  return [...template.matchAll(PLACEHOLDER)]
+    .filter((match) => !isPlaceholder(match[1]!) && !OUTPUT_PLACEHOLDER.test(match[1]!))
+    .map((match) => match[0]);
 }
 
-/** Fills {{job.name}}, {{date}} (YYYY-MM-DD), {{time}} (HH:MM), {{status}} and {{run.id}}; one pass, so values are never re-read as templates. */
+/**
+ * Fills {{job.name}}, {{date}} (YYYY-MM-DD), {{time}} (HH:MM), {{status}}, {{run.id}} and
+ * {{output.…}}; one pass, so values are never re-read as templates.
+ */
 export function renderTemplate(template: string, vars: TemplateVars): string {
   const clock = localClock(vars.clock.at, vars.clock.timeZone);
   const values: Record<Placeholder, string> = {
@@ -112,9 +122,23 @@ export function renderTemplate(template: string, vars: TemplateVars): string {
     status: vars.status,
     "run.id": vars.runId,
   };
-  return template.replace(PLACEHOLDER, (whole, name: string) => (isPlaceholder(name) ? values[name] : whole));
+  return template.replace(PLACEHOLDER, (whole, name: string) =>
+    isPlaceholder(name) ? values[name] : OUTPUT_PLACEHOLDER.test(name) ? outputText(vars.output, name.split(".").slice(1)) : whole,
+  );
 }
 
 function isPlaceholder(name: string): name is Placeholder {
   return (TEMPLATE_PLACEHOLDERS as readonly string[]).includes(name);
+}
+
+/**
+ * The field at `path` of the output on one line: a string as it is, any other value as JSON;
+ * nothing for a field the output does not have (or a run with no output), as a subject must
+ * still go out.
+ */
+function outputText(output: unknown, path: string[]): string {
+  let value = output;
+  for (const key of path) value = value !== null && typeof value === "object" ? (value as Record<string, unknown>)[key] : undefined;
+  if (value === undefined) return "";
+  return (typeof value === "string" ? value : JSON.stringify(value)).replace(/\s*\n\s*/g, " ");
 }

@@ -4,7 +4,7 @@ import { describeValue, expected, httpURL, oneOf, text } from "../config/fields.
 import { formatPath } from "../config/yaml-errors.js";
 import { TEMPLATE_PLACEHOLDERS, unknownTemplatePlaceholders } from "./render.js";
 
-export const WEBHOOK_FORMATS = ["json", "slack", "discord", "feishu", "dingtalk", "wecom"] as const;
+export const WEBHOOK_FORMATS = ["json", "output", "slack", "discord", "feishu", "dingtalk", "wecom"] as const;
 export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
 
 /**
@@ -76,7 +76,7 @@ const subjectTemplate = () =>
     for (const placeholder of unknownTemplatePlaceholders(subject)) {
       ctx.addIssue({
         code: "custom",
-        message: `unknown placeholder ${placeholder} (known: ${TEMPLATE_PLACEHOLDERS.map((name) => `{{${name}}}`).join(", ")})`,
+        message: `unknown placeholder ${placeholder} (known: ${TEMPLATE_PLACEHOLDERS.map((name) => `{{${name}}}`).join(", ")}, {{output.…}})`,
       });
     }
   });
@@ -131,7 +131,7 @@ const headerValue = () =>
 const optionalSecret = () => z.preprocess((v) => (v === "" ? undefined : v), z.string("expected the secret as a string").optional());
 
 /** Formats that sign their requests, and so take a secret. */
-const SIGNED_FORMATS: readonly WebhookFormat[] = ["json", "feishu", "dingtalk"];
+const SIGNED_FORMATS: readonly WebhookFormat[] = ["json", "output", "feishu", "dingtalk"];
 
 const webhookSchema = z
   .strictObject(
@@ -144,7 +144,9 @@ const webhookSchema = z
       ),
       format: oneOf(WEBHOOK_FORMATS)
         .default("json")
-        .describe("Message shape: json (signed, Standard Webhooks), slack, discord, feishu, dingtalk, wecom."),
+        .describe(
+          "Message shape: json (signed, Standard Webhooks), output (a typed answer's JSON alone as the body, signed the same way), slack, discord, feishu, dingtalk, wecom.",
+        ),
       headers: z
         .record(z.string(), referenceOr(headerValue(), "a header value (a string)"), expected("a mapping of header names to values"))
         .superRefine((headers, ctx) => {
@@ -179,6 +181,7 @@ const unsignedProblem = (format: WebhookFormat) => `${format} webhooks are not s
 function secretProblem(format: WebhookFormat, secret: string): string | undefined {
   switch (format) {
     case "json":
+    case "output":
       return /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)
         ? undefined
         : 'expected a Standard Webhooks secret: "whsec_" followed by the base64 key';

@@ -54,7 +54,7 @@ export async function sendWebhook(
 
 /** The body receivers of the json format get (a test: `type`, `job`, `result` only); `error` and `lastToolCalls` only for a failed run, `failing` for a repeated failure and a recovery. */
 function jsonBody(message: DeliveryMessage): string {
-  const { kind, job, run, result, error, lastToolCalls, failing } = message;
+  const { kind, job, run, result, output, error, lastToolCalls, failing } = message;
   // No run stands behind a test: a receiver keyed on run.id must not find one to act on.
   if (kind === "test") return JSON.stringify({ type: kind, job, result });
   return JSON.stringify({
@@ -62,6 +62,7 @@ function jsonBody(message: DeliveryMessage): string {
     job,
     run,
     result,
+    ...(output !== undefined ? { output } : {}),
     ...(error !== undefined ? { error } : {}),
     ...(lastToolCalls ? { lastToolCalls } : {}),
     ...(failing ? { failing } : {}),
@@ -76,7 +77,9 @@ export interface WebhookRequest {
 
 /** The requests a delivery makes, in order, as of `now`: one in the json format, one per part in a chat preset's. */
 export function webhookRequests(target: WebhookTarget, message: DeliveryMessage, deliveryId: string, now: Date): WebhookRequest[] {
-  return target.format === "json" ? [signedJson(target, message, deliveryId, now)] : chatRequests(target, target.format, message, now);
+  return target.format === "json" || target.format === "output"
+    ? [signedJson(target, message, deliveryId, now)]
+    : chatRequests(target, target.format, message, now);
 }
 
 /** The headers every request carries besides a request's own (webhook-id and the like). */
@@ -86,7 +89,8 @@ export function webhookHeaders(target: WebhookTarget, request: WebhookRequest): 
 
 /** webhook-id, webhook-timestamp (unix seconds) and, with a secret, webhook-signature `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`. */
 function signedJson(target: WebhookTarget, message: DeliveryMessage, id: string, now: Date): WebhookRequest {
-  const body = jsonBody(message);
+  // `output` sends a typed answer alone; a message without one (a failure, a test) goes in the json form, so it is not lost.
+  const body = target.format === "output" && message.output !== undefined ? JSON.stringify(message.output) : jsonBody(message);
   const headers: Record<string, string> = { "webhook-id": id, "webhook-timestamp": String(Math.floor(now.getTime() / 1000)) };
   if (target.secret) headers["webhook-signature"] = new Webhook(target.secret).sign(id, now, body);
   return { url: target.url, body, headers };
@@ -123,7 +127,7 @@ async function post(target: WebhookTarget, request: WebhookRequest, timeoutMs: n
   }
   const status = response.status;
   if (status >= 200 && status < 300) {
-    const refusal = target.format === "json" ? undefined : refusalInBody(target.format, text);
+    const refusal = target.format === "json" || target.format === "output" ? undefined : refusalInBody(target.format, text);
     if (refusal) throw refusal;
     return status;
   }

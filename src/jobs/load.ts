@@ -18,6 +18,7 @@ import {
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
 import { cronProblem, parseAt } from "./schedule.js";
+import { loadOutputSpec } from "./output-schema.js";
 import { jobWarnings, missingBase, placeholderProblems, unsetWarning, webhookSecretProblems } from "./job-checks.js";
 import type { Job, Schedule } from "./types.js";
 import { chainProblems, keyLocation } from "./chains.js";
@@ -439,6 +440,7 @@ async function toJob(
     });
   }
 
+  const output = data.output && loadOutputSpec(data.output, file, problems);
   let watch: Job["watch"];
   if (data.watch) {
     const paths = data.watch.paths;
@@ -462,6 +464,7 @@ async function toJob(
     watch,
     ...(data.webhook ? { webhook: data.webhook } : {}),
     ...(data.after ? { after: data.after } : {}),
+    ...(output ? { output } : {}),
   };
 }
 

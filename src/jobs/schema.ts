@@ -111,6 +111,30 @@ const retrySchema = z
   .prefault({})
   .describe("Run again after a failed or timed-out run.");
 
+const outputSchema = z
+  .strictObject(
+    {
+      schema: z
+        .union([text(), z.record(z.string(), z.unknown())], expected("a JSON Schema (a mapping) or the path of a JSON file holding one"))
+        .describe(
+          "The JSON Schema the answer must satisfy, written here, or the path of a JSON file holding it (relative to the job file).",
+        ),
+      repair: z
+        .number(expected("a whole number from 0 to 3"))
+        .int(expected("a whole number from 0 to 3"))
+        .min(0, expected("a whole number from 0 to 3"))
+        .max(3, expected("a whole number from 0 to 3"))
+        .default(1)
+        .describe(
+          "Requests that show an invalid answer its validation errors and ask again; still invalid, the run ends with status error.",
+        ),
+    },
+    expected("a mapping with schema: and optionally repair:"),
+  )
+  .describe(
+    "Typed output: the answer must be one JSON value valid against schema; it is delivered as JSON and journalled as the run's output.",
+  );
+
 const usd = (what: string) => {
   const message = expected("an amount in USD, a number of at least 0");
   return z.number(message).nonnegative(message).optional().describe(what);
@@ -250,6 +274,7 @@ export const jobFileSchema = z
         .describe(
           'With deliver_when: changed, a JSONPath into the answer\'s JSON, e.g. "$.items[*].id": only the values it selects are compared, in any order.',
         ),
+      output: outputSchema.optional(),
       on_failure: deliveryTargetsSchema.describe("Where a failed, timed-out or interrupted run is reported; same form as deliver."),
       on_failure_repeat: duration({ allowZero: false })
         .prefault("1h")
@@ -289,6 +314,8 @@ export const jobSchema = jobFileSchema.transform((f) => ({
   watch: f.watch && { paths: f.watch.paths, events: [...new Set(f.watch.events)], debounceMs: f.watch.debounce },
   webhook: f.webhook && { secret: f.webhook.secret, maxBody: f.webhook.max_body, rate: f.webhook.rate },
   after: f.after && { job: f.after.job, statuses: [...new Set(f.after.status)] },
+  /** The schema as written: load.ts reads a file it names and compiles it (jobs/output-schema.ts). */
+  output: f.output,
   settings: {
     description: f.description,
     enabled: f.enabled,
@@ -313,7 +340,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     ...(f.changed_on !== undefined ? { changedOn: f.changed_on } : {}),
     onFailure: f.on_failure,
     onFailureRepeatMs: f.on_failure_repeat,
-  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook" | "after">,
+  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook" | "after" | "output">,
 }));
 
 export type JobFile = z.output<typeof jobSchema>;

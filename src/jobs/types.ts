@@ -2,6 +2,7 @@ import type { BudgetCaps } from "../cost/caps.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
 import type { BreakerLimits } from "../agent/breaker.js";
 import type { RunStatus } from "../store/run-record.js";
+import type { OutputSpec } from "./output-schema.js";
 
 /** A job as the rest of countd sees it: validated, defaults applied, durations in milliseconds. */
 export type Schedule = { kind: "cron"; expression: string } | { kind: "every"; intervalMs: number } | { kind: "at"; date: Date };
@@ -83,6 +84,8 @@ export interface Job {
   deliverWhen: DeliverWhen;
   /** With deliverWhen changed: the JSONPath whose values are compared, as a set, instead of the whole answer. */
   changedOn?: string;
+  /** Typed output: the answer must be one JSON value valid against this schema (jobs/output-schema.ts). */
+  output?: OutputSpec;
   /** Where a failed, timed-out or interrupted run is reported. */
   onFailure: DeliveryTarget[];
   /** While failures go on, the least time between two reports to onFailure; undefined (jobs not read from a file): 1 h, a job file's default. */

@@ -1,10 +1,11 @@
 import type * as AnthropicSdk from "@anthropic-ai/sdk";
 import type Anthropic from "@anthropic-ai/sdk";
-import type { MessageCreateParamsStreaming, RawMessageStreamEvent, StopReason } from "@anthropic-ai/sdk/resources/messages";
+import type { MessageCreateParamsStreaming, RawMessageStreamEvent, StopReason, Tool } from "@anthropic-ai/sdk/resources/messages";
 import { toAnthropicConversation, toAnthropicTool } from "./anthropic-messages.js";
 import { httpError, LLMError } from "./errors.js";
 import {
   parseToolArguments,
+  type AnswerFormat,
   type ChatMessage,
   type ChatOptions,
   type FinishReason,
@@ -63,6 +64,7 @@ export class AnthropicProvider implements LLMProvider {
       stream: true,
       ...(system.length > 0 && { system }),
       ...(tools.length > 0 && { tools: tools.map(toAnthropicTool) }),
+      ...(options.answer && answerParams(options.answer, tools)),
       ...this.thinkingParams(options.maxTokens),
     };
     const { sdk, client } = await this.connect();
@@ -72,7 +74,7 @@ export class AnthropicProvider implements LLMProvider {
     } catch (err) {
       throw requestError(sdk, client, err, options.signal);
     }
-    yield* readStream(sdk, stream, options.signal);
+    yield* readStream(sdk, stream, options.signal, options.answer?.name);
   }
 
   private thinkingParams(maxTokens: number): Pick<MessageCreateParamsStreaming, "thinking"> {
@@ -102,10 +104,29 @@ function requestError(sdk: Sdk, client: Anthropic, err: unknown, signal: AbortSi
   return new LLMError("client", `Anthropic request failed: ${String(err)}`, { cause: err });
 }
 
+/**
+ * Tool-forced output: the answer is the input of a call to a tool of its own. Alone, that tool is
+ * forced; beside the job's tools the model must call one of them each turn (`any`), one at a time,
+ * so it works with its tools and then calls the answer tool, which ends the loop.
+ */
+function answerParams(answer: AnswerFormat, tools: ToolDefinition[]): Pick<MessageCreateParamsStreaming, "tools" | "tool_choice"> {
+  const tool = {
+    name: answer.name,
+    description: "Give your final answer: its input is the answer.",
+    input_schema: answer.schema as Tool.InputSchema,
+  };
+  return {
+    tools: [...tools.map(toAnthropicTool), tool],
+    tool_choice: tools.length === 0 ? { type: "tool", name: answer.name } : { type: "any", disable_parallel_tool_use: true },
+  };
+}
+
+/** `answerTool`: the call of this tool is the answer, passed on as text (the JSON of its input). */
 async function* readStream(
   sdk: Sdk,
   stream: AsyncIterable<RawMessageStreamEvent>,
   signal: AbortSignal | undefined,
+  answerTool?: string,
 ): AsyncGenerator<StreamEvent> {
   const open = new Map<number, OpenBlock>();
   let inputTokens = 0;
@@ -162,6 +183,8 @@ async function* readStream(
           open.delete(event.index);
           if (block?.type === "thinking") {
             yield { type: "thinking_block", block: { type: "thinking", thinking: block.thinking, signature: block.signature } };
+          } else if (block?.type === "tool_use" && block.name === answerTool) {
+            yield { type: "text", text: block.json };
           } else if (block?.type === "tool_use") {
             const call = { id: block.id, name: block.name, arguments: parseToolArguments(block.json), rawArguments: block.json };
             yield { type: "tool_call", call };

@@ -52,6 +52,15 @@ export class OpenAIProvider implements LLMProvider {
           max_tokens: options.maxTokens,
           stream: true,
           stream_options: { include_usage: true },
+          // Not strict: strict mode refuses most schemas users write (optional properties, formats); countd validates the answer itself.
+          ...(options.answer
+            ? {
+                response_format: {
+                  type: "json_schema" as const,
+                  json_schema: { name: options.answer.name, schema: options.answer.schema, strict: false },
+                },
+              }
+            : {}),
         },
         { signal: request.signal },
       );

@@ -68,11 +68,22 @@ export type StreamEvent =
    */
   | { type: "retry"; attempt: number; delayMs: number; error: Error };
 
+/**
+ * A call whose answer must be one JSON object valid against `schema`, asked through the
+ * provider's structured-output mode: OpenAI's `response_format: json_schema`, Anthropic's
+ * tool-forced output (a tool named `name` whose input is the answer, streamed back as text).
+ */
+export interface AnswerFormat {
+  name: string;
+  schema: Record<string, unknown>;
+}
+
 export interface ChatOptions {
   model: string;
   temperature: number;
   maxTokens: number;
   signal?: AbortSignal;
+  answer?: AnswerFormat;
 }
 
 export interface LLMProvider {

@@ -58,7 +58,7 @@ export async function renderDelivery(
   const files = requests.flatMap((request, index) => {
     const name = requests.length > 1 ? `${base}.${index + 1}` : base;
     const headers = Object.entries(webhookHeaders(target, request)).map(([key, value]) => `${key}: ${value}\n`);
-    const url = requests.length > 1 || target.format === "json" ? target.url : request.url;
+    const url = requests.length > 1 || target.format === "json" || target.format === "output" ? target.url : request.url;
     return [
       { name: `${name}.headers`, bytes: `${unsigned}POST ${url}\n${headers.join("")}` },
       { name: `${name}.body`, bytes: request.body },

@@ -9,6 +9,7 @@ import { frameUntrusted } from "../tools/untrusted.js";
 import type { Budgets, RunSpend } from "../cost/budget.js";
 import type { RunClock } from "../time.js";
 import type { JournalWriter } from "../store/journal-entries.js";
+import type { OutputSpec } from "../jobs/output-schema.js";
 
 /**
  * Runs one job prompt through the agent loop and returns how it ended, with the loop's own
@@ -22,10 +23,12 @@ export async function runAgent(
   cancel: CancelToken,
   run?: { id: string; clock: RunClock; journal?: JournalWriter },
   spend?: RunSpend,
+  output?: OutputSpec,
 ): Promise<RunOutcome> {
   const { answer, report } = await loop.settle(prompt, sessionId, {
     channel: "cron",
     cancelToken: cancel,
+    ...(output ? { output } : {}),
     ...(run ? { runId: run.id, clock: run.clock } : {}),
     ...(run?.journal ? { journal: run.journal } : {}),
   });
@@ -41,7 +44,11 @@ export async function runAgent(
     if (cancel.cancelled) return { answer: "", status: "cancelled", ...counts };
     return { answer: "", status: "error", error: report.error ?? "error", ...counts };
   }
-  return { answer, status: report.status === "cancelled" ? "cancelled" : "ok", ...counts };
+  if (report.status === "cancelled") return { answer, status: "cancelled", ...counts };
+  if (!output) return { answer, status: "ok", ...counts };
+  // The loop yielded only the valid attempt, as indented JSON.
+  if (report.output) return { answer, status: "ok", output: report.output.value, ...counts };
+  return { answer, status: "error", error: "no answer valid against output.schema: the run reached its iteration limit first", ...counts };
 }
 
 /** How the runner runs a job: the job's own loop (tools, overrides) on its rendered prompt, or on the prompt the fire brought. */
@@ -64,6 +71,7 @@ export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budge
       run.cancel,
       run,
       spend,
+      job.output,
     );
   };
 }

@@ -6,6 +6,7 @@ import type { JournalEntry } from "../store/journal-entries.js";
 import type { Upstream } from "../jobs/template.js";
 import type { QueuedDelivery } from "../delivery/dispatch.js";
 import type { RunnerOptions } from "./runner.js";
+import type { RunOutcome } from "../agent/outcome.js";
 
 /**
  * Every run's journal, from its fire to its end: opened around the executor (the fire), handed
@@ -58,7 +59,12 @@ export class RunJournals {
   }
 
   /** The run's end: the deliveries it queued (or why none), its status and counts; resolves once its journal is written. */
-  async end(run: RunRecord, queued: readonly QueuedDelivery[], answer: string, notDelivered?: string): Promise<void> {
+  async end(
+    run: RunRecord,
+    queued: readonly QueuedDelivery[],
+    { answer, output }: Pick<RunOutcome, "answer" | "output">,
+    notDelivered?: string,
+  ): Promise<void> {
     const journal = this.open.get(run.id);
     if (!journal) return;
     this.open.delete(run.id);
@@ -75,6 +81,7 @@ export class RunJournals {
       tool_calls: run.toolCalls,
       usage: run.usage,
       ...(run.cost !== undefined ? { cost: run.cost } : {}),
+      ...(output !== undefined ? { output } : {}),
     });
     await journal.close();
   }

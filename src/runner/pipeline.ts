@@ -101,7 +101,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
         pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries");
         return { queued: [], notDelivered: undefined };
       });
-      await journals.end(run, queued, outcome.answer, notDelivered);
+      await journals.end(run, queued, outcome, notDelivered);
       return notDelivered !== undefined ? { notDelivered } : {};
     },
   });

@@ -81,6 +81,9 @@ const tool = z.object({
 /** Text the loop itself added to the answer (the limit notice). */
 const note = z.object({ ...base, kind: z.literal("note"), text: z.string() });
 
+/** Typed output: the answer was not valid against the job's output.schema, and the model was asked again with these errors. */
+const repair = z.object({ ...base, kind: z.literal("repair"), errors: z.array(z.string()) });
+
 /**
  * The deliveries queued at the run's end; `messages`: what each carries, as stored (absent in
  * journals written before replays), and each id's target (absent in journals written before
@@ -106,9 +109,11 @@ const end = z.object({
   tool_calls: count,
   usage,
   cost: z.number().nullable().optional(),
+  /** Typed output: the answer's value, valid against the job's output.schema; absent for a job without one or a run that failed. */
+  output: z.unknown().optional(),
 });
 
-export const journalEntry = z.discriminatedUnion("kind", [fire, subagent, prompt, llm, tool, note, delivery, end]);
+export const journalEntry = z.discriminatedUnion("kind", [fire, subagent, prompt, llm, tool, note, repair, delivery, end]);
 
 export type JournalEntry = z.infer<typeof journalEntry>;
 /** An entry as a writer hands it over: the version, time and subagent mark are added by the journal. */

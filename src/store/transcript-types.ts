@@ -12,12 +12,16 @@ export interface Transcript {
   steps: TranscriptStep[];
   /** Why steps may be missing: the journal was not found (pruned, or never written), or parts of it cannot be used. */
   incomplete?: string;
+  /** Typed output: the answer's value, valid against the job's output.schema; absent for a job without one or a run that failed. */
+  output?: unknown;
 }
 
 /** `subagent`: the id of the subagent whose step it is (from its `subagent` step on); absent for the run's own. */
 export type TranscriptStep =
   /** `html`: the text's Markdown as sanitised HTML, added by the console for its page. */
   | { kind: "text"; text: string; html?: string; subagent?: string }
+  /** Typed output: the answer was not valid against output.schema, and the model was asked again with these errors. */
+  | { kind: "repair"; errors: string[]; subagent?: string }
   /** A subagent began the task its parent's `spawn` call handed it; its steps follow. */
   | { kind: "subagent"; id: string; task: string }
   | {

@@ -30,6 +30,7 @@ export function transcriptOf(run: RunRecord, journal: ReadJournal | undefined): 
       const prompt = journal.blobs.get(entry.user);
       if (prompt !== undefined) transcript.prompt = prompt;
     }
+    if (entry.kind === "end" && entry.output !== undefined) transcript.output = entry.output;
     transcript.steps.push(...stepsOf(entry));
   }
   const problems = [...journal.problems];
@@ -80,6 +81,8 @@ function stepsOf(entry: JournalEntry): TranscriptStep[] {
       return [{ kind: "text", text: entry.text, ...sub }];
     case "subagent":
       return [{ kind: "subagent", id: entry.sub, task: entry.task }];
+    case "repair":
+      return [{ kind: "repair", errors: entry.errors, ...sub }];
     default:
       return [];
   }

@@ -57,7 +57,7 @@ describe("parseDeliveryTargets", () => {
       ]),
     ).toEqual([
       'deliver[0].email.to[0]: expected an email address like "ops@example.com", got "ops@"',
-      "deliver[0].email.subject: unknown placeholder {{weather}} (known: {{job.name}}, {{date}}, {{time}}, {{status}}, {{run.id}})",
+      "deliver[0].email.subject: unknown placeholder {{weather}} (known: {{job.name}}, {{date}}, {{time}}, {{status}}, {{run.id}}, {{output.…}})",
       'deliver[0].email.attach[0]: expected a path or glob inside the workspace like "reports/*.csv", got "/etc/passwd"',
       'deliver[0].email.attach[1]: expected a path or glob inside the workspace like "reports/*.csv", got "../outside.csv"',
       'deliver[1].webhook.url: expected an http(s) URL like "https://api.example.com/v1", got "ftp://files.example.com/drop"',
@@ -127,7 +127,7 @@ describe("parseDeliveryTargets", () => {
 
   it("names an unknown format", () => {
     expect(problems([{ webhook: { url: "https://a.example.com", format: "teams" } }])).toEqual([
-      'deliver[0].webhook.format: expected one of json, slack, discord, feishu, dingtalk, wecom, got "teams"',
+      'deliver[0].webhook.format: expected one of json, output, slack, discord, feishu, dingtalk, wecom, got "teams"',
     ]);
   });
 

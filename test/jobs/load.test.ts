@@ -486,7 +486,7 @@ describe("delivery targets", () => {
     [
       "an unknown format",
       "deliver:\n  - webhook: { url: https://a.example.com, format: teams }\n",
-      ['job.yaml:3:52: deliver[0].webhook.format: expected one of json, slack, discord, feishu, dingtalk, wecom, got "teams"'],
+      ['job.yaml:3:52: deliver[0].webhook.format: expected one of json, output, slack, discord, feishu, dingtalk, wecom, got "teams"'],
     ],
     [
       "an unknown target",

@@ -301,6 +301,21 @@ describe("AnthropicProvider wire details (scripted SSE server)", () => {
   ];
   const okAnswer = () => ({ sse: [messageStart(), ...textBlock(0, "ok"), ...messageEnd("end_turn")] });
 
+  it("asks a typed answer beside the job's tools with tool_choice any, and gives the answer tool's input as text", async () => {
+    const input = '{"open": 3}';
+    server.reply({ sse: [messageStart(), ...toolUseBlock(0, "toolu_9", "answer", '{"open"', ": 3}"), ...messageEnd("tool_use")] });
+    const schema = { type: "object", properties: { open: { type: "integer" } } };
+
+    const events = await collect(provider.chatStream([user("count")], [readFileTool], { ...OPTIONS, answer: { name: "answer", schema } }));
+
+    const body = server.bodies[0]!;
+    expect(body.tool_choice).toEqual({ type: "any", disable_parallel_tool_use: true });
+    expect((body.tools as Array<{ name: string }>).map((tool) => tool.name)).toEqual(["read_file", "answer"]);
+    expect(body.tools).toContainEqual(expect.objectContaining({ name: "answer", input_schema: schema }));
+    expect(texts(events).join("")).toBe(input);
+    expect(toolCalls(events)).toEqual([]);
+  });
+
   it("sends system prompts as text blocks, caching only the first, and tools in Anthropic form", async () => {
     server.reply(okAnswer());
     const history: ChatMessage[] = [
