@@ -6,6 +6,7 @@ import { budgetCaps } from "../cost/caps.js";
 import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 import type { BreakerLimits } from "../agent/breaker.js";
+import { verifyKeys } from "./verify-schema.js";
 
 /**
  * Job names end up in session ids (`cron:<job>:<run>`) and file names, so they stay plain, and
@@ -220,6 +221,7 @@ export const jobFileSchema = z
         .describe(
           'While the job keeps failing, at most one "still failing" report per this interval after the first failure\'s; the next success sends one "recovered".',
         ),
+      ...verifyKeys,
     },
     {
       // What the file holds is not quoted: it may be no job at all, but a secret a link led to.
@@ -267,6 +269,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     deliverWhen: f.deliver_when,
     onFailure: f.on_failure,
     onFailureRepeatMs: f.on_failure_repeat,
+    ...(f.verify ? { verify: { checks: f.verify, onFail: f.on_verify_fail } } : {}),
   } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook">,
 }));
 
