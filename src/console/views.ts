@@ -103,6 +103,7 @@ export function deliveryView(entry: Readonly<OutboxEntry>): RunDelivery & { job?
     ...(entry.status === "pending" ? { next_attempt_at: entry.nextAttemptAt } : {}),
     ...owner,
     created_at: entry.createdAt,
+    ...(entry.held !== undefined ? { held: entry.held } : {}),
   };
 }
 
