@@ -58,10 +58,12 @@ export interface CountdEvents {
    * running (skipped, cancelled while it waited).
    */
   "run.finished": { run: RunRecord };
+  /** One of a job's `verify:` checks ran on a run's answer (src/runner/verify.ts). */
+  "verify.checked": { job: string; runId: string; check: "command" | "expect" | "tools_called"; passed: boolean };
   /** A delivery changed, once the outbox has recorded it. */
   delivery: {
     id: string;
-    status: "queued" | "sending" | "delivered" | "failed" | "dead" | "retried" | "purged";
+    status: "queued" | "held" | "released" | "sending" | "delivered" | "failed" | "dead" | "retried" | "purged";
     attempts: number;
     /** The target's key (delivery/targets.ts targetKey). */
     target: string;

@@ -70,13 +70,22 @@ export class RunDispatcher {
   }
 
   /** Queues what a run's end sends; resolves with what was queued (its journal keeps it, a replay compares with it). */
-  async finished(job: Job, run: RunRecord, outcome: Pick<RunOutcome, "answer" | "calls">, willRetry: boolean): Promise<QueuedDelivery[]> {
+  async finished(
+    job: Job,
+    run: RunRecord,
+    outcome: Pick<RunOutcome, "answer" | "calls" | "failedChecks">,
+    willRetry: boolean,
+  ): Promise<QueuedDelivery[]> {
     if (willRetry) return [];
-    const { answer } = outcome;
+    const { answer, failedChecks: failed } = outcome;
     if (run.status === "ok") {
       const recovery = await this.recovered(job, run);
       if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return recovery;
-      return [...recovery, ...(await this.send(job.name, run, job.deliver, jobMessage("run.completed", job, run, answer)))];
+      const msg = jobMessage("run.completed", job, run, answer);
+      // Checks that failed under on_verify_fail hold or deliver_flagged (runner/verify.ts).
+      const flagged = failed && job.verify?.onFail === "deliver_flagged" ? { ...msg, failedChecks: failed } : msg;
+      const held = failed && job.verify?.onFail === "hold" ? `failed checks: ${failed.join(" · ")}` : undefined;
+      return [...recovery, ...(await this.send(job.name, run, job.deliver, flagged, held))];
     } else if (run.status !== "skipped") {
       return this.reportFailure(job, run, {
         ...jobMessage("run.failed", job, run, answer),
@@ -144,9 +153,15 @@ export class RunDispatcher {
     });
   }
 
-  private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<QueuedDelivery[]> {
+  private async send(
+    job: string,
+    run: RunRecord,
+    targets: DeliveryTarget[],
+    msg: DeliveryMessage,
+    held?: string,
+  ): Promise<QueuedDelivery[]> {
     if (targets.length === 0) return [];
-    return this.enqueue(runKey(job, run), targets, msg);
+    return this.enqueue(runKey(job, run), targets, msg, held);
   }
 
   /**
@@ -154,9 +169,10 @@ export class RunDispatcher {
    * the mail and the webhook body all carry what is stored. Targets are not: their `${VAR}`
    * references are filled in only when sent.
    */
-  private async enqueue(key: string, targets: readonly DeliveryTarget[], msg: DeliveryMessage): Promise<QueuedDelivery[]> {
+  private async enqueue(key: string, targets: readonly DeliveryTarget[], msg: DeliveryMessage, held?: string): Promise<QueuedDelivery[]> {
     const message = this.redactor().redactStrings(msg);
-    return [{ ids: await this.outbox.enqueue(key, targets, message, this.workspace()), message, targets: [...targets] }];
+    const reason = held === undefined ? undefined : this.redactor().redactStrings(held);
+    return [{ ids: await this.outbox.enqueue(key, targets, message, this.workspace(), reason), message, targets: [...targets] }];
   }
 }
 

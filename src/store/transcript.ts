@@ -80,6 +80,10 @@ function stepsOf(entry: JournalEntry): TranscriptStep[] {
       return [{ kind: "text", text: entry.text, ...sub }];
     case "subagent":
       return [{ kind: "subagent", id: entry.sub, task: entry.task }];
+    case "verify": {
+      const { index, check, what, passed, reason } = entry;
+      return [{ kind: "verify", index, check, what, passed, ...(reason !== undefined ? { reason } : {}) }];
+    }
     default:
       return [];
   }

@@ -259,5 +259,6 @@ function kindAndWhat(step: TranscriptStep): string {
   if (step.kind === "subagent") return `subagent ${step.task}`;
   if (step.kind === "llm") return `llm ${step.usage.inputTokens}`;
   if (step.kind === "tool") return `tool ${step.name}`;
+  if (step.kind === "verify") return `verify ${step.check}`;
   return `text ${step.text}`;
 }
