@@ -20,24 +20,32 @@ export interface Expectation {
 export type Check =
   { kind: "command"; command: string } | { kind: "expect"; expect: Expectation[] } | { kind: "tools_called"; tools: string[] };
 
-const EXPECTATION = /^(\$\S*(?:\s+\S+)*?)\s+(==|!=|>=|<=|>|<)\s+(.+)$/;
+const EXPECTATION = /^(\$\S*)\s+(==|!=|>=|<=|>|<)\s+(.+)$/;
 
 /** Reads one expectation, or says why it cannot be used. */
 export function parseExpectation(written: string): Expectation | string {
   const trimmed = written.trim();
   const match = EXPECTATION.exec(trimmed);
   const path = match ? match[1]! : trimmed;
+  if (!match && /\s/.test(trimmed))
+    return `expected "<JSONPath> <op> <value>" with an op of ${OPS.join(", ")}, or a bare JSONPath, got ${JSON.stringify(trimmed)}`;
   const problem = pathProblem(path);
   if (problem) return problem;
   if (!match) return { text: trimmed, path };
-  return { text: trimmed, path, compare: { op: match[2] as Op, value: jsonOrWord(match[3]!.trim()) } };
+  try {
+    return { text: trimmed, path, compare: { op: match[2] as Op, value: jsonOrWord(match[3]!.trim()) } };
+  } catch (err) {
+    return (err as Error).message;
+  }
 }
 
+/** A JSON value, or a bare word (`ok`) as a string. */
 function jsonOrWord(value: string): unknown {
   try {
     return JSON.parse(value);
   } catch {
-    return value;
+    if (/^[\w.:/@-]+$/.test(value)) return value;
+    throw new Error(`expected a JSON value or a word after the operator, got ${JSON.stringify(value)}`);
   }
 }
 
@@ -64,11 +72,14 @@ function compared(got: unknown, op: Op, want: unknown): boolean {
   return op === ">" ? a > b : op === ">=" ? a >= b : op === "<" ? a < b : a <= b;
 }
 
-const expectation = text().transform((written, ctx) => {
-  const parsed = parseExpectation(written);
-  if (typeof parsed === "string") {
-    ctx.addIssue({ code: "custom", message: parsed });
-    return z.NEVER;
+/** One expectation or a list, each parsed where it stands so a problem is reported at its line. */
+const expectations = z.union([text(), z.array(text(), expected("an expectation or a list of them"))]).transform((written, ctx) => {
+  const list = typeof written === "string" ? [written] : written;
+  const parsed: Expectation[] = [];
+  for (const [i, one] of list.entries()) {
+    const result = parseExpectation(one);
+    if (typeof result === "string") ctx.addIssue({ code: "custom", message: result, path: typeof written === "string" ? [] : [i] });
+    else parsed.push(result);
   }
   return parsed;
 });
@@ -80,8 +91,7 @@ const checkSchema = z
       .describe(
         "A shell command run like exec, in the workspace and its sandbox: the answer on stdin, the output in $COUNTD_OUTPUT; exit 0 passes, its stderr says why not.",
       ),
-    expect: z
-      .union([expectation.transform((e) => [e]), z.array(expectation)])
+    expect: expectations
       .optional()
       .describe('JSONPath assertions on the run\'s JSON output, e.g. "$.sources.length >= 3"; a bare path must select something truthy.'),
     tools_called: z
