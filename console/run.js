@@ -89,7 +89,7 @@ export function RunPage({ job, id }) {
         ${running ? html`<${LiveSteps} steps=${live.steps} />` : html`<${Steps} transcript=${v.transcript} />`}
       </section>`
     }
-    ${v && html`<${Deliveries} deliveries=${v.deliveries} zone=${v.timezone} />`}
+    ${v && html`<${Deliveries} deliveries=${v.deliveries} zone=${v.timezone} notDelivered=${v.run.notDelivered} />`}
     ${v && !running && html`<${ReplayActions} job=${job} id=${id} />`}
   `;
 }
@@ -348,13 +348,13 @@ function argumentsLine(args) {
   return text.length > 120 ? `${text.slice(0, 119)}…` : text;
 }
 
-/** @param {{ deliveries: RunDelivery[]; zone: string }} props */
-function Deliveries({ deliveries, zone }) {
+/** @param {{ deliveries: RunDelivery[]; zone: string; notDelivered?: string | undefined }} props */
+function Deliveries({ deliveries, zone, notDelivered }) {
   return html`<section aria-labelledby="deliveries-title">
     <h2 id="deliveries-title">Deliveries</h2>
     ${
       deliveries.length === 0
-        ? html`<p class="empty">None: this run delivered nothing (yet).</p>`
+        ? html`<p class="empty">${notDelivered ? `Not delivered: ${notDelivered}.` : "None: this run delivered nothing (yet)."}</p>`
         : html`<div class="table-wrap">
             <table>
               <thead>

@@ -2,6 +2,7 @@ import { openBackend } from "./backend/open.js";
 import type { Backend, DaemonBackend } from "./backend/types.js";
 import type { Config } from "./config/schema.js";
 import { stateStreaks } from "./delivery/alerts.js";
+import { stateLastDelivered } from "./delivery/changed.js";
 import { ownDeliveries } from "./delivery/own-deliveries.js";
 import type { EventBus } from "./events.js";
 import { jobContext } from "./jobs/context.js";
@@ -93,6 +94,8 @@ export async function openCore(role: "daemon" | "command", opts: CoreOptions): P
       concurrency: opts.concurrency,
       log,
       ...(role === "daemon" ? { streaks: stateStreaks(state), paused: (name: string) => state.isPaused(name) } : {}),
+      // Both roles: what `countd run` delivered was delivered, and the daemon's next run compares with it.
+      lastDelivered: stateLastDelivered(state),
       spend: (local) => backend.spend(local, { timeZone: () => config().budget.timezone, keptMs: () => config().retention.auditMs }),
       outbox: (send) => backend.outbox(send, ownDeliveries(job, config), runtime.events),
       node: backend.node,

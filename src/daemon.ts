@@ -20,6 +20,7 @@ import type { StateStore } from "./store/state.js";
 import { ensureWritableDir } from "./store/writable-dir.js";
 import { CronTrigger, recordFire } from "./triggers/cron.js";
 import { WatchTrigger } from "./triggers/watch.js";
+import { AfterTrigger } from "./triggers/after.js";
 import { ArmedPublisher } from "./store/armed.js";
 import type { DeliveryOutbox } from "./delivery/delivery-outbox.js";
 import { join } from "node:path";
@@ -128,9 +129,12 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const scheduled = backend.scheduled(admitted);
     const cron = new CronTrigger({ fire: scheduled, state, log: logger });
     const watch = new WatchTrigger({ fire, events: runtime().events, log: logger });
+    // Asks the registry at each run's end, so a reload's followers are armed with no step of their own.
+    const after = new AfterTrigger({ events: runtime().events, jobs: () => jobs.all(), fire, log: logger });
     started.push(
       () => armed.withdraw(),
       () => watch.close(),
+      () => after.close(),
       () => cron.stop(),
     );
     const arm = async (all: Job[]) => {

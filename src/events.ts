@@ -55,9 +55,11 @@ export interface CountdEvents {
   "run.started": { run: RunRecord };
   /**
    * A run's final record (a copy), for every attempt that ran, and for a fire recorded without
-   * running (skipped, cancelled while it waited).
+   * running (skipped, cancelled while it waited). For an attempt that ran: `willRetry`, true when
+   * another attempt follows (so this one is not the fire's last word), and its whole answer and
+   * typed output, redacted, which the record only has cut to an excerpt.
    */
-  "run.finished": { run: RunRecord };
+  "run.finished": { run: RunRecord; willRetry?: boolean; outcome?: { answer: string; output?: unknown } };
   /** One of a job's `verify:` checks ran on a run's answer (src/runner/verify.ts). */
   "verify.checked": { job: string; runId: string; check: "command" | "expect" | "tools_called"; passed: boolean };
   /** A delivery changed, once the outbox has recorded it. */

@@ -61,7 +61,7 @@ export async function history(job: string | undefined, opts: { config?: string; 
     duration(run),
     tokensText(run.usage),
     costText(run.cost, run.usage),
-    `${run.error ?? ""}${skippedFilesNote(run)}`,
+    `${run.error ?? ""}${skippedFilesNote(run)}${run.notDelivered !== undefined ? `not delivered: ${run.notDelivered}` : ""}`,
   ]);
   process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS", "COST", "ERROR"], rows));
   return EXIT.ok;

@@ -46,7 +46,8 @@ export function formatRun(view: RunView, offline = false): string {
   for (const step of transcript.steps) out.push(...stepLines(step));
   if (transcript.incomplete) out.push(`  (incomplete: ${transcript.incomplete})`);
   out.push("", "Deliveries");
-  if (view.deliveries.length === 0) out.push(offline ? "  (none pending or dead)" : "  (none)");
+  if (run.notDelivered !== undefined) out.push(`  not delivered: ${run.notDelivered}`);
+  else if (view.deliveries.length === 0) out.push(offline ? "  (none pending or dead)" : "  (none)");
   for (const delivery of view.deliveries) out.push(`  ${deliveryLine(delivery, time)}`);
   if (offline) out.push("  (acknowledged deliveries are listed while countd runs)");
   return `${out.join("\n")}\n`;

@@ -17,6 +17,7 @@ import { redactedSend } from "./redacted-send.js";
 import type { DeliveryTarget } from "./targets.js";
 import { sendWebhook } from "./webhook.js";
 import type { OutboxEntry } from "../store/outbox-store.js";
+import { comparedHash, memoryLastDelivered, unchangedSince, type LastDeliveredStore } from "./changed.js";
 
 /** One message queued for some targets: the delivery ids and the message they carry, as stored. */
 export interface QueuedDelivery {
@@ -24,6 +25,13 @@ export interface QueuedDelivery {
   message: DeliveryMessage;
   /** The target of each id, in order, as the job file had it: a replay renders the original with it. */
   targets: DeliveryTarget[];
+}
+
+/** What a run's end queued, and why its answer was not delivered when a rule held it back (deliver_when: changed). */
+export interface Dispatched {
+  queued: QueuedDelivery[];
+  /** Shown with the run, e.g. "unchanged since run 20261204T090000Z-ab12". */
+  notDelivered?: string;
 }
 
 /** Tool calls a failure message shows, so its reader sees where the run stopped. */
@@ -46,7 +54,7 @@ export function isEmptyAnswer(answer: string): boolean {
 
 /**
  * Decides what a finished run sends where: the answer to `deliver` (unless `deliver_when:
- * non_empty` and there is nothing to say), a failure to `on_failure` once no retry follows. A
+ * non_empty` and there is nothing to say, or `changed` and it is not new: changed.ts), a failure to `on_failure` once no retry follows. A
  * job that keeps failing reports its first failure, then at most one "still failing" per
  * `on_failure_repeat`, and one "recovered" with its next success (alerts.ts; the streak is kept
  * in `streaks`). The runner hands each run's outcome (answer, tool calls) with its final record.
@@ -65,6 +73,8 @@ export class RunDispatcher {
     private readonly consoleUrl: () => string | undefined = () => undefined,
     /** The secrets no message may carry (the runtime's, which a reload replaces). */
     private readonly redactor: () => Redactor = () => new Redactor([]),
+    /** Each job's last delivered answer, which `deliver_when: changed` compares with. */
+    private readonly lastDelivered: LastDeliveredStore = memoryLastDelivered(),
   ) {
     this.log = log.child({ component: "dispatch" });
   }
@@ -73,27 +83,54 @@ export class RunDispatcher {
   async finished(
     job: Job,
     run: RunRecord,
-    outcome: Pick<RunOutcome, "answer" | "calls" | "failedChecks">,
+    outcome: Pick<RunOutcome, "answer" | "calls" | "output" | "failedChecks">,
     willRetry: boolean,
-  ): Promise<QueuedDelivery[]> {
-    if (willRetry) return [];
+  ): Promise<Dispatched> {
+    if (willRetry) return { queued: [] };
     const { answer, failedChecks: failed } = outcome;
     if (run.status === "ok") {
       const recovery = await this.recovered(job, run);
-      if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return recovery;
+      if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return { queued: recovery };
       const msg = jobMessage("run.completed", job, run, answer);
       // Checks that failed under on_verify_fail hold or deliver_flagged (runner/verify.ts).
       const flagged = failed && job.verify?.onFail === "deliver_flagged" ? { ...msg, failedChecks: failed } : msg;
       const held = failed && job.verify?.onFail === "hold" ? `failed checks: ${failed.join(" · ")}` : undefined;
-      return [...recovery, ...(await this.send(job.name, run, job.deliver, flagged, held))];
+      const answered = () => this.send(job.name, run, job.deliver, flagged, held);
+      if (job.deliverWhen === "changed") return this.ifChanged(job, run, outcome, recovery, answered);
+      return { queued: [...recovery, ...(await answered())] };
     } else if (run.status !== "skipped") {
-      return this.reportFailure(job, run, {
+      const queued = await this.reportFailure(job, run, {
         ...jobMessage("run.failed", job, run, answer),
         ...(run.error ? { error: run.error } : {}),
         lastToolCalls: lastToolCalls(outcome.calls ?? []),
       });
+      return { queued };
     }
-    return [];
+    return { queued: [] };
+  }
+
+  /** The answer is queued unless it is the job's last delivered one again; what was queued is then the last. */
+  private ifChanged(
+    job: Job,
+    run: RunRecord,
+    outcome: Pick<RunOutcome, "answer" | "output">,
+    recovery: QueuedDelivery[],
+    answered: () => Promise<QueuedDelivery[]>,
+  ): Promise<Dispatched> {
+    return this.perJob.run(job.name, async () => {
+      const hash = comparedHash(job, outcome);
+      const last = await this.lastDelivered.get(job.name);
+      const ids = last ? answerIds(job, { id: last.run }) : [];
+      const since = await unchangedSince(last, hash, { ids, outbox: this.outbox });
+      if (since !== undefined) {
+        this.log.info({ job: job.name, runId: run.id, since }, "answer unchanged since the last one delivered; not delivered");
+        return { queued: recovery, notDelivered: `unchanged since run ${since}` };
+      }
+      const queued = await answered();
+      // Saved after queueing: a crash in between delivers this answer again rather than never.
+      await this.lastDelivered.set(job.name, { hash, run: run.id, at: run.finishedAt ?? new Date().toISOString() });
+      return { queued: [...recovery, ...queued] };
+    });
   }
 
   /**
@@ -237,6 +274,8 @@ export async function openDelivery(opts: {
   log?: Logger;
   /** Where failing streaks are kept; the daemon's job state, so the on_failure throttle survives a restart. */
   streaks?: StreakStore;
+  /** Where each job's last delivered answer is kept (deliver_when: changed); in memory when absent. */
+  lastDelivered?: LastDeliveredStore;
   /** Where the outbox tells each change to a delivery. */
   events?: EventBus;
   /** Opens the backend's outbox, sending with `send`. */
@@ -258,7 +297,7 @@ export async function openDelivery(opts: {
   const outbox = await opts.outbox(send);
   return {
     outbox,
-    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log, opts.consoleUrl, opts.redactor),
+    dispatcher: new RunDispatcher(outbox, opts.workspace, opts.streaks, opts.log, opts.consoleUrl, opts.redactor, opts.lastDelivered),
     mailToFiles: mailer.usesFiles,
     async close() {
       await outbox.close();

@@ -4,7 +4,7 @@ import picomatch from "picomatch";
 import { isScalar, type Node } from "yaml";
 import { formatPath, formatProblem, type Problem, type YamlSource } from "../config/yaml-errors.js";
 import { secretReferenceProblems } from "../delivery/secrets.js";
-import { PLACEHOLDERS, unknownPlaceholders } from "./template.js";
+import { PLACEHOLDERS, UPSTREAM_PLACEHOLDERS, unknownPlaceholders } from "./template.js";
 import type { Job } from "./types.js";
 import { shownTime } from "../time.js";
 
@@ -66,19 +66,24 @@ export function jobWarnings(job: Job, source: YamlSource): string[] {
   return warnings;
 }
 
-/** Unknown `{{…}}` in the prompt, placed on the placeholder itself when the source shows it verbatim. */
-export function placeholderProblems(prompt: string, source: YamlSource): Problem[] {
+/**
+ * Unknown `{{…}}` in the prompt, placed on the placeholder itself when the source shows it verbatim.
+ * `upstream`: the job has `after:`, so its `{{upstream.…}}` are known.
+ */
+export function placeholderProblems(prompt: string, source: YamlSource, upstream = false): Problem[] {
   const node = source.doc.get("prompt", true);
   const [start, end] = isScalar(node) && node.range ? node.range : [undefined, undefined];
   const raw = start !== undefined ? source.text.slice(start, end) : "";
   let from = 0;
-  return unknownPlaceholders(prompt).map(({ text }) => {
+  const known = [...PLACEHOLDERS, ...(upstream ? UPSTREAM_PLACEHOLDERS : [])].map((name) => `{{${name}}}`);
+  if (upstream) known.push("{{upstream.output.<path>}}");
+  return unknownPlaceholders(prompt, upstream).map(({ text, why }) => {
     const found = raw.indexOf(text, from);
     if (found >= 0) from = found + text.length;
     return {
       path: ["prompt"],
       ...(found >= 0 && start !== undefined ? { offset: start + found } : {}),
-      message: `unknown placeholder ${text} (known: ${PLACEHOLDERS.map((name) => `{{${name}}}`).join(", ")})`,
+      message: why ? `placeholder ${text}: ${why}` : `unknown placeholder ${text} (known: ${known.join(", ")})`,
     };
   });
 }

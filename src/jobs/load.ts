@@ -20,6 +20,7 @@ import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
 import { cronProblem, parseAt } from "./schedule.js";
 import { jobWarnings, missingBase, placeholderProblems, unsetWarning, webhookSecretProblems } from "./job-checks.js";
 import type { Job, Schedule } from "./types.js";
+import { chainProblems, keyLocation } from "./chains.js";
 import { plural } from "../text.js";
 import type { McpCatalog } from "../tools/mcp/catalog.js";
 import { mayNameToolOf } from "../tools/mcp/names.js";
@@ -80,6 +81,8 @@ export interface JobFileResult {
   nameAt: string;
   /** Those of `problems` that are an unset variable: `countd start` refuses to start with one. */
   unset: string[];
+  /** `path:line:col` of the `after:` key, where the problems of the job's chain are placed. */
+  afterAt?: string;
 }
 
 export async function loadJobFile(file: string, ctx: JobContext): Promise<{ job?: Job; problems: string[] }> {
@@ -148,7 +151,10 @@ export function selectJobs(
       jobs.push(job);
     }
   }
-  return { jobs, problems, kept };
+  const afterAt = new Map(results.map((result) => [result.file, result.afterAt ?? result.nameAt]));
+  const chains = chainProblems(jobs, (job) => afterAt.get(job.file) ?? displayPath(job.file));
+  problems.push(...chains.problems);
+  return { jobs: jobs.filter((job) => !chains.refused.has(job.name)), problems, kept };
 }
 
 /** The job files of `dir` (*.yaml, *.yml; not hidden ones, which are editors' lock and swap files), sorted. */
@@ -250,6 +256,7 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
       warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)],
       nameAt,
       unset: [],
+      ...(job.after ? { afterAt: keyLocation(source, "after") ?? nameAt } : {}),
     };
   }
 
@@ -405,7 +412,7 @@ async function toJob(
     if (problem) problems.push({ path: ["schedule"], message: problem });
   }
   const { settings } = data;
-  problems.push(...placeholderProblems(settings.prompt, source));
+  problems.push(...placeholderProblems(settings.prompt, source, data.after !== undefined));
   const env = ctx.env === undefined ? process.env : ctx.env;
   const references = [
     ...referenceProblems(settings.deliver, env, source, ["deliver"], ctx.jobEnv),
@@ -454,6 +461,7 @@ async function toJob(
     schedule: toSchedule(data.trigger, timezone),
     watch,
     ...(data.webhook ? { webhook: data.webhook } : {}),
+    ...(data.after ? { after: data.after } : {}),
   };
 }
 

@@ -19,8 +19,8 @@ export interface FileProblems {
 
 /**
  * The files of `results` that have problems or give no job in `armed` (by file). `problems` are
- * those of the whole folder: a job whose name another file took has its problem there, not in its
- * file's result. `name` is the armed job's for a file whose last good version is fired.
+ * those of the whole folder: a job whose name another file took, or whose after: chain is refused,
+ * has its problem there, not in its file's result. `name` is the armed job's for a file whose last good version is fired.
  */
 export function fileProblems(
   results: readonly JobFileResult[],
@@ -30,7 +30,10 @@ export function fileProblems(
   return results
     .filter((result) => !armed.has(result.file) || result.problems.length > 0)
     .map((result) => {
-      const own = result.problems.length > 0 ? result.problems : problems.filter((problem) => problem.startsWith(`${result.nameAt}:`));
+      // A job refused for its chain (jobs/chains.ts) has its problems at its after: key.
+      const places = [result.nameAt, ...(result.afterAt !== undefined ? [result.afterAt] : [])].map((place) => `${place}:`);
+      const own =
+        result.problems.length > 0 ? result.problems : problems.filter((problem) => places.some((place) => problem.startsWith(place)));
       return {
         file: result.file,
         name: armed.get(result.file) ?? result.job?.name ?? path.basename(result.file).replace(/\.ya?ml$/, ""),

@@ -3,10 +3,12 @@ import { byteSize, describeKind, describeValue, duration, expected, oneOf, text,
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";
 import { budgetCaps } from "../cost/caps.js";
+import { pathProblem } from "./json-path.js";
 import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 import type { BreakerLimits } from "../agent/breaker.js";
 import { verifyKeys } from "./verify-schema.js";
+import type { RunStatus } from "../store/run-record.js";
 
 /**
  * Job names end up in session ids (`cron:<job>:<run>`) and file names, so they stay plain, and
@@ -16,7 +18,7 @@ export const JOB_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 export const WATCH_EVENTS = ["add", "change", "unlink"] as const satisfies readonly WatchEvent[];
 export const OVERLAP_POLICIES = ["skip", "queue", "replace", "allow"] as const satisfies readonly OverlapPolicy[];
-export const DELIVER_WHEN = ["always", "non_empty"] as const satisfies readonly DeliverWhen[];
+export const DELIVER_WHEN = ["always", "non_empty", "changed"] as const satisfies readonly DeliverWhen[];
 
 const AT_EXAMPLE = '"2026-12-01T09:00:00+08:00" (without an offset: in the job\'s timezone)';
 
@@ -76,6 +78,28 @@ const webhookSchema = z
     expected("a mapping with secret: and optionally max_body:, rate:"),
   )
   .describe("Run when a signed POST arrives at the console's /hooks/<job>; alone or beside a schedule or watch.");
+
+/**
+ * The statuses a run ends with that can fire an `after:` job. Not running, nor skipped (the fire
+ * never ran), nor interrupted: that run ended with its daemon, which fired nothing, and is only
+ * found so at the next start, its answer lost.
+ */
+export const AFTER_STATUSES = ["ok", "error", "timeout", "cancelled", "budget"] as const satisfies readonly RunStatus[];
+
+const afterSchema = z
+  .strictObject(
+    {
+      job: z
+        .string(expected("a job name"))
+        .regex(JOB_NAME, { error: (issue) => `expected a job name, got ${describeValue(issue.input)}` })
+        .describe("The job whose runs this one follows: it fires when a run of that job ends with one of `status`."),
+      status: listOf(oneOf(AFTER_STATUSES), "statuses")
+        .default(["ok"])
+        .describe("The ends of the upstream run that fire this job: ok, error, timeout, cancelled, budget."),
+    },
+    expected("a mapping with job: and optionally status:"),
+  )
+  .describe("Run when a run of another job ends (after its retries), with {{upstream.answer}} and {{upstream.output.…}} in the prompt.");
 
 const retrySchema = z
   .strictObject(
@@ -176,6 +200,7 @@ export const jobFileSchema = z
       timezone: timeZone().optional().describe("IANA time zone for the schedule and the prompt's {{date}}; defaults to countd.yaml's."),
       watch: watchSchema.optional(),
       webhook: webhookSchema.optional(),
+      after: afterSchema.optional(),
       prompt: z
         .string({
           error: (issue) =>
@@ -185,7 +210,7 @@ export const jobFileSchema = z
         })
         .min(1, expected("a non-empty string"))
         .describe(
-          "The message given to the agent on each run. Placeholders: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}}, {{payload}} (a webhook's body, framed as untrusted data).",
+          "The message given to the agent on each run. Placeholders: {{date}}, {{time}}, {{datetime}}, {{job.name}}, {{job.description}}, {{run.id}}, {{files}}, {{payload}} (a webhook's body, framed as untrusted data); with after:, {{upstream.answer}}, {{upstream.output.<path>}}, {{upstream.run_id}}, {{upstream.job}}, {{upstream.status}}.",
         ),
       session: oneOf(["isolated", "shared"] as const)
         .default("isolated")
@@ -214,7 +239,18 @@ export const jobFileSchema = z
       ),
       deliver_when: oneOf(DELIVER_WHEN)
         .default("always")
-        .describe("always: every answer is delivered; non_empty: an empty answer, or one that is exactly NO_REPLY, is not."),
+        .describe(
+          "always: every answer is delivered; non_empty: an empty answer, or one that is exactly NO_REPLY, is not; changed: an answer the same as the last one delivered is not.",
+        ),
+      changed_on: text()
+        .superRefine((path, ctx) => {
+          const problem = pathProblem(path);
+          if (problem) ctx.addIssue({ code: "custom", message: problem });
+        })
+        .optional()
+        .describe(
+          'With deliver_when: changed, a JSONPath into the answer\'s JSON, e.g. "$.items[*].id": only the values it selects are compared, in any order.',
+        ),
       on_failure: deliveryTargetsSchema.describe("Where a failed, timed-out or interrupted run is reported; same form as deliver."),
       on_failure_repeat: duration({ allowZero: false })
         .prefault("1h")
@@ -228,6 +264,14 @@ export const jobFileSchema = z
       error: (issue) => `expected a job: a mapping with prompt:, schedule: …, got ${describeKind(issue.input)}`,
     },
   )
+  .superRefine((f, ctx) => {
+    if (f.changed_on !== undefined && f.deliver_when !== "changed")
+      ctx.addIssue({
+        code: "custom",
+        path: ["changed_on"],
+        message: `changed_on is used only with deliver_when: changed, got deliver_when: ${f.deliver_when}`,
+      });
+  })
   .meta({
     title: "countd job",
     description: "One job of the countd daemon (jobs/*.yaml): when it runs, the prompt it gives the agent, and where the answer goes.",
@@ -246,6 +290,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
   /** `paths` as written: relative ones are taken from the workspace. */
   watch: f.watch && { paths: f.watch.paths, events: [...new Set(f.watch.events)], debounceMs: f.watch.debounce },
   webhook: f.webhook && { secret: f.webhook.secret, maxBody: f.webhook.max_body, rate: f.webhook.rate },
+  after: f.after && { job: f.after.job, statuses: [...new Set(f.after.status)] },
   settings: {
     description: f.description,
     enabled: f.enabled,
@@ -267,10 +312,11 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     ...(f.budget ? { budget: budgetCaps(f.budget) } : {}),
     deliver: f.deliver,
     deliverWhen: f.deliver_when,
+    ...(f.changed_on !== undefined ? { changedOn: f.changed_on } : {}),
     onFailure: f.on_failure,
     onFailureRepeatMs: f.on_failure_repeat,
     ...(f.verify ? { verify: { checks: f.verify, onFail: f.on_verify_fail } } : {}),
-  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook">,
+  } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook" | "after">,
 }));
 
 export type JobFile = z.output<typeof jobSchema>;

@@ -2,6 +2,7 @@ import type { BudgetCaps } from "../cost/caps.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
 import type { BreakerLimits } from "../agent/breaker.js";
 import type { Check, OnVerifyFail } from "./verify-schema.js";
+import type { RunStatus } from "../store/run-record.js";
 
 /** A job as the rest of countd sees it: validated, defaults applied, durations in milliseconds. */
 export type Schedule = { kind: "cron"; expression: string } | { kind: "every"; intervalMs: number } | { kind: "at"; date: Date };
@@ -26,10 +27,21 @@ export interface WebhookSpec {
   rate: number;
 }
 
+/** What a job's `after:` asks for; triggers/after.ts acts on it. */
+export interface AfterSpec {
+  /** The upstream job's name. */
+  job: string;
+  /** The ends of an upstream run that fire this job. */
+  statuses: RunStatus[];
+}
+
 export type OverlapPolicy = "skip" | "queue" | "replace" | "allow";
 
-/** always: every answer is delivered; non_empty: not an empty answer, nor one that is exactly NO_REPLY. */
-export type DeliverWhen = "always" | "non_empty";
+/**
+ * always: every answer is delivered; non_empty: not an empty answer, nor one that is exactly
+ * NO_REPLY; changed: not an answer the same as the last one delivered (delivery/changed.ts).
+ */
+export type DeliverWhen = "always" | "non_empty" | "changed";
 
 export interface JobOverrides {
   provider?: string;
@@ -50,6 +62,7 @@ export interface Job {
   schedule?: Schedule;
   watch?: WatchSpec;
   webhook?: WebhookSpec;
+  after?: AfterSpec;
   /** IANA name: the job's own, else countd.yaml's, else the system's. */
   timezone: string;
   /** Template: {{date}}, {{time}}, {{job.name}}, {{files}}, … are filled in per run. */
@@ -69,6 +82,8 @@ export interface Job {
   /** Where a successful run's answer goes. `${VAR}` references stay unresolved (see delivery/secrets.ts). */
   deliver: DeliveryTarget[];
   deliverWhen: DeliverWhen;
+  /** With deliverWhen changed: the JSONPath whose values are compared, as a set, instead of the whole answer. */
+  changedOn?: string;
   /** Where a failed, timed-out or interrupted run is reported. */
   onFailure: DeliveryTarget[];
   /** While failures go on, the least time between two reports to onFailure; undefined (jobs not read from a file): 1 h, a job file's default. */

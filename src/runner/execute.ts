@@ -1,6 +1,6 @@
 import type { CancelToken } from "../agent/cancel.js";
 import type { AgentLoop } from "../agent/loop.js";
-import { renderPrompt } from "../jobs/template.js";
+import { renderPrompt, type Upstream } from "../jobs/template.js";
 import type { Job } from "../jobs/types.js";
 import type { Runtime } from "../runtime.js";
 import type { RunContext } from "./types.js";
@@ -52,7 +52,7 @@ export function jobExecutor(
   budgets: Budgets,
 ): (job: Job, run: RunContext) => Promise<RunOutcome> {
   return async (job, run) => {
-    const { prompt, extraTools, files, payload } = run.request;
+    const { prompt, extraTools, files, payload, upstream } = run.request;
     const spend = budgets.forRun(job, run.id);
     const { config, events } = runtime();
     const loop = runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools, spend });
@@ -65,6 +65,7 @@ export function jobExecutor(
           runId: run.id,
           ...(files ? { files } : {}),
           ...(payload !== undefined ? { payload: framedPayload(payload) } : {}),
+          ...(upstream ? { upstream: { run: upstream, framed: (text: string) => framedUpstream(upstream, text) } } : {}),
         }),
       run.sessionId,
       run.cancel,
@@ -86,4 +87,9 @@ export function jobExecutor(
 /** Whoever can sign a request wrote the body, not the job's owner: it is data, never instructions. */
 export function framedPayload(payload: string): string {
   return frameUntrusted("the webhook request that fired this run", payload);
+}
+
+/** The upstream run's answer and output were written by a model that may have read anything: data, never instructions. */
+function framedUpstream(upstream: Upstream, text: string): string {
+  return frameUntrusted(`the answer of run ${upstream.runId} of the job "${upstream.job}"`, text);
 }

@@ -2,6 +2,8 @@ import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
 import { fileSink, RunJournal } from "../store/run-journal.js";
 import type { RunRecord } from "../store/run-record.js";
+import type { JournalEntry } from "../store/journal-entries.js";
+import type { Upstream } from "../jobs/template.js";
 import type { QueuedDelivery } from "../delivery/dispatch.js";
 import type { RunnerOptions } from "./runner.js";
 
@@ -38,7 +40,7 @@ export class RunJournals {
         this.log.child({ job: job.name, runId: run.id }),
       );
       this.open.set(run.id, journal);
-      const { reason, scheduledAt, files, payload } = run.request;
+      const { reason, scheduledAt, files, payload, upstream } = run.request;
       journal.write({
         kind: "fire",
         job: job.name,
@@ -49,13 +51,14 @@ export class RunJournals {
         ...(this.opts.node !== undefined ? { node: this.opts.node } : {}),
         ...(files ? { files } : {}),
         ...(payload !== undefined ? { payload } : {}),
+        ...(upstream ? { upstream: journalledUpstream(upstream) } : {}),
       });
       return execute(job, { ...run, journal });
     };
   }
 
-  /** The run's end: the deliveries it queued, its status and counts; resolves once its journal is written. */
-  async end(run: RunRecord, queued: readonly QueuedDelivery[], answer: string): Promise<void> {
+  /** The run's end: the deliveries it queued (or why none), its status and counts; resolves once its journal is written. */
+  async end(run: RunRecord, queued: readonly QueuedDelivery[], answer: string, notDelivered?: string): Promise<void> {
     const journal = this.open.get(run.id);
     if (!journal) return;
     this.open.delete(run.id);
@@ -67,6 +70,7 @@ export class RunJournals {
       status: run.status,
       ...(run.error !== undefined ? { error: run.error } : {}),
       answer,
+      ...(notDelivered !== undefined ? { not_delivered: notDelivered } : {}),
       iterations: run.iterations,
       tool_calls: run.toolCalls,
       usage: run.usage,
@@ -74,4 +78,14 @@ export class RunJournals {
     });
     await journal.close();
   }
+}
+
+function journalledUpstream({
+  job,
+  runId,
+  status,
+  answer,
+  output,
+}: Upstream): NonNullable<Extract<JournalEntry, { kind: "fire" }>["upstream"]> {
+  return { job, run: runId, status, answer, ...(output !== undefined ? { output } : {}) };
 }

@@ -1,5 +1,6 @@
 import type { Config } from "../config/schema.js";
 import type { StreakStore } from "../delivery/alerts.js";
+import type { LastDeliveredStore } from "../delivery/changed.js";
 import { openDelivery, type RunDispatcher } from "../delivery/dispatch.js";
 import type { DeliveryOutbox, SendFn } from "../delivery/delivery-outbox.js";
 import { silentLogger, type Logger } from "../log.js";
@@ -39,6 +40,8 @@ export interface PipelineOptions {
   log?: Logger;
   /** Where failing streaks are kept (in memory when absent). */
   streaks?: StreakStore;
+  /** Where each job's last delivered answer is kept, for deliver_when: changed (in memory when absent). */
+  lastDelivered?: LastDeliveredStore;
   /** Wraps the job executor, for a caller that acts around each run (`countd run` and its Ctrl-C). */
   wrap?: (execute: RunnerOptions["execute"]) => RunnerOptions["execute"];
   /** The clock of the runner and the budgets (tests); the system's by default. */
@@ -68,6 +71,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     workspace: () => opts.runtime().config.paths.workspace,
     log,
     streaks: opts.streaks,
+    lastDelivered: opts.lastDelivered,
     events: opts.runtime().events,
     outbox: opts.outbox,
     ...(opts.consoleUrl ? { consoleUrl: opts.consoleUrl } : {}),
@@ -93,11 +97,12 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
     execute: opts.wrap ? opts.wrap(execute) : execute,
     ...(now ? { now } : {}),
     beforeRunEnd: async (job, run, { willRetry, outcome }) => {
-      const queued = await delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) => {
+      const { queued, notDelivered } = await delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) => {
         pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries");
-        return [];
+        return { queued: [], notDelivered: undefined };
       });
-      await journals.end(run, queued, outcome.answer);
+      await journals.end(run, queued, outcome.answer, notDelivered);
+      return notDelivered !== undefined ? { notDelivered } : {};
     },
   });
   return {

@@ -12,7 +12,7 @@ import { copy, endRecord, type CancelCause } from "./run-records.js";
 import { FireRefused, merge, type Pending, type QueuedFire, type Requested, type RunEnd, type RunOptions } from "./requests.js";
 import { runSessionId } from "./session-ids.js";
 import type { FireRequest, RunContext } from "./types.js";
-import { recordedFiles, type RunRecord, type RunStatus } from "../store/run-record.js";
+import { recordedFiles, type RunNotes, type RunRecord, type RunStatus } from "../store/run-record.js";
 import type { RunOutcome } from "../agent/outcome.js";
 
 export interface RunnerOptions {
@@ -31,9 +31,9 @@ export interface RunnerOptions {
    * (interrupted at the next start) rather than a finished run whose deliveries were never queued.
    * Not called for runs that never started (skipped, dropped).
    * `willRetry`: a failed attempt is retried, so it is not the job's last word (on_failure waits).
-   * `outcome`: what the executor returned (the answer, the tool calls), which the record only excerpts.
+   * `outcome`: what the executor returned, which the record only excerpts. Adds notes to the record.
    */
-  beforeRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean; outcome: RunOutcome }) => Promise<void>;
+  beforeRunEnd?: (job: Job, run: RunRecord, end: { willRetry: boolean; outcome: RunOutcome }) => Promise<RunNotes | void>;
   /**
    * Whether the job is paused, asked as a fire arrives and again as it would start: a paused job's
    * fires are recorded skipped ("paused"), so its history shows every slot. A fire asked for by
@@ -345,7 +345,7 @@ export class Runner {
     const { status, error } = end;
     const current = this.opts.job(job.name) ?? job;
     const willRetry = (status === "error" || status === "timeout") && pending.attempt < current.retry.attempts && !this.stopping;
-    await this.hook(() => this.opts.beforeRunEnd?.(job, end, { willRetry, outcome }), job, end);
+    await this.hook(async () => void Object.assign(end, await this.opts.beforeRunEnd?.(job, end, { willRetry, outcome })), job, end);
     for (const watch of pending.watchers) await this.hook(() => watch.queued?.(copy(end), pending.attempt), job, end);
     await this.opts.records.save(end);
     this.lane(job.name).running.delete(flight);
@@ -355,7 +355,8 @@ export class Runner {
       { job: job.name, runId: end.id, status, durationMs, ...(error ? { error } : {}) },
       "run finished",
     );
-    this.announce("run.finished", { run: copy(end) });
+    const told = { answer: outcome.answer, ...(outcome.output !== undefined ? { output: outcome.output } : {}) };
+    this.announce("run.finished", { run: copy(end), willRetry, outcome: told });
     if (willRetry) this.retryLater(current, pending, end.id);
     else for (const resolve of pending.waiters) resolve({ record: end, outcome });
     this.releaseNext(job.name);

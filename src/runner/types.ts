@@ -3,6 +3,7 @@ import type { RunReason } from "../store/run-record.js";
 import type { RunClock } from "../time.js";
 import type { Tool } from "../tools/types.js";
 import type { JournalWriter } from "../store/journal-entries.js";
+import type { Upstream } from "../jobs/template.js";
 
 /** What a trigger hands the runner: which job, why, and when it was meant to start. */
 export interface FireRequest {
@@ -19,6 +20,8 @@ export interface FireRequest {
   extraTools?: Tool[];
   /** The instant the run's placeholders read instead of its start: a rehearsal's `--at`, a replay's recorded start. */
   at?: Date;
+  /** An `after:` fire's upstream run (triggers/after.ts), which the prompt's `{{upstream.…}}` read. */
+  upstream?: Upstream;
 }
 
 /** What the executor gets for one run. */

@@ -5,6 +5,7 @@ import type { FileProblems } from "../jobs/not-armed.js";
 import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
 import { isAlive } from "./lock.js";
+import { RUN_STATUSES } from "./run-record.js";
 
 /**
  * What the running daemon fires, published in `<state_dir>/armed.json` for `countd jobs`, which
@@ -12,7 +13,10 @@ import { isAlive } from "./lock.js";
  * keeps its last good version there, which the job files alone cannot tell), the heartbeat's
  * among them. Only what the listing shows is written: no prompt, no delivery target.
  */
-export type ArmedJob = Pick<Job, "name" | "file" | "enabled" | "timezone" | "schedule"> & { watch?: { paths: string[] }; webhook?: object };
+export type ArmedJob = Pick<Job, "name" | "file" | "enabled" | "timezone" | "schedule" | "after"> & {
+  watch?: { paths: string[] };
+  webhook?: object;
+};
 
 export interface Armed {
   /** The daemon that wrote it; a file left by one that is gone is not read. */
@@ -42,6 +46,7 @@ const armedShape = z.object({
         .optional(),
       watch: z.object({ paths: z.array(z.string()) }).optional(),
       webhook: z.object({}).optional(),
+      after: z.object({ job: z.string(), statuses: z.array(z.enum(RUN_STATUSES)) }).optional(),
     }),
   ),
   problems: z
@@ -65,7 +70,7 @@ export class ArmedPublisher {
   }
 
   setJobs(jobs: readonly Job[]): Promise<void> {
-    this.jobs = jobs.map(({ name, file, enabled, timezone, schedule, watch, webhook }) => ({
+    this.jobs = jobs.map(({ name, file, enabled, timezone, schedule, watch, webhook, after }) => ({
       name,
       file,
       enabled,
@@ -74,6 +79,7 @@ export class ArmedPublisher {
       ...(watch ? { watch: { paths: watch.paths } } : {}),
       // Whether there is one, not its secret's reference nor its limits.
       ...(webhook ? { webhook: {} } : {}),
+      ...(after ? { after } : {}),
     }));
     return this.write();
   }
@@ -125,6 +131,11 @@ export async function readArmed(stateDir: string): Promise<Armed | undefined> {
   return {
     pid,
     problems,
-    jobs: jobs.map(({ schedule, watch, ...job }) => ({ ...job, ...(schedule ? { schedule } : {}), ...(watch ? { watch } : {}) })),
+    jobs: jobs.map(({ schedule, watch, after, ...job }) => ({
+      ...job,
+      ...(schedule ? { schedule } : {}),
+      ...(watch ? { watch } : {}),
+      ...(after ? { after } : {}),
+    })),
   };
 }

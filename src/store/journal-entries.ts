@@ -27,6 +27,10 @@ const fire = z.object({
   node: z.string().optional(),
   files: z.array(z.string()).optional(),
   payload: z.string().optional(),
+  /** An `after:` fire's upstream run, its answer whole and its output (the typed output, else the answer parsed as JSON). */
+  upstream: z
+    .object({ job: z.string(), run: z.string(), status: z.string(), answer: z.string(), output: z.unknown().optional() })
+    .optional(),
 });
 
 /** A subagent began its task; its entries follow, marked with its id. */
@@ -107,6 +111,8 @@ const end = z.object({
   error: z.string().optional(),
   /** The run's answer as delivered (a check-in's message; empty when it failed); absent in journals written before replays. */
   answer: z.string().optional(),
+  /** Why the answer of an ok run was not delivered (deliver_when: changed: "unchanged since run <id>"). */
+  not_delivered: z.string().optional(),
   iterations: count,
   tool_calls: count,
   usage,

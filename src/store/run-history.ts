@@ -51,6 +51,7 @@ export const runRecordShape = z.looseObject({
   attempt: z.number().int().positive().optional(),
   files: z.array(z.string()).optional(),
   moreFiles: count.optional(),
+  notDelivered: z.string().optional(),
 }) satisfies z.ZodType<RunRecord>;
 
 /**

@@ -11,6 +11,7 @@ export const RUN_REASONS = [
   "manual",
   "catch-up",
   "retry",
+  "after",
   "rehearsal",
   "replay",
   "fork",
@@ -51,7 +52,12 @@ export interface RunRecord {
   files?: string[];
   /** How many more paths the fire carried than `files` lists. */
   moreFiles?: number;
+  /** Why an ok run's answer was not delivered, e.g. "unchanged since run <id>" (deliver_when: changed). */
+  notDelivered?: string;
 }
+
+/** What delivery adds to a run's final record before it is saved. */
+export type RunNotes = Pick<RunRecord, "notDelivered">;
 
 /** As many paths as a prompt's `{{files}}` lists: a burst of thousands is counted, not kept. */
 export const MAX_RECORDED_FILES = 100;

@@ -26,6 +26,17 @@ export interface JobState {
   held?: HeldFiles;
   /** `@heartbeat`'s check-ins (triggers/check-ins.ts). */
   checkIns?: CheckInState;
+  /** With `deliver_when: changed`, the answer the job last queued for delivery (delivery/changed.ts). */
+  lastDelivered?: LastDelivered;
+}
+
+export interface LastDelivered {
+  /** SHA-256 in hex of what was compared: the normalised answer, or its canonical JSON. */
+  hash: string;
+  /** The run whose answer it was. */
+  run: string;
+  /** ISO 8601: when it was queued. */
+  at: string;
 }
 
 export interface HeldFiles {
@@ -110,6 +121,7 @@ const runKey = (run: RunningRun): string => `${run.job}/${run.id}`;
 
 const failingShape = z.looseObject({ since: time, failures: count, reportedAt: time, unreported: count });
 const deliveredShape = z.looseObject({ at: time, hash: z.string() });
+const lastDeliveredShape = z.looseObject({ hash: z.string(), run: z.string(), at: time });
 export const jobStateShape = z.looseObject({
   lastScheduledAt: time.optional(),
   done: z.boolean().optional(),
@@ -117,6 +129,7 @@ export const jobStateShape = z.looseObject({
   pausedAt: time.optional(),
   held: z.looseObject({ files: z.array(z.string()), overflow: count, node: z.string().optional() }).optional(),
   checkIns: z.looseObject({ delivered: z.array(deliveredShape), lastContactAt: time.optional() }).optional(),
+  lastDelivered: lastDeliveredShape.optional(),
 }) satisfies z.ZodType<JobState>;
 const runningShape = z.looseObject({ job: z.string().refine(hasHistory, "expected a job name"), id: z.string().min(1) });
 

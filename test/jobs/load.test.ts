@@ -496,10 +496,29 @@ describe("delivery targets", () => {
     [
       "a bad deliver_when",
       "deliver_when: sometimes\n",
-      ['job.yaml:2:15: deliver_when: expected one of always, non_empty, got "sometimes"'],
+      ['job.yaml:2:15: deliver_when: expected one of always, non_empty, changed, got "sometimes"'],
+    ],
+    [
+      "a changed_on that is no JSONPath",
+      "deliver_when: changed\nchanged_on: items[*].id\n",
+      ['job.yaml:3:13: changed_on: a JSONPath starts with $, got "items[*].id"'],
+    ],
+    [
+      "a changed_on without deliver_when: changed",
+      "deliver_when: non_empty\nchanged_on: $.items[*].id\n",
+      ["job.yaml:3:13: changed_on: changed_on is used only with deliver_when: changed, got deliver_when: non_empty"],
     ],
   ])("reports %s at its position", async (_what, text, expected) => {
     expect(await problems(`prompt: x\n${text}`)).toEqual(expected);
+  });
+
+  it("reads deliver_when: changed and its changed_on", async () => {
+    const { job, problems } = await loadJobFile(
+      await writeJob("job.yaml", "prompt: x\ndeliver_when: changed\nchanged_on: $.items[*].id\n"),
+      ctx,
+    );
+    expect(problems).toEqual([]);
+    expect(job).toMatchObject({ deliverWhen: "changed", changedOn: "$.items[*].id" });
   });
 
   it("does not interpolate the rest of the job file", async () => {
@@ -523,6 +542,11 @@ describe("did you mean", () => {
     ["a missing letter", "promt: x\n", 'promt: unknown key (did you mean "prompt"?)'],
     ["swapped letters", "prompt: x\ntiemout: 5m\n", 'tiemout: unknown key (did you mean "timeout"?)'],
     ["another case and a dash", "prompt: x\nDeliver-When: always\n", 'Deliver-When: unknown key (did you mean "deliver_when"?)'],
+    [
+      "a key of delivery on change",
+      "prompt: x\ndeliver_when: changed\nchanged_in: $.ids\n",
+      'changed_in: unknown key (did you mean "changed_on"?)',
+    ],
     ["a nested key", "prompt: x\nretry:\n  attempt: 3\n", 'retry.attempt: unknown key (did you mean "attempts"?)'],
     [
       "a delivery target's key",

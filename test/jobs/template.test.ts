@@ -83,3 +83,42 @@ describe("unknownPlaceholders", () => {
     expect(unknownPlaceholders("{{date}}{{time}}{{datetime}}{{job.name}}{{job.description}}{{run.id}}{{files}}")).toEqual([]);
   });
 });
+
+describe("renderPrompt's {{upstream.…}}", () => {
+  const follower: Job = { ...job, after: { job: "collect", statuses: ["ok"] } };
+  const upstream = {
+    run: {
+      job: "collect",
+      runId: "r-41",
+      status: "ok" as const,
+      answer: '{"items":[{"id":7}]}',
+      output: { items: [{ id: 7, tags: ["a"] }] },
+    },
+    framed: (text: string) => `<<${text}>>`,
+  };
+  const fill = (template: string, vars: Partial<Parameters<typeof renderPrompt>[1]> = {}) =>
+    renderPrompt(template, { clock: { at: now, timeZone: "UTC" }, job: follower, runId: "r-42", upstream, ...vars });
+
+  it("frames what the upstream's model wrote and picks parts of its output by path", () => {
+    expect(fill("{{upstream.job}} {{upstream.run_id}} {{upstream.status}}")).toBe("collect r-41 ok");
+    expect(fill("{{upstream.answer}}")).toBe('<<{"items":[{"id":7}]}>>');
+    expect(fill("{{ upstream.output.items[0].id }} {{upstream.output.items[0].tags}} {{upstream.output.nothing}}")).toBe(
+      '<<7>> <<["a"]>> (none)',
+    );
+    expect(fill("{{upstream.output}}")).toBe('<<{"items":[{"id":7,"tags":["a"]}]}>>');
+  });
+
+  it("shows (none) in a follower run by hand, and leaves them as written in a job without after:", () => {
+    expect(fill("[{{upstream.answer}}]", { upstream: undefined })).toBe("[(none)]");
+    expect(fill("[{{upstream.answer}}]", { upstream: undefined, job })).toBe("[{{upstream.answer}}]");
+  });
+
+  it("knows them only in a job with after:", () => {
+    expect(unknownPlaceholders("{{upstream.answer}}")).toEqual([
+      { text: "{{upstream.answer}}", index: 0, why: "only a job with after: has an upstream run" },
+    ]);
+    expect(unknownPlaceholders("{{upstream.answer}} {{upstream.output.items[0].id}} {{upstream.other}}", true)).toEqual([
+      { text: "{{upstream.other}}", index: 52 },
+    ]);
+  });
+});
