@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { useAimock } from "../support/aimock.js";
+import { countdFolder, countdIn, llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import { consoleFolder, daemonsOf, endedRun, SLOW, startConsoleDaemon, writeJob } from "../support/console-daemon.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
 
@@ -62,4 +63,29 @@ describe("a held delivery in the daemon", () => {
     await sleep(500);
     expect(hook.requests).toHaveLength(1);
   }, 60_000);
+});
+
+describe("countd run beside a daemon, for a job whose checks hold its deliveries", { timeout: 60_000 }, () => {
+  const mock = useAimock();
+  let daemon: DaemonProcess | undefined;
+  let hook: WebhookReceiver | undefined;
+  afterEach(async () => {
+    await stopDaemon(daemon);
+    await hook?.close();
+  });
+
+  it("ends once the deliveries are held, and says how to release each", async () => {
+    hook = await startWebhookReceiver();
+    mock.onMessage("Report the numbers", { content: "Numbers are in." });
+    const dir = await countdFolder({
+      numbers: `prompt: Report the numbers.\ndeliver:\n  - webhook: { url: "${hook.url}" }\nverify:\n  - expect: $.count\non_verify_fail: hold\n`,
+    });
+    const env = llmEnv(`${mock.url}/v1`);
+    daemon = await startDaemon(dir, env);
+    const run = await countdIn(dir, env)(["run", "numbers"]);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(/countd: deliveries: held: json webhook at /);
+    expect(run.stderr).toMatch(/countd: held until released: countd outbox release numbers\.\S+\n/);
+    expect(hook.requests).toHaveLength(0);
+  });
 });
