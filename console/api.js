@@ -154,6 +154,13 @@ export const cancelRun = (job, id) => post(`/api/runs/${enc(id)}/cancel?job=${en
  */
 export const retryDelivery = (id) => post(`/api/outbox/${enc(id)}/retry`);
 
+/**
+ * A delivery held by `on_verify_fail: hold`, sent now.
+ * @param {string} id
+ * @returns {Promise<import("../src/console/protocol.js").ReleaseAnswer>}
+ */
+export const releaseDelivery = (id) => post(`/api/outbox/${enc(id)}/release`);
+
 /** @returns {Promise<PurgeAnswer>} */
 export const purgeOutbox = () => post("/api/outbox/purge");
 

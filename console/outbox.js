@@ -31,6 +31,13 @@ export function OutboxPage() {
       setNotice(ok ? { kind: "info", text: `Sending ${id} again.` } : { kind: "error", text: `Retry: ${error.message}` });
       outbox.reload();
     };
+  /** @type {(id: string) => (result: ActionResult<unknown>) => void} */
+  const released =
+    (id) =>
+    ({ ok, error }) => {
+      setNotice(ok ? { kind: "info", text: `Released ${id}: sending it now.` } : { kind: "error", text: `Release: ${error.message}` });
+      outbox.reload();
+    };
   // A purge cannot be undone: the dead deliveries and their errors are gone from the outbox.
   const purge = async () =>
     confirm("Remove every dead delivery? They are not sent, and cannot be retried afterwards.") ? api.purgeOutbox() : undefined;
@@ -57,19 +64,19 @@ export function OutboxPage() {
         <section aria-labelledby="dead-title">
           <h2 id="dead-title">Dead <span class="muted">(${o.dead.length})</span></h2>
           ${o.dead.length > 0 && html`<${ActionButton} act=${purge} onDone=${purged} label="Purge dead deliveries">Purge<//>`}
-          <${Entries} entries=${o.dead} retried=${retried} empty="No dead delivery." />
+          <${Entries} entries=${o.dead} retried=${retried} released=${released} empty="No dead delivery." />
         </section>
         <section aria-labelledby="pending-title">
           <h2 id="pending-title">Pending <span class="muted">(${o.pending.length})</span></h2>
-          <${Entries} entries=${o.pending} retried=${retried} empty="Nothing waiting to be sent." />
+          <${Entries} entries=${o.pending} retried=${retried} released=${released} empty="Nothing waiting to be sent." />
         </section>
       `
     }
   `;
 }
 
-/** @param {{ entries: OutboxItem[]; retried: Retried; empty: string }} props */
-function Entries({ entries, retried, empty }) {
+/** @param {{ entries: OutboxItem[]; retried: Retried; released: (id: string) => (result: ActionResult<unknown>) => void; empty: string }} props */
+function Entries({ entries, retried, released, empty }) {
   if (entries.length === 0) return html`<p class="empty">${empty}</p>`;
   return html`<div class="table-wrap">
     <table class="outbox">
@@ -99,14 +106,20 @@ function Entries({ entries, retried, empty }) {
               <td><span class="badge">${entry.kind}</span> ${entry.to}</td>
               <td>
                 <${Status}
-                  status=${entry.status}
-                />${entry.next_attempt_at && html`<div class="muted small">next <${Time} at=${entry.next_attempt_at} zone=${entry.timezone} /></div>`}
+                  status=${entry.held !== undefined ? "held" : entry.status}
+                />${entry.held !== undefined && html`<div class="muted small">${entry.held}</div>`}${entry.next_attempt_at && html`<div class="muted small">next <${Time} at=${entry.next_attempt_at} zone=${entry.timezone} /></div>`}
               </td>
               <td class="num">${entry.attempts}</td>
               <td class="error-text">${entry.last_error ?? ""}</td>
               <td><${Time} at=${entry.created_at} zone=${entry.timezone} /></td>
               <td>
-                <${ActionButton} act=${() => api.retryDelivery(entry.id)} onDone=${retried(entry.id)} label=${`Retry ${entry.id}`}>Retry<//>
+                ${
+                  entry.held !== undefined
+                    ? html`<${ActionButton} act=${() => api.releaseDelivery(entry.id)} onDone=${released(entry.id)} label=${`Release ${entry.id}`}
+                        >Release<//
+                      >`
+                    : html`<${ActionButton} act=${() => api.retryDelivery(entry.id)} onDone=${retried(entry.id)} label=${`Retry ${entry.id}`}>Retry<//>`
+                }
               </td>
             </tr>`,
         )}

@@ -301,6 +301,13 @@ function Step({ step, call }) {
       <span class="muted small">${step.task}</span>
     </li>`;
   }
+  if (step.kind === "verify") {
+    return html`<li class=${`step step-call${step.passed ? "" : " step-error"}`}>
+      <span class="call-label">Check ${step.index + 1} · ${step.check}</span>
+      <span class="muted small mono">${step.what}</span>
+      ${step.passed ? html`<span class="badge">passed</span>` : html`<div class="error-text">failed: ${step.reason}</div>`}
+    </li>`;
+  }
   // A subagent's steps lie among its parent's as they happened: each says whose it is.
   const whose = step.subagent !== undefined ? `subagent ${step.subagent} · ` : "";
   if (step.kind === "repair") {

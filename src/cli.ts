@@ -218,6 +218,11 @@ outbox
   .option("--dead", "every dead delivery")
   .action(action((id: string | undefined, opts: { dead?: boolean }) => changeOutbox("retry", { config: configFile(), id, ...opts })));
 outbox
+  .command("release")
+  .description("Send a delivery held by on_verify_fail: hold: through the daemon when it runs, else from here.")
+  .argument("<id>", "delivery id (countd outbox lists the held ones)")
+  .action(action((id: string) => changeOutbox("release", { config: configFile(), id })));
+outbox
   .command("purge")
   .description("Remove dead deliveries: through the daemon when it runs, else here.")
   .action(action(() => changeOutbox("purge", { config: configFile() })));

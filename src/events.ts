@@ -60,10 +60,12 @@ export interface CountdEvents {
    * typed output, redacted, which the record only has cut to an excerpt.
    */
   "run.finished": { run: RunRecord; willRetry?: boolean; outcome?: { answer: string; output?: unknown } };
+  /** One of a job's `verify:` checks ran on a run's answer (src/runner/verify.ts). */
+  "verify.checked": { job: string; runId: string; check: "command" | "expect" | "tools_called"; passed: boolean };
   /** A delivery changed, once the outbox has recorded it. */
   delivery: {
     id: string;
-    status: "queued" | "sending" | "delivered" | "failed" | "dead" | "retried" | "purged";
+    status: "queued" | "held" | "released" | "sending" | "delivered" | "failed" | "dead" | "retried" | "purged";
     attempts: number;
     /** The target's key (delivery/targets.ts targetKey). */
     target: string;

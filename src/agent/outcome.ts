@@ -19,4 +19,6 @@ export interface RunOutcome {
   calls?: ToolCallReport[];
   /** The answer as one JSON value valid against the job's `output.schema`; absent for a job without one. */
   output?: unknown;
+  /** The job's `verify:` checks that failed, when `on_verify_fail` still delivers (hold, deliver_flagged). */
+  failedChecks?: string[];
 }

@@ -33,13 +33,14 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
     return EXIT.ok;
   }
   const zone = zoneOf(config, (await loadJobsDir(config.paths.jobs, ctx)).jobs);
+  // A held delivery waits for `countd outbox release`, not for a time; its reason stands where an error would.
   const rows = entries.map((entry: OutboxEntry) => [
     entry.id,
-    entry.status,
+    entry.held !== undefined && entry.status === "pending" ? "held" : entry.status,
     describeTarget(entry.target),
     String(entry.attempts),
-    entry.status === "pending" ? shownTime(entry.nextAttemptAt, zone(deliveryOwner(entry.id).job)) : "-",
-    entry.lastError ?? "",
+    entry.status === "pending" && entry.held === undefined ? shownTime(entry.nextAttemptAt, zone(deliveryOwner(entry.id).job)) : "-",
+    entry.lastError ?? entry.held ?? "",
   ]);
   process.stdout.write(table(["ID", "STATUS", "TARGET", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR"], rows));
   const disabled = Object.entries(disabledTargets);
@@ -67,9 +68,10 @@ export async function listOutbox(opts: { config?: string; json?: boolean }): Pro
  * daemons, and the command sends what it retried itself, as one more of them. Only a retry of an email delivery, sent
  * here, needs the mail server's settings (and their variables).
  */
-export async function changeOutbox(change: "retry" | "purge", opts: { config?: string; id?: string; dead?: boolean }): Promise<number> {
+export async function changeOutbox(change: Change, opts: { config?: string; id?: string; dead?: boolean }): Promise<number> {
   const which = opts.dead ? "dead" : opts.id;
   if (change === "retry" && !which) throw new Error("name a delivery id, or --dead for every dead delivery");
+  if (change === "release" && !opts.id) throw new Error("name the id of a held delivery (countd outbox lists them)");
   const located = await loadConfig({ file: opts.config, needs: [] });
   const backend = await openBackend(located, { role: "command" });
   try {
@@ -79,9 +81,12 @@ export async function changeOutbox(change: "retry" | "purge", opts: { config?: s
   }
 }
 
+/** `release`: a held delivery (on_verify_fail: hold) is sent now. */
+type Change = "retry" | "purge" | "release";
+
 async function changeWith(
   backend: Backend,
-  change: "retry" | "purge",
+  change: Change,
   which: string | undefined,
   file: string | undefined,
   located: Config,
@@ -93,6 +98,11 @@ async function changeWith(
       process.stdout.write(`${removed(purged)}\n`);
       return EXIT.ok;
     }
+    if (change === "release") {
+      await daemon.call("POST", `/api/outbox/${encodeURIComponent(which!)}/release`);
+      process.stdout.write(`${which} released; the daemon sends it now (countd outbox shows what is left)\n`);
+      return EXIT.ok;
+    }
     const { retried } = await daemon.call<{ retried: number }>("POST", `/api/outbox/${encodeURIComponent(which!)}/retry`);
     process.stdout.write(
       `${retried} queued again; the daemon sends ${retried === 1 ? "it" : "them"} now (countd outbox shows what is left)\n`,
@@ -100,7 +110,7 @@ async function changeWith(
     return EXIT.ok;
   }
   const mails =
-    change === "retry" &&
+    change !== "purge" &&
     (await backend.readOutbox()).entries.some(
       (entry) => entry.target.kind === "email" && (which === "dead" ? entry.status === "dead" : entry.id === which),
     );
@@ -117,6 +127,15 @@ async function changeWith(
     try {
       if (change === "purge") {
         process.stdout.write(`${removed(await outbox.purge())}\n`);
+        return EXIT.ok;
+      }
+      if (change === "release") {
+        await outbox.release(which!);
+        await outbox.runDue();
+        const delivered = await outbox.deliveredAt(which!);
+        process.stdout.write(
+          delivered ? `${which} released and delivered\n` : `${which} released; not delivered yet (countd outbox shows why)\n`,
+        );
         return EXIT.ok;
       }
       const count = await outbox.retry(which!);

@@ -6,7 +6,8 @@ import { reportRun, type DeliveryOutcome } from "./run-summary.js";
 type Finished = Extract<LiveMessage, { type: "run_finished" }>;
 
 /** A delivery's statuses once its first attempt is over: sent, to be retried, or given up. */
-const ATTEMPTED: ReadonlySet<string> = new Set(["delivered", "failed", "dead"]);
+// A held delivery is not attempted until released: the command does not wait for it.
+const ATTEMPTED: ReadonlySet<string> = new Set(["delivered", "failed", "dead", "held"]);
 
 /**
  * `countd run <job>` beside a running daemon: the daemon runs it (reason manual, through its
@@ -114,9 +115,10 @@ function deliveryWatch() {
     },
     /** Each delivery as a local run reports it: one not attempted yet (Ctrl-C stopped the wait) is still queued. */
     outcomes(): DeliveryOutcome[] {
-      return [...states.values()].map(({ status, to, error }) => ({
+      return [...states.entries()].map(([id, { status, to, error }]) => ({
+        id,
         to,
-        state: status === "delivered" ? "delivered" : status === "dead" ? "failed" : "queued",
+        state: status === "delivered" ? "delivered" : status === "dead" ? "failed" : status === "held" ? "held" : "queued",
         ...(error !== undefined ? { error } : {}),
       }));
     },

@@ -2,12 +2,15 @@ import { describeTarget, targetKey, type DeliveryTarget } from "../delivery/targ
 
 /** What became of one of a run's deliveries by its first attempt: sent, to be retried, or given up. */
 export interface DeliveryOutcome {
+  /** The delivery's id, which `countd outbox release` takes for a held one. */
+  id?: string;
   to: string;
-  state: "delivered" | "queued" | "failed";
+  /** held: waiting for `countd outbox release` (on_verify_fail: hold). */
+  state: "delivered" | "queued" | "held" | "failed";
   error?: string;
 }
 
-const STATES = ["delivered", "queued", "failed"] as const;
+const STATES = ["delivered", "queued", "held", "failed"] as const;
 
 /**
  * `countd run`'s closing lines on stderr, the same whether it ran here or in the daemon: the run's
@@ -21,6 +24,8 @@ export function reportRun(run: { id: string; status: string; error?: string }, d
   if (groups.length > 0) process.stderr.write(`countd: deliveries: ${groups.join(" · ")}\n`);
   if (deliveries.some((d) => d.state === "queued"))
     process.stderr.write("countd: some deliveries are pending; the daemon retries them (see countd outbox)\n");
+  for (const held of deliveries.filter((d) => d.state === "held"))
+    process.stderr.write(`countd: held until released: countd outbox release ${held.id}\n`);
 }
 
 /** Which of the job's targets a delivery id (`<job>.<run id>[.recovered].<key>`) is for; -1 for none. */

@@ -97,7 +97,7 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
           .map((entry) => ({
             id: entry.id,
             to: describeTarget(entry.target),
-            state,
+            state: entry.held !== undefined && state === "queued" ? ("held" as const) : state,
             ...(entry.lastError ? { error: entry.lastError } : {}),
           }));
       const delivered = (await outbox.deliveredIds(prefix)).map(({ id }) => ({

@@ -71,6 +71,10 @@ export function skippedFilesNote(run: RunView["run"]): string {
 
 function stepLines(step: TranscriptStep): string[] {
   if (step.kind === "subagent") return [`  subagent ${step.id}  ${firstIndented(inert(step.task), 4)}`];
+  if (step.kind === "verify") {
+    const verdict = step.passed ? "passed" : `FAILED: ${firstIndented(inert(step.reason ?? ""), 4)}`;
+    return [`  check ${step.index + 1} ${step.check} ${inert(step.what)}  ${verdict}`];
+  }
   // A subagent's steps lie among its parent's as they happened: each says whose it is.
   const whose = step.subagent !== undefined ? `[subagent ${step.subagent}] ` : "";
   if (step.kind === "llm") {

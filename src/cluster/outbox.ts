@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { Queue, UnrecoverableError, Worker, type Job as QueuedJob, type JobsOptions, type JobType } from "bullmq";
+import { Queue, UnrecoverableError, Worker, type Job as QueuedJob, type JobType } from "bullmq";
 import type { Redis } from "ioredis";
 import type { DeliveryOutbox, SendFn, Settled } from "../delivery/delivery-outbox.js";
 import { DeliveryError } from "../delivery/errors.js";
@@ -11,8 +11,7 @@ import type { CountdEvents, EventBus } from "../events.js";
 import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { RunStatus } from "../store/run-record.js";
-import { DELIVERED_KEPT_MS, disabledShape, entryShape, type DisabledTarget, type OutboxEntry } from "../store/outbox-shapes.js";
-import { isoTime } from "../store/quarantine.js";
+import { DELIVERED_KEPT_MS, type DisabledTarget, type OutboxEntry } from "../store/outbox-shapes.js";
 import { errorText } from "../text.js";
 import type { ClusterConfig } from "../config/schema.js";
 import { commandRedis } from "./command-redis.js";
@@ -20,6 +19,7 @@ import { lostConnection } from "./redis.js";
 import { HOLD_MS, holdOptions } from "./fires.js";
 import { ownEntry, type OwnDeliveries } from "../delivery/own-deliveries.js";
 import { LET_GO_MS, settlesWithin } from "./settle.js";
+import { dataShape, entryOf, jobOptions, parseDisabled, type DeliveryData } from "./outbox-entries.js";
 
 /** BullMQ's key prefix, as the fire queues': `countd:deliveries:…`. */
 const PREFIX = "countd";
@@ -30,8 +30,6 @@ const ACKED_IDS = "countd:outbox:acked-ids";
 /** Targets that answered HTTP 410, by target key → DisabledTarget as JSON. */
 const DISABLED = "countd:outbox:disabled";
 
-/** BullMQ counts attempts; countd's rule is the 24 h of GIVE_UP_AFTER_MS, so the count never ends a delivery. */
-const UNCOUNTED_ATTEMPTS = 1_000_000;
 /** A sender killed mid-send leaves its delivery active; it is sent again by another daemon, however often that happens. */
 const MAX_STALLS = 1_000;
 /** How often settled() and runDue() look again. */
@@ -45,16 +43,6 @@ const EXPIRE_PER_ACK = 100;
 const DUE: string[] = ["waiting", "prioritized", "active"];
 /** Every state of a delivery not yet acknowledged nor given up. */
 const PENDING: JobType[] = ["waiting", "delayed", "active", "prioritized", "waiting-children"];
-
-/**
- * What a queued delivery carries: the message and where it goes, with when it was queued and when
- * it is given up; `retryAt`, once an attempt failed. Checked when read, as it may come from another
- * countd version.
- */
-const dataShape = entryShape
-  .pick({ target: true, message: true, workspace: true, createdAt: true, giveUpAt: true })
-  .extend({ retryAt: isoTime.optional() });
-type DeliveryData = Pick<OutboxEntry, "target" | "message" | "workspace" | "createdAt" | "giveUpAt"> & { retryAt?: string };
 
 /** Records the acknowledgement (the first time stays) and forgets those older than the cut-off. */
 const ACK = `
@@ -122,25 +110,41 @@ export class ClusterOutbox implements DeliveryOutbox {
     this.queue.on("error", (err) => this.error("cluster queue error", err));
   }
 
-  async enqueue(runKey: string, targets: readonly DeliveryTarget[], message: DeliveryMessage, workspace: string): Promise<string[]> {
+  async enqueue(
+    runKey: string,
+    targets: readonly DeliveryTarget[],
+    message: DeliveryMessage,
+    workspace: string,
+    held?: string,
+  ): Promise<string[]> {
     const now = Date.now();
+    // A held delivery is a job delayed until its give-up time, when deliver() marks it dead; release() promotes it.
+    const hold = held === undefined ? {} : { delay: GIVE_UP_AFTER_MS };
     const jobs = targets.map((target) => {
-      const data: DeliveryData = { target, message, workspace, createdAt: iso(now), giveUpAt: iso(now + GIVE_UP_AFTER_MS) };
-      return { name: message.job, data, opts: { jobId: deliveryId(runKey, target), ...jobOptions() } };
+      const data: DeliveryData = {
+        target,
+        message,
+        workspace,
+        createdAt: iso(now),
+        giveUpAt: iso(now + GIVE_UP_AFTER_MS),
+        ...(held ? { held } : {}),
+      };
+      return { name: message.job, data, opts: { jobId: deliveryId(runKey, target), ...jobOptions(), ...hold } };
     });
     if (jobs.length === 0) return [];
     // One MULTI: a job id already in the queue (waiting, dead or acknowledged) is left as it is.
     await this.queue.addBulk(jobs);
     const ids = jobs.map((job) => job.opts.jobId);
     for (const [i, id] of ids.entries()) {
-      this.mine.add(id);
+      if (held === undefined) this.mine.add(id);
+      const target = targets[i]!;
       this.tell({
         id,
-        status: "queued",
+        status: held === undefined ? "queued" : "held",
         attempts: 0,
-        target: targetKey(targets[i]!),
-        to: describeTarget(targets[i]!),
-        kind: targets[i]!.kind,
+        target: targetKey(target),
+        to: describeTarget(target),
+        kind: target.kind,
       });
     }
     return ids;
@@ -265,18 +269,29 @@ export class ClusterOutbox implements DeliveryOutbox {
       else if (state === "delayed") await job.promote();
       targets.add(targetKey(data.target));
       this.mine.add(job.id!);
-      this.tell({
-        id: job.id!,
-        status: "retried",
-        attempts: 0,
-        target: targetKey(data.target),
-        to: describeTarget(data.target),
-        kind: data.target.kind,
-        nextAttemptAt: iso(now),
-      });
+      const told = { id: job.id!, target: targetKey(data.target), to: describeTarget(data.target), kind: data.target.kind };
+      this.tell({ ...told, status: "retried", attempts: 0, nextAttemptAt: iso(now) });
     }
     if (targets.size > 0) await this.opts.redis.hdel(DISABLED, ...targets);
     return chosen.length;
+  }
+
+  async release(id: string): Promise<void> {
+    const job = await this.pendingOrDead(id);
+    const data = this.dataOf(job);
+    if (data?.held === undefined) throw new Error(`delivery ${id} is not held; only a held delivery is released`);
+    const { held: _held, retryAt: _retryAt, ...rest } = data;
+    await job.updateData({ ...rest, giveUpAt: iso(Date.now() + GIVE_UP_AFTER_MS) });
+    await job.promote();
+    this.mine.add(id);
+    this.tell({
+      id,
+      status: "released",
+      attempts: 0,
+      target: targetKey(rest.target),
+      to: describeTarget(rest.target),
+      kind: rest.target.kind,
+    });
   }
 
   async purge(): Promise<number> {
@@ -319,6 +334,7 @@ export class ClusterOutbox implements DeliveryOutbox {
     const id = job.id!;
     const data = this.dataOf(job);
     if (!data) throw new UnrecoverableError("not a delivery this countd can read");
+    if (data.held !== undefined) throw new UnrecoverableError(`held and never released; gave up after 24 h (${data.held})`);
     if (await this.deliveredAt(id)) {
       this.log.info({ delivery: id }, "delivery already acknowledged; not sent again");
       return;
@@ -446,45 +462,6 @@ export class ClusterOutbox implements DeliveryOutbox {
   private tell(event: CountdEvents["delivery"]): void {
     this.opts.events?.emit("delivery", event);
   }
-}
-
-/** BullMQ's options for every delivery: countd's schedule decides when and for how long it is retried. */
-function jobOptions(): JobsOptions {
-  return {
-    attempts: UNCOUNTED_ATTEMPTS,
-    backoff: { type: "countd" },
-    removeOnComplete: { age: DELIVERED_KEPT_MS / 1000 },
-    removeOnFail: false,
-  };
-}
-
-/** A queued delivery as `countd outbox` and the console show one. */
-function entryOf(job: QueuedJob, data: DeliveryData, status: OutboxEntry["status"]): OutboxEntry {
-  return {
-    id: job.id!,
-    target: data.target,
-    message: data.message,
-    workspace: data.workspace,
-    createdAt: data.createdAt,
-    giveUpAt: data.giveUpAt,
-    attempts: job.attemptsMade,
-    ...(job.processedOn ? { lastAttemptAt: iso(job.processedOn) } : {}),
-    nextAttemptAt: data.retryAt ?? data.createdAt,
-    status,
-    ...(job.failedReason ? { lastError: job.failedReason } : {}),
-  };
-}
-
-/** A disabled target's entry; one that does not read still disables it. */
-function parseDisabled(text: string): DisabledTarget {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    value = undefined;
-  }
-  const parsed = disabledShape.safeParse(value);
-  return parsed.success ? parsed.data : { at: iso(0), reason: "target disabled" };
 }
 
 /**

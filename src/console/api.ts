@@ -23,6 +23,7 @@ import { ApiError } from "./api-error.js";
 import type { Credential, Guard } from "./guard.js";
 import type { LiveHub } from "./live.js";
 import { rehearsalRoutes } from "./rehearsal-api.js";
+import { outboxRoutes } from "./outbox-api.js";
 import type { Rehearsals } from "./rehearsals.js";
 import type { Metrics } from "./metrics.js";
 import type {
@@ -30,10 +31,7 @@ import type {
   JobAnswer,
   JobsView,
   JobView,
-  OutboxView,
   PauseAnswer,
-  PurgeAnswer,
-  RetryAnswer,
   RunNowAnswer,
   RunsPage,
   RunView,
@@ -42,7 +40,7 @@ import type {
   StatusView,
 } from "./protocol.js";
 import { reasonOf } from "../jobs/not-armed.js";
-import { invalidFileView, jobDetail, jobView, outboxItem, runDeliveries, shownConfig, statsView } from "./views.js";
+import { invalidFileView, jobDetail, jobView, runDeliveries, shownConfig, statsView } from "./views.js";
 import type { Asset } from "./assets.js";
 import { page, refuse, signIn, signOut, type ConsoleEnv } from "./sign-in.js";
 import type { WebhookTrigger } from "../triggers/webhook.js";
@@ -269,23 +267,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     return c.json(statsView(runs, days, timezone, new Date(), job !== undefined));
   });
 
-  app.get("/api/outbox", async (c) => {
-    const { pending, dead } = await deps.outbox.list();
-    const shown = outboxItem(zoneOf(deps.config(), (name) => deps.jobs.get(name)));
-    const disabled = await deps.outbox.disabledTargets();
-    return c.json(safe<OutboxView>({ pending: pending.map(shown), dead: dead.map(shown), disabled_targets: disabled }));
-  });
-  // The id "dead" retries every dead delivery (delivery ids always hold dots).
-  app.post("/api/outbox/:id/retry", async (c) => {
-    const id = c.req.param("id");
-    try {
-      const count = await deps.outbox.retry(id);
-      return c.json({ id, retried: count } satisfies RetryAnswer);
-    } catch (err) {
-      throw new ApiError(/acknowledged/.test(errorText(err)) ? 409 : 404, errorText(err));
-    }
-  });
-  app.post("/api/outbox/purge", async (c) => c.json({ purged: await deps.outbox.purge() } satisfies PurgeAnswer));
+  outboxRoutes(app, deps, safe);
   rehearsalRoutes(app, deps, safe);
 
   return app;

@@ -116,6 +116,12 @@ export class Metrics {
       labelNames: ["kind", "status"],
       registers,
     });
+    const verifyFailures = new Counter({
+      name: "countd_verify_failures_total",
+      help: "Checks of a job's verify: that failed on a run's answer, by job and kind of check (command, expect, tools_called).",
+      labelNames: [JOB, "check"],
+      registers,
+    });
     const heartbeat = new Counter({
       name: "countd_heartbeat_decisions_total",
       help: "Heartbeat ticks by outcome (skipped, silent, duplicate, failed, sent) and, for skipped, the rule's reason.",
@@ -207,6 +213,9 @@ export class Metrics {
       }),
       events.on("tool.finished", (e) => tools.inc({ tool: this.toolLabel(e.name), status: e.error === undefined ? "ok" : "error" })),
       events.on("delivery", (e) => deliveries.inc({ kind: e.kind, status: e.status })),
+      events.on("verify.checked", (e) => {
+        if (!e.passed) verifyFailures.inc({ [JOB]: e.job, check: e.check });
+      }),
       events.on("heartbeat.decision", (e) => heartbeat.inc({ outcome: e.outcome, reason: e.outcome === "skipped" ? e.reason : "" })),
     );
   }

@@ -218,7 +218,8 @@ export interface Spend {
 }
 
 /** A delivery in the outbox (GET /api/outbox): its run when it has one, and the zone its times are shown in (its job's). */
-export type OutboxItem = RunDelivery & { job?: string; run_id?: string; created_at: string; timezone: string };
+/** `held`: why a held delivery waits for its release (the failed checks of `on_verify_fail: hold`). */
+export type OutboxItem = RunDelivery & { job?: string; run_id?: string; created_at: string; timezone: string; held?: string };
 
 export interface OutboxView {
   pending: OutboxItem[];
@@ -230,6 +231,7 @@ export interface OutboxView {
 /** The answers to the other changes: a run's cancel, a delivery's retry (`retried` deliveries), the outbox's purge, a pause or resume. */
 export type CancelAnswer = { run_id: string; job: string; status: "cancelling" };
 export type RetryAnswer = { id: string; retried: number };
+export type ReleaseAnswer = { id: string; released: true };
 export type PurgeAnswer = { purged: number };
 export type PauseAnswer = { job: string; paused: boolean } | { paused_all: boolean };
 

@@ -102,9 +102,11 @@ export function deliveryView(entry: Readonly<OutboxEntry>): RunDelivery & { job?
     status: entry.status,
     attempts: entry.attempts,
     ...(entry.lastError ? { last_error: entry.lastError } : {}),
-    ...(entry.status === "pending" ? { next_attempt_at: entry.nextAttemptAt } : {}),
+    // A held delivery waits for its release, not for a time.
+    ...(entry.status === "pending" && entry.held === undefined ? { next_attempt_at: entry.nextAttemptAt } : {}),
     ...owner,
     created_at: entry.createdAt,
+    ...(entry.held !== undefined ? { held: entry.held } : {}),
   };
 }
 

@@ -19,8 +19,17 @@ type Answer<T> = T | Promise<T>;
  * once acknowledged, and carries its id (the webhook-id, the Message-ID) on every attempt.
  */
 export interface DeliveryOutbox {
-  /** Queues `message` for each target; returns the delivery ids `<runKey>.<targetKey>`. One already known is not queued again. */
-  enqueue(runKey: string, targets: readonly DeliveryTarget[], message: DeliveryMessage, workspace: string): Promise<string[]>;
+  /**
+   * Queues `message` for each target; returns the delivery ids `<runKey>.<targetKey>`. One already known is not queued again.
+   * `held`: why they are held (not attempted until `release`, given up at their 24 h like any other).
+   */
+  enqueue(
+    runKey: string,
+    targets: readonly DeliveryTarget[],
+    message: DeliveryMessage,
+    workspace: string,
+    held?: string,
+  ): Promise<string[]>;
   /** Attempts due deliveries from now on. */
   start(): void;
   /** Stops attempting and waits for the attempts in flight to be recorded. */
@@ -42,6 +51,8 @@ export interface DeliveryOutbox {
   deliveredIds(prefix: string): Answer<Array<{ id: string; at: string; attempts?: number }>>;
   /** Makes one delivery (by id), or every dead one ("dead"), due now with a fresh 24 h; returns how many. */
   retry(which: string): Promise<number>;
+  /** Sends a held delivery now, with a fresh 24 h; an id that is not held throws. */
+  release(id: string): Promise<void>;
   /** Forgets dead deliveries; returns how many. */
   purge(): Promise<number>;
   /** Keys of targets that answered HTTP 410: nothing is sent to them until enabled again. */

@@ -83,17 +83,20 @@ export class RunDispatcher {
   async finished(
     job: Job,
     run: RunRecord,
-    outcome: Pick<RunOutcome, "answer" | "calls" | "output">,
+    outcome: Pick<RunOutcome, "answer" | "calls" | "output" | "failedChecks">,
     willRetry: boolean,
   ): Promise<Dispatched> {
     if (willRetry) return { queued: [] };
-    const { answer } = outcome;
+    const { answer, failedChecks: failed } = outcome;
     if (run.status === "ok") {
       const recovery = await this.recovered(job, run);
       if (job.deliverWhen === "non_empty" && isEmptyAnswer(answer)) return { queued: recovery };
-      const completed = jobMessage("run.completed", job, run, answer);
-      if (outcome.output !== undefined) completed.output = outcome.output;
-      const answered = () => this.send(job.name, run, job.deliver, completed);
+      const msg = jobMessage("run.completed", job, run, answer);
+      if (outcome.output !== undefined) msg.output = outcome.output;
+      // Checks that failed under on_verify_fail hold or deliver_flagged (runner/verify.ts).
+      const flagged = failed && job.verify?.onFail === "deliver_flagged" ? { ...msg, failedChecks: failed } : msg;
+      const held = failed && job.verify?.onFail === "hold" ? `failed checks: ${failed.join(" · ")}` : undefined;
+      const answered = () => this.send(job.name, run, job.deliver, flagged, held);
       if (job.deliverWhen === "changed") return this.ifChanged(job, run, outcome, recovery, answered);
       return { queued: [...recovery, ...(await answered())] };
     } else if (run.status !== "skipped") {
@@ -188,9 +191,15 @@ export class RunDispatcher {
     });
   }
 
-  private async send(job: string, run: RunRecord, targets: DeliveryTarget[], msg: DeliveryMessage): Promise<QueuedDelivery[]> {
+  private async send(
+    job: string,
+    run: RunRecord,
+    targets: DeliveryTarget[],
+    msg: DeliveryMessage,
+    held?: string,
+  ): Promise<QueuedDelivery[]> {
     if (targets.length === 0) return [];
-    return this.enqueue(runKey(job, run), targets, msg);
+    return this.enqueue(runKey(job, run), targets, msg, held);
   }
 
   /**
@@ -198,9 +207,10 @@ export class RunDispatcher {
    * the mail and the webhook body all carry what is stored. Targets are not: their `${VAR}`
    * references are filled in only when sent.
    */
-  private async enqueue(key: string, targets: readonly DeliveryTarget[], msg: DeliveryMessage): Promise<QueuedDelivery[]> {
+  private async enqueue(key: string, targets: readonly DeliveryTarget[], msg: DeliveryMessage, held?: string): Promise<QueuedDelivery[]> {
     const message = this.redactor().redactStrings(msg);
-    return [{ ids: await this.outbox.enqueue(key, targets, message, this.workspace()), message, targets: [...targets] }];
+    const reason = held === undefined ? undefined : this.redactor().redactStrings(held);
+    return [{ ids: await this.outbox.enqueue(key, targets, message, this.workspace(), reason), message, targets: [...targets] }];
   }
 }
 

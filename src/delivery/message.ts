@@ -56,6 +56,8 @@ export interface DeliveryMessage {
    * run.recovered (the first failure's report has none).
    */
   failing?: FailingSummary;
+  /** The job's `verify:` checks that failed (run.completed, `on_verify_fail: deliver_flagged`): shown as a "failed checks: …" line. */
+  failedChecks?: string[];
 }
 
 export interface FailingSummary {

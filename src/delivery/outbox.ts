@@ -92,7 +92,13 @@ export class Outbox implements DeliveryOutbox {
    *   delivery id is a dot-atom, so it is the webhook-id and Message-ID's left part as it is
    *   (`<id@countd>`); no ":" (which a Message-ID's left part cannot hold).
    */
-  async enqueue(runKey: string, targets: readonly DeliveryTarget[], message: DeliveryMessage, workspace: string): Promise<string[]> {
+  async enqueue(
+    runKey: string,
+    targets: readonly DeliveryTarget[],
+    message: DeliveryMessage,
+    workspace: string,
+    held?: string,
+  ): Promise<string[]> {
     const now = this.now().getTime();
     const ids: string[] = [];
     const written: Promise<void>[] = [];
@@ -112,6 +118,7 @@ export class Outbox implements DeliveryOutbox {
         nextAttemptAt: iso(now),
         status: disabled ? "dead" : "pending",
         ...(disabled ? { lastError: disabled.reason } : {}),
+        ...(held !== undefined && !disabled ? { held } : {}),
       };
       written.push(this.record({ op: "queued", entry }));
       if (disabled) this.log.warn({ delivery: id, target: targetKey(target), error: disabled.reason }, "delivery not sent");
@@ -195,6 +202,16 @@ export class Outbox implements DeliveryOutbox {
     for (const { id } of chosen) this.schedule(this.store.data.entries[id]!);
     if (this.started) this.wake();
     return chosen.length;
+  }
+
+  /** Makes a held delivery due now, with a fresh 24 h (a review may take most of the first). */
+  async release(id: string): Promise<void> {
+    const entry = this.entry(id);
+    if (entry.held === undefined) throw new Error(`delivery ${id} is not held (it is ${entry.status}); only a held delivery is released`);
+    const now = this.now().getTime();
+    await this.record({ op: "released", id, at: iso(now), giveUpAt: iso(now + GIVE_UP_AFTER_MS) });
+    this.schedule(entry);
+    if (this.started) this.wake();
   }
 
   /** Forgets dead deliveries; returns how many. */
@@ -285,15 +302,18 @@ export class Outbox implements DeliveryOutbox {
     return { id, delivered: false, error: entry?.lastError ?? (entry ? "dead" : `no delivery with id "${id}"`) };
   }
 
+  /** A held entry falls due only at its give-up time, when it is marked dead unless released. */
   private schedule(entry: OutboxEntry): void {
-    if (entry.status === "pending") this.due.push({ at: Date.parse(entry.nextAttemptAt), entry });
+    const at = Date.parse(entry.held === undefined ? entry.nextAttemptAt : entry.giveUpAt);
+    if (entry.status === "pending") this.due.push({ at, entry });
   }
 
   /** The earliest pending entry not in flight, dropping items whose entry moved on since they were pushed. */
   private peek(): Due | undefined {
     for (let item = this.due.peek(); item; item = this.due.peek()) {
       const { entry, at } = item;
-      const current = this.store.data.entries[entry.id] === entry && entry.status === "pending" && Date.parse(entry.nextAttemptAt) === at;
+      const due = Date.parse(entry.held === undefined ? entry.nextAttemptAt : entry.giveUpAt);
+      const current = this.store.data.entries[entry.id] === entry && entry.status === "pending" && due === at;
       if (current && !this.inFlight.has(entry.id)) return item;
       this.due.pop();
     }
@@ -339,6 +359,11 @@ export class Outbox implements DeliveryOutbox {
   }
 
   private async attempt(entry: OutboxEntry): Promise<void> {
+    if (entry.held !== undefined) {
+      await this.record({ op: "dead", id: entry.id, error: `held and never released; gave up after 24 h (${entry.held})` });
+      this.log.warn({ delivery: entry.id }, "held delivery gave up after 24 h");
+      return;
+    }
     const disabled = this.store.data.disabledTargets[targetKey(entry.target)];
     if (disabled) {
       await this.record({ op: "dead", id: entry.id, error: disabled.reason });
@@ -401,7 +426,8 @@ export class Outbox implements DeliveryOutbox {
 
 /** What the bus hears of one record about one delivery. */
 function deliveryEvent(record: OutboxRecord, entry: Readonly<OutboxEntry>): CountdEvents["delivery"] {
-  const status = record.op === "queued" ? (entry.status === "dead" ? "dead" : "queued") : record.op === "attempt" ? "sending" : record.op;
+  const queued = entry.status === "dead" ? "dead" : entry.held !== undefined ? "held" : "queued";
+  const status = record.op === "queued" ? queued : record.op === "attempt" ? "sending" : record.op;
   return {
     id: entry.id,
     status: status as CountdEvents["delivery"]["status"],

@@ -44,7 +44,9 @@ export function messageTitle(message: DeliveryMessage): string {
 
 /** The message body as markdown: the answer, then for a failed run the error and the last tool calls. */
 export function messageMarkdown(message: DeliveryMessage): string {
-  const parts = [message.result.trim()];
+  // Above the answer: a reader must see it was not checked out before reading it.
+  const flag = message.failedChecks ? `**failed checks: ${message.failedChecks.join(" · ")}**` : "";
+  const parts = [flag, message.result.trim()];
   const { failing } = message;
   // A message queued by an older countd has no zone: UTC, which its offset still says.
   const since = failing ? shownTime(failing.since, message.timezone ?? "UTC") : "";

@@ -52,9 +52,9 @@ export async function sendWebhook(
   return { status };
 }
 
-/** The body receivers of the json format get (a test: `type`, `job`, `result` only); `error` and `lastToolCalls` only for a failed run, `failing` for a repeated failure and a recovery. */
+/** The body receivers of the json format get (a test: `type`, `job`, `result` only); `error` and `lastToolCalls` only for a failed run, `failing` for a repeated failure and a recovery, `failedChecks` for an answer delivered flagged. */
 function jsonBody(message: DeliveryMessage): string {
-  const { kind, job, run, result, output, error, lastToolCalls, failing } = message;
+  const { kind, job, run, result, output, error, lastToolCalls, failing, failedChecks } = message;
   // No run stands behind a test: a receiver keyed on run.id must not find one to act on.
   if (kind === "test") return JSON.stringify({ type: kind, job, result });
   return JSON.stringify({
@@ -66,6 +66,7 @@ function jsonBody(message: DeliveryMessage): string {
     ...(error !== undefined ? { error } : {}),
     ...(lastToolCalls ? { lastToolCalls } : {}),
     ...(failing ? { failing } : {}),
+    ...(failedChecks ? { failedChecks } : {}),
   });
 }
 

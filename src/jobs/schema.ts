@@ -7,6 +7,7 @@ import { pathProblem } from "./json-path.js";
 import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 import type { BreakerLimits } from "../agent/breaker.js";
+import { verifyKeys } from "./verify-schema.js";
 import type { RunStatus } from "../store/run-record.js";
 
 /**
@@ -281,6 +282,7 @@ export const jobFileSchema = z
         .describe(
           'While the job keeps failing, at most one "still failing" report per this interval after the first failure\'s; the next success sends one "recovered".',
         ),
+      ...verifyKeys,
     },
     {
       // What the file holds is not quoted: it may be no job at all, but a secret a link led to.
@@ -340,6 +342,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     ...(f.changed_on !== undefined ? { changedOn: f.changed_on } : {}),
     onFailure: f.on_failure,
     onFailureRepeatMs: f.on_failure_repeat,
+    ...(f.verify ? { verify: { checks: f.verify, onFail: f.on_verify_fail } } : {}),
   } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook" | "after" | "output">,
 }));
 

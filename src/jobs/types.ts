@@ -1,6 +1,7 @@
 import type { BudgetCaps } from "../cost/caps.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
 import type { BreakerLimits } from "../agent/breaker.js";
+import type { Check, OnVerifyFail } from "./verify-schema.js";
 import type { RunStatus } from "../store/run-record.js";
 import type { OutputSpec } from "./output-schema.js";
 
@@ -90,6 +91,8 @@ export interface Job {
   onFailure: DeliveryTarget[];
   /** While failures go on, the least time between two reports to onFailure; undefined (jobs not read from a file): 1 h, a job file's default. */
   onFailureRepeatMs?: number;
+  /** Checks run on the answer before any delivery, and what a failed one does (src/runner/verify.ts). */
+  verify?: { checks: Check[]; onFail: OnVerifyFail };
   /** The heartbeat's job (jobs/heartbeat.ts): its answer is delivered as a check-in from `persona`, countd.yaml's persona.name. */
   checkIn?: { persona: string };
 }

@@ -136,6 +136,8 @@ export class CaptureOutbox implements DeliveryOutbox {
   deliveredIds(prefix: string) {
     return this.captured.filter((c) => c.id.startsWith(prefix)).map((c) => ({ id: c.id, at: new Date().toISOString() }));
   }
+  async release(): Promise<void> {}
+
   async retry(): Promise<number> {
     return 0;
   }

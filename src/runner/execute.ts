@@ -10,6 +10,8 @@ import type { Budgets, RunSpend } from "../cost/budget.js";
 import type { RunClock } from "../time.js";
 import type { JournalWriter } from "../store/journal-entries.js";
 import type { OutputSpec } from "../jobs/output-schema.js";
+import { runCheckCommand } from "../tools/check-command.js";
+import { verifiedOutcome } from "./verify.js";
 
 /**
  * Runs one job prompt through the agent loop and returns how it ended, with the loop's own
@@ -52,12 +54,17 @@ export async function runAgent(
 }
 
 /** How the runner runs a job: the job's own loop (tools, overrides) on its rendered prompt, or on the prompt the fire brought. */
-export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budgets): (job: Job, run: RunContext) => Promise<RunOutcome> {
-  return (job, run) => {
+export function jobExecutor(
+  runtime: () => Pick<Runtime, "loop" | "config" | "events">,
+  budgets: Budgets,
+): (job: Job, run: RunContext) => Promise<RunOutcome> {
+  return async (job, run) => {
     const { prompt, extraTools, files, payload, upstream } = run.request;
     const spend = budgets.forRun(job, run.id);
-    return runAgent(
-      runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools, spend }),
+    const { config, events } = runtime();
+    const loop = runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools, spend });
+    const first = await runAgent(
+      loop,
       prompt ??
         renderPrompt(job.prompt, {
           clock: run.clock,
@@ -73,6 +80,15 @@ export function jobExecutor(runtime: () => Pick<Runtime, "loop">, budgets: Budge
       spend,
       job.output,
     );
+    // The checks and a retry belong to the run: the same loop, conversation, spend and journal.
+    return verifiedOutcome(first, {
+      job,
+      runId: run.id,
+      events,
+      ...(run.journal ? { journal: run.journal } : {}),
+      command: (command, answer, output) => runCheckCommand(config, command, answer, output, run.cancel.signal),
+      again: (feedback) => runAgent(loop, feedback, run.sessionId, run.cancel, run, spend, job.output),
+    });
   };
 }
 

@@ -96,6 +96,17 @@ const delivery = z.object({
   messages: z.array(z.object({ ids: z.array(z.string()), message: z.unknown(), targets: z.array(z.unknown()).optional() })).optional(),
 });
 
+/** One of the job's `verify:` checks, run on the answer before any delivery (each attempt's, with `retry`). */
+const verify = z.object({
+  ...base,
+  kind: z.literal("verify"),
+  index: count,
+  check: z.enum(["command", "expect", "tools_called"]),
+  what: z.string(),
+  passed: z.boolean(),
+  reason: z.string().optional(),
+});
+
 const end = z.object({
   ...base,
   kind: z.literal("end"),
@@ -113,7 +124,7 @@ const end = z.object({
   output: z.unknown().optional(),
 });
 
-export const journalEntry = z.discriminatedUnion("kind", [fire, subagent, prompt, llm, tool, note, repair, delivery, end]);
+export const journalEntry = z.discriminatedUnion("kind", [fire, subagent, prompt, llm, tool, note, repair, delivery, verify, end]);
 
 export type JournalEntry = z.infer<typeof journalEntry>;
 /** An entry as a writer hands it over: the version, time and subagent mark are added by the journal. */

@@ -26,6 +26,8 @@ export interface OutboxEntry {
   nextAttemptAt: string;
   status: "pending" | "dead";
   lastError?: string;
+  /** Why it is held (the failed checks of `on_verify_fail: hold`): not attempted until released, dead at giveUpAt. */
+  held?: string;
 }
 
 export interface DisabledTarget {
@@ -59,6 +61,8 @@ export type OutboxRecord =
   | { op: "delivered"; id: string; at: string; /** Absent in journals written before it was kept. */ attempts?: number }
   | { op: "failed"; id: string; error: string; retryAt: string }
   | { op: "dead"; id: string; error: string }
+  /** `countd outbox release`: a held delivery is due now, with a fresh 24 h. */
+  | { op: "released"; id: string; at: string; giveUpAt: string }
   /** `countd outbox retry`: pending again, with a fresh schedule and a fresh 24 h. */
   | { op: "retried"; id: string; at: string; giveUpAt: string }
   | { op: "purged"; id: string }
@@ -102,6 +106,7 @@ const messageShape = z.looseObject({
   error: z.string().optional(),
   lastToolCalls: z.array(z.looseObject({ name: z.string(), status: z.enum(["ok", "error"]), summary: z.string() })).optional(),
   failing: z.looseObject({ since: time, failures: z.number().int().nonnegative(), unreported: z.number().int().nonnegative() }).optional(),
+  failedChecks: z.array(z.string()).optional(),
 }) satisfies z.ZodType<DeliveryMessage>;
 /** An entry as the outbox writes it: every field the senders and the retry schedule read. */
 export const entryShape = z.looseObject({
@@ -116,6 +121,7 @@ export const entryShape = z.looseObject({
   nextAttemptAt: time,
   status: z.enum(["pending", "dead"]),
   lastError: z.string().optional(),
+  held: z.string().optional(),
 }) satisfies z.ZodType<OutboxEntry>;
 export const disabledShape = z.looseObject({ at: time, reason: z.string() }) satisfies z.ZodType<DisabledTarget>;
 
@@ -127,6 +133,7 @@ export const recordShape = z.discriminatedUnion("op", [
   z.object({ op: z.literal("failed"), id, error: z.string(), retryAt: time }),
   z.object({ op: z.literal("dead"), id, error: z.string() }),
   z.object({ op: z.literal("retried"), id, at: time, giveUpAt: time }),
+  z.object({ op: z.literal("released"), id, at: time, giveUpAt: time }),
   z.object({ op: z.literal("purged"), id }),
   z.object({ op: z.literal("disabled"), target: z.string(), at: time, reason: z.string() }),
   z.object({ op: z.literal("enabled"), target: z.string() }),

@@ -72,6 +72,11 @@ class OutboxState {
         entry.nextAttemptAt = record.at;
         entry.giveUpAt = record.giveUpAt;
         break;
+      case "released":
+        delete entry.held;
+        entry.nextAttemptAt = record.at;
+        entry.giveUpAt = record.giveUpAt;
+        break;
       case "purged":
         delete this.data.entries[record.id];
         this.entries--;

@@ -24,6 +24,8 @@ export type TranscriptStep =
   | { kind: "repair"; errors: string[]; subagent?: string }
   /** A subagent began the task its parent's `spawn` call handed it; its steps follow. */
   | { kind: "subagent"; id: string; task: string }
+  /** One of the job's `verify:` checks on the answer (index from 0 in the list), and why it failed. */
+  | { kind: "verify"; index: number; check: string; what: string; passed: boolean; reason?: string }
   | {
       kind: "tool";
       subagent?: string;

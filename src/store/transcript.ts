@@ -83,6 +83,10 @@ function stepsOf(entry: JournalEntry): TranscriptStep[] {
       return [{ kind: "subagent", id: entry.sub, task: entry.task }];
     case "repair":
       return [{ kind: "repair", errors: entry.errors, ...sub }];
+    case "verify": {
+      const { index, check, what, passed, reason } = entry;
+      return [{ kind: "verify", index, check, what, passed, ...(reason !== undefined ? { reason } : {}) }];
+    }
     default:
       return [];
   }

@@ -7,7 +7,7 @@ import { memoryTools } from "./memory.js";
 import { PathGuard } from "./paths.js";
 import type { SandboxChoice } from "./sandbox.js";
 import { ToolRegistry, toolsMatching } from "./registry.js";
-import { EXEC_DEFAULTS, execTool } from "./shell.js";
+import { EXEC_DEFAULTS, execTool, type ExecOptions } from "./shell.js";
 import { webFetchTool } from "./web.js";
 
 /** Tools the runtime builds per run, so never in the registry builtinTools returns. */
@@ -21,30 +21,39 @@ export const SUBAGENT_TOOLS = ["read_file", "write_file", "edit_file", "list_dir
  * `sandbox`: what the runtime found; exec is left out when no sandbox is available to it.
  */
 export function builtinTools(config: Config, memory: MemoryStore, sandbox?: SandboxChoice): ToolRegistry {
-  const { tools, paths } = config;
-  const guard = new PathGuard({
+  const { tools } = config;
+  const guard = pathGuard(config);
+  const registry = new ToolRegistry().register(...fileTools({ guard }));
+  if (tools.exec.enabled && sandbox?.kind !== "unavailable") {
+    registry.register(execTool(execOptions(config, guard)));
+  }
+  return registry.register(webFetchTool({ allowHosts: tools.web.allowHosts }), ...memoryTools(memory));
+}
+
+/** The workspace's guard, as the file tools and exec apply it. */
+export function pathGuard({ tools, paths }: Config): PathGuard {
+  return new PathGuard({
     workspace: paths.workspace,
     restrictToWorkspace: tools.restrictToWorkspace,
     readOnlyRoots: tools.readOnlyRoots,
     instructionDirs: tools.writableSkills ? [] : [skillsDir(paths.workspace)],
   });
-  const registry = new ToolRegistry().register(...fileTools({ guard }));
-  if (tools.exec.enabled && sandbox?.kind !== "unavailable") {
-    registry.register(
-      execTool({
-        guard,
-        timeoutMs: tools.exec.timeoutMs,
-        maxOutputChars: EXEC_DEFAULTS.maxOutputChars,
-        sandbox: tools.exec.sandbox,
-        network: tools.exec.network,
-        hiddenPaths: [paths.state, paths.logs, paths.jobs, ...(config.file ? [config.file, dirname(config.file)] : [])],
-        denyPatterns: tools.exec.denyPatterns,
-        allowList: tools.exec.allowList,
-        envNames: tools.exec.envNames,
-      }),
-    );
-  }
-  return registry.register(webFetchTool({ allowHosts: tools.web.allowHosts }), ...memoryTools(memory));
+}
+
+/** What exec runs with, from countd.yaml's tools.exec: a job's verify commands run the same way. */
+export function execOptions(config: Config, guard: PathGuard): ExecOptions {
+  const { tools, paths } = config;
+  return {
+    guard,
+    timeoutMs: tools.exec.timeoutMs,
+    maxOutputChars: EXEC_DEFAULTS.maxOutputChars,
+    sandbox: tools.exec.sandbox,
+    network: tools.exec.network,
+    hiddenPaths: [paths.state, paths.logs, paths.jobs, ...(config.file ? [config.file, dirname(config.file)] : [])],
+    denyPatterns: tools.exec.denyPatterns,
+    allowList: tools.exec.allowList,
+    envNames: tools.exec.envNames,
+  };
 }
 
 /**

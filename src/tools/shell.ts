@@ -70,24 +70,7 @@ export function execTool(opts: ExecOptions): Tool<typeof parameters> {
       const choice = await (sandbox ??= detectSandbox(opts.sandbox));
       // The runtime does not offer exec then; this holds for any other way the tool is reached.
       if (choice.kind === "unavailable") throw new ToolRefusal(`refused: ${choice.reason}`);
-      const { kind } = choice;
-      const { guard } = opts;
-      await policy.check(args.command, {
-        cwd,
-        workspace,
-        pathDirs: env.PATH!.split(":").filter((dir) => isAbsolute(dir)),
-        // In bwrap everything outside the workspace is read-only, so read-only roots may be named.
-        checkPath: guard.policy.restrictToWorkspace ? (path) => (kind === "bwrap" ? guard.forRead(path) : guard.forWrite(path)) : undefined,
-      });
-
-      const command = [SHELL, "-c", args.command];
-      let argv = command;
-      if (kind === "bwrap") {
-        const readOnly = guard.policy.restrictToWorkspace ? await realRoots(guard.policy.readOnlyRoots) : [];
-        const hidden = await hiddenPaths(opts.hiddenPaths, [workspace, ...readOnly]);
-        const readOnlyInWorkspace = await instructionDirs(guard, workspace);
-        argv = ["bwrap", ...bwrapArgs({ workspace, cwd, network: opts.network, readOnly, readOnlyInWorkspace, hidden }), "--", ...command];
-      }
+      const argv = await sandboxedArgv(opts, policy, choice, { command: args.command, cwd, workspace, env });
       const seconds = Math.min(args.timeout ?? maxSeconds, maxSeconds);
       const run = await runGroup(argv, { cwd, env, timeoutMs: seconds * 1000, maxChars: opts.maxOutputChars, signal: ctx.signal });
       if (run.cancelled) throw new Error("cancelled: the command and everything it started were stopped");
@@ -99,6 +82,31 @@ export function execTool(opts: ExecOptions): Tool<typeof parameters> {
       return `${run.output.replace(/\n$/, "") || "(no output)"}\n${status}`;
     },
   });
+}
+
+/** The command line checked by the policy, and wrapped in bwrap when that is the sandbox; `readOnly`: more folders it may read there. */
+export async function sandboxedArgv(
+  opts: ExecOptions,
+  policy: ShellPolicy,
+  choice: SandboxChoice,
+  run: { command: string; cwd: string; workspace: string; env: Record<string, string>; readOnly?: string[] },
+): Promise<string[]> {
+  const { kind } = choice;
+  const { guard } = opts;
+  const { command, cwd, workspace, env } = run;
+  await policy.check(command, {
+    cwd,
+    workspace,
+    pathDirs: env.PATH!.split(":").filter((dir) => isAbsolute(dir)),
+    // In bwrap everything outside the workspace is read-only, so read-only roots may be named.
+    checkPath: guard.policy.restrictToWorkspace ? (path) => (kind === "bwrap" ? guard.forRead(path) : guard.forWrite(path)) : undefined,
+  });
+  const argv = [SHELL, "-c", command];
+  if (kind !== "bwrap") return argv;
+  const readOnly = [...(guard.policy.restrictToWorkspace ? await realRoots(guard.policy.readOnlyRoots) : []), ...(run.readOnly ?? [])];
+  const hidden = await hiddenPaths(opts.hiddenPaths, [workspace, ...readOnly]);
+  const readOnlyInWorkspace = await instructionDirs(guard, workspace);
+  return ["bwrap", ...bwrapArgs({ workspace, cwd, network: opts.network, readOnly, readOnlyInWorkspace, hidden }), "--", ...argv];
 }
 
 /**
@@ -130,16 +138,20 @@ async function workingDir(guard: PathGuard, workspace: string, dir: string | und
   return real;
 }
 
-interface RunOptions {
+export interface RunOptions {
   cwd: string;
+  /** Written to the command's stdin, which is otherwise closed. */
+  input?: string;
   env: Record<string, string>;
   timeoutMs: number;
   maxChars: number;
   signal: AbortSignal;
 }
 
-interface RunResult {
+export interface RunResult {
   output: string;
+  /** stderr alone, capped as the output is. */
+  errors: string;
   code: number | null;
   signal: NodeJS.Signals | null;
   timedOut: boolean;
@@ -150,13 +162,18 @@ interface RunResult {
  * Runs `argv` as the leader of its own process group and, however it ends (exit, timeout,
  * cancel), stops the whole group: nothing a command started in the background outlives it.
  */
-async function runGroup(argv: string[], opts: RunOptions): Promise<RunResult> {
+export async function runGroup(argv: string[], opts: RunOptions): Promise<RunResult> {
   const output = new CappedOutput(opts.maxChars);
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: opts.cwd, env: opts.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const errors = new CappedOutput(opts.maxChars);
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: opts.cwd, env: opts.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+  // A command that does not read its input must not fail the write; without input, stdin is closed at once.
+  child.stdin.on("error", () => {});
+  child.stdin.end(opts.input);
   for (const stream of [child.stdout, child.stderr]) {
     stream.setEncoding("utf8");
     stream.on("data", (chunk: string) => output.add(chunk));
   }
+  child.stderr.on("data", (chunk: string) => errors.add(chunk));
   const closed = new Promise<void>((resolve) => child.once("close", () => resolve()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
     child.once("error", reject);
@@ -191,7 +208,7 @@ async function runGroup(argv: string[], opts: RunOptions): Promise<RunResult> {
     }, KILL_GRACE_MS);
     await closed;
     clearTimeout(drain);
-    return { output: output.text(), code, signal, timedOut, cancelled };
+    return { output: output.text(), errors: errors.text(), code, signal, timedOut, cancelled };
   } finally {
     clearTimeout(timer);
     opts.signal.removeEventListener("abort", onCancel);

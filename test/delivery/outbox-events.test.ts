@@ -42,6 +42,8 @@ const hookAt = (url: string): WebhookTarget => ({ kind: "webhook", url, secret: 
 /** The journal record each status is told after. */
 const OP: Record<DeliveryEvent["status"], string> = {
   queued: "queued",
+  held: "queued",
+  released: "released",
   sending: "attempt",
   delivered: "delivered",
   failed: "failed",

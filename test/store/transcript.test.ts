@@ -260,5 +260,6 @@ function kindAndWhat(step: TranscriptStep): string {
   if (step.kind === "llm") return `llm ${step.usage.inputTokens}`;
   if (step.kind === "tool") return `tool ${step.name}`;
   if (step.kind === "repair") return `repair ${step.errors.join("; ")}`;
+  if (step.kind === "verify") return `verify ${step.check}`;
   return `text ${step.text}`;
 }
