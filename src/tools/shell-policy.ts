@@ -55,7 +55,10 @@ export class ShellPolicy {
     const scan = new Scan(await (this.syntax ??= loadShellSyntax()), this.allowed, ctx);
     scan.source(line, 0);
     scan.finish();
-    for (const text of scan.commandTexts) this.matchPatterns(text, text);
+    for (const argv of scan.commands) {
+      const text = argv.map((arg) => arg.value ?? arg.shown).join(" ");
+      this.matchPatterns(text, text);
+    }
     for (const use of scan.deleteRoots) await checkDeleteRoot(use, ctx);
     if (ctx.checkPath) for (const use of scan.paths) await checkPathWord(use, ctx, ctx.checkPath);
   }

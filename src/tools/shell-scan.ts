@@ -59,8 +59,8 @@ export interface PathUse {
 export class Scan {
   readonly paths: PathUse[] = [];
   readonly deleteRoots: PathUse[] = [];
-  /** Each simple command as plain words, for the configured patterns. */
-  readonly commandTexts: string[] = [];
+  /** Each simple command's words, wrappers' inner commands among them, for the deny patterns and approval rules. */
+  readonly commands: Arg[][] = [];
   /** Shell options changed by the line: refused once the line is scanned, so a worse finding is named first. */
   private readonly optionChanges: string[] = [];
   /** Variables the line sets from text known only at run time (read, mapfile, printf -v, x=$(…)). */
@@ -220,7 +220,7 @@ export class Scan {
     if (this.allowed && name.value.includes("/") && !this.ctx.pathDirs.includes(dirname(resolve(this.ctx.cwd, name.value)))) {
       throw refusal(name.value, `in allow-list mode a program named by path must live in a PATH folder (${this.ctx.pathDirs.join(":")})`);
     }
-    this.commandTexts.push(argv.map((arg) => arg.value ?? arg.shown).join(" "));
+    this.commands.push(argv);
     const denied = denyReason(program, rest);
     if (denied !== undefined) throw refusal(site.shown, denied);
     const handled = this.nestedCode(program, rest, site, depth);
