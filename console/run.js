@@ -386,9 +386,10 @@ function Deliveries({ deliveries, zone, notDelivered }) {
                   (d) =>
                     html`<tr key=${d.id}>
                       <td><span class="badge">${d.kind}</span> ${d.to}</td>
-                      <td><${Status} status=${d.status} /></td>
+                      <td><${Status} status=${d.held !== undefined ? "held" : d.status} /></td>
                       <td class="num">${d.attempts ?? "–"}</td>
                       <td>
+                        ${d.held !== undefined && html`<div class="muted small">${d.held}</div><div><a href="#/outbox">Release it in the outbox</a></div>`}
                         ${d.delivered_at && html`delivered <${Time} at=${d.delivered_at} zone=${zone} />`}
                         ${d.next_attempt_at && html`next attempt <${Time} at=${d.next_attempt_at} zone=${zone} />`}
                         ${d.last_error && html`<div class="error-text">${d.last_error}</div>`}

@@ -115,6 +115,8 @@ export function cut(text: string): string {
 }
 
 function deliveryLine(delivery: RunDelivery, time: (iso: string | undefined) => string): string {
+  // A held delivery waits for a person, not for a time: why, and how to send it.
+  if (delivery.held !== undefined) return [delivery.to, "held", inert(delivery.held), `countd outbox release ${delivery.id}`].join("  ");
   const parts = [delivery.to, delivery.status];
   if (delivery.status === "delivered") parts.push(time(delivery.delivered_at));
   if (delivery.attempts !== undefined) parts.push(plural(delivery.attempts, "attempt"));

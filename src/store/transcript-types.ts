@@ -58,6 +58,8 @@ export interface RunDelivery {
   /** Where it goes, without secrets: a mail's recipients, a webhook's URL without query string. */
   to: string;
   status: "pending" | "dead" | "delivered";
+  /** Why a held delivery waits for its release (on_verify_fail: hold); it is pending, and sent only once released. */
+  held?: string;
   attempts?: number;
   last_error?: string;
   next_attempt_at?: string;

@@ -48,6 +48,9 @@ describe.skipIf(!hasChromium)("a held delivery in the console", () => {
     await page.goto(`${console.origin}/#/runs/numbers/${body.run_id}`);
     await page.locator(".step", { hasText: "Check 1 · tools_called" }).waitFor();
     expect(await page.locator(".step", { hasText: "Check 1" }).textContent()).toContain("failed: no successful call of web_fetch");
+    // Its delivery waits for a person, not for a time: the run page says held, why, and where to release it.
+    const delivery = page.locator("section", { has: page.locator("h2", { hasText: "Deliveries" }) }).locator("tbody tr");
+    expect(await delivery.textContent()).toMatch(/held.*failed checks: tools_called web_fetch.*Release it in the outbox/);
 
     await page.goto(`${console.origin}/#/outbox`);
     const pending = page.locator("section", { has: page.locator("h2", { hasText: "Pending" }) });

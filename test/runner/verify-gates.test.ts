@@ -128,6 +128,9 @@ describe("verify: checks run on the answer before any delivery", () => {
       new RegExp(`${id!.replace(/\./g, "\\.")}\\s+held\\s+.*failed checks: expect \\$\\.status: the answer is not JSON`),
     );
     expect(hook.requests).toHaveLength(0);
+    // The run's transcript says the same: held, and why, not pending as if a retry were due.
+    const shown = await countd(["show", runId]);
+    expect(shown.stdout).toMatch(/held {2}failed checks: expect \$\.status: the answer is not JSON {2}countd outbox release /);
 
     const released = await countd(["outbox", "release", id!]);
     expect(released).toMatchObject({ code: 0, stdout: `${id} released and delivered\n` });
