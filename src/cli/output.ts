@@ -37,8 +37,15 @@ function shortArgs(args: unknown): string {
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
+/** An option's value the command cannot use (commander checks only what it can before the job is known): exit 2. */
+export class UsageError extends Error {}
+
 /** One readable line per failure: users of an unattended daemon read logs, not stack traces. */
 export function reportError(err: unknown): number {
+  if (err instanceof UsageError) {
+    process.stderr.write(`countd: ${err.message}\n`);
+    return EXIT.usage;
+  }
   if (err instanceof ConfigError) {
     process.stderr.write(`${err.message}\n`);
     return EXIT.config;

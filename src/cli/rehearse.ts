@@ -15,7 +15,7 @@ import { rehearse } from "../rehearse/session.js";
 import { openRuntime } from "../runtime.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import { checkInPrompt } from "../triggers/check-ins.js";
-import { EXIT, exitForStatus, printToolCalls } from "./output.js";
+import { EXIT, exitForStatus, printToolCalls, UsageError } from "./output.js";
 import { formatReplay } from "./replay-format.js";
 
 export interface RehearseOptions {
@@ -36,7 +36,7 @@ export interface RehearseOptions {
 export async function rehearseJob(which: string, opts: RehearseOptions): Promise<number> {
   const config = await loadConfig({ file: opts.config });
   const { job } = await jobToRehearse(config, which, { ...(opts.jobs !== undefined ? { jobsDir: opts.jobs } : {}) });
-  const at = opts.at !== undefined ? rehearsalAt(opts.at, job.timezone, "--at") : new Date();
+  const at = opts.at !== undefined ? usage(() => rehearsalAt(opts.at!, job.timezone, "--at")) : new Date();
   const files = opts.files?.map((file) => resolve(file));
   const payload =
     opts.payload === undefined ? undefined : opts.payload === "-" ? await text(process.stdin) : await readPayload(opts.payload);
@@ -120,9 +120,18 @@ async function jobOf(config: Config, name: string): Promise<Job> {
   return (await jobToRehearse(config, name, {})).job;
 }
 
+/** A value of an option that cannot be read is a usage error (exit 2), as commander's own are. */
+function usage<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
 async function readPayload(file: string): Promise<string> {
   return readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
-    throw new Error(`--payload ${file}: ${err.code === "ENOENT" ? "no such file" : err.message}`);
+    throw new UsageError(`--payload ${file}: ${err.code === "ENOENT" ? "no such file" : err.message}`);
   });
 }
 

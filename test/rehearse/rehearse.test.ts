@@ -255,8 +255,11 @@ describe("countd rehearse", { timeout: 120_000 }, () => {
   it("names a time it cannot read and an invalid draft's problems at their file:line:col", async () => {
     await writeFile(join(dir, "drafts", "daily.yaml"), `${DRAFT}\n`);
     const badTime = await countd(["rehearse", "drafts/daily.yaml", "--at", "tomorrow"]);
-    expect(badTime).toMatchObject({ code: 1, stdout: "" });
+    // Called wrongly, as an unknown option is: exit 2.
+    expect(badTime).toMatchObject({ code: 2, stdout: "" });
     expect(badTime.stderr).toContain('countd: --at "tomorrow" is not a time: give YYYY-MM-DDTHH:MM[:SS]');
+    const noPayload = await countd(["rehearse", "drafts/daily.yaml", "--payload", "nope.json"]);
+    expect(noPayload).toMatchObject({ code: 2, stdout: "", stderr: expect.stringContaining("countd: --payload nope.json: no such file") });
 
     await writeFile(join(dir, "drafts", "broken.yaml"), 'prompt: "Report"\nschedule: "0 9 * * 1-5"\ntimezone: Mars/Olympus\n');
     const invalid = await countd(["rehearse", "drafts/broken.yaml"]);
