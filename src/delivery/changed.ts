@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { canonical } from "../agent/breaker.js";
 import type { RunOutcome } from "../agent/outcome.js";
 import { selectPath } from "../jobs/json-path.js";
 import type { Job } from "../jobs/types.js";
@@ -60,16 +61,6 @@ export function comparedHash(job: Pick<Job, "changedOn">, outcome: Pick<RunOutco
  */
 export function normalisedText(answer: string): string {
   return answer.normalize("NFC").replace(/\s+/gu, " ").trim();
-}
-
-/** JSON with every object's keys sorted, so the same value is always the same text. */
-export function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    const keys = Object.keys(value).sort();
-    return `{${keys.map((key) => `${JSON.stringify(key)}:${canonical((value as Record<string, unknown>)[key])}`).join(",")}}`;
-  }
-  return JSON.stringify(value) ?? "null";
 }
 
 /** A model often fences its JSON as Markdown code: the fence is not part of the answer. */

@@ -1,5 +1,6 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
+import { canonical } from "../agent/breaker.js";
 import type { RecordedCalls, ToolOutcome } from "../agent/loop.js";
 import type { DeliveryMessage } from "../delivery/message.js";
 import type { DeliveryTarget } from "../delivery/targets.js";
@@ -158,15 +159,6 @@ function toolCallOf(call: { id: string; name: string; arguments: unknown }): Too
   if (typeof call.arguments === "string") return { id: call.id, name: call.name, arguments: null, rawArguments: call.arguments };
   const args = (call.arguments ?? {}) as Record<string, unknown>;
   return { id: call.id, name: call.name, arguments: args, rawArguments: JSON.stringify(args) };
-}
-
-/** Object keys sorted at every depth, so equal arguments compare equal whatever their order. */
-function canonical(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v !== null && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v,
-  );
 }
 
 /**
