@@ -1,27 +1,17 @@
-import ms from "ms";
 import type { Config } from "../config/schema.js";
 import type { OutboxEntry } from "../delivery/outbox.js";
 import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
 import { describeTarget, targetKey, type DeliveryTarget } from "../delivery/targets.js";
 import { displayPath } from "../jobs/load.js";
-import { watchLabel } from "../jobs/watch-label.js";
-import { afterLabel } from "../jobs/trigger-label.js";
+import { triggerLabel, type TriggerOf } from "../jobs/trigger-label.js";
 import type { Job } from "../jobs/types.js";
 import type { RunRecord, RunStatus } from "../store/run-record.js";
-import { localClock, shownTime } from "../time.js";
+import { localClock } from "../time.js";
 import type { JobDetail, JobView, OutboxItem, RunDelivery, RunView, StatsView } from "./protocol.js";
 
 /** How the console shows a job's trigger: what `countd jobs` shows, one phrase. */
-export function triggerText(job: Pick<Job, "schedule" | "watch" | "webhook" | "timezone" | "after">, workspace: string): string {
-  const parts: string[] = [];
-  const { schedule, watch, webhook, after } = job;
-  if (schedule?.kind === "cron") parts.push(`cron ${schedule.expression}`);
-  if (schedule?.kind === "every") parts.push(`every ${ms(schedule.intervalMs)}`);
-  if (schedule?.kind === "at") parts.push(`at ${shownTime(schedule.date, job.timezone)}`);
-  if (watch) parts.push(watchLabel(watch.paths, workspace));
-  if (webhook) parts.push("webhook");
-  if (after) parts.push(afterLabel(after));
-  return parts.join(" + ") || "manual";
+export function triggerText(job: TriggerOf, workspace: string): string {
+  return triggerLabel(job, true, workspace);
 }
 
 export function jobView(
