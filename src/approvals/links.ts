@@ -1,9 +1,8 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { chmod, open, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { canonical } from "../agent/breaker.js";
-import { syncFolder } from "../store/durable.js";
+import { readOrCreateSecret } from "../store/secret-file.js";
 import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
 
 /**
@@ -151,22 +150,7 @@ const KEY_FILE = "approval.key";
  */
 export async function approvalKey(stateDir: string): Promise<Buffer> {
   const file = join(stateDir, KEY_FILE);
-  const made = randomBytes(32);
-  try {
-    const handle = await open(file, "wx", 0o600);
-    try {
-      await handle.writeFile(`${made.toString("base64url")}\n`);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await syncFolder(stateDir);
-    return made;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-  }
-  if (((await stat(file)).mode & 0o077) !== 0) await chmod(file, 0o600);
-  const key = Buffer.from((await readFile(file, "utf8")).trim(), "base64url");
+  const key = Buffer.from(await readOrCreateSecret(file, randomBytes(32).toString("base64url"), { synced: true }), "base64url");
   if (key.length !== 32) throw new Error(`${file} holds no approval key (32 bytes, base64url); remove it and countd makes a new one`);
   return key;
 }

@@ -1,6 +1,7 @@
 import { randomBytes, timingSafeEqual, createHmac } from "node:crypto";
-import { chmod, readFile, stat, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { readOrCreateSecret } from "../store/secret-file.js";
 
 /** The console's credential, made at the daemon's first start; only its owner may read it. */
 export const TOKEN_FILE = "console.token";
@@ -20,15 +21,7 @@ export const tokenPath = (stateDir: string) => join(stateDir, TOKEN_FILE);
  */
 export async function readOrCreateToken(stateDir: string): Promise<string> {
   const file = tokenPath(stateDir);
-  const made = randomBytes(32).toString("base64url");
-  try {
-    await writeFile(file, `${made}\n`, { mode: 0o600, flag: "wx" });
-    return made;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-  }
-  if (((await stat(file)).mode & 0o077) !== 0) await chmod(file, 0o600);
-  const token = (await readFile(file, "utf8")).trim();
+  const token = await readOrCreateSecret(file, randomBytes(32).toString("base64url"), { synced: false });
   if (token.length < 16) throw new Error(`${file} holds no console token; remove it and countd makes a new one at its next start`);
   return token;
 }
