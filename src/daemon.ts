@@ -120,11 +120,16 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     const pausedFiles = new PausedFiles({ state, events: runtime().events, fire, node: backend.node, log: logger });
     started.push(() => pausedFiles.close());
     // The heartbeat's rules are asked before its scheduled fire runs, by the daemon that runs the slot.
-    const admitted = (req: FireRequest) =>
-      void heartbeat
+    // A reload waits for the fires still being decided: once it returns, none of the old schedule is left to start.
+    const deciding = new Set<Promise<unknown>>();
+    const admitted = (req: FireRequest) => {
+      const decided = heartbeat
         .admit(req)
         .then((admit) => admit && fire(admit))
-        .catch((err: unknown) => logger.error({ job: req.job, error: errorText(err) }, "could not decide whether to fire"));
+        .catch((err: unknown) => logger.error({ job: req.job, error: errorText(err) }, "could not decide whether to fire"))
+        .finally(() => deciding.delete(decided));
+      deciding.add(decided);
+    };
     // A slot is run once, here or by whichever daemon sharing the backend takes it; watched files are this daemon's own.
     const scheduled = backend.scheduled(admitted);
     const cron = new CronTrigger({ fire: scheduled, state, log: logger });
@@ -246,6 +251,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
           logger.error(err instanceof ConfigError ? {} : { err }, "configuration not reloaded; the previous one stays in force");
         }
         await jobs.reload(jobContext(config, env, () => runtime().mcp?.catalog()));
+        await Promise.all(deciding);
         // A webhook gone with HTTP 410 may be back (the operator recreated it): SIGHUP is how they say so.
         await outbox.enableTargets("SIGHUP");
       },
