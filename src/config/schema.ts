@@ -7,6 +7,7 @@ import { PRESET_NAMES } from "../providers/presets.js";
 import { mcpServersSchema } from "../tools/mcp/config.js";
 import { budgetCaps, type DaemonBudget } from "../cost/caps.js";
 import type { Price } from "../cost/prices.js";
+import { approveSchema } from "../approvals/rules.js";
 import {
   bool,
   byteSize,
@@ -324,6 +325,9 @@ export const configSchema = section({
   })),
   /** MCP servers whose tools the agent may use (src/tools/mcp/). */
   mcp_servers: mcpServersSchema,
+  approve: approveSchema
+    .optional()
+    .describe("Tool calls that wait for a person's yes before they run, for every job without its own approve: (src/approvals/)."),
 }).transform(({ workspace, state_dir, logs_dir, jobs_dir, secrets, job_env, mcp_servers, ...settings }) => ({
   ...settings,
   /** `cwd` as written; load.ts resolves it against the file's folder. */

@@ -8,6 +8,7 @@ import { AT_FORM, cronLengthProblem, dateExists } from "./schedule.js";
 import type { DeliverWhen, Job, OverlapPolicy, WatchEvent } from "./types.js";
 import type { BreakerLimits } from "../agent/breaker.js";
 import { verifyKeys } from "./verify-schema.js";
+import { approveSchema } from "../approvals/rules.js";
 import type { RunStatus } from "../store/run-record.js";
 
 /**
@@ -283,6 +284,9 @@ export const jobFileSchema = z
           'While the job keeps failing, at most one "still failing" report per this interval after the first failure\'s; the next success sends one "recovered".',
         ),
       ...verifyKeys,
+      approve: approveSchema
+        .optional()
+        .describe("Tool calls that wait for a person's yes before they run: rules:, ask:, timeout:, on_timeout:. Left out, countd.yaml's approve:."),
     },
     {
       // What the file holds is not quoted: it may be no job at all, but a secret a link led to.
@@ -343,6 +347,7 @@ export const jobSchema = jobFileSchema.transform((f) => ({
     onFailure: f.on_failure,
     onFailureRepeatMs: f.on_failure_repeat,
     ...(f.verify ? { verify: { checks: f.verify, onFail: f.on_verify_fail } } : {}),
+    ...(f.approve ? { approve: f.approve } : {}),
   } satisfies Omit<Job, "name" | "file" | "timezone" | "schedule" | "watch" | "webhook" | "after" | "output">,
 }));
 

@@ -4,6 +4,7 @@ import type { BreakerLimits } from "../agent/breaker.js";
 import type { Check, OnVerifyFail } from "./verify-schema.js";
 import type { RunStatus } from "../store/run-record.js";
 import type { OutputSpec } from "./output-schema.js";
+import type { ApproveSettings } from "../approvals/rules.js";
 
 /** A job as the rest of countd sees it: validated, defaults applied, durations in milliseconds. */
 export type Schedule = { kind: "cron"; expression: string } | { kind: "every"; intervalMs: number } | { kind: "at"; date: Date };
@@ -93,6 +94,8 @@ export interface Job {
   onFailureRepeatMs?: number;
   /** Checks run on the answer before any delivery, and what a failed one does (src/runner/verify.ts). */
   verify?: { checks: Check[]; onFail: OnVerifyFail };
+  /** Tool calls that wait for a person's yes (src/approvals/); undefined: countd.yaml's `approve:`, if any. */
+  approve?: ApproveSettings;
   /** The heartbeat's job (jobs/heartbeat.ts): its answer is delivered as a check-in from `persona`, countd.yaml's persona.name. */
   checkIn?: { persona: string };
 }
