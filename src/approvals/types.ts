@@ -108,3 +108,17 @@ export interface ApprovalStore {
 export type LinkCheck =
   | { ok: true; approval: Approval; answer: ApprovalAnswer }
   | { ok: false; why: "unknown" | "answered" | "expired" | "forged" | "other call" | "malformed"; approval?: Approval };
+
+/** An approval as the API, `countd approvals --json` and the console show it. */
+export function approvalView(approval: Approval): Record<string, unknown> {
+  const { askedAt, expiresAt, onTimeout, answer, ...rest } = approval;
+  return {
+    ...rest,
+    asked_at: askedAt,
+    expires_at: expiresAt,
+    on_timeout: onTimeout,
+    ...(answer
+      ? { answer: { answer: answer.answer, via: answer.via, by: answer.by, at: answer.at, ...(answer.note ? { note: answer.note } : {}) } }
+      : {}),
+  };
+}
