@@ -42,7 +42,7 @@ export interface CountdEvents {
   warning: { sessionId: string; message: string };
   "message.finished": {
     sessionId: string;
-    status: "ok" | "limit" | "cancelled" | "error" | "budget";
+    status: "ok" | "limit" | "cancelled" | "error" | "budget" | "waiting";
     iterations: number;
     toolCalls: number;
     usage: Usage;
@@ -60,6 +60,8 @@ export interface CountdEvents {
    * typed output, redacted, which the record only has cut to an excerpt.
    */
   "run.finished": { run: RunRecord; willRetry?: boolean; outcome?: { answer: string; output?: unknown } };
+  /** A run stopped at a tool call that waits for a person's yes (src/approvals/): its slot is free, it goes on once answered. */
+  "run.waiting": { run: RunRecord; approval: string };
   /** One of a job's `verify:` checks ran on a run's answer (src/runner/verify.ts). */
   "verify.checked": { job: string; runId: string; check: "command" | "expect" | "tools_called"; passed: boolean };
   /** A delivery changed, once the outbox has recorded it. */

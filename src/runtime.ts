@@ -26,6 +26,8 @@ import type { Tool } from "./tools/types.js";
 import { detectSandbox } from "./tools/sandbox.js";
 import { spawnTool } from "./agent/spawn.js";
 import { McpManager } from "./tools/mcp/manager.js";
+import { approvalGate } from "./approvals/gate.js";
+import type { ApproveSettings } from "./approvals/rules.js";
 
 export interface LoopOptions {
   /** The only tools the run may use; undefined: every enabled tool. */
@@ -42,6 +44,8 @@ export interface LoopOptions {
   recorded?: RecordedCalls;
   /** The system prompt in place of the one built from the workspace: a fork's. */
   system?: string;
+  /** The tool calls that wait for a person's yes: the job's `approve:`, or countd.yaml's. */
+  approve?: ApproveSettings;
 }
 
 /** Everything an agent run needs, wired from the config once: `countd ask` and the daemon share it. */
@@ -149,7 +153,7 @@ export async function openRuntime(
     return (usage) => pricer.cost(ref, usage);
   }
 
-  function loop({ toolNames, overrides = {}, extraTools = [], spend, recorded, system, ...given }: LoopOptions = {}): AgentLoop {
+  function loop({ toolNames, overrides = {}, extraTools = [], spend, recorded, system, approve, ...given }: LoopOptions = {}): AgentLoop {
     const { model, ref, ...endpoint } = providerFor(overrides.provider);
     const provider = given.provider ?? endpoint.provider;
     // Known before any call ends: a run on a model with no price is unpriced from its start, never $0.
@@ -168,6 +172,8 @@ export async function openRuntime(
       structuredOutput: PRESETS[settingsFor(overrides.provider).preset].structuredOutput,
       ...(system !== undefined ? { contextBuilder: withSystemPrompt(shared.contextBuilder, system) } : {}),
       ...(recorded ? { recorded } : {}),
+      // Subagents get the gate too: a call they cannot wait for is refused, never let through.
+      ...(approve ? { approvals: approvalGate(approve) } : {}),
     };
     const all = mcp ? tools.with(mcp.tools()) : tools;
     const chosen = selectTools(all, toolNames ?? [...all.names, "spawn"], config, (name) => mcp?.unlistedReason(name));

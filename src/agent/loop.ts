@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { EventBus } from "../events.js";
 import {
   addCost,
@@ -12,8 +11,7 @@ import {
 } from "../providers/types.js";
 import { llmSummarizer, summarizeOverflow, type MemorySink } from "../sessions/overflow.js";
 import type { SessionHistory } from "../sessions/store.js";
-import { ToolError } from "../tools/types.js";
-import { errorText, excerpt } from "../text.js";
+import { errorText } from "../text.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../audit/tool-history.js";
 import { CancelToken } from "./cancel.js";
@@ -28,6 +26,9 @@ import type { JournalWriter } from "../store/journal-entries.js";
 import { journalCall, journaledSummaries, journalPrompt, journalTool } from "./journal-points.js";
 import { TypedAnswer } from "./typed-answer.js";
 import type { OutputSpec } from "../jobs/output-schema.js";
+import type { SuspendedMessage } from "../approvals/types.js";
+import type { ApprovalGate } from "../approvals/gate.js";
+import { runToolCall } from "./tool-call.js";
 
 /** What the loop needs of the context builder: it builds the prompt and shapes every message. */
 export type MessageBuilder = Pick<ContextBuilder, "buildMessages" | "addAssistantMessage" | "addToolResult">;
@@ -60,7 +61,12 @@ export interface AgentLoopOptions {
   recorded?: RecordedCalls;
   /** The provider takes a typed answer's schema in its structured-output mode (providers/presets.ts). */
   structuredOutput?: boolean;
+  /** Tool calls that wait for a person's yes (approvals/rules.ts): the rule a call matches, or undefined when it may run. */
+  approvals?: ApprovalGate;
 }
+
+/** A person's answer to the call a message stopped at: it runs, it is denied (the agent is told why), or the run fails. */
+export type ApprovalDecision = { approved: true } | { approved: false; reason: string } | { fail: string };
 
 /**
  * What a replay or a fork knows of the tool calls of the run it repeats: a call it has a recorded
@@ -86,6 +92,13 @@ export interface ProcessOptions {
   journal?: JournalWriter;
   /** Typed output: the answer must be JSON valid against this schema, repaired or failed (typed-answer.ts). */
   output?: OutputSpec;
+  /**
+   * A job's run, which can stop at a call that needs a person's yes and go on later (status
+   * `waiting`). Elsewhere (a subagent, countd ask) such a call is refused: nothing could wait.
+   */
+  canWait?: boolean;
+  /** Goes on where a message stopped for an approval, with the person's answer; `message` is then unused. */
+  resume?: { from: SuspendedMessage; decision: ApprovalDecision };
 }
 
 export interface ToolOutcome {
@@ -95,7 +108,7 @@ export interface ToolOutcome {
   durationMs: number;
 }
 
-type EndStatus = "ok" | "limit" | "cancelled" | "error" | "budget";
+type EndStatus = "ok" | "limit" | "cancelled" | "error" | "budget" | "waiting";
 
 /** One tool call the loop ran, in the order they ran. */
 export interface ToolCallReport {
@@ -119,6 +132,8 @@ export interface MessageReport {
   calls: ToolCallReport[];
   /** With typed output, the answer's value once valid against the schema. */
   output?: { value: unknown };
+  /** Status `waiting`: where the message stopped, to go on once a person answered. */
+  suspended?: SuspendedMessage;
 }
 
 export class AgentLoop {
@@ -205,6 +220,21 @@ export class AgentLoop {
     return { messages, definitions, tools: offered };
   }
 
+  /** A new message's conversation: the session's history (summarised first when too long) and the message. */
+  private async firstMessages(message: string, sessionId: string, options: ProcessOptions): Promise<ChatMessage[]> {
+    const history = options.context ?? (await this.opts.sessions?.load(sessionId)) ?? [];
+    return this.opts.contextBuilder.buildMessages(history, message, {
+      media: options.media,
+      channel: options.channel,
+      ...(options.clock ? { now: options.clock.at, timezone: options.clock.timeZone } : {}),
+    });
+  }
+
+  private toolDeps() {
+    const { tools, workspace, toolHistory, recorded } = this.opts;
+    return { tools, workspace, toolHistory, recorded, events: this.events, maxRetries: this.maxRetries, retryDelayMs: this.retryDelayMs };
+  }
+
   /** The loop itself; a failure ends it with status `error` and the thrown value beside the report. */
   private async *converse(
     message: string,
@@ -214,14 +244,17 @@ export class AgentLoop {
     const { provider, tools, contextBuilder, sessions } = this.opts;
     const cancel = options.cancelToken ?? new CancelToken();
     const started = performance.now();
+    const from = options.resume?.from;
     const usage = emptyUsage();
-    let cost: number | null = 0;
-    const transcript: ChatMessage[] = [];
-    let iterations = 0;
-    let toolCalls = 0;
+    if (from) addUsage(usage, from.usage);
+    let cost: number | null = from ? from.cost : 0;
+    const transcript: ChatMessage[] = from ? structuredClone(from.transcript) : [];
+    let iterations = from?.iterations ?? 0;
+    let toolCalls = from?.toolCalls ?? 0;
     let status: EndStatus = "ok";
     let failure: unknown;
-    const calls: ToolCallReport[] = [];
+    const calls: ToolCallReport[] = from ? structuredClone(from.calls) : [];
+    let suspended: SuspendedMessage | undefined;
     const breakerLimits = this.opts.breaker ?? DEFAULT_BREAKER;
     const breaker = breakerLimits ? new Breaker(breakerLimits) : undefined;
     let runaway: string | undefined;
@@ -235,10 +268,11 @@ export class AgentLoop {
       signal: cancel.signal,
       ...(typed?.format ? { answer: typed.format } : {}),
     };
-    if (typed) message = typed.message(message);
+    if (typed && !from) message = typed.message(message);
+    if (from) message = from.message;
 
     try {
-      if (sessions && this.opts.memory && !options.context) {
+      if (sessions && this.opts.memory && !options.context && !from) {
         await this.opts.budget?.check();
         // A failed summary keeps the whole history (nothing is lost) and must not cost the run.
         await summarizeOverflow({
@@ -249,17 +283,77 @@ export class AgentLoop {
           summarize: llmSummarizer(journaledSummaries(provider, options.journal, this.opts.unpriced === true), callOptions, this.locale),
         }).catch((err: unknown) => this.events.emit("warning", { sessionId, message: `history not summarised: ${errorText(err)}` }));
       }
-      const history = options.context ?? (await sessions?.load(sessionId)) ?? [];
-      const messages = await contextBuilder.buildMessages(history, message, {
-        media: options.media,
-        channel: options.channel,
-        ...(options.clock ? { now: options.clock.at, timezone: options.clock.timeZone } : {}),
-      });
-      transcript.push(userRecord(message, options.media));
-      journalPrompt(options.journal, messages, message);
+      const messages = from ? structuredClone(from.messages) : await this.firstMessages(message, sessionId, options);
+      if (!from) {
+        transcript.push(userRecord(message, options.media));
+        journalPrompt(options.journal, messages, message);
+      }
       const definitions = tools.getDefinitions();
 
-      while (true) {
+      /** Answers one call in the conversation; false when it waits for a person's yes instead. */
+      const answer = async (call: ToolCall, decided?: ApprovalDecision): Promise<boolean> => {
+        let outcome: ToolOutcome;
+        const rule = decided || cancel.cancelled ? undefined : await this.opts.approvals?.needs(call);
+        if (rule && options.canWait) return false;
+        if (cancel.cancelled) {
+          status = "cancelled";
+          outcome = notRun("Error: not run, the run was cancelled.");
+        } else if (toolCalls >= this.maxIterations) {
+          status = "limit";
+          outcome = notRun(`Error: not run, the limit of ${this.maxIterations} tool calls was reached.`);
+        } else if (runaway || (runaway = breaker?.call(call.name, call.arguments ?? call.rawArguments))) {
+          outcome = notRun(`Error: not run, ${runaway}.`);
+        } else if (rule) {
+          outcome = notRun(`Error: not run, it needs a person's approval (${rule}), which only a job's run can wait for.`);
+        } else if (decided && "reason" in decided) {
+          outcome = notRun(`Error: not run, ${decided.reason}.`);
+        } else {
+          toolCalls++;
+          outcome = await runToolCall(this.toolDeps(), call, {
+            sessionId,
+            userMessage: message,
+            cancelToken: cancel,
+            journal: options.journal,
+          });
+          calls.push({
+            name: call.name,
+            arguments: call.arguments ?? call.rawArguments,
+            isError: outcome.isError,
+            result: outcome.content,
+          });
+          runaway = breaker?.result(call.name, outcome.content, outcome.isError);
+        }
+        journalTool(options.journal, call, outcome, tools.forAgent(call.name)?.server);
+        contextBuilder.addToolResult(messages, call, outcome.content, outcome.isError);
+        transcript.push(messages.at(-1)!);
+        return true;
+      };
+      /** Answers an assistant message's calls in turn, until one waits: the message then stops there. */
+      const answerAll = async (pending: ToolCall[], decided?: ApprovalDecision): Promise<void> => {
+        for (const [index, call] of pending.entries()) {
+          if (await answer(call, index === 0 ? decided : undefined)) continue;
+          status = "waiting";
+          const activeMs = (from?.activeMs ?? 0) + performance.now() - started;
+          const copied = structuredClone({ messages, transcript, calls });
+          suspended = { message, ...copied, pending: pending.slice(index), iterations, toolCalls, usage: { ...usage }, cost, activeMs };
+          return;
+        }
+      };
+
+      if (from) {
+        const { decision } = options.resume!;
+        if ("fail" in decision) {
+          // The calls still get their answers, so the session stays well formed.
+          for (const call of from.pending) await answer(call, { approved: false, reason: decision.fail });
+          throw new Error(decision.fail);
+        }
+        await answerAll(from.pending, decision);
+        if (status === "ok") runaway ??= breaker?.iteration();
+        if (runaway) throw new RunawayRun(runaway);
+        if (status === "ok" && toolCalls >= this.maxIterations) status = "limit";
+      }
+
+      while (status === "ok") {
         if (cancel.cancelled) {
           status = "cancelled";
           break;
@@ -322,31 +416,7 @@ export class AgentLoop {
           continue;
         }
 
-        for (const call of iteration.calls) {
-          let outcome: ToolOutcome;
-          if (cancel.cancelled) {
-            status = "cancelled";
-            outcome = notRun("Error: not run, the run was cancelled.");
-          } else if (toolCalls >= this.maxIterations) {
-            status = "limit";
-            outcome = notRun(`Error: not run, the limit of ${this.maxIterations} tool calls was reached.`);
-          } else if (runaway || (runaway = breaker?.call(call.name, call.arguments ?? call.rawArguments))) {
-            outcome = notRun(`Error: not run, ${runaway}.`);
-          } else {
-            toolCalls++;
-            outcome = await this.executeTool(call, { sessionId, userMessage: message, cancelToken: cancel, journal: options.journal });
-            calls.push({
-              name: call.name,
-              arguments: call.arguments ?? call.rawArguments,
-              isError: outcome.isError,
-              result: outcome.content,
-            });
-            runaway = breaker?.result(call.name, outcome.content, outcome.isError);
-          }
-          journalTool(options.journal, call, outcome, tools.forAgent(call.name)?.server);
-          contextBuilder.addToolResult(messages, call, outcome.content, outcome.isError);
-          transcript.push(messages.at(-1)!);
-        }
+        await answerAll(iteration.calls);
         if (status !== "ok") break;
         runaway ??= breaker?.iteration();
         // Every call was answered above, so the session stays well formed for the next run.
@@ -366,9 +436,11 @@ export class AgentLoop {
       failure = err;
     } finally {
       // Also when the caller stops reading early: what was said is kept and watchers hear the end.
-      // Both are written once per message, side by side, not once per call.
+      // Both are written once per message, side by side, not once per call. A waiting message
+      // keeps its turn in its suspension: the session gets it whole once it ends.
+      const ended = (status as EndStatus) !== "waiting";
       await Promise.all([
-        sessions && transcript.length > 0 ? sessions.append(sessionId, transcript, options.runId) : undefined,
+        sessions && transcript.length > 0 && ended ? sessions.append(sessionId, transcript, options.runId) : undefined,
         options.journal ? undefined : this.opts.toolHistory?.flush(sessionId),
       ]);
       figures = {
@@ -382,93 +454,8 @@ export class AgentLoop {
       };
       this.events.emit("message.finished", { sessionId, ...figures });
     }
-    const report: MessageReport = { ...figures, calls, ...(output ? { output } : {}) };
+    const report: MessageReport = { ...figures, calls, ...(output ? { output } : {}), ...(suspended ? { suspended } : {}) };
     return status === "error" ? { report, failure } : { report };
-  }
-
-  /**
-   * Runs one tool call: unknown names, unparsable or invalid arguments become error results at
-   * once (retrying cannot fix them); a tool that throws is tried up to maxRetries times, unless
-   * it says its error is not retryable (a refusal, a missing file, an MCP call that failed).
-   */
-  async executeTool(
-    call: ToolCall,
-    ctx: { sessionId: string; userMessage?: string; cancelToken?: CancelToken; journal?: JournalWriter },
-  ): Promise<ToolOutcome> {
-    const { tools, workspace, toolHistory } = this.opts;
-    const cancel = ctx.cancelToken ?? new CancelToken();
-    const started = performance.now();
-    const tool = tools.forAgent(call.name);
-    const server = tool?.server !== undefined ? { server: tool.server } : {};
-    this.events.emit("tool.started", {
-      sessionId: ctx.sessionId,
-      callId: call.id,
-      name: call.name,
-      arguments: call.arguments ?? call.rawArguments,
-      ...server,
-    });
-
-    let content: string;
-    let isError = true;
-    let attempts = 0;
-    const validation = tool && call.arguments !== null ? tools.validate(tool, call.arguments) : undefined;
-    const served = this.opts.recorded?.serve(call);
-    if (served && "refused" in served) {
-      content = `Error: not run, ${served.refused}.`;
-    } else if (served) {
-      ({ content, isError, attempts } = served);
-    } else if (!tool) {
-      content = `Error: unknown tool "${call.name}". Available tools: ${tools.names.join(", ") || "none"}.`;
-    } else if (!validation) {
-      content = `Error: the arguments for ${call.name} are not valid JSON: ${excerpt(JSON.stringify(call.rawArguments), 200, ` (${call.rawArguments.length} characters)`)}`;
-    } else if (!validation.ok) {
-      content = `Error: invalid arguments for ${call.name}:\n${validation.error}`;
-    } else {
-      content = "Error: not run, the run was cancelled.";
-      for (let attempt = 1; attempt <= this.maxRetries && !cancel.cancelled; attempt++) {
-        attempts = attempt;
-        try {
-          content = await tool.execute(validation.args, {
-            sessionId: ctx.sessionId,
-            workspace,
-            signal: cancel.signal,
-            wrote: (path) => this.events.emit("file.written", { sessionId: ctx.sessionId, path }),
-            ...(ctx.journal ? { journal: ctx.journal } : {}),
-          });
-          isError = false;
-          break;
-        } catch (err) {
-          content = `Error: ${errorText(err)}`;
-          // The tool knows: a refusal or a missing file gives the same answer every time, and a call whose outcome is unknown may have acted.
-          if (err instanceof ToolError && !err.retryable) break;
-          if (attempt < this.maxRetries) await sleep(this.retryDelayMs, undefined, { signal: cancel.signal }).catch(() => {});
-        }
-      }
-    }
-
-    const durationMs = performance.now() - started;
-    this.events.emit("tool.finished", {
-      sessionId: ctx.sessionId,
-      callId: call.id,
-      name: call.name,
-      arguments: call.arguments ?? call.rawArguments,
-      result: content,
-      durationMs,
-      attempts,
-      ...server,
-      ...(isError ? { error: content } : {}),
-    });
-    // A run's tool calls are in its journal, whole; the tool history keeps those of messages with none (countd ask).
-    if (!ctx.journal)
-      toolHistory?.record({
-        sessionId: ctx.sessionId,
-        toolName: call.name,
-        arguments: call.arguments ?? call.rawArguments,
-        userMessage: ctx.userMessage ?? "",
-        result: content,
-        durationMs,
-      });
-    return { content, isError, attempts, durationMs };
   }
 }
 

@@ -1,5 +1,6 @@
 import type { CancelToken } from "../agent/cancel.js";
-import type { AgentLoop } from "../agent/loop.js";
+import { addCost, addUsage, emptyUsage, type Usage } from "../providers/types.js";
+import type { AgentLoop, ProcessOptions } from "../agent/loop.js";
 import { renderPrompt, type Upstream } from "../jobs/template.js";
 import type { Job } from "../jobs/types.js";
 import type { Runtime } from "../runtime.js";
@@ -26,18 +27,22 @@ export async function runAgent(
   run?: { id: string; clock: RunClock; journal?: JournalWriter },
   spend?: RunSpend,
   output?: OutputSpec,
+  resume?: ProcessOptions["resume"],
 ): Promise<RunOutcome> {
   const { answer, report } = await loop.settle(prompt, sessionId, {
     channel: "cron",
     cancelToken: cancel,
+    ...(run ? { canWait: true } : {}),
+    ...(resume ? { resume } : {}),
     ...(output ? { output } : {}),
     ...(run ? { runId: run.id, clock: run.clock } : {}),
     ...(run?.journal ? { journal: run.journal } : {}),
   });
   const { iterations, toolCalls, calls } = report;
   // The run's spending counts its subagents' calls too, which the loop's report does not.
-  const counts = spend
-    ? { iterations, toolCalls, calls, usage: spend.usage, cost: spend.cost, ...(spend.model ? { model: spend.model } : {}) }
+  const spent = spend && (resume ? before(resume.from, spend) : spend);
+  const counts = spent
+    ? { iterations, toolCalls, calls, usage: spent.usage, cost: spent.cost, ...(spend?.model ? { model: spend.model } : {}) }
     : { iterations, toolCalls, calls, usage: report.usage };
   // What was said before the cap stays: in the transcript, and as the run's partial answer.
   if (report.status === "budget") return { answer, status: "budget", error: report.error ?? "budget", ...counts };
@@ -47,10 +52,19 @@ export async function runAgent(
     return { answer: "", status: "error", error: report.error ?? "error", ...counts };
   }
   if (report.status === "cancelled") return { answer, status: "cancelled", ...counts };
+  if (report.status === "waiting") return { answer: "", status: "waiting", suspended: report.suspended!, ...counts };
   if (!output) return { answer, status: "ok", ...counts };
   // The loop yielded only the valid attempt, as indented JSON.
   if (report.output) return { answer, status: "ok", output: report.output.value, ...counts };
   return { answer, status: "error", error: "no answer valid against output.schema: the run reached its iteration limit first", ...counts };
+}
+
+/** A run going on after a person's yes also spent what it had spent before it waited. */
+function before(from: { usage: Usage; cost: number | null }, spend: RunSpend): { usage: Usage; cost: number | null } {
+  const usage = emptyUsage();
+  addUsage(usage, from.usage);
+  addUsage(usage, spend.usage);
+  return { usage, cost: addCost(from.cost, spend.cost) };
 }
 
 /** How the runner runs a job: the job's own loop (tools, overrides) on its rendered prompt, or on the prompt the fire brought. */
@@ -59,10 +73,11 @@ export function jobExecutor(
   budgets: Budgets,
 ): (job: Job, run: RunContext) => Promise<RunOutcome> {
   return async (job, run) => {
-    const { prompt, extraTools, files, payload, upstream } = run.request;
+    const { prompt, extraTools, files, payload, upstream, resume } = run.request;
     const spend = budgets.forRun(job, run.id);
     const { config, events } = runtime();
-    const loop = runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools, spend });
+    const approve = job.approve ?? config.approve;
+    const loop = runtime().loop({ toolNames: job.tools, overrides: job.overrides, extraTools, spend, ...(approve ? { approve } : {}) });
     const first = await runAgent(
       loop,
       prompt ??
@@ -79,7 +94,9 @@ export function jobExecutor(
       run,
       spend,
       job.output,
+      resume && { from: resume.run.loop, decision: resume.decision },
     );
+    if (first.status === "waiting") return first;
     // The checks and a retry belong to the run: the same loop, conversation, spend and journal.
     return verifiedOutcome(first, {
       job,

@@ -2,7 +2,11 @@ import ms from "ms";
 import type { RunOutcome } from "../agent/outcome.js";
 import type { Job } from "../jobs/types.js";
 import { excerpt } from "../text.js";
-import type { RunRecord, RunStatus } from "../store/run-record.js";
+import { recordedFiles, type RunRecord, type RunStatus } from "../store/run-record.js";
+import type { FireRequest } from "./types.js";
+import { uniqueRunId } from "./run-ids.js";
+import { runSessionId } from "./session-ids.js";
+import { emptyUsage } from "../providers/types.js";
 import { REPLACED } from "./overlap.js";
 
 /** The most a run record keeps of the answer, the … of a cut one included. */
@@ -25,7 +29,8 @@ export function endRecord(
   return {
     ...record,
     status,
-    finishedAt: end.at.toISOString(),
+    // A waiting run has not finished: it goes on once a person answers.
+    ...(status === "waiting" ? {} : { finishedAt: end.at.toISOString() }),
     iterations: outcome.iterations,
     toolCalls: outcome.toolCalls,
     usage: outcome.usage,
@@ -37,7 +42,7 @@ export function endRecord(
 }
 
 function judge(job: Job, outcome: RunOutcome, cause: CancelCause | undefined, graceMs: number): { status: RunStatus; error?: string } {
-  if (outcome.status === "ok") return { status: "ok" };
+  if (outcome.status === "ok" || outcome.status === "waiting") return { status: outcome.status };
   if (typeof cause === "object") return { status: "cancelled", error: cause.user };
   switch (cause) {
     case "timeout":
@@ -52,6 +57,36 @@ function judge(job: Job, outcome: RunOutcome, cause: CancelCause | undefined, gr
     case undefined:
       return { status: outcome.status, error: outcome.error ?? outcome.status };
   }
+}
+
+/**
+ * The record of a fire as it starts (or is recorded without running): a new id not in `taken`,
+ * or, for a run that waited for a person's yes, the id and start it had.
+ */
+export function newRunRecord(
+  fire: { job: string; session: Job["session"]; request: FireRequest; status: RunStatus; attempt: number },
+  at: Date,
+  taken: ReadonlySet<string>,
+  node: string | undefined,
+): RunRecord {
+  const { job, session, request, status, attempt } = fire;
+  const resumed = request.resume?.run;
+  const id = resumed?.run ?? uniqueRunId(taken, at, node);
+  return {
+    id,
+    job,
+    reason: resumed ? (resumed.reason as RunRecord["reason"]) : request.reason,
+    scheduledAt: resumed?.scheduledAt ?? request.scheduledAt.toISOString(),
+    startedAt: resumed?.startedAt ?? at.toISOString(),
+    status,
+    iterations: 0,
+    toolCalls: 0,
+    usage: emptyUsage(),
+    sessionId: runSessionId(job, session, id),
+    ...recordedFiles(resumed?.files ?? request.files),
+    // Where daemons share a backend an attempt may run on another node than the one before it: each record says which it is.
+    ...(node !== undefined ? { node, attempt } : {}),
+  };
 }
 
 /** What the runner hands out, so no listener or caller can change the record it keeps. */

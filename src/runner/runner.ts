@@ -7,12 +7,10 @@ import type { RunSaver } from "../store/run-saver.js";
 import { errorText } from "../text.js";
 import { LONGEST_TIMER_MS } from "../timers.js";
 import { decideOverlap, REPLACED, type Busy } from "./overlap.js";
-import { uniqueRunId } from "./run-ids.js";
-import { copy, endRecord, type CancelCause } from "./run-records.js";
+import { copy, endRecord, newRunRecord, type CancelCause } from "./run-records.js";
 import { FireRefused, merge, type Pending, type QueuedFire, type Requested, type RunEnd, type RunOptions } from "./requests.js";
-import { runSessionId } from "./session-ids.js";
 import type { FireRequest, RunContext } from "./types.js";
-import { recordedFiles, type RunNotes, type RunRecord, type RunStatus } from "../store/run-record.js";
+import type { RunNotes, RunRecord, RunStatus } from "../store/run-record.js";
 import type { RunOutcome } from "../agent/outcome.js";
 
 export interface RunnerOptions {
@@ -44,6 +42,8 @@ export interface RunnerOptions {
   events?: EventBus;
   /** The node this runner runs on, recorded with each run, when daemons share a backend; undefined alone. */
   node?: string;
+  /** Whether the job has a run waiting for a person's yes: its overlap counts it as running. */
+  waiting?: (job: string) => boolean;
 }
 
 const STOPPED_BEFORE_START = "countd stopped before this run started";
@@ -218,6 +218,8 @@ export class Runner {
   }
 
   private accept(job: Job, pending: Pending): void {
+    // The run going on is the one its overlap already let through.
+    if (pending.request.resume) return this.enqueue(pending);
     const decision = decideOverlap({
       job,
       fire: { reason: pending.request.reason, manual: pending.manual },
@@ -262,7 +264,7 @@ export class Runner {
 
   private busy(job: string): Busy {
     const lane = this.lane(job);
-    if (lane.running.size > 0) return "running";
+    if (lane.running.size > 0 || this.opts.waiting?.(job)) return "running";
     if (lane.backoff.size > 0) return "backing off";
     return this.queue.some((p) => p.request.job === job) ? "waiting" : "idle";
   }
@@ -289,14 +291,16 @@ export class Runner {
     const job = this.opts.job(name);
     // Paused while it waited (for a slot, for the job's run, or out a retry's backoff): asked again
     // with nothing in its way, as nothing is now.
+    // A run going on after a person's yes is asked nothing: it had started.
     const now =
-      job &&
-      decideOverlap({
-        job,
-        fire: { reason: pending.request.reason, manual: pending.manual },
-        paused: this.opts.paused?.(name) ?? false,
-        busy: "idle",
-      });
+      job && !pending.request.resume
+        ? decideOverlap({
+            job,
+            fire: { reason: pending.request.reason, manual: pending.manual },
+            paused: this.opts.paused?.(name) ?? false,
+            busy: "idle",
+          })
+        : undefined;
     const unstarted = !job ? `job "${name}" was removed before this run started` : now?.does === "skip" ? now.why : undefined;
     if (!job || unstarted) {
       this.settleUnstarted(pending, "skipped", unstarted!);
@@ -322,8 +326,10 @@ export class Runner {
     this.log.info({ job: job.name, runId: record.id, reason: record.reason, sessionId: record.sessionId }, "run started");
     for (const watch of pending.watchers) await this.hook(() => watch.started?.(copy(record), pending.attempt), job, record);
 
+    // The time a run waited for a person is not counted: only what it was active before.
+    const timeoutMs = Math.max(job.timeoutMs - (pending.request.resume?.run.loop.activeMs ?? 0), 1);
     const timer =
-      job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(job.timeoutMs, LONGEST_TIMER_MS)) : undefined;
+      job.timeoutMs > 0 ? setTimeout(() => this.cancelRun(flight, "timeout"), Math.min(timeoutMs, LONGEST_TIMER_MS)) : undefined;
     let outcome: RunOutcome;
     try {
       outcome = await this.opts.execute(job, {
@@ -356,7 +362,7 @@ export class Runner {
       "run finished",
     );
     const told = { answer: outcome.answer, ...(outcome.output !== undefined ? { output: outcome.output } : {}) };
-    this.announce("run.finished", { run: copy(end), willRetry, outcome: told });
+    if (status !== "waiting") this.announce("run.finished", { run: copy(end), willRetry, outcome: told });
     if (willRetry) this.retryLater(current, pending, end.id);
     else for (const resolve of pending.waiters) resolve({ record: end, outcome });
     this.releaseNext(job.name);
@@ -435,25 +441,9 @@ export class Runner {
   }
 
   private newRecord(job: string, session: Job["session"], request: FireRequest, status: RunStatus, attempt: number): RunRecord {
-    const startedAt = this.now();
     const taken = new Set(this.opts.records.knownRunIds(job));
     for (const flight of this.lane(job).running) taken.add(flight.record.id);
-    const id = uniqueRunId(taken, startedAt, this.opts.node);
-    return {
-      id,
-      job,
-      reason: request.reason,
-      scheduledAt: request.scheduledAt.toISOString(),
-      startedAt: startedAt.toISOString(),
-      status,
-      iterations: 0,
-      toolCalls: 0,
-      usage: emptyUsage(),
-      sessionId: runSessionId(job, session, id),
-      ...recordedFiles(request.files),
-      // Where daemons share a backend an attempt may run on another node than the one before it: each record says which it is.
-      ...(this.opts.node !== undefined ? { node: this.opts.node, attempt } : {}),
-    };
+    return newRunRecord({ job, session, request, status, attempt }, this.now(), taken, this.opts.node);
   }
 
   private async hook(call: () => void | Promise<void>, job: Job, record: RunRecord): Promise<void> {
