@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { link, mkdir, open, readdir, readFile, unlink } from "node:fs/promises";
+import { access, link, mkdir, open, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
@@ -134,7 +134,9 @@ export class FileApprovals implements ApprovalStore {
     }
     for (const name of names) {
       const id = /^([A-Za-z0-9_-]+)\.answer\.json$/.exec(name)?.[1];
-      if (id !== undefined && !names.includes(`${id}.json`)) changed = (await removed(join(this.dir, name))) || changed;
+      // Asked of the disk now, not of the listing: an answer is made only after its approval, and
+      // one made while the folder was being listed may show there without its approval.
+      if (id !== undefined && !(await exists(this.file(id, "")))) changed = (await removed(join(this.dir, name))) || changed;
     }
     if (changed) await syncFolder(this.dir);
   }
@@ -181,6 +183,16 @@ export class FileApprovals implements ApprovalStore {
 async function removed(file: string): Promise<boolean> {
   try {
     await unlink(file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
+    throw err;
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await access(file);
     return true;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;

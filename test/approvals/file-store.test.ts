@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -180,8 +180,13 @@ describe("the approvals' file store", () => {
     await store.answer(old.id, "approve", { via: "cli", by: "alice" }, new Date(Date.now() - 31 * DAY));
     await store.answer(recent.id, "deny", { via: "cli", by: "alice" }, new Date(Date.now() - 29 * DAY));
 
+    // What a drop cut short by a crash leaves: an answer whose approval is gone.
+    const orphan = join(stateDir, "approvals", `${newApprovalId()}.answer.json`);
+    await writeFile(orphan, JSON.stringify({ answer: "approve", via: "cli", by: "alice", at: yesterday(9) }));
+
     const reopened = await FileApprovals.open(stateDir);
     expect((await reopened.list()).map((a) => a.id).sort()).toEqual([recent.id, waiting.id].sort());
+    await expect(readFile(orphan)).rejects.toThrow(/ENOENT/);
     expect((await readdir(join(stateDir, "approvals"))).filter((name) => name.startsWith(old.id))).toEqual([]);
   });
 });
