@@ -3,7 +3,6 @@ import { join } from "node:path";
 import { z } from "zod";
 import { canonical } from "../agent/breaker.js";
 import { readOrCreateSecret } from "../store/secret-file.js";
-import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
 
 /**
  * The answers to an approval request, as links in a mail or a chat message: each token says one
@@ -63,7 +62,7 @@ export function signAnswer(key: Buffer, signed: SignedAnswer): string {
 /**
  * Whether `token` is an answer signed with `key` for `expected`, and still in time. The signature is
  * checked before anything the token says is believed. It does not say whether the answer was
- * already given: `AnsweredApprovals.claim` does.
+ * already given: the store does (file-store.ts).
  */
 export function verifyAnswer(key: Buffer, token: string, expected: { approval: string; call: ApprovalCall }, now: number): Verified {
   const parts = token.split(".");
@@ -89,54 +88,6 @@ function parseJson(text: string): unknown {
     return JSON.parse(text);
   } catch {
     return undefined;
-  }
-}
-
-/** The approvals already answered: a link works once. */
-export interface AnsweredApprovals {
-  /** True for the first claim of `approvalId` only, once that claim would survive a crash or a power cut. */
-  claim(approvalId: string): Promise<boolean>;
-}
-
-const ANSWERED_FILE = "approvals-answered.jsonl";
-const answeredLine = z.object({ id: z.string(), at: z.number() });
-
-/**
- * The answered approvals in an append-only JSON Lines file in the state directory, one line per
- * answer, synced before the claim is granted (as `webhook-ids.jsonl` keeps the webhook ids that fired).
- */
-export class FileAnsweredApprovals implements AnsweredApprovals {
-  private writing: Promise<void> = Promise.resolve();
-
-  private constructor(
-    private readonly file: string,
-    private readonly answered: Set<string>,
-  ) {}
-
-  static async open(stateDir: string): Promise<FileAnsweredApprovals> {
-    const file = join(stateDir, ANSWERED_FILE);
-    const ids = new Set<string>();
-    for (const value of await readJsonLines(file)) {
-      const parsed = answeredLine.safeParse(value);
-      if (parsed.success) ids.add(parsed.data.id);
-    }
-    return new FileAnsweredApprovals(file, ids);
-  }
-
-  async claim(approvalId: string): Promise<boolean> {
-    // Taken before the write: a second claim arriving meanwhile is refused.
-    if (this.answered.has(approvalId)) return false;
-    this.answered.add(approvalId);
-    const done = this.writing.then(() => appendJsonLines(this.file, [{ id: approvalId, at: Date.now() }], { sync: "always" }));
-    this.writing = done.catch(() => undefined);
-    try {
-      await done;
-    } catch (err) {
-      // Not on disk, so not answered: the person may try the link again.
-      this.answered.delete(approvalId);
-      throw new Error(`could not record approval ${approvalId} as answered in ${this.file}: ${(err as Error).message}`, { cause: err });
-    }
-    return true;
   }
 }
 
