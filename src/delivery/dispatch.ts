@@ -9,7 +9,7 @@ import type { RunOutcome } from "../agent/outcome.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 import { DEFAULT_FAILURE_REPEAT_MS, failed, memoryStreaks, type StreakStore } from "./alerts.js";
 import { createMailer, type Mailer } from "./email.js";
-import type { DeliveryMessage, ToolCallSummary } from "./message.js";
+import type { ApprovalRequest, DeliveryMessage, ToolCallSummary } from "./message.js";
 import type { DeliveryOutbox, SendFn } from "./delivery-outbox.js";
 import { deliveryId } from "./outbox.js";
 import { resolveTarget } from "./secrets.js";
@@ -86,7 +86,8 @@ export class RunDispatcher {
     outcome: Pick<RunOutcome, "answer" | "calls" | "output" | "failedChecks">,
     willRetry: boolean,
   ): Promise<Dispatched> {
-    if (willRetry) return { queued: [] };
+    // A waiting run has not ended: it reports when it goes on after the answer (ask() asked for it).
+    if (willRetry || run.status === "waiting") return { queued: [] };
     const { answer, failedChecks: failed } = outcome;
     if (run.status === "ok") {
       const recovery = await this.recovered(job, run);
@@ -108,6 +109,28 @@ export class RunDispatcher {
       return { queued };
     }
     return { queued: [] };
+  }
+
+  /**
+   * Asks `targets` to approve or deny the call a run waits on. The delivery ids are the
+   * approval's own, so asking again (after a crash, on another node) sends nothing twice.
+   */
+  ask(
+    job: Pick<Job, "name" | "timezone">,
+    run: RunRecord,
+    approval: Omit<ApprovalRequest, "links">,
+    links: ApprovalRequest["links"],
+    targets: readonly DeliveryTarget[],
+  ): Promise<QueuedDelivery[]> {
+    if (targets.length === 0) return Promise.resolve([]);
+    const { id, tool, rule, reasoning, askedAt, expiresAt, onTimeout } = approval;
+    const request: ApprovalRequest = { id, tool, arguments: approval.arguments, rule, reasoning, askedAt, expiresAt, onTimeout };
+    // Dated when asked, so the same request always renders the same message.
+    const waiting = { ...message("approval.requested", job.name, { ...run, finishedAt: askedAt }, ""), timezone: job.timezone };
+    return this.enqueue(`${runKey(job.name, run)}.approval.${id}`, targets, {
+      ...waiting,
+      approval: { ...request, ...(links ? { links } : {}) },
+    });
   }
 
   /** The answer is queued unless it is the job's last delivered one again; what was queued is then the last. */

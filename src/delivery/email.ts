@@ -11,7 +11,7 @@ import { silentLogger, type Logger } from "../log.js";
 import { PathGuard, ToolRefusal } from "../tools/paths.js";
 import { DeliveryError } from "./errors.js";
 import type { DeliveryMessage } from "./message.js";
-import { messageMarkdown, renderMarkdown, renderTemplate, usageFooter } from "./render.js";
+import { codeSpan, messageMarkdown, messageTitle, renderMarkdown, renderTemplate, usageFooter } from "./render.js";
 import type { EmailTarget } from "./targets.js";
 import { authCheck } from "./smtp-auth.js";
 import { errorText } from "../text.js";
@@ -167,7 +167,9 @@ async function composeMail(
   workspace: string,
   opts: { from: string; timezone: string; limits: AttachmentLimits; log: Logger },
 ): Promise<SendMailOptions> {
-  const { attachments, unmatched } = await resolveAttachments(target.attach, workspace, opts.limits);
+  const request = message.kind === "approval.requested";
+  // A request is no report: the target's attachments and subject were written for the run's answer.
+  const { attachments, unmatched } = await resolveAttachments(request ? [] : target.attach, workspace, opts.limits);
   for (const pattern of unmatched) {
     opts.log.warn({ delivery: deliveryId, workspace, pattern }, "no file in the workspace matched an attachment pattern");
   }
@@ -175,13 +177,15 @@ async function composeMail(
   // Below a rule, so the reader tells it apart from the answer.
   const footer = target.footer === "usage" ? ["---", usageFooter(message.run)] : [];
   const { html, text } = await renderMarkdown([messageMarkdown(message), ...notes, ...footer].join("\n\n"));
-  const subject = renderTemplate(target.subject ?? defaultSubject(message), {
-    job: message.job,
-    runId: message.run.id,
-    status: message.run.status,
-    clock: { at: new Date(message.run.startedAt), timeZone: message.timezone ?? opts.timezone },
-    ...(message.output !== undefined ? { output: message.output } : {}),
-  });
+  const subject = request
+    ? messageTitle(message)
+    : renderTemplate(target.subject ?? defaultSubject(message), {
+        job: message.job,
+        runId: message.run.id,
+        status: message.run.status,
+        clock: { at: new Date(message.run.startedAt), timeZone: message.timezone ?? opts.timezone },
+        ...(message.output !== undefined ? { output: message.output } : {}),
+      });
   return {
     from: opts.from,
     to: target.to,
@@ -208,13 +212,6 @@ export function messageIdLocalPart(deliveryId: string): string {
   if (PLAIN_ID.test(deliveryId)) return deliveryId;
   const plain = deliveryId.replace(/[^A-Za-z0-9_-]+/g, "-").replace(/^-+|-+$/g, "") || "delivery";
   return `${plain}.${createHash("sha256").update(deliveryId).digest("hex").slice(0, 12)}`;
-}
-
-/** Backticks inside are fenced by a longer run, as markdown allows. */
-function codeSpan(text: string): string {
-  const longest = Math.max(0, ...[...text.matchAll(/`+/g)].map((run) => run[0].length));
-  const fence = "`".repeat(longest + 1);
-  return longest > 0 ? `${fence} ${text} ${fence}` : `${fence}${text}${fence}`;
 }
 
 /**

@@ -26,7 +26,8 @@ const TRUNCATED = "\n\n…(truncated)";
  */
 export function chatRequests(target: WebhookTarget, format: ChatFormat, message: DeliveryMessage, now: Date): ChatRequest[] {
   const title = messageTitle(message);
-  const markdown = toDialect(messageMarkdown(message), format);
+  // A chat message asks in short: the mail and the approval page show the call whole.
+  const markdown = toDialect(messageMarkdown(message, { short: true }), format);
   switch (format) {
     case "slack":
       return [{ url: target.url, body: JSON.stringify({ text: `*${toDialect(title, "slack")}*\n\n${markdown}` }) }];

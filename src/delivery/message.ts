@@ -1,8 +1,30 @@
 import type { Usage } from "../providers/types.js";
 import type { RunReason, RunStatus } from "../store/run-record.js";
 
-/** `test`: what `countd test-delivery` sends; it never goes through the outbox, and no run stands behind it. */
-export type DeliveryKind = "run.completed" | "run.failed" | "run.recovered" | "heartbeat" | "test";
+/**
+ * `test`: what `countd test-delivery` sends; it never goes through the outbox, and no run stands behind it.
+ * `approval.requested`: a waiting run asks a person to approve or deny one tool call.
+ */
+export type DeliveryKind = "run.completed" | "run.failed" | "run.recovered" | "heartbeat" | "approval.requested" | "test";
+
+/** What an approval request shows of the call that waits (an Approval of src/approvals/types.ts, as sent). */
+export interface ApprovalRequest {
+  id: string;
+  tool: string;
+  /** Whole, as the agent gave them: the person must see everything they allow. */
+  arguments: unknown;
+  /** The rule that matched, as written. */
+  rule: string;
+  /** The agent's reasoning so far, an excerpt. */
+  reasoning: string;
+  /** ISO 8601. */
+  askedAt: string;
+  /** ISO 8601: no answer by then, and `onTimeout` decides. */
+  expiresAt: string;
+  onTimeout: "deny" | "fail";
+  /** The signed answer links, while the daemon serves a console. */
+  links?: { approve: string; deny: string };
+}
 
 export interface ToolCallSummary {
   name: string;
@@ -58,6 +80,8 @@ export interface DeliveryMessage {
   failing?: FailingSummary;
   /** The job's `verify:` checks that failed (run.completed, `on_verify_fail: deliver_flagged`): shown as a "failed checks: …" line. */
   failedChecks?: string[];
+  /** The call that waits (approval.requested); `run` is then the waiting run. */
+  approval?: ApprovalRequest;
 }
 
 export interface FailingSummary {

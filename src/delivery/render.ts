@@ -1,7 +1,7 @@
 import { htmlConverter } from "../html/convert.js";
 import type { MailBodies } from "../html/mail.js";
 import { localClock, shownTime, type RunClock } from "../time.js";
-import type { DeliveryMessage } from "./message.js";
+import type { ApprovalRequest, DeliveryMessage } from "./message.js";
 import { plural, span, tokensText, usd } from "../text.js";
 
 /** Longest a mail's rendering may take before the answer goes out as preformatted text instead. */
@@ -37,13 +37,16 @@ export function messageTitle(message: DeliveryMessage): string {
     case "heartbeat":
       // Named by its sender, as the mail subject is: "@heartbeat" is a run-history name, not one a reader knows.
       return `${message.persona ?? "countd"}: check-in`;
+    case "approval.requested":
+      return `Approval needed: ${message.job} wants to run ${message.approval?.tool ?? "a tool"}`;
     case "test":
       return `${message.job}: test message`;
   }
 }
 
 /** The message body as markdown: the answer, then for a failed run the error and the last tool calls. */
-export function messageMarkdown(message: DeliveryMessage): string {
+export function messageMarkdown(message: DeliveryMessage, opts: { short?: boolean } = {}): string {
+  if (message.kind === "approval.requested" && message.approval) return approvalMarkdown(message, message.approval, opts.short ?? false);
   // Above the answer: a reader must see it was not checked out before reading it.
   const flag = message.failedChecks ? `**failed checks: ${message.failedChecks.join(" · ")}**` : "";
   const parts = [flag, message.result.trim()];
@@ -72,6 +75,53 @@ export function messageMarkdown(message: DeliveryMessage): string {
   return parts.filter((part) => part !== "").join("\n\n");
 }
 
+/** What a chat message shows of the arguments and the reasoning: the mail and the approval page show them whole. */
+const SHORT_ARGUMENTS = 600;
+const SHORT_REASONING = 300;
+
+/**
+ * An approval request: the call, why it waits, until when, and how to answer. The agent's words
+ * (arguments, reasoning) are shown in code blocks only, so a link an injected page made the agent
+ * write can never pass for the Approve link. `short`: a chat message, its excerpts cut.
+ */
+function approvalMarkdown(message: DeliveryMessage, approval: ApprovalRequest, short: boolean): string {
+  const zone = message.timezone ?? "UTC";
+  const args = JSON.stringify(approval.arguments ?? null, null, 2);
+  const waited = span(Date.parse(approval.expiresAt) - Date.parse(approval.askedAt));
+  const then =
+    approval.onTimeout === "fail"
+      ? "If nobody answers by then, the run fails."
+      : "If nobody answers by then, the call is denied and the run goes on without it.";
+  // An id that starts with "-" would be read as an option.
+  const id = approval.id.startsWith("-") ? `-- ${approval.id}` : approval.id;
+  return [
+    `**Job ${message.job} wants to run \`${approval.tool}\`** and waits for your answer (run ${message.run.id}).`,
+    approval.links ? `[Approve](${approval.links.approve}) · [Deny](${approval.links.deny})` : "",
+    `Expires ${shownTime(approval.expiresAt, zone)} (${waited} after it was asked). ${then}`,
+    `Rule that matched: ${codeSpan(approval.rule)}`,
+    `Arguments:\n\n${codeBlock(short ? excerpt(args, SHORT_ARGUMENTS) : args, "json")}`,
+    approval.reasoning.trim()
+      ? `Reasoning so far:\n\n${codeBlock(short ? excerpt(approval.reasoning.trim(), SHORT_REASONING) : approval.reasoning.trim())}`
+      : "",
+    `Or answer on the machine countd runs on:\n\n${codeBlock(`countd approve ${id}\ncountd deny ${id}`)}`,
+  ]
+    .filter((part) => part !== "")
+    .join("\n\n");
+}
+
+function excerpt(text: string, max: number): string {
+  return text.length <= max
+    ? text
+    : `${text.slice(0, max)}\n…(${plural(text.length - max, "more character")}: the mail and countd approvals --json show all)`;
+}
+
+/** Backticks inside are fenced by a longer run, as markdown allows. */
+export function codeSpan(text: string): string {
+  const longest = Math.max(0, ...[...text.matchAll(/`+/g)].map((run) => run[0].length));
+  const fence = "`".repeat(longest + 1);
+  return longest > 0 ? `${fence} ${text} ${fence}` : `${fence}${text}${fence}`;
+}
+
 /** An email target's `footer: usage` line: what the run used, cost and took. */
 export function usageFooter(run: DeliveryMessage["run"]): string {
   const cost = run.cost === null ? "not known (a model has no price)" : usd(run.cost);
@@ -79,10 +129,10 @@ export function usageFooter(run: DeliveryMessage["run"]): string {
 }
 
 /** A fence longer than any backtick run inside, so no text can close it early. */
-function codeBlock(text: string): string {
+function codeBlock(text: string, lang = ""): string {
   const longest = Math.max(0, ...[...text.matchAll(/`+/g)].map((run) => run[0].length));
   const fence = "`".repeat(Math.max(3, longest + 1));
-  return `${fence}\n${text}\n${fence}`;
+  return `${fence}${lang}\n${text}\n${fence}`;
 }
 
 export const TEMPLATE_PLACEHOLDERS = ["job.name", "date", "time", "status", "run.id"] as const;

@@ -3,7 +3,7 @@ import { Webhook } from "standardwebhooks";
 import { retryAfterMs } from "../providers/errors.js";
 import { DeliveryError } from "./errors.js";
 import { chatRequests, refusalInBody } from "./formats.js";
-import type { DeliveryMessage } from "./message.js";
+import type { ApprovalRequest, DeliveryMessage } from "./message.js";
 import type { WebhookTarget } from "./targets.js";
 
 export const WEBHOOK_TIMEOUT_MS = 15_000;
@@ -52,9 +52,9 @@ export async function sendWebhook(
   return { status };
 }
 
-/** The body receivers of the json format get (a test: `type`, `job`, `result` only); `error` and `lastToolCalls` only for a failed run, `failing` for a repeated failure and a recovery, `failedChecks` for an answer delivered flagged. */
+/** The body receivers of the json format get (a test: `type`, `job`, `result` only); `error` and `lastToolCalls` only for a failed run, `failing` for a repeated failure and a recovery, `failedChecks` for an answer delivered flagged, `approval` for an approval request. */
 function jsonBody(message: DeliveryMessage): string {
-  const { kind, job, run, result, output, error, lastToolCalls, failing, failedChecks } = message;
+  const { kind, job, run, result, output, error, lastToolCalls, failing, failedChecks, approval } = message;
   // No run stands behind a test: a receiver keyed on run.id must not find one to act on.
   if (kind === "test") return JSON.stringify({ type: kind, job, result });
   return JSON.stringify({
@@ -67,7 +67,28 @@ function jsonBody(message: DeliveryMessage): string {
     ...(lastToolCalls ? { lastToolCalls } : {}),
     ...(failing ? { failing } : {}),
     ...(failedChecks ? { failedChecks } : {}),
+    ...(approval ? { approval: approvalBody(approval) } : {}),
   });
+}
+
+/**
+ * The call that waits, in the shape `countd approvals --json` and the API show (snake_case), with
+ * the signed answer links while the daemon serves a console: a receiver may follow them, or
+ * offer them to a person, and neither opens anything else.
+ */
+function approvalBody(approval: ApprovalRequest): Record<string, unknown> {
+  const { id, tool, rule, reasoning, askedAt, expiresAt, onTimeout, links } = approval;
+  return {
+    id,
+    tool,
+    arguments: approval.arguments,
+    rule,
+    reasoning,
+    asked_at: askedAt,
+    expires_at: expiresAt,
+    on_timeout: onTimeout,
+    ...(links ? { approve_url: links.approve, deny_url: links.deny } : {}),
+  };
 }
 
 export interface WebhookRequest {

@@ -89,7 +89,7 @@ const targetShape = z.discriminatedUnion("kind", [
   }),
 ]) satisfies z.ZodType<DeliveryTarget>;
 const messageShape = z.looseObject({
-  kind: z.enum(["run.completed", "run.failed", "run.recovered", "heartbeat"]),
+  kind: z.enum(["run.completed", "run.failed", "run.recovered", "heartbeat", "approval.requested"]),
   job: z.string(),
   run: z.looseObject({
     id: z.string(),
@@ -107,6 +107,19 @@ const messageShape = z.looseObject({
   lastToolCalls: z.array(z.looseObject({ name: z.string(), status: z.enum(["ok", "error"]), summary: z.string() })).optional(),
   failing: z.looseObject({ since: time, failures: z.number().int().nonnegative(), unreported: z.number().int().nonnegative() }).optional(),
   failedChecks: z.array(z.string()).optional(),
+  approval: z
+    .looseObject({
+      id: z.string(),
+      tool: z.string(),
+      arguments: z.unknown(),
+      rule: z.string(),
+      reasoning: z.string(),
+      askedAt: time,
+      expiresAt: time,
+      onTimeout: z.enum(["deny", "fail"]),
+      links: z.looseObject({ approve: z.string(), deny: z.string() }).optional(),
+    })
+    .optional(),
 }) satisfies z.ZodType<DeliveryMessage>;
 /** An entry as the outbox writes it: every field the senders and the retry schedule read. */
 export const entryShape = z.looseObject({

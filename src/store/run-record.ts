@@ -19,6 +19,7 @@ export const RUN_REASONS = [
 /** Runs that try a job rather than do its work (src/rehearse/): journalled, never in its history, state or alerts. */
 export const REHEARSAL_REASONS: readonly RunReason[] = ["rehearsal", "replay", "fork"];
 export type RunReason = (typeof RUN_REASONS)[number];
+/** `waiting`: suspended on a tool call that waits for a person's approval (src/approvals/). */
 export const RUN_STATUSES = ["running", "waiting", "ok", "error", "timeout", "cancelled", "skipped", "interrupted", "budget"] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 

@@ -404,7 +404,7 @@ describe("the console API", () => {
       expect(error).toContain(named);
     }
     expect(((await (await console.api("/api/runs?status=exploded")).json()) as { error: string }).error).toBe(
-      'status must be one of running, ok, error, timeout, cancelled, skipped, interrupted, budget, got "exploded"',
+      'status must be one of running, waiting, ok, error, timeout, cancelled, skipped, interrupted, budget, got "exploded"',
     );
     const missing = await console.api("/api/runs/20200101T000000Z-abcd");
     expect(missing.status).toBe(404);
