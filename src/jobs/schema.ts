@@ -286,7 +286,9 @@ export const jobFileSchema = z
       ...verifyKeys,
       approve: approveSchema
         .optional()
-        .describe("Tool calls that wait for a person's yes before they run: rules:, ask:, timeout:, on_timeout:. Left out, countd.yaml's approve:."),
+        .describe(
+          "Tool calls that wait for a person's yes before they run: rules:, ask:, timeout:, on_timeout:. Left out, countd.yaml's approve:.",
+        ),
     },
     {
       // What the file holds is not quoted: it may be no job at all, but a secret a link led to.

@@ -2,7 +2,8 @@ import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
 import { fileSink, RunJournal } from "../store/run-journal.js";
 import type { RunRecord } from "../store/run-record.js";
-import type { JournalEntry } from "../store/journal-entries.js";
+import type { JournalEntry, JournalInput } from "../store/journal-entries.js";
+import type { Approval } from "../approvals/types.js";
 import type { Upstream } from "../jobs/template.js";
 import type { QueuedDelivery } from "../delivery/dispatch.js";
 import type { RunnerOptions } from "./runner.js";
@@ -41,21 +42,34 @@ export class RunJournals {
         this.log.child({ job: job.name, runId: run.id }),
       );
       this.open.set(run.id, journal);
-      const { reason, scheduledAt, files, payload, upstream } = run.request;
-      journal.write({
-        kind: "fire",
-        job: job.name,
-        run: run.id,
-        reason,
-        scheduled_at: scheduledAt.toISOString(),
-        session: run.sessionId,
-        ...(this.opts.node !== undefined ? { node: this.opts.node } : {}),
-        ...(files ? { files } : {}),
-        ...(payload !== undefined ? { payload } : {}),
-        ...(upstream ? { upstream: journalledUpstream(upstream) } : {}),
-      });
+      const { reason, scheduledAt, files, payload, upstream, resume } = run.request;
+      // A run going on after a person's answer: its journal goes on from the approval it waited for.
+      if (resume) journal.write(answered(resume.approval));
+      else
+        journal.write({
+          kind: "fire",
+          job: job.name,
+          run: run.id,
+          reason,
+          scheduled_at: scheduledAt.toISOString(),
+          session: run.sessionId,
+          ...(this.opts.node !== undefined ? { node: this.opts.node } : {}),
+          ...(files ? { files } : {}),
+          ...(payload !== undefined ? { payload } : {}),
+          ...(upstream ? { upstream: journalledUpstream(upstream) } : {}),
+        });
       return execute(job, { ...run, journal });
     };
+  }
+
+  /** The run waits for a person's yes: the request is written and the journal let go of until the run goes on. */
+  async suspend(run: RunRecord, approval: Approval): Promise<void> {
+    const journal = this.open.get(run.id);
+    if (!journal) return;
+    this.open.delete(run.id);
+    const { id, tool, rule, expiresAt } = approval;
+    journal.write({ kind: "approval", id, event: "asked", tool, rule, expires_at: expiresAt });
+    await journal.close();
   }
 
   /** The run's end: the deliveries it queued (or why none), its status and counts; resolves once its journal is written. */
@@ -85,6 +99,18 @@ export class RunJournals {
     });
     await journal.close();
   }
+}
+
+function answered(approval: Approval): JournalInput {
+  const { id, tool, status, answer } = approval;
+  const event = status === "waiting" ? "expired" : status;
+  return {
+    kind: "approval",
+    id,
+    event,
+    tool,
+    ...(answer ? { via: answer.via, by: answer.by, ...(answer.note ? { note: answer.note } : {}) } : {}),
+  };
 }
 
 function journalledUpstream({

@@ -4,7 +4,7 @@ import type { RunClock } from "../time.js";
 import type { Tool } from "../tools/types.js";
 import type { JournalWriter } from "../store/journal-entries.js";
 import type { Upstream } from "../jobs/template.js";
-import type { SuspendedRun } from "../approvals/types.js";
+import type { Approval, SuspendedRun } from "../approvals/types.js";
 import type { ApprovalDecision } from "../agent/loop.js";
 
 /** What a trigger hands the runner: which job, why, and when it was meant to start. */
@@ -25,7 +25,7 @@ export interface FireRequest {
   /** An `after:` fire's upstream run (triggers/after.ts), which the prompt's `{{upstream.…}}` read. */
   upstream?: Upstream;
   /** A run that waited for a person's yes goes on (src/triggers/approvals.ts): same id, same start, its loop where it stopped. */
-  resume?: { run: SuspendedRun; decision: ApprovalDecision; approval: string };
+  resume?: { run: SuspendedRun; decision: ApprovalDecision; approval: Approval };
 }
 
 /** What the executor gets for one run. */

@@ -107,6 +107,23 @@ const verify = z.object({
   reason: z.string().optional(),
 });
 
+/**
+ * A tool call waited for a person's yes: `asked` when the run stopped (who was asked, until when),
+ * then the answer once given, by whom and how, before the run goes on.
+ */
+const approval = z.object({
+  ...base,
+  kind: z.literal("approval"),
+  id: z.string(),
+  event: z.enum(["asked", "approved", "denied", "expired"]),
+  tool: z.string(),
+  rule: z.string().optional(),
+  expires_at: z.string().optional(),
+  via: z.enum(["link", "cli", "console", "timeout"]).optional(),
+  by: z.string().optional(),
+  note: z.string().optional(),
+});
+
 const end = z.object({
   ...base,
   kind: z.literal("end"),
@@ -124,7 +141,7 @@ const end = z.object({
   output: z.unknown().optional(),
 });
 
-export const journalEntry = z.discriminatedUnion("kind", [fire, subagent, prompt, llm, tool, note, repair, delivery, verify, end]);
+export const journalEntry = z.discriminatedUnion("kind", [fire, subagent, prompt, llm, tool, note, repair, delivery, verify, approval, end]);
 
 export type JournalEntry = z.infer<typeof journalEntry>;
 /** An entry as a writer hands it over: the version, time and subagent mark are added by the journal. */
