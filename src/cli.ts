@@ -34,6 +34,8 @@ const listMcp = lazy(() => import("./cli/mcp.js"), "listMcp");
 const cost = lazy(() => import("./cli/cost.js"), "cost");
 const rehearseJob = lazy(() => import("./cli/rehearse.js"), "rehearseJob");
 const replayRun = lazy(() => import("./cli/rehearse.js"), "replayRun");
+const listApprovals = lazy(() => import("./cli/approvals.js"), "listApprovals");
+const answerApproval = lazy(() => import("./cli/approvals.js"), "answerApproval");
 
 const program = new Command()
   .name("countd")
@@ -155,6 +157,34 @@ program
   .argument("<run-id>", "the run's id (countd status and countd history show it)")
   .option("--job <job>", "the run's job, when the id is in several jobs")
   .action(action((runId: string, opts: { job?: string }) => cancelRun(runId, { config: configFile(), ...opts })));
+
+program
+  .command("approvals")
+  .description("List the tool calls waiting for a person's yes (approve: in a job file or countd.yaml), newest first.")
+  .option("--all", "also the answered and expired ones, with who answered, when and why")
+  .option("--json", "print them as a JSON array")
+  .action(action((opts: { all?: boolean; json?: boolean }) => listApprovals({ config: configFile(), ...opts })));
+
+for (const answer of ["approve", "deny"] as const) {
+  program
+    .command(answer)
+    .description(
+      answer === "approve"
+        ? "Let a waiting tool call run (through the daemon when it runs, else kept for when it starts); exits 1 when the id is unknown, answered or expired."
+        : "Refuse a waiting tool call: the agent is told it was denied and why, and the run goes on without it; exits 1 when the id is unknown, answered or expired.",
+    )
+    .argument("<id>", "the approval's id (countd approvals lists them)", nonEmpty)
+    .option(
+      answer === "approve" ? "--note <text>" : "--reason <text>",
+      answer === "approve" ? "kept with the answer" : "told to the agent and kept with the answer",
+      nonEmpty,
+    )
+    .action(
+      action((id: string, opts: { note?: string; reason?: string }) =>
+        answerApproval(answer, id, { config: configFile(), note: opts.note ?? opts.reason }),
+      ),
+    );
+}
 
 program
   .command("show")

@@ -35,8 +35,8 @@ type Endpoint = { socket: string } | { url: URL; token: string };
 
 /** The running daemon, reached through its control socket or, failing that, its console's address and token. */
 export interface Daemon {
-  /** Resolves with the answer's JSON; an answer of 400 or more throws DaemonRefused. */
-  call<T>(method: "GET" | "POST", path: string): Promise<T>;
+  /** Resolves with the answer's JSON; an answer of 400 or more throws DaemonRefused. `body` is sent as JSON. */
+  call<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T>;
   /** The live stream narrowed by `filter`, open once its replay is over (`live` received); every message goes to `onMessage`. */
   live(filter: Omit<Subscription, "type">, onMessage: (message: LiveMessage) => void): Promise<LiveStream>;
 }
@@ -85,8 +85,8 @@ export async function readAddress(stateDir: string): Promise<DaemonAddress | und
 /** `via`: the socket's path or the console's address, for messages. */
 function daemonAt(endpoint: Endpoint, via: string): Daemon {
   return {
-    call: async <T>(method: "GET" | "POST", path: string) => {
-      const { status, body } = await send(endpoint, method, path);
+    call: async <T>(method: "GET" | "POST", path: string, sent?: unknown) => {
+      const { status, body } = await send(endpoint, method, path, undefined, sent);
       if (status >= 400) throw new DaemonRefused(status, body);
       if (body === undefined) throw new Error(`${via} answered ${method} ${path} with no JSON (HTTP ${status}): is it countd?`);
       return body as T;
@@ -113,17 +113,24 @@ async function answers(endpoint: Endpoint): Promise<boolean> {
   }
 }
 
-function send(endpoint: Endpoint, method: string, path: string, timeoutMs?: number): Promise<{ status: number; body: unknown }> {
+function send(
+  endpoint: Endpoint,
+  method: string,
+  path: string,
+  timeoutMs?: number,
+  sent?: unknown,
+): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
+    const json = sent === undefined ? undefined : JSON.stringify(sent);
+    const headers = {
+      ...("socket" in endpoint ? {} : { authorization: `Bearer ${endpoint.token}` }),
+      ...(json !== undefined ? { "content-type": "application/json" } : {}),
+    };
     const target =
       "socket" in endpoint
         ? { socketPath: endpoint.socket }
-        : {
-            host: endpoint.url.hostname.replace(/^\[|\]$/g, ""),
-            port: endpoint.url.port,
-            headers: { authorization: `Bearer ${endpoint.token}` },
-          };
-    const req = request({ ...target, method, path, ...(timeoutMs ? { timeout: timeoutMs } : {}) }, (res) => {
+        : { host: endpoint.url.hostname.replace(/^\[|\]$/g, ""), port: endpoint.url.port };
+    const req = request({ ...target, headers, method, path, ...(timeoutMs ? { timeout: timeoutMs } : {}) }, (res) => {
       let text = "";
       res.setEncoding("utf8").on("data", (chunk: string) => (text += chunk));
       res.on("error", reject);
@@ -131,7 +138,7 @@ function send(endpoint: Endpoint, method: string, path: string, timeoutMs?: numb
     });
     req.on("timeout", () => req.destroy(new Error(`the daemon did not answer ${method} ${path} within ${timeoutMs! / 1000} s`)));
     req.on("error", reject);
-    req.end();
+    req.end(json);
   });
 }
 

@@ -32,7 +32,7 @@ export function toolLine(name: string, args: unknown, failed: boolean, durationM
   return `[tool] ${name} ${shortArgs(args)} ${failed ? "error" : "ok"} ${Math.round(durationMs)}ms`;
 }
 
-function shortArgs(args: unknown): string {
+export function shortArgs(args: unknown): string {
   const text = typeof args === "string" ? args : JSON.stringify(args ?? {});
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }

@@ -1,7 +1,8 @@
 import path from "node:path";
 import { loadConfig } from "../config/load.js";
 import { jobContext } from "../jobs/context.js";
-import { listJobFiles, loadJobsDir, validateJobs, type JobContext } from "../jobs/load.js";
+import { listJobFiles, loadJobsDir, type JobContext } from "../jobs/load.js";
+import { validateJobs } from "../jobs/validate.js";
 import { JOB_NAME } from "../jobs/schema.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import type { RunRecord } from "../store/run-record.js";
@@ -16,6 +17,7 @@ import { zoneOf } from "../jobs/zones.js";
 import { shownTime } from "../time.js";
 import { sharedSecretWarnings } from "./shared-secrets.js";
 import { unpricedModelWarnings } from "./unpriced.js";
+import { approveChecks } from "./approve-checks.js";
 
 /**
  * Reading state needs no lock: these commands work beside a running daemon. They send nothing,
@@ -84,15 +86,18 @@ async function knownJob(name: string, dir: string, ctx: JobContext, state: State
 /**
  * `countd validate`: every problem of every job file as `path:line:col: message`, and a warning
  * for each unpriced model, each webhook secret two jobs share and each variable a delivery names
- * that is unset here. Only a warning:
+ * that is unset here, and the approve: blocks' checks (approve-checks.ts). Only a warning:
  * validate is run where the daemon's environment (a unit's EnvironmentFile) is seldom loaded.
  */
 export async function validate(opts: { config?: string; jobs?: string }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
-  const result = await validateJobs(opts.jobs ?? config.paths.jobs, { ...ctx, env: process.env, unsetVariables: "warning" }, (jobs) => [
-    ...unpricedModelWarnings(config, jobs, process.env),
-    ...sharedSecretWarnings(jobs, process.env),
-  ]);
+  const result = await validateJobs(opts.jobs ?? config.paths.jobs, { ...ctx, env: process.env, unsetVariables: "warning" }, (jobs) => {
+    const approvals = approveChecks(config, jobs, ctx.knownTools ?? []);
+    return {
+      problems: approvals.problems,
+      warnings: [...unpricedModelWarnings(config, jobs, process.env), ...sharedSecretWarnings(jobs, process.env), ...approvals.warnings],
+    };
+  });
   result.lines.forEach((line) => process.stderr.write(`${line}\n`));
   process.stdout.write(`${result.summary}\n`);
   return result.ok ? EXIT.ok : EXIT.failure;

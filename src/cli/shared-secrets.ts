@@ -1,9 +1,7 @@
-import { readFileSync } from "node:fs";
-import type { Node } from "yaml";
-import { formatProblem, parseYaml } from "../config/yaml-errors.js";
 import { resolveSecret } from "../delivery/secrets.js";
 import { displayPath } from "../jobs/load.js";
 import type { Job } from "../jobs/types.js";
+import { placed } from "./file-place.js";
 
 /**
  * `countd validate`'s warning for each job whose webhook secret an earlier job already uses (the
@@ -21,20 +19,8 @@ export function sharedSecretWarnings(jobs: readonly Job[], env: NodeJS.ProcessEn
     const first = keys.map((key) => firstWith.get(key)).find((found) => found !== undefined);
     for (const key of keys) if (!firstWith.has(key)) firstWith.set(key, job);
     if (!first) continue;
-    const message = `warning: webhook.secret: job "${job.name}" uses the same webhook secret as job "${first.name}" (${displayPath(first.file)}): a request signed for one is valid for the other; give each job its own secret`;
-    warnings.push(atSecret(job, message));
+    const message = `job "${job.name}" uses the same webhook secret as job "${first.name}" (${displayPath(first.file)}): a request signed for one is valid for the other; give each job its own secret`;
+    warnings.push(placed(job.file, ["webhook", "secret"], message, { warning: true }));
   }
   return warnings;
-}
-
-/** `message` placed on the job's `webhook.secret`; on the file alone when it cannot be read again. */
-function atSecret(job: Job, message: string): string {
-  const shown = displayPath(job.file);
-  try {
-    const { source } = parseYaml(shown, readFileSync(job.file, "utf8"));
-    const node = source.doc.getIn(["webhook", "secret"], true) as Node | undefined;
-    return formatProblem(source, { path: [], offset: node?.range?.[0] ?? 0, message });
-  } catch {
-    return `${shown}: ${message}`;
-  }
 }

@@ -225,7 +225,7 @@ function position(source: YamlSource, offset: number): string {
  * Offset of the node at `path`. A path that leads nowhere (a missing key) falls back to the
  * deepest part that exists, so "required" problems point at the section that lacks the key.
  */
-function nodeOffset(source: YamlSource, path: YamlPath, at: "key" | "value"): number {
+export function nodeOffset(source: YamlSource, path: YamlPath, at: "key" | "value"): number {
   let node: unknown = source.doc.contents;
   let pair: Pair | undefined;
   let offset = rangeStart(node) ?? 0;

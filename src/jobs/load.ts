@@ -100,29 +100,6 @@ export async function loadJobsDir(dir: string, ctx: JobContext): Promise<{ jobs:
 }
 
 /**
- * What `countd validate` prints: the problems and warnings, then one summary line; warnings do not
- * fail it. `moreWarnings`: what the command finds about the valid jobs beyond their files (unpriced models).
- */
-export async function validateJobs(
-  dir: string,
-  ctx: JobContext,
-  moreWarnings: (jobs: readonly Job[]) => string[] = () => [],
-): Promise<{ lines: string[]; ok: boolean; summary: string }> {
-  const listed = await listJobFiles(dir);
-  const results = "files" in listed ? await readJobFiles(listed.files, ctx) : [];
-  const { jobs, problems } = "files" in listed ? selectJobs(results) : { jobs: [], problems: [listed.problem] };
-  const warnings = [...results.flatMap((result) => result.warnings), ...moreWarnings(jobs)];
-  const where = `${displayPath(path.resolve(dir))}${path.sep}`;
-  const valid = `${plural(jobs.length, "job")} valid`;
-  const warned = warnings.length > 0 ? `, ${plural(warnings.length, "warning")}` : "";
-  const summary =
-    problems.length === 0
-      ? `${valid} in ${where}${warned ? ` (${warned.slice(2)})` : ""}`
-      : `${plural(problems.length, "problem")} in ${where} (${valid}${warned})`;
-  return { lines: [...problems, ...warnings], ok: problems.length === 0, summary };
-}
-
-/**
  * The jobs to run, in file order: a file's job when it loaded and its name is free, else its last
  * good version (`lastGood`, by file) when there is one and its name is free. `kept` lists those.
  */

@@ -11,9 +11,9 @@ import {
   MAX_JOB_FILE_BYTES,
   MAX_JOB_NESTING,
   MAX_PROBLEMS_PER_FILE,
-  validateJobs,
   type JobContext,
 } from "../../src/jobs/load.js";
+import { validateJobs } from "../../src/jobs/validate.js";
 import type { Job } from "../../src/jobs/types.js";
 
 let root: string;

@@ -2,7 +2,8 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { loadJobFile, validateJobs, type JobContext } from "../../src/jobs/load.js";
+import { loadJobFile, type JobContext } from "../../src/jobs/load.js";
+import { validateJobs } from "../../src/jobs/validate.js";
 
 /* A job file's webhook: section as `countd validate` and the loaders read it. */
 
