@@ -6,7 +6,8 @@ const contentPart = z.discriminatedUnion("type", [
   z.looseObject({ type: z.literal("image_url"), image_url: z.looseObject({ url: z.string() }) }),
 ]);
 
-const toolCall = z.looseObject({
+/** A tool call as the loop keeps it: also what a run suspended for an approval waits on. */
+export const toolCallShape = z.looseObject({
   id: z.string(),
   name: z.string(),
   arguments: z.record(z.string(), z.unknown()).nullable(),
@@ -28,7 +29,7 @@ export const chatMessageShape = z.discriminatedUnion("role", [
   z.looseObject({
     role: z.literal("assistant"),
     content: z.string().nullable(),
-    toolCalls: z.array(toolCall).optional(),
+    toolCalls: z.array(toolCallShape).optional(),
     reasoning: z.looseObject({ text: z.string(), blocks: z.array(thinkingBlock).optional() }).optional(),
   }),
   z.looseObject({

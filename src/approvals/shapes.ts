@@ -1,0 +1,66 @@
+import { z } from "zod";
+import { chatMessageShape, toolCallShape } from "../sessions/message-shape.js";
+import { count, isoTime } from "../store/quarantine.js";
+import { ON_TIMEOUT } from "./rules.js";
+import type { Approval, SuspendedRun } from "./types.js";
+
+/**
+ * What the approvals' files hold, checked as they are read: a file may be damaged by a crash of
+ * another tool, a full disk or a hand, and one such file must not stop the others being read.
+ */
+
+const answeredBy = {
+  via: z.enum(["link", "cli", "console", "timeout"]),
+  by: z.string(),
+  note: z.string().optional(),
+};
+
+/** The answer kept for an approval: `<id>.answer.json`. */
+export const answerShape = z.object({ answer: z.enum(["approve", "deny", "timeout"]), ...answeredBy, at: isoTime });
+
+export const approvalShape = z.object({
+  id: z.string(),
+  job: z.string(),
+  run: z.string(),
+  tool: z.string(),
+  arguments: z.unknown(),
+  hash: z.string(),
+  rule: z.string(),
+  askedAt: isoTime,
+  expiresAt: isoTime,
+  onTimeout: z.enum(ON_TIMEOUT),
+  reasoning: z.string(),
+  status: z.enum(["waiting", "approved", "denied", "expired"]),
+  answer: answerShape.optional(),
+  node: z.string().optional(),
+}) satisfies z.ZodType<Approval>;
+
+const usage = z.object({
+  inputTokens: count,
+  outputTokens: count,
+  cachedInputTokens: count,
+  cacheWriteTokens: count,
+  estimatedTokens: count.optional(),
+});
+
+export const suspendedRunShape = z.object({
+  job: z.string(),
+  run: z.string(),
+  startedAt: isoTime,
+  reason: z.string(),
+  scheduledAt: isoTime,
+  clockAt: isoTime,
+  files: z.array(z.string()).optional(),
+  loop: z.object({
+    message: z.string(),
+    messages: z.array(chatMessageShape),
+    transcript: z.array(chatMessageShape),
+    pending: z.array(toolCallShape),
+    iterations: count,
+    toolCalls: count,
+    usage,
+    cost: z.number().nullable(),
+    calls: z.array(z.object({ name: z.string(), arguments: z.unknown(), isError: z.boolean(), result: z.string() })),
+    activeMs: z.number().nonnegative(),
+  }),
+}) satisfies z.ZodType<SuspendedRun>;
