@@ -25,6 +25,8 @@
  * @typedef {import("../src/console/protocol.js").PurgeAnswer} PurgeAnswer
  * @typedef {import("../src/console/rehearsal-protocol.js").RehearsalStarted} RehearsalStarted
  * @typedef {import("../src/console/rehearsal-protocol.js").RehearsalView} RehearsalView
+ * @typedef {import("../src/console/approvals-protocol.js").ApprovalsView} ApprovalsView
+ * @typedef {import("../src/console/approvals-protocol.js").ApprovalAnswerView} ApprovalAnswerView
  */
 
 const CSRF_HEADER = "x-countd-csrf";
@@ -205,6 +207,19 @@ export async function rehearsalText(id, file) {
   if (!response.ok) throw new ApiError(response.status, `${file}: HTTP ${response.status}`);
   return response.text();
 }
+
+/** @returns {Promise<ApprovalsView>} */
+export const approvals = () => get("/api/approvals");
+
+/**
+ * A waiting tool call let through, or denied: the daemon records this browser's session as who answered.
+ * @param {string} id
+ * @param {"approve" | "deny"} answer
+ * @param {string} note the note (approve) or the reason (deny); empty for none
+ * @returns {Promise<ApprovalAnswerView>}
+ */
+export const answerApproval = (id, answer, note) =>
+  post(`/api/approvals/${enc(id)}/${answer}`, note ? { [answer === "approve" ? "note" : "reason"]: note } : {});
 
 /**
  * The one place the page trusts the wire: each function above names what its endpoint answers.

@@ -2,6 +2,7 @@
 import { render } from "/assets/vendor/preact.js";
 import { useEffect, useRef, useState } from "/assets/vendor/preact-hooks.js";
 import { onSignedOut, signOut, startSession } from "./api.js";
+import { ApprovalsNav, ApprovalsPage } from "./approvals.js";
 import { JobPage } from "./job.js";
 import { startLive, stopLive, useLiveState } from "./live.js";
 import { OutboxPage } from "./outbox.js";
@@ -12,7 +13,7 @@ import { ActionButton, html } from "./ui.js";
 
 /**
  * @typedef {{ title: string } & (
- *   | { screen: "overview" | "outbox" | "missing" }
+ *   | { screen: "overview" | "outbox" | "approvals" | "missing" }
  *   | { screen: "job"; name: string }
  *   | { screen: "run"; job: string; id: string }
  *   | { screen: "rehearsal"; id: string }
@@ -20,7 +21,7 @@ import { ActionButton, html } from "./ui.js";
  */
 
 /**
- * `#/`, `#/jobs/<name>`, `#/runs/<job>/<id>`, `#/rehearsals/<id>`, `#/outbox`: the screen for an address.
+ * `#/`, `#/jobs/<name>`, `#/runs/<job>/<id>`, `#/rehearsals/<id>`, `#/outbox`, `#/approvals`: the screen for an address.
  * @param {string} hash
  * @returns {Route}
  */
@@ -32,6 +33,7 @@ function route(hash) {
   if (first === "runs" && parts.length === 3) return { screen: "run", job: second, id: third, title: `${second} run ${third}` };
   if (first === "rehearsals" && parts.length === 2) return { screen: "rehearsal", id: second, title: `Rehearsal ${second}` };
   if (first === "outbox" && parts.length === 1) return { screen: "outbox", title: "Outbox" };
+  if (first === "approvals" && parts.length === 1) return { screen: "approvals", title: "Approvals" };
   return { screen: "missing", title: "Not found" };
 }
 
@@ -126,6 +128,7 @@ function Shell({ version }) {
       <nav aria-label="Sections">
         <a href="#/" aria-current=${page.screen === "overview" ? "page" : undefined}>Overview</a>
         <a href="#/outbox" aria-current=${page.screen === "outbox" ? "page" : undefined}>Outbox</a>
+        <${ApprovalsNav} current=${page.screen === "approvals"} />
       </nav>
       <span class=${`connection connection-${connection}`} role="status">
         <span class="dot" aria-hidden="true"></span
@@ -161,6 +164,8 @@ function screen(page) {
       return html`<${RehearsalPage} key=${page.id} id=${page.id} />`;
     case "outbox":
       return html`<${OutboxPage} />`;
+    case "approvals":
+      return html`<${ApprovalsPage} />`;
     default:
       return html`<h1 tabindex="-1">Not found</h1>
         <p>No page at this address. <a href="#/">Back to the overview</a></p>`;

@@ -23,6 +23,9 @@ import { ApiError } from "./api-error.js";
 import type { Credential, Guard } from "./guard.js";
 import type { LiveHub } from "./live.js";
 import { rehearsalRoutes } from "./rehearsal-api.js";
+import type { ApprovalDesk } from "../approvals/desk.js";
+import { approvalLinkRoutes } from "./approval-page.js";
+import { approvalRoutes } from "./approvals-api.js";
 import { outboxRoutes } from "./outbox-api.js";
 import type { Rehearsals } from "./rehearsals.js";
 import type { Metrics } from "./metrics.js";
@@ -71,6 +74,8 @@ export interface ConsoleDeps {
   pausedFiles?: Pick<PausedFiles, "release">;
   /** The console's rehearsals, replays and forks, run in the daemon's process with its environment and logger. */
   rehearsals: Rehearsals;
+  /** Where tool calls wait for a person's answer; without it the approval endpoints answer 404. */
+  approvals?: ApprovalDesk;
 }
 
 /** A page of runs at most; the default page is smaller. */
@@ -121,6 +126,9 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
     c.header("Cache-Control", "no-store");
     return c.body(await deps.metrics.scrape(), 200, { "Content-Type": deps.metrics.contentType });
   });
+
+  // Before /api/'s guard and outside it: an approval link's token is the only credential these pages take.
+  approvalLinkRoutes(app, deps.approvals, guard, deps.redactor);
 
   app.use("/api/*", async (c, next) => {
     const credential = guard.credential(c.req.raw.headers);
@@ -269,6 +277,7 @@ export function consoleApp(deps: ConsoleDeps, guard: Guard, assets: ReadonlyMap<
 
   outboxRoutes(app, deps, safe);
   rehearsalRoutes(app, deps, safe);
+  approvalRoutes(app, deps.approvals, guard, safe);
 
   return app;
 }

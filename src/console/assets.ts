@@ -34,6 +34,7 @@ const PAGE_FILES: Record<string, string> = {
   "/assets/run.js": "run.js",
   "/assets/rehearsal.js": "rehearsal.js",
   "/assets/outbox.js": "outbox.js",
+  "/assets/approvals.js": "approvals.js",
 };
 
 const require = createRequire(import.meta.url);

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { Sessions } from "./sessions.js";
+import { sessionName, Sessions } from "./sessions.js";
 import { sameSecret } from "./token.js";
 
 /**
@@ -90,6 +90,12 @@ export class Guard {
   csrf(headers: AnyHeaders): string {
     const found = this.session(headers);
     return found ? this.sessions.csrf(found.id)! : "";
+  }
+
+  /** Which browser session sent the request, as an approval's answer records it. */
+  sessionName(headers: AnyHeaders): string {
+    const found = this.session(headers);
+    return found ? sessionName(found.id) : "no console session";
   }
 
   /** The token given in the sign-in URL, checked. */

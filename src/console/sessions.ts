@@ -36,4 +36,7 @@ export class Sessions {
 /** Browsers signed in at once; a person has a few, and a script signing in without end must not grow the daemon. */
 export const SESSIONS_KEPT = 64;
 
+/** How an answer names the session that gave it: a prefix of its id's SHA-256, which tells nothing of the id. */
+export const sessionName = (id: string): string => `console session ${digest(id).slice(0, 8)}`;
+
 const digest = (id: string) => createHash("sha256").update(id).digest("base64url");
