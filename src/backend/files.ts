@@ -7,6 +7,8 @@ import { readSpend } from "../store/spend-ledger.js";
 import { StateStore } from "../store/state.js";
 import { fileTranscripts } from "../store/transcripts.js";
 import type { DaemonBackend } from "./types.js";
+import { FileApprovals } from "../approvals/file-store.js";
+import { approvalKey } from "../approvals/links.js";
 
 /** A daemon alone: everything in its state directory, its schedule's fires run by its own runner. */
 export function filesBackend(config: Config, log?: Logger): DaemonBackend {
@@ -25,6 +27,7 @@ export function filesBackend(config: Config, log?: Logger): DaemonBackend {
     },
     transcripts: () => fileTranscripts(() => dir),
     recordExchange: (at) => recordExchange(dir, at),
+    approvals: async () => ({ store: await FileApprovals.open(dir, log ? { log } : {}), key: await approvalKey(dir) }),
     scheduled: (here) => here,
     // The daemon's own reads move its journals' misfit lines to the quarantine file.
     view: async ({ state, runner }) => ({

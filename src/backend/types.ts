@@ -12,6 +12,7 @@ import type { SpendBook, SpendLedger, SpendLine } from "../store/spend-ledger.js
 import type { DisabledTarget, OutboxEntry } from "../store/outbox-store.js";
 import type { StateStore } from "../store/state.js";
 import type { TranscriptStore } from "../store/transcripts.js";
+import type { ApprovalStore } from "../approvals/types.js";
 
 export interface OutboxListing {
   entries: OutboxEntry[];
@@ -50,6 +51,8 @@ export interface Backend {
   readOutbox(): Promise<OutboxListing>;
   /** Where a command reads runs' transcripts: this machine's journals, and other nodes' where daemons share a backend. */
   transcripts(): TranscriptStore;
+  /** The approvals and the runs waiting on them, and the key their links are signed with: the same on every node. */
+  approvals(): Promise<{ store: ApprovalStore; key: Buffer }>;
   /** A `countd ask` was answered at `at`: the heartbeat's idle threshold counts from it. */
   recordExchange(at: Date): Promise<void>;
   close(): Promise<void>;

@@ -32,6 +32,7 @@ export async function clusterDaemonBackend(config: Config, settings: ClusterConf
     readOutbox: () => readSharedOutbox(settings, log),
     transcripts: () => cluster.transcripts(() => config.paths.state, false),
     recordExchange: (at) => cluster.state.update(lastContact(at)),
+    approvals: () => Promise.reject(new Error("approvals are not kept in a cluster yet")),
     scheduled: () => (request) => cluster.fire(request),
     view: (opts) => cluster.openView(opts),
     serve: (opts) => cluster.serve(opts),
@@ -62,6 +63,7 @@ export async function clusterCommandBackend(config: Config, settings: ClusterCon
     readOutbox: () => readSharedOutbox(settings, log),
     transcripts: () => new RedisTranscripts(redis, { node: settings.node, state: () => config.paths.state, log }),
     recordExchange: async (at) => (await shared()).update(lastContact(at)),
+    approvals: () => Promise.reject(new Error("approvals are not kept in a cluster yet")),
     close: () => closeCommandRedis(redis),
   };
 }
