@@ -2,6 +2,7 @@ import type { Backend, DaemonBackend, OutboxListing } from "../backend/types.js"
 import type { ClusterConfig, Config } from "../config/schema.js";
 import { silentLogger, type Logger } from "../log.js";
 import { checkInsToChange, StateStore, type SharedState } from "../store/state.js";
+import { clusterApprovalKey, RedisApprovals } from "./approvals.js";
 import { Cluster } from "./cluster.js";
 import { closeCommandRedis, commandRedis } from "./command-redis.js";
 import { NO_DELIVERIES } from "../delivery/own-deliveries.js";
@@ -32,7 +33,7 @@ export async function clusterDaemonBackend(config: Config, settings: ClusterConf
     readOutbox: () => readSharedOutbox(settings, log),
     transcripts: () => cluster.transcripts(() => config.paths.state, false),
     recordExchange: (at) => cluster.state.update(lastContact(at)),
-    approvals: () => Promise.reject(new Error("approvals are not kept in a cluster yet")),
+    approvals: () => cluster.approvals(),
     scheduled: () => (request) => cluster.fire(request),
     view: (opts) => cluster.openView(opts),
     serve: (opts) => cluster.serve(opts),
@@ -63,7 +64,7 @@ export async function clusterCommandBackend(config: Config, settings: ClusterCon
     readOutbox: () => readSharedOutbox(settings, log),
     transcripts: () => new RedisTranscripts(redis, { node: settings.node, state: () => config.paths.state, log }),
     recordExchange: async (at) => (await shared()).update(lastContact(at)),
-    approvals: () => Promise.reject(new Error("approvals are not kept in a cluster yet")),
+    approvals: async () => ({ store: new RedisApprovals(redis, { log }), key: await clusterApprovalKey(redis) }),
     close: () => closeCommandRedis(redis),
   };
 }

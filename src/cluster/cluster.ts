@@ -6,6 +6,8 @@ import { nodeTag } from "../runner/run-ids.js";
 import type { Runner } from "../runner/runner.js";
 import type { FireRequest } from "../runner/types.js";
 import type { RunRecord } from "../store/run-record.js";
+import type { ApprovalStore } from "../approvals/types.js";
+import { clusterApprovalKey, RedisApprovals } from "./approvals.js";
 import { checkRedis } from "./checks.js";
 import type { SendFn } from "../delivery/delivery-outbox.js";
 import type { EventBus } from "../events.js";
@@ -44,7 +46,7 @@ async function warnOfTagClash(records: Redis, node: string, log: Logger): Promis
  * outbox, and (once serving) the shared fire queues. Shared: the schedule's fires, the run records
  * and their transcripts, the deliveries, the view of runs in progress (view.ts: live stream,
  * status, cancel), job state and pauses, the heartbeat's ticks and state, the sessions of
- * `session: shared` jobs and the spend the daily budgets count. Still this daemon's own: watch,
+ * `session: shared` jobs, the spend the daily budgets count and the approvals with the runs waiting on them. Still this daemon's own: watch,
  * webhook and manual fires, and the running index (state.json).
  */
 export class Cluster {
@@ -166,6 +168,11 @@ export class Cluster {
   /** What the budgets count: every node's calls, this daemon's also in `local`, its spend files. */
   spend(local: SpendLedger, opts: Omit<ClusterSpendOptions, "log">): ClusterSpend {
     return new ClusterSpend(this.records, local, { ...opts, log: this.log });
+  }
+
+  /** The approvals every node lists, answers and resumes, and the key their links are signed with on every node. */
+  async approvals(): Promise<{ store: ApprovalStore; key: Buffer }> {
+    return { store: new RedisApprovals(this.records, { log: this.log }), key: await clusterApprovalKey(this.records) };
   }
 
   /** The cluster's outbox, which this daemon's runs queue to and whose deliveries it sends with `send` once started. */
