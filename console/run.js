@@ -301,6 +301,13 @@ function Step({ step, call }) {
       <span class="muted small">${step.task}</span>
     </li>`;
   }
+  if (step.kind === "approval") {
+    const who = step.by ? ` by ${step.by} (${step.via})` : "";
+    return html`<li class=${`step step-call${step.event === "asked" ? "" : step.event === "approved" ? "" : " step-error"}`}>
+      <span class="call-label">Approval ${step.event} · ${step.tool}</span>
+      <span class="muted small">${step.event === "asked" ? `${step.rule ?? ""}; until ${step.expires_at ?? "?"}` : `${who}${step.note ? `: ${step.note}` : ""}`}</span>
+    </li>`;
+  }
   if (step.kind === "verify") {
     return html`<li class=${`step step-call${step.passed ? "" : " step-error"}`}>
       <span class="call-label">Check ${step.index + 1} · ${step.check}</span>

@@ -15,6 +15,8 @@ import { SessionStore } from "./sessions/store.js";
 import { lastExchange } from "./store/last-exchange.js";
 import type { StateStore } from "./store/state.js";
 import { CheckIns } from "./triggers/check-ins.js";
+import { ApprovalTrigger } from "./triggers/approvals.js";
+import { fireFromTrigger } from "./runner/requests.js";
 
 /** What runs jobs, opened the same way for `countd start` and `countd run`. */
 export interface Core<B extends Backend = Backend> extends Omit<Pipeline, "close"> {
@@ -26,6 +28,8 @@ export interface Core<B extends Backend = Backend> extends Omit<Pipeline, "close
   jobs: JobRegistry;
   /** The heartbeat's gate, prompt and recorded check-ins. */
   checkIns: CheckIns;
+  /** Runs waiting for a person's yes, the desk their answers reach, and the timeouts. */
+  approvals: ApprovalTrigger;
   /** A runtime for `next` takes over; the previous one is closed. */
   reload(next: Config): Promise<void>;
   /** Closes what it opened: the state, delivery, the runtime, the backend. The runner is shut down by its owner first. */
@@ -85,6 +89,15 @@ export async function openCore(role: "daemon" | "command", opts: CoreOptions): P
     });
     const job = (name: string) => jobs.get(name);
     const wrap = opts.wrap;
+    const kept = await backend.approvals();
+    const approvals = new ApprovalTrigger({
+      ...kept,
+      // The pipeline's runner, opened below.
+      fire: (request) => fireFromTrigger(pipeline.runner, log)(request),
+      events: runtime.events,
+      log,
+    });
+    undo.unshift(async () => approvals.close());
     const pipeline = await openPipeline({
       config: config(),
       env,
@@ -100,6 +113,14 @@ export async function openCore(role: "daemon" | "command", opts: CoreOptions): P
       outbox: (send) => backend.outbox(send, ownDeliveries(job, config), runtime.events),
       node: backend.node,
       ...(opts.consoleUrl ? { consoleUrl: opts.consoleUrl } : {}),
+      approvals: {
+        store: kept.store,
+        links: (approval) => {
+          const base = opts.consoleUrl?.();
+          return base === undefined ? undefined : approvals.desk.links(approval, base);
+        },
+      },
+      waiting: (name) => approvals.waiting(name),
       wrap: (execute) => (wrap ? wrap(checkIns.executor(execute)) : checkIns.executor(execute)),
     });
     undo.unshift(() => pipeline.close());
@@ -111,6 +132,7 @@ export async function openCore(role: "daemon" | "command", opts: CoreOptions): P
       runtime: () => runtime,
       jobs,
       checkIns,
+      approvals,
       async reload(next) {
         const previous = runtime;
         runtime = await openRuntime(next, env, previous.events, log, sessions);
@@ -118,6 +140,7 @@ export async function openCore(role: "daemon" | "command", opts: CoreOptions): P
       },
       async close() {
         checkIns.close();
+        approvals.close();
         await jobs.close();
         await state.close();
         await closeDelivery();

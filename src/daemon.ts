@@ -199,6 +199,7 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
         cancel: (run, why) => view.cancel(run, why),
         pausedFiles,
         rehearsals: new Rehearsals(env, logger),
+        approvals: core.approvals.desk,
       },
       logger,
     );
@@ -215,6 +216,8 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     await arm(jobs.all());
     // A job resumed while countd was stopped runs what its watcher saw while it was paused.
     await pausedFiles.release();
+    // Once the jobs are armed: a run answered while countd was down goes on, and a request past its timeout is settled.
+    await core.approvals.start();
     outbox.start();
     const retention = new Retention({
       settings: () => ({ stateDir: config.paths.state, logsDir: config.paths.logs, retention: config.retention }),

@@ -28,7 +28,9 @@ import { TypedAnswer } from "./typed-answer.js";
 import type { OutputSpec } from "../jobs/output-schema.js";
 import type { SuspendedMessage } from "../approvals/types.js";
 import type { ApprovalGate } from "../approvals/gate.js";
-import { runToolCall } from "./tool-call.js";
+import { runToolCall, type RecordedCalls, type ToolOutcome } from "./tool-call.js";
+
+export type { RecordedCalls, ToolOutcome };
 
 /** What the loop needs of the context builder: it builds the prompt and shapes every message. */
 export type MessageBuilder = Pick<ContextBuilder, "buildMessages" | "addAssistantMessage" | "addToolResult">;
@@ -68,15 +70,6 @@ export interface AgentLoopOptions {
 /** A person's answer to the call a message stopped at: it runs, it is denied (the agent is told why), or the run fails. */
 export type ApprovalDecision = { approved: true } | { approved: false; reason: string } | { fail: string };
 
-/**
- * What a replay or a fork knows of the tool calls of the run it repeats: a call it has a recorded
- * result for is answered with it and does not run; `refused` answers a call that must not run.
- * Undefined: the call runs.
- */
-export interface RecordedCalls {
-  serve(call: ToolCall): ToolOutcome | { refused: string } | undefined;
-}
-
 export interface ProcessOptions {
   /** History to use instead of the session's stored one. */
   context?: ChatMessage[];
@@ -99,13 +92,6 @@ export interface ProcessOptions {
   canWait?: boolean;
   /** Goes on where a message stopped for an approval, with the person's answer; `message` is then unused. */
   resume?: { from: SuspendedMessage; decision: ApprovalDecision };
-}
-
-export interface ToolOutcome {
-  content: string;
-  isError: boolean;
-  attempts: number;
-  durationMs: number;
 }
 
 type EndStatus = "ok" | "limit" | "cancelled" | "error" | "budget" | "waiting";

@@ -7,7 +7,23 @@ import { ToolError } from "../tools/types.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import { errorText, excerpt } from "../text.js";
 import { CancelToken } from "./cancel.js";
-import type { RecordedCalls, ToolOutcome } from "./loop.js";
+
+/** How one tool call ended, as the loop hands it to the model. */
+export interface ToolOutcome {
+  content: string;
+  isError: boolean;
+  attempts: number;
+  durationMs: number;
+}
+
+/**
+ * What a replay or a fork knows of the tool calls of the run it repeats: a call it has a recorded
+ * result for is answered with it and does not run; `refused` answers a call that must not run.
+ * Undefined: the call runs.
+ */
+export interface RecordedCalls {
+  serve(call: ToolCall): ToolOutcome | { refused: string } | undefined;
+}
 
 /** What running a tool call needs of the loop that asks for it. */
 export interface ToolCallDeps {

@@ -71,6 +71,7 @@ export function skippedFilesNote(run: RunView["run"]): string {
 
 function stepLines(step: TranscriptStep): string[] {
   if (step.kind === "subagent") return [`  subagent ${step.id}  ${firstIndented(inert(step.task), 4)}`];
+  if (step.kind === "approval") return [`  ${approvalLine(step)}`];
   if (step.kind === "verify") {
     const verdict = step.passed ? "passed" : `FAILED: ${firstIndented(inert(step.reason ?? ""), 4)}`;
     return [`  check ${step.index + 1} ${step.check} ${inert(step.what)}  ${verdict}`];
@@ -136,4 +137,12 @@ function indent(text: string, prefix: string): string {
 function firstIndented(text: string, width: number): string {
   const [first, ...rest] = text.split("\n");
   return [first, ...rest.map((line) => (line ? " ".repeat(width) + line : line))].join("\n");
+}
+
+/** An approval step in one line: what was asked, and the answer with who gave it. */
+function approvalLine(step: Extract<TranscriptStep, { kind: "approval" }>): string {
+  if (step.event === "asked")
+    return `approval asked for ${step.tool} (${inert(step.rule ?? "")}), until ${step.expires_at ?? "?"}; countd approve ${step.id}`;
+  const who = step.by !== undefined ? ` by ${inert(step.by)} (${step.via ?? "?"})` : "";
+  return `approval ${step.event}${who}${step.note ? `: ${firstIndented(inert(step.note), 4)}` : ""}`;
 }

@@ -24,7 +24,7 @@ export async function runAgent(
   prompt: string,
   sessionId: string,
   cancel: CancelToken,
-  run?: { id: string; clock: RunClock; journal?: JournalWriter },
+  run?: { id: string; clock: RunClock; journal?: JournalWriter; canWait?: boolean },
   spend?: RunSpend,
   output?: OutputSpec,
   resume?: ProcessOptions["resume"],
@@ -32,7 +32,7 @@ export async function runAgent(
   const { answer, report } = await loop.settle(prompt, sessionId, {
     channel: "cron",
     cancelToken: cancel,
-    ...(run ? { canWait: true } : {}),
+    ...(run?.canWait ? { canWait: true } : {}),
     ...(resume ? { resume } : {}),
     ...(output ? { output } : {}),
     ...(run ? { runId: run.id, clock: run.clock } : {}),
@@ -71,6 +71,8 @@ function before(from: { usage: Usage; cost: number | null }, spend: RunSpend): {
 export function jobExecutor(
   runtime: () => Pick<Runtime, "loop" | "config" | "events">,
   budgets: Budgets,
+  /** Whether a run can wait for a person's yes (a daemon's, `countd run`'s); else a call that needs one is refused. */
+  canWait = false,
 ): (job: Job, run: RunContext) => Promise<RunOutcome> {
   return async (job, run) => {
     const { prompt, extraTools, files, payload, upstream, resume } = run.request;
@@ -91,7 +93,7 @@ export function jobExecutor(
         }),
       run.sessionId,
       run.cancel,
-      run,
+      { ...run, canWait },
       spend,
       job.output,
       resume && { from: resume.run.loop, decision: resume.decision },

@@ -14,6 +14,7 @@ import { SpendLedger, type SpendBook } from "../store/spend-ledger.js";
 import { Runner, type RunnerOptions } from "./runner.js";
 import { redactedExecutor } from "./redacted-run.js";
 import { RunJournals } from "./journaled-run.js";
+import { suspendRun, type Approvals } from "./suspend.js";
 
 /** The stages a run passes through, composed the same way for the daemon and `countd run`. */
 export interface Pipeline {
@@ -56,6 +57,10 @@ export interface PipelineOptions {
   node?: string;
   /** The console's address while the daemon serves one, which failure alerts link to. */
   consoleUrl?: () => string | undefined;
+  /** Where a run that needs a person's yes waits (runner/suspend.ts); without, such a call is refused. */
+  approvals?: Approvals;
+  /** Whether a job has a run waiting for an answer: its overlap counts it as running. */
+  waiting?: (job: string) => boolean;
 }
 
 /**
@@ -85,18 +90,36 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
   // Where daemons share a backend, the node each run and its journal record.
   const node = opts.node;
   const journals = new RunJournals({ state: () => opts.runtime().config.paths.state, redactor: () => opts.runtime().redactor, node, log });
-  const execute = journals.executor(redactedExecutor(jobExecutor(opts.runtime, budgets), () => opts.runtime().redactor));
+  const execute = journals.executor(
+    redactedExecutor(jobExecutor(opts.runtime, budgets, opts.approvals !== undefined), () => opts.runtime().redactor),
+  );
   const runner = new Runner({
     job: opts.job,
     records: new RunSaver(opts.state, { log }),
     concurrency: opts.concurrency,
     log,
     paused: opts.paused,
+    ...(opts.waiting ? { waiting: opts.waiting } : {}),
     events: opts.runtime().events,
     node,
     execute: opts.wrap ? opts.wrap(execute) : execute,
     ...(now ? { now } : {}),
     beforeRunEnd: async (job, run, { willRetry, outcome }) => {
+      if (run.status === "waiting" && outcome.suspended && opts.approvals) {
+        const approve = job.approve ?? opts.runtime().config.approve;
+        const { suspended } = outcome;
+        await suspendRun(job, run, suspended, {
+          approve: approve!,
+          approvals: opts.approvals,
+          dispatcher: delivery.dispatcher,
+          journals,
+          events: opts.runtime().events,
+          clockAt: new Date(run.startedAt),
+          now: now?.() ?? new Date(),
+          ...(node !== undefined ? { node } : {}),
+        });
+        return;
+      }
       const { queued, notDelivered } = await delivery.dispatcher.finished(job, run, outcome, willRetry).catch((err: unknown) => {
         pipelineLog.error({ job: job.name, runId: run.id, error: errorText(err) }, "could not queue the run's deliveries");
         return { queued: [], notDelivered: undefined };

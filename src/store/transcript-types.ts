@@ -24,6 +24,21 @@ export type TranscriptStep =
   | { kind: "repair"; errors: string[]; subagent?: string }
   /** A subagent began the task its parent's `spawn` call handed it; its steps follow. */
   | { kind: "subagent"; id: string; task: string }
+  /**
+   * A tool call waited for a person's yes: `asked` (the rule that matched, until when), then how it
+   * was answered and by whom.
+   */
+  | {
+      kind: "approval";
+      id: string;
+      event: "asked" | "approved" | "denied" | "expired";
+      tool: string;
+      rule?: string;
+      expires_at?: string;
+      via?: string;
+      by?: string;
+      note?: string;
+    }
   /** One of the job's `verify:` checks on the answer (index from 0 in the list), and why it failed. */
   | { kind: "verify"; index: number; check: string; what: string; passed: boolean; reason?: string }
   | {

@@ -34,7 +34,8 @@ export function transcriptOf(run: RunRecord, journal: ReadJournal | undefined): 
     transcript.steps.push(...stepsOf(entry));
   }
   const problems = [...journal.problems];
-  if (run.status !== "running" && !journal.entries.some((entry) => entry.kind === "end")) {
+  // A waiting run's journal goes on once it is answered.
+  if (run.status !== "running" && run.status !== "waiting" && !journal.entries.some((entry) => entry.kind === "end")) {
     problems.push("the journal ends before the run did (countd stopped, or a write failed)");
   }
   if (problems.length > 0) transcript.incomplete = problems.join("; ");
@@ -86,6 +87,10 @@ function stepsOf(entry: JournalEntry): TranscriptStep[] {
     case "verify": {
       const { index, check, what, passed, reason } = entry;
       return [{ kind: "verify", index, check, what, passed, ...(reason !== undefined ? { reason } : {}) }];
+    }
+    case "approval": {
+      const { v: _v, at: _at, sub: _sub, ...step } = entry;
+      return [step];
     }
     default:
       return [];
