@@ -121,6 +121,7 @@ export async function openCore(role: "daemon" | "command", opts: CoreOptions): P
         },
       },
       waiting: (name) => approvals.waiting(name),
+      continueJournal: (name, runId) => backend.continueJournal(name, runId),
       wrap: (execute) => (wrap ? wrap(checkIns.executor(execute)) : checkIns.executor(execute)),
     });
     undo.unshift(() => pipeline.close());

@@ -27,6 +27,8 @@ export function filesBackend(config: Config, log?: Logger): DaemonBackend {
     },
     transcripts: () => fileTranscripts(() => dir),
     recordExchange: (at) => recordExchange(dir, at),
+    // One machine: the journal is where the run left it.
+    continueJournal: async () => {},
     approvals: async () => ({ store: await FileApprovals.open(dir, log ? { log } : {}), key: await approvalKey(dir) }),
     scheduled: (here) => here,
     // The daemon's own reads move its journals' misfit lines to the quarantine file.

@@ -53,6 +53,8 @@ export interface Backend {
   transcripts(): TranscriptStore;
   /** The approvals and the runs waiting on them, and the key their links are signed with: the same on every node. */
   approvals(): Promise<{ store: ApprovalStore; key: Buffer }>;
+  /** A run that waited for an answer goes on here: its journal so far is brought to this machine's state directory first, if it is elsewhere. */
+  continueJournal(job: string, runId: string): Promise<void>;
   /** A `countd ask` was answered at `at`: the heartbeat's idle threshold counts from it. */
   recordExchange(at: Date): Promise<void>;
   close(): Promise<void>;

@@ -32,6 +32,7 @@ export async function clusterDaemonBackend(config: Config, settings: ClusterConf
     outbox: async (send, own, events) => cluster.outbox(send, own, events),
     readOutbox: () => readSharedOutbox(settings, log),
     transcripts: () => cluster.transcripts(() => config.paths.state, false),
+    continueJournal: (job, runId) => cluster.transcripts(() => config.paths.state, false).continueHere(job, runId),
     recordExchange: (at) => cluster.state.update(lastContact(at)),
     approvals: () => cluster.approvals(),
     scheduled: () => (request) => cluster.fire(request),
@@ -63,6 +64,8 @@ export async function clusterCommandBackend(config: Config, settings: ClusterCon
     outbox: (send, own) => openClusterOutbox(settings, send, own, log),
     readOutbox: () => readSharedOutbox(settings, log),
     transcripts: () => new RedisTranscripts(redis, { node: settings.node, state: () => config.paths.state, log }),
+    continueJournal: (job, runId) =>
+      new RedisTranscripts(redis, { node: settings.node, state: () => config.paths.state, log }).continueHere(job, runId),
     recordExchange: async (at) => (await shared()).update(lastContact(at)),
     approvals: async () => ({ store: new RedisApprovals(redis, { log }), key: await clusterApprovalKey(redis) }),
     close: () => closeCommandRedis(redis),

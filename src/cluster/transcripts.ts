@@ -2,7 +2,8 @@ import type { Redis } from "ioredis";
 import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
 import type { JournalEntry } from "../store/journal-entries.js";
-import { blobsOf, fitLines, readJournalFile, type JournalReading, type ReadJournal } from "../store/run-journal.js";
+import { access } from "node:fs/promises";
+import { blobsOf, fileSink, fitLines, journalFile, readJournalFile, type JournalReading, type ReadJournal } from "../store/run-journal.js";
 import { RUNS_KEPT_PER_JOB } from "../store/run-history.js";
 import type { RunRecord } from "../store/run-record.js";
 import { readTranscript, transcriptOf, type Transcript } from "../store/transcript.js";
@@ -103,6 +104,33 @@ export class RedisTranscripts implements TranscriptStore {
       else problems.push(`the text ${hash} it references is not in Redis`);
     });
     return transcriptOf(run, journal);
+  }
+
+  /**
+   * A run that waited for an answer on another node goes on here: its journal so far, stored when
+   * it began to wait, becomes this node's file first, so the run's journal reads as one.
+   */
+  async continueHere(job: string, id: string): Promise<void> {
+    const file = journalFile(this.opts.state(), job, id);
+    if (
+      await access(file).then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
+    const text = await this.redis.get(journalKey(job, id));
+    if (text === null) return;
+    const { entries } = fitLines(text.split("\n"), `Redis ${journalKey(job, id)}`);
+    const hashes = blobsOf(entries);
+    const blobs = hashes.length > 0 ? await this.redis.mget(hashes.map(blobKey)) : [];
+    const sink = fileSink(this.opts.state(), job, id);
+    try {
+      for (const [index, hash] of hashes.entries()) if (blobs[index] != null) await sink.blob(hash, blobs[index]);
+      await sink.append(`${text}\n`);
+    } finally {
+      sink.release();
+    }
   }
 
   /** Stores the journal of a run of this node that ended, for `keepMs`; a failure is logged, never the run's. */

@@ -115,6 +115,8 @@ export class ClusterView<M extends LiveLike> {
     this.detach.push(
       live.tap((message) => this.publish({ kind: "live", node: opts.node, message })),
       events.on("run.finished", ({ run }) => this.store(run)),
+      // A waiting run may go on on another node, which takes its journal so far from Redis.
+      events.on("run.waiting", ({ run }) => this.store(run)),
     );
     subscriber.on("message", (channel: string, text: string) => {
       if (channel === CHANNEL) this.receive(text);

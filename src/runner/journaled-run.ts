@@ -1,5 +1,6 @@
 import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
+import { errorText } from "../text.js";
 import { fileSink, RunJournal } from "../store/run-journal.js";
 import type { RunRecord } from "../store/run-record.js";
 import type { JournalEntry, JournalInput } from "../store/journal-entries.js";
@@ -28,6 +29,8 @@ export class RunJournals {
       redactor: () => Redactor;
       node?: string;
       log?: Logger;
+      /** A run going on after an answer: its journal so far is brought here first (a cluster's other node had it). */
+      continueJournal?: (job: string, runId: string) => Promise<void>;
     },
   ) {
     this.log = (opts.log ?? silentLogger).child({ component: "journal" });
@@ -35,7 +38,17 @@ export class RunJournals {
 
   /** The executor with each run's journal opened first, its fire written. */
   executor(execute: RunnerOptions["execute"]): RunnerOptions["execute"] {
-    return (job, run) => {
+    return async (job, run) => {
+      // Without the earlier part the journal still says what this part did: the run is not failed for it.
+      if (run.request.resume)
+        await this.opts
+          .continueJournal?.(job.name, run.id)
+          .catch((err: unknown) =>
+            this.log.warn(
+              { job: job.name, runId: run.id, error: errorText(err) },
+              "could not bring the journal of the run's first part here",
+            ),
+          );
       const journal = new RunJournal(
         fileSink(this.opts.state(), job.name, run.id, this.touched),
         this.opts.redactor(),

@@ -61,6 +61,8 @@ export interface PipelineOptions {
   approvals?: Approvals;
   /** Whether a job has a run waiting for an answer: its overlap counts it as running. */
   waiting?: (job: string) => boolean;
+  /** Brings a resumed run's journal so far here, where another node kept it. */
+  continueJournal?: (job: string, runId: string) => Promise<void>;
 }
 
 /**
@@ -89,7 +91,13 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
   const budgets = new Budgets({ ledger, daemon: () => opts.runtime().config.budget, ...(now ? { now } : {}) });
   // Where daemons share a backend, the node each run and its journal record.
   const node = opts.node;
-  const journals = new RunJournals({ state: () => opts.runtime().config.paths.state, redactor: () => opts.runtime().redactor, node, log });
+  const journals = new RunJournals({
+    state: () => opts.runtime().config.paths.state,
+    redactor: () => opts.runtime().redactor,
+    node,
+    log,
+    ...(opts.continueJournal ? { continueJournal: opts.continueJournal } : {}),
+  });
   const execute = journals.executor(
     redactedExecutor(jobExecutor(opts.runtime, budgets, opts.approvals !== undefined), () => opts.runtime().redactor),
   );

@@ -359,7 +359,7 @@ export class Runner {
     const durationMs = finishedAt.getTime() - Date.parse(record.startedAt);
     this.log[status === "error" || status === "timeout" ? "warn" : "info"](
       { job: job.name, runId: end.id, status, durationMs, ...(error ? { error } : {}) },
-      "run finished",
+      status === "waiting" ? "run waiting for a person's answer; its slot is free" : "run finished",
     );
     const told = { answer: outcome.answer, ...(outcome.output !== undefined ? { output: outcome.output } : {}) };
     if (status !== "waiting") this.announce("run.finished", { run: copy(end), willRetry, outcome: told });

@@ -8,6 +8,9 @@ import type { RunReason } from "../store/run-record.js";
 import { errorText } from "../text.js";
 import { LONGEST_TIMER_MS } from "../timers.js";
 
+/** How often the store is read for requests another node made or an answer given where no daemon ran. */
+const SWEEP_MS = 60_000;
+
 /**
  * The trigger of runs that waited for a person's yes: an answer (a link, the CLI, the console, a
  * timeout) fires the run again where it stopped. It knows which jobs have a run waiting, which
@@ -21,6 +24,7 @@ export class ApprovalTrigger {
   private readonly log: Logger;
   private readonly unsubscribe: () => void;
   private closed = false;
+  private sweeper: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly opts: {
@@ -53,26 +57,39 @@ export class ApprovalTrigger {
   }
 
   /**
-   * The daemon's start: each waiting request is timed out at its expiry (at once when it passed
-   * while countd was down), and a run answered meanwhile (`countd approve` with no daemon) goes on.
+   * The daemon's start, then once a minute: each waiting request is timed out at its expiry (at
+   * once when it passed while countd was down), and a run answered where no daemon ran (`countd
+   * approve` alone) goes on. Where daemons share a backend this is how a node learns of the
+   * requests of another, which may have stopped: any of them times a request out, once.
    */
   async start(): Promise<void> {
-    for (const approval of await this.opts.store.list()) {
-      if (approval.status === "waiting") {
-        this.waitingRuns.set(approval.id, approval.job);
-        this.arm(approval);
-      } else if (await this.opts.store.suspended(approval.id)) {
-        this.waitingRuns.set(approval.id, approval.job);
-        await this.resume(approval);
-      }
-    }
+    await this.sweep();
+    this.sweeper = setInterval(
+      () => void this.sweep().catch((err: unknown) => this.log.error({ error: errorText(err) }, "could not read the approvals")),
+      SWEEP_MS,
+    );
+    this.sweeper.unref();
   }
 
   close(): void {
     this.closed = true;
+    clearInterval(this.sweeper);
     this.unsubscribe();
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
+  }
+
+  private async sweep(): Promise<void> {
+    const waiting = new Map<string, string>();
+    for (const approval of await this.opts.store.list()) {
+      if (approval.status === "waiting") {
+        waiting.set(approval.id, approval.job);
+        this.arm(approval);
+      } else if (await this.opts.store.suspended(approval.id)) await this.resume(approval);
+    }
+    // The store knows every node's: a run that went on elsewhere no longer holds its job here.
+    for (const id of this.waitingRuns.keys()) if (!waiting.has(id)) this.waitingRuns.delete(id);
+    for (const [id, job] of waiting) this.waitingRuns.set(id, job);
   }
 
   private arm(approval: Approval): void {
