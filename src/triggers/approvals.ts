@@ -145,7 +145,7 @@ export function decisionOf(approval: Approval): ApprovalDecision {
   if (approval.status === "approved") return { approved: true };
   if (approval.status === "denied") {
     const note = answer?.note ? `: ${answer.note}` : "";
-    return { approved: false, reason: `a person denied it (${answer?.by ?? "unknown"} by ${answer?.via ?? "unknown"})${note}` };
+    return { approved: false, reason: `a person denied it (${answer?.by ?? "someone"}, from the ${answer?.via ?? "console"})${note}` };
   }
   const timedOut = `no one answered its approval request by ${approval.expiresAt}`;
   return approval.onTimeout === "fail"
