@@ -217,8 +217,8 @@ export class AgentLoop {
   }
 
   private toolDeps() {
-    const { tools, workspace, toolHistory, recorded } = this.opts;
-    return { tools, workspace, toolHistory, recorded, events: this.events, maxRetries: this.maxRetries, retryDelayMs: this.retryDelayMs };
+    const { tools, workspace, toolHistory } = this.opts;
+    return { tools, workspace, toolHistory, events: this.events, maxRetries: this.maxRetries, retryDelayMs: this.retryDelayMs };
   }
 
   /** The loop itself; a failure ends it with status `error` and the thrown value beside the report. */
@@ -241,6 +241,7 @@ export class AgentLoop {
     let failure: unknown;
     const calls: ToolCallReport[] = from ? structuredClone(from.calls) : [];
     let suspended: SuspendedMessage | undefined;
+    let said = "";
     const breakerLimits = this.opts.breaker ?? DEFAULT_BREAKER;
     const breaker = breakerLimits ? new Breaker(breakerLimits) : undefined;
     let runaway: string | undefined;
@@ -289,25 +290,30 @@ export class AgentLoop {
           outcome = notRun(`Error: not run, the limit of ${this.maxIterations} tool calls was reached.`);
         } else if (runaway || (runaway = breaker?.call(call.name, call.arguments ?? call.rawArguments))) {
           outcome = notRun(`Error: not run, ${runaway}.`);
-        } else if (rule) {
-          outcome = notRun(`Error: not run, it needs a person's approval (${rule}), which only a job's run can wait for.`);
         } else if (decided && "reason" in decided) {
           outcome = notRun(`Error: not run, ${decided.reason}.`);
         } else {
-          toolCalls++;
-          outcome = await runToolCall(this.toolDeps(), call, {
-            sessionId,
-            userMessage: message,
-            cancelToken: cancel,
-            journal: options.journal,
-          });
-          calls.push({
-            name: call.name,
-            arguments: call.arguments ?? call.rawArguments,
-            isError: outcome.isError,
-            result: outcome.content,
-          });
-          runaway = breaker?.result(call.name, outcome.content, outcome.isError);
+          // A replay's recorded result is the world as it was: its call was answered then, and runs no more.
+          const served = this.opts.recorded?.serve(call);
+          if (rule && (!served || "refused" in served)) {
+            outcome = notRun(`Error: not run, it needs a person's approval (${rule}), which only a job's run can wait for.`);
+          } else {
+            toolCalls++;
+            outcome = await runToolCall(this.toolDeps(), call, {
+              sessionId,
+              userMessage: message,
+              cancelToken: cancel,
+              journal: options.journal,
+              served,
+            });
+            calls.push({
+              name: call.name,
+              arguments: call.arguments ?? call.rawArguments,
+              isError: outcome.isError,
+              result: outcome.content,
+            });
+            runaway = breaker?.result(call.name, outcome.content, outcome.isError);
+          }
         }
         journalTool(options.journal, call, outcome, tools.forAgent(call.name)?.server);
         contextBuilder.addToolResult(messages, call, outcome.content, outcome.isError);
@@ -321,12 +327,25 @@ export class AgentLoop {
           status = "waiting";
           const activeMs = (from?.activeMs ?? 0) + performance.now() - started;
           const copied = structuredClone({ messages, transcript, calls });
-          suspended = { message, ...copied, pending: pending.slice(index), iterations, toolCalls, usage: { ...usage }, cost, activeMs };
+          suspended = {
+            message,
+            said,
+            ...copied,
+            pending: pending.slice(index),
+            iterations,
+            toolCalls,
+            usage: { ...usage },
+            cost,
+            activeMs,
+          };
           return;
         }
       };
 
       if (from) {
+        // The answer goes on from what the message said before it stopped.
+        said = from.said;
+        if (said) yield said;
         const { decision } = options.resume!;
         if ("fail" in decision) {
           // The calls still get their answers, so the session stays well formed.
@@ -361,6 +380,7 @@ export class AgentLoop {
             // A typed answer is shown once valid (below): an attempt that fails its schema is no answer.
             if (text === undefined || cancel.cancelled || typed) continue;
             this.events.emit("answer.chunk", { sessionId, text });
+            said += text;
             yield text;
           }
         } catch (err) {

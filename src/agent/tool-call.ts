@@ -31,7 +31,6 @@ export interface ToolCallDeps {
   workspace: string;
   toolHistory?: Pick<ToolHistory, "record" | "flush">;
   events: EventBus;
-  recorded?: RecordedCalls;
   maxRetries: number;
   retryDelayMs: number;
 }
@@ -44,7 +43,14 @@ export interface ToolCallDeps {
 export async function runToolCall(
   deps: ToolCallDeps,
   call: ToolCall,
-  ctx: { sessionId: string; userMessage?: string; cancelToken?: CancelToken; journal?: JournalWriter },
+  ctx: {
+    sessionId: string;
+    userMessage?: string;
+    cancelToken?: CancelToken;
+    journal?: JournalWriter;
+    /** A replay's or a fork's answer to the call (RecordedCalls.serve), asked by the loop. */
+    served?: ReturnType<RecordedCalls["serve"]>;
+  },
 ): Promise<ToolOutcome> {
   const { tools, workspace, toolHistory, events } = deps;
   const cancel = ctx.cancelToken ?? new CancelToken();
@@ -63,7 +69,7 @@ export async function runToolCall(
   let isError = true;
   let attempts = 0;
   const validation = tool && call.arguments !== null ? tools.validate(tool, call.arguments) : undefined;
-  const served = deps.recorded?.serve(call);
+  const { served } = ctx;
   if (served && "refused" in served) {
     content = `Error: not run, ${served.refused}.`;
   } else if (served) {

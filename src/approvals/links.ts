@@ -29,8 +29,16 @@ export interface SignedAnswer {
 
 export type Verified = { ok: true; answer: ApprovalAnswer } | { ok: false; why: "forged" | "expired" | "other call" | "malformed" };
 
-/** 128 random bits, URL-safe: an approval's id appears in links and in `countd approve <id>`. */
-export const newApprovalId = (): string => randomBytes(16).toString("base64url");
+/**
+ * 128 random bits, URL-safe: an approval's id appears in links and in `countd approve <id>`. It
+ * never starts with "-", which a command line would read as an option.
+ */
+export function newApprovalId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString("base64url");
+    if (!id.startsWith("-")) return id;
+  }
+}
 
 /** SHA-256 in hex of a call's tool and arguments, with the arguments' keys sorted: the same call always has the same hash. */
 export const callHash = (tool: string, args: unknown): string =>

@@ -53,6 +53,7 @@ export const suspendedRunShape = z.object({
   files: z.array(z.string()).optional(),
   loop: z.object({
     message: z.string(),
+    said: z.string(),
     messages: z.array(chatMessageShape),
     transcript: z.array(chatMessageShape),
     pending: z.array(toolCallShape),

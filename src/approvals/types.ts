@@ -49,6 +49,8 @@ export interface AnsweredBy {
 export interface SuspendedMessage {
   /** The user message the loop was given (the rendered prompt). */
   message: string;
+  /** The answer text the message had given before it stopped: the run's answer begins with it. */
+  said: string;
   /** The conversation as sent to the model, up to and including the assistant message with the pending call. */
   messages: ChatMessage[];
   /** What the message adds to the session once it ends: written whole at the end, so a waiting run leaves no half turn there. */

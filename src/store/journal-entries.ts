@@ -141,7 +141,19 @@ const end = z.object({
   output: z.unknown().optional(),
 });
 
-export const journalEntry = z.discriminatedUnion("kind", [fire, subagent, prompt, llm, tool, note, repair, delivery, verify, approval, end]);
+export const journalEntry = z.discriminatedUnion("kind", [
+  fire,
+  subagent,
+  prompt,
+  llm,
+  tool,
+  note,
+  repair,
+  delivery,
+  verify,
+  approval,
+  end,
+]);
 
 export type JournalEntry = z.infer<typeof journalEntry>;
 /** An entry as a writer hands it over: the version, time and subagent mark are added by the journal. */

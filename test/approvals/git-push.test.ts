@@ -172,5 +172,9 @@ describe("an approval for git push, asked by mail and answered by its link after
     expect(shown.stdout).toContain("approval approved by approve link (link)");
     expect(shown.stdout).toContain("Pushed the notes.");
     expect(shown.stdout).not.toContain("journal ends before");
+    // A replay serves the approved call's recorded result: nothing asks, nothing pushes again.
+    const replayed = await runCountd(["replay", run!.id], { cwd: dir, env: env() });
+    expect(replayed.stdout).toContain("identical");
+    expect(await pushes()).toBe(1);
   }, 90_000);
 });

@@ -2,14 +2,7 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  approvalKey,
-  callHash,
-  newApprovalId,
-  signAnswer,
-  verifyAnswer,
-  type ApprovalCall,
-} from "../../src/approvals/links.js";
+import { approvalKey, callHash, newApprovalId, signAnswer, verifyAnswer, type ApprovalCall } from "../../src/approvals/links.js";
 
 let stateDir: string;
 beforeEach(async () => {
@@ -33,6 +26,13 @@ function flipped(token: string, part: 0 | 1): string {
 }
 
 describe("signed approval answers", () => {
+  it("makes ids a command line cannot take for an option", () => {
+    const ids = Array.from({ length: 2_000 }, () => newApprovalId());
+    expect(ids.filter((id) => id.startsWith("-"))).toEqual([]);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_][A-Za-z0-9_-]{21}$/);
+  });
+
   it("verifies a token signed for its approval and call", async () => {
     const key = await approvalKey(stateDir);
     const approval = newApprovalId();
