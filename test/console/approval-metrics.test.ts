@@ -37,7 +37,7 @@ describe("GET /metrics with approvals", () => {
     return parse(await response.text());
   }
 
-  it("counts the runs waiting for an answer by job, read from the approvals, and the answers given", async () => {
+  it("counts the runs waiting for an answer by job, read from the approvals, and the answers given, approved and denied", async () => {
     const dir = await consoleFolder();
     await writeJob(dir, "tidy", 'prompt: list the files\napprove:\n  rules:\n    - tool: "list_dir"\n');
     await writeJob(dir, "quiet", "prompt: never asked\n");
@@ -46,7 +46,7 @@ describe("GET /metrics with approvals", () => {
       response: { toolCalls: [{ name: "list_dir", arguments: JSON.stringify({ path: "." }) }] },
     });
     mock.addFixture({ match: { userMessage: "list the files", hasToolResult: true }, response: { content: "two files" } });
-    const console = await startConsoleDaemon(dir, env);
+    let console = await startConsoleDaemon(dir, env);
     daemons.started.push(console);
 
     const before = await scrape(console);
@@ -68,6 +68,13 @@ describe("GET /metrics with approvals", () => {
       ]),
     );
 
+    // Read from the approvals kept, not counted from events: a restarted daemon still counts it.
+    await console.stop();
+    daemons.started.splice(0);
+    console = await startConsoleDaemon(dir, env);
+    daemons.started.push(console);
+    expect(seriesOf(await scrape(console), "countd_runs_waiting")).toContainEqual({ labels: { job_name: "tidy" }, value: 1 });
+
     const { approvals } = await console.get<{ approvals: Array<{ id: string }> }>("/api/approvals");
     expect(approvals).toHaveLength(1);
     expect((await console.post(`/api/approvals/${approvals[0]!.id}/approve`)).status).toBe(200);
@@ -76,5 +83,18 @@ describe("GET /metrics with approvals", () => {
     const answered = await scrape(console);
     expect(seriesOf(answered, "countd_runs_waiting")).toContainEqual({ labels: { job_name: "tidy" }, value: 0 });
     expect(seriesOf(answered, "countd_approvals_answered_total")).toEqual([{ labels: { job_name: "tidy", answer: "approved" }, value: 1 }]);
+
+    const second = await console.post("/api/jobs/tidy/run");
+    expect((await endedRun(console, second.body.run_id, "tidy")).status).toBe("waiting");
+    const [next] = (await console.get<{ approvals: Array<{ id: string; status: string }> }>("/api/approvals")).approvals.filter(
+      (approval) => approval.status === "waiting",
+    );
+    expect((await console.post(`/api/approvals/${next!.id}/deny`)).status).toBe(200);
+    await vi.waitFor(async () => expect((await endedRun(console, second.body.run_id, "tidy")).status).toBe("ok"), SLOW);
+    const denied = await scrape(console);
+    expect(seriesOf(denied, "countd_approvals_answered_total")).toEqual([
+      { labels: { job_name: "tidy", answer: "approved" }, value: 1 },
+      { labels: { job_name: "tidy", answer: "denied" }, value: 1 },
+    ]);
   });
 });
