@@ -13,7 +13,7 @@ import { clock, count, duration, html, usd } from "./ui.js";
  * Statuses from the bottom of a day's bar to its top: the good news first.
  * @type {RunStatus[]}
  */
-const STACK = ["ok", "error", "budget", "timeout", "interrupted", "cancelled", "skipped", "running"];
+const STACK = ["ok", "error", "budget", "timeout", "interrupted", "cancelled", "skipped", "waiting", "running"];
 const HEIGHT = 200;
 
 /** @param {string} name */

@@ -170,7 +170,14 @@ export async function startDaemon({ configFile, env = process.env, logger, onLoc
     });
     backend.retain(jobs.all());
     started.push(() => backend.stop(() => runner.shutdown(0)));
-    const metrics = new Metrics({ events: runtime().events, outbox, jobs, state, node: backend.node });
+    const metrics = new Metrics({
+      events: runtime().events,
+      outbox,
+      jobs,
+      state,
+      approvals: core.approvals.desk.store,
+      node: backend.node,
+    });
     started.push(() => metrics.close());
     const hooks = new WebhookTrigger({
       job: (name) => jobs.get(name),

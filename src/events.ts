@@ -62,6 +62,17 @@ export interface CountdEvents {
   "run.finished": { run: RunRecord; willRetry?: boolean; outcome?: { answer: string; output?: unknown } };
   /** A run stopped at a tool call that waits for a person's yes (src/approvals/): its slot is free, it goes on once answered. */
   "run.waiting": { run: RunRecord; approval: string };
+  /**
+   * An approval was answered on this daemon (src/approvals/desk.ts): by a link, the CLI, the
+   * console, or its timeout (`expired`). Given once, on the node that took the answer.
+   */
+  "approval.answered": {
+    job: string;
+    run: string;
+    approval: string;
+    answer: "approved" | "denied" | "expired";
+    via: "link" | "cli" | "console" | "timeout";
+  };
   /** One of a job's `verify:` checks ran on a run's answer (src/runner/verify.ts). */
   "verify.checked": { job: string; runId: string; check: "command" | "expect" | "tools_called"; passed: boolean };
   /** A delivery changed, once the outbox has recorded it. */

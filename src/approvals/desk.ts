@@ -1,3 +1,4 @@
+import type { EventBus } from "../events.js";
 import { verifyAnswer, signAnswer, type ApprovalAnswer } from "./links.js";
 import type { AnsweredBy, AnswerResult, Approval, ApprovalStore, LinkCheck } from "./types.js";
 
@@ -16,6 +17,8 @@ export class ApprovalDesk {
       key: Buffer;
       /** Goes on with the run the answered approval suspended (triggers/approvals.ts). */
       resume: (approval: Approval) => void;
+      /** Told of each answer given here (`approval.answered`), for the metrics. */
+      events?: EventBus;
       now?: () => Date;
     },
   ) {}
@@ -40,7 +43,17 @@ export class ApprovalDesk {
     if (approval.status !== "waiting") return { ok: false, why: "answered", approval };
     if (answer !== "timeout" && now.getTime() >= Date.parse(approval.expiresAt)) return { ok: false, why: "expired", approval };
     const result = await this.opts.store.answer(id, answer, by, now);
-    if (result.ok) this.opts.resume(result.approval);
+    if (!result.ok) return result;
+    const { approval: answered } = result;
+    if (answered.status !== "waiting")
+      this.opts.events?.emit("approval.answered", {
+        job: answered.job,
+        run: answered.run,
+        approval: id,
+        answer: answered.status,
+        via: by.via,
+      });
+    this.opts.resume(answered);
     return result;
   }
 

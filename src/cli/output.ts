@@ -12,12 +12,14 @@ export const CANCELLED_BY_USER = "cancelled by the user (Ctrl-C)";
 /**
  * Exit codes a person and a service manager can act on: 2 is a usage error (as for the shell's
  * builtins), 3 is "not running" (as `systemctl status` says of a stopped unit), 78 (EX_CONFIG)
- * tells systemd not to restart in a loop, 124 is timeout(1)'s, 130 is Ctrl-C's.
+ * tells systemd not to restart in a loop, 75 (EX_TEMPFAIL) is a run that waits for an approval
+ * (neither done nor failed), 124 is timeout(1)'s, 130 is Ctrl-C's.
  */
-export const EXIT = { ok: 0, failure: 1, usage: 2, notRunning: 3, timeout: 124, config: 78, interrupted: 130 } as const;
+export const EXIT = { ok: 0, failure: 1, usage: 2, notRunning: 3, waiting: 75, timeout: 124, config: 78, interrupted: 130 } as const;
 
 /** `countd run`'s exit code for how the run ended, whether it ran here or in the daemon. */
 export function exitForStatus(status: RunStatus): number {
+  if (status === "waiting") return EXIT.waiting;
   return status === "ok" ? EXIT.ok : status === "timeout" ? EXIT.timeout : status === "cancelled" ? EXIT.interrupted : EXIT.failure;
 }
 

@@ -30,6 +30,9 @@ export async function setting(configFile: string | undefined) {
   return { config, ctx: jobContext(config, null, () => mcp) };
 }
 
+/** A waiting run has no error; its row says what it waits for and where to answer. */
+const WAITING_NOTE = "waits for an answer: countd approvals";
+
 function duration(run: RunRecord): string {
   if (!run.finishedAt) return "-";
   // Seconds, with a tenth below 10 s: ms() would round 1.5 s to "2s" and 125 s to "2m".
@@ -63,7 +66,7 @@ export async function history(job: string | undefined, opts: { config?: string; 
     duration(run),
     tokensText(run.usage),
     costText(run.cost, run.usage),
-    `${run.error ?? ""}${skippedFilesNote(run)}${run.notDelivered !== undefined ? `not delivered: ${run.notDelivered}` : ""}`,
+    `${run.error ?? ""}${skippedFilesNote(run)}${run.notDelivered !== undefined ? `not delivered: ${run.notDelivered}` : ""}${run.status === "waiting" ? WAITING_NOTE : ""}`,
   ]);
   process.stdout.write(table(["STARTED", "JOB", "REASON", "STATUS", "DURATION", "TOKENS", "COST", "ERROR"], rows));
   return EXIT.ok;

@@ -1,3 +1,4 @@
+import type { ApprovalsView } from "../console/approvals-protocol.js";
 import type { LiveMessage, RunNowAnswer } from "../console/protocol.js";
 import { DaemonRefused, type Daemon } from "./control.js";
 import { CANCELLED_BY_USER, EXIT, exitForStatus, toolLine } from "./output.js";
@@ -88,12 +89,22 @@ export async function runInDaemon(daemon: Daemon, job: string): Promise<number> 
     ended = true;
     if (last && !last.endsWith("\n")) process.stdout.write("\n");
     await deliveries.attempted(Promise.race([waitStopped, live.closed]));
-    reportRun({ id: end.run_id, status: end.status, ...(end.error ? { error: end.error } : {}) }, deliveries.outcomes());
+    const approval = end.status === "waiting" ? await waitingApproval(daemon, job, end.run_id) : undefined;
+    reportRun(
+      { id: end.run_id, status: end.status, ...(end.error ? { error: end.error } : {}), ...(approval ? { approval } : {}) },
+      deliveries.outcomes(),
+    );
     return exitForStatus(end.status);
   } finally {
     process.off("SIGINT", onSigint);
     live.close();
   }
+}
+
+/** The id of the approval a run waits on, as the daemon lists it. */
+async function waitingApproval(daemon: Daemon, job: string, run: string): Promise<string | undefined> {
+  const { approvals } = await daemon.call<ApprovalsView>("GET", "/api/approvals");
+  return approvals.find((approval) => approval.job === job && approval.run === run)?.id;
 }
 
 /** A run's deliveries as the live stream tells of them: all are queued before the run's end is told. */

@@ -14,10 +14,16 @@ const STATES = ["delivered", "queued", "held", "failed"] as const;
 
 /**
  * `countd run`'s closing lines on stderr, the same whether it ran here or in the daemon: the run's
- * id and status (so `countd show <id>` is one copy away), then each delivery by its recipient.
+ * id and status (so `countd show <id>` is one copy away; for a run that waits, the command that
+ * answers its approval), then each delivery by its recipient.
  */
-export function reportRun(run: { id: string; status: string; error?: string }, deliveries: readonly DeliveryOutcome[]): void {
-  process.stderr.write(`countd: run ${run.id} ${run.status}${run.error ? `: ${run.error}` : ""}\n`);
+export function reportRun(
+  run: { id: string; status: string; error?: string; approval?: string },
+  deliveries: readonly DeliveryOutcome[],
+): void {
+  if (run.status === "waiting" && run.approval !== undefined)
+    process.stderr.write(`countd: run ${run.id} waiting for approval ${run.approval}: countd approve ${run.approval}\n`);
+  else process.stderr.write(`countd: run ${run.id} ${run.status}${run.error ? `: ${run.error}` : ""}\n`);
   const groups = STATES.map((state) => [state, deliveries.filter((d) => d.state === state)] as const)
     .filter(([, list]) => list.length > 0)
     .map(([state, list]) => `${state}: ${list.map((d) => (d.error ? `${d.to} (${d.error})` : d.to)).join(", ")}`);

@@ -109,7 +109,9 @@ export async function runJob(name: string, opts: { config?: string }): Promise<n
       const all = [...delivered, ...open(pending, "queued"), ...open(dead, "failed")].sort(
         (a, b) => targetIndex(a.id, targets) - targetIndex(b.id, targets),
       );
-      reportRun(record, all);
+      const approval =
+        record.status === "waiting" ? (await core.approvals.desk.list()).find((a) => a.job === name && a.run === record.id) : undefined;
+      reportRun({ ...record, ...(approval ? { approval: approval.id } : {}) }, all);
       return exitForStatus(record.status);
     } finally {
       process.off("SIGINT", onSigint);

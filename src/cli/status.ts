@@ -17,7 +17,7 @@ import { zoneOf } from "../jobs/zones.js";
 /**
  * `countd status`: whether a daemon holds the state directory, how many jobs there are, whether
  * exec runs sandboxed (and if not, why and how to fix it), and, from the running daemon, what it
- * is doing. Exits 0 when the daemon runs, 3 when it does not, as `systemctl status` does.
+ * is doing, and which runs wait for an answer to a tool call. Exits 0 when the daemon runs, 3 when it does not, as `systemctl status` does.
  */
 export async function status(opts: { config?: string; json?: boolean }): Promise<number> {
   const config = await loadConfig({ file: opts.config, needs: [] });
@@ -71,6 +71,10 @@ function daemonLines(view: StatusView, timezone: string, zone: (job: string) => 
     "",
     `${run.job}  ${run.id}${run.node !== undefined ? `  on ${run.node}` : ""}  since ${shownTime(run.started_at, zone(run.job))}  iteration ${run.iteration}  tokens ${tokensText(run.usage)}  ${costText(run.cost)}`,
   ]);
+  const waiting = view.waiting.map((run) => [
+    "",
+    `${run.job}  ${run.run}  ${run.tool}  expires ${shownTime(run.expires_at, zone(run.job))}  (approval ${run.approval})`,
+  ]);
   const next = view.next_fires.map((fire, i) => [i === 0 ? "next" : "", `${fire.job}  ${shownTime(fire.at, zone(fire.job))}`]);
   return [
     ["version", `${view.version}, up ${span(view.uptime_s * 1_000)} (since ${shownTime(view.started_at, timezone)})`],
@@ -84,6 +88,11 @@ function daemonLines(view: StatusView, timezone: string, zone: (job: string) => 
       `${view.running.length === 0 ? "no run" : plural(view.running.length, "run")}${view.queued > 0 ? `, ${view.queued} queued` : ""}`,
     ],
     ...running,
+    [
+      "waiting",
+      view.waiting.length === 0 ? "no run waits for an answer" : `${plural(view.waiting.length, "run")} for an answer: countd approvals`,
+    ],
+    ...waiting,
     ["outbox", `${view.outbox.pending} pending, ${view.outbox.dead} dead`],
     ...(next.length > 0 ? next : [["next", "no fire scheduled"]]),
     [

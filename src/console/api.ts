@@ -26,6 +26,7 @@ import { rehearsalRoutes } from "./rehearsal-api.js";
 import type { ApprovalDesk } from "../approvals/desk.js";
 import { approvalLinkRoutes } from "./approval-page.js";
 import { approvalRoutes } from "./approvals-api.js";
+import { waitingRuns } from "./waiting-runs.js";
 import { outboxRoutes } from "./outbox-api.js";
 import type { Rehearsals } from "./rehearsals.js";
 import type { Metrics } from "./metrics.js";
@@ -383,6 +384,7 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
   midnight.setHours(0, 0, 0, 0);
   const saved = await deps.state.allRuns();
   const budget = await budgetView(deps);
+  const waiting = await waitingRuns(deps.approvals);
   // Read after the last await, so each run the view shows running is counted in today, as running,
   // with what the live stream saw it spend so far: its saved record may predate its start, or lag it.
   const active = deps.live.active();
@@ -417,6 +419,7 @@ export async function status(deps: ConsoleDeps): Promise<StatusView> {
         .map(({ name, file, loaded, problems }) => ({ name, file, loaded, problems })),
     },
     running: active,
+    waiting,
     queued: deps.runner.queued().length,
     outbox: counted,
     next_fires: next,

@@ -133,6 +133,8 @@ export class LiveHub {
         }),
       ),
       events.on("run.finished", ({ run }) => this.finished(run)),
+      // A run that waits for an answer is no longer in progress: it is told as ended, status waiting, and starts again once answered.
+      events.on("run.waiting", ({ run }) => this.finished(run)),
       events.on("delivery", (e) => {
         const owner = /^(.+)\.(\d{8}T\d{6}Z-[0-9a-f]+)\./.exec(e.id);
         this.broadcast({

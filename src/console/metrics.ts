@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { ApprovalStore } from "../approvals/types.js";
 import type { DeliveryOutbox } from "../delivery/delivery-outbox.js";
 import type { EventBus } from "../events.js";
 import type { JobRegistry } from "../jobs/registry.js";
@@ -29,6 +30,11 @@ export interface MetricsSources {
   outbox: Pick<DeliveryOutbox, "counts">;
   jobs: Pick<JobRegistry, "files" | "all">;
   state: Pick<StateStore, "isPaused" | "runs">;
+  /**
+   * The approvals kept, read at each scrape: the waiting runs are right after a restart and, where
+   * daemons share a backend, are every node's.
+   */
+  approvals?: Pick<ApprovalStore, "list">;
   /** Where daemons share a backend: this daemon's node, named by countd_node_info. */
   node?: string;
 }
@@ -169,6 +175,29 @@ export class Metrics {
         this.set({ state: "valid" }, files.length - invalid);
       },
     });
+    const { approvals } = sources;
+    if (approvals !== undefined) {
+      new Gauge({
+        name: "countd_runs_waiting",
+        help: "Runs waiting for a person's answer to a tool call, by job: every node's where daemons share a backend.",
+        labelNames: [JOB],
+        registers,
+        async collect() {
+          // Every loaded job has a series, 0 when nothing waits, so an alert sees a drop to 0 and not a series gone.
+          const waiting = new Map(sources.jobs.all().map((job) => [job.name, 0]));
+          for (const approval of await approvals.list())
+            if (approval.status === "waiting") waiting.set(approval.job, (waiting.get(approval.job) ?? 0) + 1);
+          this.reset();
+          for (const [job, count] of waiting) this.set({ [JOB]: job }, count);
+        },
+      });
+    }
+    const answered = new Counter({
+      name: "countd_approvals_answered_total",
+      help: "Approvals answered on this daemon, by job and answer (approved, denied, expired).",
+      labelNames: [JOB, "answer"],
+      registers,
+    });
     if (sources.node !== undefined) {
       const node = new Gauge({
         name: "countd_node_info",
@@ -216,6 +245,7 @@ export class Metrics {
       events.on("verify.checked", (e) => {
         if (!e.passed) verifyFailures.inc({ [JOB]: e.job, check: e.check });
       }),
+      events.on("approval.answered", (e) => answered.inc({ [JOB]: e.job, answer: e.answer })),
       events.on("heartbeat.decision", (e) => heartbeat.inc({ outcome: e.outcome, reason: e.outcome === "skipped" ? e.reason : "" })),
     );
   }

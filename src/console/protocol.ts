@@ -34,7 +34,10 @@ type LiveEvent =
     }
   /** `cost`: USD, null when the model has no price. */
   | { type: "llm"; run_id: string; job: string; model: string; usage: Usage; cost: number | null; duration_ms: number; error?: string }
-  /** `cost` as the run's record has it: absent when the run made no priced call through a runtime (a skipped fire). */
+  /**
+   * `cost` as the run's record has it: absent when the run made no priced call through a runtime (a skipped fire).
+   * Status `waiting`: the run stopped at a tool call until someone answers; a `run_started` follows when it goes on.
+   */
   | {
       type: "run_finished";
       run_id: string;
@@ -188,6 +191,8 @@ export interface StatusView {
     invalid_jobs: Array<{ name: string; file: string; loaded: boolean; problems: string[] }>;
   };
   running: ActiveRun[];
+  /** Runs waiting for a person's answer to a tool call, oldest request first (`countd approvals` answers them). */
+  waiting: WaitingRun[];
   queued: number;
   outbox: { pending: number; dead: number };
   next_fires: Array<{ job: string; at: string }>;
@@ -208,6 +213,17 @@ export interface StatusView {
    * ones in `cost`, input and output tokens of all in `tokens`; countd.yaml's caps when set.
    */
   budget: { timezone: string; date: string; cost: number; tokens: number; per_day?: number; tokens_per_day?: number };
+}
+
+/** A run suspended on a tool call until someone answers its approval. */
+export interface WaitingRun {
+  job: string;
+  run: string;
+  /** The approval's id: `countd approve <id>`. */
+  approval: string;
+  tool: string;
+  asked_at: string;
+  expires_at: string;
 }
 
 /** What some runs spent: USD of the priced ones, how many were unpriced, and the tokens of all. */

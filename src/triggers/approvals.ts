@@ -42,6 +42,7 @@ export class ApprovalTrigger {
       store: opts.store,
       key: opts.key,
       resume: (approval) => void this.resume(approval),
+      events: opts.events,
       ...(opts.now ? { now: opts.now } : {}),
     });
     this.unsubscribe = opts.events.on("run.waiting", ({ run, approval }) => {
