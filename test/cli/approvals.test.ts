@@ -49,6 +49,7 @@ async function seed(askedAgoMs: number, overrides: Partial<Approval> = {}): Prom
     clockAt: askedAt,
     loop: {
       message: "Push the release.",
+      said: "",
       messages: [{ role: "user", content: "Push the release." }],
       transcript: [{ role: "user", content: "Push the release." }],
       pending: [],

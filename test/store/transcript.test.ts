@@ -261,5 +261,6 @@ function kindAndWhat(step: TranscriptStep): string {
   if (step.kind === "tool") return `tool ${step.name}`;
   if (step.kind === "repair") return `repair ${step.errors.join("; ")}`;
   if (step.kind === "verify") return `verify ${step.check}`;
+  if (step.kind === "approval") return `approval ${step.event}`;
   return `text ${step.text}`;
 }

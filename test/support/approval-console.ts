@@ -115,6 +115,7 @@ export async function startApprovalConsole(opts: { now?: () => Date } = {}): Pro
         clockAt: approval.askedAt,
         loop: {
           message: "Push the release.",
+          said: "",
           messages: [],
           transcript: [],
           pending: [],

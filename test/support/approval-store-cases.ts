@@ -57,6 +57,7 @@ export function suspendedRun(a: Approval): SuspendedRun {
     clockAt: a.askedAt,
     loop: {
       message: "Push the release.",
+      said: "",
       messages: [
         { role: "user", content: "Push the release." },
         { role: "assistant", content: null, toolCalls: [call] },
