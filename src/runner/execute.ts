@@ -93,7 +93,8 @@ export function jobExecutor(
         }),
       run.sessionId,
       run.cancel,
-      { ...run, canWait },
+      // A check-in answers through its reply tool, which a run going on later would not have: it never waits.
+      { ...run, canWait: canWait && job.checkIn === undefined },
       spend,
       job.output,
       resume && { from: resume.run.loop, decision: resume.decision },

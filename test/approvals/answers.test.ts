@@ -136,7 +136,8 @@ describe("approvals answered otherwise than yes", () => {
 
           await answer(approval);
           const run = await statusBecomes("tidy", id, "ok");
-          expect(run.resultExcerpt).toBe("Left the folder as it was.");
+          // What the agent said before it waited begins the answer, as in a run that never stopped.
+          expect(run.resultExcerpt).toBe("Running touch marker now.Left the folder as it was.");
           expect(await exists("marker")).toBe(false);
           const told = toolResultsSent();
           expect(told).toHaveLength(1);
@@ -159,7 +160,8 @@ describe("approvals answered otherwise than yes", () => {
         const approval = await asked("tidy");
 
         const run = await statusBecomes("tidy", id, "ok");
-        expect(run.resultExcerpt).toBe("Nobody answered; left it.");
+        // What the agent said before it waited begins the answer, as in a run that never stopped.
+        expect(run.resultExcerpt).toBe("Running touch marker now.Nobody answered; left it.");
         expect(await exists("marker")).toBe(false);
         expect(toolResultsSent()).toEqual([
           expect.stringMatching(/^Error: not run, no one answered its approval request by .+, so it is denied\.$/),
@@ -264,7 +266,8 @@ describe("approvals answered otherwise than yes", () => {
       const answered = await countd.api(`/api/approvals/${approval.id}/approve`, { method: "POST" });
       expect(answered.status).toBe(200);
       const run = await statusBecomes("tidy", id, "ok");
-      expect(run.resultExcerpt).toBe("Touched the marker.");
+      // What the agent said before it waited begins the answer, as in a run that never stopped.
+      expect(run.resultExcerpt).toBe("Running touch marker now.Touched the marker.");
       expect(await exists("marker")).toBe(true);
     },
     SLOW.timeout * 2,

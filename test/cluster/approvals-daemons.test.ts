@@ -83,7 +83,7 @@ describe.skipIf(!hasRedis)("an approval answered on another node after the first
       SLOW,
     );
     await vi.waitFor(() => expect(bodies().map((body) => body.type)).toEqual(["approval.requested", "run.completed"]), SLOW);
-    expect(bodies()[1]).toMatchObject({ run: { id: request!.run.id }, result: "Release marked." });
+    expect(bodies()[1]).toMatchObject({ run: { id: request!.run.id }, result: "Marking the release.Release marked." });
     // The call ran on the node that went on, and only there.
     await access(join(dirs[other]!, "workspace", "released.txt"));
     await expect(access(join(dirs[waitingOn]!, "workspace", "released.txt"))).rejects.toThrow();
