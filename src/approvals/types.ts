@@ -111,8 +111,25 @@ export type LinkCheck =
   | { ok: true; approval: Approval; answer: ApprovalAnswer }
   | { ok: false; why: "unknown" | "answered" | "expired" | "forged" | "other call" | "malformed"; approval?: Approval };
 
-/** An approval as the API, `countd approvals --json` and the console show it. */
-export function approvalView(approval: Approval): Record<string, unknown> {
+/** An approval as the API, `countd approvals --json` and the console show it: snake_case, the key and hash of its call included. */
+export interface ApprovalView {
+  id: string;
+  job: string;
+  run: string;
+  tool: string;
+  arguments: unknown;
+  hash: string;
+  rule: string;
+  asked_at: string;
+  expires_at: string;
+  on_timeout: OnTimeout;
+  reasoning: string;
+  status: Approval["status"];
+  answer?: { answer: ApprovalAnswer | "timeout"; via: AnsweredBy["via"]; by: string; at: string; note?: string };
+  node?: string;
+}
+
+export function approvalView(approval: Approval): ApprovalView {
   const { askedAt, expiresAt, onTimeout, answer, ...rest } = approval;
   return {
     ...rest,

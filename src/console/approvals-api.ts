@@ -1,10 +1,10 @@
 import type { Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { ApprovalDesk } from "../approvals/desk.js";
-import type { AnsweredBy, AnswerResult, Approval } from "../approvals/types.js";
+import { approvalView, type AnsweredBy, type AnswerResult, type Approval } from "../approvals/types.js";
 import { ApiError } from "./api-error.js";
 import type { Guard } from "./guard.js";
-import { approvalItem, type ApprovalAnswerView, type ApprovalsView } from "./approvals-protocol.js";
+import type { ApprovalAnswerView, ApprovalsView } from "./approvals-protocol.js";
 import type { ConsoleEnv } from "./sign-in.js";
 
 /** A note or a reason is a sentence or a paragraph for the run's journal, not a document. */
@@ -33,7 +33,7 @@ export function approvalRoutes(app: Hono<ConsoleEnv>, desk: ApprovalDesk | undef
 
   app.get("/api/approvals", async (c) => {
     const all = await enabled().list();
-    return c.json(safe<ApprovalsView>({ approvals: ordered(all).map(approvalItem) }));
+    return c.json(safe<ApprovalsView>({ approvals: ordered(all).map(approvalView) }));
   });
 
   const answer = (answer: ApprovalAnswer, noteField: "note" | "reason") => async (c: Context<ConsoleEnv>) => {
@@ -50,7 +50,7 @@ export function approvalRoutes(app: Hono<ConsoleEnv>, desk: ApprovalDesk | undef
         ? { via: "console", by: guard.sessionName(c.req.raw.headers) }
         : { via: "cli", by: given ?? (credential === "socket" ? "countd on the control socket" : "the console token") };
     const result = await enabled().answer(id, answer, { ...by, ...(note !== undefined ? { note } : {}) });
-    return c.json(safe<ApprovalAnswerView>({ approval: approvalItem(answered(id, result)) }));
+    return c.json(safe<ApprovalAnswerView>({ approval: approvalView(answered(id, result)) }));
   };
   app.post("/api/approvals/:id/approve", limit, answer("approve", "note"));
   app.post("/api/approvals/:id/deny", limit, answer("deny", "reason"));

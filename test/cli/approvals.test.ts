@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FileApprovals } from "../../src/approvals/file-store.js";
 import { callHash, newApprovalId } from "../../src/approvals/links.js";
-import type { Approval, SuspendedRun } from "../../src/approvals/types.js";
+import type { Approval } from "../../src/approvals/types.js";
+import { suspendedRun } from "../support/approval-store-cases.js";
 import { runCountd } from "../support/daemon-process.js";
 
 let dir: string;
@@ -40,28 +41,7 @@ async function seed(askedAgoMs: number, overrides: Partial<Approval> = {}): Prom
     status: "waiting",
     ...overrides,
   };
-  const run: SuspendedRun = {
-    job: approval.job,
-    run: approval.run,
-    startedAt: askedAt,
-    reason: "cron",
-    scheduledAt: askedAt,
-    clockAt: askedAt,
-    loop: {
-      message: "Push the release.",
-      said: "",
-      messages: [{ role: "user", content: "Push the release." }],
-      transcript: [{ role: "user", content: "Push the release." }],
-      pending: [],
-      iterations: 1,
-      toolCalls: 0,
-      usage: { inputTokens: 120, outputTokens: 30, cachedInputTokens: 0, cacheWriteTokens: 0 },
-      cost: null,
-      calls: [],
-      activeMs: 2_300,
-    },
-  };
-  await (await FileApprovals.open(state)).add(approval, run);
+  await (await FileApprovals.open(state)).add(approval, suspendedRun(approval));
   return approval;
 }
 
