@@ -4,9 +4,8 @@ import { join } from "node:path";
 import type { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
 import { syncFolder, writeFileDurably } from "../store/durable.js";
-import { problemOf } from "../store/quarantine.js";
 import type { ApprovalAnswer } from "./links.js";
-import { answerShape, approvalShape, suspendedRunShape } from "./shapes.js";
+import { ANSWERED_STATUS, answerShape, approvalShape, readStored, suspendedRunShape } from "./shapes.js";
 import type { AnsweredBy, AnswerResult, Approval, ApprovalStore, SuspendedRun } from "./types.js";
 
 /** In the state directory: one approval's files are `<id>.json`, `<id>.answer.json` and `<id>.run.json`. */
@@ -17,8 +16,6 @@ const KEPT_MS = 30 * 86_400_000;
 
 /** What newApprovalId makes: anything else (a path above all) names no approval. */
 const ID = /^[A-Za-z0-9_-]+$/;
-
-const STATUS = { approve: "approved", deny: "denied", timeout: "expired" } as const;
 
 type Answer = z.infer<typeof answerShape>;
 
@@ -59,7 +56,7 @@ export class FileApprovals implements ApprovalStore {
     const approval = await this.read(this.file(id, ""), approvalShape);
     if (!approval) return undefined;
     const answer = await this.read(this.file(id, ".answer"), answerShape);
-    return answer ? { ...approval, status: STATUS[answer.answer], answer } : approval;
+    return answer ? { ...approval, status: ANSWERED_STATUS[answer.answer], answer } : approval;
   }
 
   async add(approval: Approval, run: SuspendedRun): Promise<void> {
@@ -79,7 +76,7 @@ export class FileApprovals implements ApprovalStore {
       const answered = await this.get(id);
       return answered ? { ok: false, why: "answered", approval: answered } : { ok: false, why: "unknown" };
     }
-    return { ok: true, approval: { ...approval, status: STATUS[answer], answer: kept } };
+    return { ok: true, approval: { ...approval, status: ANSWERED_STATUS[answer], answer: kept } };
   }
 
   async suspended(id: string): Promise<SuspendedRun | undefined> {
@@ -159,16 +156,9 @@ export class FileApprovals implements ApprovalStore {
       this.report(file, (err as Error).message);
       return undefined;
     }
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (err) {
-      this.report(file, `not valid JSON: ${(err as Error).message}`);
-      return undefined;
-    }
-    const parsed = shape.safeParse(value);
-    if (parsed.success) return parsed.data;
-    this.report(file, `does not fit: ${problemOf(parsed.error)}`);
+    const read = readStored(text, shape);
+    if ("value" in read) return read.value;
+    this.report(file, read.problem);
     return undefined;
   }
 

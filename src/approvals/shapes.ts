@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { chatMessageShape, toolCallShape } from "../sessions/message-shape.js";
-import { count, isoTime } from "../store/quarantine.js";
+import { count, isoTime, problemOf } from "../store/quarantine.js";
 import { ON_TIMEOUT } from "./rules.js";
 import type { Approval, SuspendedRun } from "./types.js";
 
@@ -65,3 +65,18 @@ export const suspendedRunShape = z.object({
     activeMs: z.number().nonnegative(),
   }),
 }) satisfies z.ZodType<SuspendedRun>;
+
+/** An approval's status once answered so. */
+export const ANSWERED_STATUS = { approve: "approved", deny: "denied", timeout: "expired" } as const;
+
+/** A stored value read back: the value if it fits `shape`, or what is wrong with it (damaged files and keys are skipped, said once). */
+export function readStored<T>(text: string, shape: z.ZodType<T>): { value: T } | { problem: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    return { problem: `not valid JSON: ${(err as Error).message}` };
+  }
+  const parsed = shape.safeParse(value);
+  return parsed.success ? { value: parsed.data } : { problem: `does not fit: ${problemOf(parsed.error)}` };
+}

@@ -2,10 +2,9 @@ import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { z } from "zod";
 import type { ApprovalAnswer } from "../approvals/links.js";
-import { answerShape, approvalShape, suspendedRunShape } from "../approvals/shapes.js";
+import { ANSWERED_STATUS, answerShape, approvalShape, readStored, suspendedRunShape } from "../approvals/shapes.js";
 import type { AnsweredBy, AnswerResult, Approval, ApprovalStore, SuspendedRun } from "../approvals/types.js";
 import { silentLogger, type Logger } from "../log.js";
-import { problemOf } from "../store/quarantine.js";
 
 /** Every approval's id, scored by when it was asked (ms): what `list` reads. */
 const INDEX_KEY = "countd:approvals";
@@ -21,8 +20,6 @@ const KEPT_MS = 30 * 86_400_000;
 
 /** What newApprovalId makes: anything else (another key's name above all) names no approval. */
 const ID = /^[A-Za-z0-9_-]+$/;
-
-const STATUS = { approve: "approved", deny: "denied", timeout: "expired" } as const;
 
 /**
  * Gives the answer once, in one step: a first answer is kept, and the approval, its answer and its
@@ -111,7 +108,7 @@ export class RedisApprovals implements ApprovalStore {
       const answered = done === 0 ? await this.get(id) : undefined;
       return answered ? { ok: false, why: "answered", approval: answered } : { ok: false, why: "unknown" };
     }
-    return { ok: true, approval: { ...approval, status: STATUS[answer], answer: kept } };
+    return { ok: true, approval: { ...approval, status: ANSWERED_STATUS[answer], answer: kept } };
   }
 
   async suspended(id: string): Promise<SuspendedRun | undefined> {
@@ -130,21 +127,14 @@ export class RedisApprovals implements ApprovalStore {
     const approval = this.parse(approvalKey(id), approvalText, approvalShape);
     if (!approval) return undefined;
     const answer = answerText === null ? undefined : this.parse(answerKey(id), answerText, answerShape);
-    return answer ? { ...approval, status: STATUS[answer.answer], answer } : approval;
+    return answer ? { ...approval, status: ANSWERED_STATUS[answer.answer], answer } : approval;
   }
 
   /** The value if it fits `shape`; undefined when it is damaged, which is warned of once per key. */
   private parse<T>(key: string, text: string, shape: z.ZodType<T>): T | undefined {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (err) {
-      this.report(key, `not valid JSON: ${(err as Error).message}`);
-      return undefined;
-    }
-    const parsed = shape.safeParse(value);
-    if (parsed.success) return parsed.data;
-    this.report(key, `does not fit: ${problemOf(parsed.error)}`);
+    const read = readStored(text, shape);
+    if ("value" in read) return read.value;
+    this.report(key, read.problem);
     return undefined;
   }
 
