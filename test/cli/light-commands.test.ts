@@ -1,0 +1,67 @@
+import { spawn } from "node:child_process";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BIN } from "../support/daemon-process.js";
+
+/*
+ * The commands people type by hand and in scripts load only what they use: none of the modules
+ * that only the daemon, a cluster, a provider call, MCP or mail need. Node's module hooks list
+ * every module each command loads, so a gain here cannot silently come undone.
+ */
+
+/** Packages `countd --version`, `jobs` and `status` must not load. */
+const HEAVY = ["bullmq", "ioredis", "openai", "@anthropic-ai/sdk", "@modelcontextprotocol/sdk", "nodemailer"];
+
+/** A module hook that appends each module's URL, as it loads, to the file named by COUNTD_TRACE. */
+const HOOKS = `import { appendFileSync } from "node:fs";
+export async function load(url, context, next) {
+  appendFileSync(process.env.COUNTD_TRACE, url + "\\n");
+  return next(url, context);
+}`;
+const REGISTER = `import { register } from "node:module";
+register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});`;
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "countd-light-"));
+  await writeFile(join(dir, "countd.yaml"), "timezone: UTC\n");
+  await mkdir(join(dir, "jobs"));
+  for (let i = 0; i < 10; i++) await writeFile(join(dir, "jobs", `job-${i}.yaml`), `schedule: "0 9 * * *"\nprompt: report ${i}\n`);
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** The packages under node_modules the command loaded, and its exit code. */
+async function loaded(args: string[]): Promise<{ code: number | null; packages: Set<string> }> {
+  const trace = join(dir, `trace-${args.join("-")}.txt`);
+  await writeFile(trace, "");
+  const code = await new Promise<number | null>((done) => {
+    const child = spawn(process.execPath, ["--import", `data:text/javascript,${encodeURIComponent(REGISTER)}`, BIN, ...args], {
+      cwd: dir,
+      env: { PATH: process.env["PATH"] ?? "", COUNTD_TRACE: trace },
+      stdio: "ignore",
+    });
+    child.on("exit", done);
+  });
+  const urls = (await readFile(trace, "utf8")).split("\n").filter(Boolean);
+  const packages = new Set(urls.flatMap((url) => [...url.matchAll(/node_modules\/((?:@[^/]+\/)?[^/]+)\//g)].map((match) => match[1]!)));
+  return { code, packages };
+}
+
+describe("the commands typed by hand", () => {
+  it.each([
+    [["--version"], 0],
+    [["jobs"], 0],
+    // No daemon runs here: status says so and exits 3, having loaded what it needs to look.
+    [["status"], 3],
+  ])("countd %j loads none of the daemon's, the providers', MCP's or mail's packages", async (args, exit) => {
+    const { code, packages } = await loaded(args);
+    expect(code).toBe(exit);
+    // The trace works: the command's own packages are in it.
+    expect(packages.has("commander")).toBe(true);
+    expect(HEAVY.filter((name) => packages.has(name))).toEqual([]);
+  });
+});
