@@ -49,29 +49,67 @@ function prices(): GenaiPrices {
  * null, never 0.
  */
 export class Pricer {
+  /** What the table says of each model asked for; the table does not change while countd runs. */
+  private readonly known = new Map<string, TablePrice>();
+
   constructor(private readonly overrides: Readonly<Record<string, Price>> = {}) {}
 
   /** USD for one call's usage, or null when the model has no price. */
   cost(ref: PriceRef, usage: Usage): number | null {
     const own = this.overrides[ref.model];
     if (own) return ownCost(own, usage);
-    const result = prices().calcPrice(
-      {
-        input_tokens: usage.inputTokens,
-        cache_read_tokens: usage.cachedInputTokens,
-        cache_write_tokens: usage.cacheWriteTokens,
-        output_tokens: usage.outputTokens,
-      },
-      ref.model,
-      lookup(ref),
-    );
-    return result ? result.total_price : null;
+    const key = `${ref.preset}\0${ref.baseURL ?? ""}\0${ref.model}`;
+    let known = this.known.get(key);
+    if (known === undefined) this.known.set(key, (known = tablePrice(ref)));
+    if (known === "each call" || usage.cachedInputTokens + usage.cacheWriteTokens > usage.inputTokens) return tableCost(ref, usage);
+    return known && known.perCall + ownCost(known, usage);
   }
 
   /** Whether calls to this model get a price (for `countd validate`). */
   priced(ref: PriceRef): boolean {
     return this.cost(ref, emptyUsage()) !== null;
   }
+}
+
+/**
+ * A model's table price for countd's four usage figures: a fixed part per call (a price per
+ * request) and a rate for each figure, or "each call" for a price that is not one rate (tiers by
+ * prompt size, prices that change by date or time of day), or null when the model has none.
+ * The table's calcPrice takes about 20 µs, and each LLM call is priced twice (its worst case held
+ * against the budgets, then its usage): for a model with plain rates the rates are read once,
+ * from the table's own answers for a million tokens of each kind.
+ */
+type TablePrice = (Price & { perCall: number }) | "each call" | null;
+
+function tablePrice(ref: PriceRef): TablePrice {
+  const at = (inputTokens: number, cachedInputTokens: number, cacheWriteTokens: number, outputTokens: number) =>
+    tableCost(ref, { inputTokens, cachedInputTokens, cacheWriteTokens, outputTokens });
+  const probe = prices().calcPrice({ input_tokens: 0 }, ref.model, lookup(ref));
+  if (!probe) return null;
+  const plain = !Array.isArray(probe.model.prices) && Object.values(probe.model_price).every((value) => typeof value !== "object");
+  if (!plain) return "each call";
+  const perCall = at(0, 0, 0, 0)!;
+  return {
+    perCall,
+    input: at(PER_MILLION, 0, 0, 0)! - perCall,
+    cachedInput: at(PER_MILLION, PER_MILLION, 0, 0)! - perCall,
+    cacheWrite: at(PER_MILLION, 0, PER_MILLION, 0)! - perCall,
+    output: at(0, 0, 0, PER_MILLION)! - perCall,
+  };
+}
+
+function tableCost(ref: PriceRef, usage: Usage): number | null {
+  const result = prices().calcPrice(
+    {
+      input_tokens: usage.inputTokens,
+      cache_read_tokens: usage.cachedInputTokens,
+      cache_write_tokens: usage.cacheWriteTokens,
+      output_tokens: usage.outputTokens,
+    },
+    ref.model,
+    lookup(ref),
+  );
+  return result ? result.total_price : null;
 }
 
 function lookup(ref: PriceRef): { providerId: string } | { providerApiUrl: string } | undefined {

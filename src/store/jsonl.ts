@@ -54,21 +54,69 @@ export async function appendJsonLines(path: string, records: readonly unknown[],
   const lines = toJsonLines(records);
   const { fd, created } = await openAppending(path);
   try {
-    const { size } = fstatSync(fd);
-    let torn = false;
-    if (size > 0) {
-      const last = Buffer.alloc(1);
-      readSync(fd, last, 0, 1, size - 1);
-      torn = last[0] !== 0x0a;
-    }
-    const data = Buffer.from(torn ? "\n" + lines : lines);
-    for (let written = 0; written < data.length;) written += writeSync(fd, data, written);
+    const { size } = writeLines(fd, fstatSync(fd).size, lines);
     if (opts.sync === "always" || (opts.sync === "if new" && size === 0)) {
       await fdatasync(fd);
       if (size === 0) await syncFolders(dirname(path), created === undefined ? dirname(path) : dirname(created));
     }
   } finally {
     closeSync(fd);
+  }
+}
+
+/** Writes `lines` at the end of a file `size` bytes long, after a newline when its last line is torn. */
+function writeLines(fd: number, size: number, lines: string): { size: number } {
+  let torn = false;
+  if (size > 0) {
+    const last = Buffer.alloc(1);
+    readSync(fd, last, 0, 1, size - 1);
+    torn = last[0] !== 0x0a;
+  }
+  const data = Buffer.from(torn ? "\n" + lines : lines);
+  for (let written = 0; written < data.length;) written += writeSync(fd, data, written);
+  return { size };
+}
+
+/**
+ * Unsynced appends to a file that gets a line at a time, often (the spend ledger: one per LLM
+ * call), with the file kept open between them: an open per append went through libuv's thread
+ * pool every time, which cost a daemon-wired exchange of six calls more CPU than all its other
+ * writes (bench/loop (c)). What appendJsonLines promises holds: a torn last line is ended first,
+ * and a file (or its folder) removed meanwhile is created again, found by the held file having
+ * no name left (one fstat per append, on the main thread like the write). One path is held at a
+ * time; appends run in the order they were asked for.
+ */
+export class HeldAppends {
+  private held: { path: string; fd: number } | undefined;
+  private chain: Promise<void> = Promise.resolve();
+
+  append(path: string, records: readonly unknown[]): Promise<void> {
+    const done = this.chain.then(() => this.write(path, toJsonLines(records)));
+    this.chain = done.catch(() => {});
+    return done;
+  }
+
+  private async write(path: string, lines: string): Promise<void> {
+    let stat = this.held?.path === path ? fstatSync(this.held.fd) : undefined;
+    if (stat?.nlink === 0) stat = undefined;
+    if (!stat) {
+      this.release();
+      const { fd } = await openAppending(path);
+      this.held = { path, fd };
+      stat = fstatSync(fd);
+    }
+    try {
+      writeLines(this.held!.fd, stat.size, lines);
+    } catch (err) {
+      // A write that failed (a full disk) gets a fresh open next time rather than the same handle.
+      this.release();
+      throw err;
+    }
+  }
+
+  private release(): void {
+    if (this.held) closeSync(this.held.fd);
+    this.held = undefined;
   }
 }
 

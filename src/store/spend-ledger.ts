@@ -5,8 +5,7 @@ import { z } from "zod";
 import type { Usage } from "../providers/types.js";
 import { errorText } from "../text.js";
 import { localClock } from "../time.js";
-import { appendJsonLines, readJsonLines } from "./jsonl.js";
-import { KeyedQueue } from "./keyed-queue.js";
+import { HeldAppends, readJsonLines } from "./jsonl.js";
 import { isoTime } from "./quarantine.js";
 import { usageShape } from "./run-history.js";
 
@@ -73,7 +72,9 @@ export interface SpendBook {
 export class SpendLedger implements SpendBook {
   private readonly recent: SpendLine[] = [];
   private day: Day | undefined;
-  private readonly appends = new KeyedQueue();
+  /** The day's file stays open: a line per LLM call, each opened anew, cost more than the rest of the run's writes. */
+  private readonly appends = new HeldAppends();
+  private written: Promise<void> = Promise.resolve();
 
   private constructor(
     private readonly dir: string,
@@ -103,8 +104,8 @@ export class SpendLedger implements SpendBook {
     this.recent.push(line);
     if (this.day && localClock(new Date(line.at), this.day.timeZone).date === this.day.date) add(this.day, line);
     const file = this.fileOf(new Date(line.at));
-    void this.appends
-      .run(file, () => appendJsonLines(file, [line]))
+    this.written = this.appends
+      .append(file, [line])
       .catch((err: unknown) => this.log.error({ file, error: errorText(err) }, "could not write a call's price to the spend file"));
   }
 
@@ -116,7 +117,7 @@ export class SpendLedger implements SpendBook {
   }
 
   flush(): Promise<void> {
-    return this.appends.idle();
+    return this.written;
   }
 
   private sum(timeZone: string, date: string): Day {
