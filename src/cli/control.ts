@@ -1,8 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { request } from "node:http";
-import { connect } from "node:net";
 import { join } from "node:path";
-import WebSocket from "ws";
 import type { LiveMessage, Subscription } from "../console/protocol.js";
 import { ADDRESS_FILE, readToken, SOCKET_FILE, tokenPath } from "../console/token.js";
 import { isAlive } from "../store/lock.js";
@@ -31,7 +29,7 @@ export interface DaemonAddress {
   socket?: string;
 }
 
-type Endpoint = { socket: string } | { url: URL; token: string };
+export type Endpoint = { socket: string } | { url: URL; token: string };
 
 /** The running daemon, reached through its control socket or, failing that, its console's address and token. */
 export interface Daemon {
@@ -91,7 +89,8 @@ function daemonAt(endpoint: Endpoint, via: string): Daemon {
       if (body === undefined) throw new Error(`${via} answered ${method} ${path} with no JSON (HTTP ${status}): is it countd?`);
       return body as T;
     },
-    live: (filter, onMessage) => openLive(endpoint, filter, onMessage),
+    // Only `run` and `follow` stream; ws loads when they do, not with every command that asks the daemon.
+    live: async (filter, onMessage) => (await import("./live-stream.js")).openLive(endpoint, filter, onMessage),
   };
 }
 
@@ -148,29 +147,4 @@ function parseJson(text: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-function openLive(endpoint: Endpoint, filter: Omit<Subscription, "type">, onMessage: (message: LiveMessage) => void): Promise<LiveStream> {
-  const query = new URLSearchParams(
-    Object.entries(filter).filter((entry): entry is [string, string] => typeof entry[1] === "string"),
-  ).toString();
-  const path = `/api/ws${query ? `?${query}` : ""}`;
-  const ws =
-    "socket" in endpoint
-      ? // Not a ws+unix: URL, which would keep a space in the state directory's path percent-encoded.
-        new WebSocket(`ws://localhost${path}`, { createConnection: () => connect(endpoint.socket) })
-      : new WebSocket(new URL(path, endpoint.url.href.replace(/^http/, "ws")), { headers: { authorization: `Bearer ${endpoint.token}` } });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })),
-  );
-  return new Promise((resolve, reject) => {
-    ws.on("error", reject);
-    ws.on("message", (data) => {
-      const message = JSON.parse(data.toString()) as LiveMessage;
-      if (message.type === "live") resolve({ closed, close: () => ws.close() });
-      else if (message.type !== "replay") onMessage(message);
-    });
-    // Closed before `live`: the daemon stopped while the stream opened.
-    void closed.then(({ code, reason }) => reject(new Error(`the daemon closed the live stream (${code}${reason ? `: ${reason}` : ""})`)));
-  });
 }
