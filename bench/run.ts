@@ -81,6 +81,12 @@ if (wanted("daemon")) {
         `so ${fmt((startup.startupMs - startup.emptyStartupMs) / startup.jobs)} per job file`,
     );
   }
+  const empty = startups[0]!;
+  const emptyRatio = empty.emptyStartupMs / empty.bareNodeMs;
+  console.log(
+    `  start-up with no job files ${empty.emptyStartupMs.toFixed(0)} ms beside node -e 0 ${empty.bareNodeMs.toFixed(0)} ms in the same rounds: ` +
+      `${emptyRatio.toFixed(2)}x (target <= 2x) ${verdict(emptyRatio <= 2)}`,
+  );
   const idle = await benchIdle(10_000);
   console.log(
     `  idle over ${idle.seconds.toFixed(0)} s with ${idle.jobs} jobs loaded: RSS ${idle.rssMb.toFixed(1)} MB (target <= 120 MB) ` +
