@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { request } from "node:http";
 import { join } from "node:path";
 import type { LiveMessage, Subscription } from "../console/protocol.js";
+import type { Endpoint, LiveStream } from "./live-stream.js";
 import { ADDRESS_FILE, readToken, SOCKET_FILE, tokenPath } from "../console/token.js";
 import { isAlive } from "../store/lock.js";
 
@@ -29,20 +30,12 @@ export interface DaemonAddress {
   socket?: string;
 }
 
-export type Endpoint = { socket: string } | { url: URL; token: string };
-
 /** The running daemon, reached through its control socket or, failing that, its console's address and token. */
 export interface Daemon {
   /** Resolves with the answer's JSON; an answer of 400 or more throws DaemonRefused. `body` is sent as JSON. */
   call<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T>;
   /** The live stream narrowed by `filter`, open once its replay is over (`live` received); every message goes to `onMessage`. */
   live(filter: Omit<Subscription, "type">, onMessage: (message: LiveMessage) => void): Promise<LiveStream>;
-}
-
-export interface LiveStream {
-  /** Resolves when the stream ends: closed here, or the daemon went away (the close's code and reason). */
-  closed: Promise<{ code: number; reason: string }>;
-  close(): void;
 }
 
 /**

@@ -1,7 +1,15 @@
 import { connect } from "node:net";
 import WebSocket from "ws";
 import type { LiveMessage, Subscription } from "../console/protocol.js";
-import type { Endpoint, LiveStream } from "./control.js";
+
+/** Where the daemon answers: its control socket, or its console's address and token. */
+export type Endpoint = { socket: string } | { url: URL; token: string };
+
+export interface LiveStream {
+  /** Resolves when the stream ends: closed here, or the daemon went away (the close's code and reason). */
+  closed: Promise<{ code: number; reason: string }>;
+  close(): void;
+}
 
 /** The daemon's live stream narrowed by `filter`, open once its replay is over (`live` received). */
 export function openLive(
