@@ -78,6 +78,15 @@ describe("the commands typed by hand", () => {
   });
 });
 
+describe("what only some job files use", () => {
+  it("countd jobs loads no JSON Schema validator when no job has an output: schema", async () => {
+    const { code, packages } = await loaded(["jobs"]);
+    expect(code).toBe(0);
+    expect(packages.has("yaml")).toBe(true);
+    expect(["ajv", "ajv-formats"].filter((name) => packages.has(name))).toEqual([]);
+  });
+});
+
 describe("the daemon's start-up", () => {
   it("loads neither the MCP SDK with no mcp_servers nor a provider SDK before the first LLM call", async () => {
     const { output, packages } = await loaded(["start"], '"countd started"', {
