@@ -5,12 +5,10 @@ import type { LiveMessage, Subscription } from "../console/protocol.js";
 import type { Endpoint, LiveStream } from "./live-stream.js";
 import { ADDRESS_FILE, readToken, SOCKET_FILE, tokenPath } from "../console/token.js";
 import { isAlive } from "../store/lock.js";
+import { NotRunning } from "./output.js";
 
 /** A daemon that does not answer within this is treated as an error, not waited for forever. */
 const PROBE_TIMEOUT_MS = 10_000;
-
-/** No daemon answers on the state directory: exit 3, as `systemctl status` does for a stopped unit. */
-export class NotRunning extends Error {}
 
 /** The daemon answered with an error: its `{error}` message, with the HTTP status and body for callers that act on them. */
 export class DaemonRefused extends Error {
