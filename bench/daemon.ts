@@ -198,6 +198,17 @@ export interface StartupResult {
   startupMs: number;
   /** The same with no job files, measured in the same rounds: the daemon's fixed cost. */
   emptyStartupMs: number;
+  /** Spawn to exit of a bare `node -e 0`, measured in the same rounds. */
+  bareNodeMs: number;
+}
+
+/** Spawn to exit of `node -e 0`: what any Node program pays before its own first line. */
+async function bareNode(): Promise<number> {
+  const t0 = performance.now();
+  const child = spawn(process.execPath, ["-e", "0"], { stdio: "ignore" });
+  const [code] = (await once(child, "exit")) as [number | null];
+  if (code !== 0) throw new Error(`bench/daemon: node -e 0 exited ${code}`);
+  return performance.now() - t0;
 }
 
 export async function benchStartup(jobs = 1000): Promise<StartupResult> {
@@ -206,6 +217,7 @@ export async function benchStartup(jobs = 1000): Promise<StartupResult> {
     return await withCountd(async (start) => {
       const fullMs: number[] = [];
       const emptyMs: number[] = [];
+      const bareMs: number[] = [];
       const measure = async (home: string, count: number, into: number[]) => {
         const started = await start(home, count);
         into.push(started.startupMs);
@@ -213,6 +225,7 @@ export async function benchStartup(jobs = 1000): Promise<StartupResult> {
         await stopCountd(started);
       };
       for (let round = 0; round < STARTS; round++) {
+        bareMs.push(await bareNode());
         // Alternating which goes first, so neither always starts on a warmer machine.
         if (round % 2 === 0) {
           await measure(empty, 0, emptyMs);
@@ -222,7 +235,7 @@ export async function benchStartup(jobs = 1000): Promise<StartupResult> {
           await measure(empty, 0, emptyMs);
         }
       }
-      return { jobs, startupMs: median(fullMs), emptyStartupMs: median(emptyMs) };
+      return { jobs, startupMs: median(fullMs), emptyStartupMs: median(emptyMs), bareNodeMs: median(bareMs) };
     });
   } finally {
     await Promise.all([full, empty].map((home) => rm(home, { recursive: true, force: true })));

@@ -1,4 +1,5 @@
 /** `npm run bench`: every benchmark prints its figures side by side with its target. */
+import { benchCli } from "./cli.js";
 import { benchClusterOutbox } from "./cluster-outbox.js";
 import { benchConsoleIdle, benchConsoleLatency, benchConsoleOverview } from "./console.js";
 import { benchConsoleWebhook } from "./console-webhook.js";
@@ -12,7 +13,7 @@ import { benchFireLateness } from "./scheduler.js";
 import { benchWatchBurst } from "./watch-burst.js";
 
 /** `npm run bench -- console html` runs only those; with no names, all of them. */
-const BENCHES = ["loop", "scheduler", "daemon", "watch-burst", "delivery", "html", "console", "cluster", "soak"];
+const BENCHES = ["cli", "loop", "scheduler", "daemon", "watch-burst", "delivery", "html", "console", "cluster", "soak"];
 const only = process.argv.slice(2);
 const unknown = only.filter((name) => !BENCHES.includes(name));
 if (unknown.length > 0) throw new Error(`no benchmark named ${unknown.join(", ")}; they are: ${BENCHES.join(", ")}`);
@@ -20,6 +21,18 @@ const wanted = (name: string) => only.length === 0 || only.includes(name);
 
 const fmt = (ms: number) => `${ms.toFixed(3)} ms`;
 const verdict = (ok: boolean) => (ok ? "PASS" : "FAIL");
+
+if (wanted("cli")) {
+  const rows = await benchCli();
+  const mb = (value: number | undefined) => (value === undefined ? "peak n/a" : `peak ${value.toFixed(1)} MB`);
+  console.log("bench/cli: 10 job files, 100 runs, no daemon running (status exits 3), each beside node -e 0 in the same rounds");
+  for (const row of rows) {
+    console.log(
+      `  ${row.command}: ${row.ms.toFixed(0)} ms, ${mb(row.peakMb)}; node -e 0 ${row.bareMs.toFixed(0)} ms, ${mb(row.barePeakMb)}; ` +
+        `ratio ${row.ratio.toFixed(2)}x (target <= ${row.target}x) ${verdict(row.ratio <= row.target)}`,
+    );
+  }
+}
 
 if (wanted("loop")) {
   const loop = await benchLoop();
@@ -68,6 +81,12 @@ if (wanted("daemon")) {
         `so ${fmt((startup.startupMs - startup.emptyStartupMs) / startup.jobs)} per job file`,
     );
   }
+  const empty = startups[0]!;
+  const emptyRatio = empty.emptyStartupMs / empty.bareNodeMs;
+  console.log(
+    `  start-up with no job files ${empty.emptyStartupMs.toFixed(0)} ms beside node -e 0 ${empty.bareNodeMs.toFixed(0)} ms in the same rounds: ` +
+      `${emptyRatio.toFixed(2)}x (target <= 2x) ${verdict(emptyRatio <= 2)}`,
+  );
   const idle = await benchIdle(10_000);
   console.log(
     `  idle over ${idle.seconds.toFixed(0)} s with ${idle.jobs} jobs loaded: RSS ${idle.rssMb.toFixed(1)} MB (target <= 120 MB) ` +

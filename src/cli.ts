@@ -20,7 +20,7 @@ const changeOutbox = lazy(() => import("./cli/outbox.js"), "changeOutbox");
 const listOutbox = lazy(() => import("./cli/outbox.js"), "listOutbox");
 const listJobs = lazy(() => import("./cli/jobs.js"), "listJobs");
 const history = lazy(() => import("./cli/reports.js"), "history");
-const validate = lazy(() => import("./cli/reports.js"), "validate");
+const validate = lazy(() => import("./cli/validate.js"), "validate");
 const runJob = lazy(() => import("./cli/run.js"), "runJob");
 const testDelivery = lazy(() => import("./cli/test-delivery.js"), "testDelivery");
 const status = lazy(() => import("./cli/status.js"), "status");

@@ -25,7 +25,7 @@ import { builtinTools, selectTools, SUBAGENT_TOOLS } from "./tools/builtin.js";
 import type { Tool } from "./tools/types.js";
 import { detectSandbox } from "./tools/sandbox.js";
 import { spawnTool } from "./agent/spawn.js";
-import { McpManager } from "./tools/mcp/manager.js";
+import type { McpManager } from "./tools/mcp/manager.js";
 import { approvalGate } from "./approvals/gate.js";
 import type { ApproveSettings } from "./approvals/rules.js";
 
@@ -198,9 +198,15 @@ export async function openRuntime(
     });
   }
 
+  // The MCP SDK loads only where servers are configured: most daemons have none.
   const mcp =
     config.mcpServers.length > 0
-      ? new McpManager(config.mcpServers, { env, workspace: paths.workspace, log, stateDir: paths.state })
+      ? new (await import("./tools/mcp/manager.js")).McpManager(config.mcpServers, {
+          env,
+          workspace: paths.workspace,
+          log,
+          stateDir: paths.state,
+        })
       : undefined;
   await mcp?.start();
 

@@ -9,7 +9,7 @@ import { acquireLock } from "../store/lock.js";
 import { shownTime } from "../time.js";
 import { DaemonRefused, findDaemon } from "./control.js";
 import { EXIT, shortArgs, table } from "./output.js";
-import { setting } from "./reports.js";
+import { setting } from "./setting.js";
 
 /** approvalView's fields this command shows: the daemon's API sends the same object. */
 interface ApprovalView {

@@ -1,7 +1,7 @@
 import { loadConfig } from "../config/load.js";
 import { readToken } from "../console/token.js";
-import { findDaemon, NotRunning, readAddress } from "./control.js";
-import { EXIT } from "./output.js";
+import { findDaemon, readAddress } from "./control.js";
+import { EXIT, NotRunning } from "./output.js";
 
 /**
  * `countd console`: the address that signs a browser in to the running daemon's console, token

@@ -1,17 +1,14 @@
 import { readFile } from "node:fs/promises";
 import { request } from "node:http";
-import { connect } from "node:net";
 import { join } from "node:path";
-import WebSocket from "ws";
 import type { LiveMessage, Subscription } from "../console/protocol.js";
+import type { Endpoint, LiveStream } from "./live-stream.js";
 import { ADDRESS_FILE, readToken, SOCKET_FILE, tokenPath } from "../console/token.js";
 import { isAlive } from "../store/lock.js";
+import { NotRunning } from "./output.js";
 
 /** A daemon that does not answer within this is treated as an error, not waited for forever. */
 const PROBE_TIMEOUT_MS = 10_000;
-
-/** No daemon answers on the state directory: exit 3, as `systemctl status` does for a stopped unit. */
-export class NotRunning extends Error {}
 
 /** The daemon answered with an error: its `{error}` message, with the HTTP status and body for callers that act on them. */
 export class DaemonRefused extends Error {
@@ -31,20 +28,12 @@ export interface DaemonAddress {
   socket?: string;
 }
 
-type Endpoint = { socket: string } | { url: URL; token: string };
-
 /** The running daemon, reached through its control socket or, failing that, its console's address and token. */
 export interface Daemon {
   /** Resolves with the answer's JSON; an answer of 400 or more throws DaemonRefused. `body` is sent as JSON. */
   call<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T>;
   /** The live stream narrowed by `filter`, open once its replay is over (`live` received); every message goes to `onMessage`. */
   live(filter: Omit<Subscription, "type">, onMessage: (message: LiveMessage) => void): Promise<LiveStream>;
-}
-
-export interface LiveStream {
-  /** Resolves when the stream ends: closed here, or the daemon went away (the close's code and reason). */
-  closed: Promise<{ code: number; reason: string }>;
-  close(): void;
 }
 
 /**
@@ -91,7 +80,8 @@ function daemonAt(endpoint: Endpoint, via: string): Daemon {
       if (body === undefined) throw new Error(`${via} answered ${method} ${path} with no JSON (HTTP ${status}): is it countd?`);
       return body as T;
     },
-    live: (filter, onMessage) => openLive(endpoint, filter, onMessage),
+    // Only `run` and `follow` stream; ws loads when they do, not with every command that asks the daemon.
+    live: async (filter, onMessage) => (await import("./live-stream.js")).openLive(endpoint, filter, onMessage),
   };
 }
 
@@ -148,29 +138,4 @@ function parseJson(text: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-function openLive(endpoint: Endpoint, filter: Omit<Subscription, "type">, onMessage: (message: LiveMessage) => void): Promise<LiveStream> {
-  const query = new URLSearchParams(
-    Object.entries(filter).filter((entry): entry is [string, string] => typeof entry[1] === "string"),
-  ).toString();
-  const path = `/api/ws${query ? `?${query}` : ""}`;
-  const ws =
-    "socket" in endpoint
-      ? // Not a ws+unix: URL, which would keep a space in the state directory's path percent-encoded.
-        new WebSocket(`ws://localhost${path}`, { createConnection: () => connect(endpoint.socket) })
-      : new WebSocket(new URL(path, endpoint.url.href.replace(/^http/, "ws")), { headers: { authorization: `Bearer ${endpoint.token}` } });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })),
-  );
-  return new Promise((resolve, reject) => {
-    ws.on("error", reject);
-    ws.on("message", (data) => {
-      const message = JSON.parse(data.toString()) as LiveMessage;
-      if (message.type === "live") resolve({ closed, close: () => ws.close() });
-      else if (message.type !== "replay") onMessage(message);
-    });
-    // Closed before `live`: the daemon stopped while the stream opened.
-    void closed.then(({ code, reason }) => reject(new Error(`the daemon closed the live stream (${code}${reason ? `: ${reason}` : ""})`)));
-  });
 }

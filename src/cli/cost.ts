@@ -5,7 +5,7 @@ import { isEstimated, plural, usd } from "../text.js";
 import { localClock } from "../time.js";
 import type { CostGroup } from "./arguments.js";
 import { EXIT, table } from "./output.js";
-import { setting } from "./reports.js";
+import { setting } from "./setting.js";
 import { shownTime } from "../time.js";
 
 /** What a group of LLM calls spent. */

@@ -13,7 +13,7 @@ import { openState } from "../backend/open.js";
 import { hhmm, nextCheckIn } from "../triggers/heartbeat.js";
 import { nextFires } from "../jobs/schedule.js";
 import { EXIT, table } from "./output.js";
-import { setting } from "./reports.js";
+import { setting } from "./setting.js";
 import { shownTime } from "../time.js";
 
 const HEADER = ["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN", "PROBLEM"];

@@ -14,7 +14,7 @@ import type { OutboxEntry } from "../store/outbox-store.js";
 import { acquireLock } from "../store/lock.js";
 import { findDaemon } from "./control.js";
 import { EXIT, table } from "./output.js";
-import { setting } from "./reports.js";
+import { setting } from "./setting.js";
 import { deliveryOwner } from "../console/views.js";
 import { loadJobsDir } from "../jobs/load.js";
 import { zoneOf } from "../jobs/zones.js";

@@ -4,7 +4,9 @@ import { LLMError } from "../providers/errors.js";
 import { LockHeld } from "../store/lock.js";
 import type { RunStatus } from "../store/run-record.js";
 import { errorText } from "../text.js";
-import { NotRunning } from "./control.js";
+
+/** No daemon answers on the state directory: exit 3, as `systemctl status` does for a stopped unit. */
+export class NotRunning extends Error {}
 
 /** What a run cancelled with Ctrl-C in `countd run` is recorded with, run here or in the daemon. */
 export const CANCELLED_BY_USER = "cancelled by the user (Ctrl-C)";

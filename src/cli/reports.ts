@@ -1,34 +1,16 @@
 import path from "node:path";
-import { loadConfig } from "../config/load.js";
-import { jobContext } from "../jobs/context.js";
 import { listJobFiles, loadJobsDir, type JobContext } from "../jobs/load.js";
-import { validateJobs } from "../jobs/validate.js";
 import { JOB_NAME } from "../jobs/schema.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import type { RunRecord } from "../store/run-record.js";
 import type { StateStore } from "../store/state.js";
 import { openState } from "../backend/open.js";
-import { readListings } from "../store/mcp-listing.js";
-import { catalogFromListings } from "../tools/mcp/catalog.js";
 import { costText, tokensText } from "../text.js";
 import { EXIT, table } from "./output.js";
 import { skippedFilesNote } from "./transcript-format.js";
 import { zoneOf } from "../jobs/zones.js";
 import { shownTime } from "../time.js";
-import { sharedSecretWarnings } from "./shared-secrets.js";
-import { unpricedModelWarnings } from "./unpriced.js";
-import { approveChecks } from "./approve-checks.js";
-
-/**
- * Reading state needs no lock: these commands work beside a running daemon. They send nothing,
- * so they need no secret: no provider key, SMTP password or delivery variable is looked up.
- */
-export async function setting(configFile: string | undefined) {
-  const config = await loadConfig({ file: configFile, needs: [] });
-  // MCP tool names are checked against the servers' lists as last recorded, without starting a server.
-  const mcp = catalogFromListings(config.mcpServers, await readListings(config.paths.state));
-  return { config, ctx: jobContext(config, null, () => mcp) };
-}
+import { setting } from "./setting.js";
 
 /** A waiting run has no error; its row says what it waits for and where to answer. */
 const WAITING_NOTE = "waits for an answer: countd approvals";
@@ -84,24 +66,4 @@ async function knownJob(name: string, dir: string, ctx: JobContext, state: State
   if (inFolder.has(name) || (JOB_NAME.test(name) && (await state.runs(name)).length > 0)) return;
   const known = new Set([...inFolder, ...(await state.allRuns()).map((run) => run.job)]);
   throw new Error(`no job named "${name}" (known: ${[...known].sort().join(", ")})`);
-}
-
-/**
- * `countd validate`: every problem of every job file as `path:line:col: message`, and a warning
- * for each unpriced model, each webhook secret two jobs share and each variable a delivery names
- * that is unset here, and the approve: blocks' checks (approve-checks.ts). Only a warning:
- * validate is run where the daemon's environment (a unit's EnvironmentFile) is seldom loaded.
- */
-export async function validate(opts: { config?: string; jobs?: string }): Promise<number> {
-  const { config, ctx } = await setting(opts.config);
-  const result = await validateJobs(opts.jobs ?? config.paths.jobs, { ...ctx, env: process.env, unsetVariables: "warning" }, (jobs) => {
-    const approvals = approveChecks(config, jobs, ctx.knownTools ?? []);
-    return {
-      problems: approvals.problems,
-      warnings: [...unpricedModelWarnings(config, jobs, process.env), ...sharedSecretWarnings(jobs, process.env), ...approvals.warnings],
-    };
-  });
-  result.lines.forEach((line) => process.stderr.write(`${line}\n`));
-  process.stdout.write(`${result.summary}\n`);
-  return result.ok ? EXIT.ok : EXIT.failure;
 }

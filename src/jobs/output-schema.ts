@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
-import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
-import { Ajv2020 } from "ajv/dist/2020.js";
-import addFormats from "ajv-formats";
+import type { Ajv, ErrorObject, ValidateFunction } from "ajv";
+import type { Ajv2020 } from "ajv/dist/2020.js";
 import type { Problem } from "../config/yaml-errors.js";
 import { errorText } from "../text.js";
 
@@ -25,9 +25,17 @@ const DRAFT_07 = /^https?:\/\/json-schema\.org\/draft-07\/schema#?$/;
  */
 const OPTIONS = { allErrors: true, strict: true, strictTypes: false, strictTuples: false, logger: false } as const;
 
+/**
+ * Loaded with the first `output:` schema: ajv is some 30 ms of every command that reads job
+ * files, and most jobs have none. Required, as the checks here are synchronous.
+ */
 function validators(): { draft07: Ajv; draft2020: Ajv2020 } {
-  const draft07 = new Ajv(OPTIONS);
-  const draft2020 = new Ajv2020(OPTIONS);
+  const require = createRequire(import.meta.url);
+  const ajv = require("ajv") as typeof import("ajv");
+  const ajv2020 = require("ajv/dist/2020.js") as typeof import("ajv/dist/2020.js");
+  const addFormats = require("ajv-formats") as typeof import("ajv-formats");
+  const draft07 = new ajv.Ajv(OPTIONS);
+  const draft2020 = new ajv2020.Ajv2020(OPTIONS);
   addFormats.default(draft07);
   addFormats.default(draft2020);
   return { draft07, draft2020 };

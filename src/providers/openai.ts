@@ -1,4 +1,5 @@
-import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from "openai";
+import type * as OpenAISdk from "openai";
+import type OpenAI from "openai";
 import { httpError, LLMError } from "./errors.js";
 import { toWireMessages } from "./openai-messages.js";
 import { ChunkAssembler, type WireChunk } from "./openai-stream.js";
@@ -14,24 +15,37 @@ export interface OpenAIProviderOptions {
   timeoutMs?: number;
 }
 
+type Sdk = typeof OpenAISdk;
+
 /** Any OpenAI-compatible `/chat/completions` endpoint, streamed through the official client. */
 export class OpenAIProvider implements LLMProvider {
   readonly name: string;
   private readonly baseURL: string;
-  private readonly client: OpenAI;
+  private readonly options: OpenAIProviderOptions;
+  /** The SDK takes some 60 ms to load, so the first request loads it rather than start-up. */
+  private connection: Promise<{ sdk: Sdk; client: OpenAI }> | undefined;
 
   constructor(options: OpenAIProviderOptions) {
     this.name = options.name;
     this.baseURL = options.baseURL;
-    this.client = new OpenAI({
-      baseURL: options.baseURL,
-      apiKey: options.apiKey,
-      ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs } : {}),
-      // retry.ts is the only retry layer: N attempts there must mean N HTTP requests.
-      maxRetries: 0,
-      // Every failure reaches the caller as an LLMError; the SDK's console output would bypass the daemon's log.
-      logLevel: "off",
+    this.options = options;
+  }
+
+  private connect(): Promise<{ sdk: Sdk; client: OpenAI }> {
+    this.connection ??= import("openai").then((sdk) => {
+      const { baseURL, apiKey, timeoutMs } = this.options;
+      const client = new sdk.default({
+        baseURL,
+        apiKey,
+        ...(timeoutMs !== undefined ? { timeout: timeoutMs } : {}),
+        // retry.ts is the only retry layer: N attempts there must mean N HTTP requests.
+        maxRetries: 0,
+        // Every failure reaches the caller as an LLMError; the SDK's console output would bypass the daemon's log.
+        logLevel: "off",
+      });
+      return { sdk, client };
     });
+    return this.connection;
   }
 
   async *chatStream(messages: ChatMessage[], tools: ToolDefinition[], options: ChatOptions): AsyncIterable<StreamEvent> {
@@ -40,9 +54,10 @@ export class OpenAIProvider implements LLMProvider {
     const assembler = new ChunkAssembler(where);
     let chunks = 0;
     let answered: { status: number; contentType: string | null } | undefined;
+    const { sdk, client } = await this.connect();
     const request = requestSignal(signal);
     try {
-      const created = this.client.chat.completions.create(
+      const created = client.chat.completions.create(
         {
           model: options.model,
           messages: toWireMessages(messages),
@@ -71,7 +86,7 @@ export class OpenAIProvider implements LLMProvider {
         yield* assembler.accept(chunk as WireChunk);
       }
     } catch (err) {
-      throw toLLMError(err, signal, where);
+      throw toLLMError(sdk, err, signal, where);
     } finally {
       request.release();
     }
@@ -102,11 +117,11 @@ function requestSignal(run: AbortSignal | undefined): { signal: AbortSignal | un
   return { signal: controller.signal, release: () => run.removeEventListener("abort", abort) };
 }
 
-function toLLMError(err: unknown, signal: AbortSignal | undefined, where: string): LLMError {
+function toLLMError(sdk: Sdk, err: unknown, signal: AbortSignal | undefined, where: string): LLMError {
   if (err instanceof LLMError) return err;
-  if (signal?.aborted || err instanceof APIUserAbortError) return cancelled(where, err);
-  if (err instanceof APIConnectionError) return new LLMError("connection", `${describe(err)} (${where})`, { cause: err });
-  if (err instanceof APIError && err.status !== undefined) {
+  if (signal?.aborted || err instanceof sdk.APIUserAbortError) return cancelled(where, err);
+  if (err instanceof sdk.APIConnectionError) return new LLMError("connection", `${describe(err)} (${where})`, { cause: err });
+  if (err instanceof sdk.APIError && err.status !== undefined) {
     return httpError(err.status, `${serverMessage(err)} (${where})`, err.headers, err);
   }
   // Anything else broke the stream after the response began: a dropped connection, a malformed
@@ -119,7 +134,7 @@ function cancelled(where: string, cause?: unknown): LLMError {
 }
 
 /** The server's own words, without the status the SDK puts in front of them. */
-function serverMessage(err: APIError): string {
+function serverMessage(err: OpenAISdk.APIError): string {
   const body = err.error as { message?: unknown } | undefined;
   return typeof body?.message === "string" ? body.message : err.message;
 }

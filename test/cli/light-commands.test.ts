@@ -34,21 +34,33 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** The packages under node_modules the command loaded, and its exit code. */
-async function loaded(args: string[]): Promise<{ code: number | null; packages: Set<string> }> {
+/**
+ * The packages under node_modules the command loaded, and its exit code. `until`: a line of its
+ * output after which it is sent SIGTERM (a daemon, stopped once it started).
+ */
+async function loaded(
+  args: string[],
+  until?: string,
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; output: string; packages: Set<string> }> {
   const trace = join(dir, `trace-${args.join("-")}.txt`);
   await writeFile(trace, "");
+  let output = "";
   const code = await new Promise<number | null>((done) => {
     const child = spawn(process.execPath, ["--import", `data:text/javascript,${encodeURIComponent(REGISTER)}`, BIN, ...args], {
       cwd: dir,
-      env: { PATH: process.env["PATH"] ?? "", COUNTD_TRACE: trace },
-      stdio: "ignore",
+      env: { PATH: process.env["PATH"] ?? "", COUNTD_TRACE: trace, ...env },
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      output += chunk;
+      if (until !== undefined && output.includes(until)) child.kill("SIGTERM");
     });
     child.on("exit", done);
   });
   const urls = (await readFile(trace, "utf8")).split("\n").filter(Boolean);
   const packages = new Set(urls.flatMap((url) => [...url.matchAll(/node_modules\/((?:@[^/]+\/)?[^/]+)\//g)].map((match) => match[1]!)));
-  return { code, packages };
+  return { code, output, packages };
 }
 
 describe("the commands typed by hand", () => {
@@ -63,5 +75,26 @@ describe("the commands typed by hand", () => {
     // The trace works: the command's own packages are in it.
     expect(packages.has("commander")).toBe(true);
     expect(HEAVY.filter((name) => packages.has(name))).toEqual([]);
+  });
+});
+
+describe("what only some job files use", () => {
+  it("countd jobs loads no JSON Schema validator when no job has an output: schema", async () => {
+    const { code, packages } = await loaded(["jobs"]);
+    expect(code).toBe(0);
+    expect(packages.has("yaml")).toBe(true);
+    expect(["ajv", "ajv-formats"].filter((name) => packages.has(name))).toEqual([]);
+  });
+});
+
+describe("the daemon's start-up", () => {
+  it("loads neither the MCP SDK with no mcp_servers nor a provider SDK before the first LLM call", async () => {
+    const { output, packages } = await loaded(["start"], '"countd started"', {
+      OPENAI_API_KEY: "sk-unused",
+      COUNTD_CONSOLE_LISTEN: "127.0.0.1:0",
+    });
+    expect(output).toContain('"countd started"');
+    expect(packages.has("croner")).toBe(true);
+    expect(["@modelcontextprotocol/sdk", "openai", "@anthropic-ai/sdk"].filter((name) => packages.has(name))).toEqual([]);
   });
 });

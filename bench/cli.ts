@@ -1,0 +1,139 @@
+/**
+ * The commands people type by hand: the built `countd --version`, `jobs`, `history` and `status`
+ * in a folder of 10 job files with 10 recorded runs each, no daemon running (so `status` says so
+ * and exits 3), each beside a bare `node -e 0` started the same way in the same round, the two
+ * alternating, median of ROUNDS. Each process runs under /usr/bin/time, whose peak RSS (%M) is
+ * reported; without it, the peak is left out and the times are of the bare processes.
+ */
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { emptyUsage } from "../src/providers/types.js";
+import type { RunRecord } from "../src/store/run-record.js";
+import { StateStore } from "../src/store/state.js";
+import { median } from "./stats.js";
+
+const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
+const TIME = "/usr/bin/time";
+const ROUNDS = 21;
+const JOBS = 10;
+const RUNS_PER_JOB = 10;
+
+/** Each command, its exit code with no daemon running, and its target as a multiple of bare Node. */
+const COMMANDS: Array<{ args: string[]; exit: number; target: number }> = [
+  { args: ["--version"], exit: 0, target: 2 },
+  { args: ["jobs"], exit: 0, target: 3 },
+  { args: ["history"], exit: 0, target: 3 },
+  { args: ["status"], exit: 3, target: 3 },
+];
+
+export interface CliRow {
+  command: string;
+  ms: number;
+  peakMb: number | undefined;
+  /** `node -e 0`, measured in the same rounds. */
+  bareMs: number;
+  barePeakMb: number | undefined;
+  ratio: number;
+  target: number;
+}
+
+interface Sample {
+  ms: number;
+  peakMb: number | undefined;
+}
+
+/** Spawn to exit of `args` under node in `cwd`; throws when its exit code is not `exit`. */
+async function timed(cwd: string, args: string[], exit: number, peakFile: string | undefined): Promise<Sample> {
+  const [file, argv] = peakFile ? [TIME, ["-f", "%M", "-o", peakFile, process.execPath, ...args]] : [process.execPath, args];
+  const started = performance.now();
+  let stderr = "";
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn(file, argv, { cwd, env: { PATH: process.env["PATH"] ?? "" }, stdio: ["ignore", "ignore", "pipe"] });
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.once("error", reject);
+    child.once("exit", resolve);
+  });
+  const ms = performance.now() - started;
+  if (code !== exit) throw new Error(`bench/cli: node ${args.join(" ")} exited ${code}, not ${exit}:\n${stderr}`);
+  if (!peakFile) return { ms, peakMb: undefined };
+  // GNU time writes "Command exited with non-zero status N" before the figure when the exit code is not 0.
+  const kb = Number((await readFile(peakFile, "utf8")).trim().split("\n").at(-1));
+  return { ms, peakMb: kb / 1024 };
+}
+
+/** A folder countd runs in: countd.yaml, JOBS job files, and RUNS_PER_JOB finished runs of each. */
+async function countdHome(): Promise<string> {
+  const home = await mkdtemp(join(tmpdir(), "countd-bench-cli-"));
+  await writeFile(join(home, "countd.yaml"), "timezone: UTC\n");
+  await mkdir(join(home, "jobs"));
+  const state = await StateStore.open(join(home, "state"));
+  const at = Date.now() - JOBS * RUNS_PER_JOB * 60_000;
+  for (let i = 0; i < JOBS; i++) {
+    const job = `job-${i}`;
+    await writeFile(join(home, "jobs", `${job}.yaml`), `description: Report ${i}\nschedule: "0 9 * * *"\nprompt: Report ${i}\n`);
+    for (let n = 0; n < RUNS_PER_JOB; n++) {
+      const startedAt = new Date(at + (i * RUNS_PER_JOB + n) * 60_000);
+      const run: RunRecord = {
+        id: `run-${i}-${n}`,
+        job,
+        reason: "schedule",
+        scheduledAt: startedAt.toISOString(),
+        startedAt: startedAt.toISOString(),
+        finishedAt: new Date(startedAt.getTime() + 4_000).toISOString(),
+        status: "ok",
+        iterations: 2,
+        toolCalls: 1,
+        usage: emptyUsage(),
+        resultExcerpt: `Report ${i}: nothing new.`,
+        sessionId: `cron:${job}:run-${i}-${n}`,
+      };
+      await state.saveRun(run);
+    }
+  }
+  await state.close();
+  return home;
+}
+
+export async function benchCli(rounds = ROUNDS): Promise<CliRow[]> {
+  const home = await countdHome();
+  const peakFile = existsSync(TIME) ? join(home, "peak.txt") : undefined;
+  try {
+    const rows: CliRow[] = [];
+    for (const { args, exit, target } of COMMANDS) {
+      const command: Sample[] = [];
+      const bare: Sample[] = [];
+      // One of each unmeasured first: the page cache holds the files both read.
+      await timed(home, ["-e", "0"], 0, peakFile);
+      await timed(home, [BIN, ...args], exit, peakFile);
+      for (let round = 0; round < rounds; round++) {
+        // Alternating which goes first, so neither always starts on a warmer machine.
+        const pair = [
+          async () => bare.push(await timed(home, ["-e", "0"], 0, peakFile)),
+          async () => command.push(await timed(home, [BIN, ...args], exit, peakFile)),
+        ];
+        if (round % 2 === 1) pair.reverse();
+        for (const run of pair) await run();
+      }
+      const ms = median(command.map((s) => s.ms));
+      const bareMs = median(bare.map((s) => s.ms));
+      const peak = (samples: Sample[]) => (peakFile ? median(samples.map((s) => s.peakMb!)) : undefined);
+      rows.push({
+        command: `countd ${args.join(" ")}`,
+        ms,
+        peakMb: peak(command),
+        bareMs,
+        barePeakMb: peak(bare),
+        ratio: ms / bareMs,
+        target,
+      });
+    }
+    return rows;
+  } finally {
+    await rm(home, { recursive: true, force: true });
+  }
+}
