@@ -58,6 +58,8 @@ interface Due {
 
 export class Outbox implements DeliveryOutbox {
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** Send slots taken: an attempt holds one from its start until its outcome is appended to the journal. */
+  private slots = 0;
   private readonly settleWaiters = new Set<SettleWaiter>();
   /** Pending entries by their next attempt, earliest first; an entry whose time changed is pushed again, and the old item skipped. */
   private readonly due = new TinyQueue<Due>([], (a, b) => a.at - b.at);
@@ -321,22 +323,34 @@ export class Outbox implements DeliveryOutbox {
   }
 
   /**
-   * Starts attempts for due entries, oldest due first, up to CONCURRENCY in flight. An attempt holds
-   * its slot until its outcome is synced, so a crash can make countd send again (under the same
-   * ids) at most CONCURRENCY deliveries the receivers had already taken.
+   * Starts attempts for due entries, oldest due first, up to CONCURRENCY send slots taken. An
+   * attempt hands its slot on as its outcome is appended, and the next attempt in it sends once
+   * its own start is synced: in the same write as that outcome. So a send starts only after the
+   * outcome of the send before it in its slot is on disk, and a crash can make countd send again
+   * (under the same ids) at most CONCURRENCY deliveries the receivers had already taken; and one
+   * synced write carries an outcome and the next start in each slot.
    */
   private fill(): void {
     const now = this.now().getTime();
-    for (let item = this.peek(); item && item.at <= now && this.inFlight.size < CONCURRENCY; item = this.peek()) {
+    for (let item = this.peek(); item && item.at <= now && this.slots < CONCURRENCY; item = this.peek()) {
       this.due.pop();
       const { entry } = item;
-      const attempt = this.attempt(entry)
+      this.slots++;
+      let held = true;
+      const release = () => {
+        if (!held) return;
+        held = false;
+        this.slots--;
+        if (this.started) this.fill();
+      };
+      const attempt = this.attempt(entry, release)
         .catch((err: unknown) => {
           // The outbox file could not be written (disk full?): the next try waits, rather than spinning.
           this.log.error({ delivery: entry.id, file: this.store.file, error: errorText(err) }, "could not record a delivery attempt");
           entry.nextAttemptAt = iso(this.now().getTime() + RETRY_DELAYS_MS[0]);
         })
         .finally(() => {
+          release();
           this.inFlight.delete(entry.id);
           this.schedule(entry);
           if (this.started) this.wake();
@@ -350,7 +364,7 @@ export class Outbox implements DeliveryOutbox {
   private arm(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (!this.started || this.inFlight.size >= CONCURRENCY) return;
+    if (!this.started || this.slots >= CONCURRENCY) return;
     const next = this.peek()?.at;
     if (next === undefined) return;
     this.timer = setTimeout(() => this.wake(), Math.min(Math.max(next - this.now().getTime(), 0), MAX_SLEEP_MS));
@@ -358,7 +372,8 @@ export class Outbox implements DeliveryOutbox {
     this.timer.unref();
   }
 
-  private async attempt(entry: OutboxEntry): Promise<void> {
+  /** `release` hands the send slot on; called once the outcome is appended, before it is synced. */
+  private async attempt(entry: OutboxEntry, release: () => void): Promise<void> {
     if (entry.held !== undefined) {
       await this.record({ op: "dead", id: entry.id, error: `held and never released; gave up after 24 h (${entry.held})` });
       this.log.warn({ delivery: entry.id }, "held delivery gave up after 24 h");
@@ -369,21 +384,21 @@ export class Outbox implements DeliveryOutbox {
       await this.record({ op: "dead", id: entry.id, error: disabled.reason });
       return;
     }
-    // Journalled as the send starts and synced with its outcome, in the same write as the other
-    // attempts' outcomes: one sync per delivery or fewer. Waited for first only while the
-    // journal cannot be written (a full disk), so that sends stop rather than repeat unrecorded.
-    const counted = this.record({ op: "attempt", id: entry.id, at: this.now().toISOString() });
-    counted.catch(() => {});
-    if (this.store.inDoubt) await counted;
+    // Synced before the send, so a crash mid-send still counts the attempt; when this attempt took
+    // the slot of one that just ended, in the same write as that one's outcome.
+    await this.record({ op: "attempt", id: entry.id, at: this.now().toISOString() });
+    let failure: { err: unknown } | undefined;
     try {
       await this.send(entry);
     } catch (err) {
-      await counted;
-      await this.recordFailure(entry, err);
-      return;
+      failure = { err };
     }
-    await Promise.all([counted, this.record({ op: "delivered", id: entry.id, at: this.now().toISOString(), attempts: entry.attempts })]);
-    this.log.info({ delivery: entry.id, attempts: entry.attempts }, "delivered");
+    const outcome = failure
+      ? this.recordFailure(entry, failure.err)
+      : this.record({ op: "delivered", id: entry.id, at: this.now().toISOString(), attempts: entry.attempts });
+    release();
+    await outcome;
+    if (!failure) this.log.info({ delivery: entry.id, attempts: entry.attempts }, "delivered");
   }
 
   private async recordFailure(entry: OutboxEntry, err: unknown): Promise<void> {

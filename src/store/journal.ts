@@ -3,6 +3,7 @@ import { mkdir, open, readFile, stat, type FileHandle } from "node:fs/promises";
 import { dirname } from "node:path";
 import { silentLogger, type Logger } from "../log.js";
 import { writeFileDurably } from "./durable.js";
+import { GroupCommit } from "./group-commit.js";
 import { toJsonLines } from "./jsonl.js";
 import { inRecreatedDir } from "./writable-dir.js";
 
@@ -14,11 +15,6 @@ const APPEND_SYNCED = constants.O_WRONLY | constants.O_APPEND | constants.O_CREA
 
 /** One line of the journal as read back: its JSON value, or the text of a line that is no JSON. */
 export type JournalLine = { line: number; value: unknown } | { line: number; broken: string };
-
-interface Waiter {
-  resolve: () => void;
-  reject: (err: unknown) => void;
-}
 
 export interface JournalRead {
   lines: JournalLine[];
@@ -83,9 +79,7 @@ export async function readJournal(file: string): Promise<JournalRead> {
  */
 export class Journal {
   private pending: string[] = [];
-  private waiters: Waiter[] = [];
-  /** The flush loop while it runs. */
-  private flushing: Promise<void> | undefined;
+  private readonly commits = new GroupCommit(() => this.write());
   /** A snapshot is written instead of the pending lines: asked for, or the file is in doubt. */
   private compactWanted = false;
   /** The last write failed. */
@@ -132,50 +126,38 @@ export class Journal {
   /** Appends one JSON line per record; resolves once they are synced. */
   append(records: readonly unknown[]): Promise<void> {
     this.pending.push(toJsonLines(records));
-    return this.enqueue();
+    return this.commits.request();
   }
 
   /** Replaces the file with the owner's snapshot; resolves once it is synced. */
   compact(): Promise<void> {
     this.compactWanted = true;
-    return this.enqueue();
+    return this.commits.request();
   }
 
   /** Waits for every write asked for so far, then closes the file. */
   async close(): Promise<void> {
-    await this.flushing;
+    await this.commits.idle();
     await this.handle.close();
   }
 
-  private enqueue(): Promise<void> {
-    const done = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
-    // Started on the next microtask, so that changes made in the same turn share the first sync.
-    this.flushing ??= Promise.resolve().then(() => this.flush());
-    return done;
-  }
-
-  private async flush(): Promise<void> {
-    while (this.waiters.length > 0) {
-      const text = this.pending.join("");
-      const waiters = this.waiters;
-      this.pending = [];
-      this.waiters = [];
-      try {
-        if (this.compactWanted) await this.rewrite();
-        else {
-          // Looked at beside the write: what a removed file took is rewritten from memory at once.
-          const [, gone] = await Promise.all([this.handle.write(text), this.gone()]);
-          if (gone) await this.rewrite();
-        }
-        this.failed = false;
-        for (const waiter of waiters) waiter.resolve();
-      } catch (err) {
-        this.compactWanted = true;
-        this.failed = true;
-        for (const waiter of waiters) waiter.reject(err);
+  /** One synced write of every line appended since the last, or a compaction. */
+  private async write(): Promise<void> {
+    const text = this.pending.join("");
+    this.pending = [];
+    try {
+      if (this.compactWanted) await this.rewrite();
+      else {
+        // Looked at beside the write: what a removed file took is rewritten from memory at once.
+        const [, gone] = await Promise.all([this.handle.write(text), this.gone()]);
+        if (gone) await this.rewrite();
       }
+      this.failed = false;
+    } catch (err) {
+      this.compactWanted = true;
+      this.failed = true;
+      throw err;
     }
-    this.flushing = undefined;
   }
 
   /** Whether the file this handle writes is no longer the one at its path (removed, replaced). */
