@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { access, link, mkdir, open, readdir, readFile, unlink } from "node:fs/promises";
+import { access, link, mkdir, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { z } from "zod";
 import { silentLogger, type Logger } from "../log.js";
-import { syncFolder, writeFileDurably } from "../store/durable.js";
+import { syncFolder, writeFileDurably, writeSynced } from "../store/durable.js";
 import type { ApprovalAnswer } from "./links.js";
 import { ANSWERED_STATUS, answerShape, approvalShape, readStored, suspendedRunShape } from "./shapes.js";
 import type { AnsweredBy, AnswerResult, Approval, ApprovalStore, SuspendedRun } from "./types.js";
@@ -100,13 +100,7 @@ export class FileApprovals implements ApprovalStore {
   private async createOnce(file: string, text: string): Promise<boolean> {
     const temp = `${file}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`;
     try {
-      const handle = await open(temp, "wx");
-      try {
-        await handle.writeFile(text);
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
+      await writeSynced(temp, text, "wx");
       await link(temp, file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;

@@ -21,16 +21,21 @@ export async function syncFolder(dir: string): Promise<void> {
  * folder synced. Rename alone is atomic for a crash but not for a power cut, where the kernel
  * may not yet have written the new file's blocks, or the rename itself.
  */
+/** `text` written to `file` and synced before it resolves; `flag` "wx" refuses a file that exists. */
+export async function writeSynced(file: string, text: string, flag: "w" | "wx"): Promise<void> {
+  const handle = await open(file, flag);
+  try {
+    await handle.writeFile(text);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
 export async function writeFileDurably(file: string, text: string): Promise<void> {
   const temp = `${file}.${process.pid}-${++written}.tmp`;
   try {
-    const handle = await open(temp, "w");
-    try {
-      await handle.writeFile(text);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    await writeSynced(temp, text, "w");
     await rename(temp, file);
   } catch (err) {
     await unlink(temp).catch(() => {});
