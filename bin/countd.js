@@ -3,7 +3,12 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const cli = new URL("../dist/cli.js", import.meta.url);
-if (existsSync(cli)) {
+const args = process.argv.slice(2);
+if (existsSync(cli) && args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
+  // Scripts ask this to check what is installed: it is answered before the command line loads.
+  const { VERSION } = await import(new URL("../dist/package.js", import.meta.url).href);
+  process.stdout.write(`${VERSION}\n`);
+} else if (existsSync(cli)) {
   await import(cli.href);
 } else {
   // A clone after `npm ci` has dist/ only once `npm test`, `npm run build` or `npm pack` built it:

@@ -64,8 +64,16 @@ async function loaded(
 }
 
 describe("the commands typed by hand", () => {
+  it("countd --version and -V answer before the command line loads: no package at all", async () => {
+    const version = JSON.parse(await readFile(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+    for (const flag of ["--version", "-V"]) {
+      const { code, output, packages } = await loaded([flag]);
+      expect({ code, output }).toEqual({ code: 0, output: `${version.version}\n` });
+      expect([...packages]).toEqual([]);
+    }
+  });
+
   it.each([
-    [["--version"], 0],
     [["jobs"], 0],
     // No daemon runs here: status says so and exits 3, having loaded what it needs to look.
     [["status"], 3],
