@@ -372,7 +372,8 @@ export class Runner {
   private retryLater(job: Job, failed: Pending, failedId: string): void {
     const scheduledAt = new Date(this.now().getTime() + job.retry.backoffMs);
     const retry: Pending = {
-      request: { ...failed.request, reason: "retry", scheduledAt },
+      // A retry starts the job afresh: a person's yes let one call of the failed attempt through, not another.
+      request: { ...withoutResume(failed.request), reason: "retry", scheduledAt },
       attempt: failed.attempt + 1,
       waiters: failed.waiters,
       starts: [],
@@ -464,4 +465,9 @@ export class Runner {
 
 function pending(request: FireRequest, waiters: Pending["waiters"], starts: Pending["starts"]): Pending {
   return { request, attempt: 1, waiters, starts, manual: request.reason === "manual", watchers: [] };
+}
+
+function withoutResume(request: FireRequest): FireRequest {
+  const { resume: _resumed, ...rest } = request;
+  return rest;
 }

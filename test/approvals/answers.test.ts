@@ -150,6 +150,31 @@ describe("approvals answered otherwise than yes", () => {
     }
   });
 
+  it("starts a retry of a resumed run afresh: the call is asked about again, never run twice on one yes", async () => {
+    mock.addFixture({
+      match: { userMessage: "flaky, please", hasToolResult: false },
+      response: { content: "Logging.", toolCalls: [{ name: "exec", arguments: JSON.stringify({ command: "echo once >> ran.log" }) }] },
+    });
+    mock.addFixture({
+      match: { userMessage: "flaky, please", hasToolResult: true },
+      response: { error: { message: "bad request", type: "invalid_request_error" }, status: 400 },
+    });
+    await writeJob(dir, "flaky", ["prompt: flaky, please", "retry:\n  attempts: 2\n  backoff: 1s", approveBlock("echo *"), ""].join("\n"));
+    await start();
+    const id = await fire("flaky");
+    const first = await asked("flaky");
+    const answered = await countd.api(`/api/approvals/${first.id}/approve`, { method: "POST" });
+    expect(answered.status).toBe(200);
+
+    await statusBecomes("flaky", id, "error");
+    // The retry asks again: one yes let one call through.
+    await vi.waitFor(() => expect(bodies().filter((body) => body["job"] === "flaky" && body["approval"])).toHaveLength(2), SLOW);
+    const [, second] = bodies().filter((body) => body["job"] === "flaky" && body["approval"]);
+    expect(second!["approval"]["id"]).not.toBe(first.id);
+    expect(second!["run"]["id"]).not.toBe(id);
+    expect((await readFile(join(dir, "workspace", "ran.log"), "utf8")).split("\n").filter(Boolean)).toEqual(["once"]);
+  }, 30_000);
+
   describe("timeout", () => {
     it(
       "with on_timeout: deny, the call is denied for want of an answer and the run goes on",
