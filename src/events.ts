@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { FinishReason, Usage } from "./providers/types.js";
+import type { Approval } from "./approvals/types.js";
 import type { RunRecord } from "./store/run-record.js";
 
 /** Why the heartbeat did not ask the agent: one per rule of decideHeartbeat, so a metric's labels stay few. */
@@ -61,7 +62,7 @@ export interface CountdEvents {
    */
   "run.finished": { run: RunRecord; willRetry?: boolean; outcome?: { answer: string; output?: unknown } };
   /** A run stopped at a tool call that waits for a person's yes (src/approvals/): its slot is free, it goes on once answered. */
-  "run.waiting": { run: RunRecord; approval: string };
+  "run.waiting": { run: RunRecord; approval: Approval };
   /**
    * An approval was answered on this daemon (src/approvals/desk.ts): by a link, the CLI, the
    * console, or its timeout (`expired`). Given once, on the node that took the answer.

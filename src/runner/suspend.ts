@@ -71,7 +71,7 @@ export async function suspendRun(
   await deps.journals.suspend(run, approval);
   // Nobody named: the job's on_failure targets, who hear of its trouble anyway.
   await deps.dispatcher.ask(job, run, approval, approvals.links(approval), approve.ask ?? job.onFailure);
-  deps.events.emit("run.waiting", { run: { ...run }, approval: approval.id });
+  deps.events.emit("run.waiting", { run: { ...run }, approval });
   return approval;
 }
 

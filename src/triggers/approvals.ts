@@ -21,6 +21,8 @@ export class ApprovalTrigger {
   /** The job of each approval whose run waits. */
   private readonly waitingRuns = new Map<string, string>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Answered approvals whose run went on (here or elsewhere): the sweep reads their runs no more. */
+  private readonly settled = new Set<string>();
   private readonly log: Logger;
   private readonly unsubscribe: () => void;
   private closed = false;
@@ -46,8 +48,8 @@ export class ApprovalTrigger {
       ...(opts.now ? { now: opts.now } : {}),
     });
     this.unsubscribe = opts.events.on("run.waiting", ({ run, approval }) => {
-      this.waitingRuns.set(approval, run.job);
-      void opts.store.get(approval).then((found) => found && this.arm(found));
+      this.waitingRuns.set(approval.id, run.job);
+      this.arm(approval);
     });
   }
 
@@ -86,7 +88,7 @@ export class ApprovalTrigger {
       if (approval.status === "waiting") {
         waiting.set(approval.id, approval.job);
         this.arm(approval);
-      } else if (await this.opts.store.suspended(approval.id)) await this.resume(approval);
+      } else if (!this.settled.has(approval.id)) await this.resume(approval);
     }
     // The store knows every node's: a run that went on elsewhere no longer holds its job here.
     for (const id of this.waitingRuns.keys()) if (!waiting.has(id)) this.waitingRuns.delete(id);
@@ -120,7 +122,9 @@ export class ApprovalTrigger {
     this.timers.delete(approval.id);
     try {
       const run = await this.opts.store.suspended(approval.id);
-      if (!run || !(await this.opts.store.resumed(approval.id))) return;
+      const taken = run !== undefined && (await this.opts.store.resumed(approval.id));
+      this.settled.add(approval.id);
+      if (!taken) return;
       this.waitingRuns.delete(approval.id);
       const answered = approval.answer;
       this.log.info(
