@@ -242,6 +242,8 @@ export class AgentLoop {
     const calls: ToolCallReport[] = from ? structuredClone(from.calls) : [];
     let suspended: SuspendedMessage | undefined;
     let said = "";
+    /** The rule the call that stops the message matched. */
+    let waitsOn = "";
     const breakerLimits = this.opts.breaker ?? DEFAULT_BREAKER;
     const breaker = breakerLimits ? new Breaker(breakerLimits) : undefined;
     let runaway: string | undefined;
@@ -281,7 +283,10 @@ export class AgentLoop {
       const answer = async (call: ToolCall, decided?: ApprovalDecision): Promise<boolean> => {
         let outcome: ToolOutcome;
         const rule = decided || cancel.cancelled ? undefined : await this.opts.approvals?.needs(call);
-        if (rule && options.canWait) return false;
+        if (rule && options.canWait) {
+          waitsOn = rule;
+          return false;
+        }
         if (cancel.cancelled) {
           status = "cancelled";
           outcome = notRun("Error: not run, the run was cancelled.");
@@ -332,6 +337,7 @@ export class AgentLoop {
             said,
             ...copied,
             pending: pending.slice(index),
+            rule: waitsOn,
             iterations,
             toolCalls,
             usage: { ...usage },

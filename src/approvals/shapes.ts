@@ -54,6 +54,7 @@ export const suspendedRunShape = z.object({
   loop: z.object({
     message: z.string(),
     said: z.string(),
+    rule: z.string(),
     messages: z.array(chatMessageShape),
     transcript: z.array(chatMessageShape),
     pending: z.array(toolCallShape),

@@ -57,6 +57,8 @@ export interface SuspendedMessage {
   transcript: ChatMessage[];
   /** The calls of the last assistant message not yet answered: the first is the one that waits. */
   pending: ToolCall[];
+  /** Why the first pending call waits: the rule of approve: it matched, as the gate said. */
+  rule: string;
   iterations: number;
   toolCalls: number;
   usage: Usage;

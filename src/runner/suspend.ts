@@ -1,4 +1,3 @@
-import { approvalGate } from "../approvals/gate.js";
 import { callHash, newApprovalId, type ApprovalAnswer } from "../approvals/links.js";
 import type { ApproveSettings } from "../approvals/rules.js";
 import type { Approval, ApprovalStore, SuspendedMessage, SuspendedRun } from "../approvals/types.js";
@@ -48,8 +47,7 @@ export async function suspendRun(
     tool: call.name,
     arguments: args,
     hash: callHash(call.name, args),
-    // Asked again of the same rules the loop stopped on: they give the same answer.
-    rule: (await approvalGate(approve).needs(call)) ?? "a rule of approve:",
+    rule: loop.rule,
     askedAt: now.toISOString(),
     expiresAt: new Date(now.getTime() + approve.timeout).toISOString(),
     onTimeout: approve.on_timeout,

@@ -116,6 +116,7 @@ export async function startApprovalConsole(opts: { now?: () => Date } = {}): Pro
         loop: {
           message: "Push the release.",
           said: "",
+          rule: 'the command "git push origin main" matches "git push *"',
           messages: [],
           transcript: [],
           pending: [],

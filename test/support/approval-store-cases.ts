@@ -58,6 +58,7 @@ export function suspendedRun(a: Approval): SuspendedRun {
     loop: {
       message: "Push the release.",
       said: "",
+      rule: 'the command "git push origin main" matches "git push *"',
       messages: [
         { role: "user", content: "Push the release." },
         { role: "assistant", content: null, toolCalls: [call] },
