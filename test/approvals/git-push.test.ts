@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { useAimock } from "../support/aimock.js";
 import { allRuns, logLines, runCountd, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
+import { hasSystemPackage } from "../support/system-package.js";
 
 /*
  * The built daemon (dist/) runs a job whose agent pushes to a git remote: the push waits for a
@@ -37,7 +38,9 @@ const git = (cwd: string, ...args: string[]) =>
     },
   }).trim();
 
-describe("an approval for git push, asked by mail and answered by its link after a restart", () => {
+const hasGit = await hasSystemPackage("git", import.meta.filename);
+
+describe.skipIf(!hasGit)("an approval for git push, asked by mail and answered by its link after a restart", () => {
   const mock = useAimock();
   let dir: string;
   let smtp: SmtpPeer;

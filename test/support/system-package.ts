@@ -43,6 +43,12 @@ export const SYSTEM_PACKAGES = {
       (err: NodeJS.ErrnoException) =>
         err.code === "ENOENT" ? "/usr/bin/redis-server not found" : `redis-server does not start: ${err.message}`,
     ),
+  // git, which an approval's end-to-end test pushes with, to a bare remote in the workspace.
+  git: () =>
+    promisify(execFile)("git", ["--version"]).then(
+      () => undefined,
+      () => "git not found",
+    ),
 } satisfies Record<string, () => Promise<string | undefined>>;
 
 export type SystemPackage = keyof typeof SYSTEM_PACKAGES;
