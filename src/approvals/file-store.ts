@@ -9,7 +9,7 @@ import { ANSWERED_STATUS, answerShape, approvalShape, readStored, suspendedRunSh
 import type { AnsweredBy, AnswerResult, Approval, ApprovalStore, SuspendedRun } from "./types.js";
 
 /** In the state directory: one approval's files are `<id>.json`, `<id>.answer.json` and `<id>.run.json`. */
-export const APPROVALS_DIR = "approvals";
+const APPROVALS_DIR = "approvals";
 
 /** Answered approvals older than this are dropped at open, as sessions and journals are kept 30 days. */
 const KEPT_MS = 30 * 86_400_000;

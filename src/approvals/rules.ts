@@ -8,7 +8,7 @@ import { commandMatches, commandText, execPattern, readLine, type ExecPattern, t
 export const ON_TIMEOUT = ["deny", "fail"] as const;
 export type OnTimeout = (typeof ON_TIMEOUT)[number];
 
-export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
+const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 
 /** web_fetch only sends GET (src/tools/web.ts), so that is the method a rule's `method:` is compared with. */
 const WEB_FETCH_METHOD = "GET";

@@ -145,7 +145,7 @@ export class ApprovalTrigger {
 }
 
 /** What the loop is told of the answer. */
-export function decisionOf(approval: Approval): ApprovalDecision {
+function decisionOf(approval: Approval): ApprovalDecision {
   const answer = approval.answer;
   if (approval.status === "approved") return { approved: true };
   if (approval.status === "denied") {
