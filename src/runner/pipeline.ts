@@ -122,6 +122,7 @@ export async function openPipeline(opts: PipelineOptions): Promise<Pipeline> {
           dispatcher: delivery.dispatcher,
           journals,
           events: opts.runtime().events,
+          log: pipelineLog,
           clockAt: new Date(run.startedAt),
           now: now?.() ?? new Date(),
           ...(node !== undefined ? { node } : {}),

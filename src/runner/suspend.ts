@@ -3,6 +3,7 @@ import type { ApproveSettings } from "../approvals/rules.js";
 import type { Approval, ApprovalStore, SuspendedMessage, SuspendedRun } from "../approvals/types.js";
 import type { RunDispatcher } from "../delivery/dispatch.js";
 import type { EventBus } from "../events.js";
+import type { Logger } from "../log.js";
 import type { Job } from "../jobs/types.js";
 import type { ChatMessage } from "../providers/types.js";
 import type { RunRecord } from "../store/run-record.js";
@@ -32,6 +33,7 @@ export async function suspendRun(
     dispatcher: RunDispatcher;
     journals: RunJournals;
     events: EventBus;
+    log: Logger;
     clockAt: Date;
     node?: string;
     now: Date;
@@ -68,7 +70,14 @@ export async function suspendRun(
   await approvals.store.add(approval, suspended);
   await deps.journals.suspend(run, approval);
   // Nobody named: the job's on_failure targets, who hear of its trouble anyway.
-  await deps.dispatcher.ask(job, run, approval, approvals.links(approval), approve.ask ?? job.onFailure);
+  const ask = approve.ask ?? job.onFailure;
+  // countd validate reports such a job; one running anyway must not wait unseen until its timeout.
+  if (ask.length === 0)
+    deps.log.warn(
+      { job: job.name, runId: run.id, approval: approval.id, expiresAt: approval.expiresAt },
+      "a run waits for an approval and nobody is asked (no approve.ask, no on_failure targets): countd approvals lists it",
+    );
+  await deps.dispatcher.ask(job, run, approval, approvals.links(approval), ask);
   deps.events.emit("run.waiting", { run: { ...run }, approval });
   return approval;
 }

@@ -175,6 +175,26 @@ describe("approvals answered otherwise than yes", () => {
     expect((await readFile(join(dir, "workspace", "ran.log"), "utf8")).split("\n").filter(Boolean)).toEqual(["once"]);
   }, 30_000);
 
+  it("says in the log that a run waits with nobody asked, when the job names no one", async () => {
+    mock.addFixture({
+      match: { userMessage: "lonely, please", hasToolResult: false },
+      response: { toolCalls: [{ name: "exec", arguments: JSON.stringify({ command: "echo hi" }) }] },
+    });
+    await writeJob(dir, "lonely", ["prompt: lonely, please", "approve:", "  rules:", '    - exec: "echo *"', ""].join("\n"));
+    await start();
+    const id = await fire("lonely");
+    await statusBecomes("lonely", id, "waiting");
+    await vi.waitFor(
+      () =>
+        expect(countd.log.find((line) => line.msg.includes("nobody is asked"))).toMatchObject({
+          level: "warn",
+          fields: { job: "lonely", runId: id },
+        }),
+      SLOW,
+    );
+    expect(hooks.requests).toEqual([]);
+  });
+
   describe("timeout", () => {
     it(
       "with on_timeout: deny, the call is denied for want of an answer and the run goes on",
