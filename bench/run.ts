@@ -3,6 +3,7 @@ import { benchCli } from "./cli.js";
 import { benchClusterOutbox } from "./cluster-outbox.js";
 import { benchConsoleIdle, benchConsoleLatency, benchConsoleOverview } from "./console.js";
 import { benchConsoleWebhook } from "./console-webhook.js";
+import { benchSubscribeFlood } from "./console-subscribe.js";
 import { benchClusterLateness } from "./cluster.js";
 import { benchIdle, benchStartup } from "./daemon.js";
 import { benchDelivery } from "./delivery.js";
@@ -186,6 +187,14 @@ if (wanted("console")) {
     `      fire lateness of the cron jobs firing every second, p99: quiet ${hooks.quiet.p99Ms} ms (${hooks.quiet.fires} fires), ` +
       `with ${hooks.flooded.refusedPerSecond.toFixed(0)} bad-signature requests a second ${hooks.flooded.p99Ms} ms (${hooks.flooded.fires} fires) ` +
       `(target: unchanged, within 5 ms) ${verdict(hooks.flooded.p99Ms <= hooks.quiet.p99Ms + 5)}`,
+  );
+  const flood = await benchSubscribeFlood();
+  const worst = Math.max(...flood.stallsMs);
+  const dropped = flood.codes.every((code) => code === 1008);
+  console.log(
+    `  (e) ${flood.subscribes} subscribes from one WebSocket client against a run with a 300 KB replay, ${flood.rounds} rounds: ` +
+      `the event loop's longest stall per round ${flood.stallsMs.map((ms) => ms.toFixed(1)).join(", ")} ms (target < 200 ms in every round) ` +
+      `${verdict(worst < 200)}; the client dropped with 1008 every round ${verdict(dropped)}`,
   );
 }
 

@@ -1,6 +1,5 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { monitorEventLoopDelay } from "node:perf_hooks";
 import type { ChatCompletionRequest, FixtureResponse } from "@copilotkit/aimock";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import WebSocket from "ws";
@@ -71,7 +70,8 @@ describe("subscribe messages on the live stream", () => {
     return opened.client;
   }
 
-  it("a burst of 10,000 subscribes from one client stalls the daemon's event loop less than 200 ms", { timeout: 60_000 }, async () => {
+  // How long the burst stalls the event loop is measured by `npm run bench -- console` (e), not timed here.
+  it("a burst of 10,000 subscribes from one client: the daemon goes on answering and drops the client", { timeout: 60_000 }, async () => {
     // A client that reads what it is sent without parsing it: the cost measured is the daemon's.
     const flood = new WebSocket(`ws://${console.host}/api/ws`, { headers: { authorization: `Bearer ${console.token}` } });
     let received = 0;
@@ -79,17 +79,13 @@ describe("subscribe messages on the live stream", () => {
     await new Promise((resolve, reject) => flood.once("open", resolve).once("error", reject));
     const closed = new Promise<number>((resolve) => flood.once("close", (code) => resolve(code)));
 
-    const delay = monitorEventLoopDelay({ resolution: 10 });
-    delay.enable();
     const burst = Array.from({ length: 10_000 }, (_, i) => JSON.stringify({ type: "subscribe", ...(i % 2 ? { run: runId } : {}) }));
     expect(burst.join("").length).toBeLessThan(400_000);
     for (const message of burst) flood.send(message);
     const code = await closed;
     // The loop keeps turning while the daemon answers: a status request is answered at once.
     expect((await console.api("/api/status")).status).toBe(200);
-    delay.disable();
 
-    expect(delay.max / 1e6).toBeLessThan(200);
     // Past the rate the client is told why and dropped, having been sent a few replays at most.
     expect(code).toBe(1008);
     expect(received).toBeLessThan(20 * 400_000);
