@@ -11,8 +11,8 @@
  * which works on its own: the chunks it no longer loads are left unused.
  */
 import { build } from "esbuild";
-import { readdir, rm } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
+import { readFile, readdir, rm } from "node:fs/promises";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -44,11 +44,31 @@ export const EXTERNAL = [
  */
 const REQUIRE = 'import { createRequire as __countdRequire } from "node:module"; const require = __countdRequire(import.meta.url);';
 
-if (import.meta.url === new URL(process.argv[1], "file:").href) {
+/**
+ * esbuild keeps every export of a namespace that is imported by name: `import { z } from "zod"`
+ * brings all of zod, its 40 locales among them, into the chunk every command loads (three times
+ * the code to compile). Throws, naming the files, when a source imports zod that way.
+ */
+async function checkZodImports(metafile) {
+  const bundled = Object.values(metafile.outputs).flatMap((output) =>
+    Object.entries(output.inputs).flatMap(([input, { bytesInOutput }]) => (bytesInOutput > 0 ? [input] : [])),
+  );
+  if (!bundled.some((input) => /zod\/v4\/locales\/(?!en\.js)/.test(input))) return;
+  const sources = Object.keys(metafile.inputs).filter((input) => input.startsWith("src/"));
+  const named = [];
+  for (const source of sources)
+    if (/import\s*\{\s*z\s*\}\s*from\s*"zod"/.test(await readFile(`${ROOT}${source}`, "utf8"))) named.push(source);
+  throw new Error(
+    `all of zod's locales are in the bundle: import zod as \`import * as z from "zod"\`, not \`import { z } from "zod"\`` +
+      (named.length > 0 ? ` (in ${named.join(", ")})` : ""),
+  );
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const dist = `${ROOT}dist`;
   // Chunks of an earlier build would pile up: their names carry a hash of their contents.
   for (const name of await readdir(dist)) if (name.startsWith("chunk-")) await rm(`${dist}/${name}`);
-  await build({
+  const { metafile } = await build({
     absWorkingDir: ROOT,
     entryPoints: { cli: "src/cli.ts", worker: "src/html/worker.ts" },
     outdir: dist,
@@ -62,6 +82,8 @@ if (import.meta.url === new URL(process.argv[1], "file:").href) {
     external: EXTERNAL,
     banner: { js: REQUIRE },
     sourcemap: true,
+    metafile: true,
     logLevel: "warning",
   });
+  await checkZodImports(metafile);
 }
