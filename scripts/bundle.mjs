@@ -82,6 +82,8 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
     external: EXTERNAL,
     banner: { js: REQUIRE },
     sourcemap: true,
+    // Stack traces need only the mappings; the sources are in the repository, not the package.
+    sourcesContent: false,
     metafile: true,
     logLevel: "warning",
   });
