@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import type { AgentLoop } from "./loop.js";
 import type { SubagentManager } from "./subagents.js";
 import { defineTool } from "../tools/registry.js";

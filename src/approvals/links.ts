@@ -1,6 +1,6 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { canonical } from "../agent/breaker.js";
 import { readOrCreateSecret } from "../store/secret-file.js";
 

@@ -1,5 +1,5 @@
 import picomatch from "picomatch";
-import { z } from "zod";
+import * as z from "zod";
 import { duration, expected, oneOf, text } from "../config/fields.js";
 import { deliveryTargetSchema } from "../delivery/targets.js";
 import type { ShellSyntax } from "../tools/shell-syntax.js";

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { chatMessageShape, toolCallShape } from "../sessions/message-shape.js";
 import { count, isoTime, problemOf } from "../store/quarantine.js";
 import { ON_TIMEOUT } from "./rules.js";

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import type { Job } from "../jobs/types.js";
 import { isoTime } from "../store/quarantine.js";
 import { RUN_STATUSES } from "../store/run-record.js";

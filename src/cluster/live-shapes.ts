@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { runRecordShape, usageShape } from "../store/run-history.js";
 import { RUN_STATUSES } from "../store/run-record.js";
 

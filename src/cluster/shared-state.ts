@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { z } from "zod";
+import * as z from "zod";
 import { silentLogger, type Logger } from "../log.js";
 import { isoTime } from "../store/quarantine.js";
 import { jobStateShape, type AdoptingStateStore, type CheckInState, type JobState, type SharedState } from "../store/state.js";

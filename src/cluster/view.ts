@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
-import { z } from "zod";
+import * as z from "zod";
 import type { Redactor } from "../audit/redact.js";
 import type { EventBus } from "../events.js";
 import { silentLogger, type Logger } from "../log.js";

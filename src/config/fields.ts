@@ -1,6 +1,6 @@
 import bytes from "bytes";
 import ms from "ms";
-import { z } from "zod";
+import * as z from "zod";
 import { closeName } from "./yaml-errors.js";
 
 /*

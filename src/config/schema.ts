@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { z } from "zod";
+import * as z from "zod";
 import { DEFAULT_BREAKER, type BreakerSettings } from "../agent/breaker.js";
 import { DEFAULT_PERSONA, PERSONALITY_PRESETS, type Locale, type PersonaConfig } from "../agent/personalities.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";

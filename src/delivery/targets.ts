@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import { describeValue, expected, httpURL, oneOf, text } from "../config/fields.js";
 import { formatPath } from "../config/yaml-errors.js";
 import { TEMPLATE_PLACEHOLDERS, unknownTemplatePlaceholders } from "./render.js";

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { byteSize, describeKind, describeValue, duration, expected, oneOf, text, timeZone } from "../config/fields.js";
 import { PRESET_NAMES } from "../providers/presets.js";
 import { deliveryTargetsSchema } from "../delivery/targets.js";

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from "node:util";
-import { z } from "zod";
+import * as z from "zod";
 import { expected, oneOf, text } from "../config/fields.js";
 import { pathProblem, selectPath } from "./json-path.js";
 

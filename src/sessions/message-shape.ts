@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import type { ChatMessage } from "../providers/types.js";
 
 const contentPart = z.discriminatedUnion("type", [

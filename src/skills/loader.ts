@@ -2,7 +2,7 @@ import { constants, readdirSync, statSync } from "node:fs";
 import { access, readdir, readFile, stat } from "node:fs/promises";
 import { delimiter, join } from "node:path";
 import { parse, YAMLParseError } from "yaml";
-import { z } from "zod";
+import * as z from "zod";
 
 export interface Skill {
   name: string;

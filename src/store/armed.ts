@@ -1,6 +1,6 @@
 import { readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import type { FileProblems } from "../jobs/not-armed.js";
 import type { Job } from "../jobs/types.js";
 import { silentLogger, type Logger } from "../log.js";

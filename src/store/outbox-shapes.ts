@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import type { DeliveryMessage } from "../delivery/message.js";
 import { EMAIL_FOOTERS, WEBHOOK_FORMATS, type DeliveryTarget } from "../delivery/targets.js";
 import { RUN_REASONS, RUN_STATUSES } from "./run-record.js";

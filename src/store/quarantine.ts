@@ -1,6 +1,6 @@
 import { appendFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { silentLogger, type Logger } from "../log.js";
 
 /** In the state directory: what was found there and could not be used, never read back by countd. */

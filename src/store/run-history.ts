@@ -1,6 +1,6 @@
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { JOB_NAME } from "../jobs/schema.js";
 import type { Logger } from "../log.js";
 import { HEARTBEAT_JOB, RUN_REASONS, RUN_STATUSES, type RunRecord } from "./run-record.js";

@@ -1,7 +1,7 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { silentLogger, type Logger } from "../log.js";
-import { z } from "zod";
+import * as z from "zod";
 import type { Usage } from "../providers/types.js";
 import { errorText } from "../text.js";
 import { localClock } from "../time.js";

@@ -1,7 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { Low } from "lowdb";
-import { z } from "zod";
+import * as z from "zod";
 import { silentLogger, type Logger } from "../log.js";
 import { errorText } from "../text.js";
 import { HEARTBEAT_JOB, type RunRecord } from "./run-record.js";

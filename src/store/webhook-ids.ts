@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { writeFileDurably } from "./durable.js";
 import { appendJsonLines, readJsonLines, toJsonLines } from "./jsonl.js";
 

@@ -2,7 +2,7 @@ import type { Dirent, Stats } from "node:fs";
 import { lstat, readdir, readlink, stat, type FileHandle } from "node:fs/promises";
 import { dirname, relative } from "node:path";
 import { glob } from "tinyglobby";
-import { z } from "zod";
+import * as z from "zod";
 import { isInside } from "../inside.js";
 import { defineTool } from "./registry.js";
 import { FinalToolError, type Tool } from "./types.js";

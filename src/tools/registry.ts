@@ -1,5 +1,5 @@
 import picomatch from "picomatch";
-import { z } from "zod";
+import * as z from "zod";
 import type { ToolDefinition } from "../providers/types.js";
 import type { Tool } from "./types.js";
 import { asRun } from "./untrusted.js";

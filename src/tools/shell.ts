@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, realpath, stat } from "node:fs/promises";
 import { isAbsolute, resolve } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { isInside } from "../inside.js";
 import { checkEnvNames, childEnv } from "./child-env.js";
 import { ToolRefusal, type PathGuard } from "./paths.js";

@@ -1,7 +1,7 @@
 import http from "node:http";
 import https from "node:https";
 import type { IncomingMessage } from "node:http";
-import { z } from "zod";
+import * as z from "zod";
 import { htmlConverter, HtmlConversionTimeout } from "../html/convert.js";
 import { errorText, formatBytes } from "../text.js";
 import { defineTool } from "./registry.js";

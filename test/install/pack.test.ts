@@ -94,6 +94,8 @@ describe("countd installed as a user installs it", () => {
     const pkg = join(prefix, "lib", "node_modules", "countd");
     await expect(stat(join(pkg, "node_modules", "typescript"))).rejects.toThrow(/ENOENT/);
     await expect(stat(join(pkg, "dist", "cli.js"))).resolves.toBeTruthy();
+    // prepack bundled the command line: its HTML conversion worker is a file of its own beside the chunks.
+    await expect(stat(join(pkg, "dist", "worker.js"))).resolves.toBeTruthy();
 
     const folder = await userFolder();
     const env = userEnv({ PATH: `${join(prefix, "bin")}${delimiter}${userEnv()["PATH"]}` });

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { describeValue, duration, envName, expected, httpURL, text, unlessEmpty } from "../../config/fields.js";
 
 /**

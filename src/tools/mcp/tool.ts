@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { defineTool } from "../registry.js";
 import { FinalToolError, type Tool } from "../types.js";
 import { frameUntrusted } from "../untrusted.js";
