@@ -26,8 +26,20 @@ export async function load(url, context, next) {
   appendFileSync(process.env.COUNTD_TRACE, url + "\\n");
   return next(url, context);
 }`;
-const REGISTER = `import { register } from "node:module";
-register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});`;
+/**
+ * The hook above sees what is imported; on Node 20 it does not see what CommonJS code loads with
+ * require (createRequire: the price table, the JSON Schema validators), which goes through here.
+ */
+const REGISTER = `import Module, { register } from "node:module";
+import { appendFileSync } from "node:fs";
+register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});
+const load = Module._load;
+Module._load = function (request, parent, isMain) {
+  if (!Module.isBuiltin(request)) {
+    try { appendFileSync(process.env.COUNTD_TRACE, Module._resolveFilename(request, parent, isMain) + "\\n"); } catch {}
+  }
+  return load.apply(this, arguments);
+};`;
 
 let dir: string;
 beforeAll(async () => {
@@ -48,13 +60,14 @@ async function loaded(
   args: string[],
   until?: string,
   env: Record<string, string> = {},
+  cwd = dir,
 ): Promise<{ code: number | null; output: string; packages: Set<string>; builtCli: boolean }> {
-  const trace = join(dir, `trace-${args.join("-")}.txt`);
+  const trace = join(cwd, `trace-${args.join("-")}.txt`);
   await writeFile(trace, "");
   let output = "";
   const code = await new Promise<number | null>((done) => {
     const child = spawn(process.execPath, ["--import", `data:text/javascript,${encodeURIComponent(REGISTER)}`, BIN, ...args], {
-      cwd: dir,
+      cwd,
       env: { PATH: process.env["PATH"] ?? "", COUNTD_TRACE: trace, ...env },
       stdio: ["ignore", "pipe", "ignore"],
     });
@@ -105,6 +118,23 @@ describe("what only some job files use", () => {
     expect(code).toBe(0);
     expect(builtCli).toBe(true);
     expect(["ajv", "ajv-formats"].filter((name) => packages.has(name))).toEqual([]);
+  });
+
+  it("and loads one when a job has: the trace sees what is loaded with require", async () => {
+    const typed = await mkdtemp(join(tmpdir(), "countd-light-typed-"));
+    try {
+      await writeFile(join(typed, "countd.yaml"), "timezone: UTC\n");
+      await mkdir(join(typed, "jobs"));
+      await writeFile(
+        join(typed, "jobs", "typed.yaml"),
+        'schedule: "0 9 * * *"\nprompt: count\noutput:\n  schema:\n    type: object\n    properties:\n      n: { type: integer }\n',
+      );
+      const { code, packages } = await loaded(["jobs"], undefined, {}, typed);
+      expect(code).toBe(0);
+      expect(packages.has("ajv")).toBe(true);
+    } finally {
+      await rm(typed, { recursive: true, force: true });
+    }
   });
 });
 
