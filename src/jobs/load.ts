@@ -1,4 +1,3 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import path from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
@@ -17,6 +16,7 @@ import {
 } from "../config/yaml-errors.js";
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
+import { FileTooLarge, readBounded } from "./read-bounded.js";
 import { cronProblem, parseAt } from "./schedule.js";
 import { loadOutputSpec } from "./output-schema.js";
 import { jobWarnings, missingBase, placeholderProblems, unsetWarning, webhookSecretProblems } from "./job-checks.js";
@@ -62,8 +62,6 @@ export interface JobContext {
   secretNames?: readonly string[];
 }
 
-/** Far above any real job; keeps a pasted log or a generated bomb from stalling the parser. */
-export const MAX_JOB_FILE_BYTES = 256 * 1024;
 /** Far deeper than any real job (a delivery target's headers sit 4 levels down). */
 export const MAX_JOB_NESTING = 64;
 /** yaml's own default, stated: expanding more aliases than this is how a billion-laughs file works. */
@@ -318,47 +316,6 @@ function capped(shown: string, problems: string[]): string[] {
     ...problems.slice(0, MAX_PROBLEMS_PER_FILE),
     `${shown}:${position}: ${rest} more ${rest === 1 ? "problem" : "problems"} in this file not shown`,
   ];
-}
-
-class FileTooLarge extends Error {}
-
-/**
- * Refuses an oversized file before reading it: the size is checked on the open descriptor.
- * Synchronously: a job file is small and local, and 10,000 of them took 55 ms this way against
- * 160-200 ms through fs's callbacks 64 at a time and 0.85-1.4 s through 10,000 FileHandles at
- * once, the thread pool's queue and GC being the difference. O_NONBLOCK, so that a FIFO named
- * like a job file is read as empty instead of waiting for a writer with the daemon stopped.
- */
-function readBounded(file: string): string {
-  let fd: number | undefined;
-  try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
-    const { size } = fstatSync(fd);
-    if (size > MAX_JOB_FILE_BYTES) throw tooLarge(`${size} bytes`);
-    // One byte more than the size, so that the end is seen in one read; a file that grew since is read on.
-    let buffer = Buffer.allocUnsafe(size + 1);
-    let length = 0;
-    for (;;) {
-      if (length === buffer.length) {
-        if (length > MAX_JOB_FILE_BYTES) throw tooLarge(`more than ${MAX_JOB_FILE_BYTES} bytes`);
-        buffer = Buffer.concat([buffer], Math.min(2 * length, MAX_JOB_FILE_BYTES + 1));
-      }
-      const bytesRead = readSync(fd, buffer, length, buffer.length - length, length);
-      if (bytesRead === 0) return buffer.toString("utf8", 0, length);
-      length += bytesRead;
-    }
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") throw new Error("no such file");
-    if (code === "EISDIR") throw new Error("is a folder, not a job file");
-    throw code ? new Error(`cannot read: ${(err as Error).message}`) : err;
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-}
-
-function tooLarge(size: string): FileTooLarge {
-  return new FileTooLarge(`${size}; a job file may hold at most ${MAX_JOB_FILE_BYTES} bytes (${MAX_JOB_FILE_BYTES / 1024} KiB)`);
 }
 
 function nameLocation(source: YamlSource): string {

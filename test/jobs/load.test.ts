@@ -4,15 +4,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { glob } from "tinyglobby";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  displayPath,
-  loadJobFile,
-  loadJobsDir,
-  MAX_JOB_FILE_BYTES,
-  MAX_JOB_NESTING,
-  MAX_PROBLEMS_PER_FILE,
-  type JobContext,
-} from "../../src/jobs/load.js";
+import { displayPath, loadJobFile, loadJobsDir, MAX_JOB_NESTING, MAX_PROBLEMS_PER_FILE, type JobContext } from "../../src/jobs/load.js";
+import { MAX_JOB_FILE_BYTES } from "../../src/jobs/read-bounded.js";
 import { validateJobs } from "../../src/jobs/validate.js";
 import type { Job } from "../../src/jobs/types.js";
 
