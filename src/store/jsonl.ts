@@ -1,4 +1,4 @@
-import { closeSync, fdatasync as fdatasyncCallback, fstatSync, open, readSync, writeSync } from "node:fs";
+import { closeSync, constants, fdatasync as fdatasyncCallback, fstatSync, open, readSync, writeSync } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { promisify } from "node:util";
@@ -62,6 +62,36 @@ export async function appendJsonLines(path: string, records: readonly unknown[],
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * A file created now for appends to come (O_EXCL: undefined when it is there already), its folder
+ * made when missing: where creating a file is the costly part of an append, it can be done ahead,
+ * beside other work, and `appendJsonLinesTo` then writes to it as appendJsonLines would.
+ */
+export async function createForAppending(path: string): Promise<number | undefined> {
+  const flags = constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_EXCL;
+  try {
+    return (await openAppending(path, flags)).fd;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return undefined;
+    throw err;
+  }
+}
+
+/**
+ * appendJsonLines (unsynced) through `fd`, a file createForAppending opened at `path`, closed after.
+ * A file removed meanwhile (the state directory emptied) holds nothing any more: the records go
+ * to a new one at `path`.
+ */
+export async function appendJsonLinesTo(fd: number, path: string, records: readonly unknown[]): Promise<void> {
+  try {
+    const { nlink, size } = fstatSync(fd);
+    if (nlink > 0) return void writeLines(fd, size, toJsonLines(records));
+  } finally {
+    closeSync(fd);
+  }
+  await appendJsonLines(path, records);
 }
 
 /** Writes `lines` at the end of a file `size` bytes long, after a newline when its last line is torn. */
@@ -128,13 +158,13 @@ const fdatasync = promisify(fdatasyncCallback);
  * append goes to a folder that exists, and a mkdir per append was a file operation for nothing.
  * `created`: the outermost folder made, whose own name its parent folder holds.
  */
-async function openAppending(path: string): Promise<{ fd: number; created?: string }> {
+async function openAppending(path: string, flags: string | number = "a+"): Promise<{ fd: number; created?: string }> {
   try {
-    return { fd: await openFd(path, "a+") };
+    return { fd: await openFd(path, flags) };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     const created = await mkdir(dirname(path), { recursive: true });
-    return { fd: await openFd(path, "a+"), created };
+    return { fd: await openFd(path, flags), created };
   }
 }
 
