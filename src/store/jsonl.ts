@@ -94,17 +94,21 @@ export async function appendJsonLinesTo(fd: number, path: string, records: reado
   await appendJsonLines(path, records);
 }
 
-/** Writes `lines` at the end of a file `size` bytes long, after a newline when its last line is torn. */
-function writeLines(fd: number, size: number, lines: string): { size: number } {
+/**
+ * Writes `lines` at the end of a file `size` bytes long, after a newline when its last line is
+ * torn; `whole`: the caller knows it is not (its own write left the file at `size`). `end`: the
+ * file's size after.
+ */
+function writeLines(fd: number, size: number, lines: string, whole = false): { size: number; end: number } {
   let torn = false;
-  if (size > 0) {
+  if (size > 0 && !whole) {
     const last = Buffer.alloc(1);
     readSync(fd, last, 0, 1, size - 1);
     torn = last[0] !== 0x0a;
   }
   const data = Buffer.from(torn ? "\n" + lines : lines);
   for (let written = 0; written < data.length;) written += writeSync(fd, data, written);
-  return { size };
+  return { size, end: size + data.length };
 }
 
 /**
@@ -117,7 +121,8 @@ function writeLines(fd: number, size: number, lines: string): { size: number } {
  * time; appends run in the order they were asked for.
  */
 export class HeldAppends {
-  private held: { path: string; fd: number } | undefined;
+  /** `end`: the size the last write here left the file at, whose last line is then whole. */
+  private held: { path: string; fd: number; end?: number } | undefined;
   private chain: Promise<void> = Promise.resolve();
 
   append(path: string, records: readonly unknown[]): Promise<void> {
@@ -135,8 +140,9 @@ export class HeldAppends {
       this.held = { path, fd };
       stat = fstatSync(fd);
     }
+    const held = this.held!;
     try {
-      writeLines(this.held!.fd, stat.size, lines);
+      held.end = writeLines(held.fd, stat.size, lines, stat.size === held.end).end;
     } catch (err) {
       // A write that failed (a full disk) gets a fresh open next time rather than the same handle.
       this.release();
