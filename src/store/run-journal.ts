@@ -29,9 +29,8 @@ export const JOURNAL_FLUSH_MS = 1_000;
 
 /**
  * One run's journal as it is written: each entry redacted, stamped and kept in order, then
- * appended behind the run (the run never waits on a write) within JOURNAL_FLUSH_MS of the first
- * entry waiting, or at `close`, which waits for what is left: a run of a few seconds takes one
- * write. Not synced: like a session, a crash may take the last second's entries of a run in progress.
+ * appended in one write within JOURNAL_FLUSH_MS of the first entry waiting, or at `close`, which
+ * waits for what is left: a run of a few seconds takes one write. Not synced: like a session, a crash may take the last second's entries of a run in progress.
  */
 export class RunJournal implements JournalWriter {
   private chain: Promise<void> = Promise.resolve();
