@@ -277,6 +277,8 @@ export class AgentLoop {
         transcript.push(userRecord(message, options.media));
         journalPrompt(options.journal, messages, message);
       }
+      // The session is appended to at the end: a new one's file is created meanwhile.
+      sessions?.expect?.(sessionId);
       const definitions = tools.getDefinitions();
 
       /** Answers one call in the conversation; false when it waits for a person's yes instead. */
@@ -452,7 +454,7 @@ export class AgentLoop {
       // keeps its turn in its suspension: the session gets it whole once it ends.
       const ended = (status as EndStatus) !== "waiting";
       await Promise.all([
-        sessions && transcript.length > 0 && ended ? sessions.append(sessionId, transcript, options.runId) : undefined,
+        transcript.length > 0 && ended ? sessions?.append(sessionId, transcript, options.runId) : sessions?.dismiss?.(sessionId),
         options.journal ? undefined : this.opts.toolHistory?.flush(sessionId),
       ]);
       figures = {

@@ -56,9 +56,10 @@ interface OpenFile {
  * The audit trail: one JSON line per tool call, LLM call and finished message, in
  * `<dir>/audit-YYYY-MM-DD.jsonl` (a new file each local day). Every line passes through the
  * Redactor, so no known secret reaches disk. Lines gather in memory and are handed, together, to
- * pino's SonicBoom destination (`sync: false`, written off the main thread) when a message ends,
- * AUDIT_FLUSH_MS after the first of them, when the day changes and at close(), which resolves once
- * they are all in their files and synced. A process that exits without close() (a second SIGTERM,
+ * pino's SonicBoom destination when a message ends, AUDIT_FLUSH_MS after the first of them, when
+ * the day changes and at close(), which resolves once they are all in their files and synced. The
+ * destination writes them at once, on the main thread: a message's few kilobytes take microseconds
+ * there, where a write handed to libuv's thread pool cost the main thread more than that to ask. A process that exits without close() (a second SIGTERM,
  * an uncaught error) writes what is left synchronously on exit. A SIGKILL or a power cut can lose
  * the lines of the last second.
  */
@@ -233,7 +234,7 @@ export class AuditLog {
       fd = openSync(file, "a");
     }
     const { dev, ino } = fstatSync(fd);
-    const stream = pino.destination({ fd, sync: false });
+    const stream = pino.destination({ fd, sync: true });
     stream.on("error", (err: Error) => process.stderr.write(`countd: audit log write in ${this.dir} failed: ${err.message}\n`));
     // Once per log, however often it reopens: a listener per file would pile up on process.
     if (process.listeners("exit").indexOf(this.writeLeftAtExit) === -1) process.on("exit", this.writeLeftAtExit);

@@ -10,9 +10,25 @@ const BYTES_PER_TOKEN = 4;
 
 export const textTokens = (text: string): number => Math.ceil(Buffer.byteLength(text, "utf8") / BYTES_PER_TOKEN);
 
-/** The request as countd holds it, serialised: messages and tool definitions. */
-export const requestTokens = (messages: readonly ChatMessage[], tools: readonly ToolDefinition[]): number =>
-  textTokens(JSON.stringify(messages)) + textTokens(JSON.stringify(tools));
+/** UTF-8 bytes of each message and tool list serialised, once: a run's calls resend the messages before. */
+const serialisedBytes = new WeakMap<object, number>();
+
+function bytesOf(value: object): number {
+  let bytes = serialisedBytes.get(value);
+  if (bytes === undefined) serialisedBytes.set(value, (bytes = Buffer.byteLength(JSON.stringify(value), "utf8")));
+  return bytes;
+}
+
+/**
+ * The request as countd holds it, serialised: messages and tool definitions. The messages' array
+ * is counted as JSON.stringify writes it (brackets, a comma between two), from each message's
+ * own size, so a call of a long run does not serialise the whole conversation again.
+ */
+export function requestTokens(messages: readonly ChatMessage[], tools: readonly ToolDefinition[]): number {
+  let bytes = 2 + Math.max(messages.length - 1, 0);
+  for (const message of messages) bytes += bytesOf(message);
+  return Math.ceil(bytes / BYTES_PER_TOKEN) + Math.ceil(bytesOf(tools) / BYTES_PER_TOKEN);
+}
 
 /** Usage countd estimated: every token of it is marked so. */
 export const estimatedUsage = (inputTokens: number, outputTokens: number): Usage => ({

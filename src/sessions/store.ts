@@ -1,8 +1,8 @@
-import { statSync } from "node:fs";
+import { closeSync, fstatSync, statSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { ChatMessage } from "../providers/types.js";
 import { sessionFileName } from "./file-names.js";
-import { appendJsonLines, readJsonLines } from "../store/jsonl.js";
+import { appendJsonLines, appendJsonLinesTo, createForAppending, readJsonLines } from "../store/jsonl.js";
 import { KeyedQueue } from "../store/keyed-queue.js";
 
 /** A line saying "the oldest n live messages are gone"; replayed in order on load. */
@@ -37,6 +37,13 @@ export interface SessionHistory {
   append(sessionId: string, messages: ChatMessage[], runId?: string): Promise<void>;
   /** Drops the oldest `count` messages (overflow.ts summarised them first). */
   dropOldest(sessionId: string, count: number): Promise<void>;
+  /**
+   * A message on the session has begun and will append when it ends: a store may get ready now
+   * (create a new session's file beside the message's LLM calls, not after them). `dismiss` when
+   * the message ends without appending.
+   */
+  expect?(sessionId: string): void;
+  dismiss?(sessionId: string): Promise<void>;
 }
 
 /** Sessions kept in memory; older ones are read from their files again when needed. */
@@ -52,6 +59,8 @@ export class SessionStore implements SessionHistory {
   /** In use order, oldest first: every isolated run has a session of its own, so all of them would grow without end. */
   private readonly live = new Map<string, ChatMessage[]>();
   private readonly queue = new KeyedQueue();
+  /** New sessions' files, created by `expect` for the append to come (undefined: the file was there). */
+  private readonly ahead = new Map<string, Promise<number | undefined>>();
 
   constructor(stateDir: string) {
     this.dir = join(stateDir, "sessions");
@@ -71,9 +80,42 @@ export class SessionStore implements SessionHistory {
     return this.queue.run(sessionId, async () => {
       const live = await this.messages(sessionId);
       const marker: RunMarker[] = runId === undefined ? [] : [{ run: runId, at: new Date().toISOString() }];
-      await appendJsonLines(this.fileOf(sessionId), [...marker, ...messages]);
+      const file = this.fileOf(sessionId);
+      const fd = await this.takeAhead(sessionId);
+      await (fd === undefined ? appendJsonLines(file, [...marker, ...messages]) : appendJsonLinesTo(fd, file, [...marker, ...messages]));
       live.push(...messages);
     });
+  }
+
+  /**
+   * Every isolated run's session is new, and creating its file took longer than writing it:
+   * the file is created here, as the message starts, so its end waits for the write alone.
+   */
+  expect(sessionId: string): void {
+    if (this.ahead.has(sessionId)) return;
+    const fd = createForAppending(this.fileOf(sessionId)).catch(() => undefined);
+    this.ahead.set(sessionId, fd);
+  }
+
+  /** The message ended without appending (it waits for a person's yes): a file it created and left empty goes. */
+  dismiss(sessionId: string): Promise<void> {
+    return this.queue.run(sessionId, async () => {
+      const fd = await this.takeAhead(sessionId);
+      if (fd === undefined) return;
+      try {
+        const held = fstatSync(fd);
+        const named = statSync(this.fileOf(sessionId), { throwIfNoEntry: false });
+        if (held.size === 0 && named?.ino === held.ino && named.dev === held.dev) unlinkSync(this.fileOf(sessionId));
+      } finally {
+        closeSync(fd);
+      }
+    });
+  }
+
+  private async takeAhead(sessionId: string): Promise<number | undefined> {
+    const fd = this.ahead.get(sessionId);
+    this.ahead.delete(sessionId);
+    return fd;
   }
 
   dropOldest(sessionId: string, count: number): Promise<void> {

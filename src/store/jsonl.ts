@@ -1,4 +1,4 @@
-import { closeSync, fdatasync as fdatasyncCallback, fstatSync, open, readSync, writeSync } from "node:fs";
+import { closeSync, constants, fdatasync as fdatasyncCallback, fstatSync, open, readSync, writeSync } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { promisify } from "node:util";
@@ -64,17 +64,51 @@ export async function appendJsonLines(path: string, records: readonly unknown[],
   }
 }
 
-/** Writes `lines` at the end of a file `size` bytes long, after a newline when its last line is torn. */
-function writeLines(fd: number, size: number, lines: string): { size: number } {
+/**
+ * A file created now for appends to come (O_EXCL: undefined when it is there already), its folder
+ * made when missing: where creating a file is the costly part of an append, it can be done ahead,
+ * beside other work, and `appendJsonLinesTo` then writes to it as appendJsonLines would.
+ */
+export async function createForAppending(path: string): Promise<number | undefined> {
+  const flags = constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_EXCL;
+  try {
+    return (await openAppending(path, flags)).fd;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return undefined;
+    throw err;
+  }
+}
+
+/**
+ * appendJsonLines (unsynced) through `fd`, a file createForAppending opened at `path`, closed after.
+ * A file removed meanwhile (the state directory emptied) holds nothing any more: the records go
+ * to a new one at `path`.
+ */
+export async function appendJsonLinesTo(fd: number, path: string, records: readonly unknown[]): Promise<void> {
+  try {
+    const { nlink, size } = fstatSync(fd);
+    if (nlink > 0) return void writeLines(fd, size, toJsonLines(records));
+  } finally {
+    closeSync(fd);
+  }
+  await appendJsonLines(path, records);
+}
+
+/**
+ * Writes `lines` at the end of a file `size` bytes long, after a newline when its last line is
+ * torn; `whole`: the caller knows it is not (its own write left the file at `size`). `end`: the
+ * file's size after.
+ */
+function writeLines(fd: number, size: number, lines: string, whole = false): { size: number; end: number } {
   let torn = false;
-  if (size > 0) {
+  if (size > 0 && !whole) {
     const last = Buffer.alloc(1);
     readSync(fd, last, 0, 1, size - 1);
     torn = last[0] !== 0x0a;
   }
   const data = Buffer.from(torn ? "\n" + lines : lines);
   for (let written = 0; written < data.length;) written += writeSync(fd, data, written);
-  return { size };
+  return { size, end: size + data.length };
 }
 
 /**
@@ -87,7 +121,8 @@ function writeLines(fd: number, size: number, lines: string): { size: number } {
  * time; appends run in the order they were asked for.
  */
 export class HeldAppends {
-  private held: { path: string; fd: number } | undefined;
+  /** `end`: the size the last write here left the file at, whose last line is then whole. */
+  private held: { path: string; fd: number; end?: number } | undefined;
   private chain: Promise<void> = Promise.resolve();
 
   append(path: string, records: readonly unknown[]): Promise<void> {
@@ -105,8 +140,9 @@ export class HeldAppends {
       this.held = { path, fd };
       stat = fstatSync(fd);
     }
+    const held = this.held!;
     try {
-      writeLines(this.held!.fd, stat.size, lines);
+      held.end = writeLines(held.fd, stat.size, lines, stat.size === held.end).end;
     } catch (err) {
       // A write that failed (a full disk) gets a fresh open next time rather than the same handle.
       this.release();
@@ -128,13 +164,13 @@ const fdatasync = promisify(fdatasyncCallback);
  * append goes to a folder that exists, and a mkdir per append was a file operation for nothing.
  * `created`: the outermost folder made, whose own name its parent folder holds.
  */
-async function openAppending(path: string): Promise<{ fd: number; created?: string }> {
+async function openAppending(path: string, flags: string | number = "a+"): Promise<{ fd: number; created?: string }> {
   try {
-    return { fd: await openFd(path, "a+") };
+    return { fd: await openFd(path, flags) };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     const created = await mkdir(dirname(path), { recursive: true });
-    return { fd: await openFd(path, "a+"), created };
+    return { fd: await openFd(path, flags), created };
   }
 }
 

@@ -1,6 +1,8 @@
 import { createHash } from "node:crypto";
-import { mkdir, open, readFile, utimes, writeFile, type FileHandle } from "node:fs/promises";
+import { closeSync, open as openCallback, writeSync } from "node:fs";
+import { mkdir, readFile, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
 import { errorText } from "../text.js";
@@ -27,9 +29,8 @@ export const JOURNAL_FLUSH_MS = 1_000;
 
 /**
  * One run's journal as it is written: each entry redacted, stamped and kept in order, then
- * appended behind the run (the run never waits on a write) within JOURNAL_FLUSH_MS of the first
- * entry waiting, or at `close`, which waits for what is left: a run of a few seconds takes one
- * write. Not synced: like a session, a crash may take the last second's entries of a run in progress.
+ * appended in one write within JOURNAL_FLUSH_MS of the first entry waiting, or at `close`, which
+ * waits for what is left: a run of a few seconds takes one write. Not synced: like a session, a crash may take the last second's entries of a run in progress.
  */
 export class RunJournal implements JournalWriter {
   private chain: Promise<void> = Promise.resolve();
@@ -103,20 +104,23 @@ const TOUCHED_KEPT = 1_000;
 export function fileSink(state: string, job: string, runId: string, touched = new Map<string, number>()): JournalSink {
   const file = journalFile(state, job, runId);
   // Opened as the run starts, so the write at its end is the only one the run waits for.
-  let handle: Promise<FileHandle> | undefined = openFor(join(state, JOURNAL_DIR, job), file);
+  let fd: Promise<number> | undefined = openFor(join(state, JOURNAL_DIR, job), file);
   // Unhandled until the first append asks for it: that append says what went wrong.
-  handle.catch(() => {});
+  fd.catch(() => {});
   return {
     async append(text) {
-      const reopen = () => (handle = openFor(join(state, JOURNAL_DIR, job), file));
+      const reopen = () => (fd = openFor(join(state, JOURNAL_DIR, job), file));
       // Opened at the start while its folder was away (the state directory emptied): opened again now.
-      const opened = await (handle ?? reopen()).catch(reopen);
-      await opened.write(text);
+      const opened = await (fd ?? reopen()).catch(reopen);
+      // Written on the main thread, where a run's few kilobytes take microseconds: a write handed to
+      // libuv's thread pool waited its turn there, and the run's end waited for it.
+      const data = Buffer.from(text);
+      for (let written = 0; written < data.length;) written += writeSync(opened, data, written);
     },
     release() {
-      const held = handle;
-      handle = undefined;
-      void held?.then((opened) => opened.close()).catch(() => {});
+      const held = fd;
+      fd = undefined;
+      void held?.then((opened) => closeSync(opened)).catch(() => {});
     },
     async blob(hash, text) {
       const path = blobFile(state, hash);
@@ -139,11 +143,13 @@ export function fileSink(state: string, job: string, runId: string, touched = ne
 /** The folders this process made: a run's write does not ask for its folder again. */
 const made = new Set<string>();
 
-/** `file` opened for appending, in `dir` (inDir). */
-async function openFor(dir: string, file: string): Promise<FileHandle> {
-  let opened: FileHandle | undefined;
+const openFd = promisify(openCallback);
+
+/** `file` opened for appending, in `dir` (inDir): a plain descriptor, which costs less to make and close than a FileHandle. */
+async function openFor(dir: string, file: string): Promise<number> {
+  let opened: number | undefined;
   await inDir(dir, async () => {
-    opened = await open(file, "a");
+    opened = await openFd(file, "a");
   });
   return opened!;
 }
