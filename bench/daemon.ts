@@ -325,6 +325,7 @@ export async function benchIdle(jobs = 1000, seconds = Number(process.env["COUNT
       const gaveBack = () =>
         started.output().includes("Mark-Compact (reduce)") && performance.now() - started.lastOutputAt() >= GIVE_BACK_QUIET_MS;
       while (!gaveBack() && performance.now() - settleAt < GIVE_BACK_TIMEOUT_MS) await sleep(500);
+      const settled = gaveBack();
       const ticks0 = await cpuTicks(pid);
       const t0 = performance.now();
       await sleep(seconds * 1000);
@@ -343,7 +344,7 @@ export async function benchIdle(jobs = 1000, seconds = Number(process.env["COUNT
         giveBack: {
           seconds: (t0 - settleAt) / 1000,
           cpuMs: ((ticks0 - settleTicks) / ticksPerSecond) * 1000,
-          settled: gaveBack(),
+          settled,
         },
       };
     });
