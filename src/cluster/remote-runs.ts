@@ -10,8 +10,11 @@ export const MAX_NODES = 100;
 export class RemoteRuns {
   private readonly byNode = new Map<string, Set<string>>();
 
-  /** The runs of `node` to keep once `run` (`job/id`) started there; undefined when the node is one too many. */
-  started(node: string, run: string): ReadonlySet<string> | undefined {
+  /**
+   * `run` (`job/id`) started on `node`: the runs of it dropped to make room (the oldest), or
+   * undefined when the node is one too many and `run` is not kept.
+   */
+  started(node: string, run: string): string[] | undefined {
     let runs = this.byNode.get(node);
     if (!runs) {
       if (this.byNode.size >= MAX_NODES) return undefined;
@@ -19,11 +22,13 @@ export class RemoteRuns {
       this.byNode.set(node, runs);
     }
     runs.add(run);
+    const dropped: string[] = [];
     for (const oldest of runs) {
       if (runs.size <= RUNS_PER_NODE) break;
       runs.delete(oldest);
+      dropped.push(oldest);
     }
-    return runs;
+    return dropped;
   }
 
   finished(node: string, run: string): void {

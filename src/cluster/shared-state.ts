@@ -34,6 +34,16 @@ redis.call('PUBLISH', ARGV[3], version)
 return version
 `;
 
+/**
+ * The whole state at one version, or nil when the version is still ARGV[1] (the copy is current).
+ * KEYS: version, jobs, paused-all.
+ */
+const READ = `
+local version = redis.call('GET', KEYS[1])
+if (version or '0') == ARGV[1] then return nil end
+return {version, redis.call('HGETALL', KEYS[2]), redis.call('GET', KEYS[3])}
+`;
+
 interface Snapshot {
   version: string;
   data: SharedState;
@@ -146,14 +156,18 @@ export class RedisSharedState implements AdoptingStateStore {
   }
 
   /**
-   * Calls made before a queued read starts share it: every run start refreshes, and a thousand
-   * runs starting in one second would otherwise wait for a thousand reads one after another.
+   * Calls made before the version is looked at share the look: every run start refreshes, and a
+   * thousand runs starting in one second would otherwise wait for a thousand reads one after
+   * another. The look does not wait behind the changes and reads queued before it (a burst of
+   * fires queues several while each daemon records the same slots): a copy already at the version
+   * it finds is current, as each version is written once; only a copy behind it waits its turn
+   * for a read.
    */
   refresh(): Promise<void> {
-    this.refreshing ??= this.serially(async () => {
+    this.refreshing ??= Promise.resolve().then(async () => {
       this.refreshing = undefined;
       const version = (await this.redis.get(VERSION_KEY)) ?? "0";
-      if (version !== this.copy.version) this.copy = await this.read();
+      if (version !== this.copy.version) await this.serially(() => this.catchUp());
     });
     return this.refreshing;
   }
@@ -162,10 +176,16 @@ export class RedisSharedState implements AdoptingStateStore {
   private follow(): void {
     this.reread ??= this.serially(async () => {
       this.reread = undefined;
-      this.copy = await this.read();
+      await this.catchUp();
     }).catch((err: unknown) =>
       this.log.warn({ error: errorText(err) }, "could not read the cluster's state; reading it again at its next change"),
     );
+  }
+
+  /** In the queue: the copy made current, read whole only when a change came since (the burst's rereads mostly find none). */
+  private async catchUp(): Promise<void> {
+    const read = await this.read(this.copy.version);
+    if (read) this.copy = read;
   }
 
   private serially<T>(step: () => Promise<T>): Promise<T> {
@@ -174,12 +194,17 @@ export class RedisSharedState implements AdoptingStateStore {
     return done;
   }
 
-  /** The whole state at one version (MULTI), checked piece by piece. */
-  private async read(): Promise<Snapshot> {
-    const replies = await this.redis.multi().get(VERSION_KEY).hgetall(JOBS_KEY).get(PAUSED_ALL_KEY).exec();
-    if (!replies) throw new Error("the read of the cluster's state was aborted");
-    for (const [err] of replies) if (err) throw err;
-    const [version, jobs, pausedAll] = replies.map(([, value]) => value) as [string | null, Record<string, string>, string | null];
+  /** The whole state at one version (one script, so atomic), checked piece by piece; undefined when still at `unless`. */
+  private read(): Promise<Snapshot>;
+  private read(unless: string): Promise<Snapshot | undefined>;
+  private async read(unless?: string): Promise<Snapshot | undefined> {
+    // A key Redis does not have comes back null; "" never matches a version, so the whole is read.
+    const reply = (await this.redis.eval(READ, 3, VERSION_KEY, JOBS_KEY, PAUSED_ALL_KEY, unless ?? "")) as
+      [string | null, string[], string | null] | null;
+    if (reply === null) return undefined;
+    const [version, pairs, pausedAll] = reply;
+    const jobs: Record<string, string> = {};
+    for (let i = 0; i + 1 < pairs.length; i += 2) jobs[pairs[i]!] = pairs[i + 1]!;
     const data: SharedState = { jobs: {} };
     for (const [name, text] of Object.entries(jobs)) {
       const state = this.parse(jobStateShape, text, `${JOBS_KEY} ${name}`);

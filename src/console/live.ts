@@ -244,6 +244,11 @@ export class LiveHub {
     for (const [id, state] of this.runs) if (state.remote && state.node === node && !keep.has(id)) this.runs.delete(id);
   }
 
+  /** Drops these runs of other nodes (`job/id`); their clients hear nothing more of them. */
+  drop(runs: readonly string[]): void {
+    for (const id of runs) if (this.runs.get(id)?.remote) this.runs.delete(id);
+  }
+
   clientCount(): number {
     return this.clients.size;
   }

@@ -48,12 +48,14 @@ export async function writeFileDurably(file: string, text: string): Promise<void
  * lowdb's JSON file, written through writeFileDurably: lowdb's own JSONFile writes through steno,
  * which renames without syncing. Like steno, one write at a time, and writes asked for meanwhile
  * share the next one, which saves the newest data: a write resolves once data at least as new
- * as its own is on disk.
+ * as its own is on disk. The data is serialised when its write begins, not at each call: a
+ * thousand runs starting at once each index themselves in state.json, and serialising the whole
+ * index at every call cost time growing with the square of the runs.
  */
 export class DurableJSONFile<T> implements Adapter<T> {
   private chain: Promise<void> = Promise.resolve();
-  /** The newest data asked to be written and not yet taken by a write. */
-  private newest: string | undefined;
+  /** The newest data asked to be written and not yet taken by a write; its text when a write of it failed. */
+  private newest: { data: T } | { text: string } | undefined;
 
   constructor(private readonly file: string) {}
 
@@ -67,16 +69,17 @@ export class DurableJSONFile<T> implements Adapter<T> {
   }
 
   write(data: T): Promise<void> {
-    this.newest = JSON.stringify(data, null, 2);
+    this.newest = { data };
     const write = this.chain.then(async () => {
-      const text = this.newest;
-      if (text === undefined) return;
+      const newest = this.newest;
+      if (newest === undefined) return;
       this.newest = undefined;
+      const text = "text" in newest ? newest.text : JSON.stringify(newest.data, null, 2);
       try {
         await writeFileDurably(this.file, text);
       } catch (err) {
         // Left for the next write to take, so a later caller is not told its data is on disk.
-        this.newest ??= text;
+        this.newest ??= { text };
         throw err;
       }
     });
