@@ -3,7 +3,8 @@ import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { countdFolder, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
+import { useAimock } from "../support/aimock.js";
+import { countdFolder, llmEnv, startDaemon, stopDaemon, type DaemonProcess } from "../support/cli-daemon.js";
 import { logLines } from "../support/daemon-process.js";
 
 /*
@@ -15,6 +16,8 @@ const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const MB = 1024 * 1024;
 
 describe("webhook requests before their signature is checked", { timeout: 90_000 }, () => {
+  // The signed request starts a run: its LLM is on loopback, where it answers at once.
+  const mock = useAimock();
   let daemon: DaemonProcess | undefined;
   const sockets: Socket[] = [];
   afterEach(async () => {
@@ -30,7 +33,7 @@ describe("webhook requests before their signature is checked", { timeout: 90_000
     });
     const yaml = await readFile(join(dir, "countd.yaml"), "utf8");
     await writeFile(join(dir, "countd.yaml"), `${yaml}job_env: [ORDERS_HOOK]\nsecrets: [ORDERS_HOOK]\n`);
-    daemon = await startDaemon(dir, { ORDERS_HOOK: SECRET, OPENAI_API_KEY: "sk-unused" });
+    daemon = await startDaemon(dir, { ORDERS_HOOK: SECRET, ...llmEnv(`${mock.url}/v1`) });
     const url = logLines(daemon.output()).find((line) => typeof line["url"] === "string")!["url"] as string;
     return Number(new URL(url).port);
   }
@@ -110,6 +113,7 @@ describe("webhook requests before their signature is checked", { timeout: 90_000
   });
 
   it("still takes a signed body larger than the total when it is the only one being read", async () => {
+    mock.onMessage("import", { content: "imported" });
     const port = await start();
     const body = JSON.stringify({ rows: "r".repeat(17 * MB) });
     const id = "msg_large_export";
