@@ -52,6 +52,16 @@ describe("sendWebhook, json format", () => {
     expect(JSON.parse(request!.body)).toEqual({ type: "run.completed", job: "daily-report", run: message.run, result: message.result });
   });
 
+  it("signs every secret and body as the Standard Webhooks library does, non-ASCII text and a padded key included", async () => {
+    for (const secret of [SECRET, "whsec_c2hvcnQ=", "whsec_dHdvIGJ5dGVzIHBhZA=="]) {
+      const peer = await receiver({ secret });
+      const sent = { ...message, result: "Umsatz +4 % · 売上 · 🚀 «done»" };
+      await sendWebhook(target(peer.url, { secret }), sent, DELIVERY_ID);
+      await sendWebhook(target(peer.url, { secret }), sent, `${DELIVERY_ID}-again`);
+      expect(peer.requests.map((request) => request.verified)).toEqual([true, true]);
+    }
+  });
+
   it("sends a failed run's error and last tool calls beside the result", async () => {
     const peer = await receiver({ secret: SECRET });
     const lastToolCalls = [{ name: "exec", status: "error" as const, summary: "make → exit 2" }];
