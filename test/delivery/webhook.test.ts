@@ -100,6 +100,18 @@ describe("sendWebhook, json format", () => {
     expect(err.status).toBe(401);
   });
 
+  it("sends a URL's user and password as basic auth, and leaves them out of the path", async () => {
+    const peer = await receiver({ secret: SECRET });
+    const url = new URL(peer.url);
+    url.username = "countd";
+    url.password = "p@ss word";
+    await sendWebhook(target(url.href), message, DELIVERY_ID);
+    const [request] = peer.requests;
+    expect(request?.verified).toBe(true);
+    expect(request?.headers["authorization"]).toBe(`Basic ${Buffer.from("countd:p@ss word").toString("base64")}`);
+    expect(request?.url).toBe(new URL(peer.url).pathname);
+  });
+
   it("carries the same webhook-id when the same delivery is sent again, so the receiver can drop the copy", async () => {
     const peer = await receiver({ secret: SECRET, steps: [500] });
     await failure(sendWebhook(target(peer.url), message, DELIVERY_ID));
