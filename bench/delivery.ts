@@ -3,13 +3,16 @@
  *     sender to a loopback receiver, from the first enqueue until the last acknowledgement is
  *     synced, beside a bare `fetch` loop posting the same payloads with the same concurrency (4);
  *     five rounds of each after a warm-up of each, interleaved, medians compared (target >= 0.8x).
+ *     The outbox posts through node:http, which costs less CPU than fetch, so a bare node:http
+ *     loop (kept-alive connections, same concurrency) runs in the same rounds too: the outbox
+ *     against the same transport, reported beside the target.
  * (b) State write time per run (StateStore.saveRun + Outbox.enqueue) as the run history grows to
  *     100,000 runs, every run delivered so the delivered log grows with it. It must stay flat:
  *     a run record is one appended line (runs/<job>.jsonl, compacted to RUNS_KEPT_PER_JOB runs),
  *     outbox.jsonl is compacted to what is still in play.
  */
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:http";
+import { Agent, createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,6 +29,7 @@ export interface DeliveryBenchResult {
   runs: number;
   deliveriesPerSecond: number;
   bareFetchPerSecond: number;
+  bareHttpPerSecond: number;
   stateWriteMs: Array<{ runs: number; ms: number }>;
 }
 
@@ -126,12 +130,15 @@ async function outboxRound(url: string): Promise<number> {
   }
 }
 
-/** The same payloads posted by a bare `fetch` loop with the outbox's concurrency: the network's limit here. */
-async function bareRound(url: string): Promise<number> {
-  const bodies = Array.from({ length: THROUGHPUT_RUNS }, (_, i) => {
+const bareBodies = () =>
+  Array.from({ length: THROUGHPUT_RUNS }, (_, i) => {
     const { kind, job, run, result } = messageFor(`run-${i}`);
     return JSON.stringify({ type: kind, job, run, result });
   });
+
+/** The same payloads posted by a bare `fetch` loop with the outbox's concurrency: the network's limit here. */
+async function bareRound(url: string): Promise<number> {
+  const bodies = bareBodies();
   let next = 0;
   const started = performance.now();
   await Promise.all(
@@ -151,22 +158,60 @@ async function bareRound(url: string): Promise<number> {
   return THROUGHPUT_RUNS / ((performance.now() - started) / 1_000);
 }
 
-async function throughput(): Promise<{ outbox: number; bare: number }> {
+/** The same with node:http on kept-alive connections, the outbox's own transport. */
+async function bareHttpRound(url: string): Promise<number> {
+  const bodies = bareBodies();
+  const agent = new Agent({ keepAlive: true });
+  const post = (body: string, id: string) =>
+    new Promise<void>((resolve, reject) => {
+      const req = request(url, {
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body), "webhook-id": id },
+      });
+      req.on("error", reject);
+      req.on("response", (res) => {
+        if (res.statusCode! >= 300) reject(new Error(`HTTP ${res.statusCode}`));
+        res.resume().on("end", resolve).on("error", reject);
+      });
+      req.end(body);
+    });
+  let next = 0;
+  const started = performance.now();
+  try {
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next < bodies.length) {
+          const i = next++;
+          await post(bodies[i]!, `run-${i}`);
+        }
+      }),
+    );
+  } finally {
+    agent.destroy();
+  }
+  return THROUGHPUT_RUNS / ((performance.now() - started) / 1_000);
+}
+
+async function throughput(): Promise<{ outbox: number; bare: number; bareHttp: number }> {
   const { url, close } = await receiver();
   const outbox: number[] = [];
   const bare: number[] = [];
+  const bareHttp: number[] = [];
   try {
-    // Warm-up for both: connections, JIT.
+    // Warm-up for each: connections, JIT.
     await bareRound(url);
+    await bareHttpRound(url);
     await outboxRound(url);
     for (let round = 0; round < ROUNDS; round++) {
       bare.push(await bareRound(url));
+      bareHttp.push(await bareHttpRound(url));
       outbox.push(await outboxRound(url));
     }
   } finally {
     await close();
   }
-  return { outbox: median(outbox), bare: median(bare) };
+  return { outbox: median(outbox), bare: median(bare), bareHttp: median(bareHttp) };
 }
 
 async function stateWrites(): Promise<Array<{ runs: number; ms: number }>> {
@@ -208,7 +253,7 @@ async function stateWrites(): Promise<Array<{ runs: number; ms: number }>> {
 }
 
 export async function benchDelivery(): Promise<DeliveryBenchResult> {
-  const { outbox, bare } = await throughput();
+  const { outbox, bare, bareHttp } = await throughput();
   const stateWriteMs = await stateWrites();
-  return { runs: THROUGHPUT_RUNS, deliveriesPerSecond: outbox, bareFetchPerSecond: bare, stateWriteMs };
+  return { runs: THROUGHPUT_RUNS, deliveriesPerSecond: outbox, bareFetchPerSecond: bare, bareHttpPerSecond: bareHttp, stateWriteMs };
 }
