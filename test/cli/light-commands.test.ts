@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { build, type BuildOptions, type Metafile } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BIN } from "../support/daemon-process.js";
 
@@ -134,6 +135,57 @@ describe("what only some job files use", () => {
       expect(packages.has("ajv")).toBe(true);
     } finally {
       await rm(typed, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("what the commands that read state leave unloaded", () => {
+  it.each([
+    [["jobs"], 0],
+    [["history"], 0],
+    [["status"], 3],
+  ])("countd %j loads no logger: it writes no log line, so pino and its stream workers stay unloaded", async (args, exit) => {
+    const { code, packages, builtCli } = await loaded(args);
+    expect(code).toBe(exit);
+    expect(builtCli).toBe(true);
+    expect(packages.has("pino")).toBe(false);
+  });
+
+  /**
+   * The sources in the chunks a command's chunk imports, with its own, as scripts/bundle.mjs
+   * splits them: what Node compiles before the command runs (a dynamic import() is left out).
+   */
+  async function compiledFor(metafile: Metafile, command: string): Promise<string[]> {
+    const outputs = metafile.outputs;
+    const entry = Object.keys(outputs).find((file) => outputs[file]!.entryPoint === `src/cli/${command}.ts`)!;
+    const cli = Object.keys(outputs).find((file) => outputs[file]!.entryPoint === "src/cli.ts")!;
+    const seen = new Set<string>();
+    const queue = [entry, cli];
+    for (let file = queue.pop(); file !== undefined; file = queue.pop()) {
+      if (seen.has(file)) continue;
+      seen.add(file);
+      for (const imported of outputs[file]!.imports)
+        if (imported.kind === "import-statement" && outputs[imported.path]) queue.push(imported.path);
+    }
+    return [...seen].flatMap((file) =>
+      Object.entries(outputs[file]!.inputs).flatMap(([input, { bytesInOutput }]) => (bytesInOutput > 0 ? [input] : [])),
+    );
+  }
+
+  it("countd jobs, history and status compile none of the tools' code, the shell parser or the Markdown lexer", async () => {
+    const { bundleOptions } = (await import(pathToFileURL(join(import.meta.dirname, "../../scripts/bundle.mjs")).href)) as {
+      bundleOptions: (outdir: string) => BuildOptions;
+    };
+    const { metafile } = await build({ ...bundleOptions(join(dir, "bundle")), write: false, sourcemap: false });
+    // Checking a job's tools: needs their names only; the checklist is read only beside a running heartbeat.
+    const unused = [/^src\/tools\/(filesystem|shell|shell-scan|shell-runners|web|memory)\.ts$/, /node_modules\/marked\//];
+    for (const command of ["jobs", "reports", "status"]) {
+      const compiled = await compiledFor(metafile!, command);
+      expect(compiled).toContain(`src/cli/${command}.ts`);
+      expect({ command, unused: compiled.filter((input) => unused.some((pattern) => pattern.test(input))) }).toEqual({
+        command,
+        unused: [],
+      });
     }
   });
 });
