@@ -30,10 +30,11 @@ export const EXTERNAL = [
   "@anthropic-ai/sdk",
   "@modelcontextprotocol/sdk",
   "nodemailer",
-  // Loaded with createRequire on first use (the price table, the JSON Schema validators).
+  // Loaded with createRequire on first use (the price table, the JSON Schema validators, JSONPath).
   "@pydantic/genai-prices",
   "ajv",
   "ajv-formats",
+  "jsonpath-plus",
   // The demo's LLM simulator: reads its own files, and only `countd demo` loads it.
   "@copilotkit/aimock",
 ];

@@ -139,6 +139,38 @@ describe("what only some job files use", () => {
   });
 });
 
+describe("a JSONPath, which only some job files hold", () => {
+  it("countd jobs loads no JSONPath evaluator when no job selects a path", async () => {
+    const { code, packages, builtCli } = await loaded(["jobs"]);
+    expect(code).toBe(0);
+    expect(builtCli).toBe(true);
+    expect(packages.has("jsonpath-plus")).toBe(false);
+  });
+
+  it("and loads one to check a job's changed_on:, refusing a path it cannot read", async () => {
+    const watched = await mkdtemp(join(tmpdir(), "countd-light-path-"));
+    try {
+      await writeFile(join(watched, "countd.yaml"), "timezone: UTC\n");
+      await mkdir(join(watched, "jobs"));
+      await writeFile(
+        join(watched, "jobs", "ids.yaml"),
+        'schedule: "0 9 * * *"\nprompt: ids\ndeliver_when: changed\nchanged_on: "$.items[*].id"\n',
+      );
+      await writeFile(
+        join(watched, "jobs", "broken.yaml"),
+        'schedule: "0 9 * * *"\nprompt: ids\ndeliver_when: changed\nchanged_on: "$[?(@.a"\n',
+      );
+      const { code, output, packages } = await loaded(["jobs"], undefined, {}, watched);
+      expect(code).toBe(1);
+      expect(packages.has("jsonpath-plus")).toBe(true);
+      expect(output).toMatch(/^ids +cron 0 9/m);
+      expect(output).toMatch(/^broken +- .*not loaded: .*changed_on: not a JSONPath/m);
+    } finally {
+      await rm(watched, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("what the commands that read state leave unloaded", () => {
   it.each([
     [["jobs"], 0],
