@@ -204,13 +204,20 @@ describe("what the commands that read state leave unloaded", () => {
     );
   }
 
-  it("countd jobs, history and status compile none of the tools' code, the shell parser or the Markdown lexer", async () => {
+  it("countd jobs, history and status compile none of the tools' code, the shell parser, the Markdown lexer or the outbox", async () => {
     const { bundleOptions } = (await import(pathToFileURL(join(import.meta.dirname, "../../scripts/bundle.mjs")).href)) as {
       bundleOptions: (outdir: string) => BuildOptions;
     };
     const { metafile } = await build({ ...bundleOptions(join(dir, "bundle")), write: false, sourcemap: false });
-    // Checking a job's tools: needs their names only; the checklist is read only beside a running heartbeat.
-    const unused = [/^src\/tools\/(filesystem|shell|shell-scan|shell-runners|web|memory)\.ts$/, /node_modules\/marked\//];
+    // Checking a job's tools: needs their names only; the checklist is read only beside a running heartbeat;
+    // the run history is read without the outbox, the spend ledger, the approvals or the run journals.
+    const unused = [
+      /^src\/tools\/(filesystem|shell|shell-scan|shell-runners|web|memory)\.ts$/,
+      /node_modules\/marked\//,
+      /^src\/delivery\/outbox\.ts$/,
+      /^src\/store\/(outbox-store|spend-ledger|journal-entries)\.ts$/,
+      /^src\/approvals\/file-store\.ts$/,
+    ];
     for (const command of ["jobs", "reports", "status"]) {
       const compiled = await compiledFor(metafile!, command);
       expect(compiled).toContain(`src/cli/${command}.ts`);
