@@ -62,7 +62,7 @@ async function loaded(
   until?: string,
   env: Record<string, string> = {},
   cwd = dir,
-): Promise<{ code: number | null; output: string; packages: Set<string>; builtCli: boolean }> {
+): Promise<{ code: number | null; output: string; packages: Set<string>; builtins: Set<string>; builtCli: boolean }> {
   const trace = join(cwd, `trace-${args.join("-")}.txt`);
   await writeFile(trace, "");
   let output = "";
@@ -80,7 +80,8 @@ async function loaded(
   });
   const urls = (await readFile(trace, "utf8")).split("\n").filter(Boolean);
   const packages = new Set(urls.flatMap((url) => [...url.matchAll(/node_modules\/((?:@[^/]+\/)?[^/]+)\//g)].map((match) => match[1]!)));
-  return { code, output, packages, builtCli: urls.includes(BUILT_CLI) };
+  const builtins = new Set(urls.filter((url) => url.startsWith("node:")));
+  return { code, output, packages, builtins, builtCli: urls.includes(BUILT_CLI) };
 }
 
 describe("the commands typed by hand", () => {
@@ -181,6 +182,14 @@ describe("what the commands that read state leave unloaded", () => {
     expect(code).toBe(exit);
     expect(builtCli).toBe(true);
     expect(packages.has("pino")).toBe(false);
+  });
+
+  it("countd status with no daemon opens no HTTP client to learn so, and starts no worker thread", async () => {
+    const { code, output, builtins, builtCli } = await loaded(["status"]);
+    expect(code).toBe(3);
+    expect(output).toMatch(/^daemon: +not running \(no lock in /m);
+    expect(builtCli).toBe(true);
+    expect(["node:http", "node:worker_threads"].filter((name) => builtins.has(name))).toEqual([]);
   });
 
   /**
