@@ -30,10 +30,11 @@ export const EXTERNAL = [
   "@anthropic-ai/sdk",
   "@modelcontextprotocol/sdk",
   "nodemailer",
-  // Loaded with createRequire on first use (the price table, the JSON Schema validators).
+  // Loaded with createRequire on first use (the price table, the JSON Schema validators, JSONPath).
   "@pydantic/genai-prices",
   "ajv",
   "ajv-formats",
+  "jsonpath-plus",
   // The demo's LLM simulator: reads its own files, and only `countd demo` loads it.
   "@copilotkit/aimock",
 ];
@@ -64,14 +65,12 @@ async function checkZodImports(metafile) {
   );
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const dist = `${ROOT}dist`;
-  // Chunks of an earlier build would pile up: their names carry a hash of their contents.
-  for (const name of await readdir(dist)) if (name.startsWith("chunk-")) await rm(`${dist}/${name}`);
-  const { metafile } = await build({
+/** How the command line is bundled into `outdir`; test/cli/light-commands.test.ts reads what each chunk holds. */
+export function bundleOptions(outdir) {
+  return {
     absWorkingDir: ROOT,
     entryPoints: { cli: "src/cli.ts", worker: "src/html/worker.ts" },
-    outdir: dist,
+    outdir,
     // All in dist/ itself, named apart from what tsc writes there (no src/chunk-*.ts, no src/worker.ts).
     chunkNames: "chunk-[name]-[hash]",
     bundle: true,
@@ -86,6 +85,13 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
     sourcesContent: false,
     metafile: true,
     logLevel: "warning",
-  });
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const dist = `${ROOT}dist`;
+  // Chunks of an earlier build would pile up: their names carry a hash of their contents.
+  for (const name of await readdir(dist)) if (name.startsWith("chunk-")) await rm(`${dist}/${name}`);
+  const { metafile } = await build(bundleOptions(dist));
   await checkZodImports(metafile);
 }

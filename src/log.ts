@@ -1,4 +1,5 @@
-import pino, { type Logger, type LoggerOptions } from "pino";
+import { createRequire } from "node:module";
+import type { Logger, LoggerOptions } from "pino";
 import { Redactor } from "./audit/redact.js";
 
 /**
@@ -7,6 +8,8 @@ import { Redactor } from "./audit/redact.js";
  * stderr (2: commands whose stdout is their answer), or a file (always JSON lines).
  */
 export function daemonLogger(opts: { pretty?: boolean; level?: string; secrets?: string[]; destination?: 1 | 2 | string } = {}): Logger {
+  // Loaded by the first logger made: commands that only read state (countd jobs, status) make none.
+  const pino = createRequire(import.meta.url)("pino") as typeof import("pino").default;
   const destination = opts.destination ?? 1;
   const terminal = destination === 1 ? process.stdout.isTTY : destination === 2 ? process.stderr.isTTY : false;
   const pretty = opts.pretty ?? terminal === true;
@@ -37,4 +40,26 @@ export type { Logger };
  * logger and makes a child of it naming itself (`{ component: "runner" }`), so a line says
  * which part of countd wrote it and carries its values as fields, not spliced into the text.
  */
-export const silentLogger: Logger = pino({ level: "silent" });
+export const silentLogger: Logger = silent();
+
+/**
+ * A logger that writes nothing, as pino's level "silent" does, without loading pino and its
+ * stream workers: the stores and commands that fall back on it mostly never log at all.
+ * Components call its level methods and child(), nothing else.
+ */
+function silent(): Logger {
+  const nothing = () => {};
+  const logger = {
+    level: "silent",
+    fatal: nothing,
+    error: nothing,
+    warn: nothing,
+    info: nothing,
+    debug: nothing,
+    trace: nothing,
+    silent: nothing,
+    child: () => logger,
+    isLevelEnabled: () => false,
+  };
+  return logger as unknown as Logger;
+}

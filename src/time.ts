@@ -24,6 +24,10 @@ export interface RunClock {
   timeZone: string;
 }
 
+/** Minutes after midnight as HH:MM, 24-hour. */
+export const hhmm = (minutes: number): string =>
+  `${String(Math.floor(minutes / 60)).padStart(2, "0")}:${String(minutes % 60).padStart(2, "0")}`;
+
 /** Building an Intl.DateTimeFormat costs far more than formatting with one; there is one per zone. */
 const formats = new Map<string, Intl.DateTimeFormat>();
 

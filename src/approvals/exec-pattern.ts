@@ -4,19 +4,13 @@ import type { Arg } from "../tools/shell-expand.js";
 import { ToolRefusal } from "../tools/paths.js";
 import { Scan } from "../tools/shell-scan.js";
 import type { ShellSyntax } from "../tools/shell-syntax.js";
+import type { ExecPattern } from "./rules.js";
 
 /** `*` matches `/` and a leading dot inside a word: a word is not a path here. */
 const WORD_GLOB = { bash: true, dot: true } as const;
 
 /** The pattern word that stands for any number of words, none included. */
 const ANY_WORDS = "*";
-
-/** An `exec:` rule's pattern, split into words: the program, then argument globs. */
-export type ExecPattern = string[];
-
-export function execPattern(written: string): ExecPattern {
-  return written.trim().split(/\s+/);
-}
 
 /** What the parser makes of a command line: its simple commands, and why it could not read all of it. */
 export interface ReadLine {

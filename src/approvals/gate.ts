@@ -1,6 +1,7 @@
 import type { ToolCall } from "../providers/types.js";
 import { loadShellSyntax, type ShellSyntax } from "../tools/shell-syntax.js";
-import { matchApproval, type ApproveSettings } from "./rules.js";
+import { matchApproval } from "./match.js";
+import type { ApproveSettings } from "./rules.js";
 
 /** What the agent loop asks before each tool call: the reason it needs a person's yes, or undefined. */
 export interface ApprovalGate {

@@ -1,16 +1,15 @@
 import type { Config } from "../config/schema.js";
-import { Outbox } from "../delivery/outbox.js";
 import type { Logger } from "../log.js";
 import { recordExchange } from "../store/last-exchange.js";
-import { OutboxStore } from "../store/outbox-store.js";
-import { readSpend } from "../store/spend-ledger.js";
 import { StateStore } from "../store/state.js";
 import { fileTranscripts } from "../store/transcripts.js";
 import type { DaemonBackend } from "./types.js";
-import { FileApprovals } from "../approvals/file-store.js";
-import { approvalKey } from "../approvals/links.js";
 
-/** A daemon alone: everything in its state directory, its schedule's fires run by its own runner. */
+/**
+ * A daemon alone: everything in its state directory, its schedule's fires run by its own runner.
+ * The outbox, the spend ledger and the approvals are loaded when asked for: commands that read
+ * the run history (countd jobs, history) use none of them.
+ */
 export function filesBackend(config: Config, log?: Logger): DaemonBackend {
   const dir = config.paths.state;
   return {
@@ -19,9 +18,13 @@ export function filesBackend(config: Config, log?: Logger): DaemonBackend {
     openState: () => StateStore.open(dir, log ? { log } : {}),
     sessions: (local) => local,
     spend: (local) => local,
-    spendSince: (since) => readSpend(dir, since),
-    outbox: (send, _own, events) => Outbox.open({ stateDir: dir, send, ...(log ? { log } : {}), ...(events ? { events } : {}) }),
+    spendSince: async (since) => (await import("../store/spend-ledger.js")).readSpend(dir, since),
+    outbox: async (send, _own, events) => {
+      const { Outbox } = await import("../delivery/outbox.js");
+      return Outbox.open({ stateDir: dir, send, ...(log ? { log } : {}), ...(events ? { events } : {}) });
+    },
     readOutbox: async () => {
+      const { OutboxStore } = await import("../store/outbox-store.js");
       const data = await OutboxStore.read(dir, new Date());
       return { entries: Object.values(data.entries), disabledTargets: data.disabledTargets };
     },
@@ -29,7 +32,13 @@ export function filesBackend(config: Config, log?: Logger): DaemonBackend {
     recordExchange: (at) => recordExchange(dir, at),
     // One machine: the journal is where the run left it.
     continueJournal: async () => {},
-    approvals: async () => ({ store: await FileApprovals.open(dir, log ? { log } : {}), key: await approvalKey(dir) }),
+    approvals: async () => {
+      const [{ FileApprovals }, { approvalKey }] = await Promise.all([
+        import("../approvals/file-store.js"),
+        import("../approvals/links.js"),
+      ]);
+      return { store: await FileApprovals.open(dir, log ? { log } : {}), key: await approvalKey(dir) };
+    },
     scheduled: (here) => here,
     // The daemon's own reads move its journals' misfit lines to the quarantine file.
     view: async ({ state, runner }) => ({

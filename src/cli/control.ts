@@ -1,5 +1,4 @@
-import { readFile } from "node:fs/promises";
-import { request } from "node:http";
+import { lstat, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { LiveMessage, Subscription } from "../console/protocol.js";
 import type { Endpoint, LiveStream } from "./live-stream.js";
@@ -43,7 +42,7 @@ export interface Daemon {
  */
 export async function findDaemon(stateDir: string): Promise<Daemon | undefined> {
   const socket = join(stateDir, SOCKET_FILE);
-  if (await answers({ socket })) return daemonAt({ socket }, socket);
+  if ((await mayListen(socket)) && (await answers({ socket }))) return daemonAt({ socket }, socket);
   const address = await readAddress(stateDir);
   if (!address?.url || !isAlive(address.pid)) return undefined;
   const token = await readToken(stateDir);
@@ -85,6 +84,17 @@ function daemonAt(endpoint: Endpoint, via: string): Daemon {
   };
 }
 
+/**
+ * False when no socket file is there: no daemon listens on it, which is learnt without a connection
+ * (an HTTP client costs countd status, run with no daemon, several milliseconds for nothing).
+ */
+async function mayListen(socket: string): Promise<boolean> {
+  return lstat(socket).then(
+    () => true,
+    (err: NodeJS.ErrnoException) => err.code !== "ENOENT",
+  );
+}
+
 /** Whether a daemon answers there; a socket file that is another user's is said so rather than taken for no daemon. */
 async function answers(endpoint: Endpoint): Promise<boolean> {
   try {
@@ -103,13 +113,14 @@ async function answers(endpoint: Endpoint): Promise<boolean> {
   }
 }
 
-function send(
+async function send(
   endpoint: Endpoint,
   method: string,
   path: string,
   timeoutMs?: number,
   sent?: unknown,
 ): Promise<{ status: number; body: unknown }> {
+  const { request } = await import("node:http");
   return new Promise((resolve, reject) => {
     const json = sent === undefined ? undefined : JSON.stringify(sent);
     const headers = {

@@ -10,11 +10,10 @@ import { fileProblems } from "../jobs/not-armed.js";
 import { lastExchange } from "../store/last-exchange.js";
 import { checkInsOf, type StateStore } from "../store/state.js";
 import { openState } from "../backend/open.js";
-import { hhmm, nextCheckIn } from "../triggers/heartbeat.js";
 import { nextFires } from "../jobs/schedule.js";
 import { EXIT, table } from "./output.js";
 import { setting } from "./setting.js";
-import { shownTime } from "../time.js";
+import { hhmm, shownTime } from "../time.js";
 
 const HEADER = ["JOB", "TRIGGER", "TIMEZONE", "NEXT FIRES", "LAST RUN", "PROBLEM"];
 
@@ -114,6 +113,8 @@ async function heartbeatRow(config: Config, state: StateStore, armed: Armed | un
   // Its ticks as the daemon armed them: a countd.yaml changed since is in force only once reloaded.
   const ticks = armed?.jobs.find((job) => job.name === HEARTBEAT_JOB)?.schedule;
   if (heartbeat.enabled && ticks?.kind === "every") {
+    // Loaded here: its checklist reading brings a Markdown lexer that a listing without a running heartbeat never uses.
+    const { nextCheckIn } = await import("../triggers/heartbeat.js");
     const at = await nextCheckIn({
       config: { ...heartbeat, everyMs: ticks.intervalMs },
       state: checkInsOf(state.data),

@@ -1,5 +1,6 @@
 import path from "node:path";
-import { listJobFiles, loadJobsDir, type JobContext } from "../jobs/load.js";
+import { listJobFiles, readJobFiles, selectJobs, type JobContext } from "../jobs/load.js";
+import type { Job } from "../jobs/types.js";
 import { JOB_NAME } from "../jobs/schema.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import type { RunRecord } from "../store/run-record.js";
@@ -25,10 +26,11 @@ function duration(run: RunRecord): string {
 /** `countd history [job]`: the newest runs, with status, duration, tokens and cost. */
 export async function history(job: string | undefined, opts: { config?: string; limit: number; json?: boolean }): Promise<number> {
   const { config, ctx } = await setting(opts.config);
+  const folder = jobsFolder(config.paths.jobs, ctx);
   const { state, close } = await openState(config);
   let runs: RunRecord[];
   try {
-    if (job !== undefined) await knownJob(job, config.paths.jobs, ctx, state);
+    if (job !== undefined) await knownJob(job, folder, state);
     runs = (job ? [...(await state.runs(job))] : await state.allRuns())
       .sort((a, b) => a.startedAt.localeCompare(b.startedAt))
       .slice(-opts.limit);
@@ -39,7 +41,7 @@ export async function history(job: string | undefined, opts: { config?: string; 
     process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
     return EXIT.ok;
   }
-  const zone = zoneOf(config, (await loadJobsDir(config.paths.jobs, ctx)).jobs);
+  const zone = zoneOf(config, (await folder()).jobs);
   const rows = runs.map((run) => [
     shownTime(run.startedAt, zone(run.job)),
     run.job,
@@ -59,11 +61,26 @@ export async function history(job: string | undefined, opts: { config?: string; 
  * with recorded runs (its file may be gone), or the heartbeat. Any other is most likely a typo,
  * which an empty table would hide.
  */
-async function knownJob(name: string, dir: string, ctx: JobContext, state: StateStore): Promise<void> {
-  const listed = await listJobFiles(dir);
-  const fileNames = "files" in listed ? listed.files.map((file) => path.basename(file).replace(/\.ya?ml$/, "")) : [];
-  const inFolder = new Set([...fileNames, ...(await loadJobsDir(dir, ctx)).jobs.map((job) => job.name), HEARTBEAT_JOB]);
+async function knownJob(name: string, folder: JobsFolder, state: StateStore): Promise<void> {
+  const { fileNames, jobs } = await folder();
+  const inFolder = new Set([...fileNames, ...jobs.map((job) => job.name), HEARTBEAT_JOB]);
   if (inFolder.has(name) || (JOB_NAME.test(name) && (await state.runs(name)).length > 0)) return;
   const known = new Set([...inFolder, ...(await state.allRuns()).map((run) => run.job)]);
   throw new Error(`no job named "${name}" (known: ${[...known].sort().join(", ")})`);
+}
+
+type JobsFolder = () => Promise<{ fileNames: string[]; jobs: Job[] }>;
+
+/** The jobs folder's file names and jobs, read on first use and once: a job's name and the table's zones both need them. */
+function jobsFolder(dir: string, ctx: JobContext): JobsFolder {
+  let read: ReturnType<JobsFolder> | undefined;
+  return () =>
+    (read ??= (async () => {
+      const listed = await listJobFiles(dir);
+      const files = "files" in listed ? listed.files : [];
+      return {
+        fileNames: files.map((file) => path.basename(file).replace(/\.ya?ml$/, "")),
+        jobs: selectJobs(await readJobFiles(files, ctx)).jobs,
+      };
+    })());
 }

@@ -1,4 +1,4 @@
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import type { MailBodies } from "./mail.js";
 import type { HtmlFormat } from "./readable.js";
 import type { ConversionReply, ConversionRequest } from "./worker.js";
@@ -99,6 +99,8 @@ export class HtmlConverter {
   }
 
   private startWorker(): Worker {
+    // Loaded with the first conversion: every command that reads countd.yaml reaches this module.
+    const { Worker } = process.getBuiltinModule("node:worker_threads");
     const resourceLimits = { maxOldGenerationSizeMb: WORKER_HEAP_MB };
     const worker = fromSource
       ? new Worker(TS_LOADER, {

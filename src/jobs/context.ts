@@ -1,5 +1,5 @@
 import type { Config } from "../config/schema.js";
-import { toolNames } from "../tools/builtin.js";
+import { toolNames } from "../tools/names.js";
 import type { McpCatalog } from "../tools/mcp/catalog.js";
 import type { JobContext } from "./load.js";
 

@@ -1,4 +1,12 @@
-import { JSONPath } from "jsonpath-plus";
+import { createRequire } from "node:module";
+
+/**
+ * Loaded with the first path used: most job files hold none (`changed_on:`, `verify: expect:`,
+ * `{{output.…}}`), and commands that read every job file need not compile it. Required, as the
+ * checks here are synchronous.
+ */
+let loaded: typeof import("jsonpath-plus").JSONPath | undefined;
+const jsonPath = () => (loaded ??= (createRequire(import.meta.url)("jsonpath-plus") as typeof import("jsonpath-plus")).JSONPath);
 
 /**
  * The values a JSONPath (RFC 9535 style, jsonpath-plus) selects in a JSON value, in document
@@ -6,7 +14,7 @@ import { JSONPath } from "jsonpath-plus";
  * but script filters are off all the same: a path selects, it never runs code.
  */
 export function selectPath(value: unknown, path: string): unknown[] {
-  return JSONPath({ path, json: value as object, wrap: true, eval: false }) as unknown[];
+  return jsonPath()({ path, json: value as object, wrap: true, eval: false }) as unknown[];
 }
 
 /** Why a path cannot be used, or undefined when it can: job checks name it at its line. */

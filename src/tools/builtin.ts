@@ -6,12 +6,10 @@ import { fileTools } from "./filesystem.js";
 import { memoryTools } from "./memory.js";
 import { PathGuard } from "./paths.js";
 import type { SandboxChoice } from "./sandbox.js";
+import { PER_RUN_TOOLS } from "./names.js";
 import { ToolRegistry, toolsMatching } from "./registry.js";
 import { EXEC_DEFAULTS, execTool, type ExecOptions } from "./shell.js";
 import { webFetchTool } from "./web.js";
-
-/** Tools the runtime builds per run, so never in the registry builtinTools returns. */
-const PER_RUN_TOOLS = ["spawn"];
 
 /** What a subagent may use: it works on files, commands and the web, never memory or more subagents. */
 export const SUBAGENT_TOOLS = ["read_file", "write_file", "edit_file", "list_dir", "file_search", "exec", "web_fetch"];
@@ -54,14 +52,6 @@ export function execOptions(config: Config, guard: PathGuard): ExecOptions {
     allowList: tools.exec.allowList,
     envNames: tools.exec.envNames,
   };
-}
-
-/**
- * The names a job's `tools:` may list: every built-in tool the configuration enables, and spawn.
- * Read from the configuration alone, so `validate` and `jobs` check them without opening a runtime.
- */
-export function toolNames(config: Config): string[] {
-  return [...builtinTools(config, new MemoryStore(config.paths.workspace)).names, ...PER_RUN_TOOLS];
 }
 
 /**

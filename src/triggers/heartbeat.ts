@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { lexer, type Token, type Tokens } from "marked";
-import { localClock } from "../time.js";
+import { hhmm, localClock } from "../time.js";
 import type { HeartbeatSkip } from "../events.js";
 import type { HeartbeatConfig } from "../config/schema.js";
 import type { CheckInState } from "../store/state.js";
@@ -15,9 +15,6 @@ export const DEDUPE_WINDOW_MS = DAY;
 export const DELIVERED_KEPT_MS = 2 * DAY;
 
 export type HeartbeatDecision = { run: true } | { run: false; skip: HeartbeatSkip; reason: string };
-
-export const hhmm = (minutes: number): string =>
-  `${String(Math.floor(minutes / 60)).padStart(2, "0")}:${String(minutes % 60).padStart(2, "0")}`;
 
 /** End is exclusive; start after end wraps past midnight; start equal to end means all day. */
 export function insideActiveHours(minutes: number, { start, end }: { start: number; end: number }): boolean {

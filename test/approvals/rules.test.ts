@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { approveSchema, matchApproval, type ApproveSettings } from "../../src/approvals/rules.js";
+import { matchApproval } from "../../src/approvals/match.js";
+import { approveSchema, type ApproveSettings } from "../../src/approvals/rules.js";
 import { formatPath } from "../../src/config/yaml-errors.js";
 import { loadShellSyntax, type ShellSyntax } from "../../src/tools/shell-syntax.js";
 

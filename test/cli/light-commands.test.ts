@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { build, type BuildOptions, type Metafile } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BIN } from "../support/daemon-process.js";
 
@@ -61,7 +62,7 @@ async function loaded(
   until?: string,
   env: Record<string, string> = {},
   cwd = dir,
-): Promise<{ code: number | null; output: string; packages: Set<string>; builtCli: boolean }> {
+): Promise<{ code: number | null; output: string; packages: Set<string>; builtins: Set<string>; builtCli: boolean }> {
   const trace = join(cwd, `trace-${args.join("-")}.txt`);
   await writeFile(trace, "");
   let output = "";
@@ -79,7 +80,8 @@ async function loaded(
   });
   const urls = (await readFile(trace, "utf8")).split("\n").filter(Boolean);
   const packages = new Set(urls.flatMap((url) => [...url.matchAll(/node_modules\/((?:@[^/]+\/)?[^/]+)\//g)].map((match) => match[1]!)));
-  return { code, output, packages, builtCli: urls.includes(BUILT_CLI) };
+  const builtins = new Set(urls.filter((url) => url.startsWith("node:")));
+  return { code, output, packages, builtins, builtCli: urls.includes(BUILT_CLI) };
 }
 
 describe("the commands typed by hand", () => {
@@ -134,6 +136,104 @@ describe("what only some job files use", () => {
       expect(packages.has("ajv")).toBe(true);
     } finally {
       await rm(typed, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("a JSONPath, which only some job files hold", () => {
+  it("countd jobs loads no JSONPath evaluator when no job selects a path", async () => {
+    const { code, packages, builtCli } = await loaded(["jobs"]);
+    expect(code).toBe(0);
+    expect(builtCli).toBe(true);
+    expect(packages.has("jsonpath-plus")).toBe(false);
+  });
+
+  it("and loads one to check a job's changed_on:, refusing a path it cannot read", async () => {
+    const watched = await mkdtemp(join(tmpdir(), "countd-light-path-"));
+    try {
+      await writeFile(join(watched, "countd.yaml"), "timezone: UTC\n");
+      await mkdir(join(watched, "jobs"));
+      await writeFile(
+        join(watched, "jobs", "ids.yaml"),
+        'schedule: "0 9 * * *"\nprompt: ids\ndeliver_when: changed\nchanged_on: "$.items[*].id"\n',
+      );
+      await writeFile(
+        join(watched, "jobs", "broken.yaml"),
+        'schedule: "0 9 * * *"\nprompt: ids\ndeliver_when: changed\nchanged_on: "$[?(@.a"\n',
+      );
+      const { code, output, packages } = await loaded(["jobs"], undefined, {}, watched);
+      expect(code).toBe(1);
+      expect(packages.has("jsonpath-plus")).toBe(true);
+      expect(output).toMatch(/^ids +cron 0 9/m);
+      expect(output).toMatch(/^broken +- .*not loaded: .*changed_on: not a JSONPath/m);
+    } finally {
+      await rm(watched, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("what the commands that read state leave unloaded", () => {
+  it.each([
+    [["jobs"], 0],
+    [["history"], 0],
+    [["status"], 3],
+  ])("countd %j loads no logger: it writes no log line, so pino and its stream workers stay unloaded", async (args, exit) => {
+    const { code, packages, builtCli } = await loaded(args);
+    expect(code).toBe(exit);
+    expect(builtCli).toBe(true);
+    expect(packages.has("pino")).toBe(false);
+  });
+
+  it("countd status with no daemon opens no HTTP client to learn so, and starts no worker thread", async () => {
+    const { code, output, builtins, builtCli } = await loaded(["status"]);
+    expect(code).toBe(3);
+    expect(output).toMatch(/^daemon: +not running \(no lock in /m);
+    expect(builtCli).toBe(true);
+    expect(["node:http", "node:worker_threads"].filter((name) => builtins.has(name))).toEqual([]);
+  });
+
+  /**
+   * The sources in the chunks a command's chunk imports, with its own, as scripts/bundle.mjs
+   * splits them: what Node compiles before the command runs (a dynamic import() is left out).
+   */
+  async function compiledFor(metafile: Metafile, command: string): Promise<string[]> {
+    const outputs = metafile.outputs;
+    const entry = Object.keys(outputs).find((file) => outputs[file]!.entryPoint === `src/cli/${command}.ts`)!;
+    const cli = Object.keys(outputs).find((file) => outputs[file]!.entryPoint === "src/cli.ts")!;
+    const seen = new Set<string>();
+    const queue = [entry, cli];
+    for (let file = queue.pop(); file !== undefined; file = queue.pop()) {
+      if (seen.has(file)) continue;
+      seen.add(file);
+      for (const imported of outputs[file]!.imports)
+        if (imported.kind === "import-statement" && outputs[imported.path]) queue.push(imported.path);
+    }
+    return [...seen].flatMap((file) =>
+      Object.entries(outputs[file]!.inputs).flatMap(([input, { bytesInOutput }]) => (bytesInOutput > 0 ? [input] : [])),
+    );
+  }
+
+  it("countd jobs, history and status compile none of the tools' code, the shell parser, the Markdown lexer or the outbox", async () => {
+    const { bundleOptions } = (await import(pathToFileURL(join(import.meta.dirname, "../../scripts/bundle.mjs")).href)) as {
+      bundleOptions: (outdir: string) => BuildOptions;
+    };
+    const { metafile } = await build({ ...bundleOptions(join(dir, "bundle")), write: false, sourcemap: false });
+    // Checking a job's tools: needs their names only; the checklist is read only beside a running heartbeat;
+    // the run history is read without the outbox, the spend ledger, the approvals or the run journals.
+    const unused = [
+      /^src\/tools\/(filesystem|shell|shell-scan|shell-runners|web|memory)\.ts$/,
+      /node_modules\/marked\//,
+      /^src\/delivery\/outbox\.ts$/,
+      /^src\/store\/(outbox-store|spend-ledger|journal-entries)\.ts$/,
+      /^src\/approvals\/file-store\.ts$/,
+    ];
+    for (const command of ["jobs", "reports", "status"]) {
+      const compiled = await compiledFor(metafile!, command);
+      expect(compiled).toContain(`src/cli/${command}.ts`);
+      expect({ command, unused: compiled.filter((input) => unused.some((pattern) => pattern.test(input))) }).toEqual({
+        command,
+        unused: [],
+      });
     }
   });
 });
