@@ -69,7 +69,8 @@ export async function benchWatchBurst(files = 10_000): Promise<{ files: number; 
   } finally {
     await trigger.close();
     await runner.shutdown(0);
-    await rm(dir, { recursive: true, force: true });
+    // The runner may still be saving the last run cut short by the shutdown: rm retries past it.
+    await rm(dir, { recursive: true, force: true, maxRetries: 5 });
   }
 }
 
