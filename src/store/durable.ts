@@ -15,12 +15,6 @@ export async function syncFolder(dir: string): Promise<void> {
   }
 }
 
-/**
- * Replaces `file` with `text` so that after a crash or a power cut it holds either the old text
- * or the new one, whole: a temporary file is written and synced, renamed over `file`, and the
- * folder synced. Rename alone is atomic for a crash but not for a power cut, where the kernel
- * may not yet have written the new file's blocks, or the rename itself.
- */
 /** `text` written to `file` and synced before it resolves; `flag` "wx" refuses a file that exists. */
 export async function writeSynced(file: string, text: string, flag: "w" | "wx"): Promise<void> {
   const handle = await open(file, flag);
@@ -32,6 +26,12 @@ export async function writeSynced(file: string, text: string, flag: "w" | "wx"):
   }
 }
 
+/**
+ * Replaces `file` with `text` so that after a crash or a power cut it holds either the old text
+ * or the new one, whole: a temporary file is written and synced, renamed over `file`, and the
+ * folder synced. Rename alone is atomic for a crash but not for a power cut, where the kernel
+ * may not yet have written the new file's blocks, or the rename itself.
+ */
 export async function writeFileDurably(file: string, text: string): Promise<void> {
   const temp = `${file}.${process.pid}-${++written}.tmp`;
   try {
