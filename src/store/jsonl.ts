@@ -107,8 +107,13 @@ function writeLines(fd: number, size: number, lines: string, whole = false): { s
     torn = last[0] !== 0x0a;
   }
   const data = Buffer.from(torn ? "\n" + lines : lines);
-  for (let written = 0; written < data.length;) written += writeSync(fd, data, written);
+  writeAll(fd, data);
   return { size, end: size + data.length };
+}
+
+/** All of `data` written through `fd` on the main thread: a short write is followed by the rest. */
+export function writeAll(fd: number, data: Buffer): void {
+  for (let written = 0; written < data.length;) written += writeSync(fd, data, written);
 }
 
 /**

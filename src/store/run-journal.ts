@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { closeSync, open as openCallback, writeSync } from "node:fs";
+import { closeSync, open as openCallback } from "node:fs";
 import { mkdir, readFile, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -7,6 +7,7 @@ import type { Redactor } from "../audit/redact.js";
 import { silentLogger, type Logger } from "../log.js";
 import { errorText } from "../text.js";
 import { JOURNAL_VERSION, journalEntry, type JournalEntry, type JournalInput, type JournalWriter } from "./journal-entries.js";
+import { writeAll } from "./jsonl.js";
 import { problemOf, quarantine, type Misfit } from "./quarantine.js";
 
 /** Under the state directory: `journal/<job>/<run id>.jsonl`, and the texts kept once in `journal/blobs/<sha256>`. */
@@ -30,7 +31,8 @@ export const JOURNAL_FLUSH_MS = 1_000;
 /**
  * One run's journal as it is written: each entry redacted, stamped and kept in order, then
  * appended in one write within JOURNAL_FLUSH_MS of the first entry waiting, or at `close`, which
- * waits for what is left: a run of a few seconds takes one write. Not synced: like a session, a crash may take the last second's entries of a run in progress.
+ * waits for what is left: a run of a few seconds takes one write. Not synced: like a session, a
+ * crash may take the last second's entries of a run in progress.
  */
 export class RunJournal implements JournalWriter {
   private chain: Promise<void> = Promise.resolve();
@@ -114,8 +116,7 @@ export function fileSink(state: string, job: string, runId: string, touched = ne
       const opened = await (fd ?? reopen()).catch(reopen);
       // Written on the main thread, where a run's few kilobytes take microseconds: a write handed to
       // libuv's thread pool waited its turn there, and the run's end waited for it.
-      const data = Buffer.from(text);
-      for (let written = 0; written < data.length;) written += writeSync(opened, data, written);
+      writeAll(opened, Buffer.from(text));
     },
     release() {
       const held = fd;
