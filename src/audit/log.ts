@@ -59,9 +59,9 @@ interface OpenFile {
  * pino's SonicBoom destination when a message ends, AUDIT_FLUSH_MS after the first of them, when
  * the day changes and at close(), which resolves once they are all in their files and synced. The
  * destination writes them at once, on the main thread: a message's few kilobytes take microseconds
- * there, where a write handed to libuv's thread pool cost the main thread more than that to ask. A process that exits without close() (a second SIGTERM,
- * an uncaught error) writes what is left synchronously on exit. A SIGKILL or a power cut can lose
- * the lines of the last second.
+ * there, where a write handed to libuv's thread pool cost the main thread more than that to ask.
+ * A process that exits without close() (a second SIGTERM, an uncaught error) writes what is left
+ * synchronously on exit. A SIGKILL or a power cut can lose the lines of the last second.
  */
 export class AuditLog {
   private readonly dir: string;

@@ -12,7 +12,7 @@ export function redactedSessions(sessions: SessionHistory, redactor: Redactor): 
     load: (sessionId) => sessions.load(sessionId),
     append: (sessionId, messages, runId) => sessions.append(sessionId, redactor.redactStrings<ChatMessage[]>(messages), runId),
     dropOldest: (sessionId, count) => sessions.dropOldest(sessionId, count),
-    ...(sessions.expect ? { expect: (sessionId: string) => sessions.expect?.(sessionId) } : {}),
+    ...(sessions.expect ? { expect: (sessionId: string) => sessions.expect!(sessionId) } : {}),
     ...(sessions.dismiss ? { dismiss: (sessionId: string) => sessions.dismiss!(sessionId) } : {}),
   };
 }
