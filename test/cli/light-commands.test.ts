@@ -114,6 +114,19 @@ describe("the commands typed by hand", () => {
   });
 });
 
+/** `loaded(args)` in a folder of its own holding these job files (name: YAML), removed after. */
+async function loadedWithJobs(args: string[], jobs: Record<string, string>): ReturnType<typeof loaded> {
+  const folder = await mkdtemp(join(tmpdir(), "countd-light-jobs-"));
+  try {
+    await writeFile(join(folder, "countd.yaml"), "timezone: UTC\n");
+    await mkdir(join(folder, "jobs"));
+    for (const [name, yaml] of Object.entries(jobs)) await writeFile(join(folder, "jobs", `${name}.yaml`), yaml);
+    return await loaded(args, undefined, {}, folder);
+  } finally {
+    await rm(folder, { recursive: true, force: true });
+  }
+}
+
 describe("what only some job files use", () => {
   it("countd jobs loads no JSON Schema validator when no job has an output: schema", async () => {
     const { code, packages, builtCli } = await loaded(["jobs"]);
@@ -123,20 +136,11 @@ describe("what only some job files use", () => {
   });
 
   it("and loads one when a job has: the trace sees what is loaded with require", async () => {
-    const typed = await mkdtemp(join(tmpdir(), "countd-light-typed-"));
-    try {
-      await writeFile(join(typed, "countd.yaml"), "timezone: UTC\n");
-      await mkdir(join(typed, "jobs"));
-      await writeFile(
-        join(typed, "jobs", "typed.yaml"),
-        'schedule: "0 9 * * *"\nprompt: count\noutput:\n  schema:\n    type: object\n    properties:\n      n: { type: integer }\n',
-      );
-      const { code, packages } = await loaded(["jobs"], undefined, {}, typed);
-      expect(code).toBe(0);
-      expect(packages.has("ajv")).toBe(true);
-    } finally {
-      await rm(typed, { recursive: true, force: true });
-    }
+    const { code, packages } = await loadedWithJobs(["jobs"], {
+      typed: 'schedule: "0 9 * * *"\nprompt: count\noutput:\n  schema:\n    type: object\n    properties:\n      n: { type: integer }\n',
+    });
+    expect(code).toBe(0);
+    expect(packages.has("ajv")).toBe(true);
   });
 });
 
@@ -149,26 +153,14 @@ describe("a JSONPath, which only some job files hold", () => {
   });
 
   it("and loads one to check a job's changed_on:, refusing a path it cannot read", async () => {
-    const watched = await mkdtemp(join(tmpdir(), "countd-light-path-"));
-    try {
-      await writeFile(join(watched, "countd.yaml"), "timezone: UTC\n");
-      await mkdir(join(watched, "jobs"));
-      await writeFile(
-        join(watched, "jobs", "ids.yaml"),
-        'schedule: "0 9 * * *"\nprompt: ids\ndeliver_when: changed\nchanged_on: "$.items[*].id"\n',
-      );
-      await writeFile(
-        join(watched, "jobs", "broken.yaml"),
-        'schedule: "0 9 * * *"\nprompt: ids\ndeliver_when: changed\nchanged_on: "$[?(@.a"\n',
-      );
-      const { code, output, packages } = await loaded(["jobs"], undefined, {}, watched);
-      expect(code).toBe(1);
-      expect(packages.has("jsonpath-plus")).toBe(true);
-      expect(output).toMatch(/^ids +cron 0 9/m);
-      expect(output).toMatch(/^broken +- .*not loaded: .*changed_on: not a JSONPath/m);
-    } finally {
-      await rm(watched, { recursive: true, force: true });
-    }
+    const { code, output, packages } = await loadedWithJobs(["jobs"], {
+      ids: 'schedule: "0 9 * * *"\nprompt: ids\ndeliver_when: changed\nchanged_on: "$.items[*].id"\n',
+      broken: 'schedule: "0 9 * * *"\nprompt: ids\ndeliver_when: changed\nchanged_on: "$[?(@.a"\n',
+    });
+    expect(code).toBe(1);
+    expect(packages.has("jsonpath-plus")).toBe(true);
+    expect(output).toMatch(/^ids +cron 0 9/m);
+    expect(output).toMatch(/^broken +- .*not loaded: .*changed_on: not a JSONPath/m);
   });
 });
 
