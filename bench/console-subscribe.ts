@@ -6,8 +6,7 @@
  * request is answered is what every other client and timer of the daemon waits through. The
  * client shares the loop, as a page in the same process would; its sends are part of the figure.
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -15,6 +14,7 @@ import { LLMock, type ChatCompletionRequest, type FixtureResponse } from "@copil
 import WebSocket from "ws";
 import { startDaemon } from "../src/daemon.js";
 import { silentLogger } from "../src/log.js";
+import { consoleFolder, writeJob } from "../test/support/console-daemon.js";
 
 const ROUNDS = 5;
 const SUBSCRIBES = 10_000;
@@ -34,16 +34,11 @@ export interface SubscribeFloodResult {
 }
 
 export async function benchSubscribeFlood(): Promise<SubscribeFloodResult> {
-  const home = await mkdtemp(join(tmpdir(), "countd-bench-subscribe-"));
-  await mkdir(join(home, "jobs"));
-  await mkdir(join(home, "workspace"));
+  // The folder and job the test uses (test/support/console-daemon.ts).
+  const home = await consoleFolder();
   await writeFile(join(home, "workspace", "big.txt"), BIG);
-  await writeFile(
-    join(home, "countd.yaml"),
-    'timezone: UTC\nconsole:\n  listen: "127.0.0.1:0"\nrunner:\n  shutdown_grace: 1s\ntools:\n  exec:\n    sandbox: none\n',
-  );
   // The same read many times over is what makes the replay large; the breaker would end it.
-  await writeFile(join(home, "jobs", "reader.yaml"), "prompt: read the big file\nbreaker: false\n");
+  await writeJob(home, "reader", "prompt: read the big file\nbreaker: false\n");
   const mock = new LLMock({ port: 0, host: "127.0.0.1" });
   await mock.start();
   let release = () => {};
