@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { existsSync } from "node:fs";
+import module from "node:module";
 import { fileURLToPath } from "node:url";
 
 const cli = new URL("../dist/cli.js", import.meta.url);
@@ -9,6 +10,9 @@ if (existsSync(cli) && args.length === 1 && (args[0] === "--version" || args[0] 
   const { VERSION } = await import(new URL("../dist/package.js", import.meta.url).href);
   process.stdout.write(`${VERSION}\n`);
 } else if (existsSync(cli)) {
+  // Node 22.1+ keeps the compiled code of the modules below on disk, so later commands skip
+  // compiling them (NODE_DISABLE_COMPILE_CACHE=1 turns it off); Node 20 has no such cache.
+  module.enableCompileCache?.();
   await import(cli.href);
 } else {
   // A clone after `npm ci` has dist/ only once `npm test`, `npm run build` or `npm pack` built it:

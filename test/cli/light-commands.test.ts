@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -111,6 +111,34 @@ describe("the commands typed by hand", () => {
     // The trace works: the command's own modules are in it.
     expect(builtCli).toBe(true);
     expect(HEAVY.filter((name) => packages.has(name))).toEqual([]);
+  });
+});
+
+/** Node 22.1+ can keep compiled code on disk; Node 20 cannot. */
+const compileCache = typeof (await import("node:module")).default.enableCompileCache === "function";
+
+describe("Node's compile cache", () => {
+  it.runIf(compileCache)("countd jobs leaves its compiled modules there for the next command", async () => {
+    const temp = await mkdtemp(join(tmpdir(), "countd-compile-cache-"));
+    try {
+      const { code } = await loaded(["jobs"], undefined, { TMPDIR: temp });
+      expect(code).toBe(0);
+      const [version] = await readdir(join(temp, "node-compile-cache"));
+      expect((await readdir(join(temp, "node-compile-cache", version!))).length).toBeGreaterThan(10);
+    } finally {
+      await rm(temp, { recursive: true, force: true });
+    }
+  });
+
+  it.runIf(compileCache)("and leaves none when NODE_DISABLE_COMPILE_CACHE is set", async () => {
+    const temp = await mkdtemp(join(tmpdir(), "countd-compile-cache-"));
+    try {
+      const { code } = await loaded(["jobs"], undefined, { TMPDIR: temp, NODE_DISABLE_COMPILE_CACHE: "1" });
+      expect(code).toBe(0);
+      expect(await readdir(temp)).toEqual([]);
+    } finally {
+      await rm(temp, { recursive: true, force: true });
+    }
   });
 });
 
