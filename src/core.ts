@@ -83,6 +83,7 @@ export async function openCore(role: "daemon" | "command", opts: CoreOptions): P
     const jobs = new JobRegistry({
       dir: config().paths.jobs,
       ctx: jobContext(config(), env, () => runtime.mcp?.catalog()),
+      stateDir: config().paths.state,
       log,
       ...opts.registry,
       builtIn: () => builtInJobs(config()),

@@ -1,6 +1,7 @@
 import path from "node:path";
 import ms from "ms";
 import type { Config } from "../config/schema.js";
+import { openJobFileCache } from "../jobs/file-cache.js";
 import { listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
 import { hasSeconds, triggerLabel } from "../jobs/trigger-label.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
@@ -35,10 +36,15 @@ export async function listJobs(opts: { config?: string; jobs?: string }): Promis
   const armed = draft ? undefined : await readArmed(config.paths.state);
   const listed = await listJobFiles(dir);
   // Variables are the daemon's to look up; with none running, they are looked up as its start would.
-  const results = await readJobFiles("files" in listed ? listed.files : [], armed ? ctx : { ...ctx, env: process.env });
+  const files = "files" in listed ? listed.files : [];
+  // Drafts are kept out of the cache, which holds the files of the jobs folder.
+  const cache = draft ? undefined : await openJobFileCache(config.paths.state);
+  const results = await readJobFiles(files, armed ? ctx : { ...ctx, env: process.env }, cache);
   const selected = selectJobs(results);
   const problems = [...("problem" in listed ? [listed.problem] : []), ...selected.problems];
   const { state, close } = await openState(config);
+  // Once the state folder is there; unwritten, the cache only costs the next command time.
+  await cache?.save(files);
   try {
     return await jobsTable(config, state, results, selected, problems, armed, !draft);
   } finally {

@@ -174,11 +174,14 @@ function placed(
   path: YamlPath,
   declared?: readonly string[],
 ): Problem[] {
+  const { problems } = fill(field, format, env, declared);
+  // A job file read from the cache is parsed only when there is something to place in it.
+  if (problems.length === 0) return [];
   const node = source.doc.getIn(path, true);
   const [start, end] = isScalar(node) && node.range ? node.range : [undefined, undefined];
   const raw = start !== undefined ? source.text.slice(start, end) : "";
   let from = 0;
-  return fill(field, format, env, declared).problems.map((problem): Problem => {
+  return problems.map((problem): Problem => {
     const found = problem.reference !== undefined && start !== undefined ? raw.indexOf(problem.reference, from) : -1;
     if (found >= 0) from = found + problem.reference!.length;
     return {

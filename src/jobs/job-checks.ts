@@ -71,13 +71,16 @@ export function jobWarnings(job: Job, source: YamlSource): string[] {
  * `upstream`: the job has `after:`, so its `{{upstream.…}}` are known.
  */
 export function placeholderProblems(prompt: string, source: YamlSource, upstream = false): Problem[] {
+  const unknown = unknownPlaceholders(prompt, upstream);
+  // A file read from the cache is parsed only when there is something to place in it.
+  if (unknown.length === 0) return [];
   const node = source.doc.get("prompt", true);
   const [start, end] = isScalar(node) && node.range ? node.range : [undefined, undefined];
   const raw = start !== undefined ? source.text.slice(start, end) : "";
   let from = 0;
   const known = [...PLACEHOLDERS, ...(upstream ? UPSTREAM_PLACEHOLDERS : [])].map((name) => `{{${name}}}`);
   if (upstream) known.push("{{upstream.output.<path>}}");
-  return unknownPlaceholders(prompt, upstream).map(({ text, why }) => {
+  return unknown.map(({ text, why }) => {
     const found = raw.indexOf(text, from);
     if (found >= 0) from = found + text.length;
     return {

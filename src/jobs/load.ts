@@ -1,6 +1,7 @@
 import { readdir } from "node:fs/promises";
 import path from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
+import { serialize } from "node:v8";
 import { escapePath } from "tinyglobby";
 import { isMap, isScalar, type Node } from "yaml";
 import {
@@ -17,6 +18,7 @@ import {
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
 import { FileTooLarge, readBounded } from "./read-bounded.js";
+import type { JobFileCache, ParsedJobFile } from "./file-cache.js";
 import { cronProblem, parseAt } from "./schedule.js";
 import { loadOutputSpec } from "./output-schema.js";
 import { jobWarnings, missingBase, placeholderProblems, unsetWarning, webhookSecretProblems } from "./job-checks.js";
@@ -165,17 +167,20 @@ export function displayPath(absolute: string): string {
  */
 const FILES_PER_TURN = 64;
 
-/** `files` read as readJobFile reads each, in turns of FILES_PER_TURN; the results are in the order of `files`. */
-export async function readJobFiles(files: readonly string[], ctx: JobContext): Promise<JobFileResult[]> {
+/**
+ * `files` read as readJobFile reads each, in turns of FILES_PER_TURN; the results are in the order
+ * of `files`. `cache`: what earlier reads made of each file's text, looked up and added to.
+ */
+export async function readJobFiles(files: readonly string[], ctx: JobContext, cache?: JobFileCache): Promise<JobFileResult[]> {
   const results: JobFileResult[] = [];
   for (let start = 0; start < files.length; start += FILES_PER_TURN) {
     if (start > 0) await nextTurn();
-    for (const file of files.slice(start, start + FILES_PER_TURN)) results.push(await readJobFile(file, ctx));
+    for (const file of files.slice(start, start + FILES_PER_TURN)) results.push(await readJobFile(file, ctx, cache));
   }
   return results;
 }
 
-export async function readJobFile(file: string, ctx: JobContext): Promise<JobFileResult> {
+export async function readJobFile(file: string, ctx: JobContext, cache?: JobFileCache): Promise<JobFileResult> {
   const absolute = path.resolve(file);
   const shown = displayPath(absolute);
   const failed = (problems: string[], nameAt = shown, unset: string[] = []): JobFileResult => ({
@@ -193,6 +198,12 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
     // Refused unread, so its problem points at the file's start: every problem of a file's content has a position.
     const where = err instanceof FileTooLarge ? `${shown}:1:1` : shown;
     return failed([`${where}: ${(err as Error).message}`]);
+  }
+
+  const known = cache?.get(absolute, text);
+  if (known) {
+    const ready = await knownJob(known, absolute, shown, text, ctx);
+    if (ready) return ready;
   }
 
   const tooDeep = mayNestTooDeep(text) ? nestingProblem(shown, text, MAX_JOB_NESTING) : undefined;
@@ -215,6 +226,8 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
   const checked = jobSchema.safeParse(data);
   if (checked.success) {
     const warnings: Problem[] = [];
+    // Kept before toJob builds the job on it, so the cache holds what the schema returned.
+    const kept = cache && problems.length === 0 ? serialize(checked.data) : undefined;
     const job = await toJob(checked.data, absolute, source, ctx, problems, warnings);
     if (problems.length > 0)
       return failed(
@@ -225,6 +238,11 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
           problems.filter((problem) => problem.unset),
         ),
       );
+    const afterAt = job.after ? (keyLocation(source, "after") ?? nameAt) : undefined;
+    if (kept) {
+      const at = (location: string) => location.slice(shown.length);
+      cache!.put(absolute, text, kept, { nameAt: at(nameAt), ...(afterAt !== undefined ? { afterAt: at(afterAt) } : {}) });
+    }
     return {
       file: absolute,
       job,
@@ -232,7 +250,7 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
       warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)],
       nameAt,
       unset: [],
-      ...(job.after ? { afterAt: keyLocation(source, "after") ?? nameAt } : {}),
+      ...(afterAt !== undefined ? { afterAt } : {}),
     };
   }
 
@@ -242,6 +260,46 @@ export async function readJobFile(file: string, ctx: JobContext): Promise<JobFil
   const passed = jobSchema.safeParse(withoutKeys(data, shape));
   if (passed.success) await toJob(passed.data, absolute, source, ctx, problems, []);
   return failed(formatProblems(source, problems), nameAt);
+}
+
+/**
+ * A file whose text the cache knows, completed by the checks against the context (toJob) with its
+ * YAML parsed only if one of them has something to place in it. Undefined when they find a
+ * problem: the file is then read in full, so its problems are reported as a first read reports them.
+ */
+async function knownJob(
+  known: ParsedJobFile,
+  file: string,
+  shown: string,
+  text: string,
+  ctx: JobContext,
+): Promise<JobFileResult | undefined> {
+  let parsed: YamlSource | undefined;
+  const parse = () => (parsed ??= parseYaml(shown, text).source);
+  const source: YamlSource = {
+    name: shown,
+    text,
+    get doc() {
+      return parse().doc;
+    },
+    get lineCounter() {
+      return parse().lineCounter;
+    },
+  };
+  const problems: Problem[] = [];
+  const warnings: Problem[] = [];
+  const job = await toJob(known.data, file, source, ctx, problems, warnings);
+  if (problems.length > 0) return undefined;
+  const nameAt = `${shown}${known.nameAt}`;
+  return {
+    file,
+    job,
+    problems: [],
+    warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)],
+    nameAt,
+    unset: [],
+    ...(job.after ? { afterAt: known.afterAt !== undefined ? `${shown}${known.afterAt}` : nameAt } : {}),
+  };
 }
 
 /**

@@ -3,6 +3,7 @@ import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { errorText } from "../text.js";
 import { displayPath, isJobFileName, listJobFiles, readJobFiles, selectJobs, type JobContext, type JobFileResult } from "./load.js";
+import { openJobFileCache } from "./file-cache.js";
 import { FolderWatch } from "./folder-watch.js";
 import { fileProblems, type FileProblems } from "./not-armed.js";
 import type { Job } from "./types.js";
@@ -17,6 +18,8 @@ export interface JobRegistryOptions {
   onProblems?: (files: FileProblems[]) => void;
   /** The jobs countd.yaml defines (the heartbeat's), asked again at each reload: they are listed, fired and changed like the files' jobs. */
   builtIn?: () => Job[];
+  /** Where a full read of the folder keeps what it made of each file (jobs/file-cache.ts). */
+  stateDir?: string;
   log?: Logger;
 }
 
@@ -39,6 +42,7 @@ export class JobRegistry {
   private readonly onChange: JobRegistryOptions["onChange"];
   private readonly onProblems: JobRegistryOptions["onProblems"];
   private readonly builtIn: () => Job[];
+  private readonly stateDir: string | undefined;
   private builtIns: Job[] = [];
   private readonly log: Logger;
   /** By file, so a change re-reads one file and the rest stay as loaded. */
@@ -61,6 +65,7 @@ export class JobRegistry {
     this.onChange = opts.onChange;
     this.onProblems = opts.onProblems;
     this.builtIn = opts.builtIn ?? (() => []);
+    this.stateDir = opts.stateDir;
     this.log = (opts.log ?? silentLogger).child({ component: "jobs" });
   }
 
@@ -173,7 +178,11 @@ export class JobRegistry {
   private async rescan(log: boolean, notify = log): Promise<string[]> {
     const listed = await listJobFiles(this.dir);
     const files = "files" in listed ? listed.files : [];
-    const results = await readJobFiles(files, this.ctx);
+    // Only a full read: a batch of changes is a few files, and a start-up is when the cache pays.
+    const cache = this.stateDir === undefined ? undefined : await openJobFileCache(this.stateDir);
+    const results = await readJobFiles(files, this.ctx, cache);
+    const unsaved = await cache?.save(files);
+    if (unsaved) this.log.warn({ error: errorText(unsaved) }, "job file cache not written: the next start parses every file");
     this.dirProblems = "problem" in listed ? [listed.problem] : [];
     return this.apply(new Map(results.map((result) => [result.file, result])), log, notify);
   }

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -48,6 +48,21 @@ describe("countd jobs", { timeout: 90_000 }, () => {
       .split(", ");
     // Winter: Berlin is UTC+1 from late October to late March.
     for (const fire of berlin) expect(fire).toMatch(/^\d{4}-\d\d-\d\d 09:00 \+0[12]:00$/);
+  });
+
+  it("keeps what it parsed in the state folder, and lists an edited file as it now reads, beside a daemon too", async () => {
+    const file = join(dir, "jobs", "report.yaml");
+    await writeFile(file, 'prompt: report\nschedule: "0 9 * * *"\n');
+    expect(row((await countd(["jobs"])).stdout, "report").split(/\s{2,}/)[1]).toBe("cron 0 9 * * *");
+    expect((await stat(join(dir, "state", "job-files.cache"))).size).toBeGreaterThan(0);
+    // The same size, so only the text tells the two apart.
+    await writeFile(file, 'prompt: report\nschedule: "0 7 * * *"\n');
+    expect(row((await countd(["jobs"])).stdout, "report").split(/\s{2,}/)[1]).toBe("cron 0 7 * * *");
+    // The daemon's start reads the cache the command wrote, and arms the file as it reads now.
+    await writeFile(file, 'prompt: report\nschedule: "0 8 * * *"\n');
+    await start();
+    expect(row((await countd(["jobs"])).stdout, "report").split(/\s{2,}/)[1]).toBe("cron 0 8 * * *");
+    expect(daemon!.output()).not.toContain("job file cache not written");
   });
 
   it("names a watch job's globs: those in the workspace as written, the others whole", async () => {
