@@ -181,7 +181,7 @@ describe("the job file cache", () => {
     expect((await JobFileCache.open(cacheFile, KEY)).get(valid, text)).toBeDefined();
 
     const damaged = Buffer.from(whole);
-    damaged[damaged.length - 100] ^= 0xff;
+    damaged[damaged.length - 100] = damaged[damaged.length - 100]! ^ 0xff;
     for (const bytes of [damaged, whole.subarray(0, whole.length / 2), Buffer.from("garbage")]) {
       await writeFile(cacheFile, bytes);
       expect((await JobFileCache.open(cacheFile, KEY)).get(valid, text)).toBeUndefined();
