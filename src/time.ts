@@ -31,7 +31,22 @@ export const hhmm = (minutes: number): string =>
 /** Building an Intl.DateTimeFormat costs far more than formatting with one; there is one per zone. */
 const formats = new Map<string, Intl.DateTimeFormat>();
 
+/**
+ * The last reading per zone: formatToParts costs some 40 µs, and a run reads the clock of the
+ * same second several times (its prompt, each call's budget day, its deliveries).
+ */
+const lastReading = new Map<string, { second: number; clock: LocalClock }>();
+
 export function localClock(at: Date, timeZone: string): LocalClock {
+  const second = Math.floor(at.getTime() / 1000);
+  const last = lastReading.get(timeZone);
+  if (last?.second === second) return { ...last.clock };
+  const clock = readClock(at, timeZone);
+  lastReading.set(timeZone, { second, clock: { ...clock } });
+  return clock;
+}
+
+function readClock(at: Date, timeZone: string): LocalClock {
   let format = formats.get(timeZone);
   if (!format) {
     format = new Intl.DateTimeFormat("en-US", {
