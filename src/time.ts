@@ -101,3 +101,28 @@ export const WEEKDAYS_ZH: Readonly<Record<string, string>> = {
   Saturday: "星期六",
   Sunday: "星期日",
 };
+
+/** Longer than any IANA name: a longer one is refused before ICU is asked. */
+export const MAX_TIME_ZONE_LENGTH = 64;
+
+/**
+ * Names known good: the zones ICU lists (read once, in a few milliseconds), UTC, which ICU accepts
+ * without listing it, and each name ICU has accepted since. ICU's first formatter costs a command
+ * or a start-up more than a dozen milliseconds, and one job file after another repeats the same
+ * few names.
+ */
+let goodZones: Set<string> | undefined;
+
+/** Whether `name` is a time zone this machine's ICU data knows. */
+export function isTimeZone(name: string): boolean {
+  if (name.length > MAX_TIME_ZONE_LENGTH) return false;
+  goodZones ??= new Set([...Intl.supportedValuesOf("timeZone"), "UTC"]);
+  if (goodZones.has(name)) return true;
+  try {
+    new Intl.DateTimeFormat("en", { timeZone: name });
+    goodZones.add(name);
+    return true;
+  } catch {
+    return false;
+  }
+}

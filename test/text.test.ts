@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { errorText, excerpt, plural } from "../src/text.js";
+import { errorText, excerpt, plural, thousands } from "../src/text.js";
 
 describe("errorText", () => {
   it("gives an Error's message and anything else thrown as String() shows it", () => {
@@ -15,6 +15,13 @@ describe("excerpt", () => {
     expect(excerpt("12345", 5, " [more]")).toBe("12345");
     expect(excerpt("123456", 5)).toBe("12345…");
     expect(excerpt("123456", 5, " (6 characters)")).toBe("12345… (6 characters)");
+  });
+});
+
+describe("thousands", () => {
+  it('writes a whole number as toLocaleString("en-US") does', () => {
+    for (const n of [0, 7, 999, 1_000, 20_000, 123_456, 1_000_000, 9_876_543_210, -1_234])
+      expect(thousands(n)).toBe(n.toLocaleString("en-US"));
   });
 });
 

@@ -3,6 +3,7 @@ import type { MemoryStore } from "../memory/store.js";
 import type { ChatMessage, Reasoning, ToolCall } from "../providers/types.js";
 import type { Skill, SkillsLoader, SkillsLoadResult } from "../skills/loader.js";
 import { loadImages } from "./images.js";
+import { isTimeZone } from "../time.js";
 import type { PersonaConfig } from "./personalities.js";
 import {
   activeSkillsSection,
@@ -43,11 +44,7 @@ export class ContextBuilder {
   constructor(private readonly opts: ContextBuilderOptions) {
     this.workspace = resolve(opts.workspace);
     this.timezone = opts.timezone ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
-    try {
-      new Intl.DateTimeFormat("en-US", { timeZone: this.timezone });
-    } catch {
-      throw new Error(`unknown time zone "${this.timezone}" (expected an IANA name such as "Europe/Berlin")`);
-    }
+    if (!isTimeZone(this.timezone)) throw new Error(`unknown time zone "${this.timezone}" (expected an IANA name such as "Europe/Berlin")`);
   }
 
   /**

@@ -1,6 +1,7 @@
 import bytes from "bytes";
 import ms from "ms";
 import * as z from "zod";
+import { isTimeZone, MAX_TIME_ZONE_LENGTH } from "../time.js";
 import { closeName } from "./yaml-errors.js";
 
 /*
@@ -122,27 +123,6 @@ export const byteSize = () => {
 };
 
 /** Longer than any IANA name; ICU takes seconds to refuse a name of a few hundred kilobytes. */
-const MAX_TIME_ZONE_LENGTH = 64;
-
-/**
- * Names known good: the zones ICU lists (read once, in a few milliseconds), UTC, which ICU accepts
- * without listing it, and each name ICU has accepted since. ICU's first formatter costs a command
- * more than a dozen milliseconds, and one job file after another repeats the same few names.
- */
-let goodZones: Set<string> | undefined;
-
-function isTimeZone(name: string): boolean {
-  if (name.length > MAX_TIME_ZONE_LENGTH) return false;
-  goodZones ??= new Set([...Intl.supportedValuesOf("timeZone"), "UTC"]);
-  if (goodZones.has(name)) return true;
-  try {
-    new Intl.DateTimeFormat("en", { timeZone: name });
-    goodZones.add(name);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** A section left empty in YAML (`agent:` with every line commented out) is null: treat it as absent. */
 export const section = <T extends z.core.$ZodLooseShape>(shape: T) =>

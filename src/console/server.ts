@@ -1,12 +1,12 @@
 import { SettingUnusable } from "../config/errors.js";
 import { chmod, rm, writeFile } from "node:fs/promises";
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
-import { getRequestListener } from "@hono/node-server";
 import { WebSocketServer, type WebSocket } from "ws";
 import type { Logger } from "../log.js";
+import { errorText } from "../text.js";
 import { consoleApp, type ConsoleDeps } from "./api.js";
 import { loadAssets } from "./assets.js";
 import { capConnections, connectionCapNow, HTTP_TIMEOUTS } from "./connections.js";
@@ -52,10 +52,21 @@ export async function startConsole(deps: ConsoleDeps, log: Logger): Promise<Cons
 
   const serve = (trusted: boolean) => {
     const guard = new Guard({ token, trusted, allowRemote: config.console.allowRemote, port: () => port });
-    const app = getRequestListener(consoleApp(deps, guard, assets).fetch);
+    // Loaded at the first request: @hono/node-server reads globalThis.Headers as it loads, which
+    // makes Node load its fetch implementation, some 20 ms of every start-up.
+    let app: Promise<(req: IncomingMessage, res: ServerResponse) => unknown> | undefined;
+    const handler = () =>
+      (app ??= import("@hono/node-server").then(({ getRequestListener }) => getRequestListener(consoleApp(deps, guard, assets).fetch)));
     const server = createServer(HTTP_TIMEOUTS, (req, res) => {
       const job = hookJob(req);
-      if (job === undefined) return void app(req, res);
+      if (job === undefined)
+        return void handler().then(
+          (handle) => handle(req, res),
+          (err: unknown) => {
+            log.error({ error: errorText(err) }, "the console's request handler could not be loaded");
+            res.writeHead(500).end();
+          },
+        );
       void serveHook(req, res, job, guard, deps.hooks);
     });
     server.on("upgrade", (req, socket, head) => {

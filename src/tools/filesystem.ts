@@ -9,7 +9,7 @@ import { FinalToolError, type Tool } from "./types.js";
 import { fileError } from "./file-errors.js";
 import { ToolRefusal, type PathGuard } from "./paths.js";
 import { makeFolders, openFolder, openRead, openWrite, underFolder } from "./safe-open.js";
-import { formatBytes } from "../text.js";
+import { formatBytes, thousands } from "../text.js";
 import { replaceLines, replaceText } from "./text-edits.js";
 
 export interface FileToolOptions {
@@ -49,7 +49,7 @@ function readFileTool(files: Files, maxChars: number) {
     name: "read_file",
     untrusted: true,
     description:
-      `Reads text files from the workspace. Returns at most ${maxChars.toLocaleString("en-US")} characters per call; ` +
+      `Reads text files from the workspace. Returns at most ${thousands(maxChars)} characters per call; ` +
       "a longer read ends with a notice telling which start_line reads on. Binary files are reported, not shown.",
     parameters: z
       .object({
@@ -400,13 +400,13 @@ class Files {
       const rendered = range.numbered ? `${String(lineNo).padStart(4)}| ${line}` : line;
       if (used + rendered.length + 1 > budget) {
         if (out.length === 0 && budget < limit) {
-          notice = `[not read: this call's ${limit.toLocaleString("en-US")}-character limit is used up; read it in another call]`;
+          notice = `[not read: this call's ${thousands(limit)}-character limit is used up; read it in another call]`;
         } else if (out.length === 0) {
           out.push(rendered.slice(0, budget));
           used = budget;
-          notice = `[line ${lineNo} alone is longer than the ${limit.toLocaleString("en-US")}-character limit; only its start is shown. The next line is start_line=${lineNo + 1}]`;
+          notice = `[line ${lineNo} alone is longer than the ${thousands(limit)}-character limit; only its start is shown. The next line is start_line=${lineNo + 1}]`;
         } else {
-          notice = `[truncated at the ${limit.toLocaleString("en-US")}-character limit: lines ${range.start}-${lineNo - 1} shown of ${shown} (${formatBytes(size)}). Call read_file with start_line=${lineNo} to read on]`;
+          notice = `[truncated at the ${thousands(limit)}-character limit: lines ${range.start}-${lineNo - 1} shown of ${shown} (${formatBytes(size)}). Call read_file with start_line=${lineNo} to read on]`;
         }
         break;
       }
