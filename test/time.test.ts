@@ -23,4 +23,13 @@ describe("localClock", () => {
     expect(localClock(new Date(at.getTime() + 50), "UTC").date).toBe("2026-12-31");
     expect(localClock(new Date(at.getTime() + 100), "UTC")).toMatchObject({ date: "2027-01-01", time: "00:00", weekday: "Friday" });
   });
+
+  it("reads UTC without zone data exactly as ICU reads Etc/UTC", () => {
+    let at = Date.UTC(1971, 0, 1, 0, 0, 0);
+    const step = 7_919_993_213; // about 92 days and an odd number of seconds: every hour, minute and weekday comes up
+    for (let i = 0; i < 250; i++, at += step) {
+      const utc = localClock(new Date(at), "UTC");
+      expect(utc).toEqual(localClock(new Date(at), "Etc/UTC"));
+    }
+  });
 });
