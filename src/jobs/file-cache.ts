@@ -27,10 +27,7 @@ export interface ParsedJobFile {
 
 interface Entry {
   text: string;
-  /** v8.serialize of the data, so each read gets objects of its own. */
-  data: Uint8Array;
-  nameAt: string;
-  afterAt?: string;
+  parsed: ParsedJobFile;
 }
 
 interface Stored {
@@ -45,7 +42,9 @@ const DIGEST_BYTES = 32;
 
 /**
  * The files of one scan of the jobs folder: looked up and added to while it reads, then written
- * back holding only the files it read, so a removed file's entry goes with it.
+ * back holding only the files it read, so a removed file's entry goes with it. A scan reads each
+ * file once, and saves before anything uses the jobs it made: what get gives and put takes is
+ * built on, not copied (a copy of every file's fields cost a first start a fifth more).
  */
 export class JobFileCache {
   private readonly entries: Map<string, Entry>;
@@ -81,18 +80,12 @@ export class JobFileCache {
   /** What `file` gave when its text was exactly `text`. */
   get(file: string, text: string): ParsedJobFile | undefined {
     const entry = this.entries.get(file);
-    if (entry === undefined || entry.text !== text) return undefined;
-    try {
-      const { nameAt, afterAt } = entry;
-      return { data: deserialize(entry.data) as JobFile, nameAt, ...(afterAt !== undefined ? { afterAt } : {}) };
-    } catch {
-      return undefined;
-    }
+    return entry !== undefined && entry.text === text ? entry.parsed : undefined;
   }
 
-  /** `data`: v8.serialize of what the schema returned for `text`, taken before anything used it. */
-  put(file: string, text: string, data: Uint8Array, at: Omit<ParsedJobFile, "data">): void {
-    this.entries.set(file, { text, data, ...at });
+  /** `parsed.data`: what the schema returned for `text`, unchanged. */
+  put(file: string, text: string, parsed: ParsedJobFile): void {
+    this.entries.set(file, { text, parsed });
     this.changed = true;
   }
 

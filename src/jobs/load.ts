@@ -1,7 +1,6 @@
 import { readdir } from "node:fs/promises";
 import path from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
-import { serialize } from "node:v8";
 import { escapePath } from "tinyglobby";
 import { isMap, isScalar, type Node } from "yaml";
 import {
@@ -226,8 +225,7 @@ export async function readJobFile(file: string, ctx: JobContext, cache?: JobFile
   const checked = jobSchema.safeParse(data);
   if (checked.success) {
     const warnings: Problem[] = [];
-    // Kept before toJob builds the job on it, so the cache holds what the schema returned.
-    const kept = cache && problems.length === 0 ? serialize(checked.data) : undefined;
+    const cacheable = cache !== undefined && problems.length === 0;
     const job = await toJob(checked.data, absolute, source, ctx, problems, warnings);
     if (problems.length > 0)
       return failed(
@@ -239,9 +237,9 @@ export async function readJobFile(file: string, ctx: JobContext, cache?: JobFile
         ),
       );
     const afterAt = job.after ? (keyLocation(source, "after") ?? nameAt) : undefined;
-    if (kept) {
+    if (cacheable) {
       const at = (location: string) => location.slice(shown.length);
-      cache!.put(absolute, text, kept, { nameAt: at(nameAt), ...(afterAt !== undefined ? { afterAt: at(afterAt) } : {}) });
+      cache.put(absolute, text, { data: checked.data, nameAt: at(nameAt), ...(afterAt !== undefined ? { afterAt: at(afterAt) } : {}) });
     }
     return {
       file: absolute,

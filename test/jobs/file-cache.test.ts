@@ -1,7 +1,6 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { serialize } from "node:v8";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { JOB_FILE_CACHE, JobFileCache, openJobFileCache } from "../../src/jobs/file-cache.js";
 import { readJobFiles, type JobContext, type JobFileResult } from "../../src/jobs/load.js";
@@ -129,15 +128,9 @@ describe("the job file cache", () => {
     await startUp([file!]);
     // What the cache says the text gave is what the read returns, so the entry was used.
     const cache = await openJobFileCache(stateDir, KEY);
-    const known = cache!.get(file!, await readFile(file!, "utf8"))!;
-    cache!.put(
-      file!,
-      await readFile(file!, "utf8"),
-      serialize({ ...known.data, settings: { ...known.data.settings, prompt: "From the cache" } }),
-      {
-        nameAt: known.nameAt,
-      },
-    );
+    const text = await readFile(file!, "utf8");
+    const known = cache!.get(file!, text)!;
+    cache!.put(file!, text, { ...known, data: { ...known.data, settings: { ...known.data.settings, prompt: "From the cache" } } });
     await cache!.save([file!]);
     const [result] = await startUp([file!]);
     expect(result!.job!.prompt).toBe("From the cache");
