@@ -80,7 +80,7 @@ if (wanted("daemon")) {
       `  start-up to "countd started": ${startup.jobs} job files ${startup.startupMs.toFixed(0)} ms (target <= ${target} ms) ` +
         `${verdict(startup.startupMs <= target)} on a restart; no job files ${startup.emptyStartupMs.toFixed(0)} ms, ` +
         `so ${fmt((startup.startupMs - startup.emptyStartupMs) / startup.jobs)} per job file; ` +
-        `the first start, every file parsed: ${startup.firstStartupMs.toFixed(0)} ms`,
+        `with no job file cache, every file parsed (a first start): ${startup.firstStartupMs.toFixed(0)} ms`,
     );
   }
   const empty = startups[0]!;
