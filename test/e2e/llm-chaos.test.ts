@@ -60,12 +60,16 @@ interface Delivery {
 const described = (run: RunRecord) =>
   expect.objectContaining({ id: run.id, status: run.status, startedAt: run.startedAt, finishedAt: run.finishedAt, usage: run.usage });
 
-/** The deliveries a receiver got, by the run they describe. */
+/** Run ids are unique within a job: two jobs' runs started in the same second may share one. */
+const runKey = (run: { job: string; id: string }): string => `${run.job}/${run.id}`;
+
+/** The deliveries a receiver got, by the job and run they describe. */
 function byRun(requests: ReceivedRequest[]): Map<string, Delivery[]> {
   const runs = new Map<string, Delivery[]>();
   for (const request of requests) {
     const body = JSON.parse(request.body) as Delivery;
-    runs.set(body.run.id, [...(runs.get(body.run.id) ?? []), body]);
+    const key = runKey({ job: body.job, id: body.run.id });
+    runs.set(key, [...(runs.get(key) ?? []), body]);
   }
   return runs;
 }
@@ -228,11 +232,11 @@ describe("LLM chaos: 30 % of LLM requests fail", () => {
             context,
           ).toEqual(["list_dir", "read_file"]);
           expect(tools[1]!.result, context).toContain("held at customs");
-          expect(answersByRun.get(run.id), context).toEqual([
+          expect(answersByRun.get(runKey(run)), context).toEqual([
             expect.objectContaining({ type: "run.completed", job: run.job, run: described(run), result: ANSWER }),
           ]);
           // The first success after failures tells on_failure the job recovered; nothing else goes there.
-          const recovered = failuresByRun.get(run.id);
+          const recovered = failuresByRun.get(runKey(run));
           if (recovered)
             expect(recovered, context).toEqual([expect.objectContaining({ type: "run.recovered", job: run.job, run: described(run) })]);
         } else {
@@ -240,7 +244,7 @@ describe("LLM chaos: 30 % of LLM requests fail", () => {
           expect(run.error, context).toContain(`(openai at ${mock.url}/v1, model `);
           expect(messages[0]!.error, context).toBe(run.error);
           expect(llm.at(-1)!.error, context).toBe(run.error);
-          expect(failuresByRun.get(run.id), context).toEqual([
+          expect(failuresByRun.get(runKey(run)), context).toEqual([
             expect.objectContaining({
               type: "run.failed",
               job: run.job,
@@ -249,12 +253,12 @@ describe("LLM chaos: 30 % of LLM requests fail", () => {
               lastToolCalls: tools.map((line) => expect.objectContaining({ name: line.tool, status: "ok" })),
             }),
           ]);
-          expect(answersByRun.get(run.id), context).toBeUndefined();
+          expect(answersByRun.get(runKey(run)), context).toBeUndefined();
         }
       }
       // Nothing was delivered for a run the records do not know.
       expect(answers.requests).toHaveLength(ok.length);
-      const recoveries = ok.filter((run) => failuresByRun.has(run.id)).length;
+      const recoveries = ok.filter((run) => failuresByRun.has(runKey(run))).length;
       expect(recoveries).toBeLessThanOrEqual(failed.length);
       expect(failures.requests).toHaveLength(failed.length + recoveries);
       expect(new Set(answers.acknowledgedIds()).size).toBe(ok.length);
