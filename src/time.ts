@@ -117,7 +117,7 @@ export const WEEKDAYS_ZH: Readonly<Record<string, string>> = {
   Sunday: "星期日",
 };
 
-/** Longer than any IANA name: a longer one is refused before ICU is asked. */
+/** Longer than any IANA name; ICU takes seconds to refuse a name of a few hundred kilobytes. */
 export const MAX_TIME_ZONE_LENGTH = 64;
 
 /**

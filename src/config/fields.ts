@@ -122,8 +122,6 @@ export const byteSize = () => {
   });
 };
 
-/** Longer than any IANA name; ICU takes seconds to refuse a name of a few hundred kilobytes. */
-
 /** A section left empty in YAML (`agent:` with every line commented out) is null: treat it as absent. */
 export const section = <T extends z.core.$ZodLooseShape>(shape: T) =>
   z.preprocess((v) => v ?? {}, z.strictObject(shape, expected("a mapping")));
