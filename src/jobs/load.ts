@@ -225,7 +225,6 @@ export async function readJobFile(file: string, ctx: JobContext, cache?: JobFile
   const checked = jobSchema.safeParse(data);
   if (checked.success) {
     const warnings: Problem[] = [];
-    const cacheable = cache !== undefined && problems.length === 0;
     const job = await toJob(checked.data, absolute, source, ctx, problems, warnings);
     if (problems.length > 0)
       return failed(
@@ -237,19 +236,11 @@ export async function readJobFile(file: string, ctx: JobContext, cache?: JobFile
         ),
       );
     const afterAt = job.after ? (keyLocation(source, "after") ?? nameAt) : undefined;
-    if (cacheable) {
+    if (cache) {
       const at = (location: string) => location.slice(shown.length);
       cache.put(absolute, text, { data: checked.data, nameAt: at(nameAt), ...(afterAt !== undefined ? { afterAt: at(afterAt) } : {}) });
     }
-    return {
-      file: absolute,
-      job,
-      problems: [],
-      warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)],
-      nameAt,
-      unset: [],
-      ...(afterAt !== undefined ? { afterAt } : {}),
-    };
+    return loaded(job, source, warnings, nameAt, afterAt);
   }
 
   // The checks across fields still run on the keys that passed, so one round of fixes shows everything.
@@ -289,14 +280,20 @@ async function knownJob(
   const job = await toJob(known.data, file, source, ctx, problems, warnings);
   if (problems.length > 0) return undefined;
   const nameAt = `${shown}${known.nameAt}`;
+  const afterAt = job.after ? (known.afterAt !== undefined ? `${shown}${known.afterAt}` : nameAt) : undefined;
+  return loaded(job, source, warnings, nameAt, afterAt);
+}
+
+/** A file that gave its job with no problem: its warnings placed in `source`. */
+function loaded(job: Job, source: YamlSource, warnings: Problem[], nameAt: string, afterAt: string | undefined): JobFileResult {
   return {
-    file,
+    file: job.file,
     job,
     problems: [],
     warnings: [...jobWarnings(job, source), ...formatProblems(source, warnings)],
     nameAt,
     unset: [],
-    ...(job.after ? { afterAt: known.afterAt !== undefined ? `${shown}${known.afterAt}` : nameAt } : {}),
+    ...(afterAt !== undefined ? { afterAt } : {}),
   };
 }
 
