@@ -1,8 +1,7 @@
 import path from "node:path";
 import ms from "ms";
 import type { Config } from "../config/schema.js";
-import { openJobFileCache } from "../jobs/file-cache.js";
-import { listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
+import { listJobFiles, readJobFolder, selectJobs, type JobFileResult } from "../jobs/load.js";
 import { hasSeconds, triggerLabel } from "../jobs/trigger-label.js";
 import { HEARTBEAT_JOB } from "../store/run-record.js";
 import type { RunRecord } from "../store/run-record.js";
@@ -35,17 +34,18 @@ export async function listJobs(opts: { config?: string; jobs?: string }): Promis
   const draft = dir !== path.resolve(config.paths.jobs);
   const armed = draft ? undefined : await readArmed(config.paths.state);
   const listed = await listJobFiles(dir);
-  // Variables are the daemon's to look up; with none running, they are looked up as its start would.
-  const files = "files" in listed ? listed.files : [];
-  // Drafts are kept out of the cache, which holds the files of the jobs folder.
-  const cache = draft ? undefined : await openJobFileCache(config.paths.state);
-  const results = await readJobFiles(files, armed ? ctx : { ...ctx, env: process.env }, cache);
-  const selected = selectJobs(results);
-  const problems = [...("problem" in listed ? [listed.problem] : []), ...selected.problems];
+  // Opened first, so that the job file cache finds the state folder a first command makes.
   const { state, close } = await openState(config);
-  // Once the state folder is there; unwritten, the cache only costs the next command time.
-  await cache?.save(files);
   try {
+    // Variables are the daemon's to look up; with none running, they are looked up as its start would.
+    // Drafts are kept out of the cache, which holds the files of the jobs folder; unwritten, it only costs the next command time.
+    const { results } = await readJobFolder(
+      "files" in listed ? listed.files : [],
+      armed ? ctx : { ...ctx, env: process.env },
+      draft ? undefined : config.paths.state,
+    );
+    const selected = selectJobs(results);
+    const problems = [...("problem" in listed ? [listed.problem] : []), ...selected.problems];
     return await jobsTable(config, state, results, selected, problems, armed, !draft);
   } finally {
     await close();
@@ -55,7 +55,7 @@ export async function listJobs(opts: { config?: string; jobs?: string }): Promis
 async function jobsTable(
   config: Config,
   state: StateStore,
-  results: Awaited<ReturnType<typeof readJobFiles>>,
+  results: JobFileResult[],
   selected: ReturnType<typeof selectJobs>,
   problems: string[],
   armed: Armed | undefined,

@@ -4,8 +4,7 @@ import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import type { StatusView } from "../console/protocol.js";
 import { jobContext } from "../jobs/context.js";
-import { openJobFileCache } from "../jobs/file-cache.js";
-import { listJobFiles, readJobFiles, selectJobs } from "../jobs/load.js";
+import { listJobFiles, readJobFolder, selectJobs } from "../jobs/load.js";
 import { fileProblems } from "../jobs/not-armed.js";
 import { isAlive } from "../store/lock.js";
 import { costText, plural, span, tokensText, usd } from "../text.js";
@@ -32,11 +31,12 @@ export async function status(opts: { config?: string; json?: boolean }): Promise
   }
   // With no daemon, read as its start would: a variable unset here is a job it would not arm.
   const listed = await listJobFiles(config.paths.jobs);
-  const files = "files" in listed ? listed.files : [];
-  const cache = await openJobFileCache(config.paths.state);
-  const results = await readJobFiles(files, jobContext(config, view ? null : process.env), cache);
-  // Unwritten (no state folder before a first start), the cache only costs the next command time.
-  await cache?.save(files);
+  // Unwritten (no state folder before a first start), the job file cache only costs the next command time.
+  const { results } = await readJobFolder(
+    "files" in listed ? listed.files : [],
+    jobContext(config, view ? null : process.env),
+    config.paths.state,
+  );
   const selected = selectJobs(results);
   const { jobs } = selected;
   const problems = [...("problem" in listed ? [listed.problem] : []), ...selected.problems];

@@ -17,7 +17,7 @@ import {
 import { referenceProblems } from "../delivery/secrets.js";
 import { JOB_NAME, jobFileSchema, jobSchema, type JobFile } from "./schema.js";
 import { FileTooLarge, readBounded } from "./read-bounded.js";
-import type { JobFileCache, ParsedJobFile } from "./file-cache.js";
+import { openJobFileCache, type JobFileCache, type ParsedJobFile } from "./file-cache.js";
 import { cronProblem, parseAt } from "./schedule.js";
 import { loadOutputSpec } from "./output-schema.js";
 import { jobWarnings, missingBase, placeholderProblems, unsetWarning, webhookSecretProblems } from "./job-checks.js";
@@ -177,6 +177,22 @@ export async function readJobFiles(files: readonly string[], ctx: JobContext, ca
     for (const file of files.slice(start, start + FILES_PER_TURN)) results.push(await readJobFile(file, ctx, cache));
   }
   return results;
+}
+
+/**
+ * A full read of the jobs folder's `files`, through the job file cache in `stateDir` (when given,
+ * and the code is the bundle's), which is then written back. `unsaved`: why it was not written
+ * (no state folder before a first start, a full disk); only the next read's shortcut is lost.
+ */
+export async function readJobFolder(
+  files: readonly string[],
+  ctx: JobContext,
+  stateDir: string | undefined,
+): Promise<{ results: JobFileResult[]; unsaved?: Error }> {
+  const cache = stateDir === undefined ? undefined : await openJobFileCache(stateDir);
+  const results = await readJobFiles(files, ctx, cache);
+  const unsaved = await cache?.save(files);
+  return unsaved ? { results, unsaved } : { results };
 }
 
 export async function readJobFile(file: string, ctx: JobContext, cache?: JobFileCache): Promise<JobFileResult> {

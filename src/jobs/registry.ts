@@ -2,8 +2,16 @@ import { silentLogger, type Logger } from "../log.js";
 import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { errorText } from "../text.js";
-import { displayPath, isJobFileName, listJobFiles, readJobFiles, selectJobs, type JobContext, type JobFileResult } from "./load.js";
-import { openJobFileCache } from "./file-cache.js";
+import {
+  displayPath,
+  isJobFileName,
+  listJobFiles,
+  readJobFiles,
+  readJobFolder,
+  selectJobs,
+  type JobContext,
+  type JobFileResult,
+} from "./load.js";
 import { FolderWatch } from "./folder-watch.js";
 import { fileProblems, type FileProblems } from "./not-armed.js";
 import type { Job } from "./types.js";
@@ -178,10 +186,8 @@ export class JobRegistry {
   private async rescan(log: boolean, notify = log): Promise<string[]> {
     const listed = await listJobFiles(this.dir);
     const files = "files" in listed ? listed.files : [];
-    // Only a full read: a batch of changes is a few files, and a start-up is when the cache pays.
-    const cache = this.stateDir === undefined ? undefined : await openJobFileCache(this.stateDir);
-    const results = await readJobFiles(files, this.ctx, cache);
-    const unsaved = await cache?.save(files);
+    // Only a full read goes through the cache: a batch of changes is a few files, and a start-up is when it pays.
+    const { results, unsaved } = await readJobFolder(files, this.ctx, this.stateDir);
     if (unsaved) this.log.warn({ error: errorText(unsaved) }, "job file cache not written: the next start parses every file");
     this.dirProblems = "problem" in listed ? [listed.problem] : [];
     return this.apply(new Map(results.map((result) => [result.file, result])), log, notify);
