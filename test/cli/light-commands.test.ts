@@ -114,32 +114,33 @@ describe("the commands typed by hand", () => {
   });
 });
 
-/** Node 22.1+ can keep compiled code on disk; Node 20 cannot. */
-// @types/node is Node 20's, which has no enableCompileCache.
+/** Node 22.1+ can keep compiled code on disk; Node 20 cannot (and @types/node, Node 20's, does not name it). */
 const compileCache = "enableCompileCache" in (await import("node:module")).default;
+
+/** `countd jobs` with TMPDIR, where Node keeps its compile cache, a folder of its own; `look` reads it before it is removed. */
+async function jobsWithTmpdir(env: Record<string, string>, look: (temp: string) => Promise<void>): Promise<void> {
+  const temp = await mkdtemp(join(tmpdir(), "countd-compile-cache-"));
+  try {
+    const { code } = await loaded(["jobs"], undefined, { TMPDIR: temp, ...env });
+    expect(code).toBe(0);
+    await look(temp);
+  } finally {
+    await rm(temp, { recursive: true, force: true });
+  }
+}
 
 describe("Node's compile cache", () => {
   it.runIf(compileCache)("countd jobs leaves its compiled modules there for the next command", async () => {
-    const temp = await mkdtemp(join(tmpdir(), "countd-compile-cache-"));
-    try {
-      const { code } = await loaded(["jobs"], undefined, { TMPDIR: temp });
-      expect(code).toBe(0);
+    await jobsWithTmpdir({}, async (temp) => {
       const [version] = await readdir(join(temp, "node-compile-cache"));
       expect((await readdir(join(temp, "node-compile-cache", version!))).length).toBeGreaterThan(10);
-    } finally {
-      await rm(temp, { recursive: true, force: true });
-    }
+    });
   });
 
   it.runIf(compileCache)("and leaves none when NODE_DISABLE_COMPILE_CACHE is set", async () => {
-    const temp = await mkdtemp(join(tmpdir(), "countd-compile-cache-"));
-    try {
-      const { code } = await loaded(["jobs"], undefined, { TMPDIR: temp, NODE_DISABLE_COMPILE_CACHE: "1" });
-      expect(code).toBe(0);
+    await jobsWithTmpdir({ NODE_DISABLE_COMPILE_CACHE: "1" }, async (temp) => {
       expect(await readdir(temp)).toEqual([]);
-    } finally {
-      await rm(temp, { recursive: true, force: true });
-    }
+    });
   });
 });
 
