@@ -3,7 +3,8 @@
  * in a folder of 10 job files with 10 recorded runs each, no daemon running (so `status` says so
  * and exits 3), each beside a bare `node -e 0` started the same way in the same round, the two
  * alternating, median of ROUNDS. Each process runs under /usr/bin/time, whose peak RSS (%M) is
- * reported; without it, the peak is left out and the times are of the bare processes.
+ * reported; without it, the peak is left out and the times are of the bare processes. Last, the
+ * same for the floor of the three commands that read countd.yaml (bench/bare.ts), with no target.
  */
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -15,6 +16,7 @@ import { fileURLToPath } from "node:url";
 import { emptyUsage } from "../src/providers/types.js";
 import type { RunRecord } from "../src/store/run-record.js";
 import { StateStore } from "../src/store/state.js";
+import { bareEnv, libraryProbe } from "./bare.js";
 import { median } from "./stats.js";
 
 const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
@@ -32,6 +34,7 @@ const COMMANDS: Array<{ args: string[]; exit: number; target: number }> = [
 ];
 
 export interface CliRow {
+  /** What ran: a countd command, or the libraries' floor. */
   command: string;
   ms: number;
   peakMb: number | undefined;
@@ -39,7 +42,8 @@ export interface CliRow {
   bareMs: number;
   barePeakMb: number | undefined;
   ratio: number;
-  target: number;
+  /** None for the floor, which is reported beside the commands. */
+  target: number | undefined;
 }
 
 interface Sample {
@@ -53,7 +57,7 @@ async function timed(cwd: string, args: string[], exit: number, peakFile: string
   const started = performance.now();
   let stderr = "";
   const code = await new Promise<number | null>((resolve, reject) => {
-    const child = spawn(file, argv, { cwd, env: { PATH: process.env["PATH"] ?? "" }, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(file, argv, { cwd, env: bareEnv(), stdio: ["ignore", "ignore", "pipe"] });
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     child.once("error", reject);
     child.once("exit", resolve);
@@ -101,20 +105,28 @@ async function countdHome(): Promise<string> {
 
 export async function benchCli(rounds = ROUNDS): Promise<CliRow[]> {
   const home = await countdHome();
+  const probe = await libraryProbe();
   const peakFile = existsSync(TIME) ? join(home, "peak.txt") : undefined;
   try {
     const rows: CliRow[] = [];
-    for (const { args, exit, target } of COMMANDS) {
+    const floor = { command: "zod, yaml and commander alone", argv: [probe.file], exit: 0, target: undefined };
+    const commands = COMMANDS.map(({ args, exit, target }) => ({
+      command: `countd ${args.join(" ")}`,
+      argv: [BIN, ...args],
+      exit,
+      target,
+    }));
+    for (const { command: name, argv, exit, target } of [...commands, floor]) {
       const command: Sample[] = [];
       const bare: Sample[] = [];
       // One of each unmeasured first: the page cache holds the files both read.
       await timed(home, ["-e", "0"], 0, peakFile);
-      await timed(home, [BIN, ...args], exit, peakFile);
+      await timed(home, argv, exit, peakFile);
       for (let round = 0; round < rounds; round++) {
         // Alternating which goes first, so neither always starts on a warmer machine.
         const pair = [
           async () => bare.push(await timed(home, ["-e", "0"], 0, peakFile)),
-          async () => command.push(await timed(home, [BIN, ...args], exit, peakFile)),
+          async () => command.push(await timed(home, argv, exit, peakFile)),
         ];
         if (round % 2 === 1) pair.reverse();
         for (const run of pair) await run();
@@ -123,7 +135,7 @@ export async function benchCli(rounds = ROUNDS): Promise<CliRow[]> {
       const bareMs = median(bare.map((s) => s.ms));
       const peak = (samples: Sample[]) => (peakFile ? median(samples.map((s) => s.peakMb!)) : undefined);
       rows.push({
-        command: `countd ${args.join(" ")}`,
+        command: name,
         ms,
         peakMb: peak(command),
         bareMs,
@@ -134,6 +146,6 @@ export async function benchCli(rounds = ROUNDS): Promise<CliRow[]> {
     }
     return rows;
   } finally {
-    await rm(home, { recursive: true, force: true });
+    await Promise.all([rm(home, { recursive: true, force: true }), probe.remove()]);
   }
 }

@@ -17,6 +17,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { LLMock } from "@copilotkit/aimock";
 import { JOB_FILE_CACHE } from "../src/jobs/file-cache.js";
+import { bareEnv, libraryProbe } from "./bare.js";
 import { median } from "./stats.js";
 
 const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
@@ -135,7 +136,7 @@ export async function startCountd(home: string, jobs: number, baseURL: string, n
   const child = spawn(process.execPath, [...nodeArgs, BIN, "start"], {
     cwd: home,
     env: {
-      ...process.env,
+      ...bareEnv(),
       OPENAI_API_KEY: "sk-unused",
       OPENAI_BASE_URL: baseURL,
       COUNTD_LOG_LEVEL: "info",
@@ -212,24 +213,27 @@ export interface StartupResult {
   emptyStartupMs: number;
   /** Spawn to exit of a bare `node -e 0`, measured in the same rounds. */
   bareNodeMs: number;
+  /** Spawn to exit of bench/bare.ts's library probe, measured in the same rounds. */
+  libraryFloorMs: number;
 }
 
-/** Spawn to exit of `node -e 0`: what any Node program pays before its own first line. */
-async function bareNode(): Promise<number> {
+/** Spawn to exit of `node ...args`: with `-e 0`, what any Node program pays before its own first line. */
+async function bareNode(args: string[]): Promise<number> {
   const t0 = performance.now();
-  const child = spawn(process.execPath, ["-e", "0"], { stdio: "ignore" });
+  const child = spawn(process.execPath, args, { env: bareEnv(), stdio: "ignore" });
   const [code] = (await once(child, "exit")) as [number | null];
-  if (code !== 0) throw new Error(`bench/daemon: node -e 0 exited ${code}`);
+  if (code !== 0) throw new Error(`bench/daemon: node ${args.join(" ")} exited ${code}`);
   return performance.now() - t0;
 }
 
 export async function benchStartup(jobs = 1000): Promise<StartupResult> {
-  const [full, empty] = await Promise.all([countdHome(jobs), countdHome(0)]);
+  const [full, empty, probe] = await Promise.all([countdHome(jobs), countdHome(0), libraryProbe()]);
   try {
     return await withCountd(async (start) => {
       const fullMs: number[] = [];
       const emptyMs: number[] = [];
       const bareMs: number[] = [];
+      const floorMs: number[] = [];
       const measure = async (home: string, count: number, into: number[]) => {
         const started = await start(home, count);
         into.push(started.startupMs);
@@ -243,7 +247,8 @@ export async function benchStartup(jobs = 1000): Promise<StartupResult> {
         await measure(full, jobs, first);
       };
       for (let round = 0; round < STARTS; round++) {
-        bareMs.push(await bareNode());
+        bareMs.push(await bareNode(["-e", "0"]));
+        floorMs.push(await bareNode([probe.file]));
         // Alternating which goes first, so none always starts on a warmer machine.
         if (round % 2 === 0) {
           await measure(empty, 0, emptyMs);
@@ -261,10 +266,11 @@ export async function benchStartup(jobs = 1000): Promise<StartupResult> {
         firstStartupMs: median(first),
         emptyStartupMs: median(emptyMs),
         bareNodeMs: median(bareMs),
+        libraryFloorMs: median(floorMs),
       };
     });
   } finally {
-    await Promise.all([full, empty].map((home) => rm(home, { recursive: true, force: true })));
+    await Promise.all([...[full, empty].map((home) => rm(home, { recursive: true, force: true })), probe.remove()]);
   }
 }
 
