@@ -114,6 +114,15 @@ export class ClusterSessions implements SessionHistory {
     });
   }
 
+  /** An isolated run's file is created ahead on this node, as a daemon alone creates it; a shared session's history is Redis's. */
+  expect(sessionId: string): void {
+    if (!isShared(sessionId)) this.local.expect(sessionId);
+  }
+
+  dismiss(sessionId: string): Promise<void> {
+    return isShared(sessionId) ? Promise.resolve() : this.local.dismiss(sessionId);
+  }
+
   async append(sessionId: string, messages: ChatMessage[], runId?: string): Promise<void> {
     if (!isShared(sessionId)) return this.local.append(sessionId, messages, runId);
     if (messages.length === 0) return;
