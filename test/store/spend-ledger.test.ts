@@ -69,3 +69,54 @@ describe("the spend file a ledger keeps open between calls", () => {
     }
   });
 });
+
+describe("what a ledger says a day spent", () => {
+  /** The day of `at` on a wall clock in `timeZone`, as ICU gives it: YYYY-MM-DD. */
+  const dayIn = (at: Date, timeZone: string) =>
+    new Intl.DateTimeFormat("en-CA", { timeZone, year: "numeric", month: "2-digit", day: "2-digit" }).format(at);
+
+  it("sums each zone's own day, where midnight falls on a quarter or half hour in UTC too, and again from the files", async () => {
+    const state = await mkdtemp(join(tmpdir(), "countd-spend-"));
+    try {
+      const now = new Date("2026-12-06T06:00:00.000Z");
+      const ledger = await SpendLedger.open(state, { now: () => now });
+      // A call every 5 minutes for two and a quarter days, two jobs, so every zone's midnight has calls on both sides.
+      const lines: SpendLine[] = [];
+      for (let at = Date.parse("2026-12-04T00:00:00.000Z"); at <= now.getTime(); at += 5 * 60_000) {
+        for (const [job, cost] of [
+          ["a", 0.01],
+          ["b", 0.025],
+        ] as const) {
+          const line = { ...call(new Date(at).toISOString(), `run-${at}`), job, cost };
+          lines.push(line);
+          ledger.record(line);
+        }
+      }
+      await ledger.flush();
+      const reopened = await SpendLedger.open(state, { now: () => now });
+      for (const timeZone of [
+        "UTC",
+        "Asia/Kathmandu",
+        "America/St_Johns",
+        "Australia/Eucla",
+        "Pacific/Chatham",
+        "Pacific/Kiritimati",
+        "Pacific/Pago_Pago",
+      ]) {
+        const today = dayIn(now, timeZone);
+        for (const job of [undefined, "a"]) {
+          const counted = lines.filter((line) => dayIn(new Date(line.at), timeZone) === today && (job === undefined || line.job === job));
+          const expected = { tokens: counted.length * 11, cost: counted.reduce((sum, line) => sum + line.cost!, 0) };
+          for (const book of [ledger, reopened]) {
+            const spent = book.today(timeZone, job);
+            expect(spent.date, timeZone).toBe(today);
+            expect(spent.tokens, `${timeZone} ${job ?? "all"}`).toBe(expected.tokens);
+            expect(spent.cost, `${timeZone} ${job ?? "all"}`).toBeCloseTo(expected.cost, 9);
+          }
+        }
+      }
+    } finally {
+      await rm(state, { recursive: true, force: true });
+    }
+  });
+});
