@@ -1,6 +1,5 @@
 import { existsSync } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
-import { setTimeout as sleep } from "node:timers/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Redis } from "ioredis";
@@ -21,15 +20,6 @@ const exchange = (n: number): ChatMessage[] => [
   { role: "user", content: `question ${n}` },
   { role: "assistant", content: `answer ${n}` },
 ];
-
-/** Waits up to 5 s for `path` to exist. */
-async function appears(path: string): Promise<boolean> {
-  for (let waited = 0; waited < 5_000; waited += 10) {
-    if (existsSync(path)) return true;
-    await sleep(10);
-  }
-  return false;
-}
 
 describe.skipIf(!hasRedis)("the sessions of a cluster's nodes", () => {
   const redis = useRedis();
@@ -63,12 +53,12 @@ describe.skipIf(!hasRedis)("the sessions of a cluster's nodes", () => {
   it("creates an isolated run's file on its node while the run goes on, and removes it when the run waits for a person", async () => {
     const a = await node();
     a.sessions.expect("cron:disk:run-1");
-    expect(await appears(a.local.fileOf("cron:disk:run-1"))).toBe(true);
+    await vi.waitFor(() => expect(existsSync(a.local.fileOf("cron:disk:run-1"))).toBe(true), 5_000);
     await a.sessions.append("cron:disk:run-1", exchange(1), "run-1");
     expect(await readJsonLines(a.local.fileOf("cron:disk:run-1"))).toEqual([{ run: "run-1", at: expect.any(String) }, ...exchange(1)]);
 
     a.sessions.expect("cron:disk:run-2");
-    expect(await appears(a.local.fileOf("cron:disk:run-2"))).toBe(true);
+    await vi.waitFor(() => expect(existsSync(a.local.fileOf("cron:disk:run-2"))).toBe(true), 5_000);
     await a.sessions.dismiss("cron:disk:run-2");
     expect(existsSync(a.local.fileOf("cron:disk:run-2"))).toBe(false);
 
