@@ -74,7 +74,7 @@ export interface SpendBook {
  * `countd cost` reads the files.
  */
 export class SpendLedger implements SpendBook {
-  /** By the start of each quarter-hour (UTC, ms), what each job's calls in it spent: at most 192 quarters. */
+  /** By the start of each quarter-hour (UTC, ms), what each job's calls in it spent: two days' worth, 193 quarters at most. */
   private readonly quarters = new Map<number, Map<string, Spent>>();
   private day: Day | undefined;
   /** The day's file stays open: a line per LLM call, each opened anew, cost more than the rest of the run's writes. */
@@ -105,7 +105,6 @@ export class SpendLedger implements SpendBook {
 
   /** Appends the call's line; a failed append is logged, the call still counts. */
   record(line: SpendLine): void {
-    this.forget();
     this.count(line);
     if (this.day && localClock(new Date(line.at), this.day.timeZone).date === this.day.date)
       add(this.day, line.job, { cost: line.cost ?? 0, tokens: tokensOf(line.usage) });
@@ -140,6 +139,8 @@ export class SpendLedger implements SpendBook {
     const start = Math.floor(Date.parse(line.at) / QUARTER_MS) * QUARTER_MS;
     let jobs = this.quarters.get(start);
     if (!jobs) {
+      // Old quarters go when a new one comes: with no calls none is added, and an old one never matches today.
+      this.forget();
       jobs = new Map();
       this.quarters.set(start, jobs);
     }
