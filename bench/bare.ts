@@ -4,9 +4,11 @@
  * commander), bundled the way scripts/bundle.mjs bundles countd. The second is a floor no change
  * to countd's own code can go below while it validates countd.yaml with zod.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { performance } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { BuildOptions } from "esbuild";
 
@@ -18,6 +20,38 @@ import type { BuildOptions } from "esbuild";
  */
 export function bareEnv(): NodeJS.ProcessEnv {
   return { PATH: process.env["PATH"] ?? "" };
+}
+
+/** GNU time, which reports a process's peak RSS; where it is missing, peaks are left out. */
+export const TIME = "/usr/bin/time";
+
+/** A process's spawn to exit, and its peak RSS where TIME measured it. */
+export interface Timed {
+  ms: number;
+  peakMb: number | undefined;
+}
+
+/**
+ * Spawn to exit of `node ...args` in bareEnv(), in `cwd`; throws, with its stderr, when its exit
+ * code is not `exit`. With `peakFile`, it runs under TIME, which writes its peak RSS there.
+ */
+export async function timeNode(args: string[], opts: { cwd?: string; exit?: number; peakFile?: string } = {}): Promise<Timed> {
+  const { cwd, exit = 0, peakFile } = opts;
+  const [file, argv] = peakFile ? [TIME, ["-f", "%M", "-o", peakFile, process.execPath, ...args]] : [process.execPath, args];
+  const started = performance.now();
+  let stderr = "";
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn(file, argv, { cwd, env: bareEnv(), stdio: ["ignore", "ignore", "pipe"] });
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.once("error", reject);
+    child.once("exit", resolve);
+  });
+  const ms = performance.now() - started;
+  if (code !== exit) throw new Error(`bench: node ${args.join(" ")} exited ${code}, not ${exit}:\n${stderr}`);
+  if (!peakFile) return { ms, peakMb: undefined };
+  // GNU time writes "Command exited with non-zero status N" before the figure when the exit code is not 0.
+  const kb = Number((await readFile(peakFile, "utf8")).trim().split("\n").at(-1));
+  return { ms, peakMb: kb / 1024 };
 }
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));

@@ -6,21 +6,18 @@
  * reported; without it, the peak is left out and the times are of the bare processes. Last, the
  * same for the floor of the three commands that read countd.yaml (bench/bare.ts), with no target.
  */
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { emptyUsage } from "../src/providers/types.js";
 import type { RunRecord } from "../src/store/run-record.js";
 import { StateStore } from "../src/store/state.js";
-import { bareEnv, libraryProbe } from "./bare.js";
+import { libraryProbe, TIME, timeNode, type Timed } from "./bare.js";
 import { median } from "./stats.js";
 
 const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
-const TIME = "/usr/bin/time";
 const ROUNDS = 21;
 const JOBS = 10;
 const RUNS_PER_JOB = 10;
@@ -44,30 +41,6 @@ export interface CliRow {
   ratio: number;
   /** None for the floor, which is reported beside the commands. */
   target: number | undefined;
-}
-
-interface Sample {
-  ms: number;
-  peakMb: number | undefined;
-}
-
-/** Spawn to exit of `args` under node in `cwd`; throws when its exit code is not `exit`. */
-async function timed(cwd: string, args: string[], exit: number, peakFile: string | undefined): Promise<Sample> {
-  const [file, argv] = peakFile ? [TIME, ["-f", "%M", "-o", peakFile, process.execPath, ...args]] : [process.execPath, args];
-  const started = performance.now();
-  let stderr = "";
-  const code = await new Promise<number | null>((resolve, reject) => {
-    const child = spawn(file, argv, { cwd, env: bareEnv(), stdio: ["ignore", "ignore", "pipe"] });
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once("error", reject);
-    child.once("exit", resolve);
-  });
-  const ms = performance.now() - started;
-  if (code !== exit) throw new Error(`bench/cli: node ${args.join(" ")} exited ${code}, not ${exit}:\n${stderr}`);
-  if (!peakFile) return { ms, peakMb: undefined };
-  // GNU time writes "Command exited with non-zero status N" before the figure when the exit code is not 0.
-  const kb = Number((await readFile(peakFile, "utf8")).trim().split("\n").at(-1));
-  return { ms, peakMb: kb / 1024 };
 }
 
 /** A folder countd runs in: countd.yaml, JOBS job files, and RUNS_PER_JOB finished runs of each. */
@@ -117,23 +90,23 @@ export async function benchCli(rounds = ROUNDS): Promise<CliRow[]> {
       target,
     }));
     for (const { command: name, argv, exit, target } of [...commands, floor]) {
-      const command: Sample[] = [];
-      const bare: Sample[] = [];
+      const command: Timed[] = [];
+      const bare: Timed[] = [];
       // One of each unmeasured first: the page cache holds the files both read.
-      await timed(home, ["-e", "0"], 0, peakFile);
-      await timed(home, argv, exit, peakFile);
+      await timeNode(["-e", "0"], { cwd: home, peakFile });
+      await timeNode(argv, { cwd: home, exit, peakFile });
       for (let round = 0; round < rounds; round++) {
         // Alternating which goes first, so neither always starts on a warmer machine.
         const pair = [
-          async () => bare.push(await timed(home, ["-e", "0"], 0, peakFile)),
-          async () => command.push(await timed(home, argv, exit, peakFile)),
+          async () => bare.push(await timeNode(["-e", "0"], { cwd: home, peakFile })),
+          async () => command.push(await timeNode(argv, { cwd: home, exit, peakFile })),
         ];
         if (round % 2 === 1) pair.reverse();
         for (const run of pair) await run();
       }
       const ms = median(command.map((s) => s.ms));
       const bareMs = median(bare.map((s) => s.ms));
-      const peak = (samples: Sample[]) => (peakFile ? median(samples.map((s) => s.peakMb!)) : undefined);
+      const peak = (samples: Timed[]) => (peakFile ? median(samples.map((s) => s.peakMb!)) : undefined);
       rows.push({
         command: name,
         ms,

@@ -17,7 +17,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { LLMock } from "@copilotkit/aimock";
 import { JOB_FILE_CACHE } from "../src/jobs/file-cache.js";
-import { bareEnv, libraryProbe } from "./bare.js";
+import { bareEnv, libraryProbe, timeNode } from "./bare.js";
 import { median } from "./stats.js";
 
 const BIN = fileURLToPath(new URL("../bin/countd.js", import.meta.url));
@@ -217,15 +217,6 @@ export interface StartupResult {
   libraryFloorMs: number;
 }
 
-/** Spawn to exit of `node ...args`: with `-e 0`, what any Node program pays before its own first line. */
-async function bareNode(args: string[]): Promise<number> {
-  const t0 = performance.now();
-  const child = spawn(process.execPath, args, { env: bareEnv(), stdio: "ignore" });
-  const [code] = (await once(child, "exit")) as [number | null];
-  if (code !== 0) throw new Error(`bench/daemon: node ${args.join(" ")} exited ${code}`);
-  return performance.now() - t0;
-}
-
 export async function benchStartup(jobs = 1000): Promise<StartupResult> {
   const [full, empty, probe] = await Promise.all([countdHome(jobs), countdHome(0), libraryProbe()]);
   try {
@@ -247,8 +238,8 @@ export async function benchStartup(jobs = 1000): Promise<StartupResult> {
         await measure(full, jobs, first);
       };
       for (let round = 0; round < STARTS; round++) {
-        bareMs.push(await bareNode(["-e", "0"]));
-        floorMs.push(await bareNode([probe.file]));
+        bareMs.push((await timeNode(["-e", "0"])).ms);
+        floorMs.push((await timeNode([probe.file])).ms);
         // Alternating which goes first, so none always starts on a warmer machine.
         if (round % 2 === 0) {
           await measure(empty, 0, emptyMs);
