@@ -31,6 +31,9 @@ const hookTarget = (url: string) => ({ kind: "webhook" as const, url, secret: "$
 const hookYaml = (url: string) => `  - webhook:\n      url: ${url}\n      secret: \${HOOK_SECRET}\n`;
 const mailYaml = '  - email:\n      to: [ops@example.com]\n      subject: "{{job.name}} {{status}}"\n';
 
+/** A run's key, `job/id`: run ids are unique within a job only, and alpha's and beta's runs of one second may share one. */
+const runKey = (run: { job: string; id?: string; runId?: string }) => `${run.job}/${run.runId ?? run.id}`;
+
 /** One message as it reached a receiver: its id, the run it describes, and whether the receiver took it. */
 interface Arrival {
   id: string;
@@ -199,12 +202,12 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
         const runs = await allRuns(stateDir);
         // markInterrupted runs before "countd started" is logged: a daemon that got that far left none of the runs before it running.
         if (output.includes("countd started")) {
-          const stillRunning = runs.filter((r) => leftRunning.has(r.id) && r.status !== "interrupted");
+          const stillRunning = runs.filter((r) => leftRunning.has(runKey(r)) && r.status !== "interrupted");
           expect(stillRunning, `runs the kill before round ${round} left running (seed ${SEED})`).toEqual([]);
           interruptedSeen += leftRunning.size;
           leftRunning = new Set();
         }
-        for (const run of runs) if (run.status === "running") leftRunning.add(run.id);
+        for (const run of runs) if (run.status === "running") leftRunning.add(runKey(run));
         kills.push({ requests: hooks.requests.length, mails: smtp.received.length, recorded: await recordedAcknowledged(stateDir) });
       }
 
@@ -217,9 +220,9 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
         runs.filter((r) => r.status === "running"),
         `runs left running after the last restart (seed ${SEED})`,
       ).toEqual([]);
-      const leftStatuses = Object.fromEntries(runs.filter((r) => leftRunning.has(r.id)).map((r) => [r.id, r.status]));
+      const leftStatuses = Object.fromEntries(runs.filter((r) => leftRunning.has(runKey(r))).map((r) => [runKey(r), r.status]));
       expect(leftStatuses, `runs the last kill left running (seed ${SEED})`).toEqual(
-        Object.fromEntries([...leftRunning].map((id) => [id, "interrupted"])),
+        Object.fromEntries([...leftRunning].map((key) => [key, "interrupted"])),
       );
       interruptedSeen += leftRunning.size;
 
@@ -274,9 +277,9 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
         `arrivals whose id is not their run and target's (seed ${SEED})`,
       ).toEqual([]);
       // Only completed runs send answers, and an interrupted one that had queued its answer before the kill.
-      const interrupted = new Set(runs.filter((r) => r.status === "interrupted").map((r) => r.id));
-      const okIds = new Set(completed.map((r) => r.id));
-      expect(all.filter((a) => !okIds.has(a.runId) && !interrupted.has(a.runId))).toEqual([]);
+      const interrupted = new Set(runs.filter((r) => r.status === "interrupted").map(runKey));
+      const okIds = new Set(completed.map(runKey));
+      expect(all.filter((a) => !okIds.has(runKey(a)) && !interrupted.has(runKey(a)))).toEqual([]);
 
       // Which daemon's life each arrival came in: the n-th kill ends life n.
       const lifeOf = (count: (kill: (typeof kills)[number]) => number) => (index: number) =>
