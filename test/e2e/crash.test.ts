@@ -9,7 +9,7 @@ import { targetKey } from "../../src/delivery/targets.js";
 import { readJournal } from "../../src/store/journal.js";
 import { OUTBOX_FILE, OutboxStore, type OutboxEntry, type OutboxRecord } from "../../src/store/outbox-store.js";
 import { useAimock } from "../support/aimock.js";
-import { allRuns, ANY_CONSOLE_PORT, BIN, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
+import { allRuns, ANY_CONSOLE_PORT, BIN, runKey, spawnDaemon, type DaemonProcess } from "../support/daemon-process.js";
 import { startSmtpPeer, type SmtpPeer } from "../support/smtp.js";
 import { startWebhookReceiver, type ReceiverStep, type WebhookReceiver } from "../support/webhook-receiver.js";
 
@@ -30,9 +30,6 @@ const SLOW = { timeout: 20_000, interval: 100 };
 const hookTarget = (url: string) => ({ kind: "webhook" as const, url, secret: "${HOOK_SECRET}", format: "json" as const, headers: {} });
 const hookYaml = (url: string) => `  - webhook:\n      url: ${url}\n      secret: \${HOOK_SECRET}\n`;
 const mailYaml = '  - email:\n      to: [ops@example.com]\n      subject: "{{job.name}} {{status}}"\n';
-
-/** A run's key, `job/id`: run ids are unique within a job only, and alpha's and beta's runs of one second may share one. */
-const runKey = (run: { job: string; id?: string; runId?: string }) => `${run.job}/${run.runId ?? run.id}`;
 
 /** One message as it reached a receiver: its id, the run it describes, and whether the receiver took it. */
 interface Arrival {
@@ -202,12 +199,12 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
         const runs = await allRuns(stateDir);
         // markInterrupted runs before "countd started" is logged: a daemon that got that far left none of the runs before it running.
         if (output.includes("countd started")) {
-          const stillRunning = runs.filter((r) => leftRunning.has(runKey(r)) && r.status !== "interrupted");
+          const stillRunning = runs.filter((r) => leftRunning.has(runKey(r.job, r.id)) && r.status !== "interrupted");
           expect(stillRunning, `runs the kill before round ${round} left running (seed ${SEED})`).toEqual([]);
           interruptedSeen += leftRunning.size;
           leftRunning = new Set();
         }
-        for (const run of runs) if (run.status === "running") leftRunning.add(runKey(run));
+        for (const run of runs) if (run.status === "running") leftRunning.add(runKey(run.job, run.id));
         kills.push({ requests: hooks.requests.length, mails: smtp.received.length, recorded: await recordedAcknowledged(stateDir) });
       }
 
@@ -220,7 +217,9 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
         runs.filter((r) => r.status === "running"),
         `runs left running after the last restart (seed ${SEED})`,
       ).toEqual([]);
-      const leftStatuses = Object.fromEntries(runs.filter((r) => leftRunning.has(runKey(r))).map((r) => [runKey(r), r.status]));
+      const leftStatuses = Object.fromEntries(
+        runs.filter((r) => leftRunning.has(runKey(r.job, r.id))).map((r) => [runKey(r.job, r.id), r.status]),
+      );
       expect(leftStatuses, `runs the last kill left running (seed ${SEED})`).toEqual(
         Object.fromEntries([...leftRunning].map((key) => [key, "interrupted"])),
       );
@@ -277,9 +276,9 @@ describe(`countd start killed with SIGKILL ${ROUNDS} times (seed ${SEED})`, () =
         `arrivals whose id is not their run and target's (seed ${SEED})`,
       ).toEqual([]);
       // Only completed runs send answers, and an interrupted one that had queued its answer before the kill.
-      const interrupted = new Set(runs.filter((r) => r.status === "interrupted").map(runKey));
-      const okIds = new Set(completed.map(runKey));
-      expect(all.filter((a) => !okIds.has(runKey(a)) && !interrupted.has(runKey(a)))).toEqual([]);
+      const interrupted = new Set(runs.filter((r) => r.status === "interrupted").map((r) => runKey(r.job, r.id)));
+      const okIds = new Set(completed.map((r) => runKey(r.job, r.id)));
+      expect(all.filter((a) => !okIds.has(runKey(a.job, a.runId)) && !interrupted.has(runKey(a.job, a.runId)))).toEqual([]);
 
       // Which daemon's life each arrival came in: the n-th kill ends life n.
       const lifeOf = (count: (kill: (typeof kills)[number]) => number) => (index: number) =>

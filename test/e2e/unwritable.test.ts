@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { RunRecord } from "../../src/store/run-record.js";
 import { useAimock } from "../support/aimock.js";
-import { allRuns, ANY_CONSOLE_PORT, BIN, type DaemonProcess, spawnDaemon } from "../support/daemon-process.js";
+import { allRuns, ANY_CONSOLE_PORT, BIN, type DaemonProcess, runKey, spawnDaemon } from "../support/daemon-process.js";
 
 /*
  * Scenario 4 of the fault suite: the state or logs directory cannot be written, at start-up or
@@ -40,20 +40,18 @@ function logLines(output: string): LogLine[] {
     .map((line) => JSON.parse(line) as LogLine);
 }
 
-/** A run's key, `job/id`: run ids are unique within a job only, and two jobs' runs of one second may share one. */
-const runKey = (run: { job?: string; id?: string; runId?: string }) => `${run.job}/${run.id ?? run.runId}`;
-
-/** Runs the daemon says it finished, by key, with the status it logged. */
+/** Runs the daemon says it finished, by runKey, with the status it logged. */
 function finishedInLog(output: string, since = 0): Map<string, string> {
   const finished = new Map<string, string>();
-  for (const line of logLines(output)) if (line.msg === "run finished" && line.time >= since) finished.set(runKey(line), line.status!);
+  for (const line of logLines(output))
+    if (line.msg === "run finished" && line.time >= since) finished.set(runKey(line.job!, line.runId!), line.status!);
   return finished;
 }
 
 function startedInLog(output: string, since: number): string[] {
   return logLines(output)
     .filter((line) => line.msg === "run started" && line.time > since)
-    .map(runKey);
+    .map((line) => runKey(line.job!, line.runId!));
 }
 
 /** setpriv can run the CLI as `nobody` here (it exists, and nobody can read the repository). */
@@ -171,7 +169,7 @@ describe("scenario 4: unwritable state and logs directories", () => {
         // Every run started after the removal is recorded, as it ended.
         const since = removed;
         await vi.waitFor(async () => {
-          const runs = new Map((await allRuns(join(dir, "state"))).map((r) => [runKey(r), r]));
+          const runs = new Map((await allRuns(join(dir, "state"))).map((r) => [runKey(r.job, r.id), r]));
           const finished = finishedInLog(daemon.output(), since);
           for (const id of startedInLog(daemon.output(), since).filter((started) => finished.has(started))) {
             expect(runs.get(id)?.status, `run ${id}`).toBe(finished.get(id));
@@ -220,7 +218,7 @@ describe("scenario 4: unwritable state and logs directories", () => {
       daemon.child.kill("SIGTERM");
       expect(await daemon.exited).toBe(0);
       // Every run the daemon finished, before, during and after the outages, is on disk as it ended.
-      const runs = new Map<string, RunRecord>((await allRuns(state)).map((r) => [runKey(r), r]));
+      const runs = new Map<string, RunRecord>((await allRuns(state)).map((r) => [runKey(r.job, r.id), r]));
       const finished = finishedInLog(daemon.output());
       expect(finished.size).toBeGreaterThanOrEqual(RUNS_PER_STEP * 2 * ROUNDS);
       for (const [id, status] of finished) expect(runs.get(id)?.status, `run ${id}`).toBe(status);

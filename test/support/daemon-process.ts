@@ -41,6 +41,9 @@ export function logLines(output: string, msg?: string): Record<string, unknown>[
   });
 }
 
+/** A run's key, `job/id`: run ids are unique within a job only, and two jobs' runs of one second may share one. */
+export const runKey = (job: string, id: string): string => `${job}/${id}`;
+
 /** Every run record under a state directory, read the way countd reads them. */
 export async function allRuns(stateDir: string): Promise<RunRecord[]> {
   return (await StateStore.open(stateDir)).allRuns();
