@@ -95,7 +95,7 @@ export class SpendLedger implements SpendBook {
     for (const at of [today - DAY_MS, today]) {
       const file = ledger.fileOf(new Date(at));
       try {
-        for (const line of spendLinesOf(await readJsonLines(file))) ledger.count(line);
+        for (const line of spendLinesOf(await readJsonLines(file))) ledger.count(line, spentOf(line));
       } catch (err) {
         ledger.log.error({ file, error: errorText(err) }, "could not read the spend file; its calls do not count against today's budgets");
       }
@@ -105,9 +105,9 @@ export class SpendLedger implements SpendBook {
 
   /** Appends the call's line; a failed append is logged, the call still counts. */
   record(line: SpendLine): void {
-    this.count(line);
-    if (this.day && localClock(new Date(line.at), this.day.timeZone).date === this.day.date)
-      add(this.day, line.job, { cost: line.cost ?? 0, tokens: tokensOf(line.usage) });
+    const spent = spentOf(line);
+    this.count(line, spent);
+    if (this.day && localClock(new Date(line.at), this.day.timeZone).date === this.day.date) add(this.day, line.job, spent);
     const file = this.fileOf(new Date(line.at));
     this.written = this.appends
       .append(file, [line])
@@ -134,8 +134,8 @@ export class SpendLedger implements SpendBook {
     return day;
   }
 
-  /** Adds the call to its quarter-hour's sums. */
-  private count(line: SpendLine): void {
+  /** Adds what the call spent to its quarter-hour's sums. */
+  private count(line: SpendLine, spent: Spent): void {
     const start = Math.floor(Date.parse(line.at) / QUARTER_MS) * QUARTER_MS;
     let jobs = this.quarters.get(start);
     if (!jobs) {
@@ -144,10 +144,7 @@ export class SpendLedger implements SpendBook {
       jobs = new Map();
       this.quarters.set(start, jobs);
     }
-    const spent = jobs.get(line.job) ?? { cost: 0, tokens: 0 };
-    spent.cost += line.cost ?? 0;
-    spent.tokens += tokensOf(line.usage);
-    jobs.set(line.job, spent);
+    addTo(jobs, line.job, spent);
   }
 
   /** Drops quarters over two days old: no time zone's current day reaches back that far. */
@@ -161,13 +158,19 @@ export class SpendLedger implements SpendBook {
   }
 }
 
+const spentOf = (line: SpendLine): Spent => ({ cost: line.cost ?? 0, tokens: tokensOf(line.usage) });
+
 function add(day: Day, job: string, spent: Spent): void {
   day.total.tokens += spent.tokens;
   day.total.cost += spent.cost;
-  const sum = day.jobs.get(job) ?? { cost: 0, tokens: 0 };
+  addTo(day.jobs, job, spent);
+}
+
+function addTo(jobs: Map<string, Spent>, job: string, spent: Spent): void {
+  const sum = jobs.get(job) ?? { cost: 0, tokens: 0 };
   sum.tokens += spent.tokens;
   sum.cost += spent.cost;
-  day.jobs.set(job, sum);
+  jobs.set(job, sum);
 }
 
 const spendLineShape = z.looseObject({
